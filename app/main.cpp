@@ -1,0 +1,76 @@
+// main.cpp — `lathe`: dispatches to the subcommands registered in app/cmd_*.cpp.
+//
+//   lathe COMMAND [ARGS…]     a subcommand (see `lathe help`)
+//   lathe SCRIPT.lua [ARGS…]  runs a Lua script (the "script" command)
+//   lathe [FILE]              the desktop app on FILE, or the REPL without a display
+#include <cstdio>
+#include <cstdlib>
+#include <iostream>
+
+#include "app/commands.h"
+#include "core/ir/diag.h"
+
+namespace lathe::app {
+
+namespace {
+std::vector<Command>& table() {
+  static std::vector<Command> t;
+  return t;
+}
+bool ends_with(const std::string& s, const std::string& suf) {
+  return s.size() >= suf.size() && s.compare(s.size() - suf.size(), suf.size(), suf) == 0;
+}
+}  // namespace
+
+void register_command(const Command& c) { table().push_back(c); }
+const std::vector<Command>& commands() { return table(); }
+const Command* find_command(const std::string& name) {
+  for (auto& c : table()) if (name == c.name) return &c;
+  return nullptr;
+}
+
+int dispatch(int argc, char** argv) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  std::string cmd;
+  if (args.empty()) {
+    cmd = std::getenv("DISPLAY") && find_command("gui") ? "gui" : "repl";
+  } else if (find_command(args[0])) {
+    cmd = args[0];
+    args.erase(args.begin());
+  } else if (args[0] == "--help" || args[0] == "-h") {
+    cmd = "help";
+    args.erase(args.begin());
+  } else if (ends_with(args[0], ".lua") && find_command("script")) {
+    cmd = "script";
+  } else if (args[0].size() && args[0][0] != '-') {
+    cmd = std::getenv("DISPLAY") && find_command("gui") ? "gui" : "repl";
+  } else {
+    std::cerr << "lathe: unknown option '" << args[0] << "'; see `lathe help`\n";
+    return 2;
+  }
+  const Command* c = find_command(cmd);
+  if (!c) {
+    std::cerr << "lathe: the '" << cmd << "' command is not built into this binary\n";
+    return 2;
+  }
+  if (cmd == "repl" && args.empty() && argc == 1 && !std::getenv("DISPLAY"))
+    std::cerr << "lathe: no display; starting the REPL (use `lathe gui` under X or Xvfb)\n";
+  return c->run(args);
+}
+
+}  // namespace lathe::app
+
+int main(int argc, char** argv) {
+  try {
+    return lathe::app::dispatch(argc, argv);
+  } catch (const lathe::UserError& e) {
+    std::cerr << e.what() << "\n";
+    return 1;
+  } catch (const lathe::InternalError& e) {
+    std::cerr << "lathe: " << e.what() << "\n  this is a bug in Lathe; please report it with the input that caused it\n";
+    return 1;
+  } catch (const std::exception& e) {
+    std::cerr << "lathe: error: " << e.what() << "\n";
+    return 1;
+  }
+}

@@ -1,0 +1,155 @@
+// host_tensor.cpp — storage, element access and conversions.
+#include "core/runtime/host_tensor.h"
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+
+#include "core/ir/diag.h"
+
+namespace lathe {
+
+namespace {
+std::shared_ptr<std::byte[]> alloc_aligned(size_t n) {
+  size_t sz = (std::max<size_t>(n, 1) + 63) / 64 * 64;
+  void* p = std::aligned_alloc(64, sz);
+  if (!p) throw UserError("out of memory allocating a tensor of " + std::to_string(n) + " bytes");
+  std::memset(p, 0, sz);
+  return std::shared_ptr<std::byte[]>(static_cast<std::byte*>(p), [](std::byte* q) { std::free(q); });
+}
+}  // namespace
+
+HostTensor::HostTensor(DType dtype, std::vector<int64_t> shape) : dtype_(dtype), shape_(std::move(shape)) {
+  numel_ = 1;
+  for (auto d : shape_) {
+    if (d < 0) throw UserError("negative dimension " + std::to_string(d) + " in tensor shape");
+    if (d != 0 && numel_ > (int64_t(1) << 40) / d)
+      throw UserError("tensor of shape " + shape_string() + " is too large (over 2^40 elements)");
+    numel_ *= d;
+  }
+  storage_ = alloc_aligned(nbytes());
+}
+
+int64_t float_to_int_saturating(double v, DType t) {
+  if (std::isnan(v)) return 0;
+  if (t == DType::Bool) return v != 0;
+  double lo, hi;
+  switch (t) {
+    case DType::U8: lo = 0; hi = 255; break;
+    case DType::I8: lo = -128; hi = 127; break;
+    case DType::I16: lo = -32768; hi = 32767; break;
+    case DType::I32: lo = -2147483648.0; hi = 2147483647.0; break;
+    default:
+      if (v >= 9.2233720368547758e18) return std::numeric_limits<int64_t>::max();
+      if (v <= -9.2233720368547758e18) return std::numeric_limits<int64_t>::min();
+      return static_cast<int64_t>(std::trunc(v));
+  }
+  v = std::trunc(v);
+  return static_cast<int64_t>(v < lo ? lo : v > hi ? hi : v);
+}
+
+int64_t wrap_int(int64_t v, DType t) {
+  switch (t) {
+    case DType::Bool: return v != 0;
+    case DType::U8: return static_cast<uint8_t>(v);
+    case DType::I8: return static_cast<int8_t>(v);
+    case DType::I16: return static_cast<int16_t>(v);
+    case DType::I32: return static_cast<int32_t>(v);
+    default: return v;
+  }
+}
+
+double HostTensor::get_f64(int64_t i) const {
+  const std::byte* p = storage_.get();
+  switch (dtype_) {
+    case DType::Bool: return reinterpret_cast<const uint8_t*>(p)[i] != 0;
+    case DType::U8: return reinterpret_cast<const uint8_t*>(p)[i];
+    case DType::I8: return reinterpret_cast<const int8_t*>(p)[i];
+    case DType::I16: return reinterpret_cast<const int16_t*>(p)[i];
+    case DType::I32: return reinterpret_cast<const int32_t*>(p)[i];
+    case DType::I64: return static_cast<double>(reinterpret_cast<const int64_t*>(p)[i]);
+    case DType::F16: return f16_to_f32(reinterpret_cast<const uint16_t*>(p)[i]);
+    case DType::BF16: return bf16_to_f32(reinterpret_cast<const uint16_t*>(p)[i]);
+    case DType::F32: return reinterpret_cast<const float*>(p)[i];
+    case DType::F64: return reinterpret_cast<const double*>(p)[i];
+  }
+  return 0;
+}
+
+int64_t HostTensor::get_i64(int64_t i) const {
+  const std::byte* p = storage_.get();
+  switch (dtype_) {
+    case DType::Bool: return reinterpret_cast<const uint8_t*>(p)[i] != 0;
+    case DType::U8: return reinterpret_cast<const uint8_t*>(p)[i];
+    case DType::I8: return reinterpret_cast<const int8_t*>(p)[i];
+    case DType::I16: return reinterpret_cast<const int16_t*>(p)[i];
+    case DType::I32: return reinterpret_cast<const int32_t*>(p)[i];
+    case DType::I64: return reinterpret_cast<const int64_t*>(p)[i];
+    default: return float_to_int_saturating(get_f64(i), DType::I64);
+  }
+}
+
+void HostTensor::set_f64(int64_t i, double v) {
+  std::byte* p = storage_.get();
+  switch (dtype_) {
+    case DType::F16: reinterpret_cast<uint16_t*>(p)[i] = f32_to_f16(static_cast<float>(v)); return;
+    case DType::BF16: reinterpret_cast<uint16_t*>(p)[i] = f32_to_bf16(static_cast<float>(v)); return;
+    case DType::F32: reinterpret_cast<float*>(p)[i] = static_cast<float>(v); return;
+    case DType::F64: reinterpret_cast<double*>(p)[i] = v; return;
+    case DType::Bool: reinterpret_cast<uint8_t*>(p)[i] = (v != 0 || std::isnan(v)); return;
+    default: set_i64(i, float_to_int_saturating(v, dtype_)); return;
+  }
+}
+
+void HostTensor::set_i64(int64_t i, int64_t v) {
+  std::byte* p = storage_.get();
+  switch (dtype_) {
+    case DType::Bool: reinterpret_cast<uint8_t*>(p)[i] = v != 0; return;
+    case DType::U8: reinterpret_cast<uint8_t*>(p)[i] = static_cast<uint8_t>(v); return;
+    case DType::I8: reinterpret_cast<int8_t*>(p)[i] = static_cast<int8_t>(v); return;
+    case DType::I16: reinterpret_cast<int16_t*>(p)[i] = static_cast<int16_t>(v); return;
+    case DType::I32: reinterpret_cast<int32_t*>(p)[i] = static_cast<int32_t>(v); return;
+    case DType::I64: reinterpret_cast<int64_t*>(p)[i] = v; return;
+    default: set_f64(i, static_cast<double>(v)); return;
+  }
+}
+
+HostTensor HostTensor::clone() const {
+  HostTensor t(dtype_, shape_);
+  if (nbytes()) std::memcpy(t.data(), data(), nbytes());
+  return t;
+}
+
+HostTensor HostTensor::reshaped(std::vector<int64_t> shape) const {
+  HostTensor t = *this;
+  int64_t n = 1;
+  for (auto d : shape) n *= d;
+  LATHE_CHECK(n == numel_, "HostTensor::reshaped: element count must not change");
+  t.shape_ = std::move(shape);
+  return t;
+}
+
+std::string HostTensor::shape_string() const {
+  std::string r = "[";
+  for (size_t i = 0; i < shape_.size(); ++i) r += (i ? ", " : "") + std::to_string(shape_[i]);
+  return r + "]";
+}
+
+size_t HostTensor::content_hash() const {
+  // FNV-1a over the bytes (sampled for big tensors), mixed with dtype and shape.
+  uint64_t h = 1469598103934665603ull ^ static_cast<uint64_t>(dtype_);
+  for (auto d : shape_) h = (h ^ static_cast<uint64_t>(d)) * 1099511628211ull;
+  const auto* p = reinterpret_cast<const unsigned char*>(data());
+  size_t n = nbytes();
+  size_t step = n > (1u << 20) ? n / (1u << 16) : 1;
+  for (size_t i = 0; i < n; i += step) h = (h ^ p[i]) * 1099511628211ull;
+  return static_cast<size_t>(h);
+}
+
+bool HostTensor::same_content(const HostTensor& o) const {
+  return dtype_ == o.dtype_ && shape_ == o.shape_ &&
+         (storage_ == o.storage_ || std::memcmp(data(), o.data(), nbytes()) == 0);
+}
+
+}  // namespace lathe
