@@ -1,0 +1,1 @@
+// empty_unit.cpp — keeps a core sub-library non-empty while its folder has no sources yet.

@@ -1,0 +1,19 @@
+// text.h — the .lathe text IR: readable, line-oriented, one node per line.
+//
+// print_graph → parse_graph → print_graph is the identity for every graph. The grammar is
+// documented at the top of text_parse.cpp and in the README. Parse errors throw UserError
+// with file:line:col, the source line with a caret, and what was expected.
+#pragma once
+#include <string>
+#include <string_view>
+
+#include "core/ir/graph.h"
+
+namespace lathe {
+
+std::string print_graph(const Graph& g);
+// One node as it appears in print_graph (with %N numbering from `ids`, or node ids).
+std::string print_node(NodeRef n);
+Graph parse_graph(std::string_view text, const std::string& filename = "<text>");
+
+}  // namespace lathe
