@@ -1,0 +1,638 @@
+// emit.cpp — loop IR -> LLVM IR. See emit.h.
+//
+// [SECTION] types and constants
+// [SECTION] math helpers (exp2/log2 polynomials, saturating casts, bf16 rounding)
+// [SECTION] expressions
+// [SECTION] statements (loops, parallel outlining)
+// [SECTION] module entry point
+#include "backends/llvm/emit.h"
+
+#include <llvm/IR/IRBuilder.h>
+#include <llvm/IR/Intrinsics.h>
+#include <llvm/IR/MDBuilder.h>
+#include <llvm/IR/Module.h>
+
+#include <cmath>
+#include <map>
+#include <set>
+
+#include "core/ir/diag.h"
+
+namespace lathe::llvmjit {
+
+using loop::Expr;
+using loop::ExprKind;
+using loop::ExprRef;
+using loop::Stmt;
+using loop::StmtKind;
+
+namespace {
+
+// ---------------------------------------------------------------------------------------
+// [SECTION] types and constants
+// ---------------------------------------------------------------------------------------
+
+bool is_unsigned(DType dt) { return dt == DType::U8 || dt == DType::Bool; }
+
+struct Var {
+  llvm::Value* slot = nullptr;  // alloca (scalars) or base pointer (arrays)
+  llvm::Type* type = nullptr;   // value type (scalars) or element type (arrays)
+  bool array = false;
+  int lanes = 1;                // arrays: lanes per element
+  DType dtype = DType::I64;
+};
+
+class FunctionEmitter {
+ public:
+  FunctionEmitter(llvm::Module& m, const loop::LoopFunc& f, llvm::Function* fn)
+      : m_(m), ctx_(m.getContext()), b_(ctx_), lf_(f), fn_(fn) {}
+
+  // Emits the kernel body into fn_ (args: buffers, dims).
+  void emit_kernel() {
+    auto* entry = llvm::BasicBlock::Create(ctx_, "entry", fn_);
+    b_.SetInsertPoint(entry);
+    buffers_arg_ = fn_->getArg(0);
+    dims_arg_ = fn_->getArg(1);
+    load_dims_and_buffers();
+    emit_stmts(lf_.body);
+    b_.CreateRetVoid();
+  }
+
+  // Emits an outlined parallel chunk: fn_(buffers, dims, captures, begin, end) runs
+  // iterations [begin, end) of `loop`, with the captured variables restored.
+  void emit_chunk(const Stmt& loop, const std::vector<std::pair<std::string, Var>>& captures) {
+    auto* entry = llvm::BasicBlock::Create(ctx_, "entry", fn_);
+    b_.SetInsertPoint(entry);
+    buffers_arg_ = fn_->getArg(0);
+    dims_arg_ = fn_->getArg(1);
+    load_dims_and_buffers();
+    llvm::Value* caps = fn_->getArg(2);
+    for (size_t i = 0; i < captures.size(); ++i) {
+      auto& [name, outer] = captures[i];
+      llvm::Value* bits = b_.CreateLoad(b_.getInt64Ty(), b_.CreateConstGEP1_64(b_.getInt64Ty(), caps, i));
+      Var v = outer;
+      if (outer.array) {
+        v.slot = b_.CreateIntToPtr(bits, b_.getPtrTy());
+      } else {
+        v.slot = entry_alloca(outer.type, name);
+        b_.CreateStore(from_bits(bits, outer.type), v.slot);
+      }
+      vars_[name] = v;
+    }
+    emit_loop(loop, fn_->getArg(3), fn_->getArg(4));
+    b_.CreateRetVoid();
+  }
+
+ private:
+  llvm::Module& m_;
+  llvm::LLVMContext& ctx_;
+  llvm::IRBuilder<> b_;
+  const loop::LoopFunc& lf_;
+  llvm::Function* fn_;
+  llvm::Value* buffers_arg_ = nullptr;
+  llvm::Value* dims_arg_ = nullptr;
+  std::vector<llvm::Value*> buffer_ptrs_;
+  std::map<std::string, llvm::Value*> dims_;
+  std::map<std::string, Var> vars_;
+  int outlined_ = 0;
+
+  void load_dims_and_buffers() {
+    for (size_t p = 0; p < lf_.buffers.size(); ++p)
+      buffer_ptrs_.push_back(b_.CreateLoad(b_.getPtrTy(), b_.CreateConstGEP1_64(b_.getPtrTy(), buffers_arg_, p),
+                                           lf_.buffers[p].name));
+    for (size_t d = 0; d < lf_.dims.size(); ++d)
+      dims_[lf_.dims[d]] = b_.CreateLoad(b_.getInt64Ty(), b_.CreateConstGEP1_64(b_.getInt64Ty(), dims_arg_, d),
+                                         lf_.dims[d]);
+  }
+
+  // The register type of a scalar of dtype dt (bf16 computes in f32; bool is i1).
+  llvm::Type* scalar_type(DType dt) {
+    switch (dt) {
+      case DType::Bool: return b_.getInt1Ty();
+      case DType::U8: case DType::I8: return b_.getInt8Ty();
+      case DType::I16: return b_.getInt16Ty();
+      case DType::I32: return b_.getInt32Ty();
+      case DType::I64: return b_.getInt64Ty();
+      case DType::F16: return b_.getHalfTy();
+      case DType::BF16: return b_.getFloatTy();
+      case DType::F32: return b_.getFloatTy();
+      case DType::F64: return b_.getDoubleTy();
+    }
+    return b_.getInt64Ty();
+  }
+  // The in-memory type (bool is a byte, bf16 its 16 bits).
+  llvm::Type* memory_type(DType dt) {
+    if (dt == DType::Bool) return b_.getInt8Ty();
+    if (dt == DType::BF16) return b_.getInt16Ty();
+    return scalar_type(dt);
+  }
+  llvm::Type* vec(llvm::Type* t, int lanes) {
+    return lanes == 1 ? t : llvm::FixedVectorType::get(t, lanes);
+  }
+  llvm::Type* reg_type(DType dt, int lanes) { return vec(scalar_type(dt), lanes); }
+
+  llvm::AllocaInst* entry_alloca(llvm::Type* t, const std::string& name, llvm::Value* count = nullptr) {
+    llvm::IRBuilder<> eb(&fn_->getEntryBlock(), fn_->getEntryBlock().begin());
+    return eb.CreateAlloca(t, count, name);
+  }
+
+  llvm::Value* to_bits(llvm::Value* v) {
+    llvm::Type* t = v->getType();
+    if (t->isPointerTy()) return b_.CreatePtrToInt(v, b_.getInt64Ty());
+    if (t->isFloatingPointTy()) {
+      unsigned w = t->getPrimitiveSizeInBits();
+      v = b_.CreateBitCast(v, b_.getIntNTy(w));
+    }
+    return b_.CreateZExt(v, b_.getInt64Ty());
+  }
+  llvm::Value* from_bits(llvm::Value* bits, llvm::Type* t) {
+    if (t->isFloatingPointTy()) {
+      unsigned w = t->getPrimitiveSizeInBits();
+      return b_.CreateBitCast(b_.CreateTrunc(bits, b_.getIntNTy(w)), t);
+    }
+    return b_.CreateTrunc(bits, t);
+  }
+
+  llvm::Value* splat(llvm::Value* v, int lanes) {
+    if (lanes == 1 || v->getType()->isVectorTy()) return v;
+    return b_.CreateVectorSplat(lanes, v);
+  }
+
+  // ---------------------------------------------------------------------------------------
+  // [SECTION] math helpers
+  // ---------------------------------------------------------------------------------------
+
+  llvm::Value* fconst(llvm::Type* t, double v) { return llvm::ConstantFP::get(t, v); }
+
+  llvm::Value* intrinsic(llvm::Intrinsic::ID id, llvm::ArrayRef<llvm::Value*> args, llvm::ArrayRef<llvm::Type*> tys) {
+    return b_.CreateIntrinsic(id, tys, args);
+  }
+
+  // Rounds an f32 value to bf16 precision (nearest even), staying in f32. NaN stays NaN.
+  llvm::Value* round_bf16(llvm::Value* x) {
+    llvm::Type* ft = x->getType();
+    llvm::Type* it = ft->isVectorTy() ? vec(b_.getInt32Ty(), llvm::cast<llvm::FixedVectorType>(ft)->getNumElements())
+                                      : b_.getInt32Ty();
+    llvm::Value* bits = b_.CreateBitCast(x, it);
+    llvm::Value* lsb = b_.CreateAnd(b_.CreateLShr(bits, llvm::ConstantInt::get(it, 16)), llvm::ConstantInt::get(it, 1));
+    llvm::Value* r = b_.CreateAdd(bits, b_.CreateAdd(llvm::ConstantInt::get(it, 0x7fff), lsb));
+    r = b_.CreateAnd(r, llvm::ConstantInt::get(it, 0xffff0000u));
+    llvm::Value* nan = b_.CreateFCmpUNO(x, x);
+    return b_.CreateSelect(nan, x, b_.CreateBitCast(r, ft));
+  }
+
+  // 2^x for f32 (scalar or vector): x = n + f, f in [-0.5, 0.5]; 2^f by a degree-6
+  // polynomial (max rel. error ~2e-7); 2^n assembled in the exponent bits. Saturates to
+  // 0 / inf outside [-150, 128]; NaN propagates.
+  llvm::Value* exp2_f32(llvm::Value* x) {
+    llvm::Type* ft = x->getType();
+    int lanes = ft->isVectorTy() ? llvm::cast<llvm::FixedVectorType>(ft)->getNumElements() : 1;
+    llvm::Type* it = vec(b_.getInt32Ty(), lanes);
+    llvm::Type* st = b_.getFloatTy();
+    auto C = [&](double v) { return splat(fconst(st, v), lanes); };
+    llvm::Value* xc = intrinsic(llvm::Intrinsic::minnum, {x, C(128.0)}, {ft});
+    xc = intrinsic(llvm::Intrinsic::maxnum, {xc, C(-150.0)}, {ft});
+    llvm::Value* n = intrinsic(llvm::Intrinsic::rint, {xc}, {ft});
+    llvm::Value* f = b_.CreateFSub(xc, n);
+    // minimax-ish coefficients for 2^f on [-0.5, 0.5]
+    const double c[] = {1.0, 0.6931471805599453, 0.2402265069591007, 0.05550410866482158,
+                        0.009618129107628477, 0.0013333558146428443, 0.00015403530393381609};
+    llvm::Value* p = C(c[6]);
+    for (int i = 5; i >= 0; --i) p = intrinsic(llvm::Intrinsic::fma, {p, f, C(c[i])}, {ft});
+    // scale by 2^n in two steps so n in [-150, 128] never overflows the exponent field
+    llvm::Value* ni = b_.CreateFPToSI(n, it);
+    llvm::Value* n1 = b_.CreateAShr(ni, llvm::ConstantInt::get(it, 1));
+    llvm::Value* n2 = b_.CreateSub(ni, n1);
+    auto pow2 = [&](llvm::Value* k) {
+      return b_.CreateBitCast(b_.CreateShl(b_.CreateAdd(k, llvm::ConstantInt::get(it, 127)), llvm::ConstantInt::get(it, 23)), ft);
+    };
+    llvm::Value* r = b_.CreateFMul(b_.CreateFMul(p, pow2(n1)), pow2(n2));
+    llvm::Value* nan = b_.CreateFCmpUNO(x, x);
+    return b_.CreateSelect(nan, x, r);
+  }
+
+  // log2(x) for f32: x = m * 2^e with m in [sqrt(.5), sqrt(2)); log2(m) via
+  // log((1+s)/(1-s)) series in s = (m-1)/(m+1). Special cases: 0 -> -inf, <0/NaN -> NaN,
+  // inf -> inf; subnormals are scaled first.
+  llvm::Value* log2_f32(llvm::Value* x) {
+    llvm::Type* ft = x->getType();
+    int lanes = ft->isVectorTy() ? llvm::cast<llvm::FixedVectorType>(ft)->getNumElements() : 1;
+    llvm::Type* it = vec(b_.getInt32Ty(), lanes);
+    llvm::Type* st = b_.getFloatTy();
+    auto C = [&](double v) { return splat(fconst(st, v), lanes); };
+    auto I = [&](int64_t v) { return llvm::ConstantInt::get(it, v); };
+    llvm::Value* sub = b_.CreateFCmpOLT(x, C(1.17549435e-38));
+    llvm::Value* xs = b_.CreateSelect(sub, b_.CreateFMul(x, C(8388608.0)), x);  // * 2^23
+    llvm::Value* bits = b_.CreateBitCast(xs, it);
+    llvm::Value* e = b_.CreateSub(b_.CreateLShr(bits, I(23)), I(127));
+    llvm::Value* mbits = b_.CreateOr(b_.CreateAnd(bits, I(0x007fffff)), I(0x3f800000));
+    llvm::Value* m = b_.CreateBitCast(mbits, ft);  // [1, 2)
+    llvm::Value* big = b_.CreateFCmpOGT(m, C(1.41421356237));
+    m = b_.CreateSelect(big, b_.CreateFMul(m, C(0.5)), m);
+    e = b_.CreateSelect(big, b_.CreateAdd(e, I(1)), e);
+    llvm::Value* ef = b_.CreateSIToFP(e, ft);
+    ef = b_.CreateSelect(sub, b_.CreateFSub(ef, C(23.0)), ef);
+    llvm::Value* s = b_.CreateFDiv(b_.CreateFSub(m, C(1.0)), b_.CreateFAdd(m, C(1.0)));
+    llvm::Value* s2 = b_.CreateFMul(s, s);
+    // 2*atanh(s) = 2(s + s^3/3 + s^5/5 + …), |s| <= 0.1716
+    const double c[] = {2.0, 2.0 / 3, 2.0 / 5, 2.0 / 7, 2.0 / 9, 2.0 / 11};
+    llvm::Value* p = C(c[5]);
+    for (int i = 4; i >= 0; --i) p = intrinsic(llvm::Intrinsic::fma, {p, s2, C(c[i])}, {ft});
+    llvm::Value* ln = b_.CreateFMul(p, s);
+    llvm::Value* r = intrinsic(llvm::Intrinsic::fma, {ln, C(1.4426950408889634), ef}, {ft});
+    r = b_.CreateSelect(b_.CreateFCmpOEQ(x, C(0.0)), C(-INFINITY), r);
+    r = b_.CreateSelect(b_.CreateFCmpOEQ(x, C(INFINITY)), x, r);
+    r = b_.CreateSelect(b_.CreateFCmpULT(x, C(0.0)), C(NAN), r);  // also NaN inputs
+    return r;
+  }
+
+  // float -> integer: truncate toward zero, saturate, NaN -> 0 (the interpreter's rule).
+  llvm::Value* float_to_int(llvm::Value* v, DType to, int lanes) {
+    llvm::Type* t = reg_type(to, lanes);
+    if (to == DType::Bool) {
+      llvm::Value* z = llvm::Constant::getNullValue(v->getType());
+      return b_.CreateFCmpUNE(v, z);  // NaN -> true, like set_f64
+    }
+    auto id = is_unsigned(to) ? llvm::Intrinsic::fptoui_sat : llvm::Intrinsic::fptosi_sat;
+    return intrinsic(id, {v}, {t, v->getType()});
+  }
+
+  // ---------------------------------------------------------------------------------------
+  // [SECTION] expressions
+  // ---------------------------------------------------------------------------------------
+
+  llvm::Value* lookup_var(const std::string& name) {
+    if (auto it = vars_.find(name); it != vars_.end()) {
+      LATHE_CHECK(!it->second.array, "loop IR reads local array '" + name + "' as a scalar");
+      return b_.CreateLoad(it->second.type, it->second.slot, name);
+    }
+    if (auto it = dims_.find(name); it != dims_.end()) return it->second;
+    throw InternalError("llvm backend: unknown variable '" + name + "' in kernel " + lf_.name);
+  }
+
+  // Loads `lanes` contiguous elements of dtype dt at ptr (memory type), as register values.
+  llvm::Value* load_mem(DType dt, int lanes, llvm::Value* ptr) {
+    llvm::Value* v = b_.CreateLoad(vec(memory_type(dt), lanes), ptr);
+    return from_memory(dt, lanes, v);
+  }
+  llvm::Value* from_memory(DType dt, int lanes, llvm::Value* v) {
+    if (dt == DType::Bool) return b_.CreateICmpNE(v, llvm::Constant::getNullValue(v->getType()));
+    if (dt == DType::BF16) {
+      llvm::Type* i32 = vec(b_.getInt32Ty(), lanes);
+      return b_.CreateBitCast(b_.CreateShl(b_.CreateZExt(v, i32), llvm::ConstantInt::get(i32, 16)),
+                              vec(b_.getFloatTy(), lanes));
+    }
+    return v;
+  }
+  llvm::Value* to_memory(DType dt, int lanes, llvm::Value* v) {
+    if (dt == DType::Bool) return b_.CreateZExt(v, vec(b_.getInt8Ty(), lanes));
+    if (dt == DType::BF16) {
+      llvm::Value* r = round_bf16(v);
+      llvm::Type* i32 = vec(b_.getInt32Ty(), lanes);
+      return b_.CreateTrunc(b_.CreateLShr(b_.CreateBitCast(r, i32), llvm::ConstantInt::get(i32, 16)),
+                            vec(b_.getInt16Ty(), lanes));
+    }
+    return v;
+  }
+
+  llvm::Value* emit(const ExprRef& e) {
+    switch (e->kind) {
+      case ExprKind::Const: {
+        llvm::Type* t = scalar_type(e->dtype);
+        llvm::Value* c = is_float(e->dtype) ? fconst(t, e->dtype == DType::BF16 ? e->f : e->f)
+                                            : llvm::ConstantInt::get(t, static_cast<uint64_t>(e->i), !is_unsigned(e->dtype));
+        return splat(c, e->lanes);
+      }
+      case ExprKind::Var: return splat(lookup_var(e->name), e->lanes);
+      case ExprKind::Load: return emit_load(e);
+      case ExprKind::LocalLoad: {
+        Var& v = array_var(e->name);
+        llvm::Value* idx = emit(e->args[0]);
+        llvm::Value* p = b_.CreateGEP(v.type, v.slot, idx);
+        if (e->lanes == v.lanes) return b_.CreateLoad(v.type, p);
+        return b_.CreateLoad(reg_type(e->dtype, e->lanes), p);
+      }
+      case ExprKind::Unary: return emit_unary(e);
+      case ExprKind::Binary: return emit_binary(e);
+      case ExprKind::Select: {
+        llvm::Value* c = splat(emit(e->args[0]), e->lanes);
+        return b_.CreateSelect(c, splat(emit(e->args[1]), e->lanes), splat(emit(e->args[2]), e->lanes));
+      }
+      case ExprKind::Cast: return emit_cast(e);
+      case ExprKind::Broadcast: return splat(emit(e->args[0]), e->lanes);
+    }
+    throw InternalError("llvm backend: unknown expression kind");
+  }
+
+  Var& array_var(const std::string& name) {
+    auto it = vars_.find(name);
+    LATHE_CHECK(it != vars_.end() && it->second.array, "loop IR uses unknown local array '" + name + "'");
+    return it->second;
+  }
+
+  llvm::Value* emit_load(const ExprRef& e) {
+    const auto& bp = lf_.buffers.at(e->buffer);
+    llvm::Value* base = buffer_ptrs_.at(e->buffer);
+    llvm::Value* idx = emit(e->args[0]);
+    if (e->args.size() < 2) return load_mem(e->dtype, e->lanes, b_.CreateGEP(memory_type(bp.dtype), base, idx));
+    // masked: reads outside the mask give 0 and never touch memory
+    llvm::Value* mask = emit(e->args[1]);
+    llvm::Type* rt = reg_type(e->dtype, e->lanes);
+    if (e->lanes == 1) {
+      llvm::Value* safe = b_.CreateSelect(mask, idx, b_.getInt64(0));
+      llvm::Value* v = load_mem(e->dtype, 1, b_.CreateGEP(memory_type(bp.dtype), base, safe));
+      return b_.CreateSelect(mask, v, llvm::Constant::getNullValue(rt));
+    }
+    mask = splat(mask, e->lanes);
+    llvm::Type* mt = vec(memory_type(e->dtype), e->lanes);
+    llvm::Value* p = b_.CreateGEP(memory_type(bp.dtype), base, idx);
+    llvm::Value* v = b_.CreateMaskedLoad(mt, p, llvm::Align(dtype_size(e->dtype)), mask,
+                                         llvm::Constant::getNullValue(mt));
+    return from_memory(e->dtype, e->lanes, v);
+  }
+
+  llvm::Value* emit_unary(const ExprRef& e) {
+    llvm::Value* x = splat(emit(e->args[0]), e->lanes);
+    DType dt = e->dtype;
+    llvm::Type* t = x->getType();
+    llvm::Value* r = nullptr;
+    switch (e->op) {
+      case Op::Neg: r = is_float(dt) ? b_.CreateFNeg(x) : b_.CreateNeg(x); break;
+      case Op::Recip: r = b_.CreateFDiv(llvm::ConstantFP::get(t, 1.0), x); break;
+      case Op::Sqrt: r = intrinsic(llvm::Intrinsic::sqrt, {x}, {t}); break;
+      case Op::Sin: r = intrinsic(llvm::Intrinsic::sin, {x}, {t}); break;
+      case Op::Exp2:
+        r = t->getScalarType()->isFloatTy() ? exp2_f32(x) : intrinsic(llvm::Intrinsic::exp2, {x}, {t});
+        break;
+      case Op::Log2:
+        r = t->getScalarType()->isFloatTy() ? log2_f32(x) : intrinsic(llvm::Intrinsic::log2, {x}, {t});
+        break;
+      case Op::Not: r = b_.CreateNot(x); break;
+      default: throw InternalError("llvm backend: unary op " + std::string(op_name(e->op)));
+    }
+    return dt == DType::BF16 ? round_bf16(r) : r;
+  }
+
+  llvm::Value* emit_binary(const ExprRef& e) {
+    int lanes = e->lanes;
+    llvm::Value* a = splat(emit(e->args[0]), lanes);
+    llvm::Value* c = splat(emit(e->args[1]), lanes);
+    DType dt = e->args[0]->dtype;
+    bool fl = is_float(dt), uns = is_unsigned(dt);
+    llvm::Type* t = a->getType();
+    llvm::Value* r = nullptr;
+    switch (e->op) {
+      case Op::Add: r = fl ? b_.CreateFAdd(a, c) : b_.CreateAdd(a, c); break;
+      case Op::Mul: r = fl ? b_.CreateFMul(a, c) : b_.CreateMul(a, c); break;
+      case Op::IDiv: case Op::Mod: {
+        if (fl) {  // Mod on floats is fmod; IDiv is integer-only (checked by the verifier)
+          r = b_.CreateFRem(a, c);
+          break;
+        }
+        // x/0 = 0, x%0 = 0; x / -1 = -x and x % -1 = 0 (no INT_MIN/-1 trap)
+        llvm::Value* zero = llvm::Constant::getNullValue(t);
+        llvm::Value* is0 = b_.CreateICmpEQ(c, zero);
+        llvm::Value* one = llvm::ConstantInt::get(t, 1);
+        llvm::Value* safe = b_.CreateSelect(is0, one, c);
+        if (uns) {
+          r = e->op == Op::IDiv ? b_.CreateUDiv(a, safe) : b_.CreateURem(a, safe);
+        } else {
+          llvm::Value* ism1 = b_.CreateICmpEQ(safe, llvm::Constant::getAllOnesValue(t));
+          safe = b_.CreateSelect(ism1, one, safe);
+          llvm::Value* q = e->op == Op::IDiv ? b_.CreateSDiv(a, safe) : b_.CreateSRem(a, safe);
+          llvm::Value* m1 = e->op == Op::IDiv ? b_.CreateNeg(a) : zero;
+          r = b_.CreateSelect(ism1, m1, q);
+        }
+        r = b_.CreateSelect(is0, zero, r);
+        break;
+      }
+      case Op::Max:
+        if (fl) r = intrinsic(llvm::Intrinsic::maximum, {a, c}, {t});
+        else r = intrinsic(uns ? llvm::Intrinsic::umax : llvm::Intrinsic::smax, {a, c}, {t});
+        break;
+      case Op::And: r = b_.CreateAnd(a, c); break;
+      case Op::Or: r = b_.CreateOr(a, c); break;
+      case Op::Xor: r = b_.CreateXor(a, c); break;
+      case Op::CmpLT:
+        r = fl ? b_.CreateFCmpOLT(a, c) : (uns ? b_.CreateICmpULT(a, c) : b_.CreateICmpSLT(a, c));
+        return r;
+      case Op::CmpNE: return fl ? b_.CreateFCmpUNE(a, c) : b_.CreateICmpNE(a, c);
+      default: throw InternalError("llvm backend: binary op " + std::string(op_name(e->op)));
+    }
+    return (dt == DType::BF16 && fl) ? round_bf16(r) : r;
+  }
+
+  llvm::Value* emit_cast(const ExprRef& e) {
+    DType from = e->args[0]->dtype, to = e->dtype;
+    int lanes = e->lanes;
+    llvm::Value* x = splat(emit(e->args[0]), lanes);
+    llvm::Type* tt = reg_type(to, lanes);
+    if (is_float(from) && is_float(to)) {
+      llvm::Value* r = x;
+      unsigned fw = x->getType()->getScalarSizeInBits(), tw = tt->getScalarSizeInBits();
+      if (fw < tw) r = b_.CreateFPExt(x, tt);
+      else if (fw > tw) r = b_.CreateFPTrunc(x, tt);
+      else if (x->getType() != tt) r = b_.CreateFPCast(x, tt);
+      return to == DType::BF16 ? round_bf16(r) : r;
+    }
+    if (is_float(from)) return float_to_int(x, to, lanes);
+    if (is_float(to)) {
+      llvm::Value* r = is_unsigned(from) ? b_.CreateUIToFP(x, tt) : b_.CreateSIToFP(x, tt);
+      return to == DType::BF16 ? round_bf16(r) : r;
+    }
+    if (to == DType::Bool) return b_.CreateICmpNE(x, llvm::Constant::getNullValue(x->getType()));
+    unsigned fw = x->getType()->getScalarSizeInBits(), tw = tt->getScalarSizeInBits();
+    if (fw > tw) return b_.CreateTrunc(x, tt);
+    if (fw < tw) return is_unsigned(from) ? b_.CreateZExt(x, tt) : b_.CreateSExt(x, tt);
+    return x;
+  }
+
+  // ---------------------------------------------------------------------------------------
+  // [SECTION] statements
+  // ---------------------------------------------------------------------------------------
+
+  void emit_stmts(const std::vector<Stmt>& body) {
+    for (auto& s : body) emit_stmt(s);
+  }
+
+  void emit_stmt(const Stmt& s) {
+    switch (s.kind) {
+      case StmtKind::For:
+        if (s.annot.parallel && try_parallel(s)) return;
+        emit_loop(s, b_.getInt64(0), emit(s.extent));
+        return;
+      case StmtKind::If: {
+        auto* then_bb = llvm::BasicBlock::Create(ctx_, "then", fn_);
+        auto* else_bb = llvm::BasicBlock::Create(ctx_, "else", fn_);
+        auto* join = llvm::BasicBlock::Create(ctx_, "endif", fn_);
+        b_.CreateCondBr(emit(s.cond), then_bb, else_bb);
+        b_.SetInsertPoint(then_bb);
+        emit_stmts(s.body);
+        b_.CreateBr(join);
+        b_.SetInsertPoint(else_bb);
+        emit_stmts(s.else_body);
+        b_.CreateBr(join);
+        b_.SetInsertPoint(join);
+        return;
+      }
+      case StmtKind::Store: {
+        const auto& bp = lf_.buffers.at(s.buffer);
+        int lanes = s.value->lanes;
+        llvm::Value* v = to_memory(bp.dtype, lanes, emit(s.value));
+        llvm::Value* p = b_.CreateGEP(memory_type(bp.dtype), buffer_ptrs_.at(s.buffer), emit(s.index));
+        b_.CreateStore(v, p);
+        return;
+      }
+      case StmtKind::Let: {
+        llvm::Value* v = emit(s.value);
+        Var var;
+        var.type = v->getType();
+        var.dtype = s.dtype;
+        var.lanes = s.value->lanes;
+        var.slot = entry_alloca(var.type, s.var);
+        b_.CreateStore(v, var.slot);
+        vars_[s.var] = var;
+        return;
+      }
+      case StmtKind::Assign: {
+        auto it = vars_.find(s.var);
+        LATHE_CHECK(it != vars_.end() && !it->second.array, "loop IR assigns unknown local '" + s.var + "'");
+        llvm::Value* v = emit(s.value);
+        if (v->getType() != it->second.type) v = splat(v, it->second.lanes);
+        b_.CreateStore(v, it->second.slot);
+        return;
+      }
+      case StmtKind::Alloc: {
+        Var var;
+        var.array = true;
+        var.lanes = s.lanes;
+        var.dtype = s.dtype;
+        var.type = reg_type(s.dtype, s.lanes);
+        var.slot = entry_alloca(var.type, s.var, b_.getInt64(std::max<int64_t>(s.count, 1)));
+        llvm::cast<llvm::AllocaInst>(var.slot)->setAlignment(llvm::Align(64));
+        vars_[s.var] = var;
+        return;
+      }
+      case StmtKind::LocalStore: {
+        Var& v = array_var(s.var);
+        llvm::Value* val = emit(s.value);
+        b_.CreateStore(val, b_.CreateGEP(v.type, v.slot, emit(s.index)));
+        return;
+      }
+    }
+  }
+
+  // for (var = begin; var < end; ++var) body — with llvm.loop hints from the annotation.
+  void emit_loop(const Stmt& s, llvm::Value* begin, llvm::Value* end) {
+    llvm::AllocaInst* iv = entry_alloca(b_.getInt64Ty(), s.var);
+    Var saved;
+    bool had = vars_.count(s.var);
+    if (had) saved = vars_[s.var];
+    vars_[s.var] = Var{iv, b_.getInt64Ty(), false, 1, DType::I64};
+    b_.CreateStore(begin, iv);
+    auto* cond = llvm::BasicBlock::Create(ctx_, s.var + ".cond", fn_);
+    auto* body = llvm::BasicBlock::Create(ctx_, s.var + ".body", fn_);
+    auto* exit = llvm::BasicBlock::Create(ctx_, s.var + ".exit", fn_);
+    b_.CreateBr(cond);
+    b_.SetInsertPoint(cond);
+    llvm::Value* i = b_.CreateLoad(b_.getInt64Ty(), iv);
+    b_.CreateCondBr(b_.CreateICmpSLT(i, end), body, exit);
+    b_.SetInsertPoint(body);
+    emit_stmts(s.body);
+    llvm::Value* next = b_.CreateAdd(b_.CreateLoad(b_.getInt64Ty(), iv), b_.getInt64(1));
+    b_.CreateStore(next, iv);
+    llvm::BranchInst* latch = b_.CreateBr(cond);
+    add_loop_metadata(latch, s.annot);
+    b_.SetInsertPoint(exit);
+    if (had) vars_[s.var] = saved; else vars_.erase(s.var);
+  }
+
+  void add_loop_metadata(llvm::BranchInst* latch, const loop::LoopAnnot& a) {
+    std::vector<llvm::Metadata*> ops;
+    ops.push_back(nullptr);  // self reference
+    auto flag = [&](const char* name, llvm::Metadata* v) {
+      ops.push_back(llvm::MDNode::get(ctx_, {llvm::MDString::get(ctx_, name), v}));
+    };
+    if (a.vectorize) flag("llvm.loop.vectorize.enable", llvm::ConstantAsMetadata::get(b_.getTrue()));
+    if (a.unroll > 1) flag("llvm.loop.unroll.count", llvm::ConstantAsMetadata::get(b_.getInt32(a.unroll)));
+    if (ops.size() == 1) return;
+    llvm::MDNode* md = llvm::MDNode::getDistinct(ctx_, ops);
+    md->replaceOperandWith(0, md);
+    latch->setMetadata(llvm::LLVMContext::MD_loop, md);
+  }
+
+  // Outlines a parallel loop into a chunk function. Falls back to a serial loop (returns
+  // false) when the body assigns a variable declared outside it (that would race).
+  bool try_parallel(const Stmt& s) {
+    std::set<std::string> used, assigned, declared;
+    std::vector<Stmt> wrapper{s};
+    loop::walk(wrapper, [&](const Stmt& st) {
+      if (st.kind == StmtKind::Assign) assigned.insert(st.var);
+      if (st.kind == StmtKind::LocalStore) used.insert(st.var);
+      if (st.kind == StmtKind::Let || st.kind == StmtKind::Alloc || st.kind == StmtKind::For) declared.insert(st.var);
+      return true;
+    });
+    loop::walk_exprs(wrapper, [&](const ExprRef& e) { collect_names(e, used); });
+    for (auto& a : assigned)
+      if (!declared.count(a)) return false;
+    std::vector<std::pair<std::string, Var>> caps;
+    for (auto& n : used) {
+      if (declared.count(n)) continue;
+      auto it = vars_.find(n);
+      if (it == vars_.end()) continue;  // a dim
+      if (!it->second.array && it->second.lanes != 1) return false;
+      caps.push_back({n, it->second});
+    }
+    // the chunk function
+    auto* i64 = b_.getInt64Ty();
+    auto* ptr = b_.getPtrTy();
+    auto* fty = llvm::FunctionType::get(b_.getVoidTy(), {ptr, ptr, ptr, i64, i64}, false);
+    std::string cname = fn_->getName().str() + ".par" + std::to_string(outlined_++);
+    auto* chunk = llvm::Function::Create(fty, llvm::Function::InternalLinkage, cname, m_);
+    {
+      FunctionEmitter sub(m_, lf_, chunk);
+      sub.outlined_ = 0;
+      sub.emit_chunk(s, caps);
+    }
+    // call site: captures array, then the pool
+    llvm::Value* arr = entry_alloca(i64, "captures", b_.getInt64(std::max<size_t>(caps.size(), 1)));
+    for (size_t k = 0; k < caps.size(); ++k) {
+      auto& v = caps[k].second;
+      llvm::Value* val = v.array ? v.slot : b_.CreateLoad(v.type, v.slot);
+      b_.CreateStore(to_bits(val), b_.CreateConstGEP1_64(i64, arr, k));
+    }
+    auto* pf_ty = llvm::FunctionType::get(b_.getVoidTy(), {ptr, ptr, ptr, ptr, i64}, false);
+    llvm::FunctionCallee pf = m_.getOrInsertFunction("lathe_llvm_parallel_for", pf_ty);
+    b_.CreateCall(pf, {chunk, buffers_arg_, dims_arg_, arr, emit(s.extent)});
+    return true;
+  }
+
+  static void collect_names(const ExprRef& e, std::set<std::string>& out) {
+    if (!e) return;
+    if (e->kind == ExprKind::Var || e->kind == ExprKind::LocalLoad) out.insert(e->name);
+    for (auto& a : e->args) collect_names(a, out);
+  }
+};
+
+}  // namespace
+
+// -----------------------------------------------------------------------------------------
+// [SECTION] module entry point
+// -----------------------------------------------------------------------------------------
+
+std::unique_ptr<llvm::Module> emit_module(const std::vector<const loop::LoopFunc*>& funcs, llvm::LLVMContext& ctx,
+                                          const std::string& module_name) {
+  auto m = std::make_unique<llvm::Module>(module_name, ctx);
+  llvm::IRBuilder<> b(ctx);
+  auto* ptr = b.getPtrTy();
+  auto* fty = llvm::FunctionType::get(b.getVoidTy(), {ptr, ptr}, false);
+  for (const loop::LoopFunc* lf : funcs) {
+    auto* fn = llvm::Function::Create(fty, llvm::Function::ExternalLinkage, lf->name, *m);
+    fn->addFnAttr(llvm::Attribute::NoUnwind);
+    FunctionEmitter fe(*m, *lf, fn);
+    fe.emit_kernel();
+  }
+  return m;
+}
+
+}  // namespace lathe::llvmjit

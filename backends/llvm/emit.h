@@ -1,0 +1,23 @@
+// emit.h — loop IR -> LLVM IR, with IRBuilder. The llvm backend's only renderer.
+//
+// Every LoopFunc becomes `void NAME(void* const* buffers, const int64_t* dims)`. Loops
+// are plain counted loops (LLVM's O3 pipeline vectorizes and unrolls them; annotations
+// become llvm.loop metadata); parallel loops are outlined into chunk functions run by
+// lathe_llvm_parallel_for (parallel.h). f32 exp2/log2 are inlined as polynomials so that
+// they vectorize (libm calls would not); f16 uses LLVM's half (per-op rounding, as the
+// interpreter does); bf16 is stored as i16 and computed in f32, rounded after each op.
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/loop/loop_ir.h"
+
+namespace llvm { class Module; class LLVMContext; }
+
+namespace lathe::llvmjit {
+
+std::unique_ptr<llvm::Module> emit_module(const std::vector<const loop::LoopFunc*>& funcs, llvm::LLVMContext& ctx,
+                                          const std::string& module_name);
+
+}  // namespace lathe::llvmjit

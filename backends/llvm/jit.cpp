@@ -1,0 +1,173 @@
+// jit.cpp — LLJIT set-up, the O3 pipeline, object emission, loading. See jit.h.
+#include "backends/llvm/jit.h"
+
+#include <llvm/Analysis/CGSCCPassManager.h>
+#include <llvm/Analysis/LoopAnalysisManager.h>
+#include <llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h>
+#include <llvm/ExecutionEngine/Orc/LLJIT.h>
+#include <llvm/IR/LegacyPassManager.h>
+#include <llvm/IR/Module.h>
+#include <llvm/IR/Verifier.h>
+#include <llvm/MC/TargetRegistry.h>
+#include <llvm/Passes/PassBuilder.h>
+#include <llvm/Support/MemoryBuffer.h>
+#include <llvm/Support/TargetSelect.h>
+#include <llvm/Support/raw_ostream.h>
+#include <llvm/Target/TargetMachine.h>
+#include <llvm/TargetParser/Host.h>
+#include <llvm/Transforms/Utils/Cloning.h>
+
+#include <atomic>
+#include <mutex>
+
+#include "backends/llvm/parallel.h"
+#include "core/ir/diag.h"
+
+namespace lathe::llvmjit {
+
+namespace {
+
+struct JitState {
+  std::unique_ptr<llvm::orc::LLJIT> jit;
+  std::unique_ptr<llvm::TargetMachine> tm;
+  std::mutex mu;  // LLVM codegen with one TargetMachine is not thread-safe
+  std::atomic<int> dylib_counter{0};
+};
+
+std::string take_error(llvm::Error e) {
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  os << e;
+  return os.str();
+}
+
+JitState& state() {
+  static JitState* st = [] {
+    llvm::InitializeNativeTarget();
+    llvm::InitializeNativeTargetAsmPrinter();
+    llvm::InitializeNativeTargetAsmParser();
+    auto* s = new JitState();
+    auto jtmb = llvm::orc::JITTargetMachineBuilder::detectHost();
+    if (!jtmb) throw UserError("LLVM cannot target this host: " + take_error(jtmb.takeError()));
+    jtmb->setCodeGenOptLevel(llvm::CodeGenOptLevel::Aggressive);
+    auto tm = jtmb->createTargetMachine();
+    if (!tm) throw UserError("LLVM cannot create a target machine: " + take_error(tm.takeError()));
+    s->tm = std::move(*tm);
+    auto jit = llvm::orc::LLJITBuilder().setJITTargetMachineBuilder(std::move(*jtmb)).create();
+    if (!jit) throw UserError("LLVM JIT start-up failed: " + take_error(jit.takeError()));
+    s->jit = std::move(*jit);
+    // Generated kernels may call libm (expf, sinf …): resolve them from this process.
+    auto gen = llvm::orc::DynamicLibrarySearchGenerator::GetForCurrentProcess(
+        s->jit->getDataLayout().getGlobalPrefix());
+    if (gen) s->jit->getMainJITDylib().addGenerator(std::move(*gen));
+    // Host runtime entry points, by address (no -rdynamic; see DEPS.md).
+    llvm::orc::SymbolMap host;
+    host[s->jit->mangleAndIntern("lathe_llvm_parallel_for")] = {
+        llvm::orc::ExecutorAddr::fromPtr(&lathe_llvm_parallel_for), llvm::JITSymbolFlags::Exported};
+    if (auto e = s->jit->getMainJITDylib().define(llvm::orc::absoluteSymbols(std::move(host))))
+      throw InternalError("LLVM JIT: cannot define host symbols: " + take_error(std::move(e)));
+    return s;
+  }();
+  return *st;
+}
+
+class LoadedDylib : public LoadedCode {
+ public:
+  LoadedDylib(llvm::orc::JITDylib* jd) : jd_(jd) {}
+  ~LoadedDylib() override {
+    auto& st = state();
+    std::lock_guard<std::mutex> lock(st.mu);
+    llvm::consumeError(st.jit->getExecutionSession().removeJITDylib(*jd_));
+  }
+  void* lookup(const std::string& symbol) override {
+    auto& st = state();
+    std::lock_guard<std::mutex> lock(st.mu);
+    auto sym = st.jit->lookup(*jd_, symbol);
+    if (!sym) {
+      llvm::consumeError(sym.takeError());
+      return nullptr;
+    }
+    return sym->toPtr<void*>();
+  }
+
+ private:
+  llvm::orc::JITDylib* jd_;
+};
+
+}  // namespace
+
+std::string host_cpu() { return llvm::sys::getHostCPUName().str(); }
+
+std::string host_features_hash() {
+  std::string f;
+  for (auto& kv : llvm::sys::getHostCPUFeatures())
+    if (kv.second) f += kv.first().str() + ",";
+  return std::to_string(std::hash<std::string>()(f));
+}
+
+CompileOutput compile_module(llvm::Module& m, bool want_ir, bool want_asm) {
+  JitState& st = state();
+  std::lock_guard<std::mutex> lock(st.mu);
+  m.setDataLayout(st.tm->createDataLayout());
+  m.setTargetTriple(st.tm->getTargetTriple().str());
+  {
+    std::string err;
+    llvm::raw_string_ostream os(err);
+    if (llvm::verifyModule(m, &os))
+      throw InternalError("llvm backend generated invalid IR: " + os.str());
+  }
+  // O3, the same pipeline clang uses, tuned for this TargetMachine.
+  llvm::LoopAnalysisManager lam;
+  llvm::FunctionAnalysisManager fam;
+  llvm::CGSCCAnalysisManager cgam;
+  llvm::ModuleAnalysisManager mam;
+  llvm::PipelineTuningOptions pto;
+  pto.LoopVectorization = true;
+  pto.SLPVectorization = true;
+  pto.LoopUnrolling = true;
+  llvm::PassBuilder pb(st.tm.get(), pto);
+  pb.registerModuleAnalyses(mam);
+  pb.registerCGSCCAnalyses(cgam);
+  pb.registerFunctionAnalyses(fam);
+  pb.registerLoopAnalyses(lam);
+  pb.crossRegisterProxies(lam, fam, cgam, mam);
+  llvm::ModulePassManager mpm = pb.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O3);
+  mpm.run(m, mam);
+
+  CompileOutput out;
+  if (want_ir) {
+    llvm::raw_string_ostream os(out.optimized_ir);
+    m.print(os, nullptr);
+  }
+  auto emit = [&](llvm::CodeGenFileType type, llvm::Module& mod) {
+    llvm::SmallVector<char, 0> buf;
+    llvm::raw_svector_ostream os(buf);
+    llvm::legacy::PassManager pm;
+    if (st.tm->addPassesToEmitFile(pm, os, nullptr, type))
+      throw InternalError("LLVM target cannot emit this file type");
+    pm.run(mod);
+    return std::vector<char>(buf.begin(), buf.end());
+  };
+  if (want_asm) {
+    auto clone = llvm::CloneModule(m);
+    auto a = emit(llvm::CodeGenFileType::AssemblyFile, *clone);
+    out.assembly.assign(a.begin(), a.end());
+  }
+  out.object = emit(llvm::CodeGenFileType::ObjectFile, m);
+  return out;
+}
+
+std::unique_ptr<LoadedCode> load_object(const std::vector<char>& object, const std::string& name) {
+  JitState& st = state();
+  std::lock_guard<std::mutex> lock(st.mu);
+  std::string dyname = name + "." + std::to_string(st.dylib_counter++);
+  auto jd = st.jit->createJITDylib(dyname);
+  if (!jd) throw InternalError("LLVM JIT: cannot create a dylib: " + take_error(jd.takeError()));
+  jd->addToLinkOrder(st.jit->getMainJITDylib());
+  auto buf = llvm::MemoryBuffer::getMemBufferCopy(llvm::StringRef(object.data(), object.size()), dyname);
+  if (auto e = st.jit->addObjectFile(*jd, std::move(buf)))
+    throw UserError("LLVM JIT could not load compiled code (corrupt cache entry?): " + take_error(std::move(e)));
+  return std::make_unique<LoadedDylib>(&*jd);
+}
+
+}  // namespace lathe::llvmjit
