@@ -1,0 +1,825 @@
+// text_parse.cpp — the .lathe parser: parse_graph(text, filename) → Graph.
+//
+// Grammar (one statement per line; `#` starts a comment that runs to the end of the line;
+// blanks are spaces and tabs; the file is UTF-8 without control characters but tab):
+//
+//   file      := header? 'graph' '{' NL statement* '}' NL?        -- nothing after '}'
+//   header    := '# lathe' VERSION                                 -- optional; VERSION = 1
+//   statement := input | node | output
+//   input     := 'in' ID NAME ':' type prov?                       -- a graph input, in order
+//   node      := ID '=' OP ( '(' (ID (',' ID)*)? ')' )? attrs? ':' type prov?
+//   output    := 'out' NAME '=' ID
+//   type      := DTYPE '[' (dim (',' dim)*)? ']'                   -- f32[B, 784], i64[]
+//   dim       := a SymInt expression: 784, B, B*784, (T+1)/2, max(B,1)
+//   attrs     := '{' (KEY '=' value)* '}'                          -- the keys an op takes:
+//       Input  name=STRING              Const  value=NUMBER | data=[NUMBER, …] (row-major)
+//       Index, Take  axis=INT           Reduce op=add|max|mul axes=[INT, …]
+//       View   strides=[dim, …] offset=dim mask=[[lo, hi], …]   (offset 0, no mask default)
+//       Extern name=STRING ints=[INT, …]
+//   prov      := '@' STRING? ('step=' INT)? 'backward'?          -- provenance
+//   ID        := '%' DIGITS            NAME := IDENT | STRING     IDENT := [A-Za-z_][A-Za-z0-9_.]*
+//   STRING    := '"' (char | '\"' | '\\' | '\xHH')* '"'
+//   NUMBER    := an integer, a decimal float, nan, inf, -inf, true, false
+//
+// Ids need not be dense, but a node must be defined before it is used (so a cycle shows up
+// as a use before definition). Every node goes through prim::check_node (the builders'
+// checks) before make_node, so whatever parses also verifies; the whole graph then goes
+// through verify(). Every error is a UserError at file:line:col with the source line.
+// Limits that keep hostile input harmless: symbolic values stay below 2^62 (so nothing
+// downstream overflows), expressions are at most 256 bytes, tensor literals are counted
+// against their declared shape before anything is allocated.
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+#include <cmath>
+#include <set>
+#include <unordered_map>
+
+#include "core/ir/build.h"
+#include "core/ir/diag.h"
+#include "core/ir/text.h"
+#include "core/ir/verify.h"
+#include "core/runtime/host_tensor.h"
+
+namespace lathe {
+
+namespace {
+
+constexpr double kMaxMagnitude = 4.6e18;  // ~2^62: products/sums of dims stay in int64
+constexpr size_t kMaxExprBytes = 256;
+constexpr int64_t kMaxSmallInt = 2147483647;  // axes, steps, ids, extern ints
+
+size_t utf8_length(std::string_view s, size_t i) {
+  auto b = [&](size_t k) { return static_cast<unsigned char>(s[k]); };
+  unsigned char c = b(i);
+  size_t n = c < 0x80 ? 1 : (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3 : (c & 0xF8) == 0xF0 ? 4 : 0;
+  if (n == 0 || i + n > s.size()) return 0;
+  uint32_t cp = n == 1 ? c : n == 2 ? (c & 0x1F) : n == 3 ? (c & 0x0F) : (c & 0x07);
+  for (size_t k = 1; k < n; ++k) {
+    if ((b(i + k) & 0xC0) != 0x80) return 0;
+    cp = (cp << 6) | (b(i + k) & 0x3F);
+  }
+  static const uint32_t kMin[] = {0, 0, 0x80, 0x800, 0x10000};
+  if (cp < kMin[n] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return 0;
+  return n;
+}
+
+size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diag = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      size_t up = row[j];
+      bool same = std::tolower(static_cast<unsigned char>(a[i - 1])) == std::tolower(static_cast<unsigned char>(b[j - 1]));
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (same ? 0 : 1)});
+      diag = up;
+    }
+  }
+  return row[b.size()];
+}
+
+std::string op_suggestion(std::string_view name) {
+  std::string best;
+  size_t best_d = name.size() <= 3 ? 2 : 3;
+  for (int i = 0; i < kNumOps; ++i) {
+    std::string_view cand = op_name(static_cast<Op>(i));
+    size_t d = edit_distance(name, cand);
+    if (d < best_d) { best_d = d; best = std::string(cand); }
+  }
+  return best.empty() ? "" : " (did you mean '" + best + "'?)";
+}
+
+// Restores the thread's provenance context on exit; the parser wants none of it.
+struct ProvenanceContextReset {
+  ProvenanceContext saved = current_provenance();
+  ProvenanceContextReset() { current_provenance() = ProvenanceContext{}; }
+  ~ProvenanceContextReset() { current_provenance() = saved; }
+};
+
+struct Sym {
+  SymInt value;
+  double bound;  // magnitude bound on every constant canonicalization can fold out of it
+};
+
+class Parser {
+ public:
+  Parser(std::string_view text, std::string file) : text_(text), file_(std::move(file)) {}
+  Graph parse();
+
+ private:
+  std::string_view text_;
+  std::string file_;
+  std::vector<std::string_view> lines_;
+  size_t ln_ = 0;          // current line (0-based)
+  std::string_view cur_;   // its text
+  size_t pos_ = 0;         // column (0-based) in cur_
+
+  std::unordered_map<int64_t, size_t> first_definition_;  // pre-scan: id -> line
+  std::unordered_map<int64_t, NodeRef> nodes_;
+  std::unordered_map<int64_t, size_t> defined_at_;
+  std::unordered_map<NodeRef, size_t> line_of_;
+  std::unordered_map<uint32_t, int64_t> text_id_;  // store id -> id in this file
+  std::vector<NodeRef> inputs_;
+  std::unordered_map<std::string, size_t> input_names_, output_names_;
+  std::vector<std::pair<std::string, NodeRef>> outputs_;
+
+  // ---- errors
+  [[noreturn]] void fail_at(size_t line, size_t col0, const std::string& msg) const {
+    Diagnostic d;
+    d.file = file_;
+    d.line = static_cast<int>(line + 1);
+    d.col = static_cast<int>(col0 + 1);
+    d.message = msg;
+    if (line < lines_.size()) d.source_line = std::string(lines_[line]);
+    throw UserError(d);
+  }
+  [[noreturn]] void fail(size_t col0, const std::string& msg) const { fail_at(ln_, col0, msg); }
+  std::string with_text_ids(const std::string& msg) const;
+
+  // ---- lexing within the current line
+  void set_line(size_t i) { ln_ = i; cur_ = lines_[i]; pos_ = 0; }
+  void skip_space() {
+    while (pos_ < cur_.size() && (cur_[pos_] == ' ' || cur_[pos_] == '\t')) ++pos_;
+    if (pos_ < cur_.size() && cur_[pos_] == '#') pos_ = cur_.size();
+  }
+  bool at_end() { skip_space(); return pos_ >= cur_.size(); }
+  bool peek(char c) { skip_space(); return pos_ < cur_.size() && cur_[pos_] == c; }
+  bool accept(char c) { if (!peek(c)) return false; ++pos_; return true; }
+  void expect(char c, const std::string& what) {
+    if (!accept(c)) fail(pos_, "expected " + what + ", found " + found());
+  }
+  void expect_end() {
+    if (!at_end()) fail(pos_, "unexpected " + found() + " at the end of the statement");
+  }
+  std::string found() {
+    skip_space();
+    if (pos_ >= cur_.size()) return "the end of the line";
+    size_t e = pos_ + 1;
+    while (e < cur_.size() && e < pos_ + 24 && !std::isspace(static_cast<unsigned char>(cur_[e]))) ++e;
+    return "'" + std::string(cur_.substr(pos_, e - pos_)) + "'";
+  }
+  bool significant(size_t i) { set_line(i); return !at_end(); }
+
+  std::string_view word();
+  std::string parse_string();
+  std::string parse_name(const std::string& what);
+  int64_t parse_int(int64_t lo, int64_t hi, const std::string& what);
+  int64_t parse_id();
+  NodeRef parse_use();
+  Sym parse_sym(bool in_list);
+  std::vector<Sym> parse_sym_list();
+  std::pair<DType, Shape> parse_type();
+  Provenance parse_provenance();
+
+  void check_encoding();
+  void statement();
+  void input_statement();
+  void node_statement();
+  void output_statement();
+  Attrs parse_attrs(Op op, DType dt, const Shape& shape, size_t brace_col);
+  void parse_const_value(Attrs& a, DType dt);
+  void parse_const_data(Attrs& a, DType dt, const Shape& shape, size_t col);
+  double parse_float_token(std::string_view tok, size_t col, DType dt);
+  int64_t parse_int_token(std::string_view tok, size_t col, DType dt);
+  NodeRef add_node(int64_t id, Op op, DType dt, Shape shape, std::vector<NodeRef> in, Attrs a, Provenance p,
+                   size_t col);
+};
+
+// ---- encoding: valid UTF-8, no control characters but tab (and CR before LF)
+void Parser::check_encoding() {
+  size_t line = 0, line_start = 0;
+  for (size_t i = 0; i < text_.size();) {
+    unsigned char c = static_cast<unsigned char>(text_[i]);
+    std::string problem;
+    if (c == '\n') { ++line; line_start = ++i; continue; }
+    if (c == '\r' && i + 1 < text_.size() && text_[i + 1] == '\n') { ++i; continue; }
+    if (c == '\t') { ++i; continue; }
+    if (c < 0x20 || c == 0x7F) {
+      problem = "control character 0x" + std::string(1, "0123456789abcdef"[c >> 4]) + "0123456789abcdef"[c & 15] +
+                " is not allowed (only tab and newline are)";
+    } else if (size_t n = utf8_length(text_, i)) {
+      i += n;
+      continue;
+    } else {
+      problem = "invalid UTF-8 byte 0x" + std::string(1, "0123456789abcdef"[c >> 4]) + "0123456789abcdef"[c & 15] +
+                " (.lathe files are UTF-8 text)";
+    }
+    size_t end = text_.find('\n', line_start);
+    std::string shown(text_.substr(line_start, end == std::string_view::npos ? text_.npos : end - line_start));
+    for (char& ch : shown)
+      if (static_cast<unsigned char>(ch) < 0x20 || static_cast<unsigned char>(ch) >= 0x7F) ch = '?';
+    Diagnostic d{problem, file_, static_cast<int>(line + 1), static_cast<int>(i - line_start + 1), -1, shown};
+    throw UserError(d);
+  }
+}
+
+// ---- tokens
+std::string_view Parser::word() {
+  skip_space();
+  size_t b = pos_;
+  if (pos_ < cur_.size() && (std::isalpha(static_cast<unsigned char>(cur_[pos_])) || cur_[pos_] == '_'))
+    while (pos_ < cur_.size() && (std::isalnum(static_cast<unsigned char>(cur_[pos_])) || cur_[pos_] == '_' ||
+                                  cur_[pos_] == '.'))
+      ++pos_;
+  return cur_.substr(b, pos_ - b);
+}
+
+// STRING := '"' (char | '\"' | '\\' | '\xHH')* '"'
+std::string Parser::parse_string() {
+  size_t start = pos_;
+  expect('"', "a string in double quotes");
+  std::string r;
+  while (pos_ < cur_.size() && cur_[pos_] != '"') {
+    char c = cur_[pos_++];
+    if (c != '\\') { r += c; continue; }
+    if (pos_ >= cur_.size()) break;
+    char e = cur_[pos_++];
+    if (e == '"' || e == '\\') { r += e; continue; }
+    auto hex = [](char h) { return std::isdigit(static_cast<unsigned char>(h)) ? h - '0' : (h | 32) - 'a' + 10; };
+    if (e == 'x' && pos_ + 1 < cur_.size() && std::isxdigit(static_cast<unsigned char>(cur_[pos_])) &&
+        std::isxdigit(static_cast<unsigned char>(cur_[pos_ + 1]))) {
+      r += static_cast<char>(hex(cur_[pos_]) * 16 + hex(cur_[pos_ + 1]));
+      pos_ += 2;
+      continue;
+    }
+    fail(pos_ - 2, "unknown escape in string; use \\\", \\\\ or \\xHH");
+  }
+  if (pos_ >= cur_.size()) fail(start, "unterminated string (the closing '\"' is missing)");
+  ++pos_;
+  return r;
+}
+
+std::string Parser::parse_name(const std::string& what) {
+  if (peek('"')) return parse_string();
+  std::string_view w = word();
+  if (w.empty()) fail(pos_, "expected " + what + " (a name or a \"quoted string\"), found " + found());
+  return std::string(w);
+}
+
+int64_t Parser::parse_int(int64_t lo, int64_t hi, const std::string& what) {
+  skip_space();
+  size_t b = pos_;
+  if (pos_ < cur_.size() && (cur_[pos_] == '-' || cur_[pos_] == '+')) ++pos_;
+  while (pos_ < cur_.size() && std::isdigit(static_cast<unsigned char>(cur_[pos_]))) ++pos_;
+  std::string_view tok = cur_.substr(b, pos_ - b);
+  if (!tok.empty() && tok[0] == '+') tok.remove_prefix(1);
+  int64_t v = 0;
+  auto [p, ec] = std::from_chars(tok.data(), tok.data() + tok.size(), v);
+  if (tok.empty() || ec == std::errc::invalid_argument || p != tok.data() + tok.size())
+    fail(b, "expected " + what + " (an integer), found " + (pos_ = b, found()));
+  if (ec == std::errc::result_out_of_range || v < lo || v > hi)
+    fail(b, what + " " + std::string(tok) + " is out of range [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+  return v;
+}
+
+// ID := '%' DIGITS
+int64_t Parser::parse_id() {
+  skip_space();
+  if (!accept('%')) fail(pos_, "expected a node id like %3, found " + found());
+  if (pos_ >= cur_.size() || !std::isdigit(static_cast<unsigned char>(cur_[pos_])))
+    fail(pos_, "expected digits after '%' in a node id");
+  return parse_int(0, kMaxSmallInt, "node id");
+}
+
+NodeRef Parser::parse_use() {
+  skip_space();
+  size_t col = pos_;
+  int64_t id = parse_id();
+  auto it = nodes_.find(id);
+  if (it != nodes_.end()) return it->second;
+  auto later = first_definition_.find(id);
+  if (later != first_definition_.end() && later->second >= ln_)
+    fail(col, "%" + std::to_string(id) + " is used before it is defined (at line " + std::to_string(later->second + 1) +
+                  "); cycles are not allowed and a node must be defined before its users");
+  fail(col, "%" + std::to_string(id) + " is not defined");
+}
+
+// dim: a SymInt expression; inside a list it ends at ',' or ']', elsewhere also at a blank
+// or '}' (parenthesize an expression with blanks in it).
+Sym Parser::parse_sym(bool in_list) {
+  skip_space();
+  size_t b = pos_;
+  int depth = 0;
+  for (; pos_ < cur_.size(); ++pos_) {
+    char c = cur_[pos_];
+    if (c == '(') ++depth;
+    else if (c == ')' && --depth < 0) break;
+    else if (depth == 0 && (c == ',' || c == ']' || c == '#' || (!in_list && (c == ' ' || c == '\t' || c == '}'))))
+      break;
+  }
+  size_t e = pos_;
+  while (e > b && (cur_[e - 1] == ' ' || cur_[e - 1] == '\t')) --e;
+  std::string_view text = cur_.substr(b, e - b);
+  if (text.empty()) fail(b, "expected a dimension (a number, a name like B, or an expression), found " + found());
+  if (text.size() > kMaxExprBytes) fail(b, "symbolic expression longer than 256 bytes");
+  // Every constant canonicalization folds is at most the product of (|literal| + 1).
+  double bound = 1;
+  for (size_t i = 0; i < text.size();) {
+    if (std::isalpha(static_cast<unsigned char>(text[i])) || text[i] == '_') {
+      while (i < text.size() && (std::isalnum(static_cast<unsigned char>(text[i])) || text[i] == '_')) ++i;
+    } else if (std::isdigit(static_cast<unsigned char>(text[i]))) {
+      size_t s = i;
+      double v = 0;
+      while (i < text.size() && std::isdigit(static_cast<unsigned char>(text[i]))) v = v * 10 + (text[i++] - '0');
+      bound *= v + 1;
+      if (bound > kMaxMagnitude)
+        fail(b + s, "number too large in '" + std::string(text) + "' (shape values must stay below 2^62)");
+    } else {
+      ++i;
+    }
+  }
+  size_t err = 0;
+  auto v = SymInt::parse(text, &err);
+  if (!v) fail(b + err, "bad dimension expression '" + std::string(text) + "'");
+  return {*v, bound};
+}
+
+// '[' (dim (',' dim)*)? ']'
+std::vector<Sym> Parser::parse_sym_list() {
+  expect('[', "'['");
+  std::vector<Sym> r;
+  if (accept(']')) return r;
+  for (;;) {
+    r.push_back(parse_sym(true));
+    if (accept(']')) return r;
+    expect(',', "',' or ']' in a list");
+  }
+}
+
+// type := DTYPE '[' dims ']'
+std::pair<DType, Shape> Parser::parse_type() {
+  skip_space();
+  size_t col = pos_;
+  std::string_view w = word();
+  auto dt = dtype_from_name(w);
+  if (!dt) {
+    if (w.empty()) fail(col, "expected a type like f32[B, 10], found " + found());
+    fail(col, "unknown dtype '" + std::string(w) + "'; expected one of f64 f32 f16 bf16 i64 i32 i16 i8 u8 bool");
+  }
+  size_t shape_col = pos_;
+  Shape shape;
+  double bound = 1;
+  for (auto& d : parse_sym_list()) {
+    shape.push_back(d.value);
+    bound *= d.bound;
+  }
+  if (bound > kMaxMagnitude) fail(shape_col, "shape " + shape_to_string(shape) + " is too large (over 2^62 elements)");
+  return {*dt, shape};
+}
+
+// prov := '@' STRING? ('step=' INT)? 'backward'?
+Provenance Parser::parse_provenance() {
+  Provenance p;
+  if (!accept('@')) return p;
+  if (peek('"')) p.path = parse_string();
+  for (;;) {
+    skip_space();
+    size_t col = pos_;
+    std::string_view w = word();
+    if (w.empty()) break;
+    if (w == "step") {
+      expect('=', "'=' after step");
+      p.step = static_cast<int>(parse_int(0, kMaxSmallInt, "step"));
+    } else if (w == "backward") {
+      p.backward = true;
+    } else {
+      fail(col, "unknown provenance item '" + std::string(w) + "'; expected \"path\", step=N or backward");
+    }
+  }
+  return p;
+}
+
+std::string Parser::with_text_ids(const std::string& msg) const {
+  std::string r;
+  for (size_t i = 0; i < msg.size(); ++i) {
+    r += msg[i];
+    if (msg[i] != '%' || i + 1 >= msg.size() || !std::isdigit(static_cast<unsigned char>(msg[i + 1]))) continue;
+    size_t e = i + 1;
+    uint64_t id = 0;
+    while (e < msg.size() && std::isdigit(static_cast<unsigned char>(msg[e])) && id < (1ull << 40))
+      id = id * 10 + (msg[e++] - '0');
+    auto it = id <= UINT32_MAX ? text_id_.find(static_cast<uint32_t>(id)) : text_id_.end();
+    r += it != text_id_.end() ? std::to_string(it->second) : std::string(msg.substr(i + 1, e - i - 1));
+    i = e - 1;
+  }
+  return r;
+}
+
+NodeRef Parser::add_node(int64_t id, Op op, DType dt, Shape shape, std::vector<NodeRef> in, Attrs a, Provenance p,
+                         size_t col) {
+  std::string err = prim::check_node(op, dt, shape, in, a);
+  if (!err.empty()) fail(col, with_text_ids(err));
+  NodeRef n = make_node(op, dt, std::move(shape), std::move(in), std::move(a), p);
+  nodes_.emplace(id, n);
+  defined_at_.emplace(id, ln_);
+  line_of_.emplace(n, ln_);
+  text_id_.emplace(n->id, id);
+  return n;
+}
+
+// ---- attributes: attrs := '{' (KEY '=' value)* '}', the keys depending on the op
+namespace {
+std::string_view allowed_keys(Op op) {
+  switch (op) {
+    case Op::Input: return "name";
+    case Op::Const: return "value data";
+    case Op::Index: case Op::Take: return "axis";
+    case Op::View: return "strides offset mask";
+    case Op::Reduce: return "op axes";
+    case Op::Extern: return "name ints";
+    default: return "";
+  }
+}
+bool key_allowed(Op op, std::string_view key) {
+  std::string_view keys = allowed_keys(op);
+  for (size_t b = 0; b < keys.size();) {
+    size_t e = std::min(keys.size(), keys.find(' ', b));
+    if (keys.substr(b, e - b) == key) return true;
+    b = e + 1;
+  }
+  return false;
+}
+}  // namespace
+
+Attrs Parser::parse_attrs(Op op, DType dt, const Shape& shape, size_t brace_col) {
+  expect('{', "'{'");
+  Attrs a;
+  std::set<std::string, std::less<>> seen;
+  ViewSpec view;
+  view.shape = shape;
+  double view_bound = 0;
+  auto int_list = [&](int64_t lo, int64_t hi, const std::string& what) {
+    std::vector<int64_t> r;
+    expect('[', "'[' to start the list of " + what);
+    if (accept(']')) return r;
+    for (;;) {
+      r.push_back(parse_int(lo, hi, what));
+      if (accept(']')) return r;
+      expect(',', "',' or ']' in the list of " + what);
+    }
+  };
+  while (!accept('}')) {
+    skip_space();
+    size_t key_col = pos_;
+    std::string key(word());
+    if (key.empty()) fail(key_col, "expected an attribute name or '}', found " + found());
+    if (!key_allowed(op, key)) {
+      std::string keys(allowed_keys(op));
+      fail(key_col, std::string(op_name(op)) + (keys.empty() ? " takes no attributes" : " takes attributes: " + keys) +
+                        "; '" + key + "' is not one of them");
+    }
+    if (!seen.insert(key).second) fail(key_col, "attribute '" + key + "' is given twice");
+    expect('=', "'=' after '" + key + "'");
+    skip_space();
+    size_t value_col = pos_;
+    if (key == "name") {
+      a.name = parse_name("a name");
+      if (a.name.empty()) fail(value_col, "the name must not be empty");
+    } else if (key == "value") {
+      parse_const_value(a, dt);
+    } else if (key == "data") {
+      parse_const_data(a, dt, shape, value_col);
+    } else if (key == "axis") {
+      a.axis = static_cast<int>(parse_int(-kMaxSmallInt, kMaxSmallInt, "axis"));
+    } else if (key == "op") {
+      std::string_view w = word();
+      auto r = reduce_op_from_name(w);
+      if (!r) fail(value_col, "unknown reduce op '" + std::string(w) + "'; expected add, max or mul");
+      a.reduce = *r;
+    } else if (key == "axes") {
+      for (int64_t v : int_list(-kMaxSmallInt, kMaxSmallInt, "axes")) a.axes.push_back(static_cast<int>(v));
+    } else if (key == "ints") {
+      a.ints = int_list(-kMaxSmallInt, kMaxSmallInt, "ints");
+    } else if (key == "strides") {
+      auto strides = parse_sym_list();
+      if (strides.size() != shape.size())
+        fail(value_col, "View has " + std::to_string(strides.size()) + " strides but its type has " +
+                            std::to_string(shape.size()) + " dims");
+      for (size_t d = 0; d < strides.size(); ++d) {
+        view.strides.push_back(strides[d].value);
+        // check_node evaluates bounds only when everything is constant: |stride| * dim each
+        double dim = shape[d].is_const() ? std::abs(static_cast<double>(shape[d].value())) : 1;
+        view_bound += strides[d].bound * std::max(1.0, dim);
+      }
+    } else if (key == "offset") {
+      Sym o = parse_sym(false);
+      view.offset = o.value;
+      view_bound += o.bound;
+    } else if (key == "mask") {
+      expect('[', "'[' to start the mask, e.g. mask=[[0, 4], [1, 3]]");
+      if (!accept(']')) {
+        for (;;) {
+          expect('[', "'[' to start a [lo, hi) range");
+          SymInt lo = parse_sym(true).value;
+          expect(',', "',' between lo and hi");
+          SymInt hi = parse_sym(true).value;
+          expect(']', "']' to end the range");
+          view.mask.push_back({lo, hi});
+          if (accept(']')) break;
+          expect(',', "',' or ']' in the mask");
+        }
+      }
+    }
+  }
+  auto need = [&](bool ok, const char* what) {
+    if (!ok) fail(brace_col, std::string(op_name(op)) + " needs " + what);
+  };
+  switch (op) {
+    case Op::Input: need(seen.count("name"), "name=\"...\""); break;
+    case Op::Const: need(seen.count("value") + seen.count("data") == 1, "exactly one of value=NUMBER or data=[...]"); break;
+    case Op::Index: case Op::Take: need(seen.count("axis"), "axis=N"); break;
+    case Op::Reduce: need(seen.count("op") && seen.count("axes"), "op=add|max|mul and axes=[...]"); break;
+    case Op::Extern: need(seen.count("name"), "name=\"kernel\""); break;
+    case Op::View:
+      need(seen.count("strides"), "strides=[...]");
+      if (!view.mask.empty() && view.mask.size() != shape.size())
+        fail(brace_col, "View mask has " + std::to_string(view.mask.size()) + " ranges but its type has " +
+                            std::to_string(shape.size()) + " dims");
+      if (view_bound > kMaxMagnitude) fail(brace_col, "View strides and offset are too large (over 2^62 elements)");
+      a.view = std::make_shared<ViewSpec>(std::move(view));
+      break;
+    default: break;
+  }
+  return a;
+}
+
+// A number token: [A-Za-z0-9_.+-]+ (digits, signs, exponents, nan, inf, true, false).
+static std::string_view number_token(std::string_view line, size_t& pos) {
+  size_t b = pos;
+  while (pos < line.size() && (std::isalnum(static_cast<unsigned char>(line[pos])) || line[pos] == '_' ||
+                               line[pos] == '.' || line[pos] == '+' || line[pos] == '-'))
+    ++pos;
+  return line.substr(b, pos - b);
+}
+
+double Parser::parse_float_token(std::string_view tok, size_t col, DType dt) {
+  if (tok == "nan") return std::nan("");
+  if (tok == "inf" || tok == "+inf") return INFINITY;
+  if (tok == "-inf") return -INFINITY;
+  std::string_view t = tok;
+  if (!t.empty() && t[0] == '+') t.remove_prefix(1);
+  double v = 0;
+  auto [p, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
+  if (t.empty() || ec == std::errc::invalid_argument || p != t.data() + t.size())
+    fail(col, "expected a number (or nan, inf, -inf), found '" + std::string(tok) + "'");
+  if (ec == std::errc::result_out_of_range)
+    fail(col, "number '" + std::string(tok) + "' is out of range for " + std::string(dtype_name(dt)));
+  double r = v;
+  if (dt != DType::F64) {
+    if (std::abs(v) > 3.5e38) fail(col, "number '" + std::string(tok) + "' is out of range for " + std::string(dtype_name(dt)));
+    float f = static_cast<float>(v);
+    r = dt == DType::F16 ? f16_to_f32(f32_to_f16(f)) : dt == DType::BF16 ? bf16_to_f32(f32_to_bf16(f)) : f;
+  }
+  if (std::isinf(r)) fail(col, "number '" + std::string(tok) + "' is out of range for " + std::string(dtype_name(dt)));
+  return r;
+}
+
+int64_t Parser::parse_int_token(std::string_view tok, size_t col, DType dt) {
+  if (dt == DType::Bool) {
+    if (tok == "true" || tok == "1") return 1;
+    if (tok == "false" || tok == "0") return 0;
+    fail(col, "expected true or false for a bool, found '" + std::string(tok) + "'");
+  }
+  std::string_view t = tok;
+  if (!t.empty() && t[0] == '+') t.remove_prefix(1);
+  int64_t v = 0;
+  auto [p, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
+  if (t.empty() || ec == std::errc::invalid_argument || p != t.data() + t.size())
+    fail(col, "expected an integer for dtype " + std::string(dtype_name(dt)) + ", found '" + std::string(tok) + "'");
+  if (ec == std::errc::result_out_of_range || wrap_int(v, dt) != v)
+    fail(col, "integer '" + std::string(tok) + "' is out of range for " + std::string(dtype_name(dt)));
+  return v;
+}
+
+void Parser::parse_const_value(Attrs& a, DType dt) {
+  skip_space();
+  size_t col = pos_;
+  std::string_view tok = number_token(cur_, pos_);
+  if (is_float(dt)) {
+    a.f = parse_float_token(tok, col, dt);
+    a.i = 0;
+  } else {
+    a.i = parse_int_token(tok, col, dt);
+    a.f = static_cast<double>(a.i);
+  }
+}
+
+// data=[NUMBER, …]: counted against the declared shape before anything is allocated.
+void Parser::parse_const_data(Attrs& a, DType dt, const Shape& shape, size_t col) {
+  expect('[', "'[' to start the tensor literal");
+  std::vector<std::pair<std::string_view, size_t>> tokens;
+  if (!accept(']')) {
+    for (;;) {
+      skip_space();
+      size_t c = pos_;
+      std::string_view tok = number_token(cur_, pos_);
+      if (tok.empty()) fail(c, "expected a number in the tensor literal, found " + found());
+      tokens.push_back({tok, c});
+      if (accept(']')) break;
+      expect(',', "',' or ']' in the tensor literal");
+    }
+  }
+  if (!shape_is_const(shape)) fail(col, "a tensor literal needs a constant shape, not " + shape_to_string(shape));
+  int64_t numel = shape_numel(shape).value();
+  if (numel != static_cast<int64_t>(tokens.size()))
+    fail(col, "the tensor literal has " + std::to_string(tokens.size()) + " values but its type " +
+                  std::string(dtype_name(dt)) + shape_to_string(shape) + " needs " + std::to_string(numel));
+  auto t = std::make_shared<HostTensor>(dt, shape_values(shape));
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    if (is_float(dt)) t->set_f64(static_cast<int64_t>(i), parse_float_token(tokens[i].first, tokens[i].second, dt));
+    else t->set_i64(static_cast<int64_t>(i), parse_int_token(tokens[i].first, tokens[i].second, dt));
+  }
+  a.data = std::move(t);
+}
+
+// ---- statements
+void Parser::statement() {
+  skip_space();
+  if (peek('%')) return node_statement();
+  size_t col = pos_;
+  std::string_view w = word();
+  if (w == "in") return input_statement();
+  if (w == "out") return output_statement();
+  pos_ = col;
+  fail(col, "expected a statement (`%ID = Op(…) : type`, `in %ID NAME : type` or `out NAME = %ID`), found " + found());
+}
+
+// input := 'in' ID NAME ':' type prov?
+void Parser::input_statement() {
+  skip_space();
+  size_t id_col = pos_;
+  int64_t id = parse_id();
+  if (auto it = defined_at_.find(id); it != defined_at_.end())
+    fail(id_col, "%" + std::to_string(id) + " is already defined at line " + std::to_string(it->second + 1));
+  skip_space();
+  size_t name_col = pos_;
+  std::string name = parse_name("an input name");
+  expect(':', "':' and the input's type");
+  auto [dt, shape] = parse_type();
+  Provenance p = parse_provenance();
+  expect_end();
+  if (auto it = input_names_.find(name); it != input_names_.end())
+    fail(name_col, "duplicate input name '" + name + "' (first declared at line " + std::to_string(it->second + 1) + ")");
+  input_names_.emplace(name, ln_);
+  Attrs a;
+  a.name = name;
+  inputs_.push_back(add_node(id, Op::Input, dt, std::move(shape), {}, std::move(a), p, name_col));
+}
+
+// node := ID '=' OP ('(' ids ')')? attrs? ':' type prov?
+void Parser::node_statement() {
+  skip_space();
+  size_t id_col = pos_;
+  int64_t id = parse_id();
+  if (auto it = defined_at_.find(id); it != defined_at_.end())
+    fail(id_col, "%" + std::to_string(id) + " is already defined at line " + std::to_string(it->second + 1));
+  expect('=', "'=' after the node id");
+  skip_space();
+  size_t op_col = pos_;
+  std::string_view name = word();
+  if (name.empty()) fail(op_col, "expected an op name, found " + found());
+  auto op = op_from_name(name);
+  if (!op) fail(op_col, "unknown op '" + std::string(name) + "'" + op_suggestion(name));
+  std::vector<NodeRef> in;
+  skip_space();
+  size_t paren_col = pos_;
+  if (accept('(') && !accept(')')) {
+    for (;;) {
+      in.push_back(parse_use());
+      if (accept(')')) break;
+      expect(',', "',' or ')' in the operand list");
+    }
+  }
+  int arity = op_info(*op).arity;
+  if (arity >= 0 && static_cast<int>(in.size()) != arity)
+    fail(in.empty() ? op_col : paren_col, std::string(name) + " expects " + std::to_string(arity) + " operand(s), got " +
+                                              std::to_string(in.size()));
+  // Attributes may depend on the type (Const values, View shapes): remember where they are.
+  skip_space();
+  size_t attrs_col = pos_, attrs_end = pos_;
+  if (peek('{')) {
+    bool in_string = false;
+    for (; attrs_end < cur_.size(); ++attrs_end) {
+      char c = cur_[attrs_end];
+      if (in_string && c == '\\') ++attrs_end;
+      else if (c == '"') in_string = !in_string;
+      else if (c == '}' && !in_string) break;
+    }
+    if (attrs_end >= cur_.size()) fail(attrs_col, "unclosed '{' (the attributes must end with '}' on this line)");
+    pos_ = attrs_end + 1;
+  }
+  expect(':', "':' and the node's type, e.g. `: f32[B, 10]`");
+  auto [dt, shape] = parse_type();
+  Provenance p = parse_provenance();
+  expect_end();
+  size_t after = pos_;
+  Attrs a;
+  if (attrs_end > attrs_col) {
+    pos_ = attrs_col;
+    a = parse_attrs(*op, dt, shape, attrs_col);
+    pos_ = after;
+  } else if (*op == Op::Input || *op == Op::Const || *op == Op::Index || *op == Op::Take || *op == Op::View ||
+             *op == Op::Reduce || *op == Op::Extern) {
+    fail(op_col, std::string(name) + " needs attributes in braces, e.g. " +
+                     (*op == Op::Const ? "{value=1}" : *op == Op::View ? "{strides=[1]}" : *op == Op::Reduce ? "{op=add axes=[0]}" :
+                      *op == Op::Input || *op == Op::Extern ? "{name=\"x\"}" : "{axis=0}"));
+  }
+  add_node(id, *op, dt, std::move(shape), std::move(in), std::move(a), p, op_col);
+}
+
+// output := 'out' NAME '=' ID
+void Parser::output_statement() {
+  skip_space();
+  size_t name_col = pos_;
+  std::string name = parse_name("an output name");
+  expect('=', "'=' after the output name");
+  NodeRef n = parse_use();
+  expect_end();
+  if (auto it = output_names_.find(name); it != output_names_.end())
+    fail(name_col, "duplicate output name '" + name + "' (first at line " + std::to_string(it->second + 1) + ")");
+  output_names_.emplace(name, ln_);
+  outputs_.push_back({name, n});
+}
+
+Graph Parser::parse() {
+  ProvenanceContextReset no_context;
+  check_encoding();
+  for (size_t b = 0;;) {
+    size_t e = text_.find('\n', b);
+    std::string_view l = text_.substr(b, e == text_.npos ? text_.npos : e - b);
+    if (!l.empty() && l.back() == '\r') l.remove_suffix(1);
+    lines_.push_back(l);
+    if (e == text_.npos) break;
+    b = e + 1;
+  }
+  // Pre-scan definitions so a forward use can say where the node is defined.
+  for (size_t i = 0; i < lines_.size(); ++i) {
+    std::string_view l = lines_[i];
+    size_t k = l.find_first_not_of(" \t");
+    if (k == l.npos) continue;
+    if (l.substr(k, 3) == "in ") k = l.find_first_not_of(" \t", k + 3);
+    if (k == l.npos || l[k] != '%') continue;
+    int64_t id = 0;
+    auto [p, ec] = std::from_chars(l.data() + k + 1, l.data() + l.size(), id);
+    if (ec == std::errc()) first_definition_.emplace(id, i);
+  }
+  size_t i = 0;
+  for (; i < lines_.size(); ++i) {
+    set_line(i);
+    std::string_view rest = cur_.substr(std::min(cur_.size(), cur_.find_first_not_of(" \t")));
+    if (rest.substr(0, 7) == "# lathe") {
+      pos_ = cur_.size() - rest.size() + 7;
+      skip_space();
+      size_t col = pos_;
+      while (pos_ < cur_.size() && cur_[pos_] != ' ' && cur_[pos_] != '\t') ++pos_;
+      std::string_view version = cur_.substr(col, pos_ - col);
+      if (version != "1")
+        fail(col, "unsupported .lathe version '" + std::string(version) + "' (this Lathe reads version 1)");
+    }
+    if (significant(i)) break;
+  }
+  if (i == lines_.size()) fail_at(0, 0, "empty file: expected `graph {`");
+  size_t col = pos_;
+  if (word() != "graph" || !accept('{')) fail(col, "expected `graph {` to open the graph, found " + (pos_ = col, found()));
+  expect_end();
+  size_t open_line = i;
+  for (++i; i < lines_.size(); ++i) {
+    if (!significant(i)) continue;
+    if (accept('}')) break;
+    statement();
+  }
+  if (i >= lines_.size()) {
+    size_t last = lines_.size() - 1;
+    while (last > 0 && lines_[last].find_first_not_of(" \t") == std::string_view::npos) --last;
+    fail_at(last, lines_[last].size(),
+            "unexpected end of file: expected '}' to close the graph opened at line " + std::to_string(open_line + 1) +
+                " (is the file truncated?)");
+  }
+  expect_end();
+  size_t close_line = i;
+  for (++i; i < lines_.size(); ++i)
+    if (significant(i)) fail(pos_, "unexpected text after the graph's closing '}'");
+  if (outputs_.empty()) fail_at(close_line, 0, "the graph has no outputs; add a line `out NAME = %ID` before '}'");
+
+  Graph g;
+  g.inputs = inputs_;
+  g.outputs = outputs_;
+  auto problems = verify(g);
+  if (!problems.empty()) {
+    const Diagnostic& d = problems[0];
+    NodeRef n = d.node >= 0 ? node_by_id(static_cast<uint32_t>(d.node)) : nullptr;
+    auto it = n ? line_of_.find(n) : line_of_.end();
+    size_t line = it != line_of_.end() ? it->second : close_line;
+    std::string_view l = lines_[line];
+    fail_at(line, std::min(l.size(), l.find_first_not_of(" \t")), with_text_ids(d.message));
+  }
+  return g;
+}
+
+}  // namespace
+
+Graph parse_graph(std::string_view text, const std::string& filename) { return Parser(text, filename).parse(); }
+
+}  // namespace lathe
