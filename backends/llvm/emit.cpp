@@ -7,10 +7,13 @@
 // [SECTION] module entry point
 #include "backends/llvm/emit.h"
 
+#include <llvm/IR/DiagnosticInfo.h>
+#include <llvm/IR/DiagnosticPrinter.h>
 #include <llvm/IR/IRBuilder.h>
 #include <llvm/IR/Intrinsics.h>
 #include <llvm/IR/MDBuilder.h>
 #include <llvm/IR/Module.h>
+#include <llvm/Support/raw_ostream.h>
 
 #include <cmath>
 #include <map>
@@ -95,6 +98,7 @@ class FunctionEmitter {
   std::map<std::string, llvm::Value*> dims_;
   std::map<std::string, Var> vars_;
   int outlined_ = 0;
+  int reassoc_depth_ = 0;  // > 0 while emitting the body of a vectorized reduction loop
 
   void load_dims_and_buffers() {
     for (size_t p = 0; p < lf_.buffers.size(); ++p)
@@ -113,7 +117,7 @@ class FunctionEmitter {
       case DType::I16: return b_.getInt16Ty();
       case DType::I32: return b_.getInt32Ty();
       case DType::I64: return b_.getInt64Ty();
-      case DType::F16: return b_.getHalfTy();
+      case DType::F16: return b_.getFloatTy();
       case DType::BF16: return b_.getFloatTy();
       case DType::F32: return b_.getFloatTy();
       case DType::F64: return b_.getDoubleTy();
@@ -123,6 +127,7 @@ class FunctionEmitter {
   // The in-memory type (bool is a byte, bf16 its 16 bits).
   llvm::Type* memory_type(DType dt) {
     if (dt == DType::Bool) return b_.getInt8Ty();
+    if (dt == DType::F16) return b_.getHalfTy();
     if (dt == DType::BF16) return b_.getInt16Ty();
     return scalar_type(dt);
   }
@@ -179,6 +184,16 @@ class FunctionEmitter {
     r = b_.CreateAnd(r, llvm::ConstantInt::get(it, 0xffff0000u));
     llvm::Value* nan = b_.CreateFCmpUNO(x, x);
     return b_.CreateSelect(nan, x, b_.CreateBitCast(r, ft));
+  }
+
+  // Rounds an f32 register value to the precision of a half type (f16/bf16), staying f32.
+  llvm::Value* round_half(DType dt, llvm::Value* x) {
+    if (dt == DType::BF16) return round_bf16(x);
+    if (dt != DType::F16) return x;
+    llvm::Type* ht = x->getType()->isVectorTy()
+                         ? vec(b_.getHalfTy(), llvm::cast<llvm::FixedVectorType>(x->getType())->getNumElements())
+                         : b_.getHalfTy();
+    return b_.CreateFPExt(b_.CreateFPTrunc(x, ht), x->getType());
   }
 
   // 2^x for f32 (scalar or vector): x = n + f, f in [-0.5, 0.5]; 2^f by a degree-6
@@ -277,6 +292,7 @@ class FunctionEmitter {
   }
   llvm::Value* from_memory(DType dt, int lanes, llvm::Value* v) {
     if (dt == DType::Bool) return b_.CreateICmpNE(v, llvm::Constant::getNullValue(v->getType()));
+    if (dt == DType::F16) return b_.CreateFPExt(v, vec(b_.getFloatTy(), lanes));
     if (dt == DType::BF16) {
       llvm::Type* i32 = vec(b_.getInt32Ty(), lanes);
       return b_.CreateBitCast(b_.CreateShl(b_.CreateZExt(v, i32), llvm::ConstantInt::get(i32, 16)),
@@ -286,6 +302,7 @@ class FunctionEmitter {
   }
   llvm::Value* to_memory(DType dt, int lanes, llvm::Value* v) {
     if (dt == DType::Bool) return b_.CreateZExt(v, vec(b_.getInt8Ty(), lanes));
+    if (dt == DType::F16) return b_.CreateFPTrunc(v, vec(b_.getHalfTy(), lanes));
     if (dt == DType::BF16) {
       llvm::Value* r = round_bf16(v);
       llvm::Type* i32 = vec(b_.getInt32Ty(), lanes);
@@ -370,7 +387,7 @@ class FunctionEmitter {
       case Op::Not: r = b_.CreateNot(x); break;
       default: throw InternalError("llvm backend: unary op " + std::string(op_name(e->op)));
     }
-    return dt == DType::BF16 ? round_bf16(r) : r;
+    return r;
   }
 
   llvm::Value* emit_binary(const ExprRef& e) {
@@ -382,8 +399,19 @@ class FunctionEmitter {
     llvm::Type* t = a->getType();
     llvm::Value* r = nullptr;
     switch (e->op) {
-      case Op::Add: r = fl ? b_.CreateFAdd(a, c) : b_.CreateAdd(a, c); break;
-      case Op::Mul: r = fl ? b_.CreateFMul(a, c) : b_.CreateMul(a, c); break;
+      case Op::Add: case Op::Mul:
+        if (fl) {
+          r = e->op == Op::Add ? b_.CreateFAdd(a, c) : b_.CreateFMul(a, c);
+          // inside a vectorized reduction loop the accumulation may be reordered (the
+          // interpreter's tolerance allows it); elsewhere only FMA contraction
+          llvm::FastMathFlags fmf;
+          fmf.setAllowContract(true);
+          if (reassoc_depth_ > 0) fmf.setAllowReassoc(true);
+          llvm::cast<llvm::Instruction>(r)->setFastMathFlags(fmf);
+        } else {
+          r = e->op == Op::Add ? b_.CreateAdd(a, c) : b_.CreateMul(a, c);
+        }
+        break;
       case Op::IDiv: case Op::Mod: {
         if (fl) {  // Mod on floats is fmod; IDiv is integer-only (checked by the verifier)
           r = b_.CreateFRem(a, c);
@@ -419,7 +447,7 @@ class FunctionEmitter {
       case Op::CmpNE: return fl ? b_.CreateFCmpUNE(a, c) : b_.CreateICmpNE(a, c);
       default: throw InternalError("llvm backend: binary op " + std::string(op_name(e->op)));
     }
-    return (dt == DType::BF16 && fl) ? round_bf16(r) : r;
+    return r;
   }
 
   llvm::Value* emit_cast(const ExprRef& e) {
@@ -433,12 +461,12 @@ class FunctionEmitter {
       if (fw < tw) r = b_.CreateFPExt(x, tt);
       else if (fw > tw) r = b_.CreateFPTrunc(x, tt);
       else if (x->getType() != tt) r = b_.CreateFPCast(x, tt);
-      return to == DType::BF16 ? round_bf16(r) : r;
+      return round_half(to, r);
     }
     if (is_float(from)) return float_to_int(x, to, lanes);
     if (is_float(to)) {
       llvm::Value* r = is_unsigned(from) ? b_.CreateUIToFP(x, tt) : b_.CreateSIToFP(x, tt);
-      return to == DType::BF16 ? round_bf16(r) : r;
+      return round_half(to, r);
     }
     if (to == DType::Bool) return b_.CreateICmpNE(x, llvm::Constant::getNullValue(x->getType()));
     unsigned fw = x->getType()->getScalarSizeInBits(), tw = tt->getScalarSizeInBits();
@@ -538,7 +566,10 @@ class FunctionEmitter {
     llvm::Value* i = b_.CreateLoad(b_.getInt64Ty(), iv);
     b_.CreateCondBr(b_.CreateICmpSLT(i, end), body, exit);
     b_.SetInsertPoint(body);
+    bool reassoc = s.annot.vectorize && !s.reduces.empty();
+    reassoc_depth_ += reassoc;
     emit_stmts(s.body);
+    reassoc_depth_ -= reassoc;
     llvm::Value* next = b_.CreateAdd(b_.CreateLoad(b_.getInt64Ty(), iv), b_.getInt64(1));
     b_.CreateStore(next, iv);
     llvm::BranchInst* latch = b_.CreateBr(cond);
@@ -620,8 +651,23 @@ class FunctionEmitter {
 // [SECTION] module entry point
 // -----------------------------------------------------------------------------------------
 
+const char* emitter_build_id() { return __DATE__ " " __TIME__; }
+
 std::unique_ptr<llvm::Module> emit_module(const std::vector<const loop::LoopFunc*>& funcs, llvm::LLVMContext& ctx,
                                           const std::string& module_name) {
+  // The optimizer's remarks ("loop not vectorized") are not the user's business; real
+  // errors still surface through verification and codegen failures.
+  ctx.setDiagnosticHandlerCallBack(
+      [](const llvm::DiagnosticInfo* di, void*) {
+        if (di->getSeverity() == llvm::DS_Error) {
+          std::string msg;
+          llvm::raw_string_ostream os(msg);
+          llvm::DiagnosticPrinterRawOStream dp(os);
+          di->print(dp);
+          throw InternalError("LLVM: " + os.str());
+        }
+      },
+      nullptr);
   auto m = std::make_unique<llvm::Module>(module_name, ctx);
   llvm::IRBuilder<> b(ctx);
   auto* ptr = b.getPtrTy();

@@ -17,6 +17,10 @@ namespace llvm { class Module; class LLVMContext; }
 
 namespace lathe::llvmjit {
 
+// Identifies this emitter build (part of kernel-cache keys, so a changed code generator
+// never reuses objects made by an older one).
+const char* emitter_build_id();
+
 std::unique_ptr<llvm::Module> emit_module(const std::vector<const loop::LoopFunc*>& funcs, llvm::LLVMContext& ctx,
                                           const std::string& module_name);
 

@@ -91,7 +91,7 @@ class LlvmBackend : public Backend {
     // kernel (names included), the CPU, and this backend's code-generation version.
     std::string ir;
     for (auto& f : p.funcs) ir += f.name + "\n" + loop::print_loop(f) + "\n";
-    std::string key = cache_key({"llvm-v1", ir, llvmjit::host_cpu(), llvmjit::host_features_hash()});
+    std::string key = cache_key({"llvm", llvmjit::emitter_build_id(), ir, llvmjit::host_cpu(), llvmjit::host_features_hash()});
     std::string path = o.use_cache ? cache_path("llvm", key + ".o") : "";
     std::vector<char> object;
     bool cached = false;
