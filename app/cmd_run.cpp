@@ -1,0 +1,308 @@
+// cmd_run.cpp — `lathe run FILE`: loads a graph, fills the inputs (from .npy files or
+// seeded random data), runs it on a backend, prints each output with a NumPy-like preview
+// and optionally writes DIR/NAME.npy, a per-node profile and a Chrome trace.
+//
+//   lathe run FILE [--backend B] [--input NAME=PATH]… [--bind SYM=N]… [--output-dir DIR]
+//                  [--seed N] [--profile] [--trace OUT.json]
+//
+// Only the interpreter runs for now; the backend registry (issue 4) replaces
+// run_on_backend() below.
+#include <CLI/CLI.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "app/commands.h"
+#include "core/interp/interp.h"
+#include "core/ir/diag.h"
+#include "core/ir/loader.h"
+#include "core/runtime/npy.h"
+#include "core/runtime/random.h"
+
+namespace lathe::app {
+namespace {
+
+struct RunResult {
+  TensorMap outputs, updated;
+  std::vector<NodeTiming> timings;  // per node (interp) or per kernel
+};
+
+// The one place that knows which backends exist; the registry replaces it.
+RunResult run_on_backend(const std::string& backend, const Graph& g, const TensorMap& inputs, const Bindings& binds,
+                         bool want_timings) {
+  if (backend != "interp")
+    throw UserError("backend '" + backend + "' is not available yet (available: interp)");
+  RunResult r;
+  InterpOptions o;
+  o.bindings = binds;
+  o.updated = &r.updated;
+  if (want_timings) o.timings = &r.timings;
+  r.outputs = interpret(g, inputs, o);
+  return r;
+}
+
+// A malformed command line (exit code 2, unlike a UserError's 1).
+struct UsageError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+std::pair<std::string, std::string> split_pair(const std::string& s, const char* flag) {
+  size_t eq = s.find('=');
+  if (eq == std::string::npos || eq == 0 || eq + 1 == s.size())
+    throw UsageError(std::string(flag) + " expects NAME=VALUE, got '" + s + "'");
+  return {s.substr(0, eq), s.substr(eq + 1)};
+}
+
+// ---- NumPy-like preview -----------------------------------------------------------------
+
+std::string format_value(const HostTensor& t, int64_t i) {
+  if (t.dtype() == DType::Bool) return t.get_i64(i) ? "True" : "False";
+  if (!is_float(t.dtype())) return std::to_string(t.get_i64(i));
+  double v = t.get_f64(i);
+  if (std::isnan(v)) return "nan";
+  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.4g", v);
+  std::string s = buf;
+  if (s.find_first_of(".en") == std::string::npos) s += ".";
+  return s;
+}
+
+struct Preview {
+  const HostTensor& t;
+  bool summarize;              // over 1000 elements: 3 items at each edge of every dim
+  static constexpr int64_t kEdge = 3;
+  size_t width = 0;
+  std::vector<int64_t> strides;
+
+  explicit Preview(const HostTensor& tensor) : t(tensor), summarize(tensor.numel() > 1000) {
+    strides.assign(t.rank(), 1);
+    for (size_t d = t.rank(); d-- > 1;) strides[d - 1] = strides[d] * t.shape()[d];
+  }
+  // The indices shown along a dim (-1 marks the "..." gap).
+  std::vector<int64_t> shown(int64_t n) const {
+    std::vector<int64_t> v;
+    if (summarize && n > 2 * kEdge) {
+      for (int64_t i = 0; i < kEdge; ++i) v.push_back(i);
+      v.push_back(-1);
+      for (int64_t i = n - kEdge; i < n; ++i) v.push_back(i);
+    } else {
+      for (int64_t i = 0; i < n; ++i) v.push_back(i);
+    }
+    return v;
+  }
+  void measure(size_t dim, int64_t off) {
+    if (dim == t.rank()) { width = std::max(width, format_value(t, off).size()); return; }
+    for (int64_t i : shown(t.shape()[dim])) if (i >= 0) measure(dim + 1, off + i * strides[dim]);
+  }
+  void print(std::ostream& os, size_t dim, int64_t off) {
+    if (dim == t.rank()) {
+      std::string s = format_value(t, off);
+      os << std::string(width - s.size(), ' ') << s;
+      return;
+    }
+    os << "[";
+    auto idx = shown(t.shape()[dim]);
+    bool last_dim = dim + 1 == t.rank();
+    for (size_t k = 0; k < idx.size(); ++k) {
+      if (k) {
+        os << ",";
+        if (last_dim) os << " ";
+        else os << std::string(t.rank() - dim - 1, '\n') << std::string(dim + 1, ' ');
+      }
+      if (idx[k] < 0) os << "...";
+      else print(os, dim + 1, off + idx[k] * strides[dim]);
+    }
+    os << "]";
+  }
+  std::string str() {
+    if (t.numel() == 0) return "[]";
+    measure(0, 0);
+    std::ostringstream os;
+    print(os, 0, 0);
+    return os.str();
+  }
+};
+
+void print_tensor(const std::string& label, const HostTensor& t) {
+  std::cout << label << ": " << dtype_name(t.dtype()) << t.shape_string() << "\n" << Preview(t).str() << "\n";
+}
+
+// ---- outputs, profile, trace ----------------------------------------------------------
+
+void write_output(const std::filesystem::path& dir, const std::string& name, const HostTensor& t) {
+  std::string path = (dir / (name + ".npy")).string();
+  if (t.dtype() == DType::BF16) {
+    write_npy(path, cast_tensor(t, DType::F32));
+    std::cout << "  (" << name << " is bf16; NumPy has none, written as f32)\n";
+  } else {
+    write_npy(path, t);
+  }
+}
+
+std::string node_label(NodeRef n) {
+  std::string s = "%" + std::to_string(n->id) + " " + std::string(op_name(n->op));
+  if (n->op == Op::Reduce) s += "{" + std::string(reduce_op_name(n->attrs.reduce)) + "}";
+  if (n->op == Op::Extern) s += "{" + n->attrs.name + "}";
+  return s;
+}
+
+void print_profile(const std::vector<NodeTiming>& timings) {
+  double total = 0;
+  for (auto& t : timings) total += t.dur_us;
+  std::vector<NodeTiming> sorted = timings;
+  std::sort(sorted.begin(), sorted.end(), [](auto& a, auto& b) { return a.dur_us > b.dur_us; });
+  std::printf("\nprofile (backend interp, one row per node, slowest first)\n");
+  std::printf("  %-24s %-22s %10s %7s  %s\n", "node", "result", "ms", "%", "provenance");
+  size_t shown = std::min<size_t>(sorted.size(), 25);
+  for (size_t i = 0; i < shown; ++i) {
+    const auto& t = sorted[i];
+    std::string result = std::string(dtype_name(t.node->dtype)) + shape_to_string(t.node->shape);
+    std::printf("  %-24s %-22s %10.3f %6.1f%%  %s\n", node_label(t.node).c_str(), result.c_str(), t.dur_us / 1e3,
+                total > 0 ? 100 * t.dur_us / total : 0.0, t.node->prov.path.c_str());
+  }
+  if (sorted.size() > shown) std::printf("  … %zu more nodes\n", sorted.size() - shown);
+  std::printf("  total %.3f ms over %zu nodes\n", total / 1e3, timings.size());
+}
+
+void write_trace(const std::string& path, const std::vector<NodeTiming>& timings) {
+  nlohmann::json events = nlohmann::json::array();
+  for (auto& t : timings) {
+    events.push_back({{"name", node_label(t.node)},
+                      {"cat", "interp"},
+                      {"ph", "X"},
+                      {"ts", t.start_us},
+                      {"dur", t.dur_us},
+                      {"pid", 1},
+                      {"tid", 1},
+                      {"args",
+                       {{"dtype", std::string(dtype_name(t.node->dtype))},
+                        {"shape", shape_to_string(t.node->shape)},
+                        {"provenance", t.node->prov.path}}}});
+  }
+  nlohmann::json doc = {{"traceEvents", events}, {"displayTimeUnit", "ms"}};
+  std::ofstream f(path);
+  if (!f) throw UserError("cannot write trace '" + path + "'");
+  f << doc.dump(1) << "\n";
+  if (!f) throw UserError("cannot write trace '" + path + "'");
+}
+
+// ---- the command ------------------------------------------------------------------------
+
+int run_parsed(const std::string& file, const std::string& backend, const std::vector<std::string>& input_args,
+               const std::vector<std::string>& bind_args, const std::string& output_dir, uint64_t seed, bool profile,
+               const std::string& trace);
+
+int run_run(const std::vector<std::string>& args) {
+  CLI::App app{"Compile and run a graph. Inputs not given are filled with seeded random data\n"
+               "(floats: standard normal; integers: uniform in [0, 10); bool: coin flips).",
+               "lathe run"};
+  std::string file, backend = "interp", output_dir, trace;
+  std::vector<std::string> input_args, bind_args;
+  int64_t seed = 0;
+  bool profile = false;
+  app.add_option("FILE", file, "graph to run: .lathe, .lua or .onnx")->required();
+  app.add_option("--backend", backend, "interp (available now); c, llvm, cuda once built")->capture_default_str();
+  app.add_option("--input", input_args, "NAME=PATH.npy: the value of input NAME (repeatable)");
+  app.add_option("--bind", bind_args, "SYM=N: a symbolic dim's value when no input implies it (repeatable)");
+  app.add_option("--output-dir", output_dir, "write each output (and each input updated by Assign) as DIR/NAME.npy");
+  app.add_option("--seed", seed, "seed for the random inputs")->capture_default_str()->check(CLI::Range(int64_t{0}, std::numeric_limits<int64_t>::max()));
+  app.add_flag("--profile", profile, "print the per-node (interp) or per-kernel time table");
+  app.add_option("--trace", trace, "write a Chrome trace-event JSON (open it in Perfetto)");
+  try {
+    std::vector<std::string> rev(args.rbegin(), args.rend());
+    app.parse(rev);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;
+  }
+  try {
+    return run_parsed(file, backend, input_args, bind_args, output_dir, static_cast<uint64_t>(seed), profile, trace);
+  } catch (const UsageError& e) {
+    std::cerr << "lathe run: " << e.what() << "\nRun with --help for more information.\n";
+    return 2;
+  }
+}
+
+int run_parsed(const std::string& file, const std::string& backend, const std::vector<std::string>& input_args,
+               const std::vector<std::string>& bind_args, const std::string& output_dir, uint64_t seed, bool profile,
+               const std::string& trace) {
+
+  Graph g = load_graph(file);
+
+  Bindings binds;
+  for (auto& s : bind_args) {
+    auto [name, value] = split_pair(s, "--bind");
+    try {
+      size_t used = 0;
+      long long v = std::stoll(value, &used);
+      if (used != value.size() || v < 0) throw std::invalid_argument(value);
+      binds[name] = v;
+    } catch (const std::exception&) {
+      throw UsageError("--bind " + s + ": expected a non-negative integer after '='");
+    }
+  }
+
+  TensorMap inputs;
+  for (auto& s : input_args) {
+    auto [name, path] = split_pair(s, "--input");
+    if (!g.input(name)) {
+      std::string known;
+      for (NodeRef in : g.inputs) known += (known.empty() ? "" : ", ") + in->attrs.name;
+      throw UserError("--input " + name + ": " + file + " has no input named '" + name + "' (inputs: " +
+                      (known.empty() ? "none" : known) + ")");
+    }
+    inputs[name] = read_npy(path);
+  }
+  // Symbols implied by the given inputs size the random ones.
+  if (!inputs.empty()) {
+    Graph given = g;
+    given.inputs.clear();
+    for (NodeRef in : g.inputs)
+      if (inputs.count(in->attrs.name)) given.inputs.push_back(in);
+    binds = bind_symbols(given, inputs, binds);
+  }
+  if (inputs.size() < g.inputs.size())
+    for (auto& [name, t] : random_inputs(g, seed, binds)) inputs.emplace(name, std::move(t));
+
+  RunResult r = run_on_backend(backend, g, inputs, binds, profile || !trace.empty());
+
+  std::filesystem::path dir(output_dir);
+  if (!output_dir.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(dir, ec);
+    if (ec) throw UserError("cannot create output directory '" + output_dir + "': " + ec.message());
+  }
+  for (auto& [name, n] : g.outputs) {
+    const HostTensor& t = r.outputs.at(name);
+    print_tensor(name, t);
+    if (!output_dir.empty()) write_output(dir, name, t);
+  }
+  for (auto& [name, t] : r.updated) {
+    print_tensor(name + " (updated by Assign)", t);
+    if (output_dir.empty()) continue;
+    if (g.output(name)) {
+      std::cout << "  (not writing " << name << ".npy: an output has that name)\n";
+      continue;
+    }
+    write_output(dir, name, t);
+  }
+  if (!output_dir.empty()) std::cout << "wrote " << (dir / "").string() << "NAME.npy for each tensor above\n";
+  if (profile) print_profile(r.timings);
+  if (!trace.empty()) {
+    write_trace(trace, r.timings);
+    std::cout << "wrote trace " << trace << "\n";
+  }
+  return 0;
+}
+
+LATHE_COMMAND("run", "run a graph on a backend: inputs from .npy or seeded random, outputs to .npy", run_run);
+
+}  // namespace
+}  // namespace lathe::app

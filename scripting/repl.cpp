@@ -1,0 +1,119 @@
+// repl.cpp — the terminal REPL over the Workbench: libedit line editing with history kept
+// in $XDG_STATE_HOME/lathe/history (default ~/.local/state/lathe/history), Ctrl-R search
+// (libedit's), tab completion of globals, fields and methods, continuation lines for
+// incomplete chunks, Ctrl-C to interrupt a running chunk. When stdin is not a terminal it
+// reads lines without prompts, colour or history, so piped transcripts are stable.
+#include "scripting/repl.h"
+
+#include <editline/readline.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <iostream>
+#include <string>
+
+namespace lathe::script {
+
+namespace {
+
+Workbench* g_bench = nullptr;
+std::vector<std::string> g_matches;
+
+char* completion_generator(const char* text, int state) {
+  if (state == 0) g_matches = g_bench ? g_bench->complete(text) : std::vector<std::string>{};
+  if (state < (int)g_matches.size()) return strdup(g_matches[state].c_str());
+  return nullptr;
+}
+
+char** attempted_completion(const char* text, int, int) {
+  rl_attempted_completion_over = 1;  // no filename completion
+  return rl_completion_matches(text, completion_generator);
+}
+
+std::string history_path() {
+  namespace fs = std::filesystem;
+  fs::path dir;
+  if (const char* x = std::getenv("XDG_STATE_HOME"); x && *x) dir = fs::path(x) / "lathe";
+  else if (const char* h = std::getenv("HOME"); h && *h) dir = fs::path(h) / ".local" / "state" / "lathe";
+  else return "";
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) return "";
+  return (dir / "history").string();
+}
+
+void print_result(const Workbench::Result& r, const Colors& c) {
+  if (!r.ok) {
+    std::fflush(stdout);
+    std::fprintf(stdout, "%s%s%s\n", c.red(), r.error.c_str(), c.reset());
+  } else if (!r.output.empty()) {
+    std::fprintf(stdout, "%s\n", r.output.c_str());
+  }
+  std::fflush(stdout);
+}
+
+}  // namespace
+
+int run_repl(Workbench& bench, const ReplOptions& opts) {
+  bool interactive = opts.force_interactive || (isatty(0) && isatty(1));
+  bench.colors.on = interactive && !std::getenv("NO_COLOR");
+  std::string hist;
+  if (interactive) {
+    g_bench = &bench;
+    rl_readline_name = const_cast<char*>("lathe");
+    rl_attempted_completion_function = attempted_completion;
+    rl_basic_word_break_characters = const_cast<char*>(" \t\n\"'`@$><=;|&{(,+-*/%^~#[]");
+    hist = history_path();
+    if (!hist.empty()) read_history(hist.c_str());
+    std::printf("Lathe %s REPL — :help for commands, Lua for everything else, Ctrl-D to leave\n",
+                "0.1");
+  }
+  std::string chunk;
+  int status = 0;
+  for (;;) {
+    std::string line;
+    if (interactive) {
+      const char* prompt = chunk.empty() ? "lathe> " : "   ... ";
+      char* raw = readline(prompt);
+      if (!raw) { std::printf("\n"); break; }
+      line = raw;
+      std::free(raw);
+    } else {
+      if (!std::getline(std::cin, line)) break;
+    }
+    chunk += chunk.empty() ? line : "\n" + line;
+    install_interrupt_handler();
+    Engine::clear_interrupt();
+    Workbench::Result r = bench.execute(chunk);
+    remove_interrupt_handler();
+    if (r.incomplete) continue;
+    if (interactive && !chunk.empty()) {
+      add_history(chunk.c_str());
+      if (!hist.empty()) write_history(hist.c_str());
+    }
+    chunk.clear();
+    print_result(r, bench.colors);
+    if (!r.ok) status = 1;
+    if (r.quit) break;
+  }
+  if (!chunk.empty()) {  // input ended inside an unfinished chunk
+    Workbench::Result r = bench.execute(chunk + "\n");
+    if (r.incomplete) {
+      std::printf("stdin: unfinished chunk at end of input\n");
+      status = 1;
+    } else {
+      print_result(r, bench.colors);
+    }
+  }
+  if (interactive && !hist.empty()) {
+    stifle_history(2000);
+    write_history(hist.c_str());
+  }
+  g_bench = nullptr;
+  return opts.exit_status_on_error ? status : 0;
+}
+
+}  // namespace lathe::script

@@ -1,0 +1,20 @@
+-- sandbox.lua — no io, os, require, debug, dofile, loadfile, binary chunks.
+local function refused(f, what)
+  local ok, err = pcall(f)
+  assert(not ok, what .. " should fail")
+  return err
+end
+refused(function() return os.execute("echo hi") end, "os.execute")
+refused(function() return io.open("/etc/passwd") end, "io.open")
+refused(function() return require("os") end, "require")
+refused(function() return debug.getinfo(1) end, "debug")
+refused(function() return dofile("/etc/passwd") end, "dofile")
+refused(function() return loadfile("/etc/passwd") end, "loadfile")
+refused(function() return string.dump(print) end, "string.dump")
+assert(package == nil and io == nil and os == nil and debug == nil)
+local f, err = load("\27Lua binary")
+assert(f == nil and err:find("binary"), tostring(err))
+local ok = pcall(collectgarbage, "stop")
+assert(not ok, "collectgarbage('stop') is refused")
+assert(load("return 1 + 1")() == 2, "text load works")
+print("ok")
