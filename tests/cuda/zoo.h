@@ -1,0 +1,71 @@
+// zoo.h — the graphs the cuda tests render, compile and (with a GPU) run: every primitive
+// op in every dtype the backend claims, views, reductions, fusion patterns (softmax,
+// layernorm, matmul), the test_graphs zoo of tests/passes, and the samples + bench workloads.
+#pragma once
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "../passes/test_graphs.h"
+#include "core/frontend/samples.h"
+#include "core/ir/build.h"
+
+namespace lathe::cuda_test {
+
+using Named = std::pair<std::string, Graph>;
+
+inline Graph one(NodeRef n) { return Graph::from_outputs({{"y", n}}); }
+
+inline std::vector<Named> op_graphs() {
+  std::vector<Named> r;
+  for (DType dt : test_graphs::kAllDTypes) {
+    std::string d(dtype_name(dt));
+    NodeRef x = prim::input("x", dt, {3, 37});
+    std::vector<std::pair<std::string, NodeRef>> outs;
+    for (Op op : {Op::Neg, Op::Recip, Op::Sin, Op::Exp2, Op::Log2, Op::Sqrt, Op::Not})
+      if (prim::check_node(op, dt, x->shape, {x}, {}).empty()) outs.push_back({std::string(op_name(op)), prim::unary(op, x)});
+    NodeRef b = prim::input("b", dt, {3, 37});
+    for (Op op : {Op::Add, Op::Mul, Op::IDiv, Op::Mod, Op::Max, Op::And, Op::Or, Op::Xor, Op::CmpLT, Op::CmpNE}) {
+      DType rt = (op == Op::CmpLT || op == Op::CmpNE) ? DType::Bool : dt;
+      if (prim::check_node(op, rt, x->shape, {x, b}, {}).empty()) outs.push_back({std::string(op_name(op)), prim::binary(op, x, b)});
+    }
+    for (DType to : test_graphs::kAllDTypes)
+      if (to != dt) outs.push_back({"cast_" + std::string(dtype_name(to)), prim::cast(x, to)});
+    for (ReduceOp ro : {ReduceOp::Add, ReduceOp::Max, ReduceOp::Mul})
+      for (std::vector<int> axes : {std::vector<int>{1}, {0}, {0, 1}})
+        outs.push_back({"reduce_" + std::string(reduce_op_name(ro)) + std::to_string(axes.size()) + std::to_string(axes[0]),
+                        prim::reduce(ro, x, axes)});
+    NodeRef c = prim::input("c", DType::Bool, {3, 37});
+    outs.push_back({"where", prim::where(c, x, b)});
+    r.push_back({"ops_" + d, Graph::from_outputs(outs)});
+  }
+  return r;
+}
+
+inline std::vector<Named> pattern_graphs() {
+  std::vector<Named> r;
+  NodeRef x = prim::input("x", DType::F32, {64, 512});
+  ViewSpec base = ViewSpec::contiguous(x->shape);
+  r.push_back({"views", Graph::from_outputs({{"perm", prim::view(x, view_permute(base, {1, 0}))},
+                                             {"flip", prim::view(x, view_flip(base, {0, 1}))},
+                                             {"shrink", prim::view(x, view_shrink(base, {{1, 3}, {2, 500}}))},
+                                             {"pad", prim::view(x, view_pad(base, {{1, 2}, {0, 3}}))}})});
+  NodeRef col = prim::input("col", DType::F32, {64, 1});
+  r.push_back({"broadcast", one(prim::binary(Op::Add, x, prim::view(col, view_expand(ViewSpec::contiguous(col->shape), {64, 512}))))});
+  r.push_back({"row_sum", one(prim::reduce(ReduceOp::Add, x, {1}))});
+  r.push_back({"col_max", one(prim::reduce(ReduceOp::Max, x, {0}))});
+  r.push_back({"full_sum", one(prim::reduce(ReduceOp::Add, x, {0, 1}))});
+  for (const char* s : {"softmax", "layernorm", "matmul", "eltwise", "mlp", "conv2d"})
+    r.push_back({std::string("bench_") + s, build_sample(s)});
+  return r;
+}
+
+inline std::vector<Named> sample_graphs() {
+  std::vector<Named> r;
+  for (auto& n : sample_names()) r.push_back({n, build_sample(n)});
+  for (auto& [n, g] : test_graphs::all_test_graphs())
+    if (n != "extern") r.push_back({"test_graphs_" + n, g});
+  return r;
+}
+
+}  // namespace lathe::cuda_test
