@@ -5,8 +5,9 @@
 //   lathe run FILE [--backend B] [--input NAME=PATH]… [--bind SYM=N]… [--output-dir DIR]
 //                  [--seed N] [--profile] [--trace OUT.json]
 //
-// Only the interpreter runs for now; the backend registry (issue 4) replaces
-// run_on_backend() below.
+// Backends come from the registry (backends/backend.h); the default is default_backend()
+// (llvm when built). --profile prints per-node times for interp and the per-kernel
+// table (time, GFLOP/s, GB/s, share of the machine ceiling) for compiled backends.
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
@@ -16,10 +17,12 @@
 #include <fstream>
 #include <iostream>
 #include <limits>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "app/commands.h"
+#include "backends/backend.h"
 #include "core/interp/interp.h"
 #include "core/ir/diag.h"
 #include "core/ir/loader.h"
@@ -31,20 +34,24 @@ namespace {
 
 struct RunResult {
   TensorMap outputs, updated;
-  std::vector<NodeTiming> timings;  // per node (interp) or per kernel
+  std::vector<NodeTiming> timings;  // per node (interp)
+  std::optional<ProfileReport> report;  // per kernel (compiled backends)
 };
 
-// The one place that knows which backends exist; the registry replaces it.
 RunResult run_on_backend(const std::string& backend, const Graph& g, const TensorMap& inputs, const Bindings& binds,
                          bool want_timings) {
-  if (backend != "interp")
-    throw UserError("backend '" + backend + "' is not available yet (available: interp)");
   RunResult r;
-  InterpOptions o;
-  o.bindings = binds;
-  o.updated = &r.updated;
-  if (want_timings) o.timings = &r.timings;
-  r.outputs = interpret(g, inputs, o);
+  if (backend == "interp") {
+    InterpOptions o;
+    o.bindings = binds;
+    o.updated = &r.updated;
+    if (want_timings) o.timings = &r.timings;
+    r.outputs = interpret(g, inputs, o);
+    return r;
+  }
+  Executable exe = compile_graph(g, backend);
+  r.outputs = exe.run(inputs, &r.updated);
+  if (want_timings) r.report = exe.profile(inputs, 10);
   return r;
 }
 
@@ -204,12 +211,12 @@ int run_run(const std::vector<std::string>& args) {
   CLI::App app{"Compile and run a graph. Inputs not given are filled with seeded random data\n"
                "(floats: standard normal; integers: uniform in [0, 10); bool: coin flips).",
                "lathe run"};
-  std::string file, backend = "interp", output_dir, trace;
+  std::string file, backend = default_backend(), output_dir, trace;
   std::vector<std::string> input_args, bind_args;
   int64_t seed = 0;
   bool profile = false;
   app.add_option("FILE", file, "graph to run: .lathe, .lua or .onnx")->required();
-  app.add_option("--backend", backend, "interp (available now); c, llvm, cuda once built")->capture_default_str();
+  app.add_option("--backend", backend, "interp | c | llvm | cuda (see `lathe help`)")->capture_default_str();
   app.add_option("--input", input_args, "NAME=PATH.npy: the value of input NAME (repeatable)");
   app.add_option("--bind", bind_args, "SYM=N: a symbolic dim's value when no input implies it (repeatable)");
   app.add_option("--output-dir", output_dir, "write each output (and each input updated by Assign) as DIR/NAME.npy");
@@ -294,9 +301,11 @@ int run_parsed(const std::string& file, const std::string& backend, const std::v
     write_output(dir, name, t);
   }
   if (!output_dir.empty()) std::cout << "wrote " << (dir / "").string() << "NAME.npy for each tensor above\n";
-  if (profile) print_profile(r.timings);
+  if (profile && r.report) std::cout << "\n" << r.report->table();
+  else if (profile) print_profile(r.timings);
   if (!trace.empty()) {
-    write_trace(trace, r.timings);
+    if (r.report) r.report->write_trace(trace);
+    else write_trace(trace, r.timings);
     std::cout << "wrote trace " << trace << "\n";
   }
   return 0;
