@@ -1,2 +1,72 @@
-// registry.cpp — placeholder until backend.h lands (issue 4).
-namespace lathe { void backends_registry_anchor() {} }
+// registry.cpp — the backend registry, Backend's shared helpers, and compile_graph().
+#include <algorithm>
+#include <map>
+#include <mutex>
+
+#include "backends/backend.h"
+#include "core/ir/diag.h"
+
+namespace lathe {
+
+namespace {
+
+std::map<std::string, std::shared_ptr<Backend>>& table() {
+  static std::map<std::string, std::shared_ptr<Backend>> t;
+  return t;
+}
+
+}  // namespace
+
+std::vector<std::shared_ptr<CompiledProgram>> Backend::compile_many(const std::vector<const Program*>& ps,
+                                                                    const CompileOptions& o) {
+  std::vector<std::shared_ptr<CompiledProgram>> r;
+  for (const Program* p : ps) r.push_back(compile(*p, o));
+  return r;
+}
+
+std::string Backend::supports_graph(const Graph& g) const {
+  for (NodeRef n : g.toposort()) {
+    std::string why = supports(n);
+    if (!why.empty())
+      return "node %" + std::to_string(n->id) + " (" + std::string(op_name(n->op)) + " " +
+             std::string(dtype_name(n->dtype)) + shape_to_string(n->shape) + "): " + why;
+  }
+  return "";
+}
+
+void register_backend(std::shared_ptr<Backend> b) { table()[b->name()] = std::move(b); }
+
+Backend* find_backend(const std::string& name) {
+  auto it = table().find(name);
+  return it == table().end() ? nullptr : it->second.get();
+}
+
+std::vector<std::string> backend_names() {
+  std::vector<std::string> r;
+  for (auto& [n, b] : table()) r.push_back(n);
+  return r;
+}
+
+Backend& get_backend(const std::string& name) {
+  if (Backend* b = find_backend(name)) return *b;
+  std::string known;
+  for (auto& n : backend_names()) known += (known.empty() ? "" : ", ") + n;
+  throw UserError("unknown backend '" + name + "' (built into this binary: " + (known.empty() ? "none" : known) + ")");
+}
+
+std::string default_backend() {
+  for (const char* n : {"llvm", "c", "interp"})
+    if (Backend* b = find_backend(n); b && b->available().empty()) return n;
+  return "interp";
+}
+
+Executable compile_graph(const Graph& g, const std::string& name, const BuildOptions& build, const CompileOptions& opts) {
+  Backend& b = get_backend(name);
+  if (std::string why = b.available(); !why.empty()) throw UserError("backend '" + name + "' is not available here: " + why);
+  if (std::string why = b.supports_graph(g); !why.empty()) throw UserError("backend '" + name + "' cannot run " + why);
+  Program p = build_program(g, build);
+  auto compiled = b.compile(p, opts);
+  return Executable(std::move(p), std::move(compiled), name);
+}
+
+}  // namespace lathe

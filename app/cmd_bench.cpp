@@ -1,0 +1,231 @@
+// cmd_bench.cpp — `lathe bench [--backend B] [--json] [--only NAME] [--iters N]`: the
+// benchmark suite of SPEC.md. Each workload runs after a warm-up; the median of repeated
+// runs gives time, GFLOP/s and GB/s (bytes = inputs read once + outputs written once), the
+// share of the machine's measured ceiling, and the ratio to an in-process peer:
+//   eltwise, softmax, layernorm → a STREAM triad loop moving the same bytes;
+//   matmul → OpenBLAS cblas_sgemm, loaded with dlopen after setting OPENBLAS_CORETYPE to
+//            SkylakeX (Debian's 0.3.21 does not recognize Zen 5 and would use AVX2 kernels).
+#include <CLI/CLI.hpp>
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "app/commands.h"
+#include "backends/backend.h"
+#include "core/frontend/samples.h"
+#include "core/ir/diag.h"
+#include "core/loop/cost.h"
+#include "core/runtime/machine.h"
+#include "core/runtime/random.h"
+
+namespace lathe::app {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct Result {
+  std::string name, backend, status = "ok", note;
+  double median_ms = 0, gflops = 0, gbps = 0, ceiling_ratio = 0;
+  std::string peer;
+  double peer_median_ms = 0, peer_ratio = 0;
+  double warm_ms = -1;
+};
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+// OpenBLAS sgemm through dlopen, with its AVX-512 kernels selected.
+using SgemmFn = void (*)(int, int, int, int, int, int, float, const float*, int, const float*, int, float, float*, int);
+SgemmFn openblas_sgemm(std::string* why) {
+  static SgemmFn fn = nullptr;
+  static std::string err;
+  static bool tried = false;
+  if (!tried) {
+    tried = true;
+    if (__builtin_cpu_supports("avx512f")) setenv("OPENBLAS_CORETYPE", "SkylakeX", 1);
+    void* h = dlopen("libopenblas.so.0", RTLD_NOW | RTLD_LOCAL);
+    if (!h) h = dlopen("libopenblas.so", RTLD_NOW | RTLD_LOCAL);
+    if (!h) err = "libopenblas not found (apt-get install libopenblas-dev)";
+    else if (!(fn = reinterpret_cast<SgemmFn>(dlsym(h, "cblas_sgemm")))) err = "cblas_sgemm missing from libopenblas";
+  }
+  if (why) *why = err;
+  return fn;
+}
+
+double sgemm_ms(int n, int iters) {
+  SgemmFn f = openblas_sgemm(nullptr);
+  std::vector<float> a(size_t(n) * n, 0.5f), b(size_t(n) * n, 0.25f), c(size_t(n) * n);
+  std::vector<double> t;
+  for (int i = 0; i < iters + 2; ++i) {
+    auto t0 = Clock::now();
+    f(101, 111, 111, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, c.data(), n);  // row-major, no transposes
+    if (i >= 2) t.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+  }
+  return median(t);
+}
+
+Result bench_graph(const std::string& name, const std::string& backend, int iters, double triad_gbps) {
+  Result r;
+  r.name = name;
+  r.backend = backend;
+  Graph g = build_sample(name);
+  Backend& b = get_backend(backend);
+  if (auto why = b.supports_graph(g); !why.empty()) {
+    r.status = "skip";
+    r.note = why;
+    return r;
+  }
+  TensorMap inputs = random_inputs(g, 1);
+  Executable exe = compile_graph(g, backend);
+  r.median_ms = exe.time_ms(inputs, iters, 2);
+  double bytes = 0, flops = 0;
+  for (auto& [n, t] : inputs) bytes += static_cast<double>(t.nbytes());
+  for (auto& [n, node] : g.outputs) {
+    double e = static_cast<double>(dtype_size(node->dtype));
+    for (auto& d : node->shape) e *= static_cast<double>(d.value());
+    bytes += e;
+  }
+  if (!exe.program().funcs.empty())
+    for (auto& f : exe.program().funcs) flops += loop::estimate_cost(f, exe.program().kg, {}).flops;
+  double s = r.median_ms / 1000;
+  r.gflops = flops / s / 1e9;
+  r.gbps = bytes / s / 1e9;
+  const MachineCeiling& mc = machine_ceiling();
+  bool compute = name == "matmul" || name == "conv2d" || name == "mlp" || name == "gpt2-block";
+  r.ceiling_ratio = compute ? r.gflops / mc.gflops : r.gbps / mc.gbps;
+  if (name == "eltwise" || name == "softmax" || name == "layernorm") {
+    r.peer = "triad";
+    r.peer_median_ms = bytes / (triad_gbps * 1e9) * 1000;
+    r.peer_ratio = r.gbps / triad_gbps;
+  } else if (name == "matmul") {
+    std::string why;
+    if (openblas_sgemm(&why)) {
+      r.peer = "openblas-sgemm";
+      r.peer_median_ms = sgemm_ms(1024, iters);
+      r.peer_ratio = r.peer_median_ms / r.median_ms;
+    } else {
+      r.note = "no peer: " + why;
+    }
+  }
+  return r;
+}
+
+Result bench_compile(const std::string& backend) {
+  Result r;
+  r.name = "compile";
+  r.backend = backend;
+  Graph g = build_sample("gpt2-block");
+  Backend& b = get_backend(backend);
+  auto once = [&](bool cache) {
+    auto t0 = Clock::now();
+    Program p = build_program(g);
+    CompileOptions o;
+    o.use_cache = cache;
+    b.compile(p, o);
+    return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+  };
+  r.median_ms = once(false);  // cold: the compiler runs
+  once(true);                 // make sure the cache holds it
+  r.warm_ms = once(true);
+  r.note = "cold (no kernel cache) " + std::to_string(r.median_ms) + " ms, warm " + std::to_string(r.warm_ms) + " ms";
+  return r;
+}
+
+void print_row(const Result& r, bool json) {
+  if (json) {
+    nlohmann::json j = {{"name", r.name}, {"backend", r.backend}, {"status", r.status}, {"median_ms", r.median_ms},
+                        {"gflops", r.gflops}, {"gbps", r.gbps}, {"ceiling_ratio", r.ceiling_ratio},
+                        {"peer", r.peer.empty() ? nlohmann::json() : nlohmann::json(r.peer)},
+                        {"peer_median_ms", r.peer.empty() ? nlohmann::json() : nlohmann::json(r.peer_median_ms)},
+                        {"peer_ratio", r.peer.empty() ? nlohmann::json() : nlohmann::json(r.peer_ratio)}};
+    if (r.warm_ms >= 0) j["warm_ms"] = r.warm_ms;
+    if (!r.note.empty()) j["note"] = r.note;
+    std::cout << j.dump() << std::endl;
+    return;
+  }
+  if (r.status != "ok") {
+    std::printf("%-11s %-7s SKIP  %s\n", r.name.c_str(), r.backend.c_str(), r.note.c_str());
+    return;
+  }
+  std::printf("%-11s %-7s %10.3f ms %9.1f %8.1f %8.0f%%", r.name.c_str(), r.backend.c_str(), r.median_ms, r.gflops, r.gbps,
+              100 * r.ceiling_ratio);
+  if (!r.peer.empty()) std::printf("   %-15s %9.3f ms %6.0f%%", r.peer.c_str(), r.peer_median_ms, 100 * r.peer_ratio);
+  if (!r.note.empty()) std::printf("   %s", r.note.c_str());
+  std::printf("\n");
+  std::fflush(stdout);
+}
+
+int run_bench(const std::vector<std::string>& args) {
+  CLI::App cli{"Runs the benchmark suite (SPEC.md): median time, GFLOP/s, GB/s, share of the machine's\n"
+               "ceiling, and the ratio to an in-process peer (triad loop, OpenBLAS sgemm).",
+               "lathe bench"};
+  std::string backend = default_backend(), only;
+  bool json = false;
+  int iters = 10;
+  cli.add_option("--backend", backend, "interp | c | llvm | cuda");
+  cli.add_flag("--json", json, "one JSON object per line");
+  cli.add_option("--only", only, "run one workload");
+  cli.add_option("--iters", iters, "timed runs per workload (default 10)")->check(CLI::Range(1, 100000));
+  std::vector<std::string> reversed(args.rbegin(), args.rend());
+  try {
+    cli.parse(reversed);
+  } catch (const CLI::Success& e) {
+    return cli.exit(e);
+  } catch (const CLI::ParseError& e) {
+    cli.exit(e);
+    return 2;
+  }
+  Backend& b = get_backend(backend);
+  if (auto why = b.available(); !why.empty()) throw UserError("backend '" + backend + "' is not available: " + why);
+  std::vector<std::string> names = {"eltwise", "softmax", "layernorm", "matmul", "matmul-lib", "conv2d", "mlp", "gpt2-block", "compile", "rewrite"};
+  if (!only.empty() && std::find(names.begin(), names.end(), only) == names.end()) {
+    std::string known;
+    for (auto& n : names) known += " " + n;
+    std::cerr << "lathe bench: unknown workload '" << only << "' (known:" << known << ")\n";
+    return 2;
+  }
+  const MachineCeiling& mc = machine_ceiling();
+  int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  double triad = triad_gbps(threads, size_t(1) << 24, 10);
+  if (!json)
+    std::printf("# machine: %s, %d threads; ceiling %.0f GFLOP/s, %.1f GB/s; triad peer now %.1f GB/s\n"
+                "%-11s %-7s %13s %9s %8s %9s   %-15s %12s %7s\n",
+                mc.cpu.c_str(), mc.threads, mc.gflops, mc.gbps, triad, "workload", "backend", "median", "GFLOP/s", "GB/s",
+                "ceiling", "peer", "peer median", "vs peer");
+  int failures = 0;
+  for (auto& n : names) {
+    if (!only.empty() && n != only) continue;
+    Result r;
+    try {
+      if (n == "compile") r = bench_compile(backend);
+      else if (n == "matmul-lib" || n == "rewrite") {
+        r.name = n;
+        r.backend = backend;
+        r.status = "skip";
+        r.note = n == "rewrite" ? "needs the rewrite engine's simplify set (not wired into bench yet)"
+                                : "needs the BLAS rewrite rule and Extern support in this backend (not yet)";
+      } else r = bench_graph(n, backend, iters, triad);
+    } catch (const UserError& e) {
+      r.name = n;
+      r.backend = backend;
+      r.status = "error";
+      r.note = e.what();
+      ++failures;
+    }
+    print_row(r, json);
+  }
+  return failures ? 1 : 0;
+}
+
+LATHE_COMMAND("bench", "run the benchmark suite (eltwise, softmax, layernorm, matmul, …) with peers", run_bench);
+
+}  // namespace
+}  // namespace lathe::app

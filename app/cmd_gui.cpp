@@ -1,0 +1,134 @@
+// cmd_gui.cpp — `lathe gui [FILE] [--script S.lua] [--screenshot OUT.png] [--frames N]`:
+// the desktop app (views/gui_app.h). Without a display it prints one line and exits 1.
+//
+// Hidden options for tests, screenshots and frame-time checks:
+//   --demo [LAYERS]     the built-in MLP (views/demo_graph.h) instead of FILE
+//   --level L           start at tensor | primitive | kernel
+//   --select TEXT       select the first node whose summary contains TEXT (or input TEXT)
+//   --size WxH          headless window size (default 1280x800)
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+#include <iostream>
+
+#include "app/commands.h"
+
+#ifdef HAVE_LATHE_VIEWS
+#include "views/gui_app.h"
+#endif
+#if defined(HAVE_LATHE_VIEWS) && defined(HAVE_LATHE_SCRIPTING)
+#include <lua.hpp>
+
+#include <memory>
+
+#include "scripting/binding.h"
+#include "scripting/commands.h"
+#include "scripting/session_lua.h"
+#endif
+
+namespace lathe::app {
+namespace {
+
+#if defined(HAVE_LATHE_VIEWS) && defined(HAVE_LATHE_SCRIPTING)
+// Connects the app to the command layer the REPL uses (scripting/commands.h): one
+// Workbench whose globals g (graph) and s (session) the console, the timeline and --script
+// share with the windows.
+void wire_scripting(views::GuiOptions& o, std::shared_ptr<script::Workbench> wb) {
+  o.console = [wb](const std::string& line, views::AppState&) {
+    // print() inside the line goes to the console's transcript, not the terminal.
+    std::string printed;
+    auto saved = wb->engine().out;
+    wb->engine().out = [&printed](std::string_view t) { printed += t; };
+    script::Workbench::Result r = wb->execute(line);
+    wb->engine().out = saved;
+    std::string text = printed + (r.ok ? r.output : r.error);
+    while (!text.empty() && text.back() == '\n') text.pop_back();
+    return views::ConsoleResult{text, r.ok};
+  };
+  o.session = [wb]() -> std::shared_ptr<RewriteSession> {
+    lua_State* L = wb->engine().L();
+    lua_getglobal(L, "s");
+    std::shared_ptr<RewriteSession> s = script::test_session(L, -1);
+    lua_pop(L, 1);
+    return s;
+  };
+  o.publish_graph = [wb](const Graph& g, const std::string&) {
+    lua_State* L = wb->engine().L();
+    script::push_graph(L, g);
+    lua_setglobal(L, "g");
+  };
+  o.console_graph = [wb]() -> std::optional<Graph> {
+    lua_State* L = wb->engine().L();
+    lua_getglobal(L, "g");
+    Graph* g = script::test_udata<Graph>(L, -1, script::kGraphMT);
+    std::optional<Graph> r = g ? std::optional<Graph>(*g) : std::nullopt;
+    lua_pop(L, 1);
+    return r;
+  };
+  o.run_script = [wb](const std::string& path, views::AppState& s) -> std::string {
+    script::ScriptError err;
+    if (!wb->engine().run_file(path, 0, &err)) return err.message;
+    return "";
+  };
+}
+#endif
+
+int run_gui_command(const std::vector<std::string>& args) {
+  CLI::App cli{"The desktop app: the graph at every level, the inspector, the rewrite timeline, kernels,\n"
+               "profile and a Lua console. FILE defaults to the first samples/*.lathe.\n"
+               "With --screenshot it renders N frames offscreen (Xvfb is enough), writes the PNG and exits.\n\n"
+               "Mouse and keys: drag = pan, wheel = zoom, F = fit, click = select (a composite expands),\n"
+               "right-click = expand/collapse, Ctrl+F = search, Ctrl+O = open, F5 = reload.",
+               "lathe gui"};
+  std::string file, script, screenshot, level, select, size;
+  int frames = 5, demo_layers = -1;
+  cli.add_option("FILE", file, "graph to open (.lathe, .lua or .onnx)");
+  cli.add_option("--script", script, "Lua script to run after loading (drives the app)");
+  cli.add_option("--screenshot", screenshot, "render offscreen, write this PNG and exit");
+  cli.add_option("--frames", frames, "frames to render before the screenshot (default 5)")->check(CLI::Range(1, 100000));
+  cli.add_option("--demo", demo_layers, "open the built-in demo MLP with this many hidden layers")
+      ->expected(0, 1)->default_str("2")->group("");
+  cli.add_option("--level", level, "tensor | primitive | kernel")
+      ->check(CLI::IsMember({"tensor", "primitive", "kernel"}))->group("");
+  cli.add_option("--select", select, "select the first node matching TEXT")->group("");
+  cli.add_option("--size", size, "headless window size WxH")->group("");
+  std::vector<std::string> reversed(args.rbegin(), args.rend());  // CLI11 consumes from the back
+  try {
+    cli.parse(reversed);
+  } catch (const CLI::Success& e) {
+    return cli.exit(e);
+  } catch (const CLI::ParseError& e) {
+    cli.exit(e);
+    return 2;
+  }
+#ifdef HAVE_LATHE_VIEWS
+  views::GuiOptions o;
+  o.file = file;
+  o.script = script;
+  o.screenshot = screenshot;
+  o.frames = frames;
+  o.level = level;
+  o.select = select;
+  if (cli.count("--demo")) {
+    o.demo = true;
+    o.demo_layers = demo_layers < 0 ? 2 : demo_layers;
+  }
+  if (!size.empty() && std::sscanf(size.c_str(), "%dx%d", &o.width, &o.height) != 2) {
+    std::cerr << "lathe gui: --size wants WxH, e.g. 1280x800\n";
+    return 2;
+  }
+#ifdef HAVE_LATHE_SCRIPTING
+  auto wb = std::make_shared<script::Workbench>();
+  wire_scripting(o, wb);
+#endif
+  return views::run_gui(o);
+#else
+  std::cerr << "lathe gui: the desktop app is not built into this binary (configure with -DLATHE_WITH_GUI=ON)\n";
+  return 1;
+#endif
+}
+
+LATHE_COMMAND("gui", "the desktop app: graph views, inspector, timeline (--screenshot for headless)", run_gui_command);
+
+}  // namespace
+}  // namespace lathe::app

@@ -1,0 +1,91 @@
+// cmd_kernels.cpp — `lathe kernels FILE [--backend B] [--show loop|source|asm|none]`:
+// the fused kernels of a graph (which primitive nodes each contains, what it reads and
+// writes) and their code: loop IR, the backend's source, or assembly.
+#include <CLI/CLI.hpp>
+
+#include <iostream>
+
+#include "app/commands.h"
+#include "backends/backend.h"
+#include "core/frontend/samples.h"
+#include "core/ir/diag.h"
+#include "core/ir/loader.h"
+#include "core/loop/loop_print.h"
+#include "core/loop/transform.h"
+
+namespace lathe::app {
+namespace {
+
+std::string buffer_text(const KernelGraph& kg, int b) {
+  const BufferDesc& d = kg.buffers[b];
+  return d.name + ":" + std::string(dtype_name(d.dtype)) + shape_to_string(d.shape);
+}
+
+int run_kernels(const std::vector<std::string>& args) {
+  CLI::App cli{"Prints the fused kernels of a graph and their code.\n\n"
+               "--show loop    the loop IR after the default schedule (the default)\n"
+               "--show source  the backend's source (C for c, LLVM IR for llvm, CUDA C for cuda)\n"
+               "--show asm     assembly (c backend: cc -S with the same flags)\n"
+               "--show none    only the kernel list\n"
+               "--no-schedule  plain loops, before the default heuristics",
+               "lathe kernels"};
+  std::string file, backend = default_backend(), show = "loop";
+  bool no_schedule = false;
+  std::string sample;
+  auto* file_opt = cli.add_option("FILE", file, "graph (.lathe, .lua or .onnx)");
+  auto* sample_opt = cli.add_option("--sample", sample, "a built-in sample or bench workload instead of FILE (e.g. softmax)");
+  file_opt->excludes(sample_opt);
+  cli.add_option("--backend", backend, "interp | c | llvm | cuda (default: " + default_backend() + ")");
+  cli.add_option("--show", show, "loop | source | asm | none")->check(CLI::IsMember({"loop", "source", "asm", "none"}));
+  cli.add_flag("--no-schedule", no_schedule, "show the loops before the default schedule");
+  std::vector<std::string> reversed(args.rbegin(), args.rend());
+  try {
+    cli.parse(reversed);
+  } catch (const CLI::Success& e) {
+    return cli.exit(e);
+  } catch (const CLI::ParseError& e) {
+    cli.exit(e);
+    return 2;
+  }
+  if (file.empty() && sample.empty()) {
+    std::cerr << "lathe kernels: give FILE or --sample NAME\n";
+    return 2;
+  }
+  Backend& b = get_backend(backend);
+  Graph g = sample.empty() ? load_graph(file) : build_sample(sample);
+  BuildOptions bo;
+  bo.default_schedule = !no_schedule;
+  Program p = build_program(g, bo);
+  std::shared_ptr<CompiledProgram> compiled;
+  if (show == "asm") {
+    if (auto why = b.available(); !why.empty()) throw UserError("--show asm needs backend '" + backend + "': " + why);
+    if (auto why = b.supports_graph(g); !why.empty()) throw UserError("backend '" + backend + "' cannot run " + why);
+    compiled = b.compile(p);
+  }
+  std::cout << "# " << p.num_kernels() << " kernels from " << g.size() << " nodes (backend " << backend << ")\n";
+  for (int i = 0; i < p.num_kernels(); ++i) {
+    const Kernel& k = p.kg.kernels[i];
+    std::cout << "\n## " << k.name << "  (" << k.kind << ", " << k.nodes.size() << " nodes:";
+    size_t shown = 0;
+    for (NodeRef n : k.nodes) {
+      if (++shown > 12) { std::cout << " …"; break; }
+      std::cout << " %" << n->id << ":" << op_name(n->op);
+    }
+    std::cout << ")\n   writes " << buffer_text(p.kg, k.output) << "; reads";
+    if (k.inputs.empty()) std::cout << " nothing";
+    for (int in : k.inputs) std::cout << " " << buffer_text(p.kg, in);
+    std::cout << "\n";
+    if (show == "loop") std::cout << loop::print_loop(p.funcs[i]);
+    else if (show == "source") std::cout << b.render(p, i);
+    else if (show == "asm") {
+      std::string a = compiled->assembly(i);
+      std::cout << (a.empty() ? "(backend '" + backend + "' cannot show assembly)\n" : a);
+    }
+  }
+  return 0;
+}
+
+LATHE_COMMAND("kernels", "print the fused kernels of a graph and their loop IR, source or assembly", run_kernels);
+
+}  // namespace
+}  // namespace lathe::app

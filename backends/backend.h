@@ -1,0 +1,90 @@
+// backend.h — THE backend interface: one short struct of operations (ggml style), and the
+// registry that finds backends by name at run time.
+//
+// A backend turns a Program (kernels as loop IR, core/schedule/program.h) into something
+// that runs: CompiledProgram, which is a KernelLauncher (core/schedule/executor.h) plus
+// the rendered source. The Executable pairs the two and owns buffers, binding, timing.
+//
+//   Backend& b = get_backend("c");                       // UserError if unknown
+//   Executable e = compile_graph(g, "c");                 // build_program + compile
+//   TensorMap out = e.run({{"x", x}});
+//   ProfileReport r = e.profile({{"x", x}}, 20);
+//
+// Backends register themselves with LATHE_REGISTER_BACKEND(Type) from a file in their own
+// static library (backends/NAME/); the app links those whole-archive, so linking the
+// library is all it takes. Buffers are host memory for the CPU backends; a device backend
+// (cuda) allocates device memory behind launch() and copies in and out (optional ops below).
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/schedule/executor.h"
+#include "core/schedule/program.h"
+
+namespace lathe {
+
+struct CompileOptions {
+  bool use_cache = true;        // read/write the on-disk kernel cache
+  std::string extra_flags;      // appended to the compiler command line (c backend)
+};
+
+// What compile() returns: runs kernels (KernelLauncher::launch) and shows their code.
+class CompiledProgram : public KernelLauncher {
+ public:
+  // The source of kernel i in the backend's language (C, LLVM IR, CUDA C).
+  virtual std::string source(int kernel) const = 0;
+  // The whole translation unit / module, when the backend has one.
+  virtual std::string full_source() const { return ""; }
+  // [optional] assembly of kernel i; "" when the backend cannot show it.
+  virtual std::string assembly(int kernel) const { return ""; }
+  double compile_ms = 0;        // time spent rendering + compiling (0 when cached)
+  bool from_cache = false;      // loaded from the kernel cache
+  std::string command;          // the compiler invocation, for the curious
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  // "interp", "c", "llvm", "cuda" — the name users pass to --backend.
+  virtual std::string name() const = 0;
+  // One line for `lathe help` and errors.
+  virtual std::string description() const = 0;
+  // "" when usable on this machine; otherwise why not ("no C compiler: 'cc' not found").
+  virtual std::string available() const { return ""; }
+  // "" when the backend can run this node; otherwise why not ("f16 is not supported by c").
+  virtual std::string supports(NodeRef n) const = 0;
+  // The source of kernel i, without compiling (for --show source, and for backends whose
+  // toolkit is missing: cuda still renders).
+  virtual std::string render(const Program& p, int kernel) const = 0;
+  // Compiles a program. UserError on failure (with the compiler's first lines).
+  virtual std::shared_ptr<CompiledProgram> compile(const Program& p, const CompileOptions& o = {}) = 0;
+  // [optional] several programs in one go (one compiler invocation for the C backend).
+  virtual std::vector<std::shared_ptr<CompiledProgram>> compile_many(const std::vector<const Program*>& ps,
+                                                                     const CompileOptions& o = {});
+
+  // The first node of g this backend cannot run, as "node %12 (Exp2 f16[4]): why"; "" if none.
+  std::string supports_graph(const Graph& g) const;
+};
+
+// ---- registry ---------------------------------------------------------------------------
+void register_backend(std::shared_ptr<Backend> b);
+Backend* find_backend(const std::string& name);     // nullptr when unknown
+Backend& get_backend(const std::string& name);      // UserError listing the known names
+std::vector<std::string> backend_names();           // registered, sorted
+std::string default_backend();                      // "llvm" when built, else "c", else "interp"
+
+// build_program + checks (known, available, supports) + compile: the one call most users need.
+Executable compile_graph(const Graph& g, const std::string& backend, const BuildOptions& build = {},
+                         const CompileOptions& opts = {});
+
+struct BackendRegistrar {
+  explicit BackendRegistrar(std::shared_ptr<Backend> b) { register_backend(std::move(b)); }
+};
+
+}  // namespace lathe
+
+#define LATHE_BACKEND_CONCAT_(a, b) a##b
+#define LATHE_BACKEND_CONCAT(a, b) LATHE_BACKEND_CONCAT_(a, b)
+#define LATHE_REGISTER_BACKEND(Type) \
+  static ::lathe::BackendRegistrar LATHE_BACKEND_CONCAT(lathe_backend_, __LINE__)(std::make_shared<Type>())

@@ -1,0 +1,364 @@
+// c_emitter.cpp — CEmitter: loop IR → C source (see c_emitter.h).
+#include "backends/c/c_emitter.h"
+
+#include <cctype>
+#include <cmath>
+#include <cstdio>
+#include <map>
+
+#include "core/ir/diag.h"
+
+namespace lathe {
+
+using loop::ExprKind;
+using loop::ExprRef;
+using loop::Stmt;
+using loop::StmtKind;
+
+namespace {
+
+const char* kPrelude = R"C(#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <math.h>
+
+typedef float lathe_f32x16 __attribute__((vector_size(64)));
+typedef float lathe_f32x16u __attribute__((vector_size(64), aligned(4)));
+typedef float lathe_f32x8 __attribute__((vector_size(32)));
+typedef float lathe_f32x8u __attribute__((vector_size(32), aligned(4)));
+typedef double lathe_f64x8 __attribute__((vector_size(64)));
+typedef double lathe_f64x8u __attribute__((vector_size(64), aligned(8)));
+
+static inline lathe_f32x16 lathe_bcast_f32x16(float x) { return (lathe_f32x16){x, x, x, x, x, x, x, x, x, x, x, x, x, x, x, x}; }
+static inline lathe_f32x8 lathe_bcast_f32x8(float x) { return (lathe_f32x8){x, x, x, x, x, x, x, x}; }
+static inline lathe_f64x8 lathe_bcast_f64x8(double x) { return (lathe_f64x8){x, x, x, x, x, x, x, x}; }
+
+static inline float lathe_maxf(float a, float b) { return (a > b || a != a) ? a : b; }
+static inline double lathe_maxd(double a, double b) { return (a > b || a != a) ? a : b; }
+static inline float lathe_fmodf(float a, float b) { return b == 0 ? 0.0f : fmodf(a, b); }
+static inline double lathe_fmodd(double a, double b) { return b == 0 ? 0.0 : fmod(a, b); }
+
+/* 2^x for f32 without libm: 2^round(x) by exponent bits times a degree-7 polynomial of
+   the fraction; branch-free so loops calling it vectorize. |error| ~ 1-2 ulp. */
+static inline float lathe_exp2f(float x) {
+  float xc = x < -150.0f ? -150.0f : (x > 128.0f ? 128.0f : x);
+  float n = (xc + 12582912.0f) - 12582912.0f;
+  float f = xc - n;
+  float p = 1.5252733804e-05f;
+  p = p * f + 1.5403530393e-04f;
+  p = p * f + 1.3333558146e-03f;
+  p = p * f + 9.6181291076e-03f;
+  p = p * f + 5.5504108665e-02f;
+  p = p * f + 2.4022650696e-01f;
+  p = p * f + 6.9314718056e-01f;
+  p = p * f + 1.0f;
+  int32_t ni = (int32_t)n, n1 = ni >> 1, n2 = ni - n1;
+  int32_t b1 = (n1 + 127) << 23, b2 = (n2 + 127) << 23;
+  float s1, s2;
+  memcpy(&s1, &b1, 4);
+  memcpy(&s2, &b2, 4);
+  float r = p * s1 * s2;
+  return x != x ? x : r;
+}
+
+#define LATHE_F2I(T, NAME, LO, HI)                         \
+  static inline T NAME(double x) {                         \
+    if (x != x) return 0;                                  \
+    if (x <= (double)(LO)) return (T)(LO);                 \
+    if (x >= (double)(HI)) return (T)(HI);                 \
+    return (T)x;                                           \
+  }
+LATHE_F2I(uint8_t, lathe_f2i_u8, 0, 255)
+LATHE_F2I(int8_t, lathe_f2i_i8, -128, 127)
+LATHE_F2I(int16_t, lathe_f2i_i16, -32768, 32767)
+LATHE_F2I(int32_t, lathe_f2i_i32, INT32_MIN, INT32_MAX)
+LATHE_F2I(int64_t, lathe_f2i_i64, INT64_MIN, INT64_MAX)
+
+#define LATHE_IDIV(T, NAME, MOD)                                                     \
+  static inline T NAME(T a, T b) { return b == 0 ? 0 : (b == (T)-1 ? (T)(0 - (uint64_t)a) : (T)(a / b)); } \
+  static inline T MOD(T a, T b) { return (b == 0 || b == (T)-1) ? 0 : (T)(a % b); }
+LATHE_IDIV(int8_t, lathe_idiv_i8, lathe_mod_i8)
+LATHE_IDIV(int16_t, lathe_idiv_i16, lathe_mod_i16)
+LATHE_IDIV(int32_t, lathe_idiv_i32, lathe_mod_i32)
+LATHE_IDIV(int64_t, lathe_idiv_i64, lathe_mod_i64)
+static inline uint8_t lathe_idiv_u8(uint8_t a, uint8_t b) { return b == 0 ? 0 : a / b; }
+static inline uint8_t lathe_mod_u8(uint8_t a, uint8_t b) { return b == 0 ? 0 : a % b; }
+static inline uint8_t lathe_mod_bool(uint8_t a, uint8_t b) { return 0; }
+
+/* max reductions keep NaN (the built-in omp max combiner would drop it) */
+#pragma omp declare reduction(lathe_fmax : float : omp_out = lathe_maxf(omp_out, omp_in)) initializer(omp_priv = -INFINITY)
+#pragma omp declare reduction(lathe_dmax : double : omp_out = lathe_maxd(omp_out, omp_in)) initializer(omp_priv = -(double)INFINITY)
+
+static void* lathe_alloc(size_t bytes) {
+  void* p = aligned_alloc(64, (bytes + 63) / 64 * 64);
+  if (!p) abort();
+  return p;
+}
+)C";
+
+std::string dsuffix(DType dt) { return std::string(dtype_name(dt)); }
+
+std::string c_ident(const std::string& s) {
+  std::string r;
+  for (char c : s) r += std::isalnum(static_cast<unsigned char>(c)) || c == '_' ? c : '_';
+  return r;
+}
+
+}  // namespace
+
+std::string CEmitter::prelude() const { return kPrelude; }
+
+std::string CEmitter::dtype_unsupported(DType dt) const {
+  if (dt == DType::F16 || dt == DType::BF16) return std::string(dtype_name(dt)) + " is not supported by the C backend yet (use interp)";
+  return "";
+}
+
+std::string CEmitter::type(DType dt, int lanes) const {
+  if (lanes > 1) {
+    if (dt == DType::F32 && (lanes == 16 || lanes == 8)) return "lathe_f32x" + std::to_string(lanes);
+    if (dt == DType::F64 && lanes == 8) return "lathe_f64x8";
+    LATHE_CHECK(false, "C emitter: no vector type for " + std::string(dtype_name(dt)) + "x" + std::to_string(lanes));
+  }
+  switch (dt) {
+    case DType::Bool: case DType::U8: return "uint8_t";
+    case DType::I8: return "int8_t";
+    case DType::I16: return "int16_t";
+    case DType::I32: return "int32_t";
+    case DType::I64: return "int64_t";
+    case DType::F16: case DType::BF16: return "uint16_t";
+    case DType::F32: return "float";
+    case DType::F64: return "double";
+  }
+  return "void";
+}
+
+std::string CEmitter::literal(const ExprRef& e) const {
+  if (is_float(e->dtype)) {
+    bool f32 = e->dtype == DType::F32;
+    if (std::isnan(e->f)) return f32 ? "NAN" : "((double)NAN)";
+    if (std::isinf(e->f)) return e->f > 0 ? (f32 ? "INFINITY" : "((double)INFINITY)") : (f32 ? "(-INFINITY)" : "(-(double)INFINITY)");
+    char b[64];
+    std::snprintf(b, sizeof b, f32 ? "%af" : "%a", f32 ? static_cast<double>(static_cast<float>(e->f)) : e->f);
+    return std::string("(") + b + ")";
+  }
+  if (e->dtype == DType::I64) {
+    if (e->i == INT64_MIN) return "INT64_MIN";
+    return "INT64_C(" + std::to_string(e->i) + ")";
+  }
+  return "((" + type(e->dtype) + ")" + std::to_string(e->i) + ")";
+}
+
+std::string CEmitter::expr(const ExprRef& e) {
+  auto a = [&](int i) { return expr(e->args[i]); };
+  DType dt = e->dtype;
+  std::string T = type(dt, e->lanes);
+  bool flt = is_float(dt);
+  switch (e->kind) {
+    case ExprKind::Const: return literal(e);
+    case ExprKind::Var: {
+      for (auto& d : f_->dims)
+        if (d == e->name) return "d_" + c_ident(d);
+      return e->name;
+    }
+    case ExprKind::Load: {
+      const auto& p = f_->buffers.at(e->buffer);
+      std::string ref = e->lanes > 1 ? "(*(const " + T + "u*)&" + p.name + "[" + a(0) + "])" : p.name + "[" + a(0) + "]";
+      if (e->args.size() > 1) return "(" + a(1) + " ? " + ref + " : (" + T + ")0)";
+      return ref;
+    }
+    case ExprKind::LocalLoad: {
+      auto it = allocs_.find(e->name);
+      LATHE_CHECK(it != allocs_.end(), "C emitter: local array " + e->name + " used outside its scope");
+      const Stmt* al = it->second;
+      if (al->registers) {
+        LATHE_CHECK(loop::is_const(e->args[0]), "C emitter: register array " + e->name + " needs constant indices");
+        return e->name + "_" + std::to_string(e->args[0]->i);
+      }
+      if (e->lanes > 1 && al->lanes == 1) return "(*(const " + T + "u*)&" + e->name + "[" + a(0) + "])";
+      return e->name + "[" + a(0) + "]";
+    }
+    case ExprKind::Unary: {
+      std::string x = a(0);
+      bool f64 = dt == DType::F64;
+      switch (e->op) {
+        case Op::Neg: return flt ? "(-" + x + ")" : "((" + T + ")(0 - (uint64_t)" + x + "))";
+        case Op::Recip: return "(" + std::string(f64 ? "1.0" : "1.0f") + " / " + x + ")";
+        case Op::Sin: return std::string(f64 ? "sin(" : "sinf(") + x + ")";
+        case Op::Exp2: return std::string(f64 ? "exp2(" : "lathe_exp2f(") + x + ")";
+        case Op::Log2: return std::string(f64 ? "log2(" : "log2f(") + x + ")";
+        case Op::Sqrt: return std::string(f64 ? "sqrt(" : "sqrtf(") + x + ")";
+        case Op::Not: return dt == DType::Bool ? "((uint8_t)!" + x + ")" : "((" + T + ")~" + x + ")";
+        default: break;
+      }
+      break;
+    }
+    case ExprKind::Binary: {
+      std::string x = a(0), y = a(1);
+      DType in = e->args[0]->dtype;
+      bool fin = is_float(in);
+      std::string s = dsuffix(in);
+      if (in == DType::Bool && (e->op == Op::Add || e->op == Op::Mul))  // bool arithmetic is logical
+        return "((uint8_t)(" + x + (e->op == Op::Add ? " | " : " & ") + y + "))";
+      switch (e->op) {
+        case Op::Add:
+          if (fin || e->lanes > 1) return "(" + x + " + " + y + ")";
+          if (in == DType::I64) return "(" + x + " + " + y + ")";
+          return "((" + T + ")(" + x + " + " + y + "))";
+        case Op::Mul:
+          if (fin || e->lanes > 1) return "(" + x + " * " + y + ")";
+          if (in == DType::I64) return "(" + x + " * " + y + ")";
+          return "((" + T + ")((int64_t)" + x + " * " + y + "))";
+        case Op::IDiv:
+          if (in == DType::I64 && e->lanes == 1 && loop::is_const(e->args[1]) && e->args[1]->i > 0) return "(" + x + " / " + y + ")";
+          return "lathe_idiv_" + s + "(" + x + ", " + y + ")";
+        case Op::Mod:
+          if (fin) return std::string(in == DType::F64 ? "lathe_fmodd(" : "lathe_fmodf(") + x + ", " + y + ")";
+          if (in == DType::I64 && e->lanes == 1 && loop::is_const(e->args[1]) && e->args[1]->i > 0) return "(" + x + " % " + y + ")";
+          return "lathe_mod_" + s + "(" + x + ", " + y + ")";
+        case Op::Max:
+          if (in == DType::F32) return "lathe_maxf(" + x + ", " + y + ")";
+          if (in == DType::F64) return "lathe_maxd(" + x + ", " + y + ")";
+          return "(" + x + " > " + y + " ? " + x + " : " + y + ")";
+        case Op::And: return in == DType::Bool ? "((uint8_t)(" + x + " & " + y + "))" : "((" + T + ")(" + x + " & " + y + "))";
+        case Op::Or: return "((" + T + ")(" + x + " | " + y + "))";
+        case Op::Xor: return "((" + T + ")(" + x + " ^ " + y + "))";
+        case Op::CmpLT: return "((uint8_t)(" + x + " < " + y + "))";
+        case Op::CmpNE: return "((uint8_t)(" + x + " != " + y + "))";
+        default: break;
+      }
+      break;
+    }
+    case ExprKind::Select: return "(" + a(0) + " ? " + a(1) + " : " + a(2) + ")";
+    case ExprKind::Cast: {
+      DType from = e->args[0]->dtype;
+      std::string x = a(0);
+      if (dt == DType::Bool) return "((uint8_t)(" + x + " != 0))";
+      if (is_float(from) && !is_float(dt)) return "lathe_f2i_" + dsuffix(dt) + "((double)" + x + ")";
+      return "((" + T + ")" + x + ")";
+    }
+    case ExprKind::Broadcast: return "lathe_bcast_" + T.substr(6) + "(" + a(0) + ")";
+  }
+  LATHE_CHECK(false, "C emitter: cannot render " + loop::expr_key(e));
+  return "";
+}
+
+std::string CEmitter::function_header(const loop::LoopFunc& f, const std::string& name) const {
+  return "void " + name + "(void* const* restrict lathe_bufs, const int64_t* restrict lathe_dims)";
+}
+
+void CEmitter::emit_for(const Stmt& s, int depth) {
+  std::string red;
+  if (!s.reduces.empty()) {
+    for (auto& r : s.reduces) {
+      if (allocs_.count(r)) continue;
+      auto it = local_types_.find(r);
+      DType dt = it == local_types_.end() ? DType::I64 : it->second;
+      std::string op = s.reduce_op == ReduceOp::Add ? "+" : s.reduce_op == ReduceOp::Mul ? "*" : "max";
+      if (dt == DType::Bool) op = s.reduce_op == ReduceOp::Mul ? "&" : "|";
+      if (s.reduce_op == ReduceOp::Max && dt == DType::F32) op = "lathe_fmax";
+      if (s.reduce_op == ReduceOp::Max && dt == DType::F64) op = "lathe_dmax";
+      red += " reduction(" + op + ":" + r + ")";
+    }
+  }
+  if (s.annot.parallel && s.annot.vectorize) out_ << pad(depth) << "#pragma omp parallel for simd schedule(static)" << red << "\n";
+  else if (s.annot.parallel) out_ << pad(depth) << "#pragma omp parallel for schedule(static)\n";
+  else if (s.annot.vectorize) out_ << pad(depth) << "#pragma omp simd" << red << "\n";
+  if (s.annot.unroll > 1) out_ << pad(depth) << "#pragma GCC unroll " << s.annot.unroll << "\n";
+  out_ << pad(depth) << "for (int64_t " << s.var << " = 0; " << s.var << " < " << expr(s.extent) << "; ++" << s.var << ") {";
+  if (!s.note.empty()) out_ << "  /* " << s.note << " */";
+  out_ << "\n";
+  emit_block(s.body, depth + 1);
+  out_ << pad(depth) << "}\n";
+}
+
+void CEmitter::emit_block(const std::vector<Stmt>& body, int depth) {
+  std::vector<std::string> heap;
+  auto saved = allocs_;
+  for (const Stmt& s : body) {
+    if (s.kind == StmtKind::Alloc) {
+      allocs_[s.var] = &s;
+      int64_t bytes = s.count * s.lanes * static_cast<int64_t>(dtype_size(s.dtype));
+      if (s.registers) {
+        out_ << pad(depth) << type(s.dtype, s.lanes) << " ";
+        for (int64_t i = 0; i < s.count; ++i) out_ << (i ? ", " : "") << s.var << "_" << i;
+        out_ << ";\n";
+      } else if (bytes > 64 * 1024) {
+        out_ << pad(depth) << type(s.dtype, s.lanes) << "* restrict " << s.var << " = (" << type(s.dtype, s.lanes)
+             << "*)lathe_alloc(" << bytes << ");\n";
+        heap.push_back(s.var);
+      } else {
+        out_ << pad(depth) << type(s.dtype, s.lanes) << " " << s.var << "[" << s.count << "] __attribute__((aligned(64)));\n";
+      }
+      continue;
+    }
+    emit_stmt(s, depth);
+  }
+  for (auto& h : heap) out_ << pad(depth) << "free(" << h << ");\n";
+  allocs_ = saved;
+}
+
+void CEmitter::emit_stmt(const Stmt& s, int depth) {
+  switch (s.kind) {
+    case StmtKind::For: emit_for(s, depth); break;
+    case StmtKind::If:
+      out_ << pad(depth) << "if (" << expr(s.cond) << ") {\n";
+      emit_block(s.body, depth + 1);
+      if (!s.else_body.empty()) {
+        out_ << pad(depth) << "} else {\n";
+        emit_block(s.else_body, depth + 1);
+      }
+      out_ << pad(depth) << "}\n";
+      break;
+    case StmtKind::Store: {
+      const auto& p = f_->buffers.at(s.buffer);
+      if (s.value->lanes > 1)
+        out_ << pad(depth) << "*(" << type(p.dtype, s.value->lanes) << "u*)&" << p.name << "[" << expr(s.index) << "] = " << expr(s.value) << ";\n";
+      else
+        out_ << pad(depth) << p.name << "[" << expr(s.index) << "] = " << expr(s.value) << ";\n";
+      break;
+    }
+    case StmtKind::Let:
+      local_types_[s.var] = s.dtype;
+      out_ << pad(depth) << type(s.dtype, s.value->lanes) << " " << s.var << " = " << expr(s.value) << ";\n";
+      break;
+    case StmtKind::Assign: out_ << pad(depth) << s.var << " = " << expr(s.value) << ";\n"; break;
+    case StmtKind::LocalStore: {
+      auto it = allocs_.find(s.var);
+      LATHE_CHECK(it != allocs_.end(), "C emitter: local array " + s.var + " used outside its scope");
+      const Stmt* al = it->second;
+      if (al->registers) {
+        LATHE_CHECK(loop::is_const(s.index), "C emitter: register array " + s.var + " needs constant indices");
+        out_ << pad(depth) << s.var << "_" << s.index->i << " = " << expr(s.value) << ";\n";
+      } else if (s.value->lanes > 1 && al->lanes == 1) {
+        out_ << pad(depth) << "*(" << type(al->dtype, s.value->lanes) << "u*)&" << s.var << "[" << expr(s.index) << "] = " << expr(s.value) << ";\n";
+      } else {
+        out_ << pad(depth) << s.var << "[" << expr(s.index) << "] = " << expr(s.value) << ";\n";
+      }
+      break;
+    }
+    case StmtKind::Alloc: break;  // handled by emit_block
+  }
+}
+
+std::string CEmitter::render_kernel(const loop::LoopFunc& f, const std::string& prefix) {
+  f_ = &f;
+  out_.str("");
+  allocs_.clear();
+  local_types_.clear();
+  out_ << "/* kernel " << f.name << " (" << f.kind << ") */\n";
+  out_ << function_header(f, prefix + f.name) << " {\n";
+  for (size_t i = 0; i < f.buffers.size(); ++i) {
+    const auto& p = f.buffers[i];
+    std::string T = type(p.dtype);
+    out_ << "  " << (p.written ? "" : "const ") << T << "* restrict " << p.name << " = (" << (p.written ? "" : "const ") << T
+         << "*)lathe_bufs[" << i << "];\n";
+  }
+  for (size_t d = 0; d < f.dims.size(); ++d)
+    out_ << "  const int64_t d_" << c_ident(f.dims[d]) << " = lathe_dims[" << d << "];\n";
+  emit_block(f.body, 1);
+  out_ << "}\n";
+  f_ = nullptr;
+  return out_.str();
+}
+
+}  // namespace lathe

@@ -1,0 +1,100 @@
+// cost.cpp — estimate_cost: FLOPs and bytes per kernel (see cost.h).
+#include "core/loop/cost.h"
+
+namespace lathe::loop {
+
+bool eval_index(const ExprRef& e, const std::map<std::string, int64_t, std::less<>>& env, int64_t& out) {
+  switch (e->kind) {
+    case ExprKind::Const: out = e->i; return true;
+    case ExprKind::Var: {
+      auto it = env.find(e->name);
+      if (it == env.end()) return false;
+      out = it->second;
+      return true;
+    }
+    case ExprKind::Select: {
+      int64_t c, a, b;
+      if (!eval_index(e->args[0], env, c) || !eval_index(e->args[1], env, a) || !eval_index(e->args[2], env, b)) return false;
+      out = c ? a : b;
+      return true;
+    }
+    case ExprKind::Binary: {
+      int64_t a, b;
+      if (!eval_index(e->args[0], env, a) || !eval_index(e->args[1], env, b)) return false;
+      switch (e->op) {
+        case Op::Add: out = a + b; return true;
+        case Op::Mul: out = a * b; return true;
+        case Op::IDiv: out = b ? a / b : 0; return true;
+        case Op::Mod: out = b ? a % b : 0; return true;
+        case Op::Max: out = std::max(a, b); return true;
+        case Op::CmpLT: out = a < b; return true;
+        case Op::CmpNE: out = a != b; return true;
+        case Op::And: out = a && b; return true;
+        default: return false;
+      }
+    }
+    default: return false;
+  }
+}
+
+namespace {
+
+double count_ops(const ExprRef& e) {
+  if (!e) return 0;
+  double n = 0;
+  if ((e->kind == ExprKind::Unary || e->kind == ExprKind::Binary) && is_float(e->dtype)) n += e->lanes;
+  if (e->kind == ExprKind::Binary && (e->op == Op::CmpLT || e->op == Op::CmpNE) && is_float(e->args[0]->dtype)) n += e->lanes;
+  for (auto& a : e->args) n += count_ops(a);
+  return n;
+}
+
+void count(const std::vector<Stmt>& body, double trips, std::map<std::string, int64_t, std::less<>>& env, double& flops) {
+  for (const Stmt& s : body) {
+    switch (s.kind) {
+      case StmtKind::For: {
+        int64_t e = 1;
+        if (!eval_index(s.extent, env, e)) e = 1;
+        // loop vars inside take "typical" values: evaluate nested extents at iteration 0
+        env[s.var] = 0;
+        count(s.body, trips * static_cast<double>(std::max<int64_t>(e, 0)), env, flops);
+        env.erase(s.var);
+        break;
+      }
+      case StmtKind::If:
+        count(s.body, trips, env, flops);
+        count(s.else_body, trips, env, flops);
+        break;
+      case StmtKind::Let: {
+        int64_t v;
+        if (s.dtype == DType::I64 && eval_index(s.value, env, v)) env[s.var] = v;
+        flops += trips * count_ops(s.value);
+        break;
+      }
+      default: flops += trips * count_ops(s.value); break;
+    }
+  }
+}
+
+}  // namespace
+
+KernelCost estimate_cost(const LoopFunc& f, const KernelGraph& kg, const Bindings& dims) {
+  KernelCost c;
+  for (auto& p : f.buffers) {
+    const BufferDesc& b = kg.buffers[p.buffer];
+    double n = 1;
+    for (auto& d : b.shape) n *= static_cast<double>(d.eval(dims).value_or(1));
+    c.bytes += n * dtype_size(b.dtype);
+  }
+  const Kernel& k = kg.kernels.at(f.kernel);
+  if (f.kind == "matmul") {
+    double n = 1;
+    for (auto& d : k.root->inputs[0]->shape) n *= static_cast<double>(d.eval(dims).value_or(1));
+    c.flops = 2 * n;
+    return c;
+  }
+  std::map<std::string, int64_t, std::less<>> env(dims.begin(), dims.end());
+  count(f.body, 1, env, c.flops);
+  return c;
+}
+
+}  // namespace lathe::loop

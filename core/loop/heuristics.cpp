@@ -1,0 +1,83 @@
+// heuristics.cpp — apply_default_schedule: the schedule a kernel gets unless the user
+// writes one. Outer loops go parallel over the cores when there is enough work (small
+// outer loops are fused first so every core gets rows); innermost loops are vectorized.
+#include <thread>
+
+#include "core/ir/diag.h"
+#include "core/loop/transform.h"
+
+namespace lathe::loop {
+
+namespace {
+
+int64_t const_extent(const Stmt& s) { return is_const(s.extent) ? s.extent->i : -1; }
+
+// the chain of perfectly nested output loops starting at the kernel's first top-level loop
+std::vector<Stmt*> outer_chain(std::vector<Stmt>& body) {
+  std::vector<Stmt*> chain;
+  Stmt* cur = nullptr;
+  for (auto& s : body)
+    if (s.kind == StmtKind::For) { cur = &s; break; }
+  while (cur && cur->reduces.empty()) {
+    chain.push_back(cur);
+    if (cur->body.size() != 1 || cur->body[0].kind != StmtKind::For) break;
+    cur = &cur->body[0];
+  }
+  return chain;
+}
+
+}  // namespace
+
+void apply_default_schedule(LoopFunc& f, const ScheduleOptions& opts) {
+  if (f.kind == "matmul") return;  // lowering chose the blocked schedule
+  int threads = opts.threads > 0 ? opts.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  // total work of the output loop nest (unknown extents count as large)
+  auto chain = outer_chain(f.body);
+  if (!chain.empty() && threads > 1) {
+    int64_t work = 1;
+    std::vector<Stmt*> all_loops;
+    walk(f.body, [&](Stmt& s) {
+      if (s.kind == StmtKind::For) all_loops.push_back(&s);
+      return true;
+    });
+    for (Stmt* s : all_loops) {
+      int64_t e = const_extent(*s);
+      work = e < 0 ? (int64_t)1 << 40 : std::min<int64_t>(work * std::max<int64_t>(e, 1), (int64_t)1 << 40);
+    }
+    if (work >= opts.min_parallel_work) {
+      // fuse small outer loops so that the parallel loop has enough iterations
+      while (chain.size() >= 2 && const_extent(*chain[0]) >= 0 && const_extent(*chain[0]) < 4 * threads) {
+        try {
+          fuse(f, chain[0]->var, chain[1]->var);
+        } catch (const UserError&) {
+          break;
+        }
+        chain = outer_chain(f.body);
+      }
+      if (!chain.empty()) {
+        try {
+          parallel(f, chain[0]->var);
+        } catch (const UserError&) {
+        }
+      }
+    }
+  }
+  // vectorize innermost loops
+  std::vector<std::string> leaves;
+  walk(f.body, [&](const Stmt& s) {
+    if (s.kind != StmtKind::For) return true;
+    bool inner = false;
+    walk(s.body, [&](const Stmt& c) { inner |= c.kind == StmtKind::For; return !inner; });
+    int64_t e = const_extent(s);
+    if (!inner && (e < 0 || e >= 4)) leaves.push_back(s.var);
+    return true;
+  });
+  for (auto& v : leaves) {
+    try {
+      vectorize(f, v);
+    } catch (const UserError&) {
+    }
+  }
+}
+
+}  // namespace lathe::loop

@@ -1,0 +1,159 @@
+// loop_ir.h — the loop IR: what one fused kernel does, as loops over scalar (or short
+// vector) code. Small, typed, printable, and backend-neutral: the C, LLVM and CUDA
+// renderers all start from it.
+//
+// A LoopFunc is one kernel: a list of buffer parameters (global memory, indexed by flat
+// element index), the symbolic dims it needs at run time (passed as int64 values), and a
+// body of statements. Every kernel has the same calling convention in every backend:
+//     void kernel(void* const* buffers, const int64_t* dims)
+// where buffers[p] is parameter p and dims[d] is the value of LoopFunc::dims[d].
+//
+// Expressions (Expr) are immutable trees shared by pointer; index arithmetic is i64 and
+// uses the same Op codes as tensor math (Add, Mul, IDiv, Mod, Max, CmpLT, And …). The
+// builders below fold constants and drop x+0, x*1, x*0, x/1, x%1 on the way, so index math
+// from views comes out simplified. Statements (Stmt) are plain values that the schedule
+// primitives (transform.h) copy and rewrite.
+//
+// Vectors: an Expr has `lanes` (1 = scalar). Vector values come from Broadcast, from
+// contiguous loads (Load / LocalLoad with lanes > 1) and from element-wise ops on vectors;
+// the matmul lowering uses them for its register-blocked micro-kernel.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/ir/dtype.h"
+#include "core/ir/ops.h"
+#include "core/ir/symbolic.h"
+
+namespace lathe::loop {
+
+enum class ExprKind : uint8_t {
+  Const,      // f (floats) / i (ints, bool)
+  Var,        // a loop variable, a scalar local, or a runtime dim (all named)
+  Load,       // buffer[args[0]] ; args[1] (optional, bool) = mask: false reads 0
+  LocalLoad,  // local array `name`[args[0]] ; lanes > 1 on a scalar array: contiguous
+  Unary,      // op(args[0]) — Neg Recip Sin Exp2 Log2 Sqrt Not
+  Binary,     // op(args[0], args[1]) — Add Mul IDiv Mod Max And Or Xor CmpLT CmpNE
+  Select,     // args[0] ? args[1] : args[2]
+  Cast,       // convert args[0] to dtype
+  Broadcast,  // a scalar args[0] repeated `lanes` times
+};
+
+struct Expr;
+using ExprRef = std::shared_ptr<const Expr>;
+
+struct Expr {
+  ExprKind kind;
+  DType dtype;
+  int lanes = 1;
+  Op op = Op::Add;         // Unary / Binary
+  double f = 0;            // Const (float dtypes)
+  int64_t i = 0;           // Const (integer / bool dtypes)
+  std::string name;        // Var, LocalLoad
+  int buffer = -1;         // Load: index into LoopFunc::buffers
+  std::vector<ExprRef> args;
+};
+
+// ---- expression builders (simplifying) ----------------------------------------------
+ExprRef const_int(int64_t v, DType dt = DType::I64);
+ExprRef const_float(double v, DType dt);
+ExprRef const_of(double v, DType dt);   // a constant of any dtype (ints converted exactly)
+ExprRef var(const std::string& name, DType dt = DType::I64, int lanes = 1);
+ExprRef load(int buffer, DType dt, ExprRef index, ExprRef mask = nullptr, int lanes = 1);
+ExprRef local_load(const std::string& name, DType dt, ExprRef index, int lanes = 1);
+ExprRef unary(Op op, ExprRef a);
+ExprRef binary(Op op, ExprRef a, ExprRef b);   // result dtype: bool for compares, else a's
+ExprRef select(ExprRef c, ExprRef a, ExprRef b);
+ExprRef cast(ExprRef a, DType dt);
+ExprRef broadcast(ExprRef a, int lanes);
+// index helpers (i64)
+ExprRef add(ExprRef a, ExprRef b);
+ExprRef mul(ExprRef a, ExprRef b);
+ExprRef sub(ExprRef a, ExprRef b);
+ExprRef lt(ExprRef a, ExprRef b);
+ExprRef le(ExprRef a, ExprRef b);             // a <= b  ==  !(b < a)
+ExprRef logical_and(ExprRef a, ExprRef b);    // nullptr acts as "true"
+ExprRef min_of(ExprRef a, ExprRef b);
+ExprRef from_sym(const SymInt& s);            // SymInt -> i64 expression over dim Vars
+
+bool is_const(const ExprRef& e, int64_t v);
+bool is_const(const ExprRef& e);
+bool mentions(const ExprRef& e, const std::string& var_name);
+ExprRef substitute(const ExprRef& e, const std::string& var_name, const ExprRef& with);
+std::string expr_key(const ExprRef& e);  // structural key (for CSE)
+
+// ---- statements -------------------------------------------------------------------------
+enum class StmtKind : uint8_t {
+  For,         // for var in [0, extent) { body }
+  If,          // if (cond) { body } else { else_body }
+  Store,       // buffer[index] = value         (value lanes > 1: contiguous store)
+  Let,         // declare scalar local `var` of dtype = value (mutable: see Assign)
+  Assign,      // local `var` = value
+  Alloc,       // local array `var`: count × (dtype × lanes); heap for big ones
+  LocalStore,  // local array `var`[index] = value
+};
+
+// How a loop runs. Set by schedule primitives (transform.h); renderers honour them.
+struct LoopAnnot {
+  bool parallel = false;   // iterations spread over threads
+  bool vectorize = false;  // SIMD across iterations (omp simd / LLVM vectorizer hint)
+  int unroll = 0;          // 0 = leave to the compiler; n > 1 = unroll hint by n
+};
+
+struct Stmt {
+  StmtKind kind;
+  std::string var;              // For: loop var; Let/Assign/Alloc/LocalStore: local name
+  ExprRef extent;               // For
+  ExprRef cond;                 // If
+  ExprRef index;                // Store, LocalStore
+  ExprRef value;                // Store, Let, Assign, LocalStore
+  int buffer = -1;              // Store
+  DType dtype = DType::F32;     // Let, Alloc
+  int lanes = 1;                // Alloc
+  int64_t count = 0;            // Alloc: number of elements (of `lanes` each)
+  bool registers = false;       // Alloc: small, constant-indexed: keep in registers
+  LoopAnnot annot;              // For
+  std::vector<std::string> reduces;  // For: accumulators (declared outside) it updates
+  ReduceOp reduce_op = ReduceOp::Add;  // For with reduces: how they combine
+  std::string note;             // For: what the loop is ("output dim 1", "reduce axis 2")
+  std::vector<Stmt> body, else_body;
+};
+
+Stmt make_for(const std::string& var, ExprRef extent, std::vector<Stmt> body, std::string note = "");
+Stmt make_if(ExprRef cond, std::vector<Stmt> body, std::vector<Stmt> else_body = {});
+Stmt make_store(int buffer, ExprRef index, ExprRef value);
+Stmt make_let(const std::string& var, DType dt, ExprRef value);
+Stmt make_assign(const std::string& var, ExprRef value);
+Stmt make_alloc(const std::string& var, DType dt, int lanes, int64_t count, bool registers = false);
+Stmt make_local_store(const std::string& var, ExprRef index, ExprRef value);
+
+// A buffer parameter of a kernel: a program buffer seen through this kernel.
+struct BufferParam {
+  int buffer = -1;        // program buffer id (Program::buffers)
+  std::string name;       // "in0", "out", "x" … (a C identifier)
+  DType dtype = DType::F32;
+  bool written = false;
+};
+
+struct LoopFunc {
+  std::string name;                 // C identifier, unique in the program
+  int kernel = -1;                  // index of the kernel it implements
+  std::vector<BufferParam> buffers;
+  std::vector<std::string> dims;    // runtime dim names, in dims[] order
+  std::vector<Stmt> body;
+  std::string kind;                 // "elementwise", "reduce", "matmul", "copy"
+  std::vector<std::string> schedule_log;  // primitives applied, in order
+};
+
+// Visits every statement, pre-order; fn returns false to skip a statement's children.
+void walk(std::vector<Stmt>& body, const std::function<bool(Stmt&)>& fn);
+void walk(const std::vector<Stmt>& body, const std::function<bool(const Stmt&)>& fn);
+// Visits every expression of a statement tree (not recursing into sub-expressions).
+void walk_exprs(const std::vector<Stmt>& body, const std::function<void(const ExprRef&)>& fn);
+// Replaces a variable in every expression of a statement tree.
+void substitute(std::vector<Stmt>& body, const std::string& var_name, const ExprRef& with);
+
+}  // namespace lathe::loop

@@ -1,0 +1,349 @@
+// lower.cpp — lower_kernel: one fused kernel → loop IR (see lower.h for the scheme).
+#include "core/loop/lower.h"
+
+#include <limits>
+#include <unordered_set>
+
+#include "core/ir/diag.h"
+#include "core/schedule/view_index.h"
+
+namespace lathe::loop {
+
+namespace {
+
+// One loop level under construction: its statements, then (implicitly) the next level.
+struct Scope {
+  std::string var;   // "" for the kernel's top level
+  ExprRef extent;
+  std::string note;
+  std::vector<Stmt> stmts;
+};
+
+ExprRef reduce_identity(ReduceOp r, DType dt) {
+  switch (r) {
+    case ReduceOp::Add: return const_of(0, dt);
+    case ReduceOp::Mul: return const_of(1, dt);
+    case ReduceOp::Max:
+      if (is_float(dt)) return const_float(-std::numeric_limits<double>::infinity(), dt);
+      switch (dt) {
+        case DType::Bool: case DType::U8: return const_int(0, dt);
+        case DType::I8: return const_int(-128, dt);
+        case DType::I16: return const_int(-32768, dt);
+        case DType::I32: return const_int(std::numeric_limits<int32_t>::min(), dt);
+        default: return const_int(std::numeric_limits<int64_t>::min(), dt);
+      }
+  }
+  return const_of(0, dt);
+}
+
+// Bool reductions are logical: add and max are "or", mul is "and" (as the interpreter does).
+Op combine_op(ReduceOp r, DType dt) {
+  if (dt == DType::Bool) return r == ReduceOp::Mul ? Op::And : Op::Or;
+  return r == ReduceOp::Add ? Op::Add : r == ReduceOp::Mul ? Op::Mul : Op::Max;
+}
+
+class Lowerer {
+ public:
+  Lowerer(const KernelGraph& kg, const Kernel& k) : kg_(kg), k_(k) {
+    f_.name = k.name;
+    f_.kernel = k.id;
+    f_.dims = kg.symbols;
+    f_.kind = k.kind;
+    add_param(k.output, true);
+    for (int b : k.inputs) add_param(b, false);
+    std::unordered_set<NodeRef> inside(k.nodes.begin(), k.nodes.end());
+    for (NodeRef n : k.nodes)
+      for (NodeRef in : n->inputs)
+        if (inside.count(in)) uses_[in]++;
+  }
+
+  LoopFunc run() {
+    NodeRef root = k_.root;
+    const Shape& shape = root->shape;
+    scopes_.push_back(std::make_unique<Scope>());
+    stack_.push_back(scopes_.back().get());
+    std::vector<ExprRef> idx;
+    for (size_t d = 0; d < shape.size(); ++d) {
+      if (shape[d] == SymInt(1)) { idx.push_back(const_int(0)); continue; }
+      std::string v = "i" + std::to_string(d);
+      push_scope(v, from_sym(shape[d]), "output dim " + std::to_string(d));
+      idx.push_back(var(v));
+    }
+    ExprRef value = compute(root, idx);
+    stack_.back()->stmts.push_back(make_store(0, flat_index(idx, shape), value));
+    f_.body = close_scopes(stack_, 0);
+    return std::move(f_);
+  }
+
+ private:
+  const KernelGraph& kg_;
+  const Kernel& k_;
+  LoopFunc f_;
+  std::unordered_map<int, int> param_of_;          // buffer id -> param index
+  std::unordered_map<NodeRef, int> uses_;          // users inside the kernel
+  std::vector<std::unique_ptr<Scope>> scopes_;
+  std::vector<Scope*> stack_;
+  std::unordered_map<std::string, Scope*> defined_in_;   // loop var / local -> scope
+  std::unordered_map<std::string, std::pair<Scope*, std::string>> cse_;
+  std::vector<ExprRef> masks_;
+  int counter_ = 0;
+
+  void add_param(int buffer, bool written) {
+    const BufferDesc& b = kg_.buffers[buffer];
+    BufferParam p;
+    p.buffer = buffer;
+    p.name = written ? "out" : "in" + std::to_string(f_.buffers.size() - 1);
+    p.dtype = b.dtype;
+    p.written = written;
+    param_of_[buffer] = (int)f_.buffers.size();
+    f_.buffers.push_back(p);
+  }
+
+  void push_scope(const std::string& v, ExprRef extent, std::string note) {
+    auto s = std::make_unique<Scope>();
+    s->var = v;
+    s->extent = std::move(extent);
+    s->note = std::move(note);
+    defined_in_[v] = s.get();
+    stack_.push_back(s.get());
+    scopes_.push_back(std::move(s));
+  }
+
+  // Folds scopes [from, end) of `st` into nested For statements; returns scope `from`'s body.
+  std::vector<Stmt> close_scopes(const std::vector<Scope*>& st, size_t from,
+                                 const std::string& acc = "", ReduceOp rop = ReduceOp::Add) {
+    std::vector<Stmt> body = std::move(st.back()->stmts);
+    for (size_t l = st.size() - 1; l > from; --l) {
+      Stmt loop = make_for(st[l]->var, st[l]->extent, std::move(body), st[l]->note);
+      if (!acc.empty()) {
+        loop.reduces = {acc};
+        loop.reduce_op = rop;
+      }
+      body = std::move(st[l - 1]->stmts);
+      body.push_back(std::move(loop));
+    }
+    return body;
+  }
+
+  ExprRef flat_index(const std::vector<ExprRef>& idx, const Shape& shape) {
+    auto strides = contiguous_strides(shape);
+    ExprRef flat = const_int(0);
+    for (size_t d = 0; d < idx.size(); ++d)
+      if (shape[d] != SymInt(1)) flat = add(flat, mul(idx[d], from_sym(strides[d])));
+    return flat;
+  }
+
+  ExprRef current_mask() {
+    ExprRef m;
+    for (auto& x : masks_) m = logical_and(m, x);
+    return m;
+  }
+
+  // Deepest position in the current stack among the variables an expression uses.
+  size_t depth_of(const ExprRef& e) {
+    size_t d = 0;
+    std::function<void(const ExprRef&)> visit = [&](const ExprRef& x) {
+      if (x->kind == ExprKind::Var) {
+        auto it = defined_in_.find(x->name);
+        if (it != defined_in_.end()) {
+          for (size_t p = 0; p < stack_.size(); ++p)
+            if (stack_[p] == it->second) d = std::max(d, p);
+        }
+      }
+      for (auto& a : x->args) visit(a);
+    };
+    visit(e);
+    return d;
+  }
+
+  bool in_stack(Scope* s) const {
+    for (Scope* x : stack_)
+      if (x == s) return true;
+    return false;
+  }
+
+  std::string key_of(NodeRef n, const std::vector<ExprRef>& idx) {
+    std::string k = std::to_string(n->id) + "@";
+    for (auto& e : idx) k += expr_key(e) + ";";
+    return k + "|" + expr_key(current_mask());
+  }
+
+  ExprRef bind(const std::string& prefix, DType dt, ExprRef e, size_t depth) {
+    std::string name = prefix + std::to_string(counter_++);
+    stack_[depth]->stmts.push_back(make_let(name, dt, e));
+    defined_in_[name] = stack_[depth];
+    return var(name, dt);
+  }
+
+  ExprRef value(NodeRef n, const std::vector<ExprRef>& idx) {
+    if (n != k_.root && kg_.materialized(n)) {
+      int p = param_of_.at(kg_.buffer_of.at(n));
+      return load(p, n->dtype, flat_index(idx, n->shape), current_mask());
+    }
+    std::string key = key_of(n, idx);
+    auto it = cse_.find(key);
+    if (it != cse_.end() && in_stack(it->second.first)) return var(it->second.second, n->dtype);
+    ExprRef e = compute(n, idx);
+    if (e->kind == ExprKind::Var) {  // a reduction's accumulator (or a bound local): reuse it
+      auto def = defined_in_.find(e->name);
+      if (def != defined_in_.end()) cse_[key] = {def->second, e->name};
+      return e;
+    }
+    if (e->kind == ExprKind::Const) return e;
+    size_t depth = depth_of(e);
+    bool shared = uses_[n] > 1;
+    bool hoistable = depth + 1 < stack_.size();
+    if (!shared && !hoistable) return e;
+    ExprRef v = bind("v", n->dtype, e, depth);
+    cse_[key] = {stack_[depth], v->name};
+    return v;
+  }
+
+  ExprRef compute(NodeRef n, const std::vector<ExprRef>& idx) {
+    switch (n->op) {
+      case Op::Const:
+        LATHE_CHECK(!n->attrs.data, "tensor constants are materialized by the scheduler");
+        return is_float(n->dtype) ? const_float(n->attrs.f, n->dtype) : const_int(n->attrs.i, n->dtype);
+      case Op::Index: return cast(idx[n->attrs.axis], n->dtype);
+      case Op::View: return view_value(n, idx);
+      case Op::Take: return take_value(n, idx);
+      case Op::Copy: return value(n->inputs[0], idx);
+      case Op::Assign: return value(n->inputs[1], idx);
+      case Op::Cast: return cast(value(n->inputs[0], idx), n->dtype);
+      case Op::Where: return select(value(n->inputs[0], idx), value(n->inputs[1], idx), value(n->inputs[2], idx));
+      case Op::Reduce: return reduce_value(n, idx);
+      default: break;
+    }
+    switch (n->info().category) {
+      case OpCategory::Unary: return unary(n->op, value(n->inputs[0], idx));
+      case OpCategory::Binary: return binary(n->op, value(n->inputs[0], idx), value(n->inputs[1], idx));
+      default: break;
+    }
+    LATHE_CHECK(false, "lower: node %" + std::to_string(n->id) + " (" + std::string(op_name(n->op)) +
+                           ") should have been materialized");
+    return nullptr;
+  }
+
+  ExprRef view_value(NodeRef n, const std::vector<ExprRef>& idx) {
+    const ViewSpec& v = *n->attrs.view;
+    NodeRef in = n->inputs[0];
+    ExprRef m;
+    for (size_t d = 0; d < v.mask.size(); ++d) {
+      if (v.mask[d].first != SymInt(0)) m = logical_and(m, le(from_sym(v.mask[d].first), idx[d]));
+      if (v.mask[d].second != v.shape[d]) m = logical_and(m, lt(idx[d], from_sym(v.mask[d].second)));
+    }
+    if (kg_.materialized(in)) {
+      ExprRef flat = from_sym(v.offset);
+      for (size_t d = 0; d < idx.size(); ++d)
+        if (v.shape[d] != SymInt(1)) flat = add(flat, mul(idx[d], from_sym(v.strides[d])));
+      int p = param_of_.at(kg_.buffer_of.at(in));
+      return load(p, n->dtype, flat, logical_and(current_mask(), m));
+    }
+    auto map = view_dim_map(v, in->shape);
+    LATHE_CHECK(map.has_value(), "lower: view of an inlined node is not index math (scheduler bug)");
+    if (map->all_masked) return const_of(0, n->dtype);
+    std::vector<ExprRef> in_idx;
+    for (size_t j = 0; j < in->shape.size(); ++j) {
+      ExprRef c = from_sym(map->base[j]);
+      for (auto& [d, mult] : map->terms[j]) c = add(c, mul(sub(idx[d], from_sym(map->lo[d])), from_sym(mult)));
+      in_idx.push_back(c);
+    }
+    if (!m) return value(in, in_idx);
+    masks_.push_back(m);
+    ExprRef inner = value(in, in_idx);
+    masks_.pop_back();
+    return select(m, inner, const_of(0, n->dtype));
+  }
+
+  ExprRef take_value(NodeRef n, const std::vector<ExprRef>& idx) {
+    NodeRef x = n->inputs[0];
+    int axis = n->attrs.axis;
+    ExprRef dim = from_sym(x->shape[axis]);
+    ExprRef raw = cast(value(n->inputs[1], idx), DType::I64);
+    ExprRef pos = bind("t", DType::I64, select(lt(raw, const_int(0)), add(raw, dim), raw), depth_of(raw));
+    ExprRef ok = logical_and(le(const_int(0), pos), lt(pos, dim));
+    std::vector<ExprRef> in_idx = idx;
+    in_idx[axis] = pos;
+    masks_.push_back(ok);
+    ExprRef inner = value(x, in_idx);
+    masks_.pop_back();
+    return select(ok, inner, const_of(0, n->dtype));
+  }
+
+  ExprRef reduce_value(NodeRef r, const std::vector<ExprRef>& idx) {
+    NodeRef in = r->inputs[0];
+    const auto& axes = r->attrs.axes;
+    auto is_axis = [&](size_t d) { return std::find(axes.begin(), axes.end(), (int)d) != axes.end(); };
+    // where does the reduced value live? the deepest loop its kept indices use
+    size_t depth = 0;
+    std::vector<bool> used(stack_.size(), false);
+    for (size_t d = 0; d < idx.size(); ++d) {
+      if (is_axis(d)) continue;
+      depth = std::max(depth, depth_of(idx[d]));
+      std::function<void(const ExprRef&)> mark = [&](const ExprRef& x) {
+        if (x->kind == ExprKind::Var)
+          for (size_t p = 0; p < stack_.size(); ++p)
+            if (stack_[p]->var == x->name) used[p] = true;
+        for (auto& a : x->args) mark(a);
+      };
+      mark(idx[d]);
+    }
+    // loads inside the reduction carry the consumer's masks (they guard out-of-range
+    // coordinates), so the reduction cannot be placed above the variables those use
+    if (ExprRef m = current_mask()) {
+      depth = std::max(depth, depth_of(m));
+      std::function<void(const ExprRef&)> mark = [&](const ExprRef& x) {
+        if (x->kind == ExprKind::Var)
+          for (size_t p = 0; p < stack_.size(); ++p)
+            if (stack_[p]->var == x->name) used[p] = true;
+        for (auto& a : x->args) mark(a);
+      };
+      mark(m);
+    }
+    for (size_t p = 1; p <= depth; ++p)
+      if (!used[p] && !is_const(stack_[p]->extent, 1) && r != k_.root)
+        throw NeedsMaterialize{r, "its index does not depend on loop " + stack_[p]->var +
+                                      ", so fusing it would recompute it on every iteration"};
+    std::vector<ExprRef> in_idx = idx;
+    std::vector<Scope*> saved = stack_;
+    stack_.resize(depth + 1);
+    size_t base = stack_.size();
+    for (size_t d = 0; d < in->shape.size(); ++d) {
+      if (!is_axis(d)) continue;
+      if (in->shape[d] == SymInt(1)) { in_idx[d] = const_int(0); continue; }
+      std::string v = "r" + std::to_string(counter_++);
+      push_scope(v, from_sym(in->shape[d]), "reduce axis " + std::to_string(d));
+      in_idx[d] = var(v);
+    }
+    ExprRef x = value(in, in_idx);
+    if (stack_.size() == base) {  // every reduced axis has size 1
+      stack_ = saved;
+      return x;
+    }
+    std::string acc = "acc" + std::to_string(counter_++);
+    ExprRef accv = var(acc, r->dtype);
+    stack_.back()->stmts.push_back(make_assign(acc, binary(combine_op(r->attrs.reduce, r->dtype), accv, x)));
+    std::vector<Scope*> nest(stack_.begin() + (base - 1), stack_.end());
+    std::vector<Stmt> outer_stmts = std::move(nest[0]->stmts);
+    nest[0]->stmts.clear();
+    std::vector<Stmt> loops = close_scopes(nest, 0, acc, r->attrs.reduce);
+    stack_ = saved;
+    Scope* target = stack_[depth];
+    target->stmts = std::move(outer_stmts);
+    target->stmts.push_back(make_let(acc, r->dtype, reduce_identity(r->attrs.reduce, r->dtype)));
+    for (auto& s : loops) target->stmts.push_back(std::move(s));
+    defined_in_[acc] = target;
+    return accv;
+  }
+};
+
+}  // namespace
+
+LoopFunc lower_kernel(const KernelGraph& kg, int kernel) {
+  const Kernel& k = kg.kernels.at(kernel);
+  if (k.kind == "matmul") return lower_matmul_kernel(kg, kernel);
+  LATHE_CHECK(k.kind != "extern", "extern kernels have no loop IR; the backend calls the library");
+  return Lowerer(kg, k).run();
+}
+
+}  // namespace lathe::loop

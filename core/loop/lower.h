@@ -1,0 +1,34 @@
+// lower.h — kernel → loop IR.
+//
+// lower_kernel() turns one kernel of a KernelGraph into a LoopFunc: one loop per output dim
+// (size-1 dims get none), the root's value stored at the row-major position. Inlined nodes
+// become expressions; views become index math (strides, offsets; masks become masked loads
+// that read 0); Take becomes an indirect load; a fused Reduce becomes an accumulator and a
+// reduction loop nest, placed at the outermost loop level its indices depend on (so a
+// softmax row max is computed once per row, not once per element). Shared subexpressions
+// and loop-invariant ones are bound to locals at the level where their inputs are known.
+//
+// If a fused reduction would be recomputed by an inner loop (its index does not depend on
+// an outer prefix of the loop nest), lowering throws NeedsMaterialize; build_program then
+// reschedules with that node materialized. Matmul kernels go to lower_matmul_kernel().
+#pragma once
+#include "core/loop/loop_ir.h"
+#include "core/schedule/kernel_graph.h"
+
+namespace lathe::loop {
+
+struct NeedsMaterialize {
+  NodeRef node;
+  std::string why;
+};
+
+// Block sizes of the packed matmul; defaults are tuned for AVX-512 with 1 MiB L2.
+struct MatmulParams {
+  int mr = 8, nr = 32, lanes = 16;      // register tile MR×NR (NR a multiple of lanes)
+  int kc = 256, mc = 96, nc = 512;    // cache blocks (mc multiple of mr, nc of nr)
+};
+
+LoopFunc lower_kernel(const KernelGraph& kg, int kernel);
+LoopFunc lower_matmul_kernel(const KernelGraph& kg, int kernel, const MatmulParams& params = {});
+
+}  // namespace lathe::loop

@@ -1,0 +1,42 @@
+// transform.h — schedule primitives on loop IR, and the default schedule.
+//
+// Each primitive names loops by their variable (see print_loop), checks legality and
+// either applies the change (appending a line to LoopFunc::schedule_log) or throws
+// UserError saying why it refused — e.g. `parallel r0: axis r0 carries a reduction into
+// acc0`. They are what `p:kernel(i):split("i1", 16)` calls from Lua.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "core/ir/diag.h"
+#include "core/loop/loop_ir.h"
+
+namespace lathe::loop {
+
+// for v in 0..E  →  for v_o in 0..ceil(E/f): for v_i in 0..f: (guard) body[v := v_o*f + v_i]
+void split(LoopFunc& f, std::string loop, int64_t factor);
+// swaps two perfectly nested loops (`inner` must be the only statement of `outer`)
+void reorder(LoopFunc& f, std::string outer, std::string inner);
+// split both, then reorder to (a_o, b_o, a_i, b_i)
+void tile(LoopFunc& f, std::string a, std::string b, int64_t fa, int64_t fb);
+// merges two perfectly nested loops into one loop over their product
+void fuse(LoopFunc& f, std::string outer, std::string inner);
+// SIMD across iterations of an innermost loop (reductions become SIMD reductions)
+void vectorize(LoopFunc& f, std::string loop);
+// unroll hint: factor 0 = fully (constant extent ≤ 64)
+void unroll(LoopFunc& f, std::string loop, int factor = 0);
+// spread iterations over threads; refused for reductions and racing stores
+void parallel(LoopFunc& f, std::string loop);
+
+// Names of all loops, outermost first (pre-order).
+std::vector<std::string> loop_names(const LoopFunc& f);
+
+struct ScheduleOptions {
+  int threads = 0;             // 0 = hardware concurrency
+  int64_t min_parallel_work = 1 << 15;  // fewer elements than this stay on one thread
+};
+// The default heuristics: parallelize the outer loop(s) over the cores (fusing small outer
+// loops first), vectorize innermost loops. Matmul kernels come pre-scheduled by lowering.
+void apply_default_schedule(LoopFunc& f, const ScheduleOptions& opts = {});
+
+}  // namespace lathe::loop

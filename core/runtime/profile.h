@@ -1,0 +1,40 @@
+// profile.h — per-kernel profiles: the PyTorch-profiler-style table and Chrome trace JSON.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace lathe {
+
+struct KernelProfile {
+  std::string name;        // "k1_softmax"
+  std::string kind;        // "elementwise", "reduce", "matmul", …
+  int nodes = 0;           // primitive nodes fused into it
+  int calls = 0;           // timed runs
+  double median_ms = 0, min_ms = 0;
+  double flops = 0, bytes = 0;   // per call
+  double gflops = 0, gbps = 0;   // at the median
+  double roof = 0;         // share of the machine ceiling for its bound (0..1)
+  std::string bound;       // "compute" or "memory" (the roofline side it sits on)
+};
+
+struct TraceEvent {
+  std::string name;
+  double start_us = 0, dur_us = 0;
+  int tid = 0;
+};
+
+struct ProfileReport {
+  std::string backend;
+  std::vector<KernelProfile> kernels;
+  double total_ms = 0;                  // median of whole-program runs
+  double peak_gflops = 0, peak_gbps = 0;  // the machine ceiling used for `roof`
+  int64_t arena_bytes = 0, peak_bytes = 0;
+  std::vector<TraceEvent> events;       // one run's kernels, for the trace
+
+  std::string table() const;       // aligned text table, slowest kernel first
+  std::string trace_json() const;  // Chrome trace-event format (Perfetto, chrome://tracing)
+  void write_trace(const std::string& path) const;  // UserError if it cannot write
+};
+
+}  // namespace lathe

@@ -1,0 +1,246 @@
+// executor.cpp — Executable: bind inputs, plan memory, launch kernels, profile.
+#include "core/schedule/executor.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+
+#include "core/ir/diag.h"
+#include "core/loop/cost.h"
+#include "core/runtime/machine.h"
+
+namespace lathe {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+
+// Binds symbolic dims from the inputs' shapes and checks every input.
+Bindings bind_dims(const Graph& g, const TensorMap& inputs) {
+  Bindings b;
+  std::vector<std::pair<SymInt, std::pair<int64_t, std::string>>> later;  // expressions to check
+  for (NodeRef in : g.inputs) {
+    const std::string& name = in->attrs.name;
+    auto it = inputs.find(name);
+    std::string want = std::string(dtype_name(in->dtype)) + shape_to_string(in->shape);
+    if (it == inputs.end()) throw UserError("missing input '" + name + "' (expected " + want + ")");
+    const HostTensor& t = it->second;
+    if (t.dtype() != in->dtype)
+      throw UserError("input '" + name + "' has dtype " + std::string(dtype_name(t.dtype())) + ", expected " + want);
+    if (t.rank() != in->rank())
+      throw UserError("input '" + name + "' has shape " + t.shape_string() + ", expected " + want);
+    for (size_t d = 0; d < in->rank(); ++d) {
+      const SymInt& s = in->shape[d];
+      int64_t v = t.shape()[d];
+      std::string where = "input '" + name + "' dim " + std::to_string(d);
+      if (s.is_const()) {
+        if (s.value() != v) throw UserError(where + " is " + std::to_string(v) + ", expected " + want);
+      } else if (s.expr()->kind == SymKind::Var) {
+        auto [pos, fresh] = b.emplace(s.expr()->name, v);
+        if (!fresh && pos->second != v)
+          throw UserError(where + ": " + s.expr()->name + " = " + std::to_string(v) + " conflicts with " +
+                          std::to_string(pos->second) + " bound earlier");
+      } else {
+        later.push_back({s, {v, where}});
+      }
+    }
+  }
+  for (auto& [s, vw] : later) {
+    auto v = s.eval(b);
+    if (!v) throw UserError(vw.second + ": cannot bind " + s.to_string() + " from the input shapes");
+    if (*v != vw.first) throw UserError(vw.second + " is " + std::to_string(vw.first) + ", but " + s.to_string() + " = " + std::to_string(*v));
+  }
+  return b;
+}
+
+}  // namespace
+
+Executable::Executable(Program program, std::shared_ptr<KernelLauncher> launcher, std::string backend)
+    : program_(std::move(program)), launcher_(std::move(launcher)), backend_(std::move(backend)) {}
+
+void Executable::bind(const TensorMap& inputs, bool fresh_outputs) {
+  const KernelGraph& kg = program_.kg;
+  Bindings dims = bind_dims(program_.graph, inputs);
+  if (!bound_.valid || bound_.dims != dims) {
+    bound_.dims = dims;
+    bound_.dim_values.clear();
+    for (auto& s : kg.symbols) {
+      auto it = dims.find(s);
+      bound_.dim_values.push_back(it == dims.end() ? 0 : it->second);
+    }
+    bound_.plan = plan_memory(kg, program_.funcs, dims);
+    if (bound_.plan.arena_bytes > bound_.arena_capacity) {
+      int64_t cap = (bound_.plan.arena_bytes + 63) / 64 * 64;
+      bound_.arena = std::shared_ptr<std::byte[]>(static_cast<std::byte*>(std::aligned_alloc(64, cap)), [](std::byte* p) { std::free(p); });
+      if (!bound_.arena) throw UserError("out of memory allocating a " + std::to_string(cap >> 20) + " MiB buffer arena");
+      bound_.arena_capacity = cap;
+    }
+    bound_.outputs.assign(kg.buffers.size(), HostTensor());
+    bound_.valid = true;
+  }
+  bound_.ptrs.assign(kg.buffers.size(), nullptr);
+  for (const BufferDesc& b : kg.buffers) {
+    switch (b.kind) {
+      case BufferKind::Input:
+        bound_.ptrs[b.id] = const_cast<void*>(inputs.at(b.name).data());
+        break;
+      case BufferKind::Constant:
+        if (b.node->op == Op::Input) bound_.ptrs[b.id] = const_cast<void*>(inputs.at(b.node->attrs.name).data());
+        else bound_.ptrs[b.id] = const_cast<void*>(b.node->attrs.data->data());
+        break;
+      case BufferKind::Output: {
+        HostTensor& t = bound_.outputs[b.id];
+        if (fresh_outputs || !t.defined()) t = HostTensor(b.dtype, shape_eval(b.shape, dims));
+        bound_.ptrs[b.id] = t.data();
+        break;
+      }
+      case BufferKind::Intermediate:
+        bound_.ptrs[b.id] = bound_.arena.get() + bound_.plan.offset[b.id];
+        break;
+    }
+  }
+}
+
+void Executable::launch_all(std::vector<double>* kernel_ms, std::vector<TraceEvent>* events, double t_origin_us) {
+  std::vector<void*> args;
+  const int64_t* dims = bound_.dim_values.empty() ? nullptr : bound_.dim_values.data();
+  for (int k = 0; k < program_.num_kernels(); ++k) {
+    const loop::LoopFunc& f = program_.funcs[k];
+    args.clear();
+    for (auto& p : f.buffers) args.push_back(bound_.ptrs[p.buffer]);
+    auto t0 = Clock::now();
+    launcher_->launch(k, args.data(), dims);
+    if (kernel_ms) {
+      auto t1 = Clock::now();
+      double ms = std::chrono::duration<double, std::milli>(t1 - t0).count();
+      (*kernel_ms)[k] = ms;
+      if (events) {
+        double start = std::chrono::duration<double, std::micro>(t0.time_since_epoch()).count() - t_origin_us;
+        events->push_back({f.name, start, ms * 1000, 1});
+      }
+    }
+  }
+}
+
+TensorMap Executable::collect(const TensorMap& inputs, TensorMap* updated, bool clone) {
+  TensorMap out;
+  const KernelGraph& kg = program_.kg;
+  for (auto& [name, b] : kg.outputs) {
+    const BufferDesc& d = kg.buffers[b];
+    HostTensor t;
+    if (d.kind == BufferKind::Output) t = clone ? bound_.outputs[b].clone() : bound_.outputs[b];
+    else if (d.node->op == Op::Input) t = inputs.at(d.node->attrs.name).clone();
+    else t = d.node->attrs.data->clone();
+    out[name] = t;
+    if (updated && d.node->op == Op::Assign) (*updated)[d.node->inputs[0]->attrs.name] = t;
+  }
+  return out;
+}
+
+TensorMap Executable::run(const TensorMap& inputs, TensorMap* updated) {
+  if (launcher_->runs_whole_graph()) {
+    bind_dims(program_.graph, inputs);
+    return launcher_->run_graph(program_.graph, inputs, updated);
+  }
+  bind(inputs, /*fresh_outputs=*/true);
+  launch_all(nullptr, nullptr, 0);
+  return collect(inputs, updated, false);
+}
+
+double Executable::time_ms(const TensorMap& inputs, int iters, int warmup) {
+  std::vector<double> t;
+  if (launcher_->runs_whole_graph()) {
+    for (int i = 0; i < warmup + iters; ++i) {
+      auto t0 = Clock::now();
+      launcher_->run_graph(program_.graph, inputs, nullptr);
+      if (i >= warmup) t.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+    }
+    return median(t);
+  }
+  bind(inputs, false);
+  for (int i = 0; i < warmup + iters; ++i) {
+    auto t0 = Clock::now();
+    launch_all(nullptr, nullptr, 0);
+    if (i >= warmup) t.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+  }
+  return median(t);
+}
+
+ProfileReport Executable::profile(const TensorMap& inputs, int iters, int warmup) {
+  iters = std::max(1, iters);
+  ProfileReport r;
+  r.backend = backend_;
+  const MachineCeiling& mc = machine_ceiling();
+  r.peak_gflops = mc.gflops;
+  r.peak_gbps = mc.gbps;
+  if (launcher_->runs_whole_graph()) {
+    KernelProfile kp;
+    kp.name = "interpret";
+    kp.kind = "graph";
+    kp.nodes = static_cast<int>(program_.graph.size());
+    kp.calls = iters;
+    std::vector<double> t;
+    for (int i = 0; i < warmup + iters; ++i) {
+      auto t0 = Clock::now();
+      launcher_->run_graph(program_.graph, inputs, nullptr);
+      if (i >= warmup) t.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+    }
+    kp.median_ms = median(t);
+    kp.min_ms = *std::min_element(t.begin(), t.end());
+    r.total_ms = kp.median_ms;
+    r.kernels.push_back(kp);
+    r.events.push_back({"interpret", 0, kp.median_ms * 1000, 1});
+    return r;
+  }
+  bind(inputs, false);
+  int nk = program_.num_kernels();
+  std::vector<std::vector<double>> per(nk);
+  std::vector<double> totals, ms(nk);
+  double origin = 0;
+  for (int i = 0; i < warmup + iters; ++i) {
+    bool last = i == warmup + iters - 1;
+    if (last) origin = std::chrono::duration<double, std::micro>(Clock::now().time_since_epoch()).count();
+    auto t0 = Clock::now();
+    launch_all(&ms, last ? &r.events : nullptr, origin);
+    double total = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+    if (i < warmup) continue;
+    totals.push_back(total);
+    for (int k = 0; k < nk; ++k) per[k].push_back(ms[k]);
+  }
+  r.total_ms = median(totals);
+  for (int k = 0; k < nk; ++k) {
+    const loop::LoopFunc& f = program_.funcs[k];
+    KernelProfile kp;
+    kp.name = f.name;
+    kp.kind = f.kind;
+    kp.nodes = static_cast<int>(program_.kg.kernels[k].nodes.size());
+    kp.calls = iters;
+    kp.median_ms = median(per[k]);
+    kp.min_ms = *std::min_element(per[k].begin(), per[k].end());
+    auto cost = loop::estimate_cost(f, program_.kg, bound_.dims);
+    kp.flops = cost.flops;
+    kp.bytes = cost.bytes;
+    double s = std::max(kp.median_ms, 1e-6) / 1000;
+    kp.gflops = cost.flops / s / 1e9;
+    kp.gbps = cost.bytes / s / 1e9;
+    double intensity = cost.bytes > 0 ? cost.flops / cost.bytes : 1e9;
+    bool memory_bound = intensity * mc.gbps < mc.gflops;
+    kp.bound = memory_bound ? "memory" : "compute";
+    kp.roof = memory_bound ? (mc.gbps > 0 ? kp.gbps / mc.gbps : 0) : (mc.gflops > 0 ? kp.gflops / mc.gflops : 0);
+    r.kernels.push_back(kp);
+  }
+  r.arena_bytes = bound_.plan.arena_bytes;
+  r.peak_bytes = bound_.plan.arena_bytes + bound_.plan.io_bytes;
+  return r;
+}
+
+}  // namespace lathe

@@ -1,0 +1,74 @@
+// executor.h — running a compiled Program on host tensors, and profiling it.
+//
+// A backend compiles a Program into a KernelLauncher (one entry point per kernel, the
+// calling convention of loop_ir.h). An Executable pairs the two: it binds symbolic dims
+// from the input shapes, plans memory once per set of dim values (the arena and, for
+// profiling, the output tensors are allocated once and reused across runs), launches the
+// kernels in order and returns the outputs. profile() times every kernel over N runs and
+// reports medians, FLOPs, bytes and the share of the machine ceiling.
+#pragma once
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/runtime/host_tensor.h"
+#include "core/runtime/profile.h"
+#include "core/schedule/memory_plan.h"
+#include "core/schedule/program.h"
+
+namespace lathe {
+
+using TensorMap = std::map<std::string, HostTensor>;
+
+class KernelLauncher {
+ public:
+  virtual ~KernelLauncher() = default;
+  // Runs kernel `kernel` with buffers[p] = its p-th LoopFunc buffer, dims[d] = dim values.
+  virtual void launch(int kernel, void* const* buffers, const int64_t* dims) = 0;
+  // Backends that run whole graphs (the interpreter) override these instead.
+  virtual bool runs_whole_graph() const { return false; }
+  virtual TensorMap run_graph(const Graph& g, const TensorMap& inputs, TensorMap* updated) { return {}; }
+};
+
+class Executable {
+ public:
+  Executable(Program program, std::shared_ptr<KernelLauncher> launcher, std::string backend);
+
+  const Program& program() const { return program_; }
+  Program& program() { return program_; }   // schedule edits; then set_launcher(recompiled)
+  const std::string& backend() const { return backend_; }
+  void set_launcher(std::shared_ptr<KernelLauncher> l) { launcher_ = std::move(l); }
+
+  // Runs once; returns fresh output tensors (keyed by output name). Assign results also go
+  // to *updated, keyed by the target input's name.
+  TensorMap run(const TensorMap& inputs, TensorMap* updated = nullptr);
+  // Runs `warmup` + `iters` times, reusing buffers; per-kernel medians.
+  ProfileReport profile(const TensorMap& inputs, int iters = 20, int warmup = 2);
+  // Median milliseconds of whole-program runs (buffers reused): what `lathe bench` reports.
+  double time_ms(const TensorMap& inputs, int iters = 10, int warmup = 2);
+
+  const MemoryPlan& memory_plan() const { return bound_.plan; }  // after the first run
+
+ private:
+  struct Bound {
+    bool valid = false;
+    Bindings dims;
+    std::vector<int64_t> dim_values;      // in Program::kg.symbols order
+    MemoryPlan plan;
+    std::shared_ptr<std::byte[]> arena;
+    int64_t arena_capacity = 0;
+    std::vector<HostTensor> outputs;      // per buffer (Output kind), reused when asked
+    std::vector<void*> ptrs;              // per buffer
+  };
+  void bind(const TensorMap& inputs, bool fresh_outputs);
+  void launch_all(std::vector<double>* kernel_ms, std::vector<TraceEvent>* events, double t_origin_us);
+  TensorMap collect(const TensorMap& inputs, TensorMap* updated, bool clone);
+
+  Program program_;
+  std::shared_ptr<KernelLauncher> launcher_;
+  std::string backend_;
+  Bound bound_;
+};
+
+}  // namespace lathe

@@ -1,0 +1,91 @@
+// program.cpp — build_program: the code-generation pipeline, stage by stage.
+#include "core/schedule/program.h"
+
+#include <chrono>
+
+#include "core/ir/diag.h"
+#include "core/ir/verify.h"
+#include "core/loop/lower.h"
+
+namespace lathe {
+
+namespace {
+
+class StageTimer {
+ public:
+  StageTimer(Program& p, const BuildOptions& o, std::string name) : p_(p), o_(o), name_(std::move(name)) {}
+  void done(std::string detail) {
+    double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0_).count();
+    p_.passes.push_back({name_, ms, std::move(detail)});
+    if (o_.on_stage) o_.on_stage(name_, p_);
+  }
+
+ private:
+  Program& p_;
+  const BuildOptions& o_;
+  std::string name_;
+  std::chrono::steady_clock::time_point t0_ = std::chrono::steady_clock::now();
+};
+
+loop::LoopFunc lower_one(const KernelGraph& kg, int i) {
+  const Kernel& k = kg.kernels[i];
+  if (k.kind == "extern") {
+    loop::LoopFunc f;
+    f.name = k.name;
+    f.kernel = k.id;
+    f.kind = "extern";
+    f.dims = kg.symbols;
+    f.buffers.push_back({k.output, "out", kg.buffers[k.output].dtype, true});
+    for (NodeRef in : k.root->inputs) {
+      int b = kg.buffer_of.at(in);
+      f.buffers.push_back({b, "in" + std::to_string(f.buffers.size() - 1), kg.buffers[b].dtype, false});
+    }
+    return f;
+  }
+  return loop::lower_kernel(kg, i);
+}
+
+}  // namespace
+
+Program build_program(const Graph& g, const BuildOptions& opts) {
+  Program p;
+  p.graph = g;
+  {
+    StageTimer t(p, opts, "verify");
+    verify_or_throw(g, "compile");
+    t.done(std::to_string(g.size()) + " nodes");
+  }
+  // schedule + lower, rescheduling when lowering finds a fused reduction that would be
+  // recomputed in an inner loop
+  std::set<NodeRef> force;
+  for (int attempt = 0;; ++attempt) {
+    StageTimer ts(p, opts, "schedule");
+    p.kg = schedule_graph(g, force);
+    ts.done(std::to_string(p.kg.kernels.size()) + " kernels from " + std::to_string(g.size()) + " nodes");
+    StageTimer tl(p, opts, "lower");
+    p.funcs.clear();
+    try {
+      for (int i = 0; i < p.num_kernels(); ++i) p.funcs.push_back(lower_one(p.kg, i));
+    } catch (const loop::NeedsMaterialize& m) {
+      LATHE_CHECK(!force.count(m.node) && attempt < 1000, "rescheduling did not converge");
+      force.insert(m.node);
+      tl.done("materialize %" + std::to_string(m.node->id) + ": " + m.why);
+      continue;
+    }
+    tl.done(std::to_string(p.funcs.size()) + " loop nests");
+    break;
+  }
+  if (opts.default_schedule) {
+    StageTimer t(p, opts, "default-schedule");
+    for (auto& f : p.funcs) loop::apply_default_schedule(f, opts.schedule);
+    t.done("parallel outer loops, vectorized inner loops");
+  }
+  return p;
+}
+
+void reset_kernel(Program& p, int kernel) {
+  LATHE_CHECK(kernel >= 0 && kernel < p.num_kernels(), "reset_kernel: no such kernel");
+  p.funcs[kernel] = lower_one(p.kg, kernel);
+}
+
+}  // namespace lathe

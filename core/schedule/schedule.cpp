@@ -1,0 +1,215 @@
+// schedule.cpp — schedule_graph: decide which nodes get buffers and group the rest into
+// fused kernels (rules in kernel_graph.h), plus the matmul pattern match.
+#include <algorithm>
+#include <cctype>
+
+#include "core/ir/diag.h"
+#include "core/schedule/kernel_graph.h"
+#include "core/schedule/view_index.h"
+
+namespace lathe {
+
+std::optional<MatmulMatch> match_matmul(NodeRef r) {
+  if (r->op != Op::Reduce || r->attrs.reduce != ReduceOp::Add || r->attrs.axes.size() != 1) return std::nullopt;
+  if (r->dtype != DType::F32) return std::nullopt;
+  NodeRef mulnode = r->inputs[0];
+  if (mulnode->op != Op::Mul) return std::nullopt;
+  NodeRef va = mulnode->inputs[0], vb = mulnode->inputs[1];
+  if (va->op != Op::View || vb->op != Op::View) return std::nullopt;
+  const ViewSpec& a = *va->attrs.view;
+  const ViewSpec& b = *vb->attrs.view;
+  if (a.has_mask() || b.has_mask()) return std::nullopt;
+  MatmulMatch m;
+  m.a = va->inputs[0];
+  m.b = vb->inputs[0];
+  m.a_view = &a;
+  m.b_view = &b;
+  m.k_axis = r->attrs.axes[0];
+  const Shape& s = mulnode->shape;
+  if (a.strides[m.k_axis] == SymInt(0) || b.strides[m.k_axis] == SymInt(0)) return std::nullopt;
+  for (int d = 0; d < (int)s.size(); ++d) {
+    if (d == m.k_axis || s[d] == SymInt(1)) continue;
+    bool za = a.strides[d] == SymInt(0), zb = b.strides[d] == SymInt(0);
+    if (!za && zb) {
+      if (m.m_axis >= 0) return std::nullopt;
+      m.m_axis = d;
+    } else if (za && !zb) {
+      if (m.n_axis >= 0) return std::nullopt;
+      m.n_axis = d;
+    } else if (!za && !zb) {
+      m.batch_axes.push_back(d);
+    } else {
+      return std::nullopt;
+    }
+  }
+  if (m.m_axis < 0 || m.n_axis < 0) return std::nullopt;
+  return m;
+}
+
+namespace {
+
+std::string sanitize(const std::string& s) {
+  std::string r;
+  for (char c : s) r += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
+  if (r.size() > 24) r.resize(24);
+  return r;
+}
+
+std::string kernel_label(NodeRef root, const std::string& kind) {
+  const std::string& p = root->prov.path;
+  if (!p.empty()) {
+    auto slash = p.rfind('/');
+    return sanitize(slash == std::string::npos ? p : p.substr(slash + 1));
+  }
+  if (kind == "elementwise" || kind == "reduce") {
+    std::string op(op_name(root->op));
+    for (auto& c : op) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return op;
+  }
+  return kind;
+}
+
+class Scheduler {
+ public:
+  Scheduler(const Graph& g, const std::set<NodeRef>& force) : g_(g), order_(g.toposort()), users_(g.users()) {
+    mat_.insert(force.begin(), force.end());
+  }
+
+  KernelGraph run() {
+    initial_materialization();
+    while (split_shared_reductions()) {}
+    return build();
+  }
+
+ private:
+  const Graph& g_;
+  std::vector<NodeRef> order_;
+  std::unordered_map<NodeRef, std::vector<NodeRef>> users_;
+  std::set<NodeRef> mat_;
+
+  static bool is_source_buffer(NodeRef n) { return n->op == Op::Input || (n->op == Op::Const && n->attrs.data); }
+
+  void initial_materialization() {
+    for (NodeRef n : g_.inputs) mat_.insert(n);
+    for (auto& [name, n] : g_.outputs) mat_.insert(n);
+    for (NodeRef n : order_) {
+      if (is_source_buffer(n)) mat_.insert(n);
+      switch (n->op) {
+        case Op::Copy: case Op::Assign: mat_.insert(n); break;
+        case Op::Extern:
+          mat_.insert(n);
+          for (NodeRef in : n->inputs) mat_.insert(in);
+          break;
+        case Op::Reduce:
+          if (auto m = match_matmul(n)) {
+            mat_.insert(n);
+            mat_.insert(m->a);
+            mat_.insert(m->b);
+          }
+          break;
+        default: break;
+      }
+    }
+    // views of inlined nodes must be per-dimension index math, else materialize the input
+    bool changed = true;
+    while (changed) {
+      changed = false;
+      for (NodeRef n : order_) {
+        if (n->op != Op::View || mat_.count(n->inputs[0])) continue;
+        NodeRef in = n->inputs[0];
+        if (!view_dim_map(*n->attrs.view, in->shape)) {
+          mat_.insert(in);
+          changed = true;
+        }
+      }
+    }
+  }
+
+  // A reduction reached (without crossing a buffer) from more than one kernel root is
+  // computed once into a buffer instead of once per kernel.
+  bool split_shared_reductions() {
+    std::unordered_map<NodeRef, std::set<NodeRef>> roots_of;
+    for (NodeRef root : order_) {
+      if (!mat_.count(root) || is_source_buffer(root)) continue;
+      std::vector<NodeRef> stack(root->inputs.begin(), root->inputs.end());
+      std::set<NodeRef> seen;
+      while (!stack.empty()) {
+        NodeRef n = stack.back();
+        stack.pop_back();
+        if (mat_.count(n) || !seen.insert(n).second) continue;
+        roots_of[n].insert(root);
+        for (NodeRef in : n->inputs) stack.push_back(in);
+      }
+    }
+    bool changed = false;
+    for (auto& [n, roots] : roots_of)
+      if (n->op == Op::Reduce && roots.size() > 1) changed |= mat_.insert(n).second;
+    return changed;
+  }
+
+  KernelGraph build() {
+    KernelGraph kg;
+    kg.graph = g_;
+    kg.symbols = g_.symbols();
+    auto add_buffer = [&](NodeRef n, BufferKind kind, const std::string& name) {
+      BufferDesc b;
+      b.id = (int)kg.buffers.size();
+      b.name = name;
+      b.dtype = n->dtype;
+      b.shape = n->shape;
+      b.kind = kind;
+      b.node = n;
+      kg.buffer_of[n] = b.id;
+      kg.buffers.push_back(b);
+    };
+    for (NodeRef n : g_.inputs) add_buffer(n, BufferKind::Input, n->attrs.name);
+    for (auto& [name, n] : g_.outputs)
+      if (!kg.buffer_of.count(n)) add_buffer(n, is_source_buffer(n) ? BufferKind::Constant : BufferKind::Output, name);
+    for (NodeRef n : order_)
+      if (mat_.count(n) && !kg.buffer_of.count(n))
+        add_buffer(n, is_source_buffer(n) ? BufferKind::Constant : BufferKind::Intermediate, "t" + std::to_string(n->id));
+    for (auto& [name, n] : g_.outputs) kg.outputs.push_back({name, kg.buffer_of.at(n)});
+
+    for (NodeRef root : order_) {
+      if (!mat_.count(root) || is_source_buffer(root)) continue;
+      Kernel k;
+      k.id = (int)kg.kernels.size();
+      k.root = root;
+      k.output = kg.buffer_of.at(root);
+      // nodes inside: everything reachable from the root without crossing a buffer
+      std::set<NodeRef> inside;
+      std::set<int> reads;
+      std::vector<NodeRef> stack{root};
+      while (!stack.empty()) {
+        NodeRef n = stack.back();
+        stack.pop_back();
+        if (!inside.insert(n).second) continue;
+        for (NodeRef in : n->inputs) {
+          if (mat_.count(in)) reads.insert(kg.buffer_of.at(in));
+          else stack.push_back(in);
+        }
+      }
+      for (NodeRef n : order_)
+        if (inside.count(n)) k.nodes.push_back(n);
+      k.inputs.assign(reads.begin(), reads.end());
+      bool has_reduce = std::any_of(k.nodes.begin(), k.nodes.end(), [](NodeRef n) { return n->op == Op::Reduce; });
+      if (root->op == Op::Extern) k.kind = "extern";
+      else if (root->op == Op::Reduce && match_matmul(root)) k.kind = "matmul";
+      else if (has_reduce) k.kind = "reduce";
+      else if (root->op == Op::Copy) k.kind = "copy";
+      else k.kind = "elementwise";
+      k.name = "k" + std::to_string(k.id) + "_" + kernel_label(root, k.kind);
+      for (NodeRef n : k.nodes) kg.kernels_of[n].push_back(k.id);
+      kg.kernels.push_back(std::move(k));
+    }
+    return kg;
+  }
+};
+
+}  // namespace
+
+KernelGraph schedule_graph(const Graph& g, const std::set<NodeRef>& force) {
+  return Scheduler(g, force).run();
+}
+
+}  // namespace lathe

@@ -1,0 +1,94 @@
+// diff_util.h — shared helpers of the backend tests: run graphs on a backend and on the
+// interpreter and compare, with a readable reproducer on failure. DiffBatch compiles all
+// its graphs with one compile_many() call (one C compiler invocation for the lot).
+#pragma once
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <string>
+
+#include "backends/backend.h"
+#include "core/interp/interp.h"
+#include "core/ir/text.h"
+#include "core/loop/loop_print.h"
+#include "core/runtime/compare.h"
+#include "core/runtime/random.h"
+
+namespace lathe::test {
+
+// Compares every output with the interpreter's; "" when all match.
+inline std::string compare_outputs(const TensorMap& got, const TensorMap& want, double loosen = 1) {
+  for (auto& [name, w] : want) {
+    auto it = got.find(name);
+    if (it == got.end()) return "output '" + name + "' missing";
+    if (it->second.shape() != w.shape())
+      return "output '" + name + "' has shape " + it->second.shape_string() + ", interpreter " + w.shape_string();
+    Tolerance tol = default_tolerance(w.dtype());
+    std::string why;
+    if (!allclose(it->second, w, tol.rtol * loosen, tol.atol * loosen, &why)) return "output '" + name + "': " + why;
+  }
+  return "";
+}
+
+inline std::string loop_ir_of(const Program& p) {
+  std::string s;
+  for (auto& f : p.funcs) s += loop::print_loop(f);
+  return s;
+}
+
+class DiffBatch {
+ public:
+  explicit DiffBatch(std::string backend = "c") : backend_(std::move(backend)) {}
+  // `loosen` multiplies the dtype tolerance (deep graphs: the interpreter sums in double).
+  void add(const std::string& label, const Graph& g, uint64_t seed = 7, double loosen = 1) {
+    cases_.push_back({label, g, random_inputs(g, seed), loosen});
+  }
+  void add(const std::string& label, const Graph& g, TensorMap inputs) { cases_.push_back({label, g, std::move(inputs), 1}); }
+  // Compiles everything at once, runs, compares; returns the number of failures.
+  int run(bool report = true) {
+    auto whys = run_each(report);
+    return static_cast<int>(std::count_if(whys.begin(), whys.end(), [](auto& w) { return !w.empty(); }));
+  }
+  // Per case: "" when it matched the interpreter, else why not.
+  std::vector<std::string> run_each(bool report = true) {
+    std::vector<std::string> result;
+    Backend& b = get_backend(backend_);
+    std::vector<Program> programs;
+    programs.reserve(cases_.size());
+    for (auto& c : cases_) programs.push_back(build_program(c.g));
+    std::vector<const Program*> ptrs;
+    for (auto& p : programs) ptrs.push_back(&p);
+    auto compiled = b.compile_many(ptrs);
+    for (size_t i = 0; i < cases_.size(); ++i) {
+      auto& c = cases_[i];
+      TensorMap want = interpret(c.g, c.inputs);
+      Executable exe(std::move(programs[i]), compiled[i], backend_);
+      std::string why;
+      try {
+        why = compare_outputs(exe.run(c.inputs), want, c.loosen);
+      } catch (const std::exception& e) {
+        why = std::string("exception: ") + e.what();
+      }
+      result.push_back(why);
+      if (why.empty()) continue;
+      if (report)
+        ADD_FAILURE() << c.label << ": " << why << "\nreproducer (.lathe):\n"
+                      << print_graph(c.g) << "\nloop IR:\n" << loop_ir_of(exe.program());
+    }
+    cases_.clear();
+    return result;
+  }
+  size_t size() const { return cases_.size(); }
+
+ private:
+  struct Case {
+    std::string label;
+    Graph g;
+    TensorMap inputs;
+    double loosen = 1;
+  };
+  std::string backend_;
+  std::vector<Case> cases_;
+};
+
+}  // namespace lathe::test

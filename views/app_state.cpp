@@ -1,0 +1,127 @@
+// app_state.cpp — the commands that change the app's document and shared view state.
+#include "views/app_state.h"
+
+#include <exception>
+
+#include "core/ir/loader.h"
+
+namespace lathe::views {
+
+bool AppState::open(const std::string& file) {
+  try {
+    Graph g = load_graph(file);
+    error.reset();
+    set_graph(std::move(g), file, file);
+    info("opened " + file + " (" + std::to_string(topo.size()) + " nodes)");
+    return true;
+  } catch (const UserError& e) {
+    error = LoadError{"cannot open " + file, e.diag(), file};
+  } catch (const InternalError& e) {
+    error = LoadError{"cannot open " + file, Diagnostic{std::string("internal error (a bug in Lathe): ") + e.what(), file}, file};
+  } catch (const std::exception& e) {
+    error = LoadError{"cannot open " + file, Diagnostic{e.what(), file}, file};
+  }
+  fail(error->what + ": " + error->diag.format());
+  return false;
+}
+
+bool AppState::reload() {
+  if (path.empty()) {
+    warn("nothing to reload: the graph did not come from a file");
+    return false;
+  }
+  return open(path);
+}
+
+void AppState::show_version(Graph g) {
+  graph = std::move(g);
+  has_graph = true;
+  ++version;
+  reindex();
+}
+
+void AppState::set_graph(Graph g, std::string t, std::string p) {
+  graph = std::move(g);
+  has_graph = true;
+  ++version;
+  ++document;
+  title = std::move(t);
+  path = std::move(p);
+  step_root = -1;
+  step_added.clear();
+  reindex();
+  // A large graph opens collapsed at the tensor level; a small one shows every primitive.
+  bool large = topo.size() > kLargeGraphNodes;
+  if (large && level == Level::Primitive) level = Level::Tensor;
+  if (large) collapse_all();
+  if (!large && level == Level::Tensor && expanded.empty()) level = Level::Primitive;
+}
+
+void AppState::reindex() {
+  topo = graph.toposort();
+  topo_index.clear();
+  for (size_t i = 0; i < topo.size(); ++i) topo_index[topo[i]] = i;
+  users = graph.users();
+  output_name.clear();
+  for (auto& [name, n] : graph.outputs) {
+    auto& s = output_name[n];
+    s += (s.empty() ? "" : ", ") + name;
+  }
+  // Keep the selection when the node survives (reload, rewrite step); else drop it.
+  if (!selected_node()) selected = -1;
+}
+
+NodeRef AppState::selected_node() const {
+  if (selected < 0) return nullptr;
+  NodeRef n = node_by_id(static_cast<uint32_t>(selected));
+  if (!n) return nullptr;
+  // Only nodes of the current graph count (ids are global to the process).
+  return topo_index.count(n) ? n : nullptr;
+}
+
+void AppState::select_node(int id, bool center) {
+  selected = id;
+  selected_group.clear();
+  center_request = center;
+}
+
+void AppState::select_group(const std::string& p, bool center) {
+  selected = -1;
+  selected_group = p;
+  center_request = center;
+}
+
+void AppState::clear_selection() {
+  selected = -1;
+  selected_group.clear();
+}
+
+void AppState::set_level(Level l) { level = l; }
+
+void AppState::expand(const std::string& p) {
+  // Expanding a/b/c implies its parents are expanded too.
+  for (size_t i = 0; i <= p.size(); ++i)
+    if (i == p.size() || p[i] == '/') expanded.insert(p.substr(0, i));
+  ++expanded_version;
+}
+
+void AppState::collapse(const std::string& p) {
+  for (auto it = expanded.begin(); it != expanded.end();) {
+    bool below = *it == p || (it->size() > p.size() && it->compare(0, p.size(), p) == 0 && (*it)[p.size()] == '/');
+    it = below ? expanded.erase(it) : std::next(it);
+  }
+  ++expanded_version;
+}
+
+void AppState::collapse_all() {
+  expanded.clear();
+  ++expanded_version;
+}
+
+void AppState::expand_all() {
+  for (NodeRef n : topo)
+    if (!n->prov.path.empty()) expand(n->prov.path);
+  ++expanded_version;
+}
+
+}  // namespace lathe::views

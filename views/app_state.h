@@ -1,0 +1,101 @@
+// app_state.h — the document the desktop app's windows draw: the loaded graph and the
+// view state they share (level, selection, expanded composites, the log).
+//
+// Windows read this state and change it only through the member functions below (the
+// "commands"), so that every window, the console and --script see one truth. The graph is
+// a cheap value (core/ir/graph.h) that the command layer can share; AppState keeps the
+// copy being shown plus a few indexes derived from it once per version.
+//
+// A load that fails never throws out of here: the diagnostic is kept in `error` (shown by
+// the error panel) and the log, and the previous graph, if any, stays on screen.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "core/ir/diag.h"
+#include "core/ir/graph.h"
+
+namespace lathe::views {
+
+// GraphView levels (DESIGN.md "The levels a user sees").
+enum class Level : uint8_t { Tensor, Primitive, Kernel };
+// How boxes are coloured. Kernel and Heat need compile / profile data.
+enum class ColorMode : uint8_t { Category, Kernel, Heat };
+
+struct LogLine {
+  enum class Kind : uint8_t { Info, Warn, Error } kind;
+  std::string text;
+};
+
+struct LoadError {
+  std::string what;   // "cannot open samples/bad.lathe"
+  Diagnostic diag;    // where and what (file:line:col, source line)
+  std::string file;   // what was being opened (for Retry)
+};
+
+class AppState {
+ public:
+  // --- the document --------------------------------------------------------------------
+  Graph graph;
+  bool has_graph = false;
+  uint64_t version = 0;      // bumps on every graph change (layout caches key on it)
+  uint64_t document = 0;     // bumps when a different graph is opened (not on a rewrite step)
+  std::string path;          // the file the graph came from; "" for the demo
+  std::string title;         // shown in the window title and the graph view
+  std::optional<LoadError> error;  // the last failed load, until dismissed or replaced
+
+  // Derived from `graph` once per version.
+  std::vector<NodeRef> topo;
+  std::unordered_map<NodeRef, size_t> topo_index;          // node -> position in topo
+  std::unordered_map<NodeRef, std::vector<NodeRef>> users;
+  std::unordered_map<NodeRef, std::string> output_name;   // node -> output name(s)
+
+  // --- view state shared by windows ----------------------------------------------------
+  Level level = Level::Primitive;
+  ColorMode color_mode = ColorMode::Category;
+  std::set<std::string> expanded;   // composite paths shown expanded at the tensor level
+  uint64_t expanded_version = 0;    // bumps when `expanded` changes
+  int selected = -1;                // selected primitive node id, -1 = none
+  std::string selected_group;       // or a selected collapsed composite path
+  bool center_request = false;      // one-shot: the graph view centres on the selection
+  // The rewrite step being shown (timeline): the node it rewrote and the nodes it added.
+  int step_root = -1;
+  std::set<uint32_t> step_added;
+  std::vector<LogLine> log;
+
+  // --- commands ------------------------------------------------------------------------
+  // Loads FILE through load_graph (core/ir/loader.h). On failure keeps the old graph,
+  // sets `error`, logs, and returns false.
+  bool open(const std::string& file);
+  bool reload();
+  // Shows a graph built elsewhere (the demo, a rewrite step, the console).
+  void set_graph(Graph g, std::string title, std::string path = "");
+  // Shows another version of the same graph (a rewrite step): keeps the title, path,
+  // level and expanded composites, so the picture changes only where the graph did.
+  void show_version(Graph g);
+  void select_node(int id, bool center = false);
+  void select_group(const std::string& path, bool center = false);
+  void clear_selection();
+  void set_level(Level l);
+  void expand(const std::string& path);
+  void collapse(const std::string& path);   // and everything below it
+  void collapse_all();
+  void expand_all();
+  void info(std::string text) { log.push_back({LogLine::Kind::Info, std::move(text)}); }
+  void warn(std::string text) { log.push_back({LogLine::Kind::Warn, std::move(text)}); }
+  void fail(std::string text) { log.push_back({LogLine::Kind::Error, std::move(text)}); }
+
+  NodeRef selected_node() const;   // nullptr when none (or not in this graph)
+
+ private:
+  void reindex();   // topo, topo_index, users, output_name from `graph`
+};
+
+// Graphs above this many nodes open at the tensor level with every composite collapsed.
+constexpr size_t kLargeGraphNodes = 300;
+
+}  // namespace lathe::views

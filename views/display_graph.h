@@ -1,0 +1,61 @@
+// display_graph.h — what the graph view draws, before layout: boxes with label lines and a
+// colour, and edges between boxes. It is built from the AppState's graph at one level.
+//
+//   tensor level     every node whose composite path (Provenance.path) is not expanded is
+//                    folded into one box per composite call (connected nodes sharing the
+//                    shortest unexpanded path prefix); Input nodes always stay their own box
+//   primitive level  one box per node
+//   kernel level     empty until the scheduler exists (the view says "not compiled yet")
+//
+// The builder measures label text through a callback so that it has no ImGui dependency
+// beyond the colours, and the layout (graph_layout.h) gets box sizes in layout units.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "core/ir/dot.h"
+#include "views/app_state.h"
+
+namespace lathe::views {
+
+struct DisplayNode {
+  std::vector<std::string> lines;  // lines[0] is the title (op or composite name)
+  uint32_t fill = 0;               // ImU32 box colour
+  int category = -1;               // OpCategory, or -1 for a composite group
+  std::string group;               // composite path when this box is a collapsed group
+  std::vector<uint32_t> members;   // ids of the primitive nodes this box stands for
+  uint32_t rep = 0;                // the node whose dtype/shape the box shows
+  bool is_output = false;
+  float w = 0, h = 0;              // size in layout units (1 unit = 1 px at zoom 1)
+};
+
+struct DisplayEdge {
+  int from = 0, to = 0;            // box indices; from produces a value `to` reads
+};
+
+struct DisplayGraph {
+  std::vector<DisplayNode> nodes;
+  std::vector<DisplayEdge> edges;
+  std::unordered_map<uint32_t, int> box_of;   // primitive node id -> box index
+  uint64_t key = 0;                           // identifies (graph version, level, expanded)
+  std::string empty_reason;                   // why there are no boxes (kernel level, …)
+};
+
+struct LabelMetrics {
+  std::function<float(const std::string&)> text_width;   // in layout units
+  float line_height = 16.0f;
+  float pad_x = 10.0f, pad_y = 6.0f;
+};
+
+// The cache key for the display graph of `s` at its current level and expansion.
+uint64_t display_key(const AppState& s);
+DisplayGraph build_display_graph(const AppState& s, const LabelMetrics& m);
+
+// The second label line of a node: "f32 [32, 784]". (The first is core/ir/dot.h's
+// node_summary: "Reduce add [1]", "Const 0.5", "Input x".)
+std::string node_type(NodeRef n);
+
+}  // namespace lathe::views

@@ -1,0 +1,83 @@
+// graph_layout.h — Graphviz `dot` layout of a display graph, off the UI thread.
+//
+// LayoutEngine owns one worker thread. request() hands it a copy of the box sizes and
+// edges under a key (the display graph's key); get() returns the finished layout for a
+// key, or nullptr while it is still running. Only the newest request waits: a request
+// replaces one that has not started yet. Finished layouts are cached (a few, by key), so
+// switching level or expansion back and forth is instant.
+//
+// Graphviz is not thread-safe: every call into it in this process goes through
+// graphviz_mutex(). Coordinates are converted to y-down layout units (1 unit = 1 point =
+// 1 px at zoom 1) with the origin at the top-left of the drawing.
+#pragma once
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+namespace lathe::views {
+
+struct DisplayGraph;
+
+struct Point { float x = 0, y = 0; };
+
+struct LayoutEdge {
+  int from = 0, to = 0;
+  std::vector<Point> bezier;        // cubic control points: 3k+1 of them
+  bool has_head = false;            // arrowhead from bezier.back() to head
+  Point head;
+  bool has_tail = false;            // arrowhead at the start (edge reversed by dot)
+  Point tail;
+};
+
+struct Layout {
+  uint64_t key = 0;
+  std::vector<Point> centers;       // per box
+  std::vector<LayoutEdge> edges;
+  float width = 0, height = 0;      // the drawing's extent
+  double seconds = 0;               // time dot took
+  std::string error;                // non-empty when the layout failed (boxes then sit in a grid)
+};
+
+// The input to one layout: what Graphviz needs and nothing else.
+struct LayoutRequest {
+  uint64_t key = 0;
+  std::vector<std::pair<float, float>> sizes;   // box w, h
+  std::vector<std::pair<int, int>> edges;
+};
+LayoutRequest make_layout_request(const DisplayGraph& dg);
+
+// Runs dot synchronously (takes graphviz_mutex). Never throws.
+Layout run_dot_layout(const LayoutRequest& r);
+std::mutex& graphviz_mutex();
+
+class LayoutEngine {
+ public:
+  LayoutEngine();
+  ~LayoutEngine();
+  LayoutEngine(const LayoutEngine&) = delete;
+  LayoutEngine& operator=(const LayoutEngine&) = delete;
+
+  // The cached layout for `key`, or nullptr (then call request()).
+  std::shared_ptr<const Layout> get(uint64_t key);
+  void request(LayoutRequest r);
+  bool busy();                      // a layout is queued or running
+
+ private:
+  void worker();
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  bool running_ = false;
+  std::unique_ptr<LayoutRequest> pending_;
+  uint64_t running_key_ = 0;
+  std::deque<std::shared_ptr<const Layout>> cache_;   // newest at the front
+  std::thread thread_;
+};
+
+}  // namespace lathe::views

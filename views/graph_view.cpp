@@ -1,0 +1,372 @@
+// graph_view.cpp — the graph window: keeping the drawing in step with the state, the
+// toolbar, search, and mouse/keyboard interaction. The drawing itself is in
+// graph_view_draw.cpp.
+//
+// [SECTION] keeping the display graph and layout in step with AppState
+// [SECTION] toolbar (level, colour, fit, expand, search)
+// [SECTION] search
+// [SECTION] canvas: pan, zoom, fit, select, context menu
+#include "views/graph_view.h"
+
+#include <algorithm>
+#include <cfloat>
+#include <cmath>
+#include <regex>
+
+namespace lathe::views {
+
+// ImGui 1.86 indexes keys by the backend's codes; GLFW's letter keys are their ASCII codes.
+constexpr int kKeyF = 'F';
+
+//-----------------------------------------------------------------------------
+// [SECTION] keeping the display graph and layout in step with AppState
+//-----------------------------------------------------------------------------
+
+void GraphView::sync(AppState& s) {
+  uint64_t key = display_key(s);
+  if (!wanted_ || wanted_->key != key) {
+    LabelMetrics m;
+    ImFont* f = fonts_.ui;
+    float size = fonts_.size;
+    m.text_width = [f, size](const std::string& t) { return f->CalcTextSizeA(size, FLT_MAX, 0, t.c_str()).x; };
+    m.line_height = fonts_.size + 3.0f;
+    wanted_ = std::make_shared<DisplayGraph>(build_display_graph(s, m));
+  }
+  if (shown_ && shown_->key == key) {
+    settling_ = false;
+    return;
+  }
+  std::shared_ptr<const Layout> layout =
+      wanted_->nodes.empty() ? std::make_shared<const Layout>() : engine_.get(key);
+  if (!layout) {
+    engine_.request(make_layout_request(*wanted_));
+    settling_ = true;
+    return;
+  }
+  bool new_graph = !shown_ || s.version != last_version_ || s.level != last_level_;
+  shown_ = wanted_;
+  shown_layout_ = layout;
+  settling_ = false;
+  if (new_graph) {
+    fit_request_ = FitKind::Readable;
+    last_version_ = s.version;
+    last_level_ = s.level;
+  } else if (s.selected >= 0 || !s.selected_group.empty()) {
+    s.center_request = true;   // after expand/collapse, keep the selection in view
+  }
+  search_key_ = 0;   // boxes changed: recompute hits
+}
+
+//-----------------------------------------------------------------------------
+// [SECTION] toolbar (level, colour, fit, expand, search)
+//-----------------------------------------------------------------------------
+
+void GraphView::draw_toolbar(AppState& s) {
+  static const char* kLevels[] = {"Tensor", "Primitive", "Kernel"};
+  for (int i = 0; i < 3; ++i) {
+    if (i) ImGui::SameLine(0, 2);
+    bool on = static_cast<int>(s.level) == i;
+    if (on) ImGui::PushStyleColor(ImGuiCol_Button, ImGui::GetStyle().Colors[ImGuiCol_ButtonActive]);
+    if (ImGui::Button(kLevels[i])) s.set_level(static_cast<Level>(i));
+    if (on) ImGui::PopStyleColor();
+    if (ImGui::IsItemHovered())
+      ImGui::SetTooltip("%s", i == 0 ? "composites (matmul, softmax, …) as boxes that expand on click"
+                              : i == 1 ? "every primitive node: what rewrite rules act on"
+                                       : "fused kernels as boxes, buffers as edges");
+  }
+  ImGui::SameLine(0, 12);
+  if (ImGui::Button("Fit")) fit_request_ = FitKind::Exact;
+  if (ImGui::IsItemHovered()) ImGui::SetTooltip("fit the graph to the window (F)");
+  if (s.level == Level::Tensor) {
+    ImGui::SameLine();
+    if (ImGui::Button("Expand all")) s.expand_all();
+    ImGui::SameLine();
+    if (ImGui::Button("Collapse all")) s.collapse_all();
+  }
+  ImGui::SameLine(0, 12);
+  static const char* kColors[] = {"Colour: category", "Colour: kernel", "Colour: profile heat"};
+  ImGui::SetNextItemWidth(170);
+  if (ImGui::BeginCombo("##color", kColors[static_cast<int>(s.color_mode)])) {
+    for (int i = 0; i < 3; ++i) {
+      bool available = i == 0;   // kernel and heat need compile / profile data
+      if (ImGui::Selectable(kColors[i], static_cast<int>(s.color_mode) == i,
+                            available ? 0 : ImGuiSelectableFlags_Disabled))
+        s.color_mode = static_cast<ColorMode>(i);
+      if (!available && ImGui::IsItemHovered(ImGuiHoveredFlags_AllowWhenDisabled))
+        ImGui::SetTooltip("no data yet: compile with :compile (and profile) first");
+    }
+    ImGui::EndCombo();
+  }
+
+  // Search, right-aligned when there is room.
+  ImGui::SameLine(0, 12);
+  float avail = ImGui::GetContentRegionAvail().x;
+  float w = std::clamp(avail - 130.0f, 120.0f, 320.0f);
+  ImGui::SetNextItemWidth(w);
+  if (search_focus_) {
+    ImGui::SetKeyboardFocusHere();
+    search_focus_ = false;
+  }
+  bool enter = ImGui::InputTextWithHint("##search", "search: op, name, shape, regex  (Ctrl+F)", query_,
+                                        sizeof query_, ImGuiInputTextFlags_EnterReturnsTrue);
+  update_search(s);
+  ImGui::SameLine(0, 4);
+  if (ImGui::ArrowButton("##prev", ImGuiDir_Left)) step_search(s, -1);
+  ImGui::SameLine(0, 2);
+  if (ImGui::ArrowButton("##next", ImGuiDir_Right) || enter) {
+    step_search(s, +1);
+    if (enter) search_focus_ = true;   // keep typing / pressing Enter to cycle
+  }
+  if (query_[0]) {
+    ImGui::SameLine();
+    if (hits_.empty()) ImGui::TextColored(ImVec4(0.95f, 0.45f, 0.45f, 1), "no match");
+    else ImGui::Text("%d/%d", hit_cursor_ + 1, static_cast<int>(hits_.size()));
+  }
+}
+
+//-----------------------------------------------------------------------------
+// [SECTION] search
+//-----------------------------------------------------------------------------
+
+void GraphView::update_search(AppState& s) {
+  std::string q = query_;
+  if (!shown_ || (q == last_query_ && search_key_ == shown_->key)) return;
+  last_query_ = q;
+  search_key_ = shown_->key;
+  hits_.clear();
+  hit_nodes_.clear();
+  hit_cursor_ = -1;
+  if (q.empty()) return;
+  std::string lower = q;
+  for (auto& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  std::optional<std::regex> re;
+  try {
+    re.emplace(q, std::regex::icase | std::regex::optimize);
+  } catch (const std::regex_error&) {
+    // not a regex: plain substring search only
+  }
+  auto matches = [&](const std::string& text) {
+    std::string t = text;
+    for (auto& c : t) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    if (t.find(lower) != std::string::npos) return true;
+    return re && std::regex_search(text, *re);
+  };
+  std::vector<uint32_t> first_hit(shown_->nodes.size(), 0);
+  std::vector<char> hit(shown_->nodes.size(), 0);
+  for (NodeRef n : s.topo) {
+    auto out = s.output_name.find(n);
+    bool m = matches(node_summary(n)) || matches(node_type(n)) || (out != s.output_name.end() && matches(out->second)) ||
+             (!n->prov.path.empty() && matches(n->prov.path));
+    if (!m) continue;
+    auto b = shown_->box_of.find(n->id);
+    if (b == shown_->box_of.end() || b->second < 0 || hit[b->second]) continue;
+    hit[b->second] = 1;
+    first_hit[b->second] = n->id;
+  }
+  for (size_t i = 0; i < hit.size(); ++i)
+    if (hit[i]) hits_.push_back(static_cast<int>(i)), hit_nodes_.push_back(first_hit[i]);
+}
+
+void GraphView::step_search(AppState& s, int dir) {
+  if (hits_.empty()) return;
+  int n = static_cast<int>(hits_.size());
+  hit_cursor_ = hit_cursor_ < 0 ? (dir > 0 ? 0 : n - 1) : ((hit_cursor_ + dir) % n + n) % n;
+  s.select_node(static_cast<int>(hit_nodes_[hit_cursor_]), true);
+}
+
+//-----------------------------------------------------------------------------
+// [SECTION] canvas: pan, zoom, fit, select, context menu
+//-----------------------------------------------------------------------------
+
+void GraphView::apply_fit(FitKind kind, ImVec2 canvas) {
+  if (!shown_layout_ || shown_layout_->centers.empty()) return;
+  const float margin = 24.0f;
+  float W = shown_layout_->width + 2 * margin, H = shown_layout_->height + 2 * margin;
+  float z = std::min({canvas.x / W, canvas.y / H, 1.25f});
+  // "Readable": a graph too big to fit legibly opens at a readable zoom, showing its top
+  // (the inputs) centred, instead of a grey smear; F still fits it exactly.
+  bool top = false;
+  if (kind == FitKind::Readable && z < 0.55f) {
+    z = std::clamp(canvas.x / W, 0.55f, 1.0f);
+    top = true;
+  }
+  zoom_ = std::max(z, 0.01f);
+  pan_.x = -margin + (W - canvas.x / zoom_) * 0.5f;
+  pan_.y = top ? -margin : -margin + (H - canvas.y / zoom_) * 0.5f;
+  // Deep graphs often drift sideways as they go down: start at the first box (the first
+  // input), not at the middle of an empty top row.
+  if (top) pan_.x = shown_layout_->centers[0].x - canvas.x * 0.5f / zoom_;
+}
+
+void GraphView::center_on(int box, ImVec2 canvas) {
+  if (!shown_layout_ || box < 0 || box >= static_cast<int>(shown_layout_->centers.size())) return;
+  Point c = shown_layout_->centers[box];
+  if (zoom_ < 0.5f) zoom_ = 0.8f;   // centring on something too small to read is no help
+  pan_ = ImVec2(c.x - canvas.x * 0.5f / zoom_, c.y - canvas.y * 0.5f / zoom_);
+}
+
+int GraphView::box_at(ImVec2 world) const {
+  if (!shown_ || !shown_layout_) return -1;
+  for (size_t i = 0; i < shown_layout_->centers.size() && i < shown_->nodes.size(); ++i) {
+    Point c = shown_layout_->centers[i];
+    const DisplayNode& b = shown_->nodes[i];
+    if (std::fabs(world.x - c.x) <= b.w * 0.5f && std::fabs(world.y - c.y) <= b.h * 0.5f) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+void GraphView::context_menu(AppState& s) {
+  if (!ImGui::BeginPopup("box-menu")) return;
+  if (!shown_ || context_box_ < 0 || context_box_ >= static_cast<int>(shown_->nodes.size())) {
+    ImGui::EndPopup();
+    return;
+  }
+  const DisplayNode& b = shown_->nodes[context_box_];
+  ImGui::TextDisabled("%s", b.lines[0].c_str());
+  ImGui::Separator();
+  if (!b.group.empty()) {
+    if (ImGui::MenuItem(("Expand " + b.group).c_str())) s.expand(b.group);
+  } else if (ImGui::MenuItem("Select")) {
+    s.select_node(static_cast<int>(b.rep));
+  }
+  // Collapse any expanded composite this box sits in.
+  NodeRef n = node_by_id(b.rep);
+  std::string path = b.group.empty() && n ? n->prov.path : b.group;
+  for (size_t i = path.size(); i > 0; --i) {
+    if (i < path.size() && path[i] != '/') continue;
+    std::string prefix = path.substr(0, i);
+    if (s.expanded.count(prefix) && ImGui::MenuItem(("Collapse " + prefix).c_str())) {
+      s.set_level(Level::Tensor);
+      s.collapse(prefix);
+    }
+  }
+  ImGui::EndPopup();
+}
+
+void GraphView::draw(AppState& s) {
+  sync(s);
+  draw_toolbar(s);
+  draw_canvas(s);
+}
+
+void GraphView::draw_canvas(AppState& s) {
+  ImGuiIO& io = ImGui::GetIO();
+  ImVec2 p0 = ImGui::GetCursorScreenPos();
+  ImVec2 size = ImGui::GetContentRegionAvail();
+  size.x = std::max(size.x, 50.0f);
+  size.y = std::max(size.y, 50.0f);
+  ImGui::InvisibleButton("canvas", size, ImGuiButtonFlags_MouseButtonLeft | ImGuiButtonFlags_MouseButtonRight);
+  bool hovered = ImGui::IsItemHovered();
+  bool active = ImGui::IsItemActive();
+
+  if (fit_request_ != FitKind::None && shown_layout_ && !shown_layout_->centers.empty()) {
+    apply_fit(fit_request_, size);
+    fit_request_ = FitKind::None;
+  }
+  if (s.center_request && shown_) {
+    int box = -1;
+    if (s.selected >= 0) {
+      auto it = shown_->box_of.find(static_cast<uint32_t>(s.selected));
+      if (it != shown_->box_of.end()) box = it->second;
+    }
+    if (box < 0 && !s.selected_group.empty())
+      for (size_t i = 0; i < shown_->nodes.size(); ++i)
+        if (shown_->nodes[i].group == s.selected_group) box = static_cast<int>(i);
+    center_on(box, size);
+    s.center_request = false;
+  }
+
+  // Pan (drag), zoom at the cursor (wheel), keys.
+  if (active && ImGui::IsMouseDragging(ImGuiMouseButton_Left, 2.0f)) {
+    pan_.x -= io.MouseDelta.x / zoom_;
+    pan_.y -= io.MouseDelta.y / zoom_;
+  }
+  if (hovered && io.MouseWheel != 0) {
+    ImVec2 m(io.MousePos.x - p0.x, io.MousePos.y - p0.y);
+    ImVec2 world(pan_.x + m.x / zoom_, pan_.y + m.y / zoom_);
+    zoom_ = std::clamp(zoom_ * std::pow(1.15f, io.MouseWheel), 0.01f, 6.0f);
+    pan_ = ImVec2(world.x - m.x / zoom_, world.y - m.y / zoom_);
+  }
+  if (!io.WantTextInput && ImGui::IsWindowFocused(ImGuiFocusedFlags_RootAndChildWindows)) {
+    if (ImGui::IsKeyPressed(kKeyF) && !io.KeyCtrl) fit_request_ = FitKind::Exact;
+  }
+  if (io.KeyCtrl && ImGui::IsKeyPressed(kKeyF)) search_focus_ = true;
+
+  ImVec2 mouse_world(pan_.x + (io.MousePos.x - p0.x) / zoom_, pan_.y + (io.MousePos.y - p0.y) / zoom_);
+  int hover_box = hovered ? box_at(mouse_world) : -1;
+
+  // Click (press and release without dragging) selects; a collapsed composite expands.
+  if (hovered && ImGui::IsMouseReleased(ImGuiMouseButton_Left) && io.MouseDragMaxDistanceSqr[0] < 4.0f * 4.0f) {
+    if (hover_box < 0) {
+      s.clear_selection();
+    } else if (!shown_->nodes[hover_box].group.empty()) {
+      const DisplayNode& b = shown_->nodes[hover_box];
+      s.select_node(static_cast<int>(b.rep));
+      s.info("expanded " + b.group);
+      s.expand(b.group);
+    } else {
+      s.select_node(static_cast<int>(shown_->nodes[hover_box].rep));
+    }
+  }
+  if (hovered && ImGui::IsMouseReleased(ImGuiMouseButton_Right) && hover_box >= 0) {
+    context_box_ = hover_box;
+    ImGui::OpenPopup("box-menu");
+  }
+  context_menu(s);
+
+  ImDrawList* dl = ImGui::GetWindowDrawList();
+  ImVec2 p1(p0.x + size.x, p0.y + size.y);
+  dl->PushClipRect(p0, p1, true);
+  dl->AddRectFilled(p0, p1, colors::kCanvas);
+  draw_boxes_and_edges(s, dl, p0, hover_box);
+  draw_legend(dl, p0, p1);
+
+  // Overlays: why there is nothing, or that a layout is on its way.
+  auto centered_text = [&](const std::string& t, ImU32 col, float y) {
+    ImVec2 ts = ImGui::CalcTextSize(t.c_str());
+    dl->AddText(ImVec2(p0.x + (size.x - ts.x) * 0.5f, y), col, t.c_str());
+  };
+  if (wanted_ && wanted_->nodes.empty())
+    centered_text(wanted_->empty_reason, colors::kTextDim, p0.y + size.y * 0.45f);
+  if (settling_) {
+    const char* spin = "|/-\\";
+    std::string t = std::string("laying out ") + std::to_string(wanted_ ? wanted_->nodes.size() : 0) + " boxes… " +
+                    spin[static_cast<int>(ImGui::GetTime() * 8) % 4];
+    ImVec2 ts = ImGui::CalcTextSize(t.c_str());
+    ImVec2 a(p0.x + (size.x - ts.x) * 0.5f - 10, p0.y + 12);
+    dl->AddRectFilled(a, ImVec2(a.x + ts.x + 20, a.y + ts.y + 10), IM_COL32(40, 60, 100, 230), 4);
+    dl->AddText(ImVec2(a.x + 10, a.y + 5), colors::kText, t.c_str());
+  }
+  if (shown_layout_ && !shown_layout_->error.empty())
+    dl->AddText(ImVec2(p0.x + 10, p1.y - 24), colors::kWarn, shown_layout_->error.c_str());
+  if (shown_ && !shown_->nodes.empty()) {
+    char info[128];
+    std::snprintf(info, sizeof info, "%zu boxes · %zu edges · dot %.2f s · zoom %.0f%%", shown_->nodes.size(),
+                  shown_->edges.size(), shown_layout_ ? shown_layout_->seconds : 0.0, zoom_ * 100);
+    ImVec2 ts = ImGui::CalcTextSize(info);
+    ImVec2 at(p1.x - ts.x - 10, p1.y - ts.y - 6);
+    dl->AddRectFilled(ImVec2(at.x - 6, at.y - 3), ImVec2(p1.x - 4, p1.y - 3), IM_COL32(24, 26, 31, 215), 4);
+    dl->AddText(at, colors::kTextDim, info);
+  }
+  dl->PopClipRect();
+
+  // Tooltip for the hovered box.
+  if (hover_box >= 0 && !ImGui::IsPopupOpen("box-menu")) {
+    const DisplayNode& b = shown_->nodes[hover_box];
+    ImGui::BeginTooltip();
+    for (size_t i = 0; i < b.lines.size(); ++i) {
+      if (i == 0) ImGui::TextUnformatted(b.lines[i].c_str());
+      else ImGui::TextDisabled("%s", b.lines[i].c_str());
+    }
+    NodeRef n = node_by_id(b.rep);
+    if (b.group.empty() && n) {
+      ImGui::TextDisabled("%%%u · %s", n->id, std::string(n->info().doc).c_str());
+      if (!n->prov.path.empty()) ImGui::TextDisabled("in %s", n->prov.path.c_str());
+    } else {
+      ImGui::TextDisabled("click to expand · right-click for more");
+    }
+    ImGui::EndTooltip();
+  }
+}
+
+}  // namespace lathe::views

@@ -1,0 +1,73 @@
+// graph_view.h — the graph window: the AppState's graph at the tensor, primitive or
+// kernel level, laid out by Graphviz (graph_layout.h) and drawn with ImDrawList.
+//
+// Interaction:  drag = pan · wheel = zoom at the cursor · F or "Fit" = fit to window ·
+//               click a box = select it (a collapsed composite expands) · right-click =
+//               expand/collapse menu · hover = tooltip · search box: op, input/output
+//               name, shape or dtype substring, or a regex; Enter / ▶ cycle through hits.
+// While a layout runs the previous drawing stays up with "laying out…" over it, so the
+// window stays responsive however large the graph is.
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <imgui.h>
+
+#include "views/app_state.h"
+#include "views/display_graph.h"
+#include "views/graph_layout.h"
+#include "views/theme.h"
+
+namespace lathe::views {
+
+class GraphView {
+ public:
+  explicit GraphView(const Fonts& fonts) : fonts_(fonts) {}
+  // Draws the toolbar and canvas into the current window / child.
+  void draw(AppState& s);
+  // True while the drawing does not yet match the state (layout queued or running).
+  bool settling() const { return settling_; }
+  void fit() { fit_request_ = FitKind::Exact; }
+
+ private:
+  enum class FitKind { None, Readable, Exact };
+  void sync(AppState& s);
+  void draw_toolbar(AppState& s);
+  void draw_canvas(AppState& s);
+  void draw_boxes_and_edges(AppState& s, ImDrawList* dl, ImVec2 origin, int hovered);
+  void draw_legend(ImDrawList* dl, ImVec2 min, ImVec2 max);
+  void update_search(AppState& s);
+  void step_search(AppState& s, int dir);
+  void apply_fit(FitKind kind, ImVec2 canvas);
+  void center_on(int box, ImVec2 canvas);
+  int box_at(ImVec2 world) const;
+  void context_menu(AppState& s);
+
+  Fonts fonts_;
+  LayoutEngine engine_;
+  // What is on screen: a display graph and its layout (always a matching pair).
+  std::shared_ptr<DisplayGraph> shown_;
+  std::shared_ptr<const Layout> shown_layout_;
+  // What the state asks for, waiting for its layout.
+  std::shared_ptr<DisplayGraph> wanted_;
+  bool settling_ = true;
+
+  float zoom_ = 1.0f;
+  ImVec2 pan_{0, 0};                 // world point at the canvas' top-left corner
+  FitKind fit_request_ = FitKind::Readable;
+  uint64_t last_version_ = ~0ull;    // graph version and level the view was last fitted for
+  Level last_level_ = Level::Primitive;
+
+  char query_[256] = {};
+  std::string last_query_;
+  uint64_t search_key_ = 0;
+  std::vector<int> hits_;            // box indices, in box order
+  std::vector<uint32_t> hit_nodes_;  // matching primitive node per hit box
+  int hit_cursor_ = -1;
+  bool search_focus_ = false;
+
+  int context_box_ = -1;
+};
+
+}  // namespace lathe::views

@@ -1,0 +1,128 @@
+// graph_view_draw.cpp — drawing the laid-out display graph with ImDrawList: bezier edges
+// with arrowheads, rounded boxes coloured by op category, label lines scaled with the
+// zoom, highlights (selection, search hits, hover) and the colour legend.
+// Everything outside the visible rectangle is skipped, and text is skipped when it would
+// be too small to read, so frame time stays flat for large graphs.
+#include <algorithm>
+#include <cmath>
+
+#include "views/graph_view.h"
+
+namespace lathe::views {
+
+namespace {
+
+void arrowhead(ImDrawList* dl, ImVec2 tip, ImVec2 from, float size, ImU32 col) {
+  float dx = tip.x - from.x, dy = tip.y - from.y, len = std::sqrt(dx * dx + dy * dy);
+  if (len < 1e-3f) return;
+  dx /= len, dy /= len;
+  ImVec2 base(tip.x - dx * size, tip.y - dy * size);
+  float w = size * 0.45f;
+  dl->AddTriangleFilled(tip, ImVec2(base.x - dy * w, base.y + dx * w), ImVec2(base.x + dy * w, base.y - dx * w), col);
+}
+
+}  // namespace
+
+void GraphView::draw_boxes_and_edges(AppState& s, ImDrawList* dl, ImVec2 origin, int hovered) {
+  if (!shown_ || !shown_layout_ || shown_layout_->centers.size() != shown_->nodes.size()) return;
+  const Layout& L = *shown_layout_;
+  const DisplayGraph& G = *shown_;
+  ImVec2 canvas_max = dl->GetClipRectMax();
+  // The visible world rectangle, for culling.
+  float wx0 = pan_.x, wy0 = pan_.y;
+  float wx1 = pan_.x + (canvas_max.x - origin.x) / zoom_, wy1 = pan_.y + (canvas_max.y - origin.y) / zoom_;
+  auto to_screen = [&](Point p) { return ImVec2(origin.x + (p.x - pan_.x) * zoom_, origin.y + (p.y - pan_.y) * zoom_); };
+
+  // Which box is selected (a node hidden in a collapsed composite selects its box).
+  int selected_box = -1;
+  if (s.selected >= 0) {
+    auto it = G.box_of.find(static_cast<uint32_t>(s.selected));
+    if (it != G.box_of.end()) selected_box = it->second;
+  }
+  std::vector<char> is_hit(G.nodes.size(), 0);
+  for (int h : hits_) is_hit[h] = 1;
+
+  // Edges first, so boxes sit on top of their ends.
+  float thick = std::clamp(1.4f * std::sqrt(zoom_), 0.8f, 3.0f);
+  float arrow = 9.0f * zoom_;
+  for (const LayoutEdge& e : L.edges) {
+    if (e.bezier.size() < 4) continue;
+    float x0 = FLT_MAX, y0 = FLT_MAX, x1 = -FLT_MAX, y1 = -FLT_MAX;
+    for (auto& p : e.bezier) x0 = std::min(x0, p.x), y0 = std::min(y0, p.y), x1 = std::max(x1, p.x), y1 = std::max(y1, p.y);
+    if (e.has_head) x0 = std::min(x0, e.head.x), y0 = std::min(y0, e.head.y), x1 = std::max(x1, e.head.x), y1 = std::max(y1, e.head.y);
+    if (x1 < wx0 || x0 > wx1 || y1 < wy0 || y0 > wy1) continue;
+    bool hot = selected_box >= 0 && (e.from == selected_box || e.to == selected_box);
+    ImU32 col = hot ? colors::kEdgeHot : colors::kEdge;
+    float t = hot ? thick * 1.8f : thick;
+    int segments = zoom_ < 0.3f ? 4 : 0;   // 0 = ImGui's adaptive tessellation
+    for (size_t k = 0; k + 3 < e.bezier.size(); k += 3)
+      dl->AddBezierCubic(to_screen(e.bezier[k]), to_screen(e.bezier[k + 1]), to_screen(e.bezier[k + 2]),
+                         to_screen(e.bezier[k + 3]), col, t, segments);
+    if (e.has_head) arrowhead(dl, to_screen(e.head), to_screen(e.bezier.back()), arrow, col);
+    else arrowhead(dl, to_screen(e.bezier.back()), to_screen(e.bezier[e.bezier.size() - 2]), arrow, col);
+  }
+
+  // Boxes.
+  const float line_h = (fonts_.size + 3.0f) * zoom_, pad_y = 6.0f * zoom_;
+  const float font_px = fonts_.size * zoom_;
+  const bool text = font_px >= 5.0f;
+  const float round = std::min(5.0f * zoom_, 6.0f);
+  for (size_t i = 0; i < G.nodes.size(); ++i) {
+    const DisplayNode& b = G.nodes[i];
+    Point c = L.centers[i];
+    if (c.x + b.w * 0.5f < wx0 || c.x - b.w * 0.5f > wx1 || c.y + b.h * 0.5f < wy0 || c.y - b.h * 0.5f > wy1) continue;
+    ImVec2 a = to_screen({c.x - b.w * 0.5f, c.y - b.h * 0.5f});
+    ImVec2 z = to_screen({c.x + b.w * 0.5f, c.y + b.h * 0.5f});
+    if (!b.group.empty()) {   // a composite: a second box behind it, like a stack of cards
+      float o = 4.0f * zoom_;
+      dl->AddRectFilled(ImVec2(a.x + o, a.y + o), ImVec2(z.x + o, z.y + o), IM_COL32(40, 44, 58, 255), round);
+      dl->AddRect(ImVec2(a.x + o, a.y + o), ImVec2(z.x + o, z.y + o), IM_COL32(90, 100, 130, 255), round);
+    }
+    dl->AddRectFilled(a, z, b.fill, round);
+    bool sel = static_cast<int>(i) == selected_box || (b.group.empty() && static_cast<int>(b.rep) == s.selected) ||
+               (!b.group.empty() && b.group == s.selected_group);
+    if (sel) dl->AddRect(ImVec2(a.x - 2, a.y - 2), ImVec2(z.x + 2, z.y + 2), colors::kSelected, round + 2, 0, 2.5f);
+    else if (b.group.empty() && static_cast<int>(b.rep) == s.step_root)   // what the step made
+      dl->AddRect(ImVec2(a.x - 3, a.y - 3), ImVec2(z.x + 3, z.y + 3), colors::kStepRoot, round + 3, 0, 3.0f);
+    else if (b.group.empty() && s.step_added.count(b.rep))
+      dl->AddRect(ImVec2(a.x - 2, a.y - 2), ImVec2(z.x + 2, z.y + 2), colors::kOk, round + 2, 0, 2.0f);
+    else if (is_hit[i]) dl->AddRect(ImVec2(a.x - 2, a.y - 2), ImVec2(z.x + 2, z.y + 2), colors::kSearchHit, round + 2, 0, 2.0f);
+    else if (static_cast<int>(i) == hovered) dl->AddRect(a, z, colors::kHover, round, 0, 1.5f);
+    else dl->AddRect(a, z, b.group.empty() ? colors::kBorder : IM_COL32(120, 132, 170, 255), round);
+    if (b.is_output) dl->AddRectFilled(ImVec2(a.x, z.y - 3 * zoom_), z, IM_COL32(255, 255, 255, 90), round, ImDrawFlags_RoundCornersBottom);
+    if (!text) continue;
+    for (size_t l = 0; l < b.lines.size(); ++l) {
+      const std::string& t = b.lines[l];
+      float w = fonts_.ui->CalcTextSizeA(font_px, FLT_MAX, 0, t.c_str()).x;
+      ImVec2 pos((a.x + z.x - w) * 0.5f, a.y + pad_y + l * line_h + 1.5f * zoom_);
+      dl->AddText(fonts_.ui, font_px, pos, l == 0 ? colors::kText : colors::kTextDim, t.c_str());
+    }
+  }
+}
+
+void GraphView::draw_legend(ImDrawList* dl, ImVec2 min, ImVec2 max) {
+  if (!shown_ || shown_->nodes.empty()) return;
+  static const OpCategory cats[] = {OpCategory::Source, OpCategory::Movement, OpCategory::Memory, OpCategory::Unary,
+                                    OpCategory::Binary, OpCategory::Ternary, OpCategory::Reduce, OpCategory::Extern};
+  // Only the categories present, plus "composite" when groups are shown.
+  std::vector<std::pair<std::string, ImU32>> items;
+  bool present[8] = {}, groups = false;
+  for (auto& b : shown_->nodes) {
+    if (b.category >= 0 && b.category < 8) present[b.category] = true;
+    else groups = true;
+  }
+  for (OpCategory c : cats)
+    if (present[static_cast<int>(c)]) items.push_back({std::string(category_name(c)), category_color(c)});
+  if (groups) items.push_back({"composite", group_color()});
+  float x = min.x + 10, y = max.y - 24;
+  float w = 0;
+  for (auto& item : items) w += 26 + ImGui::CalcTextSize(item.first.c_str()).x;
+  dl->AddRectFilled(ImVec2(x - 6, y - 4), ImVec2(x + w - 4, y + 20), IM_COL32(24, 26, 31, 215), 4);
+  for (auto& [name, col] : items) {
+    dl->AddRectFilled(ImVec2(x, y + 3), ImVec2(x + 12, y + 15), col, 2);
+    dl->AddText(ImVec2(x + 16, y), colors::kTextDim, name.c_str());
+    x += 26 + ImGui::CalcTextSize(name.c_str()).x;
+  }
+}
+
+}  // namespace lathe::views

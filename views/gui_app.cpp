@@ -1,0 +1,399 @@
+// gui_app.cpp — the desktop app's shell: GLFW window + OpenGL3 + ImGui, the split layout
+// with its splitters, the menu bar, start-up (file, demo, script) and headless screenshots.
+//
+// [SECTION] start-up: display, window, GL context, ImGui
+// [SECTION] the split layout and splitters
+// [SECTION] menu bar and shortcuts
+// [SECTION] the frame loop (interactive and headless)
+#include "views/gui_app.h"
+
+#define GLFW_INCLUDE_NONE
+#include <GLFW/glfw3.h>
+#include <GL/gl.h>
+#include <backends/imgui_impl_glfw.h>
+#include <backends/imgui_impl_opengl3.h>
+#include <imgui.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <cstdio>
+#include <iostream>
+
+#include "views/app_state.h"
+#include "views/demo_graph.h"
+#include "views/error_panel.h"
+#include "views/graph_view.h"
+#include "views/gui_settings.h"
+#include "views/inspector.h"
+#include "views/kernels_panel.h"
+#include "views/log_panel.h"
+#include "views/open_dialog.h"
+#include "views/profile_panel.h"
+#include "views/screenshot.h"
+#include "views/theme.h"
+#include "views/timeline.h"
+
+#ifndef LATHE_SOURCE_SAMPLES
+#define LATHE_SOURCE_SAMPLES "samples"
+#endif
+
+namespace lathe::views {
+
+namespace {
+
+std::string g_glfw_error;
+void on_glfw_error(int code, const char* text) { g_glfw_error = text ? text : ("GLFW error " + std::to_string(code)); }
+
+//-----------------------------------------------------------------------------
+// [SECTION] the split layout and splitters
+//-----------------------------------------------------------------------------
+
+// A draggable bar between two panels; `frac` moves by the drag over `extent` pixels.
+void splitter(const char* id, bool vertical, ImVec2 size, float extent, float* frac) {
+  ImGui::InvisibleButton(id, size);
+  bool hot = ImGui::IsItemHovered() || ImGui::IsItemActive();
+  if (hot) ImGui::SetMouseCursor(vertical ? ImGuiMouseCursor_ResizeEW : ImGuiMouseCursor_ResizeNS);
+  if (ImGui::IsItemActive() && extent > 0) *frac += (vertical ? ImGui::GetIO().MouseDelta.x : ImGui::GetIO().MouseDelta.y) / extent;
+  ImVec2 a = ImGui::GetItemRectMin(), b = ImGui::GetItemRectMax();
+  ImU32 col = ImGui::GetColorU32(hot ? ImGuiCol_SeparatorHovered : ImGuiCol_Separator);
+  if (vertical) ImGui::GetWindowDrawList()->AddLine(ImVec2((a.x + b.x) * 0.5f, a.y), ImVec2((a.x + b.x) * 0.5f, b.y), col, hot ? 3 : 1);
+  else ImGui::GetWindowDrawList()->AddLine(ImVec2(a.x, (a.y + b.y) * 0.5f), ImVec2(b.x, (a.y + b.y) * 0.5f), col, hot ? 3 : 1);
+}
+
+std::string default_file() {
+  for (const char* dir : {"samples", LATHE_SOURCE_SAMPLES})
+    for (auto& f : list_graph_files(dir))
+      if (f.size() > 6 && f.compare(f.size() - 6, 6, ".lathe") == 0) return f;
+  return "";
+}
+
+struct App {
+  GuiOptions opts;
+  bool headless = false;
+  GuiSettings settings;
+  Fonts fonts;
+  AppState state;
+  std::unique_ptr<GraphView> graph;
+  OpenDialog open_dialog;
+  Console console;
+  Timeline timeline;
+  uint64_t published = 0;   // the AppState::document last handed to the command layer
+  std::vector<std::pair<std::string, NodeRef>> console_g;   // `g` as last seen there
+  bool quit = false;
+  bool show_help = false;
+
+  void load_initial();
+  void sync_command_layer();
+  void draw_frame();
+  void menu_bar();
+};
+
+void App::load_initial() {
+  if (!opts.level.empty()) {
+    if (opts.level == "tensor") state.level = Level::Tensor;
+    else if (opts.level == "kernel") state.level = Level::Kernel;
+    else state.level = Level::Primitive;
+  }
+  Level wanted = state.level;
+  std::string file = opts.file;
+  if (file.empty() && !opts.demo) file = default_file();
+  if (opts.demo || file.empty()) {
+    state.set_graph(make_demo_mlp(opts.demo_layers), "demo MLP (" + std::to_string(opts.demo_layers) + " hidden layers)");
+    state.info(opts.demo ? "opened the demo MLP" : "no FILE and no samples/*.lathe: showing the demo MLP");
+  } else {
+    state.open(file);
+  }
+  if (!opts.level.empty()) state.level = wanted;   // the command line overrides the size rule
+  sync_command_layer();   // the script sees the graph as `g`
+  if (!opts.script.empty()) {
+    std::string err = opts.run_script ? opts.run_script(opts.script, state)
+                                      : "--script needs the scripting layer, which is not in this build";
+    if (!err.empty()) {
+      state.error = LoadError{"script " + opts.script + " failed", Diagnostic{err}, ""};
+      state.fail(err);
+    }
+  }
+  if (!opts.select.empty())
+    for (NodeRef n : state.topo)
+      if (node_summary(n).find(opts.select) != std::string::npos || (n->op == Op::Input && n->attrs.name == opts.select)) {
+        state.select_node(static_cast<int>(n->id), true);
+        break;
+      }
+}
+
+// The graph shown and the command layer's `g` / `s` follow each other: a file opened in
+// the app becomes `g`; a session step or a new `g` from the console is shown.
+void App::sync_command_layer() {
+  if (state.has_graph && state.document != published && opts.publish_graph) {
+    opts.publish_graph(state.graph, state.path);
+    published = state.document;
+    console_g = state.graph.outputs;
+  }
+  timeline.sync(state);
+}
+
+//-----------------------------------------------------------------------------
+// [SECTION] menu bar and shortcuts
+//-----------------------------------------------------------------------------
+
+void App::menu_bar() {
+  ImGuiIO& io = ImGui::GetIO();
+  if (io.KeyCtrl && ImGui::IsKeyPressed('O')) open_dialog.open(state.path);
+  if (ImGui::IsKeyPressed(GLFW_KEY_F5) || (io.KeyCtrl && ImGui::IsKeyPressed('R'))) state.reload();
+  if (!ImGui::BeginMenuBar()) return;
+  if (ImGui::BeginMenu("File")) {
+    if (ImGui::MenuItem("Open…", "Ctrl+O")) open_dialog.open(state.path);
+    if (ImGui::MenuItem("Reload", "F5", false, !state.path.empty())) state.reload();
+    if (ImGui::MenuItem("Demo graph")) state.set_graph(make_demo_mlp(2), "demo MLP (2 hidden layers)");
+    ImGui::Separator();
+    if (ImGui::MenuItem("Quit", "Ctrl+Q")) quit = true;
+    ImGui::EndMenu();
+  }
+  if (ImGui::BeginMenu("View")) {
+    if (ImGui::MenuItem("Tensor level", nullptr, state.level == Level::Tensor)) state.set_level(Level::Tensor);
+    if (ImGui::MenuItem("Primitive level", nullptr, state.level == Level::Primitive)) state.set_level(Level::Primitive);
+    if (ImGui::MenuItem("Kernel level", nullptr, state.level == Level::Kernel)) state.set_level(Level::Kernel);
+    ImGui::Separator();
+    if (ImGui::MenuItem("Fit to window", "F")) graph->fit();
+    if (ImGui::MenuItem("Expand all composites")) state.set_level(Level::Tensor), state.expand_all();
+    if (ImGui::MenuItem("Collapse all composites")) state.set_level(Level::Tensor), state.collapse_all();
+    ImGui::EndMenu();
+  }
+  if (ImGui::BeginMenu("Help")) {
+    if (ImGui::MenuItem("Mouse and keys")) show_help = true;
+    ImGui::EndMenu();
+  }
+  if (io.KeyCtrl && ImGui::IsKeyPressed('Q')) quit = true;
+  // The file shown, right-aligned.
+  std::string t = state.has_graph ? state.title + "  ·  " + std::to_string(state.topo.size()) + " nodes" : "no graph";
+  float w = ImGui::CalcTextSize(t.c_str()).x;
+  ImGui::SameLine(ImGui::GetWindowWidth() - w - 16);
+  ImGui::TextDisabled("%s", t.c_str());
+  ImGui::EndMenuBar();
+}
+
+void App::draw_frame() {
+  ImGuiIO& io = ImGui::GetIO();
+  ImGui::SetNextWindowPos(ImVec2(0, 0));
+  ImGui::SetNextWindowSize(io.DisplaySize);
+  ImGui::PushStyleVar(ImGuiStyleVar_WindowPadding, ImVec2(4, 4));
+  ImGui::Begin("##lathe", nullptr,
+               ImGuiWindowFlags_NoDecoration | ImGuiWindowFlags_NoMove | ImGuiWindowFlags_NoSavedSettings |
+                   ImGuiWindowFlags_MenuBar | ImGuiWindowFlags_NoBringToFrontOnFocus);
+  ImGui::PopStyleVar();
+  menu_bar();
+  sync_command_layer();
+
+  const float bar = 6.0f;
+  ImVec2 avail = ImGui::GetContentRegionAvail();
+  settings.clamp();
+  float top_h = std::floor((avail.y - bar) * settings.split_y);
+  float left_w = std::floor((avail.x - bar) * settings.split_x);
+  ImGui::PushStyleVar(ImGuiStyleVar_ItemSpacing, ImVec2(0, 0));
+
+  ImGui::PushStyleVar(ImGuiStyleVar_ItemSpacing, ImVec2(8, 5));
+  ImGui::BeginChild("graph-panel", ImVec2(left_w, top_h), true, ImGuiWindowFlags_NoScrollbar | ImGuiWindowFlags_NoScrollWithMouse);
+  draw_error_panel(state, fonts);
+  graph->draw(state);
+  ImGui::EndChild();
+  ImGui::PopStyleVar();
+
+  ImGui::SameLine();
+  splitter("##vsplit", true, ImVec2(bar, top_h), avail.x - bar, &settings.split_x);
+  ImGui::SameLine();
+
+  ImGui::PushStyleVar(ImGuiStyleVar_ItemSpacing, ImVec2(8, 5));
+  ImGui::BeginChild("side-panel", ImVec2(0, top_h), true);
+  if (ImGui::BeginTabBar("side-tabs")) {
+    if (ImGui::BeginTabItem("Inspector")) {
+      ImGui::BeginChild("inspector");
+      draw_inspector(state, fonts);
+      ImGui::EndChild();
+      ImGui::EndTabItem();
+    }
+    if (ImGui::BeginTabItem("Kernels")) {
+      draw_kernels_panel(state);
+      ImGui::EndTabItem();
+    }
+    if (ImGui::BeginTabItem("Profile")) {
+      draw_profile_panel(state);
+      ImGui::EndTabItem();
+    }
+    ImGui::EndTabBar();
+  }
+  ImGui::EndChild();
+  ImGui::PopStyleVar();
+
+  splitter("##hsplit", false, ImVec2(avail.x, bar), avail.y - bar, &settings.split_y);
+
+  ImGui::PushStyleVar(ImGuiStyleVar_ItemSpacing, ImVec2(8, 5));
+  ImGui::BeginChild("bottom-panel", ImVec2(0, 0), true);
+  if (ImGui::BeginTabBar("bottom-tabs")) {
+    if (ImGui::BeginTabItem("Log")) {
+      draw_log_panel(state, fonts);
+      ImGui::EndTabItem();
+    }
+    if (ImGui::BeginTabItem("Timeline")) {
+      timeline.draw(state);
+      ImGui::EndTabItem();
+    }
+    if (ImGui::BeginTabItem("Console")) {
+      console.draw(state, fonts);
+      ImGui::EndTabItem();
+    }
+    ImGui::EndTabBar();
+  }
+  ImGui::EndChild();
+  ImGui::PopStyleVar();
+  ImGui::PopStyleVar();
+
+  open_dialog.draw(state);
+  if (show_help) {
+    ImGui::OpenPopup("Mouse and keys");
+    show_help = false;
+  }
+  if (ImGui::BeginPopupModal("Mouse and keys", nullptr, ImGuiWindowFlags_AlwaysAutoResize)) {
+    ImGui::TextUnformatted(
+        "drag            pan\n"
+        "wheel           zoom at the cursor\n"
+        "F               fit the graph to the window\n"
+        "click           select a box; a composite expands\n"
+        "right-click     expand / collapse menu\n"
+        "Ctrl+F          search (op, name, shape, regex); Enter cycles hits\n"
+        "Ctrl+O / F5     open / reload\n"
+        "Ctrl+Q          quit");
+    if (ImGui::Button("Close") || ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_Escape))) ImGui::CloseCurrentPopup();
+    ImGui::EndPopup();
+  }
+  ImGui::End();
+}
+
+}  // namespace
+
+//-----------------------------------------------------------------------------
+// [SECTION] start-up: display, window, GL context, ImGui
+// [SECTION] the frame loop (interactive and headless)
+//-----------------------------------------------------------------------------
+
+int run_gui(const GuiOptions& opts) {
+  App app;
+  app.opts = opts;
+  app.headless = !opts.screenshot.empty();
+  app.timeline.run = opts.console;
+  app.timeline.session = opts.session;
+  if (opts.console) {
+    // Console lines go through the command layer; a new `g` from it is then shown.
+    app.console.eval = [&app](const std::string& line, AppState& s) {
+      ConsoleResult r = app.opts.console(line, s);
+      if (app.opts.console_graph)
+        if (std::optional<Graph> g = app.opts.console_graph(); g && g->outputs != app.console_g) {
+          app.console_g = g->outputs;
+          s.set_graph(std::move(*g), "g (console)");
+          app.published = s.document;   // it came from there
+        }
+      return r;
+    };
+  }
+  if (!app.headless) app.settings = load_gui_settings();
+  else app.settings.window_w = opts.width, app.settings.window_h = opts.height;
+
+  glfwSetErrorCallback(on_glfw_error);
+  if (!glfwInit()) {
+    std::cerr << "lathe gui: no display (" << (g_glfw_error.empty() ? "glfwInit failed" : g_glfw_error)
+              << "); run it under X, or headless: xvfb-run -a lathe gui FILE --screenshot OUT.png\n";
+    return 1;
+  }
+  glfwWindowHint(GLFW_CONTEXT_VERSION_MAJOR, 3);
+  glfwWindowHint(GLFW_CONTEXT_VERSION_MINOR, 3);
+  glfwWindowHint(GLFW_OPENGL_PROFILE, GLFW_OPENGL_CORE_PROFILE);
+  glfwWindowHint(GLFW_OPENGL_FORWARD_COMPAT, GLFW_TRUE);
+  GLFWwindow* window = glfwCreateWindow(app.settings.window_w, app.settings.window_h, "Lathe", nullptr, nullptr);
+  if (!window) {
+    std::cerr << "lathe gui: cannot create an OpenGL 3.3 window (" << g_glfw_error << ")\n";
+    glfwTerminate();
+    return 1;
+  }
+  glfwMakeContextCurrent(window);
+  glfwSwapInterval(app.headless ? 0 : 1);
+
+  IMGUI_CHECKVERSION();
+  ImGui::CreateContext();
+  ImGuiIO& io = ImGui::GetIO();
+  static std::string ini;   // ImGui keeps the pointer
+  ini = app.headless ? "" : imgui_ini_path();
+  std::error_code ec;
+  if (!ini.empty()) std::filesystem::create_directories(config_dir(), ec);   // else ImGui cannot save
+  io.IniFilename = ini.empty() ? nullptr : ini.c_str();
+  ImGui_ImplGlfw_InitForOpenGL(window, true);
+  ImGui_ImplOpenGL3_Init("#version 330 core");
+  app.fonts = load_fonts(15.0f);
+  apply_dark_theme();
+  app.graph = std::make_unique<GraphView>(app.fonts);
+  app.load_initial();
+
+  int settled_frames = 0;
+  std::vector<double> frame_ms;
+  auto start = std::chrono::steady_clock::now();
+  auto last = start;
+  int rc = 0;
+  std::string title_shown;
+  while (!glfwWindowShouldClose(window) && !app.quit) {
+    if (app.headless || app.graph->settling()) glfwPollEvents();
+    else glfwWaitEventsTimeout(0.25);   // idle: no busy loop, but redraw now and then
+    ImGui_ImplOpenGL3_NewFrame();
+    ImGui_ImplGlfw_NewFrame();
+    ImGui::NewFrame();
+    app.draw_frame();
+    ImGui::Render();
+    int fb_w, fb_h;
+    glfwGetFramebufferSize(window, &fb_w, &fb_h);
+    glViewport(0, 0, fb_w, fb_h);
+    glClearColor(0.08f, 0.08f, 0.1f, 1.0f);
+    glClear(GL_COLOR_BUFFER_BIT);
+    ImGui_ImplOpenGL3_RenderDrawData(ImGui::GetDrawData());
+
+    std::string title = "Lathe — " + (app.state.has_graph ? app.state.title : std::string("no graph"));
+    if (title != title_shown) glfwSetWindowTitle(window, title.c_str()), title_shown = title;
+
+    auto now = std::chrono::steady_clock::now();
+    if (app.headless) {
+      // Count frames only once the layout is on screen (or after a generous timeout).
+      bool waited_too_long = std::chrono::duration<double>(now - start).count() > 120.0;
+      if (!app.graph->settling() || waited_too_long) {
+        if (settled_frames > 0) frame_ms.push_back(std::chrono::duration<double, std::milli>(now - last).count());
+        if (++settled_frames >= std::max(1, opts.frames)) {
+          std::string err = write_back_buffer_png(opts.screenshot, fb_w, fb_h);
+          if (!err.empty()) {
+            std::cerr << "lathe gui: " << err << "\n";
+            rc = 1;
+          } else {
+            std::sort(frame_ms.begin(), frame_ms.end());
+            double median = frame_ms.empty() ? 0 : frame_ms[frame_ms.size() / 2];
+            std::printf("lathe gui: wrote %s (%dx%d; %d frames, median frame %.1f ms)\n", opts.screenshot.c_str(),
+                        fb_w, fb_h, settled_frames, median);
+          }
+          break;
+        }
+      }
+    }
+    last = now;
+    glfwSwapBuffers(window);
+  }
+
+  if (!app.headless) {
+    glfwGetWindowSize(window, &app.settings.window_w, &app.settings.window_h);
+    if (!app.state.path.empty()) app.settings.last_file = app.state.path;
+    save_gui_settings(app.settings);
+  }
+  app.graph.reset();   // joins the layout thread before the GL context goes
+  ImGui_ImplOpenGL3_Shutdown();
+  ImGui_ImplGlfw_Shutdown();
+  ImGui::DestroyContext();
+  glfwDestroyWindow(window);
+  glfwTerminate();
+  return rc;
+}
+
+}  // namespace lathe::views

@@ -1,0 +1,197 @@
+// inspector.cpp — the inspector window (see inspector.h).
+//
+// [SECTION] helpers: key/value rows, node links
+// [SECTION] one node
+// [SECTION] a composite group
+// [SECTION] the graph summary
+#include "views/inspector.h"
+
+#include <map>
+#include <string>
+
+#include "core/ir/text.h"
+#include "core/runtime/host_tensor.h"
+#include "views/display_graph.h"
+
+namespace lathe::views {
+
+namespace {
+
+//-----------------------------------------------------------------------------
+// [SECTION] helpers: key/value rows, node links
+//-----------------------------------------------------------------------------
+
+bool begin_props(const char* id) {
+  if (!ImGui::BeginTable(id, 2, ImGuiTableFlags_RowBg)) return false;
+  ImGui::TableSetupColumn("key", ImGuiTableColumnFlags_WidthFixed, 90.0f);
+  ImGui::TableSetupColumn("value", ImGuiTableColumnFlags_WidthStretch);
+  return true;
+}
+
+void prop(const char* key, const std::string& value) {
+  ImGui::TableNextRow();
+  ImGui::TableSetColumnIndex(0);
+  ImGui::TextDisabled("%s", key);
+  ImGui::TableSetColumnIndex(1);
+  ImGui::TextWrapped("%s", value.c_str());
+}
+
+// A clickable line naming a node; clicking selects it and centres the graph view on it.
+void node_link(AppState& s, NodeRef n, const char* prefix = "") {
+  std::string label = std::string(prefix) + "%" + std::to_string(n->id) + "  " + node_summary(n) + "   " + node_type(n);
+  ImGui::PushID(static_cast<int>(n->id));
+  if (ImGui::Selectable(label.c_str(), false)) s.select_node(static_cast<int>(n->id), true);
+  if (ImGui::IsItemHovered() && !n->prov.path.empty()) ImGui::SetTooltip("in %s", n->prov.path.c_str());
+  ImGui::PopID();
+}
+
+std::string ints_to_string(const std::vector<int>& v) {
+  std::string r = "[";
+  for (size_t i = 0; i < v.size(); ++i) r += (i ? ", " : "") + std::to_string(v[i]);
+  return r + "]";
+}
+
+//-----------------------------------------------------------------------------
+// [SECTION] one node
+//-----------------------------------------------------------------------------
+
+void node_attributes(NodeRef n) {
+  const Attrs& a = n->attrs;
+  switch (n->op) {
+    case Op::Input: prop("name", a.name); break;
+    case Op::Const:
+      if (a.data) prop("value", "tensor literal " + a.data->shape_string());
+      else prop("value", is_float(n->dtype) ? std::to_string(a.f) : std::to_string(a.i));
+      break;
+    case Op::Index: prop("axis", std::to_string(a.axis)); break;
+    case Op::Take: prop("axis", std::to_string(a.axis)); break;
+    case Op::Reduce:
+      prop("reduce", std::string(reduce_op_name(a.reduce)));
+      prop("axes", ints_to_string(a.axes));
+      break;
+    case Op::View:
+      if (a.view) {
+        prop("view", a.view->to_string());
+        if (!n->inputs.empty()) prop("contiguous", a.view->is_contiguous_of(n->inputs[0]->shape) ? "yes" : "no");
+        prop("masked", a.view->has_mask() ? "yes (padding)" : "no");
+      }
+      break;
+    case Op::Extern: {
+      prop("kernel", a.name);
+      std::string ints;
+      for (size_t i = 0; i < a.ints.size(); ++i) ints += (i ? ", " : "") + std::to_string(a.ints[i]);
+      prop("ints", "[" + ints + "]");
+      break;
+    }
+    default: break;
+  }
+}
+
+void inspect_node(AppState& s, NodeRef n, const Fonts& fonts) {
+  ImGui::Text("%s", node_summary(n).c_str());
+  ImGui::SameLine();
+  ImGui::TextDisabled("%%%u · %s", n->id, std::string(category_name(n->info().category)).c_str());
+  ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyle().Colors[ImGuiCol_TextDisabled]);
+  ImGui::TextWrapped("%s", std::string(n->info().doc).c_str());
+  ImGui::PopStyleColor();
+  if (begin_props("node")) {
+    prop("dtype", std::string(dtype_name(n->dtype)));
+    prop("shape", shape_to_string(n->shape));
+    prop("numel", shape_numel(n->shape).to_string());
+    auto out = s.output_name.find(n);
+    if (out != s.output_name.end()) prop("output", out->second);
+    node_attributes(n);
+    ImGui::EndTable();
+  }
+
+  if (ImGui::CollapsingHeader("Provenance", ImGuiTreeNodeFlags_DefaultOpen) && begin_props("prov")) {
+    prop("composite", n->prov.path.empty() ? "(written by the user)" : n->prov.path);
+    prop("made by", n->prov.step < 0 ? "the original graph" : "rewrite step " + std::to_string(n->prov.step));
+    prop("pass", n->prov.backward ? "backward (autodiff)" : "forward");
+    ImGui::EndTable();
+  }
+  std::string in_label = "Inputs (" + std::to_string(n->inputs.size()) + ")###inputs";
+  if (ImGui::CollapsingHeader(in_label.c_str(), ImGuiTreeNodeFlags_DefaultOpen)) {
+    for (size_t i = 0; i < n->inputs.size(); ++i) node_link(s, n->inputs[i], (std::to_string(i) + ": ").c_str());
+    if (n->inputs.empty()) ImGui::TextDisabled("none: a source");
+  }
+  auto u = s.users.find(n);
+  size_t nusers = u == s.users.end() ? 0 : u->second.size();
+  std::string users_label = "Users (" + std::to_string(nusers) + ")###users";
+  if (ImGui::CollapsingHeader(users_label.c_str(), ImGuiTreeNodeFlags_DefaultOpen)) {
+    if (nusers)
+      for (NodeRef user : u->second) node_link(s, user);
+    else ImGui::TextDisabled(s.output_name.count(n) ? "none: a graph output" : "none");
+  }
+  if (ImGui::CollapsingHeader("Text IR", ImGuiTreeNodeFlags_DefaultOpen)) {
+    std::string text;
+    try {
+      text = print_node(n);
+    } catch (const std::exception& e) {
+      text = std::string("(cannot print: ") + e.what() + ")";
+    }
+    ImGui::PushFont(fonts.mono);
+    ImGui::TextWrapped("%s", text.c_str());
+    ImGui::PopFont();
+  }
+  if (ImGui::CollapsingHeader("Values")) ImGui::TextDisabled("run the graph to see min / max / mean / NaNs here");
+}
+
+//-----------------------------------------------------------------------------
+// [SECTION] a composite group
+//-----------------------------------------------------------------------------
+
+void inspect_group(AppState& s, const std::string& path) {
+  ImGui::Text("composite %s", path.c_str());
+  std::vector<NodeRef> members;
+  for (NodeRef n : s.topo)
+    if (n->prov.path == path || n->prov.path.rfind(path + "/", 0) == 0) members.push_back(n);
+  ImGui::TextDisabled("%zu primitive nodes", members.size());
+  if (ImGui::Button("Expand")) {
+    s.set_level(Level::Tensor);
+    s.expand(path);
+  }
+  ImGui::Separator();
+  size_t shown = 0;
+  for (NodeRef n : members) {
+    if (++shown > 500) {
+      ImGui::TextDisabled("… and %zu more", members.size() - 500);
+      break;
+    }
+    node_link(s, n);
+  }
+}
+
+//-----------------------------------------------------------------------------
+// [SECTION] the graph summary
+//-----------------------------------------------------------------------------
+
+void graph_summary(AppState& s) {
+  if (!s.has_graph) {
+    ImGui::TextDisabled("No graph loaded. File > Open… or `lathe gui FILE`.");
+    return;
+  }
+  ImGui::Text("%s", s.title.c_str());
+  ImGui::TextDisabled("%zu nodes · %zu inputs · %zu outputs — click a box to inspect it", s.topo.size(),
+                      s.graph.inputs.size(), s.graph.outputs.size());
+  if (ImGui::CollapsingHeader("Inputs", ImGuiTreeNodeFlags_DefaultOpen))
+    for (NodeRef n : s.graph.inputs) node_link(s, n);
+  if (ImGui::CollapsingHeader("Outputs", ImGuiTreeNodeFlags_DefaultOpen))
+    for (auto& [name, n] : s.graph.outputs) node_link(s, n, (name + " = ").c_str());
+  if (ImGui::CollapsingHeader("Ops", ImGuiTreeNodeFlags_DefaultOpen) && begin_props("ops")) {
+    std::map<std::string, int> count;
+    for (NodeRef n : s.topo) ++count[std::string(n->info().name)];
+    for (auto& [op, c] : count) prop(op.c_str(), std::to_string(c));
+    ImGui::EndTable();
+  }
+}
+
+}  // namespace
+
+void draw_inspector(AppState& s, const Fonts& fonts) {
+  if (NodeRef n = s.selected_node()) inspect_node(s, n, fonts);
+  else if (!s.selected_group.empty()) inspect_group(s, s.selected_group);
+  else graph_summary(s);
+}
+
+}  // namespace lathe::views

@@ -1,0 +1,107 @@
+// theme.cpp — fonts, the dark style and the category colour key.
+#include "views/theme.h"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+
+namespace lathe::views {
+
+namespace {
+constexpr const char* kSansPath = "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf";
+constexpr const char* kMonoPath = "/usr/share/fonts/truetype/dejavu/DejaVuSansMono.ttf";
+
+ImFont* add_font(const char* path, float size) {
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) return nullptr;   // AddFontFromFileTTF asserts
+  static const ImWchar ranges[] = {0x0020, 0x00FF, 0x2013, 0x2026, 0x2190, 0x2193, 0x2264, 0x2265, 0x25B6, 0x25BC, 0};
+  ImFontConfig cfg;
+  cfg.OversampleH = 2;
+  cfg.OversampleV = 2;
+  return ImGui::GetIO().Fonts->AddFontFromFileTTF(path, size, &cfg, ranges);
+}
+}  // namespace
+
+Fonts load_fonts(float pixel_size) {
+  Fonts f;
+  f.size = pixel_size;
+  f.ui = add_font(kSansPath, pixel_size);
+  f.mono = add_font(kMonoPath, pixel_size - 1.0f);
+  if (!f.ui) f.ui = ImGui::GetIO().Fonts->AddFontDefault();
+  if (!f.mono) f.mono = f.ui;
+  ImGui::GetIO().FontDefault = f.ui;
+  return f;
+}
+
+void apply_dark_theme() {
+  ImGui::StyleColorsDark();
+  ImGuiStyle& s = ImGui::GetStyle();
+  s.WindowRounding = 0.0f;
+  s.ChildRounding = 3.0f;
+  s.FrameRounding = 3.0f;
+  s.PopupRounding = 3.0f;
+  s.TabRounding = 3.0f;
+  s.GrabRounding = 3.0f;
+  s.ScrollbarRounding = 3.0f;
+  s.WindowBorderSize = 0.0f;
+  s.FramePadding = ImVec2(7, 4);
+  s.ItemSpacing = ImVec2(8, 5);
+  s.WindowPadding = ImVec2(8, 8);
+  ImVec4* c = s.Colors;
+  c[ImGuiCol_WindowBg] = ImVec4(0.105f, 0.113f, 0.133f, 1.0f);
+  c[ImGuiCol_ChildBg] = ImVec4(0.125f, 0.133f, 0.156f, 1.0f);
+  c[ImGuiCol_PopupBg] = ImVec4(0.12f, 0.13f, 0.15f, 0.98f);
+  c[ImGuiCol_Border] = ImVec4(0.22f, 0.24f, 0.28f, 1.0f);
+  c[ImGuiCol_FrameBg] = ImVec4(0.18f, 0.19f, 0.23f, 1.0f);
+  c[ImGuiCol_FrameBgHovered] = ImVec4(0.24f, 0.26f, 0.31f, 1.0f);
+  c[ImGuiCol_FrameBgActive] = ImVec4(0.28f, 0.30f, 0.36f, 1.0f);
+  c[ImGuiCol_TitleBg] = c[ImGuiCol_TitleBgActive] = ImVec4(0.09f, 0.10f, 0.12f, 1.0f);
+  c[ImGuiCol_MenuBarBg] = ImVec4(0.09f, 0.10f, 0.12f, 1.0f);
+  c[ImGuiCol_Header] = ImVec4(0.22f, 0.32f, 0.48f, 0.70f);
+  c[ImGuiCol_HeaderHovered] = ImVec4(0.26f, 0.40f, 0.60f, 0.80f);
+  c[ImGuiCol_HeaderActive] = ImVec4(0.30f, 0.46f, 0.70f, 1.0f);
+  c[ImGuiCol_Button] = ImVec4(0.20f, 0.24f, 0.31f, 1.0f);
+  c[ImGuiCol_ButtonHovered] = ImVec4(0.27f, 0.36f, 0.50f, 1.0f);
+  c[ImGuiCol_ButtonActive] = ImVec4(0.31f, 0.44f, 0.64f, 1.0f);
+  c[ImGuiCol_Tab] = ImVec4(0.15f, 0.17f, 0.21f, 1.0f);
+  c[ImGuiCol_TabHovered] = ImVec4(0.28f, 0.40f, 0.58f, 1.0f);
+  c[ImGuiCol_TabActive] = ImVec4(0.22f, 0.32f, 0.48f, 1.0f);
+  c[ImGuiCol_Separator] = ImVec4(0.22f, 0.24f, 0.28f, 1.0f);
+  c[ImGuiCol_SeparatorHovered] = ImVec4(0.35f, 0.50f, 0.75f, 1.0f);
+  c[ImGuiCol_SeparatorActive] = ImVec4(0.40f, 0.60f, 0.90f, 1.0f);
+  c[ImGuiCol_Text] = ImVec4(0.90f, 0.91f, 0.94f, 1.0f);
+  c[ImGuiCol_TextDisabled] = ImVec4(0.52f, 0.55f, 0.62f, 1.0f);
+}
+
+ImU32 category_color(OpCategory c) {
+  switch (c) {
+    case OpCategory::Source:   return IM_COL32(46, 110, 72, 255);    // green: where data comes from
+    case OpCategory::Movement: return IM_COL32(52, 84, 140, 255);    // blue: views move no data
+    case OpCategory::Memory:   return IM_COL32(92, 92, 104, 255);    // grey: copies and writes
+    case OpCategory::Unary:    return IM_COL32(32, 118, 124, 255);   // teal
+    case OpCategory::Binary:   return IM_COL32(160, 96, 36, 255);    // orange
+    case OpCategory::Ternary:  return IM_COL32(118, 70, 140, 255);   // purple
+    case OpCategory::Reduce:   return IM_COL32(164, 52, 60, 255);    // red: reductions
+    case OpCategory::Extern:   return IM_COL32(150, 130, 30, 255);   // yellow: library kernels
+  }
+  return IM_COL32(80, 80, 80, 255);
+}
+
+ImU32 group_color() { return IM_COL32(58, 64, 82, 255); }
+
+ImU32 kernel_color(int k) {
+  static const ImU32 palette[] = {
+      IM_COL32(78, 121, 167, 255), IM_COL32(242, 142, 43, 255), IM_COL32(225, 87, 89, 255),
+      IM_COL32(118, 183, 178, 255), IM_COL32(89, 161, 79, 255), IM_COL32(237, 201, 72, 255),
+      IM_COL32(176, 122, 161, 255), IM_COL32(255, 157, 167, 255), IM_COL32(156, 117, 95, 255),
+      IM_COL32(186, 176, 172, 255)};
+  return palette[((k % 10) + 10) % 10];
+}
+
+ImU32 heat_color(float t) {
+  t = std::clamp(t, 0.0f, 1.0f);
+  float r = std::min(1.0f, 2.0f * t), g = t < 0.5f ? 0.35f + t : 1.0f - (t - 0.5f) * 1.6f, b = 0.8f * (1.0f - t);
+  return IM_COL32(int(40 + 200 * r), int(40 + 200 * std::max(0.0f, g) * 0.8f), int(40 + 200 * b), 255);
+}
+
+}  // namespace lathe::views
