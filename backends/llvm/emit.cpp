@@ -408,6 +408,8 @@ class FunctionEmitter {
           fmf.setAllowContract(true);
           if (reassoc_depth_ > 0) fmf.setAllowReassoc(true);
           llvm::cast<llvm::Instruction>(r)->setFastMathFlags(fmf);
+        } else if (dt == DType::Bool) {  // bool arithmetic is logical: + is or, * is and
+          r = e->op == Op::Add ? b_.CreateOr(a, c) : b_.CreateAnd(a, c);
         } else {
           r = e->op == Op::Add ? b_.CreateAdd(a, c) : b_.CreateMul(a, c);
         }

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <string>
 
 #include "backends/backend.h"
@@ -15,6 +16,11 @@
 #include "core/runtime/random.h"
 
 namespace lathe::test {
+
+inline std::string test_backend() {
+  const char* b = std::getenv("LATHE_TEST_BACKEND");
+  return b && *b ? b : "c";
+}
 
 // Compares every output with the interpreter's; "" when all match.
 inline std::string compare_outputs(const TensorMap& got, const TensorMap& want, double loosen = 1) {
@@ -38,7 +44,9 @@ inline std::string loop_ir_of(const Program& p) {
 
 class DiffBatch {
  public:
-  explicit DiffBatch(std::string backend = "c") : backend_(std::move(backend)) {}
+  // The backend under test: LATHE_TEST_BACKEND (CTest runs the suite once per CPU
+  // backend: c and llvm), else "c".
+  explicit DiffBatch(std::string backend = test_backend()) : backend_(std::move(backend)) {}
   // `loosen` multiplies the dtype tolerance (deep graphs: the interpreter sums in double).
   void add(const std::string& label, const Graph& g, uint64_t seed = 7, double loosen = 1) {
     cases_.push_back({label, g, random_inputs(g, seed), loosen});

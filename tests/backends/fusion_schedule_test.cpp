@@ -85,7 +85,7 @@ TEST(SchedulePrimitives, LegalityIsChecked) {
 TEST(SchedulePrimitives, TransformedKernelsStillMatch) {
   Tensor a = input("a", {30, 40}), b = input("b", {30, 40});
   Graph g = Graph::from_outputs({{"y", (exp(a) * b + 2).node()}});
-  Backend& c = get_backend("c");
+  Backend& c = get_backend(test::test_backend());
   std::vector<Program> ps;
   for (int variant = 0; variant < 4; ++variant) {
     Program p = build_program(g, BuildOptions{false});
@@ -102,7 +102,7 @@ TEST(SchedulePrimitives, TransformedKernelsStillMatch) {
   TensorMap in = random_inputs(g, 5);
   TensorMap want = interpret(g, in);
   for (size_t i = 0; i < ps.size(); ++i) {
-    Executable e(ps[i], compiled[i], "c");
+    Executable e(ps[i], compiled[i], test::test_backend());
     EXPECT_EQ(test::compare_outputs(e.run(in), want), "") << "variant " << i << "\n" << test::loop_ir_of(ps[i]);
   }
 }
@@ -121,7 +121,7 @@ TEST(Samples, GalleryMatchesInterpreter) {
   test::DiffBatch batch;
   for (auto& name : sample_names()) {
     Graph g = build_sample(name);
-    if (!get_backend("c").supports_graph(g).empty()) continue;
+    if (!get_backend(test::test_backend()).supports_graph(g).empty()) continue;
     // N(0,1) weights make deep samples ill-conditioned (attention logits in the thousands);
     // scale them like a real initialization so that float vs double summation agrees
     TensorMap in = random_inputs(g, 3);
