@@ -3,6 +3,8 @@
 // process with libgvc; without -o the DOT text goes to stdout.
 #include <CLI/CLI.hpp>
 
+#include <memory>
+
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
@@ -11,6 +13,7 @@
 #include <iostream>
 
 #include "app/commands.h"
+#include "core/schedule/kernel_graph.h"
 #include "app/graphviz_render.h"
 #include "core/ir/diag.h"
 #include "core/ir/dot.h"
@@ -19,12 +22,16 @@
 namespace lathe::app {
 namespace {
 
-// The kernel level draws the scheduler's kernels. Until core/schedule provides a grouping
-// this is the one place that says so; wire the scheduler in here.
+// The kernel level draws the scheduler's fused kernels: each primitive node is put in the
+// first kernel that computes it (a node inlined into several kernels is recomputed there;
+// drawing it once keeps the picture readable). Sources (inputs, constants) stay outside.
 void add_kernel_grouping(const Graph& g, DotOptions& opt) {
-  (void)g;
-  (void)opt;
-  throw UserError("--level kernel needs the scheduler, which is not built yet; use --level tensor or primitive");
+  auto kg = std::make_shared<KernelGraph>(schedule_graph(g));
+  for (auto& k : kg->kernels) opt.group_names.push_back(k.name + " (" + k.kind + ")");
+  opt.group_of = [kg](NodeRef n) {
+    auto it = kg->kernels_of.find(n);
+    return it == kg->kernels_of.end() || it->second.empty() ? -1 : it->second.front();
+  };
 }
 
 int run_dot(const std::vector<std::string>& args) {

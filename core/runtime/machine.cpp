@@ -31,8 +31,10 @@ __attribute__((target("avx512f,fma"))) double fma_loop_avx512(long iters, float*
   v16f x = {}, y = {};
   for (int i = 0; i < 16; ++i) { x[i] = 1.0000001f; y[i] = 0.9999999f; }
   for (auto& a : acc) a = y;
-  for (long it = 0; it < iters; ++it)
-    for (auto& a : acc) a = a * x + y;
+  for (long it = 0; it < iters; ++it) {
+#pragma GCC unroll 12
+    for (auto& a : acc) a = a * x + y;  // unrolled so the 12 chains live in registers
+  }
   v16f s = {};
   for (auto& a : acc) s += a;
   *sink = s[0];
@@ -44,8 +46,10 @@ __attribute__((target("avx2,fma"))) double fma_loop_avx2(long iters, float* sink
   v8f x = {}, y = {};
   for (int i = 0; i < 8; ++i) { x[i] = 1.0000001f; y[i] = 0.9999999f; }
   for (auto& a : acc) a = y;
-  for (long it = 0; it < iters; ++it)
+  for (long it = 0; it < iters; ++it) {
+#pragma GCC unroll 10
     for (auto& a : acc) a = a * x + y;
+  }
   v8f s = {};
   for (auto& a : acc) s += a;
   *sink = s[0];
