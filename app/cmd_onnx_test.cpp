@@ -1,0 +1,352 @@
+// cmd_onnx_test.cpp — `lathe onnx-test PATH… [--backend B] [--json] [--timeout S]`: runs
+// ONNX backend-test directories (model.onnx + test_data_set_K/{input,output}_I.pb) and
+// prints one line per test — `PASS name`, `FAIL name: why`, `SKIP name: why` — then exactly
+// `N passed, N failed, N skipped`. Exit code 0 when nothing failed (SPEC.md).
+//
+// A PATH is a test directory (it holds model.onnx) or a directory of them (one level,
+// sorted by name). Inputs bind to the model's graph inputs in order (initializers listed
+// as inputs by old opsets are skipped); outputs compare with rtol 1e-3, atol 1e-7 as the
+// ONNX runner does. SKIP means Lathe does not support something the test needs (an op, a
+// dtype, a dynamic shape input); anything else that goes wrong is a FAIL. Each test runs
+// inside try/catch; with --timeout each also runs in a forked child, so a hang or a crash
+// fails that test alone.
+//
+// This file also registers the .onnx loader with load_graph() for every command.
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <csignal>
+#include <filesystem>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "app/commands.h"
+#include "core/interp/interp.h"
+#include "core/runtime/compare.h"
+
+#ifdef HAVE_LATHE_IMPORT
+#include "backends/backend.h"
+#include "core/import/onnx_import.h"
+#endif
+
+namespace lathe::app {
+namespace {
+
+namespace fs = std::filesystem;
+
+#ifdef HAVE_LATHE_IMPORT
+
+[[maybe_unused]] const bool kOnnxLoaderRegistered = (register_onnx_loader(), true);
+
+constexpr double kRtol = 1e-3, kAtol = 1e-7;
+
+struct Result {
+  std::string name, status, reason;  // status: PASS / FAIL / SKIP
+  double seconds = 0;
+};
+
+std::string one_line(std::string s) {
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+  for (auto& ch : s) if (ch == '\n' || ch == '\r') ch = ' ';
+  return s;
+}
+
+// Files named PREFIX<K>.pb in dir, ordered by K.
+std::vector<fs::path> numbered(const fs::path& dir, const std::string& prefix) {
+  std::vector<std::pair<long, fs::path>> found;
+  std::error_code ec;
+  for (auto& e : fs::directory_iterator(dir, ec)) {
+    std::string f = e.path().filename().string();
+    if (f.rfind(prefix, 0) != 0 || e.path().extension() != ".pb") continue;
+    std::string num = f.substr(prefix.size(), f.size() - prefix.size() - 3);
+    if (num.empty() || !std::all_of(num.begin(), num.end(), ::isdigit) || num.size() > 6) continue;
+    found.emplace_back(std::stol(num), e.path());
+  }
+  std::sort(found.begin(), found.end());
+  std::vector<fs::path> r;
+  for (size_t i = 0; i < found.size(); ++i) {
+    if (found[i].first != static_cast<long>(i))
+      throw UserError(dir.string() + ": " + prefix + std::to_string(i) + ".pb is missing");
+    r.push_back(found[i].second);
+  }
+  return r;
+}
+
+std::vector<fs::path> data_sets(const fs::path& dir) {
+  std::vector<fs::path> r;
+  std::error_code ec;
+  for (auto& e : fs::directory_iterator(dir, ec))
+    if (e.is_directory() && e.path().filename().string().rfind("test_data_set_", 0) == 0) r.push_back(e.path());
+  std::sort(r.begin(), r.end());
+  return r;
+}
+
+// Largest relative error over the elements (for the FAIL message).
+double max_rel_error(const HostTensor& got, const HostTensor& want) {
+  double worst = 0;
+  for (int64_t i = 0; i < got.numel(); ++i) {
+    double a = got.get_f64(i), b = want.get_f64(i);
+    if (std::isfinite(a) && std::isfinite(b) && b != 0) worst = std::max(worst, std::fabs(a - b) / std::fabs(b));
+  }
+  return worst;
+}
+
+// Runs every data set of one test; throws on any problem, returns "" on success or the
+// reason of the first mismatching output. A model that needs an input's value at import
+// time (a Reshape whose shape is a graph input, …) is specialized per data set: its
+// integer and bool inputs (or, if that is not enough, all of them) are fixed to that data
+// set's values, so they become constants.
+std::string check_test(const fs::path& dir, const std::string& backend) {
+  std::string model = (dir / "model.onnx").string();
+  std::vector<std::string> input_names = onnx_graph_inputs(model);
+  std::optional<Graph> generic;
+  try {
+    generic = load_onnx(model);
+  } catch (const OnnxUnsupported& e) {
+    if (std::string(e.what()).find("dynamic shape input not supported") == std::string::npos) throw;
+  }
+  auto sets = data_sets(dir);
+  if (sets.empty()) throw UserError("no test_data_set_* directories in " + dir.string());
+  std::optional<Executable> exe;
+  for (const auto& set : sets) {
+    std::string set_name = set.filename().string();
+    auto in_files = numbered(set, "input_"), out_files = numbered(set, "output_");
+    if (in_files.size() > input_names.size())
+      throw UserError(set_name + " has " + std::to_string(in_files.size()) + " inputs but the model takes " +
+                      std::to_string(input_names.size()));
+    TensorMap inputs;
+    for (size_t i = 0; i < in_files.size(); ++i) inputs[input_names[i]] = read_onnx_tensor(in_files[i].string());
+    Graph g;
+    if (generic) {
+      g = *generic;
+    } else {
+      // fix the integer/bool inputs first; if that is not enough, every input
+      OnnxOptions opt;
+      TensorMap rest;
+      for (auto& [name, t] : inputs) (is_float(t.dtype()) ? rest : opt.fixed_inputs)[name] = t;
+      try {
+        g = load_onnx(model, opt);
+        inputs = rest;
+      } catch (const OnnxUnsupported& e) {
+        if (std::string(e.what()).find("dynamic shape input not supported") == std::string::npos) throw;
+        opt.fixed_inputs = inputs;
+        g = load_onnx(model, opt);
+        inputs.clear();
+      }
+      exe.reset();
+    }
+    if (out_files.size() != g.outputs.size())
+      throw UserError(set_name + " has " + std::to_string(out_files.size()) + " outputs but the model produces " +
+                      std::to_string(g.outputs.size()));
+    TensorMap outputs;
+    if (backend == "interp") {
+      outputs = interpret(g, inputs);
+    } else {
+      if (!exe) {
+        // a node the backend cannot run (e.g. an f16 tensor on c) is unsupported, not wrong
+        std::string why = get_backend(backend).supports_graph(g);
+        if (!why.empty()) throw OnnxUnsupported("backend '" + backend + "' cannot run " + why);
+        exe.emplace(compile_graph(g, backend));
+      }
+      outputs = exe->run(inputs);
+    }
+    for (size_t i = 0; i < out_files.size(); ++i) {
+      const std::string& name = g.outputs[i].first;
+      HostTensor want = read_onnx_tensor(out_files[i].string());
+      auto it = outputs.find(name);
+      if (it == outputs.end()) return set_name + ": output '" + name + "' was not produced";
+      const HostTensor& got = it->second;
+      std::string where = set_name + " output " + std::to_string(i) + " '" + name + "'";
+      if (got.dtype() != want.dtype())
+        return where + ": dtype " + std::string(dtype_name(got.dtype())) + ", expected " +
+               std::string(dtype_name(want.dtype()));
+      std::string why;
+      if (!allclose(got, want, kRtol, kAtol, &why)) {
+        if (got.shape() == want.shape()) {
+          char buf[64];
+          std::snprintf(buf, sizeof buf, "; max rel err %.3g", max_rel_error(got, want));
+          why += buf;
+        }
+        return where + ": " + why;
+      }
+    }
+  }
+  return "";
+}
+
+Result run_test(const fs::path& dir, const std::string& backend) {
+  Result r;
+  r.name = dir.filename().string();
+  auto t0 = std::chrono::steady_clock::now();
+  try {
+    std::string why = check_test(dir, backend);
+    r.status = why.empty() ? "PASS" : "FAIL";
+    r.reason = why;
+  } catch (const OnnxUnsupported& e) {
+    r.status = "SKIP";
+    r.reason = e.diag().message;
+  } catch (const UserError& e) {
+    r.status = "FAIL";
+    r.reason = e.diag().message;
+  } catch (const InternalError& e) {
+    r.status = "FAIL";
+    r.reason = std::string("internal error: ") + e.what();
+  } catch (const std::bad_alloc&) {
+    r.status = "FAIL";
+    r.reason = "out of memory";
+  } catch (const std::exception& e) {
+    r.status = "FAIL";
+    r.reason = e.what();
+  }
+  // drop the model path prefix the importer puts in messages: the test name says it
+  std::string prefix = (dir / "model.onnx").string() + ": ";
+  if (r.reason.rfind(prefix, 0) == 0) r.reason = r.reason.substr(prefix.size());
+  r.reason = one_line(r.reason);
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return r;
+}
+
+// Runs one test in a forked child with a time limit; the child reports through a pipe.
+Result run_isolated(const fs::path& dir, const std::string& backend, double timeout_s) {
+  int fds[2];
+  if (pipe(fds) != 0) return run_test(dir, backend);
+  std::cout.flush();
+  pid_t pid = fork();
+  if (pid < 0) {
+    close(fds[0]);
+    close(fds[1]);
+    return run_test(dir, backend);
+  }
+  if (pid == 0) {
+    close(fds[0]);
+    Result r = run_test(dir, backend);
+    std::string msg = r.status + "\n" + std::to_string(r.seconds) + "\n" + r.reason;
+    size_t off = 0;
+    while (off < msg.size()) {
+      ssize_t n = write(fds[1], msg.data() + off, msg.size() - off);
+      if (n <= 0) break;
+      off += static_cast<size_t>(n);
+    }
+    close(fds[1]);
+    _exit(0);
+  }
+  close(fds[1]);
+  Result r;
+  r.name = dir.filename().string();
+  auto t0 = std::chrono::steady_clock::now();
+  int status = 0;
+  bool done = false;
+  while (!done) {
+    pid_t w = waitpid(pid, &status, WNOHANG);
+    if (w == pid) { done = true; break; }
+    double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (el > timeout_s) {
+      kill(pid, SIGKILL);
+      waitpid(pid, &status, 0);
+      close(fds[0]);
+      r.status = "FAIL";
+      r.reason = "timed out after " + std::to_string(static_cast<int>(timeout_s)) + " s";
+      r.seconds = el;
+      return r;
+    }
+    usleep(el < 1 ? 2000 : 20000);
+  }
+  std::string msg;
+  char buf[4096];
+  ssize_t n;
+  while ((n = read(fds[0], buf, sizeof buf)) > 0) msg.append(buf, static_cast<size_t>(n));
+  close(fds[0]);
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  size_t a = msg.find('\n'), b = a == std::string::npos ? a : msg.find('\n', a + 1);
+  if (WIFSIGNALED(status) || b == std::string::npos) {
+    r.status = "FAIL";
+    r.reason = WIFSIGNALED(status) ? "crashed (signal " + std::to_string(WTERMSIG(status)) + ")" : "the test process died";
+    return r;
+  }
+  r.status = msg.substr(0, a);
+  r.reason = msg.substr(b + 1);
+  return r;
+}
+
+std::vector<fs::path> collect_tests(const std::vector<std::string>& paths) {
+  std::vector<fs::path> tests;
+  for (const auto& p : paths) {
+    fs::path path(p);
+    std::error_code ec;
+    if (fs::exists(path / "model.onnx", ec)) {
+      tests.push_back(path);
+      continue;
+    }
+    if (!fs::is_directory(path, ec))
+      throw UserError("onnx-test: '" + p + "' is neither a test directory (with model.onnx) nor a directory of tests");
+    std::vector<fs::path> found;
+    for (auto& e : fs::directory_iterator(path, ec))
+      if (e.is_directory() && fs::exists(e.path() / "model.onnx")) found.push_back(e.path());
+    if (found.empty()) throw UserError("onnx-test: no test directories (with model.onnx) in '" + p + "'");
+    std::sort(found.begin(), found.end());
+    tests.insert(tests.end(), found.begin(), found.end());
+  }
+  return tests;
+}
+
+int run_onnx_test(const std::vector<std::string>& args) {
+  CLI::App app{"Runs ONNX backend-test directories (model.onnx + test_data_set_K/input_I.pb, output_I.pb),\n"
+               "e.g. /usr/share/libonnx-testdata/data/node. One line per test: PASS name, FAIL name: why,\n"
+               "SKIP name: why (unsupported op, dtype or dynamic shape); then `N passed, N failed, N skipped`.\n"
+               "Outputs compare with rtol 1e-3, atol 1e-7. Exit code 0 when nothing failed.",
+               "lathe onnx-test"};
+  std::vector<std::string> paths;
+  std::string backend = "interp";
+  bool json = false;
+  double timeout = 0;
+  app.add_option("PATH", paths, "a test directory, or a directory of test directories")->required();
+  app.add_option("--backend", backend, "interp (the reference interpreter), c, llvm, …")->capture_default_str();
+  app.add_flag("--json", json, "one JSON object per test instead of the text line");
+  app.add_option("--timeout", timeout, "seconds per test; runs each test in a child process (0: in-process)");
+  try {
+    std::vector<std::string> rev(args.rbegin(), args.rend());
+    app.parse(rev);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;
+  }
+  if (timeout < 0) {
+    std::cerr << "lathe onnx-test: --timeout must be >= 0\n";
+    return 2;
+  }
+  if (backend != "interp") get_backend(backend);  // UserError listing the known backends
+  std::vector<fs::path> tests = collect_tests(paths);
+  int passed = 0, failed = 0, skipped = 0;
+  for (const auto& dir : tests) {
+    Result r = timeout > 0 ? run_isolated(dir, backend, timeout) : run_test(dir, backend);
+    (r.status == "PASS" ? passed : r.status == "SKIP" ? skipped : failed)++;
+    if (json) {
+      nlohmann::json j{{"name", r.name}, {"status", r.status}, {"backend", backend}, {"seconds", r.seconds}};
+      if (!r.reason.empty()) j["reason"] = r.reason;
+      std::cout << j.dump() << std::endl;
+    } else if (r.status == "PASS") {
+      std::cout << "PASS " << r.name << std::endl;
+    } else {
+      std::cout << r.status << " " << r.name << ": " << r.reason << std::endl;
+    }
+  }
+  std::cout << passed << " passed, " << failed << " failed, " << skipped << " skipped" << std::endl;
+  return failed == 0 ? 0 : 1;
+}
+
+#else  // built without libonnx
+
+int run_onnx_test(const std::vector<std::string>&) {
+  std::cerr << "lathe onnx-test: this lathe was built without ONNX support (install libonnx-dev and rebuild)\n";
+  return 1;
+}
+
+#endif
+
+LATHE_COMMAND("onnx-test", "run ONNX backend-test directories and print PASS/FAIL/SKIP per test", run_onnx_test);
+
+}  // namespace
+}  // namespace lathe::app

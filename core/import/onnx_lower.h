@@ -1,0 +1,113 @@
+// onnx_lower.h — internal to core/import: what an operator lowering sees (NodeCtx) and
+// the operator table, filled by one file per family (lower_*.cpp).
+//
+// A lowering reads its inputs (frontend Tensors; optional inputs may be absent), its
+// attributes (typed accessors that reject wrong field types and apply defaults), folds
+// shape-computing inputs to constants with const_in(), and sets one Tensor per output.
+// It throws through fail() (a malformed model) or unsupported() (valid ONNX that Lathe
+// does not implement); both name the node.
+#pragma once
+#include <onnx/onnx_pb.h>
+
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/frontend/tensor.h"
+#include "core/import/onnx_import.h"
+
+namespace lathe::onnx_import {
+
+// Import-time constant folding: the value of a node whose inputs are all constants.
+// Throws OnnxUnsupported ("dynamic shape input not supported: WHERE") when n depends on a
+// graph input. Results are cached per node.
+class Folder {
+ public:
+  explicit Folder(int64_t max_elements) : max_elements_(max_elements) {}
+  std::optional<HostTensor> try_fold(NodeRef n);
+  int64_t max_elements() const { return max_elements_; }
+
+ private:
+  int64_t max_elements_;
+  std::map<NodeRef, std::optional<HostTensor>> cache_;
+};
+
+class NodeCtx {
+ public:
+  NodeCtx(const onnx::NodeProto& proto, int opset, std::vector<NodeRef> inputs, Folder& folder, std::string where)
+      : proto_(proto), opset_(opset), inputs_(std::move(inputs)), folder_(folder), where_(std::move(where)) {
+    outputs_.resize(proto_.output_size());
+  }
+
+  const onnx::NodeProto& proto() const { return proto_; }
+  const std::string& op_type() const { return proto_.op_type(); }
+  int opset() const { return opset_; }
+  const std::string& where() const { return where_; }  // "node 'conv1' (Conv)"
+  int64_t max_elements() const { return folder_.max_elements(); }
+
+  // ---- inputs ----
+  size_t num_inputs() const { return inputs_.size(); }
+  bool has(size_t i) const { return i < inputs_.size() && inputs_[i] != nullptr; }
+  Tensor in(size_t i) const;                      // required input (fail() when absent)
+  std::optional<Tensor> opt_in(size_t i) const;   // optional input
+  std::vector<Tensor> all_inputs() const;         // every present input (variadic ops)
+  // A shape-computing input folded to its value (OnnxUnsupported when not constant).
+  HostTensor const_in(size_t i) const;
+  std::vector<int64_t> ints_in(size_t i) const;   // integer 0-D/1-D constant input
+  double scalar_in(size_t i) const;               // one-element constant input
+
+  // ---- attributes (wrong field types are user errors) ----
+  bool has_attr(const std::string& name) const { return find_attr(name) != nullptr; }
+  int64_t attr_int(const std::string& name, int64_t def) const;
+  double attr_float(const std::string& name, double def) const;
+  std::string attr_string(const std::string& name, const std::string& def) const;
+  std::vector<int64_t> attr_ints(const std::string& name, std::vector<int64_t> def = {}) const;
+  std::vector<float> attr_floats(const std::string& name, std::vector<float> def = {}) const;
+  const onnx::TensorProto* attr_tensor(const std::string& name) const;
+  const onnx::AttributeProto* find_attr(const std::string& name) const;
+
+  // ---- outputs ----
+  size_t num_outputs() const { return outputs_.size(); }
+  bool wants(size_t i) const { return i < outputs_.size() && !proto_.output(static_cast<int>(i)).empty(); }
+  void set(size_t i, const Tensor& t);
+  const std::vector<NodeRef>& outputs() const { return outputs_; }
+
+  // ---- helpers ----
+  int axis(int64_t a, int rank, const char* what = "axis") const;  // normalized, checked
+  [[noreturn]] void fail(const std::string& msg) const;
+  [[noreturn]] void unsupported(const std::string& msg) const;
+  // OnnxUnsupported when an optional output the lowering cannot produce is requested.
+  void only_outputs(size_t n) const;
+
+ private:
+  const onnx::NodeProto& proto_;
+  int opset_;
+  std::vector<NodeRef> inputs_;
+  Folder& folder_;
+  std::string where_;
+  std::vector<NodeRef> outputs_;
+};
+
+using LowerFn = std::function<void(NodeCtx&)>;
+using OpTable = std::map<std::string, LowerFn>;
+
+// The full table (built once); each family adds its operators.
+const OpTable& op_table();
+void add_elementwise_ops(OpTable& t);  // lower_elementwise.cpp
+void add_activation_ops(OpTable& t);   // lower_activation.cpp
+void add_reduce_ops(OpTable& t);       // lower_reduce.cpp
+void add_shape_ops(OpTable& t);        // lower_shape.cpp
+void add_index_ops(OpTable& t);        // lower_index.cpp
+void add_nn_ops(OpTable& t);           // lower_nn.cpp (matmul, gemm, conv, pooling)
+void add_norm_ops(OpTable& t);         // lower_norm.cpp (softmax, normalizations)
+void add_misc_ops(OpTable& t);         // lower_misc.cpp (einsum, cumsum, topk, trilu)
+void add_loss_ops(OpTable& t);         // lower_loss.cpp (NegativeLogLikelihoodLoss, SoftmaxCrossEntropyLoss)
+
+// Shared helpers for lowerings.
+Tensor multi_broadcast_fold(const std::vector<Tensor>& xs, const std::function<Tensor(const Tensor&, const Tensor&)>& f);
+// The same dtype as `like`, erroring (not promoting) on a mismatch, as ONNX requires.
+void require_same_dtype(const NodeCtx& c, const Tensor& a, const Tensor& b);
+
+}  // namespace lathe::onnx_import

@@ -1,0 +1,270 @@
+// onnx_model.cpp — ModelProto -> Graph: opset, inputs, initializers, node order (with
+// cycle and undefined-input detection), per-node lowering under provenance, outputs.
+#include <google/protobuf/io/coded_stream.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <queue>
+#include <set>
+#include <sstream>
+#include <unordered_map>
+
+#include "core/import/onnx_lower.h"
+#include "core/import/onnx_tensor.h"
+#include "core/ir/loader.h"
+#include "core/ir/verify.h"
+
+namespace lathe {
+namespace onnx_import {
+namespace {
+
+constexpr int kMinOpset = 1, kMaxOpset = 18;
+
+std::string sanitize_symbol(const std::string& s) {
+  std::string r;
+  for (char c : s) r += (std::isalnum(static_cast<unsigned char>(c)) || c == '_') ? c : '_';
+  if (r.empty() || std::isdigit(static_cast<unsigned char>(r[0]))) r = "d_" + r;
+  return r;
+}
+
+// Whether the constant part of a shape already exceeds the element cap (overflow-safe).
+bool too_large(const Shape& s, int64_t cap) {
+  int64_t n = 1;
+  for (const auto& d : s) {
+    if (!d.is_const() || d.value() <= 0) continue;
+    if (n > cap / d.value()) return true;
+    n *= d.value();
+  }
+  return false;
+}
+
+int model_opset(const onnx::ModelProto& m, const std::string& file) {
+  int opset = -1;
+  for (const auto& o : m.opset_import())
+    if (o.domain().empty() || o.domain() == "ai.onnx") opset = static_cast<int>(o.version());
+  if (opset < 0) {
+    if (m.opset_import_size() == 0) opset = 1;  // IR version 1-2 models predate opset_import
+    else throw OnnxUnsupported(file + ": the model imports no ai.onnx opset (only custom domains)");
+  }
+  if (opset < kMinOpset || opset > kMaxOpset)
+    throw OnnxUnsupported(file + ": opset " + std::to_string(opset) + " is not supported (Lathe reads opsets " +
+                          std::to_string(kMinOpset) + "–" + std::to_string(kMaxOpset) + ")");
+  return opset;
+}
+
+NodeRef make_graph_input(const onnx::ValueInfoProto& vi, const std::string& file) {
+  const std::string& name = vi.name();
+  std::string what = file + ": graph input '" + name + "'";
+  if (!vi.has_type() || !vi.type().has_tensor_type())
+    throw OnnxUnsupported(what + " is not a tensor (sequences, maps and optionals are not supported)");
+  const auto& tt = vi.type().tensor_type();
+  if (tt.elem_type() != 0 && !dtype_from_onnx(tt.elem_type()))
+    throw OnnxUnsupported(what + ": unsupported ONNX dtype '" + onnx_type_name(tt.elem_type()) + "'");
+  DType dt = require_dtype(tt.elem_type(), what);
+  if (!tt.has_shape()) throw OnnxUnsupported(what + " has no shape (unknown rank is not supported)");
+  Shape shape;
+  int i = 0;
+  for (const auto& d : tt.shape().dim()) {
+    if (d.has_dim_value()) {
+      if (d.dim_value() < 0) throw UserError(what + ": dim " + std::to_string(i) + " is negative");
+      shape.push_back(SymInt(d.dim_value()));
+    } else if (d.has_dim_param() && !d.dim_param().empty()) {
+      shape.push_back(SymInt::var(sanitize_symbol(d.dim_param())));
+    } else {
+      shape.push_back(SymInt::var(sanitize_symbol(name) + "_d" + std::to_string(i)));
+    }
+    ++i;
+  }
+  return prim::input(name, dt, shape);
+}
+
+// Node indices in an order where every input is defined before use (Kahn's algorithm,
+// preferring the file's order). Undefined inputs and cycles are user errors.
+std::vector<int> schedule_nodes(const onnx::GraphProto& g, const std::set<std::string>& defined,
+                                const std::string& file) {
+  const int n = g.node_size();
+  std::unordered_map<std::string, int> producer;
+  for (int k = 0; k < n; ++k)
+    for (const auto& o : g.node(k).output()) {
+      if (o.empty()) continue;
+      if (defined.count(o) || !producer.emplace(o, k).second)
+        throw UserError(file + ": value '" + o + "' is defined more than once (node " + std::to_string(k) + ")");
+    }
+  std::vector<int> pending(n, 0);
+  std::vector<std::vector<int>> users(n);
+  for (int k = 0; k < n; ++k)
+    for (const auto& in : g.node(k).input()) {
+      if (in.empty() || defined.count(in)) continue;
+      auto it = producer.find(in);
+      if (it == producer.end())
+        throw UserError(file + ": node " + std::to_string(k) + " ('" + g.node(k).name() + "', " + g.node(k).op_type() +
+                        ") uses '" + in + "', which is not a graph input, an initializer or any node's output");
+      ++pending[k];
+      users[it->second].push_back(k);
+    }
+  std::priority_queue<int, std::vector<int>, std::greater<int>> ready;
+  for (int k = 0; k < n; ++k)
+    if (!pending[k]) ready.push(k);
+  std::vector<int> order;
+  while (!ready.empty()) {
+    int k = ready.top();
+    ready.pop();
+    order.push_back(k);
+    for (int u : users[k])
+      if (--pending[u] == 0) ready.push(u);
+  }
+  if (static_cast<int>(order.size()) != n) {
+    for (int k = 0; k < n; ++k)
+      if (pending[k])
+        throw UserError(file + ": the graph has a cycle through node " + std::to_string(k) + " ('" +
+                        g.node(k).name() + "', " + g.node(k).op_type() + ")");
+  }
+  return order;
+}
+
+Graph import_model(const onnx::ModelProto& m, const OnnxOptions& opt, const std::string& file) {
+  if (!m.has_graph()) throw UserError(file + ": the model has no graph");
+  const int opset = model_opset(m, file);
+  const onnx::GraphProto& g = m.graph();
+  if (g.sparse_initializer_size()) throw OnnxUnsupported(file + ": sparse initializers are not supported");
+
+  std::unordered_map<std::string, NodeRef> values;
+  std::set<std::string> defined;
+  std::vector<NodeRef> inputs, weight_inputs;
+
+  std::set<std::string> init_names;
+  for (const auto& t : g.initializer()) {
+    if (t.name().empty()) throw UserError(file + ": an initializer has no name");
+    if (!init_names.insert(t.name()).second) throw UserError(file + ": initializer '" + t.name() + "' appears twice");
+  }
+  for (const auto& vi : g.input()) {
+    if (vi.name().empty()) throw UserError(file + ": a graph input has no name");
+    if (init_names.count(vi.name())) continue;  // old opsets list initializers as inputs too
+    if (values.count(vi.name())) throw UserError(file + ": graph input '" + vi.name() + "' appears twice");
+    NodeRef in = make_graph_input(vi, file);
+    if (auto fixed = opt.fixed_inputs.find(vi.name()); fixed != opt.fixed_inputs.end()) {
+      const HostTensor& v = fixed->second;
+      if (v.dtype() != in->dtype || v.rank() != in->rank())
+        throw UserError(file + ": the value given for graph input '" + vi.name() + "' is " +
+                        std::string(dtype_name(v.dtype())) + v.shape_string() + ", expected " +
+                        std::string(dtype_name(in->dtype)) + shape_to_string(in->shape));
+      values[vi.name()] = prim::constant_tensor(v);
+      continue;
+    }
+    values[vi.name()] = in;
+    inputs.push_back(in);
+  }
+  for (const auto& t : g.initializer()) {
+    HostTensor v = tensor_from_proto(t, opt.max_elements, file + ": initializer '" + t.name() + "'");
+    NodeRef node;
+    if (opt.weights_as_inputs && is_float(v.dtype())) {
+      node = prim::input(t.name(), v.dtype(), shape_from(v.shape()));
+      weight_inputs.push_back(node);
+    } else {
+      node = prim::constant_tensor(v);
+    }
+    values[t.name()] = node;
+  }
+  for (auto& [k, v] : values) defined.insert(k);
+
+  std::vector<int> order = schedule_nodes(g, defined, file);
+  Folder folder(opt.max_elements);
+  const OpTable& table = op_table();
+  for (int k : order) {
+    const onnx::NodeProto& np = g.node(k);
+    std::string label = np.name().empty() ? np.op_type() + "#" + std::to_string(k) : np.name() + ":" + np.op_type();
+    std::string where = "node '" + (np.name().empty() ? "#" + std::to_string(k) : np.name()) + "' (" + np.op_type() + ")";
+    if (!np.domain().empty() && np.domain() != "ai.onnx")
+      throw OnnxUnsupported(file + ": unsupported ONNX op '" + np.domain() + "." + np.op_type() + "' (" + where + ")");
+    auto fn = table.find(np.op_type());
+    if (fn == table.end())
+      throw OnnxUnsupported(file + ": unsupported ONNX op '" + np.op_type() + "' (" + where + ")");
+    std::vector<NodeRef> ins;
+    for (const auto& name : np.input()) ins.push_back(name.empty() ? nullptr : values.at(name));
+    NodeCtx ctx(np, opset, std::move(ins), folder, where);
+    try {
+      ProvenanceScope scope(label);
+      fn->second(ctx);
+    } catch (const OnnxUnsupported& e) {
+      throw OnnxUnsupported(file + ": " + e.diag().message);
+    } catch (const UserError& e) {
+      std::string msg = e.diag().message;
+      if (msg.rfind(where, 0) != 0) msg = where + ": " + msg;
+      throw UserError(file + ": " + msg);
+    }
+    for (int i = 0; i < np.output_size(); ++i) {
+      if (np.output(i).empty()) continue;
+      if (!ctx.outputs()[i])
+        throw OnnxUnsupported(file + ": " + where + ": output " + std::to_string(i) + " is not supported");
+      if (too_large(ctx.outputs()[i]->shape, opt.max_elements))
+        throw UserError(file + ": " + where + ": output '" + np.output(i) + "' would have shape " +
+                        shape_to_string(ctx.outputs()[i]->shape) + ", more than the limit of " +
+                        std::to_string(opt.max_elements) + " elements");
+      values[np.output(i)] = ctx.outputs()[i];
+    }
+  }
+
+  Graph out;
+  out.inputs = inputs;
+  out.inputs.insert(out.inputs.end(), weight_inputs.begin(), weight_inputs.end());
+  std::set<std::string> out_names;
+  for (const auto& vi : g.output()) {
+    auto it = values.find(vi.name());
+    if (it == values.end()) throw UserError(file + ": graph output '" + vi.name() + "' is never produced");
+    if (!out_names.insert(vi.name()).second) throw UserError(file + ": graph output '" + vi.name() + "' is listed twice");
+    out.outputs.emplace_back(vi.name(), it->second);
+  }
+  if (out.outputs.empty()) throw UserError(file + ": the graph has no outputs");
+  verify_or_throw(out, file);
+  return out;
+}
+
+onnx::ModelProto parse_model(const void* data, size_t size, const std::string& name) {
+  if (size > static_cast<size_t>(INT32_MAX))
+    throw UserError(name + ": models over 2 GiB (external data) are not supported");
+  onnx::ModelProto m;
+  google::protobuf::io::CodedInputStream in(static_cast<const uint8_t*>(data), static_cast<int>(size));
+  in.SetRecursionLimit(64);
+  if (!m.ParseFromCodedStream(&in) || !in.ConsumedEntireMessage())
+    throw UserError(name + ": not a valid ONNX model (the protobuf is truncated or malformed)");
+  return m;
+}
+
+}  // namespace
+}  // namespace onnx_import
+
+Graph load_onnx_bytes(const void* data, size_t size, const OnnxOptions& opt, const std::string& name) {
+  onnx::ModelProto m = onnx_import::parse_model(data, size, name);
+  return onnx_import::import_model(m, opt, name);
+}
+
+Graph load_onnx(const std::string& path, const OnnxOptions& opt) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw UserError("cannot open " + path + ": " + std::strerror(errno));
+  std::ostringstream ss;
+  ss << f.rdbuf();
+  std::string bytes = ss.str();
+  return load_onnx_bytes(bytes.data(), bytes.size(), opt, path);
+}
+
+std::vector<std::string> onnx_graph_inputs(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw UserError("cannot open " + path + ": " + std::strerror(errno));
+  std::ostringstream ss;
+  ss << f.rdbuf();
+  std::string bytes = ss.str();
+  onnx::ModelProto m = onnx_import::parse_model(bytes.data(), bytes.size(), path);
+  std::set<std::string> inits;
+  for (const auto& t : m.graph().initializer()) inits.insert(t.name());
+  std::vector<std::string> r;
+  for (const auto& vi : m.graph().input())
+    if (!inits.count(vi.name())) r.push_back(vi.name());
+  return r;
+}
+
+void register_onnx_loader() {
+  register_graph_loader(".onnx", [](const std::string& path) { return load_onnx(path); });
+}
+
+}  // namespace lathe

@@ -1,0 +1,33 @@
+# check_floor.cmake — runs `lathe onnx-test DATA --backend BACKEND` and fails when fewer
+# tests pass than the floor recorded for (SET, BACKEND) in FLOORS. Missing test data
+# (libonnx-testdata not installed) skips the test (exit code 77).
+# Inputs: LATHE, DATA, SET, BACKEND, FLOORS, LOG.
+if(NOT EXISTS ${DATA})
+  message("onnx-test data not found at ${DATA} (install libonnx-testdata); skipping")
+  cmake_language(EXIT 77)
+endif()
+file(STRINGS ${FLOORS} lines REGEX "^[^#]")
+set(floor "")
+foreach(l ${lines})
+  string(REGEX MATCH "^([^ ]+) +([^ ]+) +([0-9]+)" m "${l}")
+  if(m AND CMAKE_MATCH_1 STREQUAL SET AND CMAKE_MATCH_2 STREQUAL BACKEND)
+    set(floor ${CMAKE_MATCH_3})
+  endif()
+endforeach()
+if(floor STREQUAL "")
+  message(FATAL_ERROR "no floor for set '${SET}' backend '${BACKEND}' in ${FLOORS}")
+endif()
+execute_process(COMMAND ${LATHE} onnx-test ${DATA} --backend ${BACKEND} --timeout 60
+                OUTPUT_VARIABLE out ERROR_VARIABLE err RESULT_VARIABLE rc)
+file(WRITE ${LOG} "${out}${err}")
+string(REGEX MATCH "([0-9]+) passed, ([0-9]+) failed, ([0-9]+) skipped\n?$" summary "${out}")
+if(NOT summary)
+  message(FATAL_ERROR "no summary line from lathe onnx-test (exit ${rc}); output in ${LOG}\n${err}")
+endif()
+set(passed ${CMAKE_MATCH_1})
+message("${SET} on ${BACKEND}: ${summary} (floor ${floor}; full output in ${LOG})")
+if(passed LESS floor)
+  string(REGEX MATCHALL "FAIL [^\n]*" fails "${out}")
+  string(REPLACE ";" "\n" fails "${fails}")
+  message(FATAL_ERROR "${SET} on ${BACKEND}: ${passed} passed, below the floor of ${floor}\n${fails}")
+endif()
