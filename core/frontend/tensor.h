@@ -56,7 +56,8 @@ struct Scalar {
   double f = 0;
   int64_t i = 0;
   bool is_float = false;
-  Scalar(double v) : f(v), i(static_cast<int64_t>(v)), is_float(true) {}  // NOLINT
+  // the integer view of a float saturates (NaN -> 0), as Cast does: never UB
+  Scalar(double v) : f(v), i(float_to_int_saturating(v, DType::I64)), is_float(true) {}  // NOLINT
   Scalar(float v) : Scalar(static_cast<double>(v)) {}                     // NOLINT
   Scalar(int v) : f(v), i(v), is_float(false) {}                          // NOLINT
   Scalar(int64_t v) : f(static_cast<double>(v)), i(v), is_float(false) {} // NOLINT
