@@ -1,10 +1,33 @@
-// cmd_help.cpp — `lathe help [TOPIC]`: the command list and per-command help.
+// cmd_help.cpp — `lathe help [TOPIC]`: the command list, per-command help, and (through the
+// REPL's help) the Lua API: `lathe help lua` lists every Lua function, `lathe help matmul`
+// or `lathe help lathe.randn` documents one, `lathe help :step` a REPL colon command.
 #include <iostream>
 
 #include "app/commands.h"
 
+#ifdef HAVE_LATHE_SCRIPTING
+#include "scripting/commands.h"
+#endif
+
 namespace lathe::app {
 namespace {
+
+// Lua functions and REPL commands; returns -1 when scripting is not built.
+int lua_help(const std::string& topic) {
+#ifdef HAVE_LATHE_SCRIPTING
+  script::Workbench bench;  // registering the module fills the help table
+  auto r = bench.help(topic);
+  if (!r.ok) {
+    std::cerr << "lathe help: no topic '" << topic << "' (a command, `lua`, a Lua function, or a :command)\n";
+    return 1;
+  }
+  std::cout << r.output << "\n";
+  return 0;
+#else
+  (void)topic;
+  return -1;
+#endif
+}
 
 int run_help(const std::vector<std::string>& args) {
   if (!args.empty()) {
@@ -12,6 +35,8 @@ int run_help(const std::vector<std::string>& args) {
       std::vector<std::string> h{"--help"};
       return c->run(h);
     }
+    int rc = lua_help(args[0]);
+    if (rc >= 0) return rc;
     std::cerr << "lathe help: no topic '" << args[0] << "'\n";
     return 1;
   }
@@ -25,11 +50,12 @@ int run_help(const std::vector<std::string>& args) {
     std::string n = c.name;
     std::cout << "  " << n << std::string(w - n.size() + 2, ' ') << c.summary << "\n";
   }
-  std::cout << "\n`lathe help COMMAND` or `lathe COMMAND --help` for details.\n";
+  std::cout << "\n`lathe help COMMAND` or `lathe COMMAND --help` for details; `lathe help lua` lists the\n"
+               "Lua API, `lathe help NAME` documents one function (matmul, lathe.randn, Session:step).\n";
   return 0;
 }
 
-LATHE_COMMAND("help", "this help; `lathe help COMMAND` for one command", run_help);
+LATHE_COMMAND("help", "this help; `lathe help COMMAND`, `lathe help lua`, `lathe help FUNCTION`", run_help);
 
 }  // namespace
 }  // namespace lathe::app

@@ -1,6 +1,7 @@
 // cmd_repl.cpp — `lathe repl [FILE]`: the Lua REPL with the `lathe` module, colon
-// commands (:help) and FILE (if any) loaded as `g`. Reads a pipe without prompts or
-// colour, so `lathe repl FILE < script.txt` gives a stable transcript.
+// commands (:help) and FILE (if any) loaded as `g`, or a .lathe-session replayed to its
+// saved step. Reads a pipe without prompts or colour, so `lathe repl FILE < script.txt`
+// gives a stable transcript.
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
@@ -16,7 +17,8 @@ namespace {
 
 const char* kUsage =
     "usage: lathe repl [FILE] [--interactive] [--max-instructions N] [--max-memory MIB]\n\n"
-    "A Lua REPL over the `lathe` module. FILE (.lua, .lathe, .onnx) is loaded as g.\n"
+    "A Lua REPL over the `lathe` module. FILE (.lua, .lathe, .onnx) is loaded as g;\n"
+    "a FILE.lathe-session (written by :save) is replayed to its saved step (g, s, rules, p).\n"
     "Type :help for the commands (:load, :rules, :step, :back, :run, :history, :diff …).\n"
     "History is kept in $XDG_STATE_HOME/lathe/history (~/.local/state/lathe/history).\n"
     "Without a terminal on stdin it reads commands from the pipe, without prompts.\n"
@@ -57,8 +59,9 @@ int run_repl_cmd(const std::vector<std::string>& args) {
   script::Workbench bench(limits);
   if (!file.empty()) {
     auto r = bench.command({"load", file});
+    bool session = file.size() > 14 && file.compare(file.size() - 14, 14, ".lathe-session") == 0;
     if (!r.ok) std::printf("%s\n", r.error.c_str());
-    else std::printf("g = %s\n", r.output.c_str());
+    else std::printf(session ? "%s\n" : "g = %s\n", r.output.c_str());
     std::fflush(stdout);
   }
   return script::run_repl(bench, opts);

@@ -1,15 +1,22 @@
 // commands.cpp — the Workbench: evaluating Lua input the way lua.c does (expression
 // first, then statement, "<eof>" = incomplete), dispatching colon commands to lathe.cmd,
-// pretty-printing results, and completion candidates for the REPL.
+// pretty-printing results, completion candidates for the REPL, and the native helpers of
+// the program commands (lathe.cmd._asm, _dot).
 #include "scripting/commands.h"
 
 #include <lua.hpp>
 
 #include <algorithm>
 #include <cstring>
+#include <filesystem>
 #include <set>
 
+#include "backends/backend.h"
+#include "core/ir/diag.h"
+#include "core/ir/dot.h"
 #include "scripting/binding.h"
+#include "scripting/progress.h"
+#include "scripting/session_file.h"
 
 namespace lathe::script {
 
@@ -39,7 +46,72 @@ const char* const kKeywords[] = {"and", "break", "do", "else", "elseif", "end", 
                                   "if", "in", "local", "nil", "not", "or", "repeat", "return", "then", "true",
                                   "until", "while"};
 
+// The lathe.Program userdata as bind_run.cpp lays it out (its ProgramBox). bind_run.cpp
+// does not export an accessor yet; the size check below catches a layout change.
+// TODO(bind_run owner): export check_program() and bind p:asm / p:trace (SPEC.md), then
+// drop this mirror.
+struct ProgramBoxMirror {
+  std::shared_ptr<Executable> exe;
+  std::shared_ptr<CompiledProgram> compiled;
+};
+
+// lathe.cmd._asm(p, k): assembly of kernel k, compiling again (a kernel-cache hit) to
+// reach the backend's CompiledProgram, which the Program value does not keep.
+int l_asm(lua_State* L) {
+  std::shared_ptr<Executable> exe = check_program_exe(L, 1);
+  const Program& prog = exe->program();
+  int64_t k = check_int(L, 2, "kernel");
+  if (prog.num_kernels() == 0) raise(L, "the " + exe->backend() + " backend runs the graph as a whole: there are no kernels");
+  if (k < 1 || k > prog.num_kernels())
+    raise(L, "kernel " + std::to_string(k) + " is out of range (1.." + std::to_string(prog.num_kernels()) + ")");
+  Backend& b = get_backend(exe->backend());
+  std::shared_ptr<CompiledProgram> cp;
+  with_spinner("compiling", [&] { cp = b.compile(prog); });
+  std::string text = cp->assembly((int)k - 1);
+  if (text.empty()) raise(L, "the " + exe->backend() + " backend cannot show assembly (try :source " + std::to_string(k) + ")");
+  lua_pushstring(L, text.c_str());
+  return 1;
+}
+
+// lathe.cmd._dot(g, path, level [, p]): writes DOT text; level kernel groups by p's kernels.
+int l_dot(lua_State* L) {
+  Graph g = check_graph(L, 1);
+  std::string path = luaL_checkstring(L, 2);
+  std::string level = luaL_optstring(L, 3, "tensor");
+  auto lv = dot_level_from_name(level);
+  if (!lv) raise(L, "unknown level '" + level + "' (tensor, primitive or kernel)");
+  DotOptions opt;
+  opt.level = *lv;
+  opt.title = std::filesystem::path(path).stem().string() + " (" + level + " level)";
+  std::shared_ptr<Executable> exe;
+  if (opt.level == DotLevel::Kernel) {
+    if (lua_isnoneornil(L, 4)) raise(L, "the kernel level draws a compiled program's kernels: :compile first");
+    exe = check_program_exe(L, 4);
+    const Program& prog = exe->program();
+    g = prog.graph;
+    std::unordered_map<NodeRef, int> group;
+    for (int i = 0; i < prog.num_kernels(); ++i) {
+      for (NodeRef n : prog.kg.kernels[i].nodes) group.emplace(n, i);
+      opt.group_names.push_back(prog.kg.kernels[i].name);
+    }
+    opt.group_of = [group](NodeRef n) {
+      auto it = group.find(n);
+      return it == group.end() ? -1 : it->second;
+    };
+  }
+  write_file_atomic(path, graph_to_dot(g, opt));
+  return 0;
+}
+
 }  // namespace
+
+std::shared_ptr<Executable> check_program_exe(lua_State* L, int idx) {
+  void* p = luaL_testudata(L, idx, "lathe.Program");
+  if (!p) raise(L, "expected a program (lathe.compile / :compile), got a " + type_of(L, idx));
+  if (lua_rawlen(L, idx) != sizeof(ProgramBoxMirror))
+    raise(L, "internal error: lathe.Program changed layout; update ProgramBoxMirror in scripting/commands.cpp");
+  return static_cast<ProgramBoxMirror*>(p)->exe;
+}
 
 std::vector<std::string> split_words(const std::string& line) {
   std::vector<std::string> out;
@@ -64,11 +136,12 @@ std::vector<std::string> split_words(const std::string& line) {
 
 const std::vector<std::pair<std::string, std::string>>& Workbench::command_help() {
   static const std::vector<std::pair<std::string, std::string>> h = {
-      {"help [topic]", "this list; `:help lathe.input` or `:help matmul` for a Lua function"},
+      {"help [topic]", "this list; `:help lua`: every Lua function; `:help matmul`: one"},
       {"load FILE", "load a graph (.lua, .lathe, .onnx) as g"},
       {"graph", "summary of the current graph (the session's, else g)"},
       {"text", "the current graph as .lathe text"},
-      {"save FILE.lathe", "write the current graph"},
+      {"save FILE", "FILE.lathe: the current graph; FILE.lathe-session: the whole session (graph, rules, step, compile, profile)"},
+      {"open FILE", "open a .lathe-session (replays to the saved step; also `lathe repl FILE.lathe-session`)"},
       {"rules FILE|NAME [check]", "load a rule file or built-in set; start a session s on the current graph"},
       {"step [n]", "one rewrite (or n)"},
       {"back [n]", "go back one step (or n)"},
@@ -84,7 +157,11 @@ const std::vector<std::pair<std::string, std::string>>& Workbench::command_help(
       {"kernels", "the kernels of p"},
       {"source k", "generated source of kernel k"},
       {"loop k", "loop IR of kernel k"},
-      {"profile [iters]", "per-kernel timings of p"},
+      {"asm k", "assembly of kernel k (backends that can show it)"},
+      {"profile [iters|last] [B=N]", "per-kernel timings of p (Ctrl-C stops early); symbolic dims default to 64"},
+      {"trace FILE.json [iters] [B=N]", "Chrome trace-event JSON of p's kernels (Perfetto opens it)"},
+      {"dot FILE.dot [level]", "DOT text of the graph (tensor, primitive, or kernel: p's kernels)"},
+      {"gui", "how to open the desktop app on this graph"},
       {"bt", "the traceback of the last error"},
       {"quit", "leave (also Ctrl-D)"},
   };
@@ -93,6 +170,19 @@ const std::vector<std::pair<std::string, std::string>>& Workbench::command_help(
 
 Workbench::Workbench(Limits limits) : engine_(limits) {
   ScriptError err;
+  lua_State* L = engine_.L();
+  lua_getglobal(L, "lathe");
+  lua_newtable(L);  // lathe.cmd; the Lua commands below fill it
+  int cmd = lua_gettop(L);
+  register_long_commands(L, cmd);
+  register_session_commands(L, cmd);
+  const std::pair<const char*, lua_CFunction> natives[] = {{"_asm", l_asm}, {"_dot", l_dot}};
+  for (auto [name, fn] : natives) {
+    push_guarded(L, fn);
+    lua_setfield(L, cmd, name);
+  }
+  lua_setfield(L, -2, "cmd");
+  lua_pop(L, 1);
   if (!engine_.run_string(kCommandsLua, kCommandsChunkName, 0, &err))
     throw std::runtime_error("internal error: the REPL commands failed to load: " + err.message);
 }
@@ -116,30 +206,7 @@ Workbench::Result Workbench::command(const std::vector<std::string>& words) {
     r.output = last_traceback_.empty() ? "no traceback (no error yet)" : last_traceback_;
     return r;
   }
-  if (name == "help" || name == "h" || name == "?") {
-    if (words.size() > 1) {
-      const auto& h = help_entries();
-      for (const std::string& key : {words[1], "lathe." + words[1], "Tensor:" + words[1], "Graph:" + words[1],
-                                     "Session:" + words[1], "Value:" + words[1], "lathe.rules." + words[1]}) {
-        auto it = h.find(key);
-        if (it != h.end()) {
-          r.output = it->second.signature + "\n  " + it->second.doc;
-          return r;
-        }
-      }
-      r.ok = false;
-      r.error = "no help for '" + words[1] + "' (try :help, or lathe.help() for all Lua topics)";
-      return r;
-    }
-    std::string s = "commands:\n";
-    size_t w = 0;
-    for (auto& [c, d] : command_help()) w = std::max(w, c.size());
-    for (auto& [c, d] : command_help()) s += "  :" + c + std::string(w - c.size() + 2, ' ') + d + "\n";
-    s += "Anything else is Lua: the `lathe` module is loaded; g, s, p and rules hold the state.\n"
-         "Axes are 0-based (negative from the end), as in PyTorch. lathe.help(\"NAME\") documents a function.";
-    r.output = s;
-    return r;
-  }
+  if (name == "help" || name == "h" || name == "?") return help(words.size() > 1 ? words[1] : "");
   lua_State* L = engine_.L();
   int top = lua_gettop(L);
   lua_getglobal(L, "lathe");
@@ -166,6 +233,48 @@ Workbench::Result Workbench::command(const std::vector<std::string>& words) {
   }
   if (!lua_isnil(L, -1)) r.output = describe(-1);
   lua_settop(L, top);
+  return r;
+}
+
+Workbench::Result Workbench::help(const std::string& topic) {
+  Result r;
+  const auto& h = help_entries();
+  if (topic.empty()) {
+    std::string s = "commands:\n";
+    size_t w = 0;
+    for (auto& [c, d] : command_help()) w = std::max(w, c.size());
+    for (auto& [c, d] : command_help()) s += "  :" + c + std::string(w - c.size() + 2, ' ') + d + "\n";
+    s += "Anything else is Lua: the `lathe` module is loaded; g, s, p and rules hold the state.\n"
+         "Axes are 0-based (negative from the end), as in PyTorch. `:help lua` lists every Lua function;\n"
+         "`:help NAME` documents one (lathe.input, matmul, Session:step …). Long work (:step n, :profile,\n"
+         ":open) shows progress on a terminal and stops between steps on Ctrl-C.";
+    r.output = s;
+    return r;
+  }
+  if (topic == "lua") {
+    std::string s = "The `lathe` Lua module (`:help NAME` or lathe.help(\"NAME\") for one):\n";
+    for (const auto& [t, e] : h) s += "  " + e.signature + "\n      " + e.doc + "\n";
+    s += "Colon commands are Lua functions too: `:step 3` is lathe.cmd.step(\"3\").";
+    r.output = s;
+    return r;
+  }
+  std::string bare = topic[0] == ':' ? topic.substr(1) : topic;
+  for (const std::string& key : {topic, "lathe." + topic, "Tensor:" + topic, "Graph:" + topic, "Session:" + topic,
+                                 "Program:" + topic, "Value:" + topic, "Ruleset:" + topic, "lathe.rules." + topic}) {
+    auto it = h.find(key);
+    if (it != h.end()) {
+      r.output = it->second.signature + "\n  " + it->second.doc;
+      return r;
+    }
+  }
+  for (auto& [c, d] : command_help()) {
+    if (c == bare || c.rfind(bare + " ", 0) == 0) {
+      r.output = ":" + c + "\n  " + d + "\n  (from Lua: lathe.cmd." + bare + "(…))";
+      return r;
+    }
+  }
+  r.ok = false;
+  r.error = "no help for '" + topic + "' (try :help for the commands, :help lua for every Lua function)";
   return r;
 }
 
@@ -306,8 +415,11 @@ std::vector<std::string> Workbench::complete(const std::string& text) {
       if (tname == kGraphMT) for (auto* k : {"inputs", "outputs", "output_names"}) names.insert(k);
     }
   }
-  for (auto& n : names)
-    if (n.compare(0, partial.size(), partial) == 0) out.push_back(prefix + n);
+  for (auto& n : names) {
+    if (n.compare(0, partial.size(), partial) != 0) continue;
+    if (n[0] == '_' && (partial.empty() || partial[0] != '_')) continue;  // internal helpers
+    out.push_back(prefix + n);
+  }
   lua_settop(L, top);
   return out;
 }

@@ -7,11 +7,16 @@
 // also callable from Lua: `:step 3` is `lathe.cmd.step("3")`. Errors come back as one
 // located message; the state stays as it was before the failing command.
 #pragma once
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "scripting/engine.h"
 #include "scripting/pretty.h"
+
+namespace lathe {
+class Executable;
+}
 
 namespace lathe::script {
 
@@ -31,6 +36,8 @@ class Workbench {
   Result execute(const std::string& input);
   // Runs a colon command given its words (name without ':').
   Result command(const std::vector<std::string>& words);
+  // `:help [topic]`: "" the commands, "lua" every Lua function, else one function or command.
+  Result help(const std::string& topic);
   // Lua source only; `chunkname` as in Engine::load ("=stdin").
   Result eval_lua(const std::string& code, const std::string& chunkname = "=stdin");
 
@@ -48,6 +55,9 @@ class Workbench {
   Engine engine_;
   std::string last_traceback_;
 };
+
+// The Executable behind a lathe.Program value at idx (raises a located error otherwise).
+std::shared_ptr<Executable> check_program_exe(lua_State* L, int idx);
 
 // Splits a command line into words; "double quotes" group, backslash escapes.
 std::vector<std::string> split_words(const std::string& line);

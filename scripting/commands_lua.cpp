@@ -13,8 +13,8 @@ namespace lathe::script {
 extern const char* const kCommandsChunkName = "=lathe-command";
 
 extern const char* const kCommandsLua = R"LUA(
-local cmd = {}
-lathe.cmd = cmd
+local cmd = lathe.cmd   -- created by the Workbench with the native helpers (_step_n, _session_save, …)
+cmd.state = cmd.state or {}   -- what :save FILE.lathe-session records: rules, breakpoints, compile, profile
 
 local function fail(msg) error(msg, 0) end
 local function current_graph()
@@ -43,8 +43,10 @@ local function at(ss) return "at step " .. ss:current() .. " of " .. #ss end
 
 function cmd.load(path)
   if path == nil then fail("usage: :load FILE  (.lua, .lathe or .onnx)") end
+  if path:match("%.lathe%-session$") then return cmd.open(path) end
   local gr = lathe.load(path)
   g, s, p = gr, nil, nil
+  cmd.state = { graph_path = path }
   return tostring(gr)
 end
 
@@ -52,10 +54,30 @@ function cmd.graph() return tostring(current_graph()) end
 function cmd.text() return (current_graph():text():gsub("\n$", "")) end
 
 function cmd.save(path)
-  if path == nil then fail("usage: :save FILE.lathe") end
-  if path:match("%.lathe%-session$") then fail("session files (.lathe-session) are not supported yet; :save FILE.lathe writes the graph") end
+  if path == nil then fail("usage: :save FILE.lathe (the graph) or :save FILE.lathe-session (the whole session)") end
+  if path:match("%.lathe%-session$") then return cmd._session_save(path) end
   current_graph():save(path)
   return "wrote " .. path
+end
+
+function cmd.open(path)
+  if path == nil then fail("usage: :open FILE.lathe-session  (a graph file opens as with :load)") end
+  if not path:match("%.lathe%-session$") then return cmd.load(path) end
+  local info = cmd._session_open(path)
+  local out = { info.summary }
+  if info.backend then
+    local gr = g
+    if s ~= nil and info.compiled_step ~= nil and info.compiled_step <= #s then gr = s:graph(info.compiled_step) end
+    local ok, err = pcall(function() p = cmd._compile(gr, info.backend) end)
+    if ok then
+      cmd.state.backend, cmd.state.compiled_step = info.backend, info.compiled_step
+      local nk = #p:kernels()
+      out[#out + 1] = "compiled with " .. info.backend .. " as p: " .. nk .. " kernel" .. (nk == 1 and "" or "s")
+    else
+      out[#out + 1] = "note: could not compile with " .. info.backend .. ": " .. tostring(err)
+    end
+  end
+  return table.concat(out, "\n")
 end
 
 function cmd.rules(path, opt)
@@ -64,6 +86,7 @@ function cmd.rules(path, opt)
   local rs
   if path:match("%.lua$") then rs = lathe.rules.load(path) else rs = lathe.rules.builtin(path) end
   local ss = lathe.rewrite(gr, rs, { check = (opt == "check" or opt == "--check") })
+  cmd._note_rules(path, not path:match("%.lua$"), ss)
   rules, s = rs, ss
   return "ruleset " .. rs.name .. ": " .. #rs .. " rules; session at step 0 on " .. #gr .. " nodes"
 end
@@ -76,10 +99,11 @@ function cmd.step(n)
     return tostring(st)
   end
   local want = int_arg(n, "n")
-  local steps = ss:step(want)
+  local steps, stop = cmd._step_n(ss, want)
   local out = {}
   for _, st in ipairs(steps) do out[#out + 1] = tostring(st) end
-  if #steps < want then out[#out + 1] = "fixpoint: no rule applies (" .. at(ss) .. ")" end
+  if stop == "fixpoint" then out[#out + 1] = "fixpoint: no rule applies (" .. at(ss) .. ")" end
+  if stop == "interrupted" then out[#out + 1] = "interrupted after " .. #steps .. " step" .. (#steps == 1 and "" or "s") .. " (" .. at(ss) .. ")" end
   return table.concat(out, "\n")
 end
 
@@ -97,7 +121,7 @@ end
 
 function cmd.run()
   local ss = need_session()
-  local r = ss:run()
+  local r = cmd._run(ss)
   if r.stop == "breakpoint" then
     return string.format("breakpoint: rule %s is about to fire at %%%d (%s)", r.rule, r.node, at(ss))
   end
@@ -143,7 +167,11 @@ function cmd.check()
 end
 
 function cmd.compile(backend)
-  p = lathe.compile(current_graph(), { backend = backend })
+  local prog, used = cmd._compile(current_graph(), backend)
+  p = prog
+  cmd.state.backend = used
+  cmd.state.compiled_step = s and s:current() or nil
+  cmd.state.profile = nil
   return cmd.kernels()
 end
 
@@ -152,13 +180,74 @@ function cmd.kernels()
   for i, k in ipairs(need_program():kernels()) do
     out[#out + 1] = string.format("%3d  %-28s %-12s %d nodes", i, k.name, k.kind, k.nodes)
   end
+  if #out == 0 then return "no kernels (the interp backend runs the graph as a whole)" end
   return table.concat(out, "\n")
 end
 
 function cmd.source(k) return need_program():source(int_arg(k, "kernel", 1)) end
 function cmd.loop(k) return need_program():loop(int_arg(k, "kernel", 1)) end
-function cmd.profile(iters)
-  return (need_program():profile{ iters = int_arg(iters, "iters", 20) }.text:gsub("\n$", ""))
+function cmd.asm(k)
+  local prog = need_program()
+  if prog.asm then return prog:asm(int_arg(k, "kernel", 1)) end
+  return cmd._asm(prog, int_arg(k, "kernel", 1))
+end
+
+-- "B=64 T=128" words -> {B = 64, T = 128}; the other words are returned in order.
+local function split_binds(...)
+  local binds, rest = {}, {}
+  for _, w in ipairs({...}) do
+    local k, v = w:match("^([%a_][%w_]*)=(%-?%d+)$")
+    if k then binds[k] = math.tointeger(tonumber(v)) else rest[#rest + 1] = w end
+  end
+  return binds, rest
+end
+
+local function profile_result(r)
+  local t = r.text:gsub("\n$", "")
+  if r.defaults ~= "" then t = t .. "\nsymbolic dims not given, used " .. r.defaults .. " (e.g. :profile 20 " .. r.defaults:match("^%S+") .. ")" end
+  if r.interrupted then t = t .. "\ninterrupted: " .. r.iters .. " iteration" .. (r.iters == 1 and "" or "s") .. " measured" end
+  return t
+end
+
+function cmd.profile(...)
+  local binds, rest = split_binds(...)
+  local iters = rest[1]
+  if iters == "last" then
+    if cmd.state.profile == nil then fail("no profile yet (:profile [iters])") end
+    return (cmd.state.profile.text:gsub("\n$", ""))
+  end
+  local r = cmd._profile(need_program(), int_arg(iters, "iters", 20), nil, binds)
+  cmd.state.profile = { iters = r.iters, total_ms = r.total_ms, text = r.text }
+  return profile_result(r)
+end
+
+function cmd.trace(...)
+  local binds, rest = split_binds(...)
+  local path, iters = rest[1], rest[2]
+  if path == nil then fail("usage: :trace FILE.json [iters] [SYM=N…]  (Chrome trace-event JSON; open it in Perfetto)") end
+  local r = cmd._profile(need_program(), int_arg(iters, "iters", 5), path, binds)
+  return "wrote " .. path .. " (" .. r.kernels .. " kernel" .. (r.kernels == 1 and "" or "s") .. ", " .. r.iters ..
+         " iterations profiled; open it in https://ui.perfetto.dev)"
+end
+
+function cmd.dot(path, level)
+  if path == nil then fail("usage: :dot FILE.dot [tensor|primitive|kernel]") end
+  if path:match("%.svg$") or path:match("%.png$") or path:match("%.pdf$") then
+    fail("the REPL writes DOT text only: use :dot FILE.dot, or `lathe dot GRAPH -o " .. path .. "` (or `:save x.lathe` then `lathe dot x.lathe -o " .. path .. "`)")
+  end
+  level = level or "tensor"
+  if level == "kernel" then cmd._dot(current_graph(), path, level, need_program())
+  else cmd._dot(current_graph(), path, level) end
+  return "wrote " .. path .. " (" .. level .. " level); for SVG/PNG: `lathe dot FILE -o OUT.svg`, or `dot -Tsvg " .. path .. "`"
+end
+
+function cmd.gui(file)
+  local target = file or cmd.state.graph_path
+  local hint = target and target ~= "" and target or "FILE"
+  return "The desktop app cannot be started from inside the REPL (it needs its own process and window).\n" ..
+         "Run it from a shell:  lathe gui " .. hint .. "\n" ..
+         "To take the current graph along: :save work.lathe, then `lathe gui work.lathe`;" ..
+         " :save work.lathe-session keeps the whole session for `lathe repl work.lathe-session`."
 end
 )LUA";
 

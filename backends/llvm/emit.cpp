@@ -407,7 +407,7 @@ class FunctionEmitter {
           llvm::FastMathFlags fmf;
           fmf.setAllowContract(true);
           if (reassoc_depth_ > 0) fmf.setAllowReassoc(true);
-          llvm::cast<llvm::Instruction>(r)->setFastMathFlags(fmf);
+          if (auto* inst = llvm::dyn_cast<llvm::Instruction>(r)) inst->setFastMathFlags(fmf);  // constants fold
         } else if (dt == DType::Bool) {  // bool arithmetic is logical: + is or, * is and
           r = e->op == Op::Add ? b_.CreateOr(a, c) : b_.CreateAnd(a, c);
         } else {
