@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "app/cli.h"
 #include "app/commands.h"
 #include "backends/backend.h"
 #include "core/frontend/samples.h"
@@ -174,15 +175,7 @@ int run_bench(const std::vector<std::string>& args) {
   cli.add_flag("--json", json, "one JSON object per line");
   cli.add_option("--only", only, "run one workload");
   cli.add_option("--iters", iters, "timed runs per workload (default 10)")->check(CLI::Range(1, 100000));
-  std::vector<std::string> reversed(args.rbegin(), args.rend());
-  try {
-    cli.parse(reversed);
-  } catch (const CLI::Success& e) {
-    return cli.exit(e);
-  } catch (const CLI::ParseError& e) {
-    cli.exit(e);
-    return 2;
-  }
+  if (int rc = parse_cli(cli, args); rc >= 0) return rc;
   Backend& b = get_backend(backend);
   if (auto why = b.available(); !why.empty()) throw UserError("backend '" + backend + "' is not available: " + why);
   std::vector<std::string> names = {"eltwise", "softmax", "layernorm", "matmul", "matmul-lib", "conv2d", "mlp", "gpt2-block", "compile", "rewrite"};

@@ -12,6 +12,7 @@
 #include <fstream>
 #include <iostream>
 
+#include "app/cli.h"
 #include "app/commands.h"
 #include "core/schedule/kernel_graph.h"
 #include "app/graphviz_render.h"
@@ -45,15 +46,7 @@ int run_dot(const std::vector<std::string>& args) {
   cli.add_option("--level", level_name, "tensor | primitive | kernel")
       ->check(CLI::IsMember({"tensor", "primitive", "kernel"}));
   cli.add_option("-o,--output", out, "OUT.dot, OUT.svg, OUT.png or OUT.pdf (default: DOT text on stdout)");
-  std::vector<std::string> reversed(args.rbegin(), args.rend());  // CLI11 consumes from the back
-  try {
-    cli.parse(reversed);
-  } catch (const CLI::Success& e) {
-    return cli.exit(e);
-  } catch (const CLI::ParseError& e) {
-    cli.exit(e);
-    return 2;
-  }
+  if (int rc = parse_cli(cli, args); rc >= 0) return rc;
 
   std::string ext = std::filesystem::path(out).extension().string();
   std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char c) { return std::tolower(c); });

@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <iostream>
 
+#include "app/cli.h"
 #include "app/commands.h"
 
 #ifdef HAVE_LATHE_VIEWS
@@ -92,15 +93,7 @@ int run_gui_command(const std::vector<std::string>& args) {
       ->check(CLI::IsMember({"tensor", "primitive", "kernel"}))->group("");
   cli.add_option("--select", select, "select the first node matching TEXT")->group("");
   cli.add_option("--size", size, "headless window size WxH")->group("");
-  std::vector<std::string> reversed(args.rbegin(), args.rend());  // CLI11 consumes from the back
-  try {
-    cli.parse(reversed);
-  } catch (const CLI::Success& e) {
-    return cli.exit(e);
-  } catch (const CLI::ParseError& e) {
-    cli.exit(e);
-    return 2;
-  }
+  if (int rc = parse_cli(cli, args); rc >= 0) return rc;
 #ifdef HAVE_LATHE_VIEWS
   views::GuiOptions o;
   o.file = file;

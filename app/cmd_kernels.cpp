@@ -5,6 +5,7 @@
 
 #include <iostream>
 
+#include "app/cli.h"
 #include "app/commands.h"
 #include "backends/backend.h"
 #include "core/frontend/samples.h"
@@ -38,15 +39,7 @@ int run_kernels(const std::vector<std::string>& args) {
   cli.add_option("--backend", backend, "interp | c | llvm | cuda (default: " + default_backend() + ")");
   cli.add_option("--show", show, "loop | source | asm | none")->check(CLI::IsMember({"loop", "source", "asm", "none"}));
   cli.add_flag("--no-schedule", no_schedule, "show the loops before the default schedule");
-  std::vector<std::string> reversed(args.rbegin(), args.rend());
-  try {
-    cli.parse(reversed);
-  } catch (const CLI::Success& e) {
-    return cli.exit(e);
-  } catch (const CLI::ParseError& e) {
-    cli.exit(e);
-    return 2;
-  }
+  if (int rc = parse_cli(cli, args); rc >= 0) return rc;
   if (file.empty() && sample.empty()) {
     std::cerr << "lathe kernels: give FILE or --sample NAME\n";
     return 2;

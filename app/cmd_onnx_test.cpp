@@ -24,6 +24,7 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
+#include "app/cli.h"
 #include "app/commands.h"
 #include "core/interp/interp.h"
 #include "core/runtime/compare.h"
@@ -307,12 +308,7 @@ int run_onnx_test(const std::vector<std::string>& args) {
   app.add_option("--backend", backend, "interp (the reference interpreter), c, llvm, …")->capture_default_str();
   app.add_flag("--json", json, "one JSON object per test instead of the text line");
   app.add_option("--timeout", timeout, "seconds per test; runs each test in a child process (0: in-process)");
-  try {
-    std::vector<std::string> rev(args.rbegin(), args.rend());
-    app.parse(rev);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e) == 0 ? 0 : 2;
-  }
+  if (int rc = parse_cli(app, args); rc >= 0) return rc;
   if (timeout < 0) {
     std::cerr << "lathe onnx-test: --timeout must be >= 0\n";
     return 2;

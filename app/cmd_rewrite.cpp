@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <iostream>
 
+#include "app/cli.h"
 #include "app/commands.h"
 #include "core/ir/diag.h"
 #include "core/ir/loader.h"
@@ -39,12 +40,7 @@ int run_rewrite(const std::vector<std::string>& args) {
   app.add_flag("--no-final-check", no_final_check, "skip the final whole-graph check");
   app.add_flag("--print-each", print_each, "print the graph text after every step");
   app.add_option("-o,--output", out, "write the final graph (.lathe)");
-  try {
-    std::vector<std::string> rev(args.rbegin(), args.rend());
-    app.parse(rev);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e) == 0 ? 0 : 2;
-  }
+  if (int rc = parse_cli(app, args); rc >= 0) return rc;
   if (steps < -1) {
     std::cerr << "lathe rewrite: --steps must be >= 0\n";
     return 2;

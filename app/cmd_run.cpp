@@ -21,6 +21,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "app/cli.h"
 #include "app/commands.h"
 #include "backends/backend.h"
 #include "core/interp/interp.h"
@@ -223,12 +224,7 @@ int run_run(const std::vector<std::string>& args) {
   app.add_option("--seed", seed, "seed for the random inputs")->capture_default_str()->check(CLI::Range(int64_t{0}, std::numeric_limits<int64_t>::max()));
   app.add_flag("--profile", profile, "print the per-node (interp) or per-kernel time table");
   app.add_option("--trace", trace, "write a Chrome trace-event JSON (open it in Perfetto)");
-  try {
-    std::vector<std::string> rev(args.rbegin(), args.rend());
-    app.parse(rev);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e) == 0 ? 0 : 2;
-  }
+  if (int rc = parse_cli(app, args); rc >= 0) return rc;
   try {
     return run_parsed(file, backend, input_args, bind_args, output_dir, static_cast<uint64_t>(seed), profile, trace);
   } catch (const UsageError& e) {
