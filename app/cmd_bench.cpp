@@ -19,11 +19,18 @@
 #include "app/cli.h"
 #include "app/commands.h"
 #include "backends/backend.h"
+#include "backends/library.h"
 #include "core/frontend/samples.h"
 #include "core/ir/diag.h"
 #include "core/loop/cost.h"
 #include "core/runtime/machine.h"
+#include "core/rewrite/bench_graph.h"
+#include "core/rewrite/session.h"
 #include "core/runtime/random.h"
+#ifdef HAVE_LATHE_SCRIPTING
+#include "scripting/engine.h"
+#include "scripting/rules_lua.h"
+#endif
 
 namespace lathe::app {
 namespace {
@@ -43,24 +50,6 @@ double median(std::vector<double> v) {
   return v.empty() ? 0 : v[v.size() / 2];
 }
 
-// OpenBLAS sgemm through dlopen, with its AVX-512 kernels selected.
-using SgemmFn = void (*)(int, int, int, int, int, int, float, const float*, int, const float*, int, float, float*, int);
-SgemmFn openblas_sgemm(std::string* why) {
-  static SgemmFn fn = nullptr;
-  static std::string err;
-  static bool tried = false;
-  if (!tried) {
-    tried = true;
-    if (__builtin_cpu_supports("avx512f")) setenv("OPENBLAS_CORETYPE", "SkylakeX", 1);
-    void* h = dlopen("libopenblas.so.0", RTLD_NOW | RTLD_LOCAL);
-    if (!h) h = dlopen("libopenblas.so", RTLD_NOW | RTLD_LOCAL);
-    if (!h) err = "libopenblas not found (apt-get install libopenblas-dev)";
-    else if (!(fn = reinterpret_cast<SgemmFn>(dlsym(h, "cblas_sgemm")))) err = "cblas_sgemm missing from libopenblas";
-  }
-  if (why) *why = err;
-  return fn;
-}
-
 double sgemm_ms(int n, int iters) {
   SgemmFn f = openblas_sgemm(nullptr);
   std::vector<float> a(size_t(n) * n, 0.5f), b(size_t(n) * n, 0.25f), c(size_t(n) * n);
@@ -73,11 +62,47 @@ double sgemm_ms(int n, int iters) {
   return median(t);
 }
 
+// A built-in rule set (assets/rules/NAME.lua), loaded through the Lua layer as users do.
+Ruleset builtin_rules(const std::string& name) {
+#ifdef HAVE_LATHE_SCRIPTING
+  static script::Engine* engine = new script::Engine();  // rules call back into it: keep it alive
+  return script::load_rules_file(engine->L(), script::builtin_rules_path(name));
+#else
+  throw UserError("the built-in rule sets are Lua files; this lathe was built without the Lua layer");
+#endif
+}
+
+// The workload's graph; matmul-lib is matmul with the BLAS rule applied to a fixpoint.
+Graph workload_graph(const std::string& name) {
+  if (name != "matmul-lib") return build_sample(name);
+  RewriteSession s(build_sample("matmul"), builtin_rules("blas"), SessionOptions{});
+  s.run();
+  for (NodeRef n : s.graph().toposort())
+    if (n->op == Op::Extern) return s.graph();
+  throw UserError("the BLAS rule did not fire on the matmul workload");
+}
+
+// The built-in simplify + fold sets to a fixpoint on a ~100k-node graph (issue 3's goal: 1 s).
+Result bench_rewrite(const std::string& backend) {
+  Result r;
+  r.name = "rewrite";
+  r.backend = backend;
+  std::vector<Ruleset> rules{builtin_rules("simplify"), builtin_rules("fold")};
+  Graph g = make_rewrite_benchmark_graph(112000, 42);
+  size_t before = g.size();
+  auto t0 = Clock::now();
+  RewriteSession s(g, rules, SessionOptions{});
+  s.run();
+  r.median_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+  r.note = std::to_string(before) + " -> " + std::to_string(s.graph().size()) + " nodes (one run, not a median)";
+  return r;
+}
+
 Result bench_graph(const std::string& name, const std::string& backend, int iters, double triad_gbps) {
   Result r;
   r.name = name;
   r.backend = backend;
-  Graph g = build_sample(name);
+  Graph g = workload_graph(name);
   Backend& b = get_backend(backend);
   if (auto why = b.supports_graph(g); !why.empty()) {
     r.status = "skip";
@@ -94,19 +119,24 @@ Result bench_graph(const std::string& name, const std::string& backend, int iter
     for (auto& d : node->shape) e *= static_cast<double>(d.value());
     bytes += e;
   }
-  if (!exe.program().funcs.empty())
-    for (auto& f : exe.program().funcs) flops += loop::estimate_cost(f, exe.program().kg, {}).flops;
+  for (size_t i = 0; i < exe.program().funcs.size(); ++i) {
+    NodeRef root = exe.program().kg.kernels[i].root;
+    if (root->op == Op::Extern && root->attrs.name == "sgemm")  // 2·M·N·K
+      flops += 2.0 * root->attrs.ints[0] * root->attrs.ints[1] * root->attrs.ints[2];
+    else
+      flops += loop::estimate_cost(exe.program().funcs[i], exe.program().kg, {}).flops;
+  }
   double s = r.median_ms / 1000;
   r.gflops = flops / s / 1e9;
   r.gbps = bytes / s / 1e9;
   const MachineCeiling& mc = machine_ceiling();
-  bool compute = name == "matmul" || name == "conv2d" || name == "mlp" || name == "gpt2-block";
+  bool compute = name == "matmul" || name == "matmul-lib" || name == "conv2d" || name == "mlp" || name == "gpt2-block";
   r.ceiling_ratio = compute ? r.gflops / mc.gflops : r.gbps / mc.gbps;
   if (name == "eltwise" || name == "softmax" || name == "layernorm") {
     r.peer = "triad";
     r.peer_median_ms = bytes / (triad_gbps * 1e9) * 1000;
     r.peer_ratio = r.gbps / triad_gbps;
-  } else if (name == "matmul") {
+  } else if (name == "matmul" || name == "matmul-lib") {
     std::string why;
     if (openblas_sgemm(&why)) {
       r.peer = "openblas-sgemm";
@@ -199,13 +229,8 @@ int run_bench(const std::vector<std::string>& args) {
     Result r;
     try {
       if (n == "compile") r = bench_compile(backend);
-      else if (n == "matmul-lib" || n == "rewrite") {
-        r.name = n;
-        r.backend = backend;
-        r.status = "skip";
-        r.note = n == "rewrite" ? "needs the rewrite engine's simplify set (not wired into bench yet)"
-                                : "needs the BLAS rewrite rule and Extern support in this backend (not yet)";
-      } else r = bench_graph(n, backend, iters, triad);
+      else if (n == "rewrite") r = bench_rewrite(backend);
+      else r = bench_graph(n, backend, iters, triad);
     } catch (const UserError& e) {
       r.name = n;
       r.backend = backend;

@@ -302,7 +302,8 @@ int mm_index(lua_State* L) {
     return 1;
   }
   if (key == "provenance") { push_provenance(L, n->prov); return 1; }
-  if (key == "view" && n->op == Op::View && n->attrs.view) {
+  // `view` itself is the reshape method (PyTorch), so the spec is `view_spec`
+  if (key == "view_spec" && n->op == Op::View && n->attrs.view) {
     const ViewSpec& v = *n->attrs.view;
     lua_createtable(L, 0, 4);
     push_shape(L, v.shape);

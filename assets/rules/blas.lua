@@ -14,10 +14,10 @@
 -- whose views read their source from offset 0 without a mask qualify.
 --
 -- Uses the node fields of the Lua layer: n.op, n.shape, n.dtype, n.inputs and, on a View,
--- n.view = { shape, strides, offset, mask }.
+-- n.view_spec = { shape, strides, offset, mask }.
 local function operand(v, M, N, K)
   if v.op ~= "View" then return nil end
-  local vw = v.view
+  local vw = v.view_spec
   if vw.offset ~= 0 or (vw.mask and #vw.mask > 0) then return nil end
   local s = vw.strides
   local src = v.inputs[1]

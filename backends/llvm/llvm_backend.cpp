@@ -2,8 +2,8 @@
 // for the host CPU -> object code -> ORC LLJIT, all in process. Object files go through
 // the on-disk kernel cache, so a warm compile is a hash, a file read and a link.
 //
-// Supports every dtype (f16 natively, bf16 computed in f32) and every primitive op except
-// Extern library calls.
+// Supports every dtype (f16 and bf16 as storage types, computed in f32) and every
+// primitive op; Extern kernels call the library (backends/library.h) between JIT kernels.
 #include <llvm/IR/LLVMContext.h>
 #include <llvm/IR/Module.h>
 #include <llvm/Support/raw_ostream.h>
@@ -14,6 +14,7 @@
 #include <sstream>
 
 #include "backends/backend.h"
+#include "backends/library.h"
 #include "backends/llvm/emit.h"
 #include "backends/llvm/jit.h"
 #include "core/ir/diag.h"
@@ -35,9 +36,11 @@ std::string module_text(const std::vector<const loop::LoopFunc*>& fs) {
   return os.str();
 }
 
+// The kernels that become machine code (extern kernels call the library instead).
 std::vector<const loop::LoopFunc*> kernel_funcs(const Program& p) {
   std::vector<const loop::LoopFunc*> fs;
-  for (auto& f : p.funcs) fs.push_back(&f);
+  for (auto& f : p.funcs)
+    if (f.kind != "extern") fs.push_back(&f);
   return fs;
 }
 
@@ -52,15 +55,24 @@ class LlvmProgram : public CompiledProgram {
  public:
   LlvmProgram(const Program& p, std::unique_ptr<llvmjit::LoadedCode> code) : program_(p), code_(std::move(code)) {
     for (auto& f : p.funcs) {
+      if (f.kind == "extern") { fns_.push_back(nullptr); continue; }
       auto* fn = reinterpret_cast<KernelFn>(code_->lookup(f.name));
       LATHE_CHECK(fn, "llvm backend: compiled module lacks kernel " + f.name);
       fns_.push_back(fn);
     }
   }
-  void launch(int k, void* const* bufs, const int64_t* dims) override { fns_.at(k)(bufs, dims); }
-  std::string source(int k) const override { return module_text({&program_.funcs.at(k)}); }
+  void launch(int k, void* const* bufs, const int64_t* dims) override {
+    if (KernelFn fn = fns_.at(k)) fn(bufs, dims);
+    else run_library_kernel(program_.kg.kernels.at(k).root, bufs);
+  }
+  std::string source(int k) const override {
+    const auto& f = program_.funcs.at(k);
+    if (f.kind == "extern") return "; library call: " + program_.kg.kernels.at(k).root->attrs.name + " (OpenBLAS)\n";
+    return module_text({&f});
+  }
   std::string full_source() const override { return module_text(kernel_funcs(program_)); }
   std::string assembly(int k) const override {
+    if (program_.funcs.at(k).kind == "extern") return source(k);
     llvm::LLVMContext ctx;
     auto m = llvmjit::emit_module({&program_.funcs.at(k)}, ctx, program_.funcs.at(k).name);
     return llvmjit::compile_module(*m, false, true).assembly;
@@ -79,10 +91,12 @@ class LlvmBackend : public Backend {
     return "LLVM 19 IR, O3 for the host CPU (" + llvmjit::host_cpu() + "), ORC JIT in process, cached";
   }
   std::string supports(NodeRef n) const override {
-    if (n->op == Op::Extern) return "Extern library calls are not supported by the llvm backend yet (use interp)";
-    return "";
+    return library_kernel_available(n);
   }
-  std::string render(const Program& p, int kernel) const override { return module_text({&p.funcs.at(kernel)}); }
+  std::string render(const Program& p, int kernel) const override {
+    if (p.funcs.at(kernel).kind == "extern") return "; library call: " + p.kg.kernels.at(kernel).root->attrs.name + "\n";
+    return module_text({&p.funcs.at(kernel)});
+  }
 
   std::shared_ptr<CompiledProgram> compile(const Program& p, const CompileOptions& o) override {
     if (auto why = supports_graph(p.graph); !why.empty()) throw UserError("backend 'llvm' cannot run " + why);
@@ -90,7 +104,7 @@ class LlvmBackend : public Backend {
     // The key covers everything that determines the object code: the loop IR of every
     // kernel (names included), the CPU, and this backend's code-generation version.
     std::string ir;
-    for (auto& f : p.funcs) ir += f.name + "\n" + loop::print_loop(f) + "\n";
+    for (const loop::LoopFunc* f : kernel_funcs(p)) ir += f->name + "\n" + loop::print_loop(*f) + "\n";
     std::string key = cache_key({"llvm", llvmjit::emitter_build_id(), ir, llvmjit::host_cpu(), llvmjit::host_features_hash()});
     std::string path = o.use_cache ? cache_path("llvm", key + ".o") : "";
     std::vector<char> object;
@@ -99,8 +113,8 @@ class LlvmBackend : public Backend {
     if (!path.empty() && read_file(path, object)) {
       try {
         code = llvmjit::load_object(object, "k" + key.substr(0, 8));
-        for (auto& f : p.funcs)
-          if (!code->lookup(f.name)) throw UserError("missing symbol");
+        for (const loop::LoopFunc* f : kernel_funcs(p))
+          if (!code->lookup(f->name)) throw UserError("missing symbol");
         cached = true;
       } catch (const std::exception&) {
         code.reset();  // corrupt entry: rebuild below, never trust it

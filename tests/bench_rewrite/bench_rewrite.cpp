@@ -11,6 +11,7 @@
 #include <random>
 
 #include "core/ir/build.h"
+#include "core/rewrite/bench_graph.h"
 #include "core/rewrite/session.h"
 
 using namespace lathe;
@@ -36,38 +37,6 @@ Ruleset simplify_mirror() {
   });
 }
 
-Graph make_graph(size_t target_nodes, uint32_t seed) {
-  std::mt19937 rng(seed);
-  NodeRef x = prim::input("x", DType::F32, {16});
-  std::vector<NodeRef> pool{x};
-  auto pick = [&] { return pool[pool.size() - 1 - rng() % std::min<size_t>(pool.size(), 8)]; };
-  auto c = [&](double v) { return prim::constant(v, DType::F32, {16}); };
-  size_t made = 0;
-  NodeRef last = x;
-  while (made < target_nodes) {
-    NodeRef a = last, b = pick(), n;
-    switch (rng() % 9) {
-      case 0: n = prim::binary(Op::Add, a, b); made += 1; break;
-      case 1: n = prim::binary(Op::Mul, a, b); made += 1; break;
-      case 2: n = prim::unary(Op::Neg, a); made += 1; break;
-      case 3: n = prim::binary(Op::Add, a, c(0)); made += 1; break;
-      case 4: n = prim::binary(Op::Mul, c(1), a); made += 1; break;
-      case 5: n = prim::unary(Op::Neg, prim::unary(Op::Neg, a)); made += 2; break;
-      case 6: {
-        double u = static_cast<double>(rng() % 100), v = static_cast<double>(rng() % 100);
-        n = prim::binary(Op::Add, a, prim::binary(Op::Add, c(u), c(v)));
-        made += 3;
-        break;
-      }
-      case 7: n = prim::binary(Op::Max, a, a); made += 1; break;
-      default: n = prim::binary(Op::Add, a, prim::binary(Op::Mul, b, c(static_cast<double>(rng() % 7)))); made += 2; break;
-    }
-    pool.push_back(n);
-    last = n;
-  }
-  return Graph::from_outputs({{"y", last}});
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -75,7 +44,7 @@ int main(int argc, char** argv) {
   size_t nodes = argc > 1 ? std::strtoul(argv[1], nullptr, 10) : 112000;
   using Clock = std::chrono::steady_clock;
   auto t0 = Clock::now();
-  Graph g = make_graph(nodes, 42);
+  Graph g = make_rewrite_benchmark_graph(nodes, 42);
   size_t before = g.size();
   auto t1 = Clock::now();
   RewriteSession s(g, simplify_mirror());

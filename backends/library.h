@@ -1,0 +1,28 @@
+// library.h — library kernels that Extern nodes reach (the escape hatch of ops.def), shared
+// by every CPU backend and by `lathe bench`'s peers.
+//
+// "sgemm": ints {M, N, K, transA, transB}; inputs A ([M, K], or [K, M] when transA) and
+// B ([K, N], or [N, K] when transB), row-major f32; result [M, N] = A·B. It is OpenBLAS's
+// cblas_sgemm, loaded with dlopen (so Lathe builds and runs without it) after selecting its
+// AVX-512 kernels: Debian's OpenBLAS 0.3.21 does not recognise Zen 5 and would fall back to
+// AVX2 (half the speed) — see DEPS.md.
+#pragma once
+#include <string>
+
+#include "core/ir/node.h"
+
+namespace lathe {
+
+using SgemmFn = void (*)(int order, int trans_a, int trans_b, int m, int n, int k, float alpha, const float* a,
+                         int lda, const float* b, int ldb, float beta, float* c, int ldc);
+
+// cblas_sgemm, or nullptr with *why saying what is missing.
+SgemmFn openblas_sgemm(std::string* why = nullptr);
+
+// "" when this Extern node can run here; otherwise why not.
+std::string library_kernel_available(NodeRef extern_node);
+// Runs an Extern node: bufs[0] is the result, bufs[1..] its inputs (the loop IR's
+// buffer order for extern kernels).
+void run_library_kernel(NodeRef extern_node, void* const* bufs);
+
+}  // namespace lathe
