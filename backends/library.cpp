@@ -32,8 +32,9 @@ std::string library_kernel_available(NodeRef n) {
   if (n->attrs.name != "sgemm") return "unknown library kernel '" + n->attrs.name + "'";
   std::string why;
   if (!openblas_sgemm(&why)) return "Extern sgemm needs OpenBLAS: " + why;
+  if (n->attrs.ints.size() != 5) return "Extern sgemm needs ints {M, N, K, transA, transB}";
   for (size_t i = 0; i < 3; ++i)
-    if (!n->attrs.ints.empty() && n->attrs.ints[i] > INT32_MAX) return "Extern sgemm: dims beyond 2^31 are not supported";
+    if (n->attrs.ints[i] > INT32_MAX) return "Extern sgemm: dims beyond 2^31 are not supported";
   return "";
 }
 
