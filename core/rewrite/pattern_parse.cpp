@@ -6,38 +6,14 @@
 #include <sstream>
 
 #include "core/ir/diag.h"
+#include "core/ir/text_util.h"
 #include "core/rewrite/pattern.h"
 
 namespace lathe {
 
 namespace {
 
-size_t edit_distance(std::string_view a, std::string_view b) {
-  std::vector<size_t> row(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    size_t diag = row[0];
-    row[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j) {
-      size_t up = row[j];
-      bool same = std::tolower(static_cast<unsigned char>(a[i - 1])) == std::tolower(static_cast<unsigned char>(b[j - 1]));
-      row[j] = std::min<size_t>({row[j] + 1, row[j - 1] + 1, diag + (same ? 0u : 1u)});
-      diag = up;
-    }
-  }
-  return row[b.size()];
-}
-
-std::string closest_op(std::string_view name) {
-  std::string best;
-  size_t best_d = 3;  // suggest only close names
-  for (int i = 0; i < kNumOps; ++i) {
-    std::string_view cand = op_name(static_cast<Op>(i));
-    size_t d = edit_distance(name, cand);
-    if (d < best_d) { best_d = d; best = std::string(cand); }
-  }
-  return best;
-}
+std::string closest_op(std::string_view name) { return closest_op_name(name, 3); }  // close names only
 
 class PatternParser {
  public:
