@@ -53,6 +53,23 @@ void push_ids(lua_State* L, const std::vector<int>& ids) {
 
 }  // namespace
 
+// s:run()'s result: {steps, rewrites, stop = "fixpoint"|"breakpoint" [, rule, node]}.
+void push_run_result(lua_State* L, const RunResult& r) {
+  lua_createtable(L, 0, 5);
+  lua_pushinteger(L, r.steps);
+  lua_setfield(L, -2, "steps");
+  lua_pushinteger(L, r.rewrites);
+  lua_setfield(L, -2, "rewrites");
+  lua_pushstring(L, r.stop == RunResult::Stop::Fixpoint ? "fixpoint" : "breakpoint");
+  lua_setfield(L, -2, "stop");
+  if (r.stop == RunResult::Stop::Breakpoint) {
+    lua_pushstring(L, r.breakpoint_rule.c_str());
+    lua_setfield(L, -2, "rule");
+    lua_pushinteger(L, r.breakpoint_node);
+    lua_setfield(L, -2, "node");
+  }
+}
+
 void push_step(lua_State* L, const StepInfo& st) {
   lua_createtable(L, 0, 8);
   lua_pushinteger(L, st.index);
@@ -148,19 +165,7 @@ int s_step(lua_State* L) {
 int s_run(lua_State* L) {
   RewriteSession& s = check_session(L, 1);
   RunResult r = s.run();
-  lua_createtable(L, 0, 5);
-  lua_pushinteger(L, r.steps);
-  lua_setfield(L, -2, "steps");
-  lua_pushinteger(L, r.rewrites);
-  lua_setfield(L, -2, "rewrites");
-  lua_pushstring(L, r.stop == RunResult::Stop::Fixpoint ? "fixpoint" : "breakpoint");
-  lua_setfield(L, -2, "stop");
-  if (r.stop == RunResult::Stop::Breakpoint) {
-    lua_pushstring(L, r.breakpoint_rule.c_str());
-    lua_setfield(L, -2, "rule");
-    lua_pushinteger(L, r.breakpoint_node);
-    lua_setfield(L, -2, "node");
-  }
+  push_run_result(L, r);
   return 1;
 }
 

@@ -145,19 +145,7 @@ int l_run(lua_State* L) {
   if (!ss) raise(L, "expected a rewrite session, got a " + type_of(L, 1));
   RunResult r;
   with_spinner("rewriting", [&] { r = ss->run(); });
-  lua_createtable(L, 0, 5);
-  lua_pushinteger(L, r.steps);
-  lua_setfield(L, -2, "steps");
-  lua_pushinteger(L, r.rewrites);
-  lua_setfield(L, -2, "rewrites");
-  lua_pushstring(L, r.stop == RunResult::Stop::Fixpoint ? "fixpoint" : "breakpoint");
-  lua_setfield(L, -2, "stop");
-  if (r.stop == RunResult::Stop::Breakpoint) {
-    lua_pushstring(L, r.breakpoint_rule.c_str());
-    lua_setfield(L, -2, "rule");
-    lua_pushinteger(L, r.breakpoint_node);
-    lua_setfield(L, -2, "node");
-  }
+  push_run_result(L, r);
   return 1;
 }
 

@@ -12,6 +12,7 @@ namespace lathe::script {
 // "#12 fold-add @%41: -3 +1" (sweeps add "(rule×n, …)").
 std::string step_line(const StepInfo& st);
 void push_step(lua_State* L, const StepInfo& st);
+void push_run_result(lua_State* L, const RunResult& r);  // s:run()'s result table
 void push_session(lua_State* L, std::shared_ptr<RewriteSession> s);
 std::shared_ptr<RewriteSession> test_session(lua_State* L, int idx);
 
