@@ -1,8 +1,8 @@
 // emit.h — loop IR -> LLVM IR, with IRBuilder. The llvm backend's only renderer.
 //
 // Every LoopFunc becomes `void NAME(void* const* buffers, const int64_t* dims)`. Loops
-// are plain counted loops (LLVM's O3 pipeline vectorizes and unrolls them; annotations
-// become llvm.loop metadata); parallel loops are outlined into chunk functions run by
+// are plain counted loops (LLVM's O3 pipeline vectorizes and interleaves them; annotations
+// become llvm.loop metadata, and only loops annotated to unroll are unrolled, see jit.h); parallel loops are outlined into chunk functions run by
 // lathe_llvm_parallel_for (parallel.h). f32 exp2/log2 are inlined as polynomials so that
 // they vectorize (libm calls would not); f16 uses LLVM's half (per-op rounding, as the
 // interpreter does); bf16 is stored as i16 and computed in f32, rounded after each op.

@@ -1,4 +1,4 @@
-// jit.cpp — LLJIT set-up, the O3 pipeline, object emission, loading. See jit.h.
+// jit.cpp — LLJIT set-up, the optimization pipeline, object emission, loading. See jit.h.
 #include "backends/llvm/jit.h"
 
 #include <llvm/Analysis/CGSCCPassManager.h>
@@ -19,6 +19,7 @@
 
 #include <atomic>
 #include <mutex>
+#include <optional>
 
 #include "backends/llvm/parallel.h"
 #include "core/ir/diag.h"
@@ -29,9 +30,13 @@ namespace {
 
 struct JitState {
   std::unique_ptr<llvm::orc::LLJIT> jit;
-  std::unique_ptr<llvm::TargetMachine> tm;
-  std::mutex mu;  // LLVM codegen with one TargetMachine is not thread-safe
+  std::mutex mu;  // guards jit
   std::atomic<int> dylib_counter{0};
+  // TargetMachines for compile_module: one per concurrent compile (codegen with one
+  // TargetMachine is not thread-safe); idle ones wait here for the next compile
+  std::optional<llvm::orc::JITTargetMachineBuilder> jtmb;
+  std::mutex tm_mu;
+  std::vector<std::unique_ptr<llvm::TargetMachine>> idle_tms;
 };
 
 std::string take_error(llvm::Error e) {
@@ -50,9 +55,7 @@ JitState& state() {
     auto jtmb = llvm::orc::JITTargetMachineBuilder::detectHost();
     if (!jtmb) throw UserError("LLVM cannot target this host: " + take_error(jtmb.takeError()));
     jtmb->setCodeGenOptLevel(llvm::CodeGenOptLevel::Aggressive);
-    auto tm = jtmb->createTargetMachine();
-    if (!tm) throw UserError("LLVM cannot create a target machine: " + take_error(tm.takeError()));
-    s->tm = std::move(*tm);
+    s->jtmb = *jtmb;
     auto jit = llvm::orc::LLJITBuilder().setJITTargetMachineBuilder(std::move(*jtmb)).create();
     if (!jit) throw UserError("LLVM JIT start-up failed: " + take_error(jit.takeError()));
     s->jit = std::move(*jit);
@@ -94,7 +97,35 @@ class LoadedDylib : public LoadedCode {
   llvm::orc::JITDylib* jd_;
 };
 
+// A TargetMachine for the duration of one compile.
+class TmLease {
+ public:
+  TmLease() : st_(state()) {
+    std::lock_guard<std::mutex> lock(st_.tm_mu);
+    if (!st_.idle_tms.empty()) {
+      tm_ = std::move(st_.idle_tms.back());
+      st_.idle_tms.pop_back();
+      return;
+    }
+    auto tm = st_.jtmb->createTargetMachine();
+    if (!tm) throw UserError("LLVM cannot create a target machine: " + take_error(tm.takeError()));
+    tm_ = std::move(*tm);
+  }
+  ~TmLease() {
+    std::lock_guard<std::mutex> lock(st_.tm_mu);
+    st_.idle_tms.push_back(std::move(tm_));
+  }
+  llvm::TargetMachine* operator->() const { return tm_.get(); }
+  llvm::TargetMachine* get() const { return tm_.get(); }
+
+ private:
+  JitState& st_;
+  std::unique_ptr<llvm::TargetMachine> tm_;
+};
+
 }  // namespace
+
+const char* pipeline_id() { return "O3-no-unroll;cg=O3;v2"; }
 
 std::string host_cpu() { return llvm::sys::getHostCPUName().str(); }
 
@@ -106,17 +137,17 @@ std::string host_features_hash() {
 }
 
 CompileOutput compile_module(llvm::Module& m, bool want_ir, bool want_asm) {
-  JitState& st = state();
-  std::lock_guard<std::mutex> lock(st.mu);
-  m.setDataLayout(st.tm->createDataLayout());
-  m.setTargetTriple(st.tm->getTargetTriple().str());
+  TmLease tm;
+  m.setDataLayout(tm->createDataLayout());
+  m.setTargetTriple(tm->getTargetTriple().str());
   {
     std::string err;
     llvm::raw_string_ostream os(err);
     if (llvm::verifyModule(m, &os))
       throw InternalError("llvm backend generated invalid IR: " + os.str());
   }
-  // O3, the same pipeline clang uses, tuned for this TargetMachine.
+  // O3, the pipeline clang uses, tuned for this TargetMachine, without runtime/partial
+  // unrolling (see jit.h); loops the loop IR asks to unroll still are (llvm.loop metadata)
   llvm::LoopAnalysisManager lam;
   llvm::FunctionAnalysisManager fam;
   llvm::CGSCCAnalysisManager cgam;
@@ -124,8 +155,8 @@ CompileOutput compile_module(llvm::Module& m, bool want_ir, bool want_asm) {
   llvm::PipelineTuningOptions pto;
   pto.LoopVectorization = true;
   pto.SLPVectorization = true;
-  pto.LoopUnrolling = true;
-  llvm::PassBuilder pb(st.tm.get(), pto);
+  pto.LoopUnrolling = false;
+  llvm::PassBuilder pb(tm.get(), pto);
   pb.registerModuleAnalyses(mam);
   pb.registerCGSCCAnalyses(cgam);
   pb.registerFunctionAnalyses(fam);
@@ -143,7 +174,7 @@ CompileOutput compile_module(llvm::Module& m, bool want_ir, bool want_asm) {
     llvm::SmallVector<char, 0> buf;
     llvm::raw_svector_ostream os(buf);
     llvm::legacy::PassManager pm;
-    if (st.tm->addPassesToEmitFile(pm, os, nullptr, type))
+    if (tm->addPassesToEmitFile(pm, os, nullptr, type))
       throw InternalError("LLVM target cannot emit this file type");
     pm.run(mod);
     return std::vector<char>(buf.begin(), buf.end());
@@ -157,16 +188,22 @@ CompileOutput compile_module(llvm::Module& m, bool want_ir, bool want_asm) {
   return out;
 }
 
-std::unique_ptr<LoadedCode> load_object(const std::vector<char>& object, const std::string& name) {
+std::unique_ptr<LoadedCode> load_objects(const std::vector<std::vector<char>>& objects, const std::string& name) {
   JitState& st = state();
   std::lock_guard<std::mutex> lock(st.mu);
   std::string dyname = name + "." + std::to_string(st.dylib_counter++);
   auto jd = st.jit->createJITDylib(dyname);
   if (!jd) throw InternalError("LLVM JIT: cannot create a dylib: " + take_error(jd.takeError()));
   jd->addToLinkOrder(st.jit->getMainJITDylib());
-  auto buf = llvm::MemoryBuffer::getMemBufferCopy(llvm::StringRef(object.data(), object.size()), dyname);
-  if (auto e = st.jit->addObjectFile(*jd, std::move(buf)))
-    throw UserError("LLVM JIT could not load compiled code (corrupt cache entry?): " + take_error(std::move(e)));
+  for (size_t i = 0; i < objects.size(); ++i) {
+    auto buf = llvm::MemoryBuffer::getMemBufferCopy(llvm::StringRef(objects[i].data(), objects[i].size()),
+                                                    dyname + "." + std::to_string(i));
+    if (auto e = st.jit->addObjectFile(*jd, std::move(buf))) {
+      std::string why = take_error(std::move(e));
+      llvm::consumeError(st.jit->getExecutionSession().removeJITDylib(*jd));
+      throw UserError("LLVM JIT could not load compiled code (corrupt cache entry?): " + why);
+    }
+  }
   return std::make_unique<LoadedDylib>(&*jd);
 }
 

@@ -1,10 +1,14 @@
 // jit.h — the process-wide LLVM 19 ORC JIT used by the llvm backend.
 //
 // One LLJIT per process (created on first use) targeting the host CPU (znver5 here) at
-// CodeGenOptLevel::Aggressive. A module is optimized with the O3 pipeline, turned into an
-// object file by the same TargetMachine, and loaded into its own JITDylib so a program's
-// code can be dropped when the program dies. Object files are what the kernel cache
-// stores: a cache hit skips IR generation, optimization and codegen entirely.
+// CodeGenOptLevel::Aggressive. A module is optimized with the O3 pipeline minus LLVM's
+// own loop unrolling (kernels come unrolled where it pays: the matmul micro-kernel, and
+// the vectorizer interleaves; unrolling made matmul kernels ~8x slower to compile and no
+// faster to run), turned into an object file, and loaded into its own JITDylib so a
+// program's code can be dropped when the program dies. compile_module may run on several
+// threads at once (each takes its own TargetMachine; modules need their own contexts).
+// Object files are what the kernel cache stores: a cache hit skips IR generation,
+// optimization and codegen entirely.
 // LLVM types stay out of this header so the rest of the backend compiles fast.
 #pragma once
 #include <memory>
@@ -32,11 +36,17 @@ struct CompileOutput {
 std::string host_cpu();
 std::string host_features_hash();
 
-// Verifies, optimizes (O3) and compiles a module. Throws UserError with LLVM's message
+// Names the optimization pipeline and code generator settings (part of cache keys).
+const char* pipeline_id();
+
+// Verifies, optimizes and compiles a module. Throws InternalError with LLVM's message
 // when the module does not verify (a bug in IR generation, reported clearly).
 CompileOutput compile_module(llvm::Module& m, bool want_ir, bool want_asm);
 
-// Loads an object file (fresh from compile_module or from the cache).
-std::unique_ptr<LoadedCode> load_object(const std::vector<char>& object, const std::string& name);
+// Loads object files (fresh from compile_module or from the cache) into one JITDylib.
+std::unique_ptr<LoadedCode> load_objects(const std::vector<std::vector<char>>& objects, const std::string& name);
+inline std::unique_ptr<LoadedCode> load_object(const std::vector<char>& object, const std::string& name) {
+  return load_objects({object}, name);
+}
 
 }  // namespace lathe::llvmjit

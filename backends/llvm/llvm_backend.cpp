@@ -1,6 +1,7 @@
 // llvm_backend.cpp — the `llvm` backend (the default): loop IR -> LLVM IR (emit.h) -> O3
-// for the host CPU -> object code -> ORC LLJIT, all in process. Object files go through
-// the on-disk kernel cache, so a warm compile is a hash, a file read and a link.
+// for the host CPU -> object code (kernels compiled on all hardware threads,
+// compile_program.h) -> ORC LLJIT, all in process. Object files go through the on-disk
+// kernel cache, so a warm compile is a hash, a file read and a link.
 //
 // Supports every dtype (f16 and bf16 as storage types, computed in f32) and every
 // primitive op; Extern kernels call the library (backends/library.h) between JIT kernels.
@@ -15,6 +16,7 @@
 
 #include "backends/backend.h"
 #include "backends/library.h"
+#include "backends/llvm/compile_program.h"
 #include "backends/llvm/emit.h"
 #include "backends/llvm/jit.h"
 #include "core/ir/diag.h"
@@ -105,14 +107,17 @@ class LlvmBackend : public Backend {
     // kernel (names included), the CPU, and this backend's code-generation version.
     std::string ir;
     for (const loop::LoopFunc* f : kernel_funcs(p)) ir += f->name + "\n" + loop::print_loop(*f) + "\n";
-    std::string key = cache_key({"llvm", llvmjit::emitter_build_id(), ir, llvmjit::host_cpu(), llvmjit::host_features_hash()});
+    std::string key = cache_key({"llvm", llvmjit::emitter_build_id(), llvmjit::pipeline_id(), ir, llvmjit::host_cpu(),
+                                 llvmjit::host_features_hash()});
     std::string path = o.use_cache ? cache_path("llvm", key + ".o") : "";
-    std::vector<char> object;
+    std::vector<char> blob;
+    std::vector<std::vector<char>> objects;
     bool cached = false;
     std::unique_ptr<llvmjit::LoadedCode> code;
-    if (!path.empty() && read_file(path, object)) {
+    if (!path.empty() && read_file(path, blob)) {
       try {
-        code = llvmjit::load_object(object, "k" + key.substr(0, 8));
+        if (!llvmjit::unpack_objects(blob, objects)) throw UserError("not an object bundle");
+        code = llvmjit::load_objects(objects, "k" + key.substr(0, 8));
         for (const loop::LoopFunc* f : kernel_funcs(p))
           if (!code->lookup(f->name)) throw UserError("missing symbol");
         cached = true;
@@ -122,11 +127,9 @@ class LlvmBackend : public Backend {
       }
     }
     if (!code) {
-      llvm::LLVMContext ctx;
-      auto m = llvmjit::emit_module(kernel_funcs(p), ctx, "lathe_program");
-      object = llvmjit::compile_module(*m, false, false).object;
-      if (!path.empty()) atomic_write(path, std::string(object.begin(), object.end()));
-      code = llvmjit::load_object(object, "k" + key.substr(0, 8));
+      objects = llvmjit::compile_kernels(kernel_funcs(p));  // on every hardware thread
+      if (!path.empty()) atomic_write(path, llvmjit::pack_objects(objects));
+      code = llvmjit::load_objects(objects, "k" + key.substr(0, 8));
     }
     auto cp = std::make_shared<LlvmProgram>(p, std::move(code));
     cp->from_cache = cached;

@@ -88,7 +88,7 @@ KernelCost estimate_cost(const LoopFunc& f, const KernelGraph& kg, const Binding
   const Kernel& k = kg.kernels.at(f.kernel);
   if (f.kind == "matmul") {
     double n = 1;
-    for (auto& d : k.root->inputs[0]->shape) n *= static_cast<double>(d.eval(dims).value_or(1));
+    for (auto& d : (k.matmul ? k.matmul : k.root)->inputs[0]->shape) n *= static_cast<double>(d.eval(dims).value_or(1));
     c.flops = 2 * n;
     return c;
   }

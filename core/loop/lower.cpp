@@ -42,9 +42,19 @@ Op combine_op(ReduceOp r, DType dt) {
   return r == ReduceOp::Add ? Op::Add : r == ReduceOp::Mul ? Op::Mul : Op::Max;
 }
 
+// Does an expression contain work worth a store and a load to avoid recomputing
+// (a transcendental op)? Cheap arithmetic is recomputed instead.
+bool expensive(const ExprRef& e) {
+  if (e->kind == ExprKind::Unary && (e->op == Op::Exp2 || e->op == Op::Log2 || e->op == Op::Sin)) return true;
+  for (auto& a : e->args)
+    if (expensive(a)) return true;
+  return false;
+}
+
 class Lowerer {
  public:
-  Lowerer(const KernelGraph& kg, const Kernel& k) : kg_(kg), k_(k) {
+  // allow_stash: may keep one shared expensive value in the output buffer (see stash_at)
+  Lowerer(const KernelGraph& kg, const Kernel& k, bool allow_stash) : kg_(kg), k_(k), allow_stash_(allow_stash) {
     f_.name = k.name;
     f_.kernel = k.id;
     f_.dims = kg.symbols;
@@ -56,6 +66,8 @@ class Lowerer {
       for (NodeRef in : n->inputs)
         if (inside.count(in)) uses_[in]++;
   }
+
+  bool stash_unused() const { return stash_node_ && !stash_read_; }
 
   LoopFunc run() {
     NodeRef root = k_.root;
@@ -69,6 +81,8 @@ class Lowerer {
       push_scope(v, from_sym(shape[d]), "output dim " + std::to_string(d));
       idx.push_back(var(v));
     }
+    root_idx_ = idx;
+    root_idx_key_ = idx_key(idx);
     ExprRef value = compute(root, idx);
     stack_.back()->stmts.push_back(make_store(0, flat_index(idx, shape), value));
     f_.body = close_scopes(stack_, 0);
@@ -87,6 +101,16 @@ class Lowerer {
   std::unordered_map<std::string, std::pair<Scope*, std::string>> cse_;
   std::vector<ExprRef> masks_;
   int counter_ = 0;
+  // the stash: one shared node whose values a reduction loop stores into the output row
+  // and the output loop loads back instead of recomputing (softmax's exp(x - max))
+  bool allow_stash_ = false;
+  std::vector<ExprRef> root_idx_;
+  std::string root_idx_key_;              // idx_key(root_idx_)
+  NodeRef stash_node_ = nullptr;
+  bool stash_read_ = false;
+  std::unordered_set<std::string> reduce_vars_;
+  std::unordered_map<NodeRef, int> reduce_depth_;
+  std::unordered_map<std::string, std::string> bound_;   // scope address + expr key -> local
 
   void add_param(int buffer, bool written) {
     const BufferDesc& b = kg_.buffers[buffer];
@@ -162,14 +186,46 @@ class Lowerer {
     return false;
   }
 
-  std::string key_of(NodeRef n, const std::vector<ExprRef>& idx) {
-    std::string k = std::to_string(n->id) + "@";
+  static std::string idx_key(const std::vector<ExprRef>& idx) {
+    std::string k;
     for (auto& e : idx) k += expr_key(e) + ";";
-    return k + "|" + expr_key(current_mask());
+    return k;
+  }
+
+  std::string key_of(NodeRef n, const std::vector<ExprRef>& idx) {
+    return std::to_string(n->id) + "@" + idx_key(idx) + "|" + expr_key(current_mask());
+  }
+
+  // How deeply fused reductions nest inside n (0: none; softmax's sum of exp(x - max): 2).
+  int reduce_depth(NodeRef n) {
+    if (n != k_.root && kg_.materialized(n)) return 0;
+    auto it = reduce_depth_.find(n);
+    if (it != reduce_depth_.end()) return it->second;
+    int d = 0;
+    for (NodeRef in : n->inputs) d = std::max(d, reduce_depth(in));
+    return reduce_depth_[n] = d + (n->op == Op::Reduce);
+  }
+
+  // The values of n's inputs at idx, in a fixed order: deepest reduction nesting first
+  // (ties in input order). A reduction's loop then comes before the code that shares its
+  // subexpressions, so a stash it makes (stash_at) is there for the others to read.
+  std::vector<ExprRef> operands(NodeRef n, const std::vector<ExprRef>& idx) {
+    std::vector<size_t> order(n->inputs.size());
+    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::stable_sort(order.begin(), order.end(),
+                     [&](size_t a, size_t b) { return reduce_depth(n->inputs[a]) > reduce_depth(n->inputs[b]); });
+    std::vector<ExprRef> v(n->inputs.size());
+    for (size_t i : order) v[i] = value(n->inputs[i], idx);
+    return v;
   }
 
   ExprRef bind(const std::string& prefix, DType dt, ExprRef e, size_t depth) {
+    // the same expression already bound in this scope (from another index path): reuse it
+    std::string same = std::to_string(reinterpret_cast<uintptr_t>(stack_[depth])) + ":" +
+                       std::string(dtype_name(dt)) + ":" + expr_key(e);
+    if (auto it = bound_.find(same); it != bound_.end()) return var(it->second, dt);
     std::string name = prefix + std::to_string(counter_++);
+    bound_[same] = name;
     stack_[depth]->stmts.push_back(make_let(name, dt, e));
     defined_in_[name] = stack_[depth];
     return var(name, dt);
@@ -183,7 +239,8 @@ class Lowerer {
     std::string key = key_of(n, idx);
     auto it = cse_.find(key);
     if (it != cse_.end() && in_stack(it->second.first)) return var(it->second.second, n->dtype);
-    ExprRef e = compute(n, idx);
+    ExprRef e = stashed(n, idx);
+    if (!e) e = compute(n, idx);
     if (e->kind == ExprKind::Var) {  // a reduction's accumulator (or a bound local): reuse it
       auto def = defined_in_.find(e->name);
       if (def != defined_in_.end()) cse_[key] = {def->second, e->name};
@@ -196,7 +253,51 @@ class Lowerer {
     if (!shared && !hoistable) return e;
     ExprRef v = bind("v", n->dtype, e, depth);
     cse_[key] = {stack_[depth], v->name};
+    if (shared && e->kind != ExprKind::Load && stash_at(n, idx, e))
+      stack_.back()->stmts.push_back(make_store(0, flat_index(idx, n->shape), v));
     return v;
+  }
+
+  // Should node n's value at idx (inside a reduction loop) be stored into the output buffer
+  // at the matching position? Only when: it is expensive and shared, n has the root's shape
+  // and dtype (a full-precision float, not stored rounded), no mask guards it, the output
+  // buffer is not also an input, and idx is the root's output index with some output loop
+  // vars (not yet open) replaced by reduction vars spanning the same extent. Then the
+  // reduction loop writes every element of the output row before the output loop runs,
+  // and the output loop reads each element back exactly where (and before) it stores it.
+  bool stash_at(NodeRef n, const std::vector<ExprRef>& idx, const ExprRef& e) {
+    NodeRef root = k_.root;
+    if (!allow_stash_ || stash_node_ || n == root || !expensive(e) || current_mask()) return false;
+    if (n->dtype != root->dtype || !is_float(n->dtype) || n->dtype == DType::F16 || n->dtype == DType::BF16) return false;
+    if (n->shape != root->shape || idx.size() != root_idx_.size()) return false;
+    for (size_t p = 1; p < f_.buffers.size(); ++p)
+      if (f_.buffers[p].buffer == f_.buffers[0].buffer) return false;
+    std::unordered_set<std::string> used;
+    bool swapped = false;
+    for (size_t d = 0; d < idx.size(); ++d) {
+      const ExprRef& want = root_idx_[d];
+      bool open = want->kind == ExprKind::Var && in_stack(defined_in_.at(want->name));
+      if (expr_key(idx[d]) == expr_key(want)) {
+        if (want->kind == ExprKind::Var && !open) return false;
+        continue;
+      }
+      const ExprRef& got = idx[d];
+      if (want->kind != ExprKind::Var || open || got->kind != ExprKind::Var || !reduce_vars_.count(got->name)) return false;
+      Scope* s = defined_in_.at(got->name);
+      if (!in_stack(s) || expr_key(s->extent) != expr_key(from_sym(root->shape[d])) || !used.insert(got->name).second)
+        return false;
+      swapped = true;
+    }
+    if (!swapped) return false;
+    stash_node_ = n;
+    return true;
+  }
+
+  // The stashed node at the root's own index: load it back from the output buffer.
+  ExprRef stashed(NodeRef n, const std::vector<ExprRef>& idx) {
+    if (n != stash_node_ || current_mask() || idx_key(idx) != root_idx_key_) return nullptr;
+    stash_read_ = true;
+    return load(0, n->dtype, flat_index(idx, n->shape));
   }
 
   ExprRef compute(NodeRef n, const std::vector<ExprRef>& idx) {
@@ -210,13 +311,19 @@ class Lowerer {
       case Op::Copy: return value(n->inputs[0], idx);
       case Op::Assign: return value(n->inputs[1], idx);
       case Op::Cast: return cast(value(n->inputs[0], idx), n->dtype);
-      case Op::Where: return select(value(n->inputs[0], idx), value(n->inputs[1], idx), value(n->inputs[2], idx));
+      case Op::Where: {
+        auto v = operands(n, idx);
+        return select(v[0], v[1], v[2]);
+      }
       case Op::Reduce: return reduce_value(n, idx);
       default: break;
     }
     switch (n->info().category) {
       case OpCategory::Unary: return unary(n->op, value(n->inputs[0], idx));
-      case OpCategory::Binary: return binary(n->op, value(n->inputs[0], idx), value(n->inputs[1], idx));
+      case OpCategory::Binary: {
+        auto v = operands(n, idx);
+        return binary(n->op, v[0], v[1]);
+      }
       default: break;
     }
     LATHE_CHECK(false, "lower: node %" + std::to_string(n->id) + " (" + std::string(op_name(n->op)) +
@@ -313,6 +420,7 @@ class Lowerer {
       if (in->shape[d] == SymInt(1)) { in_idx[d] = const_int(0); continue; }
       std::string v = "r" + std::to_string(counter_++);
       push_scope(v, from_sym(in->shape[d]), "reduce axis " + std::to_string(d));
+      reduce_vars_.insert(v);
       in_idx[d] = var(v);
     }
     ExprRef x = value(in, in_idx);
@@ -343,7 +451,11 @@ LoopFunc lower_kernel(const KernelGraph& kg, int kernel) {
   const Kernel& k = kg.kernels.at(kernel);
   if (k.kind == "matmul") return lower_matmul_kernel(kg, kernel);
   LATHE_CHECK(k.kind != "extern", "extern kernels have no loop IR; the backend calls the library");
-  return Lowerer(kg, k).run();
+  // a stash that no output loop read back would be a wasted store: lower again without it
+  Lowerer l(kg, k, true);
+  LoopFunc f = l.run();
+  if (!l.stash_unused()) return f;
+  return Lowerer(kg, k, false).run();
 }
 
 }  // namespace lathe::loop

@@ -7,6 +7,9 @@
 // reduction loop nest, placed at the outermost loop level its indices depend on (so a
 // softmax row max is computed once per row, not once per element). Shared subexpressions
 // and loop-invariant ones are bound to locals at the level where their inputs are known.
+// One expensive shared value (a transcendental: softmax's exp(x - max)) that a reduction
+// loop computes over the output row is stored into the output buffer there and loaded
+// back by the output loop instead of being computed twice (the "stash"; see stash_at).
 //
 // If a fused reduction would be recomputed by an inner loop (its index does not depend on
 // an outer prefix of the loop nest), lowering throws NeedsMaterialize; build_program then

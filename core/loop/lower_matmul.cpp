@@ -1,5 +1,5 @@
-// lower_matmul.cpp — lower_matmul_kernel: a matmul-like Reduce → a packed, cache-blocked,
-// register-blocked loop nest (the BLIS structure), written in backend-neutral loop IR.
+// lower_matmul.cpp — lower_matmul_kernel: a contraction (match_matmul) → a packed,
+// cache-blocked, register-blocked loop nest (the BLIS structure), in backend-neutral loop IR.
 //
 //   parallel for t in [batch × N-blocks × M-splits]:      one B panel per thread
 //     for pc over K in KC steps:
@@ -9,15 +9,19 @@
 //         for jr over NR panels, ir over MR panels:        micro-kernel
 //           acc[MR][NR/lanes] = 0      (vector registers)
 //           for kk < kc: b = Bp[kk][0:NR]; for r < MR: acc[r] += broadcast(Ap[kk][r]) * b
-//           C[tile] (+)= acc           (masked at the edges)
+//           C[tile] (+)= acc           (masked at the edges; the epilogue at the last pc)
 //
-// The MR and NR/lanes loops of the micro-kernel are unrolled here (constant indices), so
-// the accumulators live in registers in every backend.
+// M, N and K may each be a group of dims and the operands any affine view with range
+// conditions (a convolution's padded sliding window): the packing steps gather through it
+// (implicit im2col). A group part of an address that is not affine in the group's flat index
+// is precomputed once per block into a small table. The MR and NR/lanes loops of the
+// micro-kernel are unrolled here (constant indices), so the accumulators live in registers.
 #include <algorithm>
 #include <thread>
 
 #include "core/ir/diag.h"
 #include "core/loop/lower.h"
+#include "core/loop/matmul_epilogue.h"
 
 namespace lathe::loop {
 
@@ -27,53 +31,229 @@ ExprRef ceil_div(ExprRef a, int64_t b) { return binary(Op::IDiv, add(a, const_in
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 int64_t round_up(int64_t a, int64_t b) { return ceil_div(a, b) * b; }
 
-}  // namespace
+SymInt product(const Shape& s, const std::vector<int>& dims) {
+  SymInt p = 1;
+  for (int d : dims) p = p * s[d];
+  return p;
+}
 
-LoopFunc lower_matmul_kernel(const KernelGraph& kg, int kernel, const MatmulParams& P) {
-  const Kernel& k = kg.kernels.at(kernel);
-  auto mm = match_matmul(k.root);
-  LATHE_CHECK(mm.has_value(), "lower_matmul_kernel on a kernel that is not a matmul");
-  LATHE_CHECK(P.nr % P.lanes == 0 && P.mc % P.mr == 0 && P.nc % P.nr == 0, "matmul block sizes must nest");
-  LoopFunc f;
-  f.name = k.name;
-  f.kernel = k.id;
-  f.dims = kg.symbols;
-  f.kind = "matmul";
-  auto add_param = [&](int buffer, bool written, const std::string& name) {
-    for (size_t i = 0; i < f.buffers.size(); ++i)
-      if (f.buffers[i].buffer == buffer) return (int)i;
-    f.buffers.push_back({buffer, name, kg.buffers[buffer].dtype, written});
-    return (int)f.buffers.size() - 1;
+class MatmulLowering {
+ public:
+  MatmulLowering(const KernelGraph& kg, const Kernel& k, const MatmulMatch& mm, const MatmulParams& P)
+      : kg_(kg), k_(k), mm_(mm), P_(P), s_(mm.mul->shape) {}
+
+  LoopFunc run();
+
+ private:
+  const KernelGraph& kg_;
+  const Kernel& k_;
+  const MatmulMatch& mm_;
+  const MatmulParams& P_;
+  const Shape& s_;
+  LoopFunc f_;
+  std::unordered_map<int, int> param_of_;
+  std::map<int, ExprRef> batch_;   // batch dim -> its index in this job
+  int tables_ = 0;
+
+  int add_param(int buffer, bool written, const std::string& name) {
+    auto it = param_of_.find(buffer);
+    if (it != param_of_.end()) return it->second;
+    f_.buffers.push_back({buffer, name, kg_.buffers[buffer].dtype, written});
+    return param_of_[buffer] = (int)f_.buffers.size() - 1;
+  }
+
+  // The coefficient of a group's innermost dim when `a` is affine in the group's flat index.
+  std::optional<SymInt> collapsed(const Affine& a, const std::vector<int>& g) const {
+    auto coef = [&](int d) {
+      SymInt c = 0;
+      for (auto& [x, k] : a.terms)
+        if (x == d) c = c + k;
+      return c;
+    };
+    SymInt inner = coef(g.back()), want = inner;
+    for (size_t i = g.size() - 1; i-- > 0;) {
+      want = want * s_[g[i + 1]];
+      if (coef(g[i]) != want) return std::nullopt;
+    }
+    return inner;
+  }
+  bool uses_any(const Affine& a, const std::vector<int>& g) const {
+    for (int d : g)
+      if (a.uses(d)) return true;
+    return false;
+  }
+  // part of `a` over group g at flat index f, as index math (div/mod when not collapsible)
+  ExprRef part(const Affine& a, const std::vector<int>& g, ExprRef f) const {
+    if (!uses_any(a, g)) return const_int(0);
+    if (auto c = collapsed(a, g)) return mul(f, from_sym(*c));
+    return affine_part(a, group_coords(g, s_, f));
+  }
+  ExprRef batch_part(const Affine& a) const { return add(from_sym(a.c0), affine_part(a, batch_)); }
+
+  // A group part read from a table filled for local indices [0, count) at flat index base+i,
+  // when it is not affine in the flat index; else inline index math. Fill loops go to `fill`.
+  struct Part {
+    std::string table;  // "" = inline
+    const Affine* a = nullptr;
+    const std::vector<int>* g = nullptr;
+    ExprRef base;
   };
-  int pc_out = add_param(k.output, true, "out");
-  int pa = add_param(kg.buffer_of.at(mm->a), false, "a");
-  int pb = add_param(kg.buffer_of.at(mm->b), false, "b");
+  Part make_part(const Affine& a, const std::vector<int>& g, ExprRef base, ExprRef count, int64_t cap,
+                 std::vector<Stmt>& fill, std::vector<Stmt>& allocs) {
+    Part p{"", &a, &g, base};
+    if (!uses_any(a, g) || g.size() == 1 || collapsed(a, g)) return p;
+    p.table = "tab" + std::to_string(tables_++);
+    allocs.push_back(make_alloc(p.table, DType::I64, 1, cap));
+    fill.push_back(make_for("i", count, {make_local_store(p.table, var("i"), part(a, g, add(base, var("i"))))},
+                            "table of a gathered group's offsets"));
+    return p;
+  }
+  ExprRef at(const Part& p, ExprRef local) const {
+    if (!p.table.empty()) return local_load(p.table, DType::I64, local);
+    return part(*p.a, *p.g, add(p.base, local));
+  }
 
-  const Shape& s = k.root->inputs[0]->shape;  // the Mul's shape
-  const ViewSpec& av = *mm->a_view;
-  const ViewSpec& bv = *mm->b_view;
-  auto cstr = contiguous_strides(k.root->shape);
-  ExprRef M = from_sym(s[mm->m_axis]), N = from_sym(s[mm->n_axis]), K = from_sym(s[mm->k_axis]);
+  // address and mask of one operand element from its row-group part and K part
+  struct OperandParts {
+    const OperandAccess* acc = nullptr;
+    std::vector<Part> rows, ks;  // [0] address, [1 + j] bound j
+  };
+  OperandParts make_parts(const OperandAccess& acc, const std::vector<int>& rows, ExprRef rbase, ExprRef rcount,
+                          int64_t rcap, std::vector<Stmt>& rfill, ExprRef kbase, ExprRef kcount, std::vector<Stmt>& kfill,
+                          std::vector<Stmt>& allocs) {
+    OperandParts o;
+    o.acc = &acc;
+    o.rows.push_back(make_part(acc.addr, rows, rbase, rcount, rcap, rfill, allocs));
+    o.ks.push_back(make_part(acc.addr, mm_.k_axes, kbase, kcount, kc_blk_, kfill, allocs));
+    for (auto& b : acc.bounds) {
+      o.rows.push_back(make_part(b.coord, rows, rbase, rcount, rcap, rfill, allocs));
+      o.ks.push_back(make_part(b.coord, mm_.k_axes, kbase, kcount, kc_blk_, kfill, allocs));
+    }
+    return o;
+  }
+  ExprRef address(const OperandParts& o, ExprRef row, ExprRef kk) const {
+    return add(batch_part(o.acc->addr), add(at(o.rows[0], row), at(o.ks[0], kk)));
+  }
+  ExprRef in_range(const OperandParts& o, ExprRef row, ExprRef kk) const {
+    ExprRef m;
+    for (size_t j = 0; j < o.acc->bounds.size(); ++j) {
+      auto& b = o.acc->bounds[j];
+      ExprRef c = add(batch_part(b.coord), add(at(o.rows[j + 1], row), at(o.ks[j + 1], kk)));
+      m = logical_and(m, logical_and(le(from_sym(b.lo), c), lt(c, from_sym(b.hi))));
+    }
+    return m;
+  }
+
+  int64_t kc_blk_ = 0;
+
+  // Coefficient of dim d in `a` when it is a non-negative constant.
+  static std::optional<int64_t> coef_of(const Affine& a, int d) {
+    SymInt c = 0;
+    for (auto& [x, k] : a.terms)
+      if (x == d) c = c + k;
+    if (!c.is_const() || c.value() < 0) return std::nullopt;
+    return c.value();
+  }
+
+  // Pack B run by run: a panel of NR columns spans at most two runs of the innermost N dim
+  // (when that dim has >= NR elements); along a run every address and bound is affine in
+  // the column, so each run is one contiguous (or constant-stride) copy of the columns whose
+  // bounds hold, and the rest of the panel is zero. No per-element gather or mask.
+  std::optional<Stmt> pack_b_runs(const OperandParts& B, int pb) {
+    const OperandAccess& acc = *B.acc;
+    if (acc.bounds.empty() && mm_.n_axes.size() == 1) return std::nullopt;  // already contiguous
+    int din = mm_.n_axes.back();
+    if (!s_[din].is_const() || s_[din].value() < P_.nr) return std::nullopt;
+    auto ca = coef_of(acc.addr, din);
+    if (!ca) return std::nullopt;
+    std::vector<int64_t> cb;
+    for (auto& b : acc.bounds) {
+      auto c = coef_of(b.coord, din);
+      if (!c) return std::nullopt;
+      cb.push_back(*c);
+    }
+    const int64_t NR = P_.nr;
+    ExprRef kk = var("kk"), p0 = mul(var("jp"), const_int(NR)), nc = var("nc"), n0 = var("n0");
+    ExprRef dst = mul(add(mul(var("jp"), const_int(kc_blk_)), kk), const_int(NR));
+    std::vector<Stmt> body;
+    Stmt zero = make_for("c", const_int(NR), {make_local_store("Bp", add(dst, var("c")), const_float(0, DType::F32))},
+                         "pack B: zero the panel");
+    zero.annot.vectorize = true;
+    body.push_back(zero);
+    ExprRef sin = const_int(s_[din].value());
+    ExprRef pend = min_of(const_int(NR), sub(nc, p0));
+    ExprRef e1 = min_of(min_of(const_int(NR), sub(sin, binary(Op::Mod, add(n0, p0), sin))), pend);
+    auto clamp0 = [](ExprRef x) { return binary(Op::Max, x, const_int(0)); };
+    for (int seg = 0; seg < 2; ++seg) {
+      std::string sg = "g" + std::to_string(seg) + "_";
+      ExprRef cs = seg == 0 ? const_int(0) : var("g0_ce");
+      ExprRef ce = seg == 0 ? e1 : pend;
+      body.push_back(make_let(sg + "ce", DType::I64, ce));
+      ExprRef lo = cs, hi = var(sg + "ce"), ok;
+      for (size_t j = 0; j < acc.bounds.size(); ++j) {
+        auto& b = acc.bounds[j];
+        ExprRef base = add(batch_part(b.coord), add(at(B.rows[j + 1], add(p0, cs)), at(B.ks[j + 1], kk)));
+        body.push_back(make_let(sg + "b" + std::to_string(j), DType::I64, base));
+        base = var(sg + "b" + std::to_string(j));
+        ExprRef blo = from_sym(b.lo), bhi = from_sym(b.hi);
+        if (cb[j] == 0) {
+          ok = logical_and(ok, logical_and(le(blo, base), lt(base, bhi)));
+          continue;
+        }
+        lo = binary(Op::Max, lo, add(cs, ceil_div(clamp0(sub(blo, base)), cb[j])));
+        hi = min_of(hi, add(cs, ceil_div(clamp0(sub(bhi, base)), cb[j])));
+      }
+      body.push_back(make_let(sg + "lo", DType::I64, lo));
+      body.push_back(make_let(sg + "hi", DType::I64, hi));
+      ExprRef addr = add(batch_part(acc.addr), add(at(B.rows[0], add(p0, cs)), at(B.ks[0], kk)));
+      body.push_back(make_let(sg + "a", DType::I64, addr));
+      ExprRef c = add(var(sg + "lo"), var("c"));
+      Stmt copy = make_for("c", sub(var(sg + "hi"), var(sg + "lo")),
+                           {make_local_store("Bp", add(dst, c), load(pb, DType::F32, add(var(sg + "a"), mul(sub(c, cs), const_int(*ca)))))},
+                           "pack B: copy a run");
+      copy.annot.vectorize = true;
+      body.push_back(ok ? make_if(ok, {copy}) : copy);
+    }
+    return make_for("jp", ceil_div(nc, P_.nr), {make_for("kk", var("kc"), std::move(body))}, "pack B: NR-wide panels, by runs");
+  }
+};
+
+LoopFunc MatmulLowering::run() {
+  const MatmulParams& P = P_;
+  NodeRef R = mm_.reduce;
+  f_.name = k_.name;
+  f_.kernel = k_.id;
+  f_.dims = kg_.symbols;
+  f_.kind = "matmul";
+  int pout = add_param(k_.output, true, "out");
+  int pa = add_param(kg_.buffer_of.at(mm_.a.src), false, "a");
+  int pb = add_param(kg_.buffer_of.at(mm_.b.src), false, "b");
+  for (int b : k_.inputs) add_param(b, false, "in" + std::to_string(f_.buffers.size()));
+  bool epilogue = k_.root != R;
+
+  SymInt Ms = product(s_, mm_.m_axes), Ns = product(s_, mm_.n_axes), Ks = product(s_, mm_.k_axes);
+  SymInt batch = product(s_, mm_.batch_axes);
+  ExprRef M = from_sym(Ms), N = from_sym(Ns), K = from_sym(Ks);
   const int NQ = P.nr / P.lanes;
 
-  // Block sizes: spread N blocks (and, when N is small, M ranges) over the threads.
+  // Block sizes: spread N blocks (and, when N is small, M ranges) over the threads; K in
+  // equal KC blocks.
   int threads = std::max(1u, std::thread::hardware_concurrency());
   int64_t nc_blk = P.nc, msplit = 1;
-  SymInt batch = 1;
-  for (int d : mm->batch_axes) batch = batch * s[d];
-  if (s[mm->n_axis].is_const() && s[mm->m_axis].is_const() && batch.is_const()) {
-    int64_t n = s[mm->n_axis].value(), m = s[mm->m_axis].value(), bt = batch.value();
+  if (Ns.is_const() && Ms.is_const() && batch.is_const()) {
+    int64_t n = Ns.value(), m = Ms.value(), bt = batch.value();
     nc_blk = std::min<int64_t>(P.nc, std::max<int64_t>(P.nr, round_up(ceil_div(n, threads), P.nr)));
     int64_t jobs = bt * ceil_div(n, nc_blk);
     if (jobs < threads) msplit = std::min<int64_t>(ceil_div(threads, jobs), ceil_div(m, P.mr));
   }
+  kc_blk_ = P.kc;
+  if (Ks.is_const() && Ks.value() > 0) kc_blk_ = std::min<int64_t>(P.kc, round_up(ceil_div(Ks.value(), ceil_div(Ks.value(), P.kc)), 8));
   ExprRef nJC = ceil_div(N, nc_blk);
   ExprRef msz = msplit == 1 ? M : mul(ceil_div(ceil_div(M, msplit), P.mr), const_int(P.mr));
 
   // t -> (batch index, jc, ms)
-  std::vector<Stmt> tbody;
-  ExprRef t = var("t");
-  ExprRef rest = t;
+  std::vector<Stmt> tbody, allocs;
+  ExprRef rest = var("t");
   auto peel = [&](ExprRef extent, const std::string& name) {
     ExprRef v = binary(Op::Mod, rest, extent);
     tbody.push_back(make_let(name, DType::I64, v));
@@ -82,54 +262,50 @@ LoopFunc lower_matmul_kernel(const KernelGraph& kg, int kernel, const MatmulPara
   };
   ExprRef ms = msplit == 1 ? const_int(0) : peel(const_int(msplit), "ms");
   ExprRef jc = peel(nJC, "jc");
-  std::vector<ExprRef> bidx(s.size(), const_int(0));
-  for (size_t i = mm->batch_axes.size(); i-- > 0;) {
-    int d = mm->batch_axes[i];
-    bidx[d] = i == 0 ? rest : peel(from_sym(s[d]), "b" + std::to_string(d));
+  for (size_t i = mm_.batch_axes.size(); i-- > 0;) {
+    int d = mm_.batch_axes[i];
+    batch_[d] = i == 0 ? rest : peel(from_sym(s_[d]), "b" + std::to_string(d));
   }
   tbody.push_back(make_let("n0", DType::I64, mul(jc, const_int(nc_blk))));
   tbody.push_back(make_let("nc", DType::I64, min_of(const_int(nc_blk), sub(N, var("n0")))));
   tbody.push_back(make_let("ms0", DType::I64, mul(ms, msz)));
   tbody.push_back(make_let("msz", DType::I64, min_of(msz, sub(M, var("ms0")))));
-  tbody.push_back(make_alloc("Bp", DType::F32, 1, P.kc * nc_blk));
-  tbody.push_back(make_alloc("Ap", DType::F32, 1, (int64_t)P.mc * P.kc));
-  tbody.push_back(make_alloc("tile", DType::F32, 1, (int64_t)P.mr * P.nr));
-
-  // element addresses
-  auto a_at = [&](ExprRef m, ExprRef kk) {
-    ExprRef e = add(from_sym(av.offset), add(mul(m, from_sym(av.strides[mm->m_axis])), mul(kk, from_sym(av.strides[mm->k_axis]))));
-    for (int d : mm->batch_axes) e = add(e, mul(bidx[d], from_sym(av.strides[d])));
-    return e;
-  };
-  auto b_at = [&](ExprRef kk, ExprRef n) {
-    ExprRef e = add(from_sym(bv.offset), add(mul(n, from_sym(bv.strides[mm->n_axis])), mul(kk, from_sym(bv.strides[mm->k_axis]))));
-    for (int d : mm->batch_axes) e = add(e, mul(bidx[d], from_sym(bv.strides[d])));
-    return e;
-  };
-  auto c_at = [&](ExprRef m, ExprRef n) {
-    ExprRef e = add(mul(m, from_sym(cstr[mm->m_axis])), mul(n, from_sym(cstr[mm->n_axis])));
-    for (int d : mm->batch_axes) e = add(e, mul(bidx[d], from_sym(cstr[d])));
-    return e;
-  };
+  allocs.push_back(make_alloc("Bp", DType::F32, 1, kc_blk_ * nc_blk));
+  allocs.push_back(make_alloc("Ap", DType::F32, 1, (int64_t)P.mc * kc_blk_));
+  allocs.push_back(make_alloc("tile", DType::F32, 1, (int64_t)P.mr * P.nr));
 
   ExprRef kk = var("kk"), n0 = var("n0"), nc = var("nc"), k0 = var("k0"), kc = var("kc");
   ExprRef m0 = var("m0"), mc = var("mc");
+  std::vector<Stmt> nfill, kfill, mfill;
+  ExprRef ncap = mul(ceil_div(nc, P.nr), const_int(P.nr)), mcap = mul(ceil_div(mc, P.mr), const_int(P.mr));
+  // N-side tables hold one entry past the last panel (pack_b_runs reads a run's end there)
+  OperandParts B = make_parts(mm_.b, mm_.n_axes, n0, add(ncap, const_int(1)), nc_blk + 1, nfill, k0, kc, kfill, allocs);
+  OperandParts A = make_parts(mm_.a, mm_.m_axes, m0, mcap, P.mc, mfill, k0, kc, kfill, allocs);
+  // the output: row-major over the reduce's shape
+  Affine caff;
+  auto cstr = contiguous_strides(R->shape);
+  for (int d = 0; d < (int)R->shape.size(); ++d)
+    if (R->shape[d] != SymInt(1)) caff.terms.push_back({d, cstr[d]});
+  Part crow = make_part(caff, mm_.m_axes, m0, mcap, P.mc, mfill, allocs);
+  Part ccol = make_part(caff, mm_.n_axes, n0, ncap, nc_blk, nfill, allocs);
+
   // pack B
   ExprRef col = add(mul(var("jp"), const_int(P.nr)), var("c"));
   Stmt packb_c = make_for("c", const_int(P.nr),
-                          {make_local_store("Bp", add(mul(add(mul(var("jp"), const_int(P.kc)), kk), const_int(P.nr)), var("c")),
-                                            load(pb, DType::F32, b_at(add(k0, kk), add(n0, col)), lt(col, nc)))},
+                          {make_local_store("Bp", add(mul(add(mul(var("jp"), const_int(kc_blk_)), kk), const_int(P.nr)), var("c")),
+                                            load(pb, DType::F32, address(B, col, kk), logical_and(lt(col, nc), in_range(B, col, kk))))},
                           "pack B: panel column");
   packb_c.annot.vectorize = true;
   Stmt packb = make_for("jp", ceil_div(nc, P.nr), {make_for("kk", kc, {packb_c})}, "pack B: NR-wide panels");
+  if (auto runs = pack_b_runs(B, pb)) packb = std::move(*runs);
   // pack A
   ExprRef row = add(mul(var("ip"), const_int(P.mr)), var("r"));
   Stmt packa = make_for(
       "ip", ceil_div(mc, P.mr),
       {make_for("r", const_int(P.mr),
                 {make_for("kk", kc,
-                          {make_local_store("Ap", add(mul(add(mul(var("ip"), const_int(P.kc)), kk), const_int(P.mr)), var("r")),
-                                            load(pa, DType::F32, a_at(add(m0, row), add(k0, kk)), lt(row, mc)))},
+                          {make_local_store("Ap", add(mul(add(mul(var("ip"), const_int(kc_blk_)), kk), const_int(P.mr)), var("r")),
+                                            load(pa, DType::F32, address(A, row, kk), logical_and(lt(row, mc), in_range(A, row, kk))))},
                           "pack A: k")},
                 "pack A: panel row")},
       "pack A: MR-tall panels");
@@ -139,8 +315,8 @@ LoopFunc lower_matmul_kernel(const KernelGraph& kg, int kernel, const MatmulPara
   for (int a = 0; a < P.mr * NQ; ++a)
     micro.push_back(make_local_store("acc", const_int(a), broadcast(const_float(0, DType::F32), P.lanes)));
   std::vector<Stmt> kbody;
-  ExprRef bbase = mul(add(mul(var("jr"), const_int(P.kc)), kk), const_int(P.nr));
-  ExprRef abase = mul(add(mul(var("ir"), const_int(P.kc)), kk), const_int(P.mr));
+  ExprRef bbase = mul(add(mul(var("jr"), const_int(kc_blk_)), kk), const_int(P.nr));
+  ExprRef abase = mul(add(mul(var("ir"), const_int(kc_blk_)), kk), const_int(P.mr));
   for (int q = 0; q < NQ; ++q)
     kbody.push_back(make_let("bq" + std::to_string(q), DType::F32,
                              local_load("Bp", DType::F32, add(bbase, const_int(q * P.lanes)), P.lanes)));
@@ -149,8 +325,7 @@ LoopFunc lower_matmul_kernel(const KernelGraph& kg, int kernel, const MatmulPara
     for (int q = 0; q < NQ; ++q) {
       ExprRef cur = local_load("acc", DType::F32, const_int(r * NQ + q), P.lanes);
       ExprRef bq = var("bq" + std::to_string(q), DType::F32, P.lanes);
-      kbody.push_back(make_local_store("acc", const_int(r * NQ + q),
-                                       binary(Op::Add, cur, binary(Op::Mul, ar, bq))));
+      kbody.push_back(make_local_store("acc", const_int(r * NQ + q), binary(Op::Add, cur, binary(Op::Mul, ar, bq))));
     }
   }
   Stmt kloop = make_for("kk", kc, std::move(kbody), "micro-kernel: k");
@@ -158,40 +333,97 @@ LoopFunc lower_matmul_kernel(const KernelGraph& kg, int kernel, const MatmulPara
   micro.push_back(std::move(kloop));
   for (int a = 0; a < P.mr * NQ; ++a)
     micro.push_back(make_local_store("tile", const_int(a * P.lanes), local_load("acc", DType::F32, const_int(a), P.lanes)));
+
+  // write back: C (+)= tile; at the last K block the epilogue computes the kernel's root
   ExprRef mrow = add(mul(var("ir"), const_int(P.mr)), var("r"));
   ExprRef ncol = add(mul(var("jr"), const_int(P.nr)), var("c"));
-  ExprRef caddr = c_at(add(m0, mrow), add(n0, ncol));
-  ExprRef tv = local_load("tile", DType::F32, add(mul(var("r"), const_int(P.nr)), var("c")));
-  ExprRef prev = select(lt(const_int(0), var("pc")), load(pc_out, DType::F32, caddr), const_float(0, DType::F32));
-  Stmt store_c = make_for("c", const_int(P.nr),
-                          {make_if(logical_and(lt(mrow, mc), lt(ncol, nc)), {make_store(pc_out, caddr, binary(Op::Add, prev, tv))})},
-                          "write back: column");
-  store_c.annot.vectorize = true;
-  micro.push_back(make_for("r", const_int(P.mr), {store_c}, "write back: row"));
+  ExprRef last_pc = sub(ceil_div(K, kc_blk_), const_int(1));
+  int variants = 0;
+  auto write_back = [&](ExprRef colpart) {
+    ExprRef caddr = add(batch_part(caff), add(at(crow, mrow), colpart));
+    ExprRef tv = local_load("tile", DType::F32, add(mul(var("r"), const_int(P.nr)), var("c")));
+    ExprRef prev = select(lt(const_int(0), var("pc")), load(pout, DType::F32, caddr), const_float(0, DType::F32));
+    ExprRef sum = binary(Op::Add, prev, tv);
+    ExprRef valid = logical_and(lt(mrow, mc), lt(ncol, nc));
+    // a full tile writes without per-element conditions (plain vector loads and stores)
+    ExprRef full = logical_and(le(add(mul(var("ir"), const_int(P.mr)), const_int(P.mr)), mc),
+                               le(add(mul(var("jr"), const_int(P.nr)), const_int(P.nr)), nc));
+    auto loops = [&](std::vector<Stmt> body) {
+      Stmt c = make_for("c", const_int(P.nr), body, "write back: column");
+      c.annot.vectorize = true;
+      Stmt edge = make_for("c", const_int(P.nr), {make_if(valid, std::move(body))}, "write back: column (edge)");
+      edge.annot.vectorize = true;
+      return make_if(full, {make_for("r", const_int(P.mr), {c}, "write back: row")},
+                     {make_for("r", const_int(P.mr), {edge}, "write back: row (edge)")});
+    };
+    Stmt plain = loops({make_store(pout, caddr, sum)});
+    if (!epilogue) return plain;
+    std::vector<ExprRef> ridx(R->shape.size(), const_int(0));
+    auto mco = group_coords(mm_.m_axes, s_, add(m0, mrow)), nco = group_coords(mm_.n_axes, s_, add(n0, ncol));
+    for (auto* co : {&mco, &nco, &batch_})
+      for (auto& [d, e] : *co) ridx[d] = e;
+    std::vector<Stmt> body{make_let("s" + std::to_string(variants), DType::F32, sum)};
+    ExprRef v = build_epilogue(kg_, k_.root, R, ridx, var("s" + std::to_string(variants), DType::F32), param_of_,
+                               body, "e" + std::to_string(variants) + "_");
+    ++variants;
+    body.push_back(make_store(pout, caddr, v));
+    return make_if(lt(var("pc"), last_pc), {plain}, {loops(std::move(body))});
+  };
+  if (ccol.table.empty()) {
+    micro.push_back(write_back(at(ccol, ncol)));
+  } else {  // a contiguous run of output columns: vector stores; else scattered
+    ExprRef first = local_load(ccol.table, DType::I64, mul(var("jr"), const_int(P.nr)));
+    ExprRef lastc = local_load(ccol.table, DType::I64, add(mul(var("jr"), const_int(P.nr)), const_int(P.nr - 1)));
+    ExprRef contiguous = logical_and(lt(add(mul(var("jr"), const_int(P.nr)), const_int(P.nr - 1)), nc),
+                                     logical_and(le(sub(lastc, first), const_int(P.nr - 1)),
+                                                 le(const_int(P.nr - 1), sub(lastc, first))));
+    Stmt fast = write_back(add(first, var("c")));
+    Stmt slow = write_back(at(ccol, ncol));
+    micro.push_back(make_if(contiguous, {fast}, {slow}));
+  }
   Stmt ir_loop = make_for("ir", ceil_div(mc, P.mr), std::move(micro), "MR panels of A");
   Stmt jr_loop = make_for("jr", ceil_div(nc, P.nr), {ir_loop}, "NR panels of B");
 
   std::vector<Stmt> icbody{make_let("m0", DType::I64, add(var("ms0"), mul(var("ic"), const_int(P.mc)))),
-                           make_let("mc", DType::I64, min_of(const_int(P.mc), sub(add(var("ms0"), var("msz")), m0))), packa,
-                           jr_loop};
+                           make_let("mc", DType::I64, min_of(const_int(P.mc), sub(add(var("ms0"), var("msz")), m0)))};
+  for (auto& st : mfill) icbody.push_back(st);
+  icbody.push_back(packa);
+  icbody.push_back(jr_loop);
   Stmt ic_loop = make_for("ic", ceil_div(var("msz"), P.mc), std::move(icbody), "MC blocks of M");
-  std::vector<Stmt> pcbody{make_let("k0", DType::I64, mul(var("pc"), const_int(P.kc))),
-                           make_let("kc", DType::I64, min_of(const_int(P.kc), sub(K, k0))), packb, ic_loop};
-  tbody.push_back(make_for("pc", ceil_div(K, P.kc), std::move(pcbody), "KC blocks of K"));
+  std::vector<Stmt> pcbody{make_let("k0", DType::I64, mul(var("pc"), const_int(kc_blk_))),
+                           make_let("kc", DType::I64, min_of(const_int(kc_blk_), sub(K, k0)))};
+  for (auto& st : kfill) pcbody.push_back(st);
+  pcbody.push_back(packb);
+  pcbody.push_back(ic_loop);
+  for (auto& st : allocs) tbody.push_back(st);
+  for (auto& st : nfill) tbody.push_back(st);
+  tbody.push_back(make_for("pc", ceil_div(K, kc_blk_), std::move(pcbody), "KC blocks of K"));
   ExprRef jobs = mul(mul(from_sym(batch), nJC), const_int(msplit));
   Stmt tloop = make_for("t", jobs, std::move(tbody), "jobs: batch × N blocks × M splits");
   tloop.annot.parallel = true;
-  f.body.push_back(std::move(tloop));
-  f.schedule_log.push_back("matmul: MR=" + std::to_string(P.mr) + " NR=" + std::to_string(P.nr) + " KC=" +
-                           std::to_string(P.kc) + " MC=" + std::to_string(P.mc) + " NC=" + std::to_string(nc_blk) +
-                           " msplit=" + std::to_string(msplit));
-  // K == 0: the loops above write nothing; zero the output first
-  if (!(s[mm->k_axis].is_const() && s[mm->k_axis].value() > 0)) {
-    ExprRef total = from_sym(shape_numel(k.root->shape));
-    Stmt z = make_for("z", total, {make_store(pc_out, var("z"), const_float(0, DType::F32))}, "zero (K may be 0)");
-    f.body.insert(f.body.begin(), make_if(lt(K, const_int(1)), {z}));
+  f_.body.push_back(std::move(tloop));
+  f_.schedule_log.push_back("matmul: MR=" + std::to_string(P.mr) + " NR=" + std::to_string(P.nr) + " KC=" +
+                            std::to_string(kc_blk_) + " MC=" + std::to_string(P.mc) + " NC=" + std::to_string(nc_blk) +
+                            " msplit=" + std::to_string(msplit) + (epilogue ? " +epilogue" : "") +
+                            (tables_ ? " gather(" + std::to_string(tables_) + " tables)" : ""));
+  // K == 0: the loops above write nothing; zero the output first (never with an epilogue)
+  if (!(Ks.is_const() && Ks.value() > 0)) {
+    LATHE_CHECK(!epilogue, "matmul epilogue with a K that may be 0");
+    ExprRef total = from_sym(shape_numel(R->shape));
+    Stmt z = make_for("z", total, {make_store(pout, var("z"), const_float(0, DType::F32))}, "zero (K may be 0)");
+    f_.body.insert(f_.body.begin(), make_if(lt(K, const_int(1)), {z}));
   }
-  return f;
+  return std::move(f_);
+}
+
+}  // namespace
+
+LoopFunc lower_matmul_kernel(const KernelGraph& kg, int kernel, const MatmulParams& P) {
+  const Kernel& k = kg.kernels.at(kernel);
+  auto mm = match_matmul(k.matmul ? k.matmul : k.root);
+  LATHE_CHECK(mm.has_value(), "lower_matmul_kernel on a kernel that is not a matmul");
+  LATHE_CHECK(P.nr % P.lanes == 0 && P.mc % P.mr == 0 && P.nc % P.nr == 0, "matmul block sizes must nest");
+  return MatmulLowering(kg, k, *mm, P).run();
 }
 
 }  // namespace lathe::loop

@@ -1,21 +1,17 @@
 // transform.cpp — the schedule primitives (split, reorder, tile, fuse, vectorize, unroll,
-// parallel) with their legality checks. See transform.h.
+// parallel) with their legality checks. See transform.h; cache is in transform_cache.cpp.
 #include "core/loop/transform.h"
 
 #include <set>
 
 #include "core/ir/diag.h"
+#include "core/loop/transform_detail.h"
 
 namespace lathe::loop {
 
-namespace {
+namespace detail {
 
-struct Found {
-  std::vector<Stmt>* parent = nullptr;
-  size_t index = 0;
-  std::vector<const Stmt*> ancestors;  // enclosing loops, outermost first
-  Stmt* get() const { return &(*parent)[index]; }
-};
+namespace {
 
 bool find_loop(std::vector<Stmt>& body, const std::string& name, Found& out, std::vector<const Stmt*>& anc) {
   for (size_t i = 0; i < body.size(); ++i) {
@@ -34,7 +30,9 @@ bool find_loop(std::vector<Stmt>& body, const std::string& name, Found& out, std
   return false;
 }
 
-[[noreturn]] void refuse(const std::string& prim, const std::string& loop, const std::string& why) {
+}  // namespace
+
+void refuse(const std::string& prim, const std::string& loop, const std::string& why) {
   throw UserError(prim + " " + loop + ": " + why);
 }
 
@@ -52,10 +50,20 @@ Found must_find(LoopFunc& f, const std::string& prim, const std::string& loop) {
 std::string fresh(const LoopFunc& f, const std::string& base) {
   std::set<std::string> used;
   walk(f.body, [&](const Stmt& s) { used.insert(s.var); return true; });
+  for (auto& b : f.buffers) used.insert(b.name);
   std::string n = base;
   for (int i = 2; used.count(n); ++i) n = base + std::to_string(i);
   return n;
 }
+
+}  // namespace detail
+
+namespace {
+
+using detail::Found;
+using detail::must_find;
+using detail::refuse;
+using detail::fresh;
 
 bool contains_loop(const std::vector<Stmt>& body) {
   bool any = false;
@@ -80,13 +88,18 @@ std::string racing_store(const Stmt& loop) {
   std::set<std::string> inner = declared_in(loop.body);
   walk(loop.body, [&](const Stmt& s) {
     if (!why.empty()) return false;
-    if (s.kind == StmtKind::Store && !mentions(s.index, loop.var)) {
+    // a store (to memory or to a local array declared outside) must write a different
+    // element in every iteration
+    bool outer_array = s.kind == StmtKind::LocalStore && !inner.count(s.var);
+    if ((s.kind == StmtKind::Store || outer_array) && !mentions(s.index, loop.var)) {
       bool via_inner = false;  // index may depend on a local derived from the loop var
       for (auto& v : inner)
         if (mentions(s.index, v)) via_inner = true;
-      if (!via_inner) why = "every iteration writes the same element (store index does not use " + loop.var + ")";
+      if (!via_inner)
+        why = outer_array ? "iterations update " + s.var + ", declared outside the loop, at the same index"
+                          : "every iteration writes the same element (store index does not use " + loop.var + ")";
     }
-    if ((s.kind == StmtKind::Assign || s.kind == StmtKind::LocalStore) && !inner.count(s.var))
+    if (s.kind == StmtKind::Assign && !inner.count(s.var))
       why = "iterations update " + s.var + ", declared outside the loop";
     return true;
   });
@@ -175,9 +188,9 @@ void fuse(LoopFunc& f, std::string a, std::string b) {
   Stmt& outer = *fd.get();
   if (outer.body.size() != 1 || outer.body[0].kind != StmtKind::For || outer.body[0].var != b)
     refuse("fuse", a + " " + b, "not perfectly nested (" + b + " must be the only statement in " + a + ")");
-  Stmt inner = std::move(outer.body[0]);
-  if (mentions(inner.extent, a)) refuse("fuse", a + " " + b, "the extent of " + b + " depends on " + a);
-  if (outer.reduces != inner.reduces) refuse("fuse", a + " " + b, "only one of them carries a reduction");
+  if (mentions(outer.body[0].extent, a)) refuse("fuse", a + " " + b, "the extent of " + b + " depends on " + a);
+  if (outer.reduces != outer.body[0].reduces) refuse("fuse", a + " " + b, "only one of them carries a reduction");
+  Stmt inner = std::move(outer.body[0]);  // checked first: a refusal leaves f as it was
   std::string v = fresh(f, a + "_" + b);
   ExprRef nb = inner.extent;
   std::vector<Stmt> body = std::move(inner.body);

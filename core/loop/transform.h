@@ -5,6 +5,7 @@
 // UserError saying why it refused — e.g. `parallel r0: axis r0 carries a reduction into
 // acc0`. They are what `p:kernel(i):split("i1", 16)` calls from Lua.
 #pragma once
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,19 @@ void vectorize(LoopFunc& f, std::string loop);
 void unroll(LoopFunc& f, std::string loop, int factor = 0);
 // spread iterations over threads; refused for reductions and racing stores
 void parallel(LoopFunc& f, std::string loop);
+// Stages the tile of buffer parameter `buffer` ("in0", "out"; see print_loop) that one
+// iteration of `loop` touches in a local array declared at the top of the loop's body, and
+// points the body's accesses at it (Halide's compute_at/store_at of a copy; TVM's
+// cache_read/cache_write + compute_at). `loop` = "root" stages before the whole kernel. A
+// buffer the body only reads is copied in first; one it writes (an output, an accumulator)
+// lives in the tile and is written back at the end of the body (copied in first when the
+// body also reads it). The tile is indexed by the loops inside the body that the accesses
+// use, which need constant extents; accesses of the same shape (softmax's passes over a
+// row) share one tile. Refused, with the reason, for indirect or vector accesses, indices
+// that use values the body computes, a written buffer whose accesses differ or may
+// collide, and tiles over kMaxCacheBytes. Returns the local array's name ("in0_tile").
+std::string cache(LoopFunc& f, std::string loop, std::string buffer);
+inline constexpr int64_t kMaxCacheBytes = 64 * 1024;
 
 // Names of all loops, outermost first (pre-order).
 std::vector<std::string> loop_names(const LoopFunc& f);

@@ -6,7 +6,9 @@
 // reductions that more than one kernel would otherwise recompute. Every other node is
 // *inlined*: recomputed inside each kernel that needs it (elementwise chains fuse; a
 // reduction is fused into its consumer and computed once per row of the loop nest, so
-// softmax and layernorm become one kernel). Each materialized non-source node is computed
+// softmax and layernorm become one kernel). A matmul-like reduction read by one kernel of
+// elementwise work is fused into it as the matmul's epilogue (bias, GELU, residual).
+// Each materialized non-source node is computed
 // by exactly one kernel, which lists the primitive nodes it contains (provenance both
 // ways: Kernel::nodes and KernelGraph::kernels_of).
 #pragma once
@@ -40,6 +42,7 @@ struct Kernel {
   int output = -1;             // buffer it writes
   std::vector<int> inputs;     // buffers it reads (sorted, unique)
   std::vector<NodeRef> nodes;  // primitive nodes computed inside, inputs before users, root last
+  NodeRef matmul = nullptr;    // kind "matmul": the contraction (the root, or under an epilogue)
 };
 
 struct KernelGraph {
@@ -58,15 +61,35 @@ struct KernelGraph {
 // asks for this when a fused reduction would be recomputed; see build_program).
 KernelGraph schedule_graph(const Graph& g, const std::set<NodeRef>& force = {});
 
-// A Reduce add over Mul(View(A), View(B)) where the views broadcast A along one output dim
-// (n) and B along another (m): a (batched) matmul, lowered to a packed micro-kernel.
+// A contraction: Reduce add (f32) over Mul(P, Q) where P and Q are chains of Views of
+// materialized tensors (sliding windows, padding masks, transposes, broadcasts). Every dim
+// of the Mul is classified: reduced (K group), read by only one operand (M group: rows of
+// the micro-kernel, N group: its vector columns), or read by both (batch). Each group may
+// hold several dims (a convolution: M = K_out, N = (batch, OH, OW), K = (C, R, S)), and
+// each operand is read as affine index math in the Mul's index plus range conditions
+// (padding), so the packed matmul lowering gathers it in its packing step (implicit im2col).
+struct Affine {                                  // c0 + Σ coef · idx[dim]  (over the Mul's dims)
+  SymInt c0 = 0;
+  std::vector<std::pair<int, SymInt>> terms;
+  bool uses(int dim) const;
+};
+struct OperandAccess {
+  NodeRef src = nullptr;                         // the materialized tensor read
+  Affine addr;                                   // flat (row-major) element index into src
+  struct Bound { Affine coord; SymInt lo, hi; };  // lo <= coord < hi, else the element reads 0
+  std::vector<Bound> bounds;
+  bool uses(int dim) const;
+};
 struct MatmulMatch {
-  NodeRef a = nullptr, b = nullptr;       // the tensors the views read
-  const ViewSpec* a_view = nullptr;       // view of a in the Mul's shape
-  const ViewSpec* b_view = nullptr;
-  int m_axis = -1, n_axis = -1, k_axis = -1;
-  std::vector<int> batch_axes;            // dims where both A and B vary
+  NodeRef reduce = nullptr, mul = nullptr;
+  OperandAccess a, b;                            // a: the M (rows) side, b: the N (columns) side
+  std::vector<int> m_axes, n_axes, k_axes, batch_axes;  // Mul dims of size != 1, outer first
 };
 std::optional<MatmulMatch> match_matmul(NodeRef reduce);
+
+// Can kernel root `root` be computed as an epilogue of the contraction `reduce` inside the
+// matmul kernel (elementwise ops and squeeze/unsqueeze views between them, other inputs read
+// from buffers, same non-1 dims, f32)? `mat` is the set of materialized nodes.
+bool fusable_epilogue(NodeRef root, NodeRef reduce, const std::set<NodeRef>& mat);
 
 }  // namespace lathe

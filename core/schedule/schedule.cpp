@@ -1,5 +1,5 @@
 // schedule.cpp — schedule_graph: decide which nodes get buffers and group the rest into
-// fused kernels (rules in kernel_graph.h), plus the matmul pattern match.
+// fused kernels (rules in kernel_graph.h). The matmul pattern match is in contraction.cpp.
 #include <algorithm>
 #include <cctype>
 
@@ -8,43 +8,6 @@
 #include "core/schedule/view_index.h"
 
 namespace lathe {
-
-std::optional<MatmulMatch> match_matmul(NodeRef r) {
-  if (r->op != Op::Reduce || r->attrs.reduce != ReduceOp::Add || r->attrs.axes.size() != 1) return std::nullopt;
-  if (r->dtype != DType::F32) return std::nullopt;
-  NodeRef mulnode = r->inputs[0];
-  if (mulnode->op != Op::Mul) return std::nullopt;
-  NodeRef va = mulnode->inputs[0], vb = mulnode->inputs[1];
-  if (va->op != Op::View || vb->op != Op::View) return std::nullopt;
-  const ViewSpec& a = *va->attrs.view;
-  const ViewSpec& b = *vb->attrs.view;
-  if (a.has_mask() || b.has_mask()) return std::nullopt;
-  MatmulMatch m;
-  m.a = va->inputs[0];
-  m.b = vb->inputs[0];
-  m.a_view = &a;
-  m.b_view = &b;
-  m.k_axis = r->attrs.axes[0];
-  const Shape& s = mulnode->shape;
-  if (a.strides[m.k_axis] == SymInt(0) || b.strides[m.k_axis] == SymInt(0)) return std::nullopt;
-  for (int d = 0; d < (int)s.size(); ++d) {
-    if (d == m.k_axis || s[d] == SymInt(1)) continue;
-    bool za = a.strides[d] == SymInt(0), zb = b.strides[d] == SymInt(0);
-    if (!za && zb) {
-      if (m.m_axis >= 0) return std::nullopt;
-      m.m_axis = d;
-    } else if (za && !zb) {
-      if (m.n_axis >= 0) return std::nullopt;
-      m.n_axis = d;
-    } else if (!za && !zb) {
-      m.batch_axes.push_back(d);
-    } else {
-      return std::nullopt;
-    }
-  }
-  if (m.m_axis < 0 || m.n_axis < 0) return std::nullopt;
-  return m;
-}
 
 namespace {
 
@@ -78,6 +41,7 @@ class Scheduler {
   KernelGraph run() {
     initial_materialization();
     while (split_shared_reductions()) {}
+    fuse_matmul_epilogues();
     return build();
   }
 
@@ -86,6 +50,7 @@ class Scheduler {
   std::vector<NodeRef> order_;
   std::unordered_map<NodeRef, std::vector<NodeRef>> users_;
   std::set<NodeRef> mat_;
+  std::unordered_map<NodeRef, NodeRef> epilogue_of_;  // kernel root -> the matmul fused under it
 
   static bool is_source_buffer(NodeRef n) { return n->op == Op::Input || (n->op == Op::Const && n->attrs.data); }
 
@@ -103,8 +68,8 @@ class Scheduler {
         case Op::Reduce:
           if (auto m = match_matmul(n)) {
             mat_.insert(n);
-            mat_.insert(m->a);
-            mat_.insert(m->b);
+            mat_.insert(m->a.src);
+            mat_.insert(m->b.src);
           }
           break;
         default: break;
@@ -145,6 +110,38 @@ class Scheduler {
     for (auto& [n, roots] : roots_of)
       if (n->op == Op::Reduce && roots.size() > 1) changed |= mat_.insert(n).second;
     return changed;
+  }
+
+  // A matmul read by exactly one kernel, whose work is elementwise at the matmul's own
+  // positions (bias, activation, residual), computes that kernel's root in its write-back.
+  void fuse_matmul_epilogues() {
+    std::unordered_map<NodeRef, std::set<NodeRef>> readers;  // buffer node -> kernel roots
+    for (NodeRef root : order_) {
+      if (!mat_.count(root) || is_source_buffer(root)) continue;
+      std::vector<NodeRef> stack(root->inputs.begin(), root->inputs.end());
+      std::set<NodeRef> seen;
+      while (!stack.empty()) {
+        NodeRef n = stack.back();
+        stack.pop_back();
+        if (!seen.insert(n).second) continue;
+        if (mat_.count(n)) { readers[n].insert(root); continue; }
+        for (NodeRef in : n->inputs) stack.push_back(in);
+      }
+    }
+    std::set<NodeRef> outputs;
+    for (auto& [name, n] : g_.outputs) outputs.insert(n);
+    for (NodeRef r : order_) {
+      if (r->op != Op::Reduce || !mat_.count(r) || outputs.count(r) || readers[r].size() != 1) continue;
+      NodeRef root = *readers[r].begin();
+      if (epilogue_of_.count(root) || root->op == Op::Copy || root->op == Op::Assign || root->op == Op::Extern) continue;
+      auto m = match_matmul(r);
+      if (!m) continue;
+      SymInt K = 1;
+      for (int d : m->k_axes) K = K * m->mul->shape[d];
+      if (!K.is_const() || K.value() <= 0 || !fusable_epilogue(root, r, mat_)) continue;
+      mat_.erase(r);
+      epilogue_of_[root] = r;
+    }
   }
 
   KernelGraph build() {
@@ -194,8 +191,13 @@ class Scheduler {
       k.inputs.assign(reads.begin(), reads.end());
       bool has_reduce = std::any_of(k.nodes.begin(), k.nodes.end(), [](NodeRef n) { return n->op == Op::Reduce; });
       if (root->op == Op::Extern) k.kind = "extern";
-      else if (root->op == Op::Reduce && match_matmul(root)) k.kind = "matmul";
-      else if (has_reduce) k.kind = "reduce";
+      else if (epilogue_of_.count(root)) {
+        k.kind = "matmul";
+        k.matmul = epilogue_of_.at(root);
+      } else if (root->op == Op::Reduce && match_matmul(root)) {
+        k.kind = "matmul";
+        k.matmul = root;
+      } else if (has_reduce) k.kind = "reduce";
       else if (root->op == Op::Copy) k.kind = "copy";
       else k.kind = "elementwise";
       k.name = "k" + std::to_string(k.id) + "_" + kernel_label(root, k.kind);

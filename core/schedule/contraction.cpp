@@ -1,0 +1,172 @@
+// contraction.cpp — match_matmul: recognise a Reduce add over Mul(P, Q) as a contraction
+// with grouped M / N / K / batch dims and operands read through chains of Views (see
+// kernel_graph.h), and fusable_epilogue: may a kernel root be that contraction's epilogue.
+#include <algorithm>
+#include <functional>
+
+#include "core/schedule/kernel_graph.h"
+#include "core/schedule/view_index.h"
+
+namespace lathe {
+
+bool Affine::uses(int dim) const {
+  for (auto& [d, c] : terms)
+    if (d == dim && c != SymInt(0)) return true;
+  return false;
+}
+
+bool OperandAccess::uses(int dim) const {
+  if (addr.uses(dim)) return true;
+  for (auto& b : bounds)
+    if (b.coord.uses(dim)) return true;
+  return false;
+}
+
+namespace {
+
+Affine scaled(const Affine& a, const SymInt& k) {
+  Affine r;
+  r.c0 = a.c0 * k;
+  for (auto& [d, c] : a.terms) r.terms.push_back({d, c * k});
+  return r;
+}
+
+void accumulate(Affine& into, const Affine& a) {
+  into.c0 = into.c0 + a.c0;
+  for (auto& [d, c] : a.terms) {
+    auto it = std::find_if(into.terms.begin(), into.terms.end(), [&](auto& t) { return t.first == d; });
+    if (it == into.terms.end()) into.terms.push_back({d, c});
+    else it->second = it->second + c;
+  }
+}
+
+// Walks the View chain from the Mul operand `x` (shape = the Mul's) down to the tensor it
+// reads; a view of a view is read through (a padded input under a sliding window) when it
+// is per-dimension index math, else the inner view is the tensor read (and materialized).
+OperandAccess access_of(NodeRef x) {
+  OperandAccess acc;
+  std::vector<Affine> coord(x->shape.size());
+  for (size_t d = 0; d < coord.size(); ++d) coord[d].terms = {{(int)d, SymInt(1)}};
+  NodeRef n = x;
+  while (n->op == Op::View) {
+    const ViewSpec& v = *n->attrs.view;
+    NodeRef in = n->inputs[0];
+    for (size_t d = 0; d < v.mask.size(); ++d)
+      if (v.mask[d].first != SymInt(0) || v.mask[d].second != v.shape[d])
+        acc.bounds.push_back({coord[d], v.mask[d].first, v.mask[d].second});
+    std::optional<ViewDimMap> map;
+    if (in->op == Op::View) map = view_dim_map(v, in->shape);
+    if (!map || map->all_masked) {
+      acc.src = in;
+      acc.addr.c0 = v.offset;
+      for (size_t d = 0; d < coord.size(); ++d)
+        if (v.shape[d] != SymInt(1)) accumulate(acc.addr, scaled(coord[d], v.strides[d]));
+      return acc;
+    }
+    std::vector<Affine> next(in->shape.size());
+    for (size_t j = 0; j < next.size(); ++j) {
+      next[j].c0 = map->base[j];
+      for (auto& [d, mult] : map->terms[j]) {
+        Affine t = coord[d];
+        t.c0 = t.c0 - map->lo[d];
+        accumulate(next[j], scaled(t, mult));
+      }
+    }
+    coord = std::move(next);
+    n = in;
+  }
+  acc.src = n;
+  auto st = contiguous_strides(n->shape);
+  for (size_t j = 0; j < coord.size(); ++j)
+    if (n->shape[j] != SymInt(1)) accumulate(acc.addr, scaled(coord[j], st[j]));
+  return acc;
+}
+
+std::vector<SymInt> non_unit(const Shape& s) {
+  std::vector<SymInt> r;
+  for (auto& d : s)
+    if (d != SymInt(1)) r.push_back(d);
+  return r;
+}
+
+// A view that only inserts or drops size-1 dims of its input.
+bool is_squeeze_view(NodeRef v) {
+  const ViewSpec& s = *v->attrs.view;
+  NodeRef in = v->inputs[0];
+  if (s.has_mask() || s.offset != SymInt(0) || non_unit(s.shape) != non_unit(in->shape)) return false;
+  auto st = contiguous_strides(in->shape);
+  std::vector<SymInt> want;
+  for (size_t j = 0; j < in->shape.size(); ++j)
+    if (in->shape[j] != SymInt(1)) want.push_back(st[j]);
+  size_t i = 0;
+  for (size_t d = 0; d < s.shape.size(); ++d)
+    if (s.shape[d] != SymInt(1) && s.strides[d] != want[i++]) return false;
+  return true;
+}
+
+}  // namespace
+
+std::optional<MatmulMatch> match_matmul(NodeRef r) {
+  if (r->op != Op::Reduce || r->attrs.reduce != ReduceOp::Add || r->dtype != DType::F32) return std::nullopt;
+  NodeRef mul = r->inputs[0];
+  if (mul->op != Op::Mul || mul->inputs[0]->dtype != DType::F32) return std::nullopt;
+  MatmulMatch m;
+  m.reduce = r;
+  m.mul = mul;
+  m.a = access_of(mul->inputs[0]);
+  m.b = access_of(mul->inputs[1]);
+  for (auto* acc : {&m.a, &m.b})
+    if (acc->src->op == Op::Const && !acc->src->attrs.data) return std::nullopt;
+  const Shape& s = mul->shape;
+  auto& axes = r->attrs.axes;
+  for (int d = 0; d < (int)s.size(); ++d) {
+    if (s[d] == SymInt(1)) continue;
+    bool ua = m.a.uses(d), ub = m.b.uses(d);
+    if (std::find(axes.begin(), axes.end(), d) != axes.end()) m.k_axes.push_back(d);
+    else if (ua && !ub) m.m_axes.push_back(d);
+    else if (ub && !ua) m.n_axes.push_back(d);
+    else m.batch_axes.push_back(d);
+  }
+  if (m.m_axes.empty() || m.n_axes.empty() || m.k_axes.empty()) return std::nullopt;
+  // the vector (N) side is the one holding the output's innermost dim
+  int inner = -1;
+  for (int d = 0; d < (int)s.size(); ++d)
+    if (s[d] != SymInt(1) && std::find(axes.begin(), axes.end(), d) == axes.end()) inner = d;
+  if (std::find(m.m_axes.begin(), m.m_axes.end(), inner) != m.m_axes.end()) {
+    std::swap(m.a, m.b);
+    std::swap(m.m_axes, m.n_axes);
+  }
+  return m;
+}
+
+bool fusable_epilogue(NodeRef root, NodeRef reduce, const std::set<NodeRef>& mat) {
+  if (root == reduce || root->dtype != DType::F32 || non_unit(root->shape) != non_unit(reduce->shape)) return false;
+  // nodes inside the root's kernel (R a leaf), and whether each depends on R
+  std::map<NodeRef, bool> dep;
+  std::function<bool(NodeRef)> visit = [&](NodeRef n) -> bool {
+    if (n == reduce) return true;
+    if (n != root && mat.count(n)) return false;
+    auto it = dep.find(n);
+    if (it != dep.end()) return it->second;
+    bool d = false;
+    for (NodeRef in : n->inputs) d |= visit(in);
+    dep[n] = d;
+    return d;
+  };
+  if (!visit(root)) return false;
+  for (auto& [n, on_path] : dep) {
+    switch (n->op) {
+      case Op::Const: if (n->attrs.data) return false; continue;
+      case Op::Index: case Op::Cast: case Op::Where: continue;
+      case Op::View:
+        if (on_path && !is_squeeze_view(n)) return false;
+        continue;
+      default: break;
+    }
+    auto cat = n->info().category;
+    if (cat != OpCategory::Unary && cat != OpCategory::Binary) return false;
+  }
+  return true;
+}
+
+}  // namespace lathe

@@ -1,0 +1,112 @@
+// contraction_test.cpp — convolutions and other grouped contractions through the packed
+// matmul lowering (implicit im2col in the packing step), and matmuls with fused epilogues
+// (bias, GELU, residual), against the interpreter on the backend under test.
+#include "core/frontend/nn.h"
+#include "core/frontend/tensor.h"
+#include "diff_util.h"
+
+namespace lathe {
+namespace {
+
+int count_kind(const Program& p, const std::string& kind) {
+  int n = 0;
+  for (auto& k : p.kg.kernels) n += k.kind == kind;
+  return n;
+}
+
+struct ConvCase {
+  int64_t n, c, h, w, k, r, s;
+  std::vector<int64_t> stride, pad, dil;
+  int64_t groups;
+  bool bias;
+};
+
+Graph conv_graph(const ConvCase& t) {
+  Conv2dOptions o;
+  o.stride = t.stride;
+  o.padding = t.pad;
+  o.dilation = t.dil;
+  o.groups = t.groups;
+  Tensor x = input("x", {t.n, t.c, t.h, t.w});
+  Tensor w = input("w", {t.k, t.c / t.groups, t.r, t.s});
+  std::optional<Tensor> b;
+  if (t.bias) b = input("b", {t.k});
+  return Graph::from_outputs({{"y", conv2d(x, w, b, o).node()}});
+}
+
+TEST(Contraction, ConvIsOneMatmulKernel) {
+  Program p = build_program(conv_graph({2, 5, 9, 11, 7, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, true}));
+  EXPECT_EQ(p.num_kernels(), 1) << test::loop_ir_of(p);
+  EXPECT_EQ(count_kind(p, "matmul"), 1) << test::loop_ir_of(p);
+}
+
+TEST(Contraction, ConvShapesMatchInterpreter) {
+  test::DiffBatch batch;
+  std::vector<ConvCase> cases = {
+      {1, 3, 8, 8, 4, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, false},      // batch 1, padding
+      {2, 5, 9, 11, 7, 3, 3, {2, 2}, {1, 1}, {1, 1}, 1, true},      // stride 2, odd sizes, bias
+      {3, 13, 7, 6, 33, 1, 1, {1, 1}, {0, 0}, {1, 1}, 1, false},    // 1x1, K not a multiple of 8/32
+      {2, 4, 12, 10, 9, 3, 3, {1, 1}, {2, 2}, {2, 2}, 1, true},     // dilation 2
+      {1, 6, 10, 10, 6, 3, 3, {1, 1}, {1, 1}, {1, 1}, 2, false},    // groups 2
+      {2, 3, 17, 5, 40, 5, 2, {3, 1}, {2, 0}, {1, 1}, 1, false},    // non-square kernel and stride
+      {1, 64, 14, 14, 37, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, true},   // K > KC split needs partial sums
+      {4, 2, 3, 3, 3, 3, 3, {1, 1}, {0, 0}, {1, 1}, 1, false},      // output 1x1
+      // output rows of >= 32 columns: B is packed run by run (copies, no gathers)
+      {2, 3, 6, 45, 10, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, true},     // runs crossing panels, padding
+      {1, 4, 9, 71, 5, 3, 3, {2, 2}, {1, 1}, {1, 1}, 1, false},     // stride 2 along a run
+      {2, 3, 8, 40, 7, 3, 3, {1, 1}, {2, 2}, {2, 2}, 1, false},     // dilation 2
+      {1, 5, 2, 64, 33, 1, 1, {1, 1}, {0, 0}, {1, 1}, 1, false},    // 1x1, rows of exactly 2 panels
+      {3, 2, 5, 33, 4, 2, 5, {1, 1}, {0, 2}, {1, 1}, 1, false},     // 33-wide rows, asymmetric kernel
+  };
+  for (auto& c : cases) {
+    std::string label = "conv n" + std::to_string(c.n) + " c" + std::to_string(c.c) + " " + std::to_string(c.h) + "x" +
+                        std::to_string(c.w) + " k" + std::to_string(c.k) + " " + std::to_string(c.r) + "x" +
+                        std::to_string(c.s) + " stride" + std::to_string(c.stride[0]) + " pad" + std::to_string(c.pad[0]) +
+                        " dil" + std::to_string(c.dil[0]) + " g" + std::to_string(c.groups);
+    Graph g = conv_graph(c);
+    Program p = build_program(g);
+    EXPECT_EQ(count_kind(p, "matmul"), 1) << label << "\n" << test::loop_ir_of(p);
+    batch.add(label, g);
+  }
+  // conv1d and a relu epilogue
+  Tensor x1 = input("x", {2, 3, 29}), w1 = input("w", {5, 3, 4});
+  batch.add("conv1d stride 2 pad 1", Graph::from_outputs({{"y", conv1d(x1, w1, std::nullopt, 2, 1).node()}}));
+  Tensor x3 = input("x", {3, 4, 150}), w3 = input("w", {6, 4, 5});
+  batch.add("conv1d long rows pad 2", Graph::from_outputs({{"y", conv1d(x3, w3, std::nullopt, 1, 2).node()}}));
+  Conv2dOptions same;
+  same.padding = {1, 1};
+  Tensor x2 = input("x", {2, 8, 9, 9}), w2 = input("w", {16, 8, 3, 3}), b2 = input("b", {16});
+  batch.add("conv + bias + relu", Graph::from_outputs({{"y", relu(conv2d(x2, w2, b2, same)).node()}}));
+  EXPECT_EQ(batch.run(), 0);
+}
+
+TEST(Contraction, EpilogueIsFusedIntoTheMatmul) {
+  Tensor x = input("x", {33, 70}), w = input("w", {70, 45}), b = input("b", {45});
+  Program p = build_program(Graph::from_outputs({{"y", gelu(matmul(x, w) + b).node()}}));
+  EXPECT_EQ(p.num_kernels(), 1) << test::loop_ir_of(p);
+  EXPECT_EQ(count_kind(p, "matmul"), 1);
+}
+
+TEST(Contraction, EpiloguesMatchInterpreter) {
+  test::DiffBatch batch;
+  Tensor x = input("x", {33, 300}), w = input("w", {300, 45}), b = input("b", {45});
+  batch.add("bias + gelu (erf)", Graph::from_outputs({{"y", gelu(matmul(x, w) + b).node()}}));
+  batch.add("bias + gelu (tanh)", Graph::from_outputs({{"y", gelu(matmul(x, w) + b, "tanh").node()}}));
+  Tensor h = input("h", {33, 45});
+  batch.add("residual", Graph::from_outputs({{"y", (h + (matmul(x, w) + b)).node()}}));
+  // the matmul is also an output: not fused, still right
+  Tensor mm = matmul(x, w);
+  batch.add("matmul also an output", Graph::from_outputs({{"y", relu(mm).node()}, {"m", mm.node()}}));
+  // read by two kernels: not fused
+  batch.add("two readers", Graph::from_outputs({{"y", relu(mm).node()}, {"z", sum(mm, {1}, false).node()}}));
+  // batched, transposed operands with an epilogue (attention scores)
+  Tensor q = input("q", {3, 17, 24}), k = input("k", {3, 19, 24});
+  batch.add("q @ k^T * scale", Graph::from_outputs({{"y", (matmul(q, transpose(k, 1, 2)) * 0.125).node()}}));
+  // epilogue reading the row dim (broadcast along columns)
+  Tensor rb = input("rb", {33, 1});
+  batch.add("row bias + tanh", Graph::from_outputs({{"y", tanh(matmul(x, w) + rb).node()}}));
+  EXPECT_EQ(batch.run(), 0);
+}
+
+}  // namespace
+}  // namespace lathe
