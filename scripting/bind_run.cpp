@@ -1,6 +1,7 @@
 // bind_run.cpp — running and compiling graphs from Lua: lathe.run(g, inputs, opts) and
 // lathe.compile(g, opts) with the Program methods p:kernels(), p:source(i), p:loop(i),
-// p:asm(i), p:run(inputs), p:profile{iters=}, p:trace(path).
+// p:asm(i), p:run(inputs), p:profile{iters=}, p:trace(path) and p:kernel(i) (a schedule
+// handle, bind_schedule.cpp). The state behind a program is a ProgramState (program_box.h).
 //
 // lathe.run defaults to the reference interpreter (backend "interp", exact and always
 // available); pass { backend = "llvm" } (or "c", "cuda") to compile and run. Inputs not
@@ -13,14 +14,14 @@
 #include "core/loop/loop_print.h"
 #include "core/runtime/random.h"
 #include "scripting/binding.h"
+#include "scripting/program_box.h"
 
 namespace lathe::script {
 namespace {
 
 constexpr const char* kProgramMT = "lathe.Program";
 struct ProgramBox {
-  std::shared_ptr<Executable> exe;
-  std::shared_ptr<CompiledProgram> compiled;
+  std::shared_ptr<ProgramState> st;
 };
 
 // { x = value, … } → TensorMap; Values only (lathe.tensor / lathe.randn / outputs).
@@ -87,37 +88,33 @@ int l_run(lua_State* L) {
   return 1;
 }
 
-// lathe.compile(g [, {backend=}])
+// lathe.compile(g [, {backend=}]): compile_graph, keeping the backend's CompiledProgram
+// (for p:asm) and the kernels as scheduled (for a schedule handle's :reset()).
 int l_compile(lua_State* L) {
   Graph& g = check_graph(L, 1);
   std::string backend = opt_field_string(L, 2, "backend", default_backend());
   Backend& b = get_backend(backend);
   auto why = b.available();
   if (!why.empty()) raise(L, "backend '" + backend + "' is not available here: " + why);
-  auto exe = std::make_shared<Executable>(compile_graph(g, backend));
-  ProgramBox box{exe, nullptr};
-  // keep the compiled program around for source / asm
-  new_udata<ProgramBox>(L, kProgramMT, box);
+  if (std::string no = b.supports_graph(g); !no.empty()) raise(L, "backend '" + backend + "' cannot run " + no);
+  auto st = std::make_shared<ProgramState>();
+  Program prog = build_program(g);
+  st->compiled = b.compile(prog);
+  st->as_compiled = prog.funcs;
+  st->exe = std::make_shared<Executable>(std::move(prog), st->compiled, backend);
+  new_udata<ProgramBox>(L, kProgramMT, ProgramBox{st});
   return 1;
 }
 
-ProgramBox& check_program(lua_State* L, int idx) {
-  if (auto* p = test_udata<ProgramBox>(L, idx, kProgramMT)) return *p;
-  raise(L, "expected a program (lathe.compile), got a " + type_of(L, idx));
-}
-int kernel_index(lua_State* L, int idx, const Program& p) {
-  int64_t k = check_int(L, idx, "kernel");
-  if (k < 1 || k > p.num_kernels())
-    raise(L, "kernel " + std::to_string(k) + " is out of range (1.." + std::to_string(p.num_kernels()) + ")");
-  return (int)k - 1;
-}
+ProgramState& state(lua_State* L, int idx) { return *check_program(L, idx); }
 
 int p_kernels(lua_State* L) {
-  const Program& p = check_program(L, 1).exe->program();
+  ProgramState& st = state(L, 1);
+  const Program& p = st.program();
   lua_createtable(L, p.num_kernels(), 0);
   for (int i = 0; i < p.num_kernels(); ++i) {
     const Kernel& k = p.kg.kernels[i];
-    lua_createtable(L, 0, 4);
+    lua_createtable(L, 0, 5);
     lua_pushstring(L, k.name.c_str());
     lua_setfield(L, -2, "name");
     lua_pushstring(L, k.kind.c_str());
@@ -128,47 +125,127 @@ int p_kernels(lua_State* L) {
       lua_pushinteger(L, k.root->id);
       lua_setfield(L, -2, "root");
     }
+    bool changed = i < (int)st.as_compiled.size() && p.funcs[i].schedule_log != st.as_compiled[i].schedule_log;
+    lua_pushboolean(L, changed);
+    lua_setfield(L, -2, "rescheduled");
     lua_rawseti(L, -2, i + 1);
   }
   return 1;
 }
 int p_source(lua_State* L) {
-  ProgramBox& box = check_program(L, 1);
-  int k = kernel_index(L, 2, box.exe->program());
-  Backend& b = get_backend(box.exe->backend());
-  lua_pushstring(L, b.render(box.exe->program(), k).c_str());
+  ProgramState& st = state(L, 1);
+  int k = check_kernel_index(L, 2, st.program());
+  Backend& b = get_backend(st.exe->backend());
+  lua_pushstring(L, b.render(st.program(), k).c_str());
   return 1;
 }
 int p_loop(lua_State* L) {
-  ProgramBox& box = check_program(L, 1);
-  int k = kernel_index(L, 2, box.exe->program());
-  lua_pushstring(L, loop::print_loop(box.exe->program().funcs[k]).c_str());
+  ProgramState& st = state(L, 1);
+  int k = check_kernel_index(L, 2, st.program());
+  lua_pushstring(L, loop::print_loop(st.program().funcs[k]).c_str());
+  return 1;
+}
+// p:asm(k): the backend's assembly of kernel k (llvm: the JIT's; c: the compiler's -S
+// output; cuda: PTX), for the current schedule.
+int p_asm(lua_State* L) {
+  ProgramState& st = state(L, 1);
+  int k = check_kernel_index(L, 2, st.program());
+  st.ready();
+  std::string text = st.compiled ? st.compiled->assembly(k) : "";
+  if (text.empty())
+    raise(L, "the " + st.exe->backend() + " backend cannot show assembly (p:source(" + std::to_string(k + 1) + ") shows its code)");
+  lua_pushstring(L, text.c_str());
   return 1;
 }
 int p_run(lua_State* L) {
-  ProgramBox& box = check_program(L, 1);
-  TensorMap in = read_inputs(L, 2, box.exe->program().graph, 3), updated;
-  TensorMap out = box.exe->run(in, &updated);
+  ProgramState& st = state(L, 1);
+  Executable& exe = st.ready();
+  TensorMap in = read_inputs(L, 2, exe.program().graph, 3), updated;
+  TensorMap out = exe.run(in, &updated);
   push_outputs(L, out, updated);
   return 1;
 }
-int p_profile(lua_State* L) {
-  ProgramBox& box = check_program(L, 1);
-  int iters = (int)opt_field_number(L, 2, "iters", 20);
-  if (lua_istable(L, 2)) lua_getfield(L, 2, "inputs");
+
+// Profiles with the options table at idx ({iters=, inputs=}); missing inputs are seeded
+// random data. The report becomes the program's last profile.
+const ProfileReport& run_profile(lua_State* L, ProgramState& st, int idx, int default_iters) {
+  int iters = (int)opt_field_number(L, idx, "iters", default_iters);
+  if (iters < 1) raise(L, "iters must be at least 1, got " + std::to_string(iters));
+  Executable& exe = st.ready();
+  const Graph& g = exe.program().graph;
+  if (lua_istable(L, idx)) lua_getfield(L, idx, "inputs");
   else lua_pushnil(L);
-  TensorMap in = read_inputs(L, lua_gettop(L), box.exe->program().graph, 2);
-  if (in.empty() || in.size() < box.exe->program().graph.inputs.size()) {
-    Bindings bnd = bind_symbols(box.exe->program().graph, in);
-    for (auto& [n, t] : random_inputs(box.exe->program().graph, 0, bnd))
+  TensorMap in = read_inputs(L, lua_gettop(L), g, idx);
+  lua_pop(L, 1);
+  if (in.size() < g.inputs.size()) {
+    Bindings bnd;  // symbolic dims from the inputs given (plain names like "B")
+    for (NodeRef n : g.inputs)
+      if (auto it = in.find(n->attrs.name); it != in.end() && it->second.shape().size() == n->shape.size())
+        for (size_t d = 0; d < n->shape.size(); ++d)
+          if (auto* e = n->shape[d].expr(); e && e->kind == SymKind::Var) bnd[e->name] = it->second.shape()[d];
+    for (auto& [n, t] : random_inputs(g, 0, bnd))
       if (!in.count(n)) in[n] = t;
   }
-  ProfileReport r = box.exe->profile(in, iters);
-  lua_createtable(L, (int)r.kernels.size(), 2);
-  lua_pushstring(L, r.table().c_str());
-  lua_setfield(L, -2, "text");
-  lua_pushnumber(L, r.total_ms);
-  lua_setfield(L, -2, "total_ms");
+  st.last_profile = std::make_shared<ProfileReport>(exe.profile(in, iters));
+  return *st.last_profile;
+}
+
+void set_number(lua_State* L, const char* key, double v) {
+  lua_pushnumber(L, v);
+  lua_setfield(L, -2, key);
+}
+void set_string(lua_State* L, const char* key, const std::string& v) {
+  lua_pushstring(L, v.c_str());
+  lua_setfield(L, -2, key);
+}
+
+// p:profile{iters=20, inputs=, trace=}: {text=, total_ms=, backend=, [i] = per-kernel row}
+int p_profile(lua_State* L) {
+  ProgramState& st = state(L, 1);
+  const ProfileReport& r = run_profile(L, st, 2, 20);
+  std::string trace = opt_field_string(L, 2, "trace", "");
+  if (!trace.empty()) r.write_trace(trace);
+  lua_createtable(L, (int)r.kernels.size(), 4);
+  for (size_t i = 0; i < r.kernels.size(); ++i) {
+    const KernelProfile& k = r.kernels[i];
+    lua_createtable(L, 0, 12);
+    set_string(L, "name", k.name);
+    set_string(L, "kind", k.kind);
+    set_number(L, "nodes", k.nodes);
+    set_number(L, "calls", k.calls);
+    set_number(L, "ms", k.median_ms);
+    set_number(L, "time", k.median_ms);  // SPEC's name for it
+    set_number(L, "min_ms", k.min_ms);
+    set_number(L, "flops", k.flops);
+    set_number(L, "bytes", k.bytes);
+    set_number(L, "gflops", k.gflops);
+    set_number(L, "gbps", k.gbps);
+    set_number(L, "roof", k.roof);
+    set_string(L, "bound", k.bound);
+    lua_rawseti(L, -2, (lua_Integer)i + 1);
+  }
+  set_string(L, "text", r.table());
+  set_number(L, "total_ms", r.total_ms);
+  set_string(L, "backend", r.backend);
+  return 1;
+}
+
+// p:trace(path [, {iters=5, inputs=}]): the Chrome trace of the last profile, or of a new
+// one when there is none yet, a schedule changed since, or options are given.
+int p_trace(lua_State* L) {
+  ProgramState& st = state(L, 1);
+  std::string path = luaL_checkstring(L, 2);
+  if (!st.last_profile || st.stale || lua_istable(L, 3)) run_profile(L, st, 3, 5);
+  st.last_profile->write_trace(path);
+  lua_pushstring(L, path.c_str());
+  return 1;
+}
+
+// p:kernel(i): a schedule handle for kernel i (bind_schedule.cpp)
+int p_kernel(lua_State* L) {
+  std::shared_ptr<ProgramState> st = check_program(L, 1);
+  int k = check_kernel_index(L, 2, st->program());
+  push_schedule(L, st, k);
   return 1;
 }
 
@@ -178,18 +255,49 @@ const Function kModule[] = {
     {nullptr, nullptr, nullptr, nullptr},
 };
 const Function kMethods[] = {
-    {"kernels", p_kernels, "p:kernels()", "the fused kernels: {name, kind, nodes, root}"},
-    {"source", p_source, "p:source(k)", "generated source of kernel k (1-based)"},
-    {"loop", p_loop, "p:loop(k)", "loop IR of kernel k"},
-    {"run", p_run, "p:run(inputs)", "run the compiled program"},
-    {"profile", p_profile, "p:profile{iters=20, inputs=}", "per-kernel timings; .text is the table"},
+    {"kernels", p_kernels, "p:kernels()", "the fused kernels: {name, kind, nodes, root, rescheduled}"},
+    {"source", p_source, "p:source(k)", "generated source of kernel k (1-based), with its current schedule"},
+    {"loop", p_loop, "p:loop(k)", "loop IR of kernel k, with its current schedule"},
+    {"asm", p_asm, "p:asm(k)", "assembly of kernel k: llvm (JIT), c (the compiler's -S output), cuda (PTX)"},
+    {"run", p_run, "p:run(inputs [, {seed=}])", "run the compiled program (recompiled first if a schedule changed)"},
+    {"profile", p_profile, "p:profile{iters=20, inputs=, trace=}",
+     "per-kernel timings: p[i] = {name, kind, ms (= time), min_ms, flops, bytes, gflops, gbps, roof, bound}; .text is the table"},
+    {"trace", p_trace, "p:trace(path [, {iters=5, inputs=}])",
+     "write a Chrome trace-event JSON (Perfetto) of the last profile, profiling first if there is none"},
+    {"kernel", p_kernel, "p:kernel(k)", "schedule handle for kernel k: :split :reorder :tile :fuse :vectorize :unroll :parallel :cache :loops :reset"},
     {nullptr, nullptr, nullptr, nullptr},
 };
 
 }  // namespace
 
+std::shared_ptr<ProgramState> check_program(lua_State* L, int idx) {
+  if (auto* p = test_udata<ProgramBox>(L, idx, kProgramMT)) return p->st;
+  raise(L, "expected a program (lathe.compile / :compile), got a " + type_of(L, idx));
+}
+
+int check_kernel_index(lua_State* L, int idx, const Program& p) {
+  int64_t k = check_int(L, idx, "kernel");
+  if (p.num_kernels() == 0) raise(L, "this program has no kernels (the interp backend runs the graph as a whole)");
+  if (k < 1 || k > p.num_kernels())
+    raise(L, "kernel " + std::to_string(k) + " is out of range (1.." + std::to_string(p.num_kernels()) + ")");
+  return (int)k - 1;
+}
+
+Executable& ProgramState::ready() {
+  if (!stale) return *exe;
+  Backend& b = get_backend(exe->backend());
+  std::shared_ptr<CompiledProgram> cp = b.compile(exe->program());
+  // a fresh Executable: its buffers and memory plan follow the new kernels
+  exe = std::make_shared<Executable>(exe->program(), cp, exe->backend());
+  compiled = std::move(cp);
+  stale = false;
+  return *exe;
+}
+
 void bind_run(lua_State* L, int module) {
+  bind_schedule(L);
   new_type<ProgramBox>(L, kProgramMT);
+
   lua_newtable(L);
   register_functions(L, lua_gettop(L), kMethods, "Program:");
   lua_setfield(L, -2, "__index");

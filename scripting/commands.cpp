@@ -1,7 +1,8 @@
 // commands.cpp — the Workbench: evaluating Lua input the way lua.c does (expression
 // first, then statement, "<eof>" = incomplete), dispatching colon commands to lathe.cmd,
-// pretty-printing results, completion candidates for the REPL, and the native helpers of
-// the program commands (lathe.cmd._asm, _dot).
+// pretty-printing results, completion candidates for the REPL, and the native helper of
+// the program commands (lathe.cmd._dot). Programs themselves are bind_run.cpp's
+// (program_box.h): :asm is p:asm, :profile / :trace go through check_program_exe.
 #include "scripting/commands.h"
 
 #include <lua.hpp>
@@ -15,6 +16,7 @@
 #include "core/ir/diag.h"
 #include "core/ir/dot.h"
 #include "scripting/binding.h"
+#include "scripting/program_box.h"
 #include "scripting/progress.h"
 #include "scripting/session_file.h"
 
@@ -45,33 +47,6 @@ std::string strip_command_positions(std::string msg) {
 const char* const kKeywords[] = {"and", "break", "do", "else", "elseif", "end", "false", "for", "function", "goto",
                                   "if", "in", "local", "nil", "not", "or", "repeat", "return", "then", "true",
                                   "until", "while"};
-
-// The lathe.Program userdata as bind_run.cpp lays it out (its ProgramBox). bind_run.cpp
-// does not export an accessor yet; the size check below catches a layout change.
-// TODO(bind_run owner): export check_program() and bind p:asm / p:trace (SPEC.md), then
-// drop this mirror.
-struct ProgramBoxMirror {
-  std::shared_ptr<Executable> exe;
-  std::shared_ptr<CompiledProgram> compiled;
-};
-
-// lathe.cmd._asm(p, k): assembly of kernel k, compiling again (a kernel-cache hit) to
-// reach the backend's CompiledProgram, which the Program value does not keep.
-int l_asm(lua_State* L) {
-  std::shared_ptr<Executable> exe = check_program_exe(L, 1);
-  const Program& prog = exe->program();
-  int64_t k = check_int(L, 2, "kernel");
-  if (prog.num_kernels() == 0) raise(L, "the " + exe->backend() + " backend runs the graph as a whole: there are no kernels");
-  if (k < 1 || k > prog.num_kernels())
-    raise(L, "kernel " + std::to_string(k) + " is out of range (1.." + std::to_string(prog.num_kernels()) + ")");
-  Backend& b = get_backend(exe->backend());
-  std::shared_ptr<CompiledProgram> cp;
-  with_spinner("compiling", [&] { cp = b.compile(prog); });
-  std::string text = cp->assembly((int)k - 1);
-  if (text.empty()) raise(L, "the " + exe->backend() + " backend cannot show assembly (try :source " + std::to_string(k) + ")");
-  lua_pushstring(L, text.c_str());
-  return 1;
-}
 
 // lathe.cmd._dot(g, path, level [, p]): writes DOT text; level kernel groups by p's kernels.
 int l_dot(lua_State* L) {
@@ -106,11 +81,9 @@ int l_dot(lua_State* L) {
 }  // namespace
 
 std::shared_ptr<Executable> check_program_exe(lua_State* L, int idx) {
-  void* p = luaL_testudata(L, idx, "lathe.Program");
-  if (!p) raise(L, "expected a program (lathe.compile / :compile), got a " + type_of(L, idx));
-  if (lua_rawlen(L, idx) != sizeof(ProgramBoxMirror))
-    raise(L, "internal error: lathe.Program changed layout; update ProgramBoxMirror in scripting/commands.cpp");
-  return static_cast<ProgramBoxMirror*>(p)->exe;
+  std::shared_ptr<ProgramState> st = check_program(L, idx);
+  st->ready();  // recompiled when a kernel was rescheduled (p:kernel(i))
+  return st->exe;
 }
 
 std::vector<std::string> split_words(const std::string& line) {
@@ -176,7 +149,7 @@ Workbench::Workbench(Limits limits) : engine_(limits) {
   int cmd = lua_gettop(L);
   register_long_commands(L, cmd);
   register_session_commands(L, cmd);
-  const std::pair<const char*, lua_CFunction> natives[] = {{"_asm", l_asm}, {"_dot", l_dot}};
+  const std::pair<const char*, lua_CFunction> natives[] = {{"_dot", l_dot}};
   for (auto [name, fn] : natives) {
     push_guarded(L, fn);
     lua_setfield(L, cmd, name);
@@ -258,21 +231,27 @@ Workbench::Result Workbench::help(const std::string& topic) {
     r.output = s;
     return r;
   }
+  // a Lua function and a colon command of the same name (p:asm, :asm) are both shown;
+  // ":NAME" asks for the command only
   std::string bare = topic[0] == ':' ? topic.substr(1) : topic;
-  for (const std::string& key : {topic, "lathe." + topic, "Tensor:" + topic, "Graph:" + topic, "Session:" + topic,
-                                 "Program:" + topic, "Value:" + topic, "Ruleset:" + topic, "lathe.rules." + topic}) {
-    auto it = h.find(key);
-    if (it != h.end()) {
-      r.output = it->second.signature + "\n  " + it->second.doc;
-      return r;
+  if (topic[0] != ':') {
+    for (const std::string& key : {topic, "lathe." + topic, "Tensor:" + topic, "Graph:" + topic, "Session:" + topic,
+                                   "Program:" + topic, "Schedule:" + topic, "Value:" + topic, "Ruleset:" + topic,
+                                   "lathe.rules." + topic}) {
+      auto it = h.find(key);
+      if (it != h.end()) {
+        r.output = it->second.signature + "\n  " + it->second.doc;
+        break;
+      }
     }
   }
   for (auto& [c, d] : command_help()) {
     if (c == bare || c.rfind(bare + " ", 0) == 0) {
-      r.output = ":" + c + "\n  " + d + "\n  (from Lua: lathe.cmd." + bare + "(…))";
-      return r;
+      r.output += (r.output.empty() ? "" : "\n") + (":" + c + "\n  " + d + "\n  (from Lua: lathe.cmd." + bare + "(…))");
+      break;
     }
   }
+  if (!r.output.empty()) return r;
   r.ok = false;
   r.error = "no help for '" + topic + "' (try :help for the commands, :help lua for every Lua function)";
   return r;

@@ -186,11 +186,7 @@ end
 
 function cmd.source(k) return need_program():source(int_arg(k, "kernel", 1)) end
 function cmd.loop(k) return need_program():loop(int_arg(k, "kernel", 1)) end
-function cmd.asm(k)
-  local prog = need_program()
-  if prog.asm then return prog:asm(int_arg(k, "kernel", 1)) end
-  return cmd._asm(prog, int_arg(k, "kernel", 1))
-end
+function cmd.asm(k) return need_program():asm(int_arg(k, "kernel", 1)) end
 
 -- "B=64 T=128" words -> {B = 64, T = 128}; the other words are returned in order.
 local function split_binds(...)
