@@ -22,6 +22,7 @@
 
 #include <memory>
 
+#include "app/gui_script.h"
 #include "scripting/binding.h"
 #include "scripting/commands.h"
 #include "scripting/session_lua.h"
@@ -35,7 +36,8 @@ namespace {
 // Workbench whose globals g (graph) and s (session) the console, the timeline and --script
 // share with the windows.
 void wire_scripting(views::GuiOptions& o, std::shared_ptr<script::Workbench> wb) {
-  o.console = [wb](const std::string& line, views::AppState&) {
+  o.console = [wb](const std::string& line, views::AppState& app) {
+    bind_gui_state(&app);
     // print() inside the line goes to the console's transcript, not the terminal.
     std::string printed;
     auto saved = wb->engine().out;
@@ -54,9 +56,15 @@ void wire_scripting(views::GuiOptions& o, std::shared_ptr<script::Workbench> wb)
     return s;
   };
   o.publish_graph = [wb](const Graph& g, const std::string&) {
+    // A graph opened in the app is a new document, as :load makes one: g is it, and the
+    // session and program of the previous graph are gone.
     lua_State* L = wb->engine().L();
     script::push_graph(L, g);
     lua_setglobal(L, "g");
+    lua_pushnil(L);
+    lua_setglobal(L, "s");
+    lua_pushnil(L);
+    lua_setglobal(L, "p");
   };
   o.console_graph = [wb]() -> std::optional<Graph> {
     lua_State* L = wb->engine().L();
@@ -66,11 +74,7 @@ void wire_scripting(views::GuiOptions& o, std::shared_ptr<script::Workbench> wb)
     lua_pop(L, 1);
     return r;
   };
-  o.run_script = [wb](const std::string& path, views::AppState& s) -> std::string {
-    script::ScriptError err;
-    if (!wb->engine().run_file(path, 0, &err)) return err.message;
-    return "";
-  };
+  wire_gui_script(o, wb);   // gui.* for --script and the console, compile / code hooks
 }
 #endif
 
@@ -79,7 +83,12 @@ int run_gui_command(const std::vector<std::string>& args) {
                "profile and a Lua console. FILE defaults to the first samples/*.lathe.\n"
                "With --screenshot it renders N frames offscreen (Xvfb is enough), writes the PNG and exits.\n\n"
                "Mouse and keys: drag = pan, wheel = zoom, F = fit, click = select (a composite expands),\n"
-               "right-click = expand/collapse, Ctrl+F = search, Ctrl+O = open, F5 = reload.",
+               "right-click = expand/collapse, Ctrl+F = search, Ctrl+O = open, F5 = reload.\n\n"
+               "Compile (Kernels panel) adds the kernel level and kernel colours; Profile (Profile panel) adds\n"
+               "times, a sortable table, a bar chart, a roofline and heat colours; Run (Inspector > Values)\n"
+               "shows a node's min / max / mean / NaNs and histogram. Selecting a kernel outlines its nodes.\n"
+               "A --script drives the app through the `gui` Lua table (gui.compile, gui.profile, gui.level,\n"
+               "gui.select_kernel, gui.tab, gui.state, gui.frames, gui.screenshot, …; see the README).",
                "lathe gui"};
   std::string file, script, screenshot, level, select, size;
   int frames = 5, demo_layers = -1;

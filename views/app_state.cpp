@@ -34,6 +34,9 @@ bool AppState::reload() {
 }
 
 void AppState::show_version(Graph g) {
+  // Nodes are hash-consed: equal outputs are the same graph (a session that made no step
+  // yet), which keeps its version, layout and compiled program.
+  if (has_graph && g.outputs == graph.outputs && g.inputs == graph.inputs) return;
   graph = std::move(g);
   has_graph = true;
   ++version;
@@ -49,6 +52,11 @@ void AppState::set_graph(Graph g, std::string t, std::string p) {
   path = std::move(p);
   step_root = -1;
   step_added.clear();
+  // A different graph: its program, profile and values are gone (the console's `p`
+  // stays; compile again to see this graph's kernels).
+  compiled.reset();
+  run.reset();
+  selected_kernel = -1;
   reindex();
   // A large graph opens collapsed at the tensor level; a small one shows every primitive.
   bool large = topo.size() > kLargeGraphNodes;
@@ -83,6 +91,23 @@ void AppState::select_node(int id, bool center) {
   selected = id;
   selected_group.clear();
   center_request = center;
+  selected_kernel = -1;
+  if (compiled && id >= 0) {
+    auto it = compiled->kernel_of.find(static_cast<uint32_t>(id));
+    if (it != compiled->kernel_of.end()) selected_kernel = it->second;
+  }
+}
+
+void AppState::select_kernel(int k, bool center) {
+  if (!compiled || k < 0 || k >= compiled->num_kernels()) {
+    selected_kernel = -1;
+    return;
+  }
+  NodeRef root = compiled->program().kg.kernels[k].root;
+  selected = root ? static_cast<int>(root->id) : -1;
+  selected_group.clear();
+  selected_kernel = k;
+  center_request = center;
 }
 
 void AppState::select_group(const std::string& p, bool center) {
@@ -94,6 +119,7 @@ void AppState::select_group(const std::string& p, bool center) {
 void AppState::clear_selection() {
   selected = -1;
   selected_group.clear();
+  selected_kernel = -1;
 }
 
 void AppState::set_level(Level l) { level = l; }

@@ -18,6 +18,7 @@
 
 #include "core/ir/diag.h"
 #include "core/ir/graph.h"
+#include "views/compiled.h"
 
 namespace lathe::views {
 
@@ -67,6 +68,21 @@ class AppState {
   std::set<uint32_t> step_added;
   std::vector<LogLine> log;
 
+  // --- compiled program, profile, values (compiled.h; app_actions.h changes them) -----
+  ProgramHooks hooks;                   // set by the app from GuiOptions
+  std::shared_ptr<Compiled> compiled;   // nullptr until compiled (here or in the console)
+  const Executable* seen_program = nullptr;   // the command layer's `p` last adopted
+  int selected_kernel = -1;             // kernel index in compiled->program(), -1 = none
+  std::optional<RunValues> run;         // after Run: inputs and per-node stats
+  // One-shot requests from scripts / other windows to the tab bars: "Inspector",
+  // "Kernels", "Profile"; the kernels panel's "loop" / "source" / "asm"; the profile
+  // panel's "roofline" / "bars".
+  std::string side_tab_request, code_tab_request, profile_view_request;
+  // What the graph view drew last frame (scripts and tests read it).
+  size_t view_boxes = 0, view_edges = 0, view_highlighted = 0;
+  bool fit_request = false;           // one-shot: the graph view fits the drawing to the window
+  std::vector<double> frame_ms;       // the last frames' times (the app's loop records them)
+
   // --- commands ------------------------------------------------------------------------
   // Loads FILE through load_graph (core/ir/loader.h). On failure keeps the old graph,
   // sets `error`, logs, and returns false.
@@ -77,7 +93,10 @@ class AppState {
   // Shows another version of the same graph (a rewrite step): keeps the title, path,
   // level and expanded composites, so the picture changes only where the graph did.
   void show_version(Graph g);
+  // Selecting a node also selects the kernel that computes it (when compiled).
   void select_node(int id, bool center = false);
+  // Selects kernel k (and its root node, so the inspector shows what it computes).
+  void select_kernel(int k, bool center = false);
   void select_group(const std::string& path, bool center = false);
   void clear_selection();
   void set_level(Level l);

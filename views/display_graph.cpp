@@ -19,18 +19,18 @@ namespace lathe::views {
 
 std::string node_type(NodeRef n) { return std::string(dtype_name(n->dtype)) + " " + shape_to_string(n->shape); }
 
-namespace {
-
-std::string last_component(const std::string& path) {
-  auto p = path.rfind('/');
-  return p == std::string::npos ? path : path.substr(p + 1);
-}
-
 void size_box(DisplayNode& b, const LabelMetrics& m) {
   float w = 0;
   for (auto& l : b.lines) w = std::max(w, m.text_width(l));
   b.w = std::max(48.0f, w + 2 * m.pad_x);
   b.h = b.lines.size() * m.line_height + 2 * m.pad_y;
+}
+
+namespace {
+
+std::string last_component(const std::string& path) {
+  auto p = path.rfind('/');
+  return p == std::string::npos ? path : path.substr(p + 1);
 }
 
 //-----------------------------------------------------------------------------
@@ -69,6 +69,10 @@ uint64_t display_key(const AppState& s) {
   mix(static_cast<uint64_t>(s.level));
   if (s.level == Level::Tensor)
     for (auto& e : s.expanded) mix(std::hash<std::string>()(e));
+  if (s.level == Level::Kernel && s.compiled) {   // kernel boxes show their times
+    mix(reinterpret_cast<uintptr_t>(s.compiled->exe.get()));
+    mix(s.compiled->profile ? s.compiled->serial : 0);
+  }
   return h;
 }
 
@@ -125,7 +129,7 @@ DisplayGraph build_display_graph(const AppState& s, const LabelMetrics& m) {
     return dg;
   }
   if (s.level == Level::Kernel) {
-    dg.empty_reason = "not compiled yet: the kernel graph appears after compiling (:compile)";
+    build_kernel_display(s, m, dg);
     return dg;
   }
   const auto& topo = s.topo;

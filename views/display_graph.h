@@ -5,7 +5,9 @@
 //                    folded into one box per composite call (connected nodes sharing the
 //                    shortest unexpanded path prefix); Input nodes always stay their own box
 //   primitive level  one box per node
-//   kernel level     empty until the scheduler exists (the view says "not compiled yet")
+//   kernel level     one box per fused kernel of the compiled program (display_kernels.cpp)
+//                    plus one per input / constant buffer; edges are the buffers kernels
+//                    read. Empty, with a reason, until the graph is compiled.
 //
 // The builder measures label text through a callback so that it has no ImGui dependency
 // beyond the colours, and the layout (graph_layout.h) gets box sizes in layout units.
@@ -29,6 +31,7 @@ struct DisplayNode {
   std::vector<uint32_t> members;   // ids of the primitive nodes this box stands for
   uint32_t rep = 0;                // the node whose dtype/shape the box shows
   bool is_output = false;
+  int kernel = -1;                 // kernel level: the kernel index (-1 for a buffer box)
   float w = 0, h = 0;              // size in layout units (1 unit = 1 px at zoom 1)
 };
 
@@ -40,6 +43,7 @@ struct DisplayGraph {
   std::vector<DisplayNode> nodes;
   std::vector<DisplayEdge> edges;
   std::unordered_map<uint32_t, int> box_of;   // primitive node id -> box index
+  std::vector<int> kernel_box;                // kernel level: kernel index -> box index
   uint64_t key = 0;                           // identifies (graph version, level, expanded)
   std::string empty_reason;                   // why there are no boxes (kernel level, …)
 };
@@ -53,6 +57,10 @@ struct LabelMetrics {
 // The cache key for the display graph of `s` at its current level and expansion.
 uint64_t display_key(const AppState& s);
 DisplayGraph build_display_graph(const AppState& s, const LabelMetrics& m);
+// The kernel level's boxes (called by build_display_graph; `dg.key` is already set).
+void build_kernel_display(const AppState& s, const LabelMetrics& m, DisplayGraph& dg);
+// Sizes a box to its label lines.
+void size_box(DisplayNode& b, const LabelMetrics& m);
 
 // The second label line of a node: "f32 [32, 784]". (The first is core/ir/dot.h's
 // node_summary: "Reduce add [1]", "Const 0.5", "Input x".)

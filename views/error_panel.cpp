@@ -19,17 +19,21 @@ float draw_error_panel(AppState& s, const Fonts& fonts) {
   ImGui::PushStyleVar(ImGuiStyleVar_ChildBorderSize, 1.5f);
   ImGui::BeginChild("error-panel", ImVec2(0, h), true, ImGuiWindowFlags_HorizontalScrollbar);
   ImGui::TextColored(ImVec4(1.0f, 0.45f, 0.45f, 1.0f), "error: %s", e.what.c_str());
-  ImGui::SameLine(ImGui::GetContentRegionAvail().x + ImGui::GetCursorPosX() - 150);
-  if (ImGui::SmallButton("Retry")) {
-    std::string file = e.file;   // copy: open() replaces s.error
-    if (!file.empty()) s.open(file);
+  // Retry re-opens a file that failed to load; other errors (compile, profile, run,
+  // script) have nothing to retry here.
+  ImGui::SameLine(ImGui::GetContentRegionAvail().x + ImGui::GetCursorPosX() - (e.file.empty() ? 70 : 150));
+  if (!e.file.empty()) {
+    if (ImGui::SmallButton("Retry")) {
+      std::string file = e.file;   // copy: open() replaces s.error
+      s.open(file);
+    }
+    ImGui::SameLine();
   }
-  ImGui::SameLine();
   bool dismiss = ImGui::SmallButton("Dismiss");
   ImGui::PushFont(fonts.mono);
   ImGui::TextUnformatted(text.c_str());
   ImGui::PopFont();
-  if (s.has_graph) ImGui::TextDisabled("still showing the previous graph: %s", s.title.c_str());
+  if (s.has_graph && !e.file.empty()) ImGui::TextDisabled("still showing the previous graph: %s", s.title.c_str());
   ImGui::EndChild();
   ImGui::PopStyleVar();
   ImGui::PopStyleColor(2);

@@ -13,6 +13,8 @@
 #include <cmath>
 #include <regex>
 
+#include "views/app_actions.h"
+
 namespace lathe::views {
 
 // ImGui 1.86 indexes keys by the backend's codes; GLFW's letter keys are their ASCII codes.
@@ -74,6 +76,11 @@ void GraphView::draw_toolbar(AppState& s) {
                               : i == 1 ? "every primitive node: what rewrite rules act on"
                                        : "fused kernels as boxes, buffers as edges");
   }
+  if (s.level == Level::Kernel && !s.compiled && s.has_graph) {
+    ImGui::SameLine(0, 12);
+    if (ImGui::Button("Compile")) compile_shown(s);
+    if (ImGui::IsItemHovered()) ImGui::SetTooltip("compile the graph shown with the default backend (:compile)");
+  }
   ImGui::SameLine(0, 12);
   if (ImGui::Button("Fit")) fit_request_ = FitKind::Exact;
   if (ImGui::IsItemHovered()) ImGui::SetTooltip("fit the graph to the window (F)");
@@ -88,12 +95,14 @@ void GraphView::draw_toolbar(AppState& s) {
   ImGui::SetNextItemWidth(170);
   if (ImGui::BeginCombo("##color", kColors[static_cast<int>(s.color_mode)])) {
     for (int i = 0; i < 3; ++i) {
-      bool available = i == 0;   // kernel and heat need compile / profile data
+      // kernel and heat need compile / profile data
+      bool available = i == 0 || (i == 1 && s.compiled) || (i == 2 && s.compiled && s.compiled->profile);
       if (ImGui::Selectable(kColors[i], static_cast<int>(s.color_mode) == i,
                             available ? 0 : ImGuiSelectableFlags_Disabled))
         s.color_mode = static_cast<ColorMode>(i);
       if (!available && ImGui::IsItemHovered(ImGuiHoveredFlags_AllowWhenDisabled))
-        ImGui::SetTooltip("no data yet: compile with :compile (and profile) first");
+        ImGui::SetTooltip(i == 1 ? "no kernels yet: Compile first (Kernels panel, or :compile)"
+                                 : "no profile yet: Profile first (Profile panel)");
     }
     ImGui::EndCombo();
   }
@@ -205,6 +214,24 @@ void GraphView::center_on(int box, ImVec2 canvas) {
   pan_ = ImVec2(c.x - canvas.x * 0.5f / zoom_, c.y - canvas.y * 0.5f / zoom_);
 }
 
+// Frames the boxes of the selected kernel (in_kernel_): their bounding box centred, at a
+// zoom that fits it (between 0.35 and 1).
+void GraphView::frame_kernel(ImVec2 canvas) {
+  if (!shown_layout_ || in_kernel_.size() != shown_layout_->centers.size()) return;
+  float x0 = FLT_MAX, y0 = FLT_MAX, x1 = -FLT_MAX, y1 = -FLT_MAX;
+  for (size_t i = 0; i < in_kernel_.size(); ++i) {
+    if (!in_kernel_[i]) continue;
+    Point c = shown_layout_->centers[i];
+    const DisplayNode& b = shown_->nodes[i];
+    x0 = std::min(x0, c.x - b.w * 0.5f), x1 = std::max(x1, c.x + b.w * 0.5f);
+    y0 = std::min(y0, c.y - b.h * 0.5f), y1 = std::max(y1, c.y + b.h * 0.5f);
+  }
+  if (x0 > x1) return;
+  const float margin = 40;
+  zoom_ = std::clamp(std::min(canvas.x / (x1 - x0 + 2 * margin), canvas.y / (y1 - y0 + 2 * margin)), 0.35f, 1.0f);
+  pan_ = ImVec2((x0 + x1) * 0.5f - canvas.x * 0.5f / zoom_, (y0 + y1) * 0.5f - canvas.y * 0.5f / zoom_);
+}
+
 int GraphView::box_at(ImVec2 world) const {
   if (!shown_ || !shown_layout_) return -1;
   for (size_t i = 0; i < shown_layout_->centers.size() && i < shown_->nodes.size(); ++i) {
@@ -227,7 +254,21 @@ void GraphView::context_menu(AppState& s) {
   if (!b.group.empty()) {
     if (ImGui::MenuItem(("Expand " + b.group).c_str())) s.expand(b.group);
   } else if (ImGui::MenuItem("Select")) {
-    s.select_node(static_cast<int>(b.rep));
+    if (b.kernel >= 0) s.select_kernel(b.kernel);
+    else s.select_node(static_cast<int>(b.rep));
+  }
+  // Provenance: jump between a kernel and its primitive nodes.
+  if (b.kernel >= 0 && ImGui::MenuItem("Show its nodes at the primitive level")) {
+    s.select_kernel(b.kernel, true);
+    s.set_level(Level::Primitive);
+  }
+  if (b.kernel < 0 && s.compiled && s.level != Level::Kernel) {
+    auto k = s.compiled->kernel_of.find(b.rep);
+    if (k != s.compiled->kernel_of.end() &&
+        ImGui::MenuItem(("Show kernel " + s.compiled->program().kg.kernels[k->second].name).c_str())) {
+      s.select_kernel(k->second, true);
+      s.set_level(Level::Kernel);
+    }
   }
   // Collapse any expanded composite this box sits in.
   NodeRef n = node_by_id(b.rep);
@@ -245,8 +286,13 @@ void GraphView::context_menu(AppState& s) {
 
 void GraphView::draw(AppState& s) {
   sync(s);
+  if (s.fit_request && !settling_) fit_request_ = FitKind::Exact, s.fit_request = false;
   draw_toolbar(s);
   draw_canvas(s);
+  // What is on screen, for scripts and tests (gui.state()).
+  s.view_boxes = shown_ && !settling_ ? shown_->nodes.size() : 0;
+  s.view_edges = shown_ && !settling_ ? shown_->edges.size() : 0;
+  s.view_highlighted = shown_ && !settling_ ? highlighted_ : 0;
 }
 
 void GraphView::draw_canvas(AppState& s) {
@@ -263,16 +309,14 @@ void GraphView::draw_canvas(AppState& s) {
     apply_fit(fit_request_, size);
     fit_request_ = FitKind::None;
   }
-  if (s.center_request && shown_) {
-    int box = -1;
-    if (s.selected >= 0) {
-      auto it = shown_->box_of.find(static_cast<uint32_t>(s.selected));
-      if (it != shown_->box_of.end()) box = it->second;
-    }
+  if (s.center_request && shown_ && !settling_) {   // after the layout for this level lands
+    int box = selected_box(s);
     if (box < 0 && !s.selected_group.empty())
       for (size_t i = 0; i < shown_->nodes.size(); ++i)
         if (shown_->nodes[i].group == s.selected_group) box = static_cast<int>(i);
-    center_on(box, size);
+    update_colors(s);
+    if (s.level != Level::Kernel && highlighted_ > 1) frame_kernel(size);   // all of the kernel's nodes
+    else center_on(box, size);
     s.center_request = false;
   }
 
@@ -304,6 +348,8 @@ void GraphView::draw_canvas(AppState& s) {
       s.select_node(static_cast<int>(b.rep));
       s.info("expanded " + b.group);
       s.expand(b.group);
+    } else if (shown_->nodes[hover_box].kernel >= 0) {
+      s.select_kernel(shown_->nodes[hover_box].kernel);
     } else {
       s.select_node(static_cast<int>(shown_->nodes[hover_box].rep));
     }
@@ -319,7 +365,7 @@ void GraphView::draw_canvas(AppState& s) {
   dl->PushClipRect(p0, p1, true);
   dl->AddRectFilled(p0, p1, colors::kCanvas);
   draw_boxes_and_edges(s, dl, p0, hover_box);
-  draw_legend(dl, p0, p1);
+  draw_legend(s, dl, p0, p1);
 
   // Overlays: why there is nothing, or that a layout is on its way.
   auto centered_text = [&](const std::string& t, ImU32 col, float y) {
@@ -337,6 +383,9 @@ void GraphView::draw_canvas(AppState& s) {
     dl->AddRectFilled(a, ImVec2(a.x + ts.x + 20, a.y + ts.y + 10), IM_COL32(40, 60, 100, 230), 4);
     dl->AddText(ImVec2(a.x + 10, a.y + 5), colors::kText, t.c_str());
   }
+  if (s.compiled && s.compiled->graph_version != s.version && (s.level == Level::Kernel || s.color_mode != ColorMode::Category))
+    dl->AddText(ImVec2(p0.x + 10, p0.y + 8), colors::kWarn,
+                "kernels are from an earlier version of the graph: Recompile (Kernels panel) to update");
   if (shown_layout_ && !shown_layout_->error.empty())
     dl->AddText(ImVec2(p0.x + 10, p1.y - 24), colors::kWarn, shown_layout_->error.c_str());
   if (shown_ && !shown_->nodes.empty()) {
@@ -359,7 +408,12 @@ void GraphView::draw_canvas(AppState& s) {
       else ImGui::TextDisabled("%s", b.lines[i].c_str());
     }
     NodeRef n = node_by_id(b.rep);
-    if (b.group.empty() && n) {
+    if (b.kernel >= 0) {
+      const KernelProfile* kp = s.compiled && s.compiled->profile && b.kernel < static_cast<int>(s.compiled->profile->kernels.size())
+                                    ? &s.compiled->profile->kernels[b.kernel] : nullptr;
+      if (kp) ImGui::TextDisabled("%.4f ms · %.2f GFLOP/s · %.2f GB/s · %s-bound", kp->median_ms, kp->gflops, kp->gbps, kp->bound.c_str());
+      ImGui::TextDisabled("click to select (its nodes light up at the primitive level)");
+    } else if (b.group.empty() && n) {
       ImGui::TextDisabled("%%%u · %s", n->id, std::string(n->info().doc).c_str());
       if (!n->prov.path.empty()) ImGui::TextDisabled("in %s", n->prov.path.c_str());
     } else {

@@ -36,11 +36,14 @@ class GraphView {
   void draw_toolbar(AppState& s);
   void draw_canvas(AppState& s);
   void draw_boxes_and_edges(AppState& s, ImDrawList* dl, ImVec2 origin, int hovered);
-  void draw_legend(ImDrawList* dl, ImVec2 min, ImVec2 max);
+  void draw_legend(const AppState& s, ImDrawList* dl, ImVec2 min, ImVec2 max);
+  void update_colors(const AppState& s);   // fills_ / in_kernel_ for the colour mode
+  int selected_box(const AppState& s) const;
   void update_search(AppState& s);
   void step_search(AppState& s, int dir);
   void apply_fit(FitKind kind, ImVec2 canvas);
   void center_on(int box, ImVec2 canvas);
+  void frame_kernel(ImVec2 canvas);
   int box_at(ImVec2 world) const;
   void context_menu(AppState& s);
 
@@ -68,6 +71,13 @@ class GraphView {
   bool search_focus_ = false;
 
   int context_box_ = -1;
+
+  // Per box of shown_: its fill in the current colour mode, and whether it holds a node of
+  // the selected kernel (provenance highlight). Recomputed when colors_key_ changes.
+  std::vector<ImU32> fills_;
+  std::vector<char> in_kernel_;
+  uint64_t colors_key_ = 0;
+  size_t highlighted_ = 0;
 };
 
 }  // namespace lathe::views

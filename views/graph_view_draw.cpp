@@ -33,14 +33,21 @@ void GraphView::draw_boxes_and_edges(AppState& s, ImDrawList* dl, ImVec2 origin,
   float wx1 = pan_.x + (canvas_max.x - origin.x) / zoom_, wy1 = pan_.y + (canvas_max.y - origin.y) / zoom_;
   auto to_screen = [&](Point p) { return ImVec2(origin.x + (p.x - pan_.x) * zoom_, origin.y + (p.y - pan_.y) * zoom_); };
 
-  // Which box is selected (a node hidden in a collapsed composite selects its box).
-  int selected_box = -1;
-  if (s.selected >= 0) {
-    auto it = G.box_of.find(static_cast<uint32_t>(s.selected));
-    if (it != G.box_of.end()) selected_box = it->second;
-  }
+  // Which box is selected (a node hidden in a collapsed composite selects its box; at the
+  // kernel level, the selected kernel's box).
+  const int sel_box = selected_box(s);
+  update_colors(s);
+  // A kernel selected: its boxes are outlined and the others dimmed a little.
+  const bool kernel_focus = highlighted_ > 0 && s.level != Level::Kernel;
   std::vector<char> is_hit(G.nodes.size(), 0);
   for (int h : hits_) is_hit[h] = 1;
+
+  // Zoomed far out (a whole large graph in view) nothing is legible anyway: skip
+  // anti-aliasing, curves, arrowheads and rounded corners, which dominate the frame time
+  // under software OpenGL with thousands of boxes.
+  const bool far = zoom_ < 0.3f;
+  const ImDrawListFlags saved_flags = dl->Flags;
+  if (far) dl->Flags &= ~(ImDrawListFlags_AntiAliasedLines | ImDrawListFlags_AntiAliasedLinesUseTex | ImDrawListFlags_AntiAliasedFill);
 
   // Edges first, so boxes sit on top of their ends.
   float thick = std::clamp(1.4f * std::sqrt(zoom_), 0.8f, 3.0f);
@@ -51,13 +58,20 @@ void GraphView::draw_boxes_and_edges(AppState& s, ImDrawList* dl, ImVec2 origin,
     for (auto& p : e.bezier) x0 = std::min(x0, p.x), y0 = std::min(y0, p.y), x1 = std::max(x1, p.x), y1 = std::max(y1, p.y);
     if (e.has_head) x0 = std::min(x0, e.head.x), y0 = std::min(y0, e.head.y), x1 = std::max(x1, e.head.x), y1 = std::max(y1, e.head.y);
     if (x1 < wx0 || x0 > wx1 || y1 < wy0 || y0 > wy1) continue;
-    bool hot = selected_box >= 0 && (e.from == selected_box || e.to == selected_box);
+    bool hot = sel_box >= 0 && (e.from == sel_box || e.to == sel_box);
     ImU32 col = hot ? colors::kEdgeHot : colors::kEdge;
     float t = hot ? thick * 1.8f : thick;
-    int segments = zoom_ < 0.3f ? 4 : 0;   // 0 = ImGui's adaptive tessellation
+    if (far) {   // zoomed far out: straight runs through the spline's on-curve points
+      ImVec2 pts[48];
+      int np = 0;
+      for (size_t k = 0; k < e.bezier.size() && np < 47; k += 3) pts[np++] = to_screen(e.bezier[k]);
+      if (e.has_head) pts[np++] = to_screen(e.head);
+      dl->AddPolyline(pts, np, col, 0, t);
+      continue;
+    }
     for (size_t k = 0; k + 3 < e.bezier.size(); k += 3)
       dl->AddBezierCubic(to_screen(e.bezier[k]), to_screen(e.bezier[k + 1]), to_screen(e.bezier[k + 2]),
-                         to_screen(e.bezier[k + 3]), col, t, segments);
+                         to_screen(e.bezier[k + 3]), col, t, 0);
     if (e.has_head) arrowhead(dl, to_screen(e.head), to_screen(e.bezier.back()), arrow, col);
     else arrowhead(dl, to_screen(e.bezier.back()), to_screen(e.bezier[e.bezier.size() - 2]), arrow, col);
   }
@@ -66,7 +80,7 @@ void GraphView::draw_boxes_and_edges(AppState& s, ImDrawList* dl, ImVec2 origin,
   const float line_h = (fonts_.size + 3.0f) * zoom_, pad_y = 6.0f * zoom_;
   const float font_px = fonts_.size * zoom_;
   const bool text = font_px >= 5.0f;
-  const float round = std::min(5.0f * zoom_, 6.0f);
+  const float round = far ? 0.0f : std::min(5.0f * zoom_, 6.0f);
   for (size_t i = 0; i < G.nodes.size(); ++i) {
     const DisplayNode& b = G.nodes[i];
     Point c = L.centers[i];
@@ -78,9 +92,13 @@ void GraphView::draw_boxes_and_edges(AppState& s, ImDrawList* dl, ImVec2 origin,
       dl->AddRectFilled(ImVec2(a.x + o, a.y + o), ImVec2(z.x + o, z.y + o), IM_COL32(40, 44, 58, 255), round);
       dl->AddRect(ImVec2(a.x + o, a.y + o), ImVec2(z.x + o, z.y + o), IM_COL32(90, 100, 130, 255), round);
     }
-    dl->AddRectFilled(a, z, b.fill, round);
-    bool sel = static_cast<int>(i) == selected_box || (b.group.empty() && static_cast<int>(b.rep) == s.selected) ||
+    ImU32 fill = i < fills_.size() ? fills_[i] : b.fill;
+    if (kernel_focus && !in_kernel_[i]) fill = (fill & 0x00FFFFFF) | (150u << IM_COL32_A_SHIFT);
+    dl->AddRectFilled(a, z, fill, round);
+    bool sel = static_cast<int>(i) == sel_box || (b.kernel < 0 && b.group.empty() && static_cast<int>(b.rep) == s.selected) ||
                (!b.group.empty() && b.group == s.selected_group);
+    if (kernel_focus && in_kernel_[i])   // provenance: a node of the selected kernel
+      dl->AddRect(ImVec2(a.x - 4, a.y - 4), ImVec2(z.x + 4, z.y + 4), colors::kKernelHit, round + 4, 0, 2.5f);
     if (sel) dl->AddRect(ImVec2(a.x - 2, a.y - 2), ImVec2(z.x + 2, z.y + 2), colors::kSelected, round + 2, 0, 2.5f);
     else if (b.group.empty() && static_cast<int>(b.rep) == s.step_root)   // what the step made
       dl->AddRect(ImVec2(a.x - 3, a.y - 3), ImVec2(z.x + 3, z.y + 3), colors::kStepRoot, round + 3, 0, 3.0f);
@@ -88,41 +106,19 @@ void GraphView::draw_boxes_and_edges(AppState& s, ImDrawList* dl, ImVec2 origin,
       dl->AddRect(ImVec2(a.x - 2, a.y - 2), ImVec2(z.x + 2, z.y + 2), colors::kOk, round + 2, 0, 2.0f);
     else if (is_hit[i]) dl->AddRect(ImVec2(a.x - 2, a.y - 2), ImVec2(z.x + 2, z.y + 2), colors::kSearchHit, round + 2, 0, 2.0f);
     else if (static_cast<int>(i) == hovered) dl->AddRect(a, z, colors::kHover, round, 0, 1.5f);
-    else dl->AddRect(a, z, b.group.empty() ? colors::kBorder : IM_COL32(120, 132, 170, 255), round);
+    else if (!far) dl->AddRect(a, z, b.group.empty() ? colors::kBorder : IM_COL32(120, 132, 170, 255), round);
     if (b.is_output) dl->AddRectFilled(ImVec2(a.x, z.y - 3 * zoom_), z, IM_COL32(255, 255, 255, 90), round, ImDrawFlags_RoundCornersBottom);
     if (!text) continue;
     for (size_t l = 0; l < b.lines.size(); ++l) {
       const std::string& t = b.lines[l];
       float w = fonts_.ui->CalcTextSizeA(font_px, FLT_MAX, 0, t.c_str()).x;
       ImVec2 pos((a.x + z.x - w) * 0.5f, a.y + pad_y + l * line_h + 1.5f * zoom_);
-      dl->AddText(fonts_.ui, font_px, pos, l == 0 ? colors::kText : colors::kTextDim, t.c_str());
+      ImU32 tc = l == 0 ? colors::kText : colors::kTextDim;
+      if (kernel_focus && !in_kernel_[i]) tc = (tc & 0x00FFFFFF) | (170u << IM_COL32_A_SHIFT);
+      dl->AddText(fonts_.ui, font_px, pos, tc, t.c_str());
     }
   }
-}
-
-void GraphView::draw_legend(ImDrawList* dl, ImVec2 min, ImVec2 max) {
-  if (!shown_ || shown_->nodes.empty()) return;
-  static const OpCategory cats[] = {OpCategory::Source, OpCategory::Movement, OpCategory::Memory, OpCategory::Unary,
-                                    OpCategory::Binary, OpCategory::Ternary, OpCategory::Reduce, OpCategory::Extern};
-  // Only the categories present, plus "composite" when groups are shown.
-  std::vector<std::pair<std::string, ImU32>> items;
-  bool present[8] = {}, groups = false;
-  for (auto& b : shown_->nodes) {
-    if (b.category >= 0 && b.category < 8) present[b.category] = true;
-    else groups = true;
-  }
-  for (OpCategory c : cats)
-    if (present[static_cast<int>(c)]) items.push_back({std::string(category_name(c)), category_color(c)});
-  if (groups) items.push_back({"composite", group_color()});
-  float x = min.x + 10, y = max.y - 24;
-  float w = 0;
-  for (auto& item : items) w += 26 + ImGui::CalcTextSize(item.first.c_str()).x;
-  dl->AddRectFilled(ImVec2(x - 6, y - 4), ImVec2(x + w - 4, y + 20), IM_COL32(24, 26, 31, 215), 4);
-  for (auto& [name, col] : items) {
-    dl->AddRectFilled(ImVec2(x, y + 3), ImVec2(x + 12, y + 15), col, 2);
-    dl->AddText(ImVec2(x + 16, y), colors::kTextDim, name.c_str());
-    x += 26 + ImGui::CalcTextSize(name.c_str()).x;
-  }
+  dl->Flags = saved_flags;
 }
 
 }  // namespace lathe::views

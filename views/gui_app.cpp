@@ -16,11 +16,13 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cfloat>
 #include <cmath>
 #include <filesystem>
 #include <cstdio>
 #include <iostream>
 
+#include "views/app_actions.h"
 #include "views/app_state.h"
 #include "views/demo_graph.h"
 #include "views/error_panel.h"
@@ -79,6 +81,12 @@ struct App {
   OpenDialog open_dialog;
   Console console;
   Timeline timeline;
+  KernelsPanel kernels;
+  ProfilePanel profile;
+  // --script: running until it ends; what it waits for between resumes.
+  bool script_running = false, script_failed = false;
+  ScriptStep script_wait;          // Frames: script_wait.frames left; Screenshot: the path
+  int shot_countdown = 0;          // settled frames to render before the screenshot
   uint64_t published = 0;   // the AppState::document last handed to the command layer
   std::vector<std::pair<std::string, NodeRef>> console_g;   // `g` as last seen there
   bool quit = false;
@@ -86,6 +94,8 @@ struct App {
 
   void load_initial();
   void sync_command_layer();
+  void resume_script();
+  void script_frame(bool settled, int fb_w, int fb_h);
   void draw_frame();
   void menu_bar();
 };
@@ -108,11 +118,16 @@ void App::load_initial() {
   if (!opts.level.empty()) state.level = wanted;   // the command line overrides the size rule
   sync_command_layer();   // the script sees the graph as `g`
   if (!opts.script.empty()) {
-    std::string err = opts.run_script ? opts.run_script(opts.script, state)
-                                      : "--script needs the scripting layer, which is not in this build";
+    std::string dir = opts.screenshot.empty() ? "." : std::filesystem::path(opts.screenshot).parent_path().string();
+    std::string err = opts.start_script ? opts.start_script(opts.script, dir.empty() ? "." : dir, state)
+                                        : "--script needs the scripting layer, which is not in this build";
     if (!err.empty()) {
+      script_failed = true;
       state.error = LoadError{"script " + opts.script + " failed", Diagnostic{err}, ""};
       state.fail(err);
+    } else {
+      script_running = true;
+      resume_script();
     }
   }
   if (!opts.select.empty())
@@ -121,6 +136,41 @@ void App::load_initial() {
         state.select_node(static_cast<int>(n->id), true);
         break;
       }
+}
+
+// Runs the script until it pauses (frames, screenshot), ends or fails.
+void App::resume_script() {
+  if (!script_running || !opts.resume_script) return;
+  ScriptStep st;
+  try {
+    st = opts.resume_script(state);
+  } catch (const std::exception& e) {
+    st.kind = ScriptStep::Kind::Error, st.error = e.what();
+  }
+  sync_command_layer();
+  script_wait = st;
+  if (st.kind == ScriptStep::Kind::Screenshot) shot_countdown = 3;   // tabs and layout settle first
+  if (st.kind == ScriptStep::Kind::Done || st.kind == ScriptStep::Kind::Error) script_running = false;
+  if (st.kind == ScriptStep::Kind::Done) state.info("script " + opts.script + " finished");
+  if (st.kind == ScriptStep::Kind::Error) {
+    script_failed = true;
+    state.error = LoadError{"script " + opts.script + " failed", Diagnostic{st.error}, ""};
+    state.fail(st.error);
+  }
+}
+
+// After a frame is rendered: counts it toward what the script waits for (only frames
+// with the graph laid out count), writes a requested screenshot, resumes the script.
+void App::script_frame(bool settled, int fb_w, int fb_h) {
+  if (!script_running || !settled) return;
+  if (script_wait.kind == ScriptStep::Kind::Frames && --script_wait.frames <= 0) {
+    resume_script();
+  } else if (script_wait.kind == ScriptStep::Kind::Screenshot && --shot_countdown <= 0) {
+    std::string err = write_back_buffer_png(script_wait.path, fb_w, fb_h);
+    if (!err.empty()) state.fail("screenshot: " + err);
+    else std::printf("lathe gui: wrote %s (%dx%d)\n", script_wait.path.c_str(), fb_w, fb_h);
+    resume_script();
+  }
 }
 
 // The graph shown and the command layer's `g` / `s` follow each other: a file opened in
@@ -132,6 +182,7 @@ void App::sync_command_layer() {
     console_g = state.graph.outputs;
   }
   timeline.sync(state);
+  poll_program(state);   // a :compile in the console shows here too
 }
 
 //-----------------------------------------------------------------------------
@@ -207,18 +258,21 @@ void App::draw_frame() {
   ImGui::PushStyleVar(ImGuiStyleVar_ItemSpacing, ImVec2(8, 5));
   ImGui::BeginChild("side-panel", ImVec2(0, top_h), true);
   if (ImGui::BeginTabBar("side-tabs")) {
-    if (ImGui::BeginTabItem("Inspector")) {
+    std::string req = state.side_tab_request;
+    state.side_tab_request.clear();
+    auto flags = [&](const char* name) { return req == name ? ImGuiTabItemFlags_SetSelected : 0; };
+    if (ImGui::BeginTabItem("Inspector", nullptr, flags("Inspector"))) {
       ImGui::BeginChild("inspector");
       draw_inspector(state, fonts);
       ImGui::EndChild();
       ImGui::EndTabItem();
     }
-    if (ImGui::BeginTabItem("Kernels")) {
-      draw_kernels_panel(state);
+    if (ImGui::BeginTabItem("Kernels", nullptr, flags("Kernels"))) {
+      kernels.draw(state, fonts);
       ImGui::EndTabItem();
     }
-    if (ImGui::BeginTabItem("Profile")) {
-      draw_profile_panel(state);
+    if (ImGui::BeginTabItem("Profile", nullptr, flags("Profile"))) {
+      profile.draw(state);
       ImGui::EndTabItem();
     }
     ImGui::EndTabBar();
@@ -331,6 +385,7 @@ int run_gui(const GuiOptions& opts) {
   app.fonts = load_fonts(15.0f);
   apply_dark_theme();
   app.graph = std::make_unique<GraphView>(app.fonts);
+  app.state.hooks = opts.program;
   app.load_initial();
 
   int settled_frames = 0;
@@ -340,10 +395,13 @@ int run_gui(const GuiOptions& opts) {
   int rc = 0;
   std::string title_shown;
   while (!glfwWindowShouldClose(window) && !app.quit) {
-    if (app.headless || app.graph->settling()) glfwPollEvents();
+    if (app.headless || app.graph->settling() || app.script_running) glfwPollEvents();
     else glfwWaitEventsTimeout(0.25);   // idle: no busy loop, but redraw now and then
     ImGui_ImplOpenGL3_NewFrame();
     ImGui_ImplGlfw_NewFrame();
+    // Headless: no pointer, so wherever Xvfb's cursor sits it hovers nothing (no tooltips
+    // in screenshots).
+    if (app.headless) ImGui::GetIO().MousePos = ImVec2(-FLT_MAX, -FLT_MAX);
     ImGui::NewFrame();
     app.draw_frame();
     ImGui::Render();
@@ -358,9 +416,16 @@ int run_gui(const GuiOptions& opts) {
     if (title != title_shown) glfwSetWindowTitle(window, title.c_str()), title_shown = title;
 
     auto now = std::chrono::steady_clock::now();
-    if (app.headless) {
+    app.state.frame_ms.push_back(std::chrono::duration<double, std::milli>(now - last).count());
+    if (app.state.frame_ms.size() > 120) app.state.frame_ms.erase(app.state.frame_ms.begin());
+    // A script waiting for frames or a screenshot counts this one once the layout is on
+    // screen (or after a generous timeout).
+    bool waited_too_long = std::chrono::duration<double>(now - start).count() > 120.0;
+    if (app.script_running) {
+      app.script_frame(!app.graph->settling() || waited_too_long, fb_w, fb_h);
+      if (app.script_running) start = now;   // the final screenshot's timeout starts after the script
+    } else if (app.headless) {
       // Count frames only once the layout is on screen (or after a generous timeout).
-      bool waited_too_long = std::chrono::duration<double>(now - start).count() > 120.0;
       if (!app.graph->settling() || waited_too_long) {
         if (settled_frames > 0) frame_ms.push_back(std::chrono::duration<double, std::milli>(now - last).count());
         if (++settled_frames >= std::max(1, opts.frames)) {
@@ -373,6 +438,10 @@ int run_gui(const GuiOptions& opts) {
             double median = frame_ms.empty() ? 0 : frame_ms[frame_ms.size() / 2];
             std::printf("lathe gui: wrote %s (%dx%d; %d frames, median frame %.1f ms)\n", opts.screenshot.c_str(),
                         fb_w, fb_h, settled_frames, median);
+          }
+          if (app.script_failed) {
+            std::cerr << "lathe gui: the script failed: " << (app.state.error ? app.state.error->diag.message : "") << "\n";
+            rc = 1;
           }
           break;
         }

@@ -14,17 +14,29 @@
 // The splitters, window size and ImGui's own state persist in the XDG config directory
 // (gui_settings.h). With `screenshot` set the app renders `frames` frames once the graph
 // is laid out, writes the back buffer to the PNG and returns 0 (settings are neither read
-// nor written then, so screenshots are reproducible).
+// nor written then, so screenshots are reproducible). A --script may pause for frames and
+// take screenshots along the way (gui.frames / gui.screenshot); in headless mode a script
+// that fails makes the exit code 1 (the final screenshot, showing the error, is still
+// written).
 #pragma once
 #include <functional>
 #include <string>
 
 #include <optional>
 
+#include "views/compiled.h"
 #include "views/console.h"
 #include "views/timeline.h"
 
 namespace lathe::views {
+
+// Where a running --script stands after a resume.
+struct ScriptStep {
+  enum class Kind { Done, Error, Frames, Screenshot } kind = Kind::Done;
+  int frames = 0;          // Frames: how many to render (once the graph is laid out)
+  std::string path;        // Screenshot: the PNG to write
+  std::string error;       // Error: "file:line: message"
+};
 
 struct GuiOptions {
   std::string file;          // graph to open; "" = the first samples/*.lathe, else the demo
@@ -42,8 +54,14 @@ struct GuiOptions {
   SessionSource session;     // the command layer's rewrite session (Lua global `s`)
   std::function<void(const Graph&, const std::string& path)> publish_graph;   // sets `g`
   std::function<std::optional<Graph>()> console_graph;                        // reads `g`
-  // Runs --script against the app state; returns "" or an error message.
-  std::function<std::string(const std::string& path, AppState& s)> run_script;
+  // Compiling, rendering kernels and reading the console's `p` (views/compiled.h).
+  ProgramHooks program;
+  // --script: start_script loads the file as a coroutine ("" or the error); resume_script
+  // runs it until it pauses for frames or a screenshot (gui.frames / gui.screenshot), ends
+  // or fails. The app renders the frames asked for between resumes.
+  // The script's `...` is the folder of --screenshot (or "."), where its own screenshots go.
+  std::function<std::string(const std::string& path, const std::string& arg, AppState& s)> start_script;
+  std::function<ScriptStep(AppState& s)> resume_script;
 };
 
 // Runs the app until the window closes (or the screenshot is written). Returns the exit

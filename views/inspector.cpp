@@ -6,6 +6,7 @@
 // [SECTION] the graph summary
 #include "views/inspector.h"
 
+#include <cstdio>
 #include <map>
 #include <string>
 
@@ -54,6 +55,32 @@ std::string ints_to_string(const std::vector<int>& v) {
 //-----------------------------------------------------------------------------
 // [SECTION] one node
 //-----------------------------------------------------------------------------
+
+// The kernels that compute n (a node inlined into several kernels is recomputed in each);
+// clicking one selects it.
+void kernel_rows(AppState& s, NodeRef n) {
+  const KernelGraph& kg = s.compiled->program().kg;
+  ImGui::TableNextRow();
+  ImGui::TableSetColumnIndex(0);
+  ImGui::TextDisabled("kernel");
+  ImGui::TableSetColumnIndex(1);
+  auto it = kg.kernels_of.find(n);
+  if (it == kg.kernels_of.end() || it->second.empty()) {
+    ImGui::TextDisabled(kg.materialized(n) ? "none: a buffer (input or constant)" : "none");
+    return;
+  }
+  for (int k : it->second) {
+    ImGui::PushID(k);
+    std::string label = kg.kernels[k].name;
+    double ms = s.compiled->kernel_ms(k);
+    char t[48];
+    std::snprintf(t, sizeof t, "  (%.4f ms)", ms);
+    if (ms >= 0) label += t;
+    if (ImGui::Selectable(label.c_str(), s.selected_kernel == k)) s.select_kernel(k);
+    if (ImGui::IsItemHovered()) ImGui::SetTooltip("select the kernel (Kernels panel shows its code)");
+    ImGui::PopID();
+  }
+}
 
 void node_attributes(NodeRef n) {
   const Attrs& a = n->attrs;
@@ -104,10 +131,14 @@ void inspect_node(AppState& s, NodeRef n, const Fonts& fonts) {
     ImGui::EndTable();
   }
 
+  // After a run the values come first: that is what the user ran for.
+  const bool ran = s.run && s.run->graph_version == s.version;
+  if (ran && ImGui::CollapsingHeader("Values", ImGuiTreeNodeFlags_DefaultOpen)) inspect_values(s, n);
   if (ImGui::CollapsingHeader("Provenance", ImGuiTreeNodeFlags_DefaultOpen) && begin_props("prov")) {
     prop("composite", n->prov.path.empty() ? "(written by the user)" : n->prov.path);
     prop("made by", n->prov.step < 0 ? "the original graph" : "rewrite step " + std::to_string(n->prov.step));
     prop("pass", n->prov.backward ? "backward (autodiff)" : "forward");
+    if (s.compiled) kernel_rows(s, n);
     ImGui::EndTable();
   }
   std::string in_label = "Inputs (" + std::to_string(n->inputs.size()) + ")###inputs";
@@ -134,7 +165,7 @@ void inspect_node(AppState& s, NodeRef n, const Fonts& fonts) {
     ImGui::TextWrapped("%s", text.c_str());
     ImGui::PopFont();
   }
-  if (ImGui::CollapsingHeader("Values")) ImGui::TextDisabled("run the graph to see min / max / mean / NaNs here");
+  if (!ran && ImGui::CollapsingHeader("Values", ImGuiTreeNodeFlags_DefaultOpen)) inspect_values(s, n);
 }
 
 //-----------------------------------------------------------------------------

@@ -8,6 +8,10 @@
 
 namespace lathe::views {
 
+// Inspector > Values: Run, then the selected node's min / max / mean / NaN count and a
+// histogram (inspector_values.cpp).
+void inspect_values(AppState& s, NodeRef n);
+
 void draw_inspector(AppState& s, const Fonts& fonts);
 
 }  // namespace lathe::views

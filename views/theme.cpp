@@ -104,4 +104,20 @@ ImU32 heat_color(float t) {
   return IM_COL32(int(40 + 200 * r), int(40 + 200 * std::max(0.0f, g) * 0.8f), int(40 + 200 * b), 255);
 }
 
+ImU32 kernel_fill(int k) {
+  ImU32 c = kernel_color(k);
+  auto ch = [&](int shift) { return static_cast<int>(((c >> shift) & 0xFF) * 0.62f); };
+  return IM_COL32(ch(IM_COL32_R_SHIFT), ch(IM_COL32_G_SHIFT), ch(IM_COL32_B_SHIFT), 255);
+}
+
+ImU32 heat_fill(float t) {
+  // dark blue (cold) -> ochre -> deep red (hot); every stop keeps white text readable.
+  static const float stops[3][3] = {{38, 62, 120}, {150, 112, 28}, {178, 40, 36}};
+  t = std::clamp(t, 0.0f, 1.0f);
+  int i = t < 0.5f ? 0 : 1;
+  float u = t < 0.5f ? t * 2 : (t - 0.5f) * 2;
+  auto mix = [&](int c) { return static_cast<int>(stops[i][c] + (stops[i + 1][c] - stops[i][c]) * u); };
+  return IM_COL32(mix(0), mix(1), mix(2), 255);
+}
+
 }  // namespace lathe::views

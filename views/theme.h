@@ -29,6 +29,12 @@ ImU32 group_color();
 ImU32 kernel_color(int k);
 // Heat colour for t in [0, 1] (cool blue -> yellow -> red).
 ImU32 heat_color(float t);
+// Box fills for the kernel and heat colourings: kernel_color / heat_color darkened so the
+// light label text stays readable on them.
+ImU32 kernel_fill(int k);
+ImU32 heat_fill(float t);
+// A box that no kernel computes (inputs, constants) when colouring by kernel or heat.
+constexpr ImU32 kNoKernelFill = IM_COL32(52, 56, 64, 255);
 
 namespace colors {
 constexpr ImU32 kCanvas     = IM_COL32(24, 26, 31, 255);
@@ -45,6 +51,7 @@ constexpr ImU32 kError      = IM_COL32(240, 90, 90, 255);
 constexpr ImU32 kWarn       = IM_COL32(240, 190, 90, 255);
 constexpr ImU32 kOk         = IM_COL32(120, 210, 130, 255);   // also: nodes a rewrite step added
 constexpr ImU32 kStepRoot   = IM_COL32(90, 230, 120, 255);    // the node a rewrite step produced
+constexpr ImU32 kKernelHit  = IM_COL32(80, 220, 255, 255);    // nodes of the selected kernel
 }  // namespace colors
 
 }  // namespace lathe::views

@@ -1,14 +1,16 @@
 // screenshot_check.cpp — the driver behind the `gui` CTest label: runs one `lathe gui …`
-// command under Xvfb and checks its exit code and the PNG it wrote.
+// command under Xvfb and checks its exit code and the PNGs it wrote.
 //
-//   gui_screenshot_check [--exit N] [--png OUT.png] [--min-kb K] [--colour R,G,B]…
+//   gui_screenshot_check [--exit N] [--min-kb K] [--png OUT.png [--colour R,G,B]…]…
 //                        [--no-xvfb] -- COMMAND ARGS…
 //
 // Exits 0 when every check holds, 1 with a message naming the failed check otherwise, and
-// 77 (CTest SKIP_RETURN_CODE) when xvfb-run is not installed. --colour asks that at least
-// 1000 pixels lie within ±12 of that colour (e.g. the error panel's border, a category
-// fill); the PNG must also not be blank: at least 2% of its pixels differ from the most
-// common colour (the background).
+// 77 (CTest SKIP_RETURN_CODE) when xvfb-run is not installed. Each --png must exist, be at
+// least K KiB and not be blank: at least 2% of its pixels differ from the most common
+// colour (the background). A --colour after a --png asks that at least 1000 of that PNG's
+// pixels lie within ±12 of the colour (the error panel's border, a category fill, the
+// heat colour of the slowest kernel, …). A script's own screenshots (gui.screenshot) are
+// checked the same way by naming them with --png.
 #include <stb_image.h>
 
 #include <sys/wait.h>
@@ -37,24 +39,61 @@ std::string quote(const std::string& s) {
 
 }  // namespace
 
+namespace {
+
+struct PngCheck {
+  std::string path;
+  std::vector<std::array<int, 3>> colours;
+};
+
+int check_png(const PngCheck& c, long min_kb) {
+  std::error_code ec;
+  auto bytes = std::filesystem::file_size(c.path, ec);
+  if (ec) return fail("no screenshot at " + c.path);
+  if (static_cast<long>(bytes) < min_kb * 1024) return fail(c.path + " is only " + std::to_string(bytes) + " bytes");
+  int w = 0, h = 0, n = 0;
+  unsigned char* px = stbi_load(c.path.c_str(), &w, &h, &n, 3);
+  if (!px) return fail("cannot decode " + c.path);
+  std::map<int, long> hist;
+  for (long p = 0; p < long(w) * h; ++p) ++hist[(px[3 * p] << 16) | (px[3 * p + 1] << 8) | px[3 * p + 2]];
+  long top = 0;
+  for (auto& [col, k] : hist) top = std::max(top, k);
+  double varied = 1.0 - double(top) / (double(w) * h);
+  std::printf("%s: %dx%d, %zu bytes, %.1f%% non-background, %zu colours\n", c.path.c_str(), w, h, size_t(bytes),
+              100 * varied, hist.size());
+  int rc = 0;
+  if (varied < 0.02) rc = fail(c.path + ": the screenshot is blank");
+  for (auto& col : c.colours) {
+    long near = 0;
+    for (long p = 0; p < long(w) * h; ++p)
+      if (std::abs(px[3 * p] - col[0]) <= 12 && std::abs(px[3 * p + 1] - col[1]) <= 12 && std::abs(px[3 * p + 2] - col[2]) <= 12) ++near;
+    if (near < 1000) rc = fail(c.path + ": colour " + std::to_string(col[0]) + "," + std::to_string(col[1]) + "," +
+                              std::to_string(col[2]) + " is on only " + std::to_string(near) + " pixels");
+  }
+  stbi_image_free(px);
+  return rc;
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   int want_exit = 0;
   long min_kb = 0;
   bool xvfb = true;
-  std::string png;
-  std::vector<std::array<int, 3>> colours;
+  std::vector<PngCheck> pngs;
   int i = 1;
   for (; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--") { ++i; break; }
     if (a == "--exit" && i + 1 < argc) want_exit = std::atoi(argv[++i]);
-    else if (a == "--png" && i + 1 < argc) png = argv[++i];
+    else if (a == "--png" && i + 1 < argc) pngs.push_back({argv[++i], {}});
     else if (a == "--min-kb" && i + 1 < argc) min_kb = std::atol(argv[++i]);
     else if (a == "--no-xvfb") xvfb = false;
     else if (a == "--colour" && i + 1 < argc) {
       std::array<int, 3> c{};
       if (std::sscanf(argv[++i], "%d,%d,%d", &c[0], &c[1], &c[2]) != 3) return fail("bad --colour");
-      colours.push_back(c);
+      if (pngs.empty()) return fail("--colour must follow a --png");
+      pngs.back().colours.push_back(c);
     } else return fail("unknown option " + a);
   }
   if (i >= argc) return fail("no command after --");
@@ -62,7 +101,7 @@ int main(int argc, char** argv) {
     std::printf("SKIP: xvfb-run is not installed\n");
     return 77;
   }
-  if (!png.empty()) std::filesystem::remove(png);
+  for (auto& p : pngs) std::filesystem::remove(p.path);
 
   std::string cmd = xvfb ? "xvfb-run -a -s '-screen 0 1280x800x24' " : "";
   for (int k = i; k < argc; ++k) cmd += quote(argv[k]) + " ";
@@ -71,31 +110,8 @@ int main(int argc, char** argv) {
   int status = std::system(cmd.c_str());
   int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   if (code != want_exit) return fail("exit code " + std::to_string(code) + ", expected " + std::to_string(want_exit));
-  if (png.empty()) return 0;
-
-  std::error_code ec;
-  auto bytes = std::filesystem::file_size(png, ec);
-  if (ec) return fail("no screenshot at " + png);
-  if (static_cast<long>(bytes) < min_kb * 1024) return fail(png + " is only " + std::to_string(bytes) + " bytes");
-  int w = 0, h = 0, n = 0;
-  unsigned char* px = stbi_load(png.c_str(), &w, &h, &n, 3);
-  if (!px) return fail("cannot decode " + png);
-  std::map<int, long> hist;
-  for (long p = 0; p < long(w) * h; ++p) ++hist[(px[3 * p] << 16) | (px[3 * p + 1] << 8) | px[3 * p + 2]];
-  long top = 0;
-  for (auto& [c, k] : hist) top = std::max(top, k);
-  double varied = 1.0 - double(top) / (double(w) * h);
-  std::printf("%s: %dx%d, %zu bytes, %.1f%% non-background, %zu colours\n", png.c_str(), w, h, size_t(bytes),
-              100 * varied, hist.size());
   int rc = 0;
-  if (varied < 0.02) rc = fail("the screenshot is blank");
-  for (auto& c : colours) {
-    long near = 0;
-    for (long p = 0; p < long(w) * h; ++p)
-      if (std::abs(px[3 * p] - c[0]) <= 12 && std::abs(px[3 * p + 1] - c[1]) <= 12 && std::abs(px[3 * p + 2] - c[2]) <= 12) ++near;
-    if (near < 1000) rc = fail("colour " + std::to_string(c[0]) + "," + std::to_string(c[1]) + "," + std::to_string(c[2]) +
-                              " is on only " + std::to_string(near) + " pixels");
-  }
-  stbi_image_free(px);
+  for (auto& p : pngs)
+    if (check_png(p, min_kb) != 0) rc = 1;
   return rc;
 }

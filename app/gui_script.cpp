@@ -1,0 +1,403 @@
+// gui_script.cpp — the `gui` Lua table and the --script coroutine driver for the desktop
+// app (see gui_script.h). Every `gui` function acts on the views' AppState through the
+// same commands the windows use (views/app_actions.h), so a script sees what a user
+// clicking around would.
+//
+//   gui.open(path)            gui.level([name])        gui.color([mode])
+//   gui.select(text | id)     gui.select_kernel(k | name)   gui.tab(name)
+//   gui.compile([backend])    gui.profile([runs])      gui.run()      gui.stats()
+//   gui.kernel_code(kind)     gui.state()              gui.frames(n)  gui.screenshot(path)
+//   gui.expand(path)          gui.collapse_all()       gui.fit()      gui.frame_ms([n])
+#if defined(HAVE_LATHE_VIEWS) && defined(HAVE_LATHE_SCRIPTING)
+#include "app/gui_script.h"
+
+#include <lua.hpp>
+
+#include <algorithm>
+#include <fstream>
+#include <sstream>
+
+#include "backends/backend.h"
+#include "core/ir/dot.h"
+#include "core/loop/loop_print.h"
+#include "scripting/binding.h"
+#include "views/app_actions.h"
+
+namespace lathe::app {
+namespace {
+
+views::AppState* g_state = nullptr;
+
+views::AppState& app(lua_State* L) {
+  if (!g_state) script::raise(L, "gui: the desktop app is not running");
+  return *g_state;
+}
+
+void set_str(lua_State* L, const char* k, const std::string& v) {
+  lua_pushstring(L, v.c_str());
+  lua_setfield(L, -2, k);
+}
+void set_num(lua_State* L, const char* k, double v) {
+  lua_pushnumber(L, v);
+  lua_setfield(L, -2, k);
+}
+void set_int(lua_State* L, const char* k, int64_t v) {
+  lua_pushinteger(L, v);
+  lua_setfield(L, -2, k);
+}
+void set_bool(lua_State* L, const char* k, bool v) {
+  lua_pushboolean(L, v);
+  lua_setfield(L, -2, k);
+}
+
+// A failed command raises with what the error panel shows.
+[[noreturn]] void raise_panel(lua_State* L, views::AppState& s, const std::string& fallback) {
+  script::raise(L, s.error ? s.error->what + ": " + s.error->diag.message : fallback);
+}
+
+int l_state(lua_State* L) {
+  views::AppState& s = app(L);
+  lua_createtable(L, 0, 24);
+  set_str(L, "file", s.path);
+  set_str(L, "title", s.title);
+  set_int(L, "nodes", static_cast<int64_t>(s.topo.size()));
+  set_str(L, "level", views::level_name(s.level));
+  set_str(L, "color", views::color_mode_name(s.color_mode));
+  set_int(L, "boxes", static_cast<int64_t>(s.view_boxes));
+  set_int(L, "edges", static_cast<int64_t>(s.view_edges));
+  set_int(L, "highlighted", static_cast<int64_t>(s.view_highlighted));
+  if (NodeRef n = s.selected_node()) {
+    set_int(L, "selected", n->id);
+    set_str(L, "selected_summary", node_summary(n));
+  }
+  if (!s.selected_group.empty()) set_str(L, "selected_group", s.selected_group);
+  set_bool(L, "compiled", s.compiled != nullptr);
+  set_int(L, "kernels", s.compiled ? s.compiled->num_kernels() : 0);
+  if (s.compiled) {
+    set_str(L, "backend", s.compiled->backend);
+    set_bool(L, "stale", s.compiled->graph_version != s.version);
+    if (s.selected_kernel >= 0) {
+      set_int(L, "selected_kernel", s.selected_kernel + 1);
+      set_str(L, "kernel_name", s.compiled->program().kg.kernels[s.selected_kernel].name);
+    }
+  }
+  set_bool(L, "profiled", s.compiled && s.compiled->profile);
+  if (s.compiled && s.compiled->profile) set_num(L, "total_ms", s.compiled->profile->total_ms);
+  set_bool(L, "ran", s.run && s.run->graph_version == s.version);
+  if (s.error) set_str(L, "error", s.error->what + ": " + s.error->diag.message);
+  set_int(L, "log_lines", static_cast<int64_t>(s.log.size()));
+  return 1;
+}
+
+// gui.frame_ms([n]): the median time of the last n frames (default 30), in ms.
+int l_frame_ms(lua_State* L) {
+  views::AppState& s = app(L);
+  size_t n = static_cast<size_t>(std::max<lua_Integer>(1, luaL_optinteger(L, 1, 30)));
+  std::vector<double> t(s.frame_ms.end() - std::min(n, s.frame_ms.size()), s.frame_ms.end());
+  if (t.empty()) return 0;
+  std::sort(t.begin(), t.end());
+  lua_pushnumber(L, t[t.size() / 2]);
+  return 1;
+}
+
+int l_fit(lua_State* L) {
+  app(L).fit_request = true;
+  return 0;
+}
+
+int l_open(lua_State* L) {
+  views::AppState& s = app(L);
+  if (!s.open(luaL_checkstring(L, 1))) raise_panel(L, s, "cannot open");
+  return 0;
+}
+
+int l_level(lua_State* L) {
+  views::AppState& s = app(L);
+  if (!lua_isnoneornil(L, 1)) {
+    auto l = views::level_from_name(luaL_checkstring(L, 1));
+    if (!l) script::raise(L, std::string("gui.level: unknown level '") + lua_tostring(L, 1) + "' (tensor, primitive or kernel)");
+    s.set_level(*l);
+    s.center_request = s.selected >= 0 || s.selected_kernel >= 0;
+  }
+  lua_pushstring(L, views::level_name(s.level));
+  return 1;
+}
+
+int l_color(lua_State* L) {
+  views::AppState& s = app(L);
+  if (!lua_isnoneornil(L, 1)) {
+    auto m = views::color_mode_from_name(luaL_checkstring(L, 1));
+    if (!m) script::raise(L, std::string("gui.color: unknown mode '") + lua_tostring(L, 1) + "' (category, kernel or heat)");
+    if (*m == views::ColorMode::Kernel && !s.compiled) script::raise(L, "gui.color: compile first (gui.compile())");
+    if (*m == views::ColorMode::Heat && !(s.compiled && s.compiled->profile)) script::raise(L, "gui.color: profile first (gui.profile())");
+    s.color_mode = *m;
+  }
+  lua_pushstring(L, views::color_mode_name(s.color_mode));
+  return 1;
+}
+
+int l_select(lua_State* L) {
+  views::AppState& s = app(L);
+  int id = -1;
+  if (lua_isinteger(L, 1)) {
+    id = static_cast<int>(lua_tointeger(L, 1));
+    NodeRef n = id >= 0 ? node_by_id(static_cast<uint32_t>(id)) : nullptr;
+    if (!n || !s.topo_index.count(n)) script::raise(L, "gui.select: the graph shown has no node %" + std::to_string(id));
+  } else {
+    std::string text = luaL_checkstring(L, 1);
+    id = views::find_node(s, text);
+    if (id < 0) script::raise(L, "gui.select: no node matches '" + text + "'");
+  }
+  s.select_node(id, true);
+  lua_pushinteger(L, id);
+  return 1;
+}
+
+int l_select_kernel(lua_State* L) {
+  views::AppState& s = app(L);
+  if (!s.compiled) script::raise(L, "gui.select_kernel: nothing compiled yet (gui.compile())");
+  const auto& ks = s.compiled->program().kg.kernels;
+  int k = -1;
+  if (lua_isinteger(L, 1)) {
+    k = static_cast<int>(lua_tointeger(L, 1)) - 1;
+  } else {
+    std::string name = luaL_checkstring(L, 1);
+    for (size_t i = 0; i < ks.size() && k < 0; ++i)
+      if (ks[i].name == name || ks[i].name.find(name) != std::string::npos) k = static_cast<int>(i);
+  }
+  if (k < 0 || k >= static_cast<int>(ks.size()))
+    script::raise(L, "gui.select_kernel: no such kernel (1.." + std::to_string(ks.size()) + " or a name)");
+  s.select_kernel(k, true);
+  lua_pushstring(L, ks[k].name.c_str());
+  return 1;
+}
+
+int l_tab(lua_State* L) {
+  views::AppState& s = app(L);
+  std::string t = luaL_checkstring(L, 1);
+  if (t == "inspector" || t == "Inspector") s.side_tab_request = "Inspector";
+  else if (t == "kernels" || t == "Kernels") s.side_tab_request = "Kernels";
+  else if (t == "profile" || t == "Profile") s.side_tab_request = "Profile";
+  else if (t == "loop" || t == "source" || t == "asm") s.side_tab_request = "Kernels", s.code_tab_request = t;
+  else if (t == "roofline" || t == "bars") s.side_tab_request = "Profile", s.profile_view_request = t;
+  else script::raise(L, "gui.tab: unknown tab '" + t + "' (inspector, kernels, profile, loop, source, asm, roofline, bars)");
+  return 0;
+}
+
+int l_profile(lua_State* L) {
+  views::AppState& s = app(L);
+  if (!s.compiled) script::raise(L, "gui.profile: nothing compiled yet (gui.compile())");
+  int runs = static_cast<int>(luaL_optinteger(L, 1, 10));
+  if (!views::profile_compiled(s, runs)) raise_panel(L, s, "gui.profile failed");
+  lua_pushnumber(L, s.compiled->profile->total_ms);
+  return 1;
+}
+
+int l_run(lua_State* L) {
+  views::AppState& s = app(L);
+  if (!views::run_values(s)) raise_panel(L, s, "gui.run failed");
+  return 0;
+}
+
+int l_stats(lua_State* L) {
+  views::AppState& s = app(L);
+  NodeRef n = s.selected_node();
+  const views::NodeStats* st = n ? views::node_stats(s, n->id) : nullptr;
+  if (!st) return 0;
+  lua_createtable(L, 0, 9);
+  set_bool(L, "ok", st->ok);
+  if (!st->ok) set_str(L, "error", st->error);
+  set_int(L, "count", st->count);
+  set_int(L, "nans", st->nans);
+  set_int(L, "infs", st->infs);
+  set_num(L, "min", st->min);
+  set_num(L, "max", st->max);
+  set_num(L, "mean", st->mean);
+  set_num(L, "std", st->stddev);
+  return 1;
+}
+
+// The text the kernels panel shows for the selected kernel: "loop", "source" or "asm".
+int l_kernel_code(lua_State* L) {
+  views::AppState& s = app(L);
+  std::string kind = luaL_optstring(L, 1, "loop");
+  if (!s.compiled || s.selected_kernel < 0) script::raise(L, "gui.kernel_code: select a kernel first");
+  int k = s.selected_kernel;
+  if (kind == "loop") {
+    lua_pushstring(L, loop::print_loop(s.compiled->program().funcs.at(k)).c_str());
+    return 1;
+  }
+  if (kind != "source" && kind != "asm") script::raise(L, "gui.kernel_code: loop, source or asm");
+  views::KernelCode c = s.hooks.code(*s.compiled->exe, k, kind == "asm");
+  lua_pushstring(L, (kind == "asm" ? c.assembly : c.source).c_str());
+  return 1;
+}
+
+int l_expand(lua_State* L) {
+  views::AppState& s = app(L);
+  s.set_level(views::Level::Tensor);
+  s.expand(luaL_checkstring(L, 1));
+  return 0;
+}
+
+int l_collapse_all(lua_State* L) {
+  views::AppState& s = app(L);
+  s.set_level(views::Level::Tensor);
+  s.collapse_all();
+  return 0;
+}
+
+int l_sync(lua_State* L) {
+  views::poll_program(app(L));
+  return 0;
+}
+
+const script::Function kGui[] = {
+    {"state", l_state, "gui.state()", "the app's state: level, colour, selection, kernels, boxes drawn, error, …"},
+    {"open", l_open, "gui.open(path)", "open a graph file (raises with the error panel's text on failure)"},
+    {"level", l_level, "gui.level([name])", "switch the graph view to tensor | primitive | kernel; returns the level"},
+    {"color", l_color, "gui.color([mode])", "colour boxes by category | kernel | heat; returns the mode"},
+    {"select", l_select, "gui.select(text | id)", "select the first node matching text (op, input or output name) or node id"},
+    {"select_kernel", l_select_kernel, "gui.select_kernel(k | name)", "select kernel k (1-based) or by name; returns its name"},
+    {"tab", l_tab, "gui.tab(name)", "show a tab: inspector, kernels, profile, loop, source, asm, roofline, bars"},
+    {"profile", l_profile, "gui.profile([runs])", "profile the compiled program (default 10 runs); returns ms per run"},
+    {"run", l_run, "gui.run()", "run the graph on random inputs (values for the inspector)"},
+    {"stats", l_stats, "gui.stats()", "the selected node's values after gui.run(): {min, max, mean, std, nans, infs, count}"},
+    {"kernel_code", l_kernel_code, "gui.kernel_code([kind])", "the selected kernel's loop | source | asm text"},
+    {"expand", l_expand, "gui.expand(path)", "expand a composite at the tensor level"},
+    {"collapse_all", l_collapse_all, "gui.collapse_all()", "collapse every composite at the tensor level"},
+    {"fit", l_fit, "gui.fit()", "fit the graph to the window (as the F key does)"},
+    {"frame_ms", l_frame_ms, "gui.frame_ms([n])", "median time of the last n frames (default 30), ms"},
+    {"_sync", l_sync, "gui._sync()", "show the command layer's program `p` now"},
+    {nullptr, nullptr, nullptr, nullptr},
+};
+
+// gui.compile / frames / screenshot and the coroutine driver, in Lua.
+const char* const kGuiLua = R"lua(
+function gui.compile(backend)
+  lathe.cmd.compile(backend)
+  gui._sync()
+  return gui.state().kernels
+end
+function gui.frames(n) coroutine.yield("frames", n or 1) end
+function gui.screenshot(path)
+  if type(path) ~= "string" then error("gui.screenshot(path): path must be a string", 2) end
+  coroutine.yield("screenshot", path)
+end
+function __gui_start(fn, arg) __gui_co, __gui_arg = coroutine.create(fn), arg end
+function __gui_resume()
+  local ok, what, arg = coroutine.resume(__gui_co, __gui_arg)
+  if not ok then return "error", tostring(what) end
+  if coroutine.status(__gui_co) == "dead" then return "done" end
+  return tostring(what), arg
+end
+)lua";
+
+std::string read_text(const std::string& path, bool* ok) {
+  std::ifstream f(path, std::ios::binary);
+  *ok = static_cast<bool>(f);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+}  // namespace
+
+void bind_gui_state(views::AppState* s) { g_state = s; }
+
+void wire_gui_script(views::GuiOptions& o, std::shared_ptr<script::Workbench> wb) {
+  lua_State* L = wb->engine().L();
+  lua_newtable(L);
+  script::register_functions(L, lua_gettop(L), kGui, "gui.");
+  lua_setglobal(L, "gui");
+  script::ScriptError err;
+  if (!wb->engine().run_string(kGuiLua, "=gui", 0, &err)) throw std::runtime_error("gui.lua: " + err.message);
+  script::add_help("gui.compile", "gui.compile([backend])", "compile the graph shown (as :compile does); returns the kernel count");
+  script::add_help("gui.frames", "gui.frames(n)", "pause a --script while the app renders n frames (the layout done)");
+  script::add_help("gui.screenshot", "gui.screenshot(path)", "pause a --script, render, write the window to a PNG");
+
+  o.program.compile = [wb](const std::string& backend) -> std::string {
+    script::Workbench::Result r = wb->execute(":compile" + (backend.empty() ? "" : " " + backend));
+    return r.ok ? "" : r.error;
+  };
+  o.program.program = [wb]() -> std::shared_ptr<Executable> {
+    lua_State* L = wb->engine().L();
+    lua_getglobal(L, "p");
+    std::shared_ptr<Executable> exe;
+    if (luaL_testudata(L, -1, "lathe.Program")) {
+      try {
+        exe = script::check_program_exe(L, -1);
+      } catch (...) {
+      }
+    }
+    lua_pop(L, 1);
+    return exe;
+  };
+  o.program.code = [](const Executable& exe, int k, bool assembly) {
+    views::KernelCode c;
+    Backend& b = get_backend(exe.backend());
+    c.source = b.render(exe.program(), k);
+    if (assembly) {
+      std::shared_ptr<CompiledProgram> cp = b.compile(exe.program());   // a kernel-cache hit
+      c.assembly = cp->assembly(k);
+      if (c.assembly.empty()) c.note = "the " + exe.backend() + " backend cannot show assembly";
+    }
+    return c;
+  };
+  o.program.backends = [] {
+    std::vector<std::string> names{default_backend()};
+    for (const std::string& n : backend_names()) {
+      Backend* b = find_backend(n);
+      if (n != names[0] && n != "interp" && b && b->available().empty()) names.push_back(n);
+    }
+    return names;
+  };
+
+  o.start_script = [wb](const std::string& path, const std::string& arg, views::AppState& s) -> std::string {
+    bind_gui_state(&s);
+    bool ok = false;
+    std::string code = read_text(path, &ok);
+    if (!ok) return "cannot read " + path;
+    script::ScriptError e;
+    if (!wb->engine().load(code, "@" + path, &e)) return e.message;
+    lua_State* L = wb->engine().L();
+    lua_getglobal(L, "__gui_start");
+    lua_insert(L, -2);
+    lua_pushstring(L, arg.c_str());
+    if (!wb->engine().call(2, 0, &e)) return e.message;
+    return "";
+  };
+  o.resume_script = [wb](views::AppState& s) -> views::ScriptStep {
+    bind_gui_state(&s);
+    views::ScriptStep st;
+    lua_State* L = wb->engine().L();
+    script::ScriptError e;
+    int top = lua_gettop(L);
+    if (!wb->engine().run_string("return __gui_resume()", "=gui", 2, &e)) {
+      st.kind = views::ScriptStep::Kind::Error;
+      st.error = e.message;
+      return st;
+    }
+    std::string what = lua_tostring(L, top + 1) ? lua_tostring(L, top + 1) : "";
+    if (what == "done") {
+      st.kind = views::ScriptStep::Kind::Done;
+    } else if (what == "error") {
+      st.kind = views::ScriptStep::Kind::Error;
+      st.error = lua_tostring(L, top + 2) ? lua_tostring(L, top + 2) : "error";
+    } else if (what == "frames") {
+      st.kind = views::ScriptStep::Kind::Frames;
+      st.frames = lua_isinteger(L, top + 2) ? static_cast<int>(lua_tointeger(L, top + 2)) : 1;
+    } else if (what == "screenshot") {
+      st.kind = views::ScriptStep::Kind::Screenshot;
+      st.path = lua_tostring(L, top + 2) ? lua_tostring(L, top + 2) : "";
+    } else {
+      st.kind = views::ScriptStep::Kind::Error;
+      st.error = "the script yielded '" + what + "': only gui.frames and gui.screenshot may pause it";
+    }
+    lua_settop(L, top);
+    return st;
+  };
+}
+
+}  // namespace lathe::app
+#endif

@@ -1,0 +1,137 @@
+// graph_view_colors.cpp — how the graph view colours its boxes and the legend that says
+// so: by op category, by kernel (each fused kernel its own colour, at every level), or by
+// profile time (heat: the share of the slowest kernel's time). Also which boxes hold a
+// node of the selected kernel, so the primitive and tensor levels can outline a kernel
+// selected at the kernel level (or in the kernels / profile panels).
+#include <algorithm>
+#include <cstdio>
+
+#include "views/graph_view.h"
+
+namespace lathe::views {
+
+namespace {
+
+uint64_t mix(uint64_t h, uint64_t v) { return (h ^ v) * 1099511628211ull; }
+
+}  // namespace
+
+int GraphView::selected_box(const AppState& s) const {
+  if (!shown_) return -1;
+  if (s.level == Level::Kernel && s.selected_kernel >= 0 &&
+      s.selected_kernel < static_cast<int>(shown_->kernel_box.size()))
+    return shown_->kernel_box[s.selected_kernel];
+  if (s.selected < 0) return -1;
+  auto it = shown_->box_of.find(static_cast<uint32_t>(s.selected));
+  return it == shown_->box_of.end() ? -1 : it->second;
+}
+
+void GraphView::update_colors(const AppState& s) {
+  if (!shown_) return;
+  const Compiled* c = s.compiled.get();
+  uint64_t key = 1469598103934665603ull;
+  key = mix(key, shown_->key);
+  key = mix(key, static_cast<uint64_t>(s.color_mode));
+  key = mix(key, reinterpret_cast<uintptr_t>(c));
+  key = mix(key, c ? c->serial : 0);
+  key = mix(key, static_cast<uint64_t>(s.selected_kernel + 1));
+  if (key == colors_key_ && fills_.size() == shown_->nodes.size()) return;
+  colors_key_ = key;
+  const size_t n = shown_->nodes.size();
+  fills_.assign(n, 0);
+  in_kernel_.assign(n, 0);
+  highlighted_ = 0;
+
+  // The kernel each box belongs to: its own (kernel level) or its representative node's.
+  auto kernel_of_box = [&](const DisplayNode& b) {
+    if (b.kernel >= 0) return b.kernel;
+    if (!c) return -1;
+    auto it = c->kernel_of.find(b.rep);
+    if (it != c->kernel_of.end()) return it->second;
+    for (uint32_t id : b.members)   // a group: the first member some kernel computes
+      if (auto m = c->kernel_of.find(id); m != c->kernel_of.end()) return m->second;
+    return -1;
+  };
+  double max_ms = c ? c->max_kernel_ms() : 0;
+  for (size_t i = 0; i < n; ++i) {
+    const DisplayNode& b = shown_->nodes[i];
+    int k = kernel_of_box(b);
+    ImU32 fill = b.fill;
+    if (s.color_mode == ColorMode::Kernel && c) {
+      fill = k >= 0 ? kernel_fill(k) : (b.kernel < 0 && s.level == Level::Kernel ? b.fill : kNoKernelFill);
+    } else if (s.color_mode == ColorMode::Heat && c && c->profile && max_ms > 0) {
+      double ms = c->kernel_ms(k);
+      fill = ms >= 0 ? heat_fill(static_cast<float>(ms / max_ms)) : (s.level == Level::Kernel ? b.fill : kNoKernelFill);
+    }
+    fills_[i] = fill;
+  }
+  // Provenance: boxes holding a node of the selected kernel.
+  if (c && s.selected_kernel >= 0 && s.selected_kernel < c->num_kernels()) {
+    const Kernel& kn = c->program().kg.kernels[s.selected_kernel];
+    if (s.level == Level::Kernel) {
+      if (s.selected_kernel < static_cast<int>(shown_->kernel_box.size())) in_kernel_[shown_->kernel_box[s.selected_kernel]] = 1;
+    } else {
+      for (NodeRef nd : kn.nodes)
+        if (auto it = shown_->box_of.find(nd->id); it != shown_->box_of.end() && it->second >= 0) in_kernel_[it->second] = 1;
+    }
+  }
+  for (char h : in_kernel_) highlighted_ += h ? 1 : 0;
+}
+
+void GraphView::draw_legend(const AppState& s, ImDrawList* dl, ImVec2 min, ImVec2 max) {
+  if (!shown_ || shown_->nodes.empty()) return;
+  std::vector<std::pair<std::string, ImU32>> items;
+  const Compiled* c = s.compiled.get();
+  float x = min.x + 10, y = max.y - 24;
+  if (s.color_mode == ColorMode::Heat && c && c->profile && c->max_kernel_ms() > 0) {
+    // A gradient bar from 0 to the slowest kernel's time.
+    char hi[64];
+    std::snprintf(hi, sizeof hi, "%.3g ms (slowest kernel)", c->max_kernel_ms());
+    const char* lo = "kernel time: 0";
+    float lw = ImGui::CalcTextSize(lo).x, hw = ImGui::CalcTextSize(hi).x, bar = 140;
+    dl->AddRectFilled(ImVec2(x - 6, y - 4), ImVec2(x + lw + bar + hw + 18, y + 20), IM_COL32(24, 26, 31, 215), 4);
+    dl->AddText(ImVec2(x, y), colors::kTextDim, lo);
+    float bx = x + lw + 6;
+    for (int i = 0; i < 28; ++i)
+      dl->AddRectFilled(ImVec2(bx + bar * i / 28, y + 3), ImVec2(bx + bar * (i + 1) / 28 + 0.5f, y + 15), heat_fill(i / 27.0f));
+    dl->AddText(ImVec2(bx + bar + 6, y), colors::kTextDim, hi);
+    return;
+  }
+  if (s.color_mode == ColorMode::Kernel && c) {
+    int nk = c->num_kernels();
+    for (int k = 0; k < std::min(nk, 8); ++k) items.push_back({c->program().kg.kernels[k].name, kernel_fill(k)});
+    if (nk > 8) items.push_back({"… " + std::to_string(nk - 8) + " more", kernel_fill(8)});
+    if (s.level != Level::Kernel) items.push_back({"no kernel (input/const)", kNoKernelFill});
+  } else {
+    static const OpCategory cats[] = {OpCategory::Source, OpCategory::Movement, OpCategory::Memory, OpCategory::Unary,
+                                      OpCategory::Binary, OpCategory::Ternary, OpCategory::Reduce, OpCategory::Extern};
+    bool present[8] = {}, groups = false, kernels = false;
+    for (auto& b : shown_->nodes) {
+      if (b.category >= 0 && b.category < 8) present[b.category] = true;
+      else if (b.kernel >= 0) kernels = true;
+      else groups = true;
+    }
+    for (OpCategory cat : cats)
+      if (present[static_cast<int>(cat)]) items.push_back({std::string(category_name(cat)), category_color(cat)});
+    if (groups) items.push_back({"composite", group_color()});
+    if (kernels) items.push_back({"kernel", kernel_fill(0)});
+  }
+  // Leave the bottom-right corner to the view's info line.
+  float right = std::max(min.x + 200, max.x - 340);
+  float w = 0;
+  for (auto& item : items) {
+    float iw = 26 + ImGui::CalcTextSize(item.first.c_str()).x;
+    if (x + w + iw - 10 > right) break;
+    w += iw;
+  }
+  dl->AddRectFilled(ImVec2(x - 6, y - 4), ImVec2(x + w - 4, y + 20), IM_COL32(24, 26, 31, 215), 4);
+  for (auto& [name, col] : items) {
+    float tw = ImGui::CalcTextSize(name.c_str()).x;
+    if (x + 16 + tw > right) break;
+    dl->AddRectFilled(ImVec2(x, y + 3), ImVec2(x + 12, y + 15), col, 2);
+    dl->AddText(ImVec2(x + 16, y), colors::kTextDim, name.c_str());
+    x += 26 + tw;
+  }
+}
+
+}  // namespace lathe::views
