@@ -5,6 +5,9 @@
 //   eltwise, softmax, layernorm → a STREAM triad loop moving the same bytes;
 //   matmul → OpenBLAS cblas_sgemm, loaded with dlopen after setting OPENBLAS_CORETYPE to
 //            SkylakeX (Debian's 0.3.21 does not recognize Zen 5 and would use AVX2 kernels).
+// On a device backend (cuda) the peers are the device's: a device-to-device copy for the
+// memory-bound workloads, cuBLAS sgemm for matmul, and the f32 peak from its attributes;
+// times are whole-program runs with the inputs resident on the device (no transfers).
 #include <CLI/CLI.hpp>
 #include <dlfcn.h>
 
@@ -98,7 +101,16 @@ Result bench_rewrite(const std::string& backend) {
   return r;
 }
 
-Result bench_graph(const std::string& name, const std::string& backend, int iters, double triad_gbps) {
+// What the workloads are measured against: the CPU's (STREAM triad, OpenBLAS, the machine
+// ceiling) or, for a device backend, the device's (copy bandwidth, cuBLAS, its f32 peak).
+struct Peers {
+  bool device = false;
+  double bw_gbps = 0;          // the memory-bound peer's bandwidth
+  std::string bw_name;         // "triad" / "device-copy"
+  double ceil_gflops = 0, ceil_gbps = 0;
+};
+
+Result bench_graph(const std::string& name, const std::string& backend, int iters, const Peers& peers) {
   Result r;
   r.name = name;
   r.backend = backend;
@@ -129,14 +141,23 @@ Result bench_graph(const std::string& name, const std::string& backend, int iter
   double s = r.median_ms / 1000;
   r.gflops = flops / s / 1e9;
   r.gbps = bytes / s / 1e9;
-  const MachineCeiling& mc = machine_ceiling();
   bool compute = name == "matmul" || name == "matmul-lib" || name == "conv2d" || name == "mlp" || name == "gpt2-block";
-  r.ceiling_ratio = compute ? r.gflops / mc.gflops : r.gbps / mc.gbps;
+  r.ceiling_ratio = compute ? r.gflops / peers.ceil_gflops : r.gbps / peers.ceil_gbps;
   if (name == "eltwise" || name == "softmax" || name == "layernorm") {
-    r.peer = "triad";
-    r.peer_median_ms = bytes / (triad_gbps * 1e9) * 1000;
-    r.peer_ratio = r.gbps / triad_gbps;
-  } else if (name == "matmul" || name == "matmul-lib") {
+    r.peer = peers.bw_name;
+    r.peer_median_ms = bytes / (peers.bw_gbps * 1e9) * 1000;
+    r.peer_ratio = r.gbps / peers.bw_gbps;
+  } else if (peers.device && name == "matmul") {
+    std::string why;
+    double ms = b.device_sgemm_ms(1024, iters, &why);
+    if (ms > 0) {
+      r.peer = "cublas-sgemm";
+      r.peer_median_ms = ms;
+      r.peer_ratio = ms / r.median_ms;
+    } else {
+      r.note = "no peer: " + why;
+    }
+  } else if (!peers.device && (name == "matmul" || name == "matmul-lib")) {
     std::string why;
     if (openblas_sgemm(&why)) {
       r.peer = "openblas-sgemm";
@@ -215,13 +236,29 @@ int run_bench(const std::vector<std::string>& args) {
     std::cerr << "lathe bench: unknown workload '" << only << "' (known:" << known << ")\n";
     return 2;
   }
-  const MachineCeiling& mc = machine_ceiling();
-  int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  double triad = triad_gbps(threads, size_t(1) << 24, 10);
+  Peers peers;
+  std::string why;
+  if (double copy = b.device_copy_gbps(&why); copy > 0) {
+    peers.device = true;
+    peers.bw_gbps = peers.ceil_gbps = copy;
+    peers.bw_name = "device-copy";
+    peers.ceil_gflops = b.device_peak_gflops(&why);
+    if (!json)
+      std::printf("# device (%s): f32 peak %.0f GFLOP/s from its attributes; device-to-device copy now %.1f GB/s\n",
+                  b.description().c_str(), peers.ceil_gflops, copy);
+  } else {
+    const MachineCeiling& mc = machine_ceiling();
+    int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    peers.bw_gbps = triad_gbps(threads, size_t(1) << 24, 10);
+    peers.bw_name = "triad";
+    peers.ceil_gflops = mc.gflops;
+    peers.ceil_gbps = mc.gbps;
+    if (!json)
+      std::printf("# machine: %s, %d threads; ceiling %.0f GFLOP/s, %.1f GB/s; triad peer now %.1f GB/s\n", mc.cpu.c_str(),
+                  mc.threads, mc.gflops, mc.gbps, peers.bw_gbps);
+  }
   if (!json)
-    std::printf("# machine: %s, %d threads; ceiling %.0f GFLOP/s, %.1f GB/s; triad peer now %.1f GB/s\n"
-                "%-11s %-7s %13s %9s %8s %9s   %-15s %12s %7s\n",
-                mc.cpu.c_str(), mc.threads, mc.gflops, mc.gbps, triad, "workload", "backend", "median", "GFLOP/s", "GB/s",
+    std::printf("%-11s %-7s %13s %9s %8s %9s   %-15s %12s %7s\n", "workload", "backend", "median", "GFLOP/s", "GB/s",
                 "ceiling", "peer", "peer median", "vs peer");
   int failures = 0;
   for (auto& n : names) {
@@ -230,7 +267,7 @@ int run_bench(const std::vector<std::string>& args) {
     try {
       if (n == "compile") r = bench_compile(backend);
       else if (n == "rewrite") r = bench_rewrite(backend);
-      else r = bench_graph(n, backend, iters, triad);
+      else r = bench_graph(n, backend, iters, peers);
     } catch (const UserError& e) {
       r.name = n;
       r.backend = backend;

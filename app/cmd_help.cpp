@@ -29,7 +29,26 @@ int lua_help(const std::string& topic) {
 #endif
 }
 
+const char* kEnvironment =
+    "Environment variables lathe reads:\n"
+    "  LATHE_CACHE_DIR          kernel cache directory (default $XDG_CACHE_HOME/lathe, ~/.cache/lathe)\n"
+    "  LATHE_ASSETS             where the built-in rule sets live (default: next to the binary / source tree)\n"
+    "  CC                       the C compiler of the c backend (default cc)\n"
+    "  LATHE_KEEP_OPENBLAS_CORETYPE  keep OPENBLAS_CORETYPE as set (lathe otherwise picks SkylakeX kernels)\n"
+    "  LATHE_MAX_INSTRUCTIONS, LATHE_MAX_MEMORY_MB   limits of the Lua sandbox\n"
+    "  LATHE_NO_PROGRESS, NO_COLOR                   plain terminal output\n"
+    "  LATHE_CUDA_ARCH          NVRTC target when no GPU is present (default sm_90)\n"
+    "  LATHE_CUDA_INCLUDE       CUDA headers for NVRTC (default: the toolkit lathe was built with)\n"
+    "  LATHE_CUDA_DRIVER        driver library to load instead of libcuda.so.1 (tests: a fake driver)\n"
+    "  LATHE_CUDA_DEBUG=1       trace every transfer and launch; synchronize after each kernel\n"
+    "  LATHE_CUDA_TILED=0       render contractions as plain per-thread reductions (A/B comparisons)\n"
+    "  LATHE_TEST_BACKEND       the backend the differential tests run on (c, llvm, cuda)\n";
+
 int run_help(const std::vector<std::string>& args) {
+  if (!args.empty() && (args[0] == "environment" || args[0] == "env")) {
+    std::cout << kEnvironment;
+    return 0;
+  }
   if (!args.empty()) {
     if (const Command* c = find_command(args[0])) {
       std::vector<std::string> h{"--help"};
@@ -51,7 +70,8 @@ int run_help(const std::vector<std::string>& args) {
     std::cout << "  " << n << std::string(w - n.size() + 2, ' ') << c.summary << "\n";
   }
   std::cout << "\n`lathe help COMMAND` or `lathe COMMAND --help` for details; `lathe help lua` lists the\n"
-               "Lua API, `lathe help NAME` documents one function (matmul, lathe.randn, Session:step).\n";
+               "Lua API, `lathe help NAME` documents one function (matmul, lathe.randn, Session:step),\n"
+               "`lathe help environment` lists the environment variables.\n";
   return 0;
 }
 

@@ -63,6 +63,14 @@ class Backend {
   virtual std::vector<std::shared_ptr<CompiledProgram>> compile_many(const std::vector<const Program*>& ps,
                                                                      const CompileOptions& o = {});
 
+  // [device backends] the peers and ceilings `lathe bench` and the profiler measure a
+  // device's kernels against, in place of the CPU's (triad, OpenBLAS, machine_ceiling):
+  // copy bandwidth in GB/s (bytes read + written), the vendor BLAS's n×n×n sgemm in ms,
+  // and the f32 peak in GFLOP/s. < 0 (and *why) where the backend has none.
+  virtual double device_copy_gbps(std::string* why) { return -1; }
+  virtual double device_sgemm_ms(int n, int iters, std::string* why) { return -1; }
+  virtual double device_peak_gflops(std::string* why) { return -1; }
+
   // The first node of g this backend cannot run, as "node %12 (Exp2 f16[4]): why"; "" if none.
   std::string supports_graph(const Graph& g) const;
 };

@@ -1,20 +1,28 @@
 // cuda_backend.cpp — the `cuda` backend: loop IR → CUDA C (render.cpp) → NVRTC cubin
 // (nvrtc.cpp) → driver API launch (driver.cpp), behind backends/backend.h.
 //
+// Compiles: one NVRTC call per compile_many; the cubin goes through the kernel cache
+// (core/runtime/kernel_cache.h), keyed by the source, the architecture and NVRTC's version.
 // Supports: every dtype (f16/bf16 computed in float) and every primitive op except Extern.
-// Memory: each host buffer the executor hands over has a device mirror (keyed by its host
-// address, so the memory plan's arena sharing and in-place reuse carry over). Inputs and
-// constants are copied in before each kernel that reads them; outputs (and Assign targets)
-// are copied back after the kernel that writes them; intermediates stay on the device.
-// Each launch is timed with CUDA events (last_kernel_ms).
+// Memory: intermediates live in one device arena that mirrors the host memory plan (same
+// offsets, so buffer reuse and in-place updates carry over); inputs, constants and outputs
+// have a device copy keyed by host address. A run (begin_run … end_run) queues its launches
+// on one stream: inputs are copied in on the runs that upload, results are copied back at
+// the end of the runs that download, and intermediates never leave the device. Each
+// launch is bracketed by CUDA events, read at end_run (device_ms) for the profiler.
 #include "backends/cuda/cuda_backend.h"
 
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
+#include <fstream>
+#include <iterator>
 #include <map>
 
 #include "backends/cuda/driver.h"
+#include "backends/cuda/peers.h"
 #include "core/ir/diag.h"
+#include "core/runtime/kernel_cache.h"
 #include "core/loop/cost.h"
 #include "core/loop/lower.h"
 
@@ -66,10 +74,27 @@ std::string target_arch() {
 
 namespace {
 
+// LATHE_CUDA_DEBUG=1: every transfer and launch on stderr, and a synchronize after each
+// launch so an error names its kernel.
+bool debug_on() {
+  static const bool on = [] {
+    const char* e = std::getenv("LATHE_CUDA_DEBUG");
+    return e && *e && std::string(e) != "0";
+  }();
+  return on;
+}
+
+// A host buffer's copy on the device. Inputs, constants and outputs get one allocation
+// each (keyed by host address); intermediates live in one device arena laid out by the
+// host's memory plan (device = arena + the same offset), so buffer reuse carries over.
 struct Mirror {
   CUdeviceptr ptr = 0;
   size_t bytes = 0;
-  bool written = false;  // the device copy was produced by a kernel (newer than the host's)
+  bool written = false;     // the device copy was produced by a kernel (newer than the host's)
+  bool uploaded = false;    // copied in during the current run
+  bool used = false;        // touched during the current run (stale mirrors are freed)
+  bool dirty = false;       // written during the current run and not yet copied back
+  BufferKind kind = BufferKind::Intermediate;
 };
 
 class CudaProgram : public CompiledProgram {
@@ -95,11 +120,18 @@ class CudaProgram : public CompiledProgram {
     }
     symbols_ = p.kg.symbols;
     kernel_ms_.assign(p.num_kernels(), 0);
+    events_.assign(p.num_kernels(), {nullptr, nullptr});
+    launched_.assign(p.num_kernels(), false);
   }
   ~CudaProgram() override {
     if (availability().empty()) {
       const Driver& d = driver();
       for (auto& [h, m] : mirrors_) d.MemFree(m.ptr);
+      if (arena_) d.MemFree(arena_);
+      for (auto& [a, b] : events_) {
+        if (a) d.EventDestroy(a);
+        if (b) d.EventDestroy(b);
+      }
       if (module_) d.ModuleUnload(module_);
     }
   }
@@ -117,44 +149,119 @@ class CudaProgram : public CompiledProgram {
     auto end = ptx.find("\n}\n", at);
     return ptx.substr(start == std::string::npos ? 0 : start + 1, end == std::string::npos ? std::string::npos : end + 3 - start - 1);
   }
-  double last_kernel_ms(int k) const { return kernel_ms_.at(k); }
+  double device_ms(int k) const override { return kernel_ms_.at(k); }
+  bool device_ceiling(double& gflops, double& gbps) override {
+    static const std::pair<double, double> c = [] {  // measured once per process
+      std::string why;
+      return std::make_pair(peak_gflops(&why), copy_gbps(size_t(256) << 20, 10, &why));
+    }();
+    if (c.first <= 0 || c.second <= 0) return false;
+    gflops = c.first;
+    gbps = c.second;
+    return true;
+  }
+
+  void bind_arena(const std::byte* host, int64_t bytes) override {
+    host_arena_ = host;
+    if (static_cast<size_t>(bytes) <= arena_bytes_) return;
+    const Driver& d = ready_driver();
+    if (arena_) check(d.MemFree(arena_), "cuMemFree");
+    arena_ = 0;
+    check(d.MemAlloc(&arena_, std::max<size_t>(bytes, 4)), "cuMemAlloc (buffer arena)");
+    arena_bytes_ = static_cast<size_t>(bytes);
+  }
+
+  void begin_run(bool upload) override {
+    ready_driver();
+    in_run_ = true;
+    upload_ = upload;
+    for (auto& [h, m] : mirrors_) m.uploaded = m.used = m.dirty = false;
+    std::fill(launched_.begin(), launched_.end(), false);
+  }
+
+  void end_run(bool download) override {
+    const Driver& d = ready_driver();
+    in_run_ = false;
+    check(d.CtxSynchronize(), "running the cuda kernels");
+    for (size_t k = 0; k < launched_.size(); ++k) {
+      if (!launched_[k]) continue;
+      float ms = 0;
+      check(d.EventElapsedTime(&ms, events_[k].first, events_[k].second), "cuEventElapsedTime");
+      kernel_ms_[k] = ms;
+    }
+    for (auto it = mirrors_.begin(); it != mirrors_.end();) {
+      Mirror& m = it->second;
+      if (download && m.dirty && m.kind != BufferKind::Intermediate) {
+        check(d.MemcpyDtoH(const_cast<std::byte*>(it->first), m.ptr, m.bytes), "cuMemcpyDtoH");
+        if (debug_on()) std::fprintf(stderr, "cuda: download %zu bytes to %p\n", m.bytes, static_cast<const void*>(it->first));
+      }
+      if (!m.used) {  // a host buffer of an earlier run (fresh outputs each run): free it
+        check(d.MemFree(m.ptr), "cuMemFree");
+        it = mirrors_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
 
   void launch(int k, void* const* bufs, const int64_t* dims) override {
-    Device* dev = nullptr;
-    try {
-      dev = &device();
-    } catch (const UserError& e) {
-      throw UserError("cuda backend: " + e.diag().message);
+    if (!in_run_) {  // a lone launch is a whole run
+      begin_run(true);
+      launch(k, bufs, dims);
+      end_run(true);
+      return;
     }
-    const Driver& d = driver();
+    const Driver& d = ready_driver();
     load_module();
     const loop::LoopFunc& f = unit_.funcs.at(k);
     const CudaKernel& ck = unit_.kernels.at(k);
     Bindings env;
     for (size_t i = 0; i < symbols_.size(); ++i) env[symbols_[i]] = dims[i];
-    // device mirrors of the parameters; copy in what the host holds newer
     std::vector<CUdeviceptr> args(f.buffers.size());
-    std::vector<Mirror*> ms(f.buffers.size());
     for (size_t i = 0; i < f.buffers.size(); ++i) {
       const auto& bp = f.buffers[i];
-      void* host = bufs[perm_[k][i]];
-      size_t bytes = 1;
+      const std::byte* host = static_cast<const std::byte*>(bufs[perm_[k][i]]);
+      size_t bytes = dtype_size(bp.dtype);
       for (int64_t n : shape_eval(shapes_[bp.buffer], env)) bytes *= static_cast<size_t>(n);
-      bytes *= dtype_size(bp.dtype);
+      BufferKind kind = kinds_[bp.buffer];
+      if (kind == BufferKind::Intermediate && arena_ && host >= host_arena_ &&
+          host + bytes <= host_arena_ + arena_bytes_) {
+        args[i] = arena_ + static_cast<CUdeviceptr>(host - host_arena_);
+        continue;
+      }
       Mirror& m = mirrors_[host];
+      m.used = true;
+      m.kind = kind;
       if (m.bytes < bytes) {
         if (m.ptr) check(d.MemFree(m.ptr), "cuMemFree");
+        m.ptr = 0;
         check(d.MemAlloc(&m.ptr, std::max<size_t>(bytes, 4)), "cuMemAlloc");
         m.bytes = bytes;
         m.written = false;
       }
-      BufferKind kind = kinds_[bp.buffer];
-      bool fresh_on_host = kind == BufferKind::Input || kind == BufferKind::Constant || !m.written;
-      if (!bp.written && fresh_on_host && bytes) check(d.MemcpyHtoD(m.ptr, host, bytes), "cuMemcpyHtoD");
+      // Inputs and constants come from the host once per run that uploads (not when a
+      // kernel of this run already updated them in place); anything else only when no
+      // kernel has produced it on the device yet.
+      bool host_newer = (kind == BufferKind::Input || kind == BufferKind::Constant)
+                            ? (upload_ && !m.uploaded && !m.dirty) || !m.written
+                            : !m.written;
+      if (debug_on())
+        std::fprintf(stderr, "cuda: %s param %s: host %p kind %d, %zu bytes, device %llx%s%s\n", f.name.c_str(), bp.name.c_str(),
+                     static_cast<const void*>(host), static_cast<int>(kind), bytes, static_cast<unsigned long long>(m.ptr),
+                     bp.written ? " written" : "", !bp.written && host_newer ? " upload" : "");
+      if (!bp.written && host_newer && bytes) {
+        check(d.MemcpyHtoD(m.ptr, host, bytes), "cuMemcpyHtoD");
+        m.uploaded = m.written = true;
+      }
+      if (bp.written) m.written = m.dirty = true;
       args[i] = m.ptr;
-      ms[i] = &m;
     }
-    std::vector<long long> dimv(dims, dims + symbols_.size());
+    std::vector<long long> dimv;  // the kernel's dims, in its parameter order
+    for (auto& name : f.dims) {
+      auto it = env.find(name);
+      LATHE_CHECK(it != env.end(), "cuda: kernel " + f.name + " needs dim " + name + ", which the program does not bind");
+      dimv.push_back(it->second);
+    }
     std::vector<void*> params;
     for (auto& a : args) params.push_back(&a);
     for (auto& v : dimv) params.push_back(&v);
@@ -164,32 +271,38 @@ class CudaProgram : public CompiledProgram {
       std::map<std::string, int64_t, std::less<>> ienv(env.begin(), env.end());
       int64_t work = 0;
       LATHE_CHECK(loop::eval_index(ck.launch.work, ienv, work), "cuda: cannot evaluate the launch size of " + f.name);
-      if (work <= 0) return;
+      if (work <= 0) {
+        kernel_ms_[k] = 0;
+        return;
+      }
       int64_t blocks = ck.launch.per_block ? work : (work + block - 1) / block;
-      int64_t cap = ck.launch.per_block ? int64_t(dev->sm_count) * 64 : int64_t(dev->sm_count) * 32;
+      int64_t cap = ck.launch.per_block ? int64_t(dev_->sm_count) * 64 : int64_t(dev_->sm_count) * 32;
       grid = static_cast<unsigned>(std::max<int64_t>(1, std::min(blocks, cap)));
     }
-    CUevent ev[2];
-    for (auto& e : ev) check(d.EventCreate(&e, CU_EVENT_DEFAULT), "cuEventCreate");
-    check(d.EventRecord(ev[0], nullptr), "cuEventRecord");
+    auto& [e0, e1] = events_[k];
+    if (!e0) check(d.EventCreate(&e0, CU_EVENT_DEFAULT), "cuEventCreate");
+    if (!e1) check(d.EventCreate(&e1, CU_EVENT_DEFAULT), "cuEventCreate");
+    check(d.EventRecord(e0, nullptr), "cuEventRecord");
     check(d.LaunchKernel(fns_.at(k), grid, 1, 1, block, 1, 1, 0, nullptr, params.data(), nullptr), ("cuLaunchKernel " + f.name).c_str());
-    check(d.EventRecord(ev[1], nullptr), "cuEventRecord");
-    check(d.EventSynchronize(ev[1]), ("running kernel " + f.name).c_str());
-    float elapsed = 0;
-    check(d.EventElapsedTime(&elapsed, ev[0], ev[1]), "cuEventElapsedTime");
-    kernel_ms_[k] = elapsed;
-    for (auto& e : ev) d.EventDestroy(e);
-    // copy results back to their host buffers (intermediates stay on the device)
-    for (size_t i = 0; i < f.buffers.size(); ++i) {
-      if (!f.buffers[i].written) continue;
-      ms[i]->written = true;
-      BufferKind kind = kinds_[f.buffers[i].buffer];
-      if (kind != BufferKind::Intermediate)
-        check(d.MemcpyDtoH(bufs[perm_[k][i]], ms[i]->ptr, ms[i]->bytes), "cuMemcpyDtoH");
+    check(d.EventRecord(e1, nullptr), "cuEventRecord");
+    launched_[k] = true;
+    if (debug_on()) {
+      std::fprintf(stderr, "cuda: launch %s grid %u block %u\n", f.name.c_str(), grid, block);
+      check(d.CtxSynchronize(), ("running kernel " + f.name).c_str());
     }
   }
 
  private:
+  // The device, with its context current on the calling thread (every entry point calls
+  // this: the executor may call from another thread than the one that compiled).
+  const Driver& ready_driver() {
+    try {
+      dev_ = &device();
+    } catch (const UserError& e) {
+      throw UserError("cuda backend: " + e.diag().message);
+    }
+    return driver();
+  }
   void load_module() {
     if (module_) return;
     const Driver& d = driver();
@@ -208,9 +321,16 @@ class CudaProgram : public CompiledProgram {
   std::vector<std::vector<int>> perm_;
   std::vector<std::string> symbols_;
   std::vector<double> kernel_ms_;
+  std::vector<std::pair<CUevent, CUevent>> events_;  // per kernel, reused across runs
+  std::vector<bool> launched_;                        // in the current run
+  Device* dev_ = nullptr;
   CUmodule module_ = nullptr;
   std::vector<CUfunction> fns_;
-  std::map<void*, Mirror> mirrors_;
+  std::map<const std::byte*, Mirror> mirrors_;
+  const std::byte* host_arena_ = nullptr;
+  CUdeviceptr arena_ = 0;
+  size_t arena_bytes_ = 0;
+  bool in_run_ = false, upload_ = true;
 };
 
 class CudaBackend : public Backend {
@@ -220,6 +340,9 @@ class CudaBackend : public Backend {
     return "CUDA C compiled in process by NVRTC " + nvrtc_version() + ", run through the driver API (libcuda.so.1, loaded at run time)";
   }
   std::string available() const override { return availability(); }
+  double device_copy_gbps(std::string* why) override { return copy_gbps(size_t(256) << 20, 20, why); }
+  double device_sgemm_ms(int n, int iters, std::string* why) override { return cublas_sgemm_ms(n, iters, why); }
+  double device_peak_gflops(std::string* why) override { return peak_gflops(why); }
   std::string supports(NodeRef n) const override {
     if (n->op == Op::Extern) return "Extern library calls are not supported by the cuda backend yet (use interp)";
     return "";
@@ -243,12 +366,39 @@ class CudaBackend : public Backend {
     }
     NvrtcOptions no;
     no.arch = target_arch();
-    auto bin = std::make_shared<const NvrtcResult>(nvrtc_compile(all, "lathe.cu", no));
+    // LATHE_CUDA_LOAD_SOURCE=1: hand the driver the CUDA C instead of the cubin (the test
+    // driver, tests/cuda/fake_driver, compiles it for the CPU and runs it)
+    const char* ls = std::getenv("LATHE_CUDA_LOAD_SOURCE");
+    bool load_source = ls && std::string(ls) == "1";
+    // cubins go through the kernel cache, keyed by everything that shapes them
+    std::string path = cache_path("cuda", cache_key({"cuda-cubin-1", all, no.arch, nvrtc_version()}) + ".cubin");
+    NvrtcResult r;
+    bool cached = false;
+    if (o.use_cache && !load_source) {
+      std::ifstream in(path, std::ios::binary);
+      std::string data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      if (data.size() > 64 && data.compare(0, 4, "\x7f" "ELF") == 0) {  // a cubin is an ELF image; else rebuild
+        r.arch = no.arch;
+        r.binary.assign(data.begin(), data.end());
+        r.command = "(kernel cache) " + path;
+        cached = true;
+      }
+    }
+    if (!cached) {
+      r = nvrtc_compile(all, "lathe.cu", no);
+      if (o.use_cache && !load_source) atomic_write(path, std::string(r.binary.begin(), r.binary.end()));
+    }
+    if (load_source) {
+      r.binary.assign(all.begin(), all.end());
+      r.binary.push_back('\0');
+    }
+    auto bin = std::make_shared<const NvrtcResult>(std::move(r));
     double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     std::vector<std::shared_ptr<CompiledProgram>> out;
     for (size_t i = 0; i < ps.size(); ++i) {
       auto cp = std::make_shared<CudaProgram>(*ps[i], std::move(units[i]), bin);
-      cp->compile_ms = ms;
+      cp->compile_ms = cached ? 0 : ms;
+      cp->from_cache = cached;
       cp->command = bin->command;
       out.push_back(cp);
     }

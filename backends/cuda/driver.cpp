@@ -3,6 +3,8 @@
 
 #include <dlfcn.h>
 
+#include <cctype>
+#include <cstdlib>
 #include <mutex>
 
 #include "core/ir/diag.h"
@@ -16,22 +18,43 @@ struct Loaded {
   std::string error;  // why the driver is unusable ("" = fine)
 };
 
+// Entry points come from cuGetProcAddress (CUDA 12+ drivers) when the driver has it: asked
+// for by base name with the CUDA version of the headers compiled against, it returns the
+// ABI those headers describe (the _v2/_v3 variants, legacy default stream), which plain
+// dlsym of a versioned name only approximates. Older drivers: dlsym.
+using GetProcAddress = CUresult (*)(const char*, void**, int, cuuint64_t, CUdriverProcAddressQueryResult*);
+GetProcAddress proc_lookup = nullptr;
+
 template <class Fn>
 bool sym(void* lib, Fn& slot, const char* name, std::string& missing) {
-  slot = reinterpret_cast<Fn>(dlsym(lib, name));
+  slot = nullptr;
+  if (proc_lookup) {
+    std::string base = name;
+    if (auto v = base.rfind("_v"); v != std::string::npos && v + 2 < base.size() && std::isdigit(static_cast<unsigned char>(base[v + 2])))
+      base.resize(v);
+    void* fn = nullptr;
+    CUdriverProcAddressQueryResult found = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+    if (proc_lookup(base.c_str(), &fn, CUDA_VERSION, CU_GET_PROC_ADDRESS_LEGACY_STREAM, &found) == CUDA_SUCCESS &&
+        found == CU_GET_PROC_ADDRESS_SUCCESS)
+      slot = reinterpret_cast<Fn>(fn);
+  }
+  if (!slot) slot = reinterpret_cast<Fn>(dlsym(lib, name));
   if (!slot) missing += std::string(missing.empty() ? "" : ", ") + name;
   return slot != nullptr;
 }
 
 Loaded load_driver() {
   Loaded L;
-  void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  // LATHE_CUDA_DRIVER names another driver library (the tests' fake one, tests/cuda/fake_driver)
+  const char* path = std::getenv("LATHE_CUDA_DRIVER");
+  void* lib = dlopen(path && *path ? path : "libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
   if (!lib) {
-    L.error = "no CUDA driver (libcuda.so.1 not found)";
+    L.error = path && *path ? "no CUDA driver (" + std::string(path) + " not loadable)" : "no CUDA driver (libcuda.so.1 not found)";
     return L;
   }
   Driver& d = L.drv;
   std::string missing;
+  proc_lookup = reinterpret_cast<GetProcAddress>(dlsym(lib, "cuGetProcAddress_v2"));
   sym(lib, d.Init, "cuInit", missing);
   sym(lib, d.DriverGetVersion, "cuDriverGetVersion", missing);
   sym(lib, d.DeviceGetCount, "cuDeviceGetCount", missing);
@@ -53,7 +76,7 @@ Loaded load_driver() {
   sym(lib, d.EventCreate, "cuEventCreate", missing);
   sym(lib, d.EventRecord, "cuEventRecord", missing);
   sym(lib, d.EventSynchronize, "cuEventSynchronize", missing);
-  if (!(d.EventElapsedTime = reinterpret_cast<decltype(d.EventElapsedTime)>(dlsym(lib, "cuEventElapsedTime_v2"))))
+  if (std::string none; !sym(lib, d.EventElapsedTime, "cuEventElapsedTime_v2", none))
     sym(lib, d.EventElapsedTime, "cuEventElapsedTime", missing);
   sym(lib, d.EventDestroy, "cuEventDestroy_v2", missing);
   sym(lib, d.GetErrorString, "cuGetErrorString", missing);

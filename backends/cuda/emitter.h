@@ -42,6 +42,9 @@ class CudaEmitter {
                       int depth, const std::string& counter);
   void emit_chain_lets(const std::vector<const loop::Stmt*>& chain, int depth);
   void emit_coop_block(const std::vector<loop::Stmt>& body, int depth);
+  // render_tiled.cpp: a contraction as a shared-memory tiled kernel; false (nothing
+  // emitted) when the nest is not one.
+  bool emit_tiled(const std::vector<const loop::Stmt*>& chain, const std::vector<loop::Stmt>& prefix, LaunchShape& L);
   std::string pad(int depth) const { return std::string(2 * depth, ' '); }
 
   const loop::LoopFunc& f_;

@@ -4,6 +4,7 @@
 // [SECTION] statement emitter
 // [SECTION] render(): the kernel function
 #include <algorithm>
+#include <cstdlib>
 
 #include "backends/cuda/emitter.h"
 #include "core/ir/diag.h"
@@ -135,6 +136,7 @@ int64_t const_extent_product(const std::vector<Stmt>& body) {  // -1: symbolic s
 
 std::string LaunchShape::describe() const {
   std::string w = work ? loop::print_expr(work) : "1";
+  if (!tiled.empty()) return "one block of " + std::to_string(block) + " threads per tile over " + w + " tiles (" + tiled + ")";
   if (block_reduce && !work) return "one block of " + std::to_string(block) + " threads reducing together";
   if (per_block) return "grid-stride over " + w + " blocks of " + std::to_string(block) + " threads" +
                         (block_reduce ? " (block-wide reductions)" : "");
@@ -302,7 +304,7 @@ CudaKernel CudaEmitter::render(const RenderOptions& o) {
     if (alias) chain.resize(first_loop->annot.parallel ? 1 : 0);
   }
 
-  enum class Mode { Single, Flat, Blocks, CoopRows, CoopAll } mode = Mode::Single;
+  enum class Mode { Single, Flat, Blocks, CoopRows, CoopAll, Tiled } mode = Mode::Single;
   const std::vector<Stmt>* inner = chain.empty() ? nullptr : &chain.back()->body;
   if (!chain.empty()) {
     mode = Mode::Flat;
@@ -355,7 +357,15 @@ CudaKernel CudaEmitter::render(const RenderOptions& o) {
       emit_stmt(s, 1);
     }
   };
+  std::vector<Stmt> prefix;
+  for (const Stmt& s : top) {
+    if (&s == first_loop) break;
+    prefix.push_back(s);
+  }
+  if (mode == Mode::Flat && o.tiled && !alias && emit_tiled(chain, prefix, L)) mode = Mode::Tiled;
   switch (mode) {
+    case Mode::Tiled:
+      break;
     case Mode::Flat:
       L.work = work_of(chain);
       emit_prefix();
@@ -414,7 +424,9 @@ CudaKernel CudaEmitter::render(const RenderOptions& o) {
 
 CudaKernel render_cuda_kernel(const loop::LoopFunc& f, const RenderOptions& o) {
   CudaEmitter em(f);
-  return em.render(o);
+  RenderOptions ro = o;
+  if (const char* e = std::getenv("LATHE_CUDA_TILED"); e && std::string(e) == "0") ro.tiled = false;  // A/B comparisons
+  return em.render(ro);
 }
 
 }  // namespace lathe::cuda

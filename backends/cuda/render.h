@@ -9,6 +9,9 @@
 // so consecutive threads touch consecutive elements (coalesced). A schedule overrides
 // this by splitting: a parallel loop whose only child is a loop of constant extent that
 // is a multiple of 32 (≤ 1024) maps to blocks × threads (`split i0 128; parallel i0_o`).
+// Contractions (matmul, batched matmul, convolution: an accumulator of sums of products
+// whose factors each miss one group of output loops) are tiled through shared memory
+// instead, one block per output tile (render_tiled.cpp).
 // Reductions run inside each thread (the loop IR's accumulators). Kernels with no output
 // loop (a full reduction) run on one block: every thread of it takes a strided share of
 // the outermost reduction loop and the partial results are combined with warp shuffles and
@@ -25,7 +28,8 @@
 namespace lathe::cuda {
 
 struct RenderOptions {
-  int block = 256;  // threads per block of the default (flattened) mapping
+  int block = 256;    // threads per block of the default (flattened) mapping
+  bool tiled = true;  // contractions as shared-memory tiled kernels (render_tiled.cpp)
 };
 
 // How a rendered kernel is launched: grid = min(ceil(work / block), max_blocks) blocks of
@@ -35,6 +39,7 @@ struct LaunchShape {
   int block = 256;           // threads per block
   bool block_reduce = false; // one block cooperates on a full reduction
   bool per_block = false;    // work counts blocks (schedule-bound loops), not threads
+  std::string tiled;         // a tiled contraction: its tile shape ("64x64 tiles, …")
   std::string describe() const;  // "grid-stride over 4096*d_B threads, 256 per block"
 };
 

@@ -86,6 +86,7 @@ void Executable::bind(const TensorMap& inputs, bool fresh_outputs) {
     }
     bound_.outputs.assign(kg.buffers.size(), HostTensor());
     bound_.valid = true;
+    launcher_->bind_arena(bound_.arena.get(), bound_.arena_capacity);
   }
   bound_.ptrs.assign(kg.buffers.size(), nullptr);
   for (const BufferDesc& b : kg.buffers) {
@@ -131,6 +132,22 @@ void Executable::launch_all(std::vector<double>* kernel_ms, std::vector<TraceEve
   }
 }
 
+// Device backends queue their launches: the host clock measured only the enqueue, so take
+// the device's own per-kernel times, and lay the trace events end to end from the first
+// launch (the device runs them in order on one stream).
+void Executable::use_device_times(std::vector<double>& kernel_ms, std::vector<TraceEvent>* events, double t_origin_us) {
+  if (program_.num_kernels() == 0 || launcher_->device_ms(0) < 0) return;
+  double start = events && !events->empty() ? events->front().start_us : 0;
+  for (int k = 0; k < program_.num_kernels(); ++k) {
+    kernel_ms[k] = launcher_->device_ms(k);
+    if (events && k < static_cast<int>(events->size())) {
+      (*events)[k].start_us = start;
+      (*events)[k].dur_us = kernel_ms[k] * 1000;
+      start += kernel_ms[k] * 1000;
+    }
+  }
+}
+
 TensorMap Executable::collect(const TensorMap& inputs, TensorMap* updated, bool clone) {
   TensorMap out;
   const KernelGraph& kg = program_.kg;
@@ -152,7 +169,9 @@ TensorMap Executable::run(const TensorMap& inputs, TensorMap* updated) {
     return launcher_->run_graph(program_.graph, inputs, updated);
   }
   bind(inputs, /*fresh_outputs=*/true);
+  launcher_->begin_run(/*upload=*/true);
   launch_all(nullptr, nullptr, 0);
+  launcher_->end_run(/*download=*/true);
   return collect(inputs, updated, false);
 }
 
@@ -169,7 +188,9 @@ double Executable::time_ms(const TensorMap& inputs, int iters, int warmup) {
   bind(inputs, false);
   for (int i = 0; i < warmup + iters; ++i) {
     auto t0 = Clock::now();
+    launcher_->begin_run(/*upload=*/i == 0);
     launch_all(nullptr, nullptr, 0);
+    launcher_->end_run(/*download=*/i == warmup + iters - 1);
     if (i >= warmup) t.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
   }
   return median(t);
@@ -179,7 +200,9 @@ ProfileReport Executable::profile(const TensorMap& inputs, int iters, int warmup
   iters = std::max(1, iters);
   ProfileReport r;
   r.backend = backend_;
-  const MachineCeiling& mc = machine_ceiling();
+  const MachineCeiling& host = machine_ceiling();
+  struct { double gflops, gbps; } mc{host.gflops, host.gbps};
+  launcher_->device_ceiling(mc.gflops, mc.gbps);
   r.peak_gflops = mc.gflops;
   r.peak_gbps = mc.gbps;
   if (launcher_->runs_whole_graph()) {
@@ -210,8 +233,11 @@ ProfileReport Executable::profile(const TensorMap& inputs, int iters, int warmup
     bool last = i == warmup + iters - 1;
     if (last) origin = std::chrono::duration<double, std::micro>(Clock::now().time_since_epoch()).count();
     auto t0 = Clock::now();
+    launcher_->begin_run(/*upload=*/i == 0);
     launch_all(&ms, last ? &r.events : nullptr, origin);
+    launcher_->end_run(/*download=*/last);
     double total = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+    use_device_times(ms, last ? &r.events : nullptr, origin);
     if (i < warmup) continue;
     totals.push_back(total);
     for (int k = 0; k < nk; ++k) per[k].push_back(ms[k]);

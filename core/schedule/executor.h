@@ -26,6 +26,20 @@ class KernelLauncher {
   virtual ~KernelLauncher() = default;
   // Runs kernel `kernel` with buffers[p] = its p-th LoopFunc buffer, dims[d] = dim values.
   virtual void launch(int kernel, void* const* buffers, const int64_t* dims) = 0;
+  // Device backends. A run is bracketed by begin_run/end_run so launches can be queued
+  // and transfers skipped: `upload` says the inputs may have changed since the last run
+  // (copy them again); `download` asks for the results in the host buffers at end_run.
+  // launch() outside a bracket must behave as a whole run (upload, run, download).
+  virtual void begin_run(bool upload) {}
+  virtual void end_run(bool download) {}
+  // [device backends] kernel k's time in the last run, measured on the device; < 0 if none.
+  virtual double device_ms(int kernel) const { return -1; }
+  // [device backends] where the memory plan's arena lives on the host (intermediates are
+  // host_arena + plan offset), so the device can mirror the plan with one arena of its own.
+  virtual void bind_arena(const std::byte* host_arena, int64_t bytes) {}
+  // [device backends] the device's ceilings for the profile's roofline (GFLOP/s, GB/s);
+  // false keeps the host's (machine_ceiling()).
+  virtual bool device_ceiling(double& gflops, double& gbps) { return false; }
   // Backends that run whole graphs (the interpreter) override these instead.
   virtual bool runs_whole_graph() const { return false; }
   virtual TensorMap run_graph(const Graph& g, const TensorMap& inputs, TensorMap* updated) { return {}; }
@@ -46,6 +60,8 @@ class Executable {
   // Runs `warmup` + `iters` times, reusing buffers; per-kernel medians.
   ProfileReport profile(const TensorMap& inputs, int iters = 20, int warmup = 2);
   // Median milliseconds of whole-program runs (buffers reused): what `lathe bench` reports.
+  // On a device backend the inputs are uploaded on the first run only and the results
+  // stay on the device except after the last run, so transfers are not timed.
   double time_ms(const TensorMap& inputs, int iters = 10, int warmup = 2);
 
   const MemoryPlan& memory_plan() const { return bound_.plan; }  // after the first run
@@ -63,6 +79,7 @@ class Executable {
   };
   void bind(const TensorMap& inputs, bool fresh_outputs);
   void launch_all(std::vector<double>* kernel_ms, std::vector<TraceEvent>* events, double t_origin_us);
+  void use_device_times(std::vector<double>& kernel_ms, std::vector<TraceEvent>* events, double t_origin_us);
   TensorMap collect(const TensorMap& inputs, TensorMap* updated, bool clone);
 
   Program program_;

@@ -1,6 +1,8 @@
 // cuda_gpu_test.cpp — differential tests of the cuda backend against the interpreter: every
 // graph of zoo.h runs on the GPU with seeded random inputs and must match. Skips itself
-// where there is no CUDA device (the normal test run); tests/gpu/run.sh runs it on a GPU.
+// where there is no CUDA device. tests/gpu/run.sh runs it on a GPU; the normal test run runs
+// it against the fake driver with LATHE_CUDA_LOAD_SOURCE=1, which compiles the rendered
+// CUDA C for the CPU and runs it one thread per CUDA thread (tests/cuda/fake_driver).
 #include <gtest/gtest.h>
 
 #include "../backends/diff_util.h"
@@ -11,10 +13,26 @@
 namespace lathe {
 namespace {
 
-void run_all(const std::vector<cuda_test::Named>& graphs) {
+// loosen: the tolerance factor (deep graphs sum in another order than the interpreter,
+// which sums in double: the GPT-2 block's outputs reach ~30, so f32 rounding adds up).
+void run_all(const std::vector<cuda_test::Named>& graphs, double loosen = 1) {
   if (std::string why = cuda::availability(); !why.empty()) GTEST_SKIP() << why;
   test::DiffBatch batch("cuda");
-  for (auto& [name, g] : graphs) batch.add(name, g);
+  for (auto& [name, g] : graphs) {
+    Bindings dims;  // symbolic dims (the samples' batch "B") get a small odd size
+    for (NodeRef in : g.inputs)
+      for (auto& d : in->shape)
+        if (!d.is_const() && d.expr()->kind == SymKind::Var) dims[d.expr()->name] = 3;
+    // The GPT-2 block on unscaled N(0,1) weights reaches |y| ~ 8000 through sums that
+    // cancel, so any other f32 summation order differs by ~1e-4 of the row's magnitude:
+    // feed it weights of a realistic scale (x 0.1) instead.
+    TensorMap in = random_inputs(g, 7, dims);
+    if (name.find("gpt2") != std::string::npos)
+      for (auto& [n, t] : in)
+        if (t.dtype() == DType::F32)
+          for (int64_t i = 0; i < t.numel(); ++i) static_cast<float*>(t.data())[i] *= 0.1f;
+    batch.add(name, g, std::move(in), loosen);
+  }
   EXPECT_EQ(batch.run(), 0);
 }
 

@@ -78,10 +78,17 @@ TEST(CudaRender, SamplesAndTestGraphsCompileWithNvrtc) {
 TEST(CudaRender, WholeProgramThroughTheBackendCompiles) {
   Backend& be = get_backend("cuda");
   Program p = build_program(build_sample("03-softmax"));
-  auto cp = be.compile(p);
+  CompileOptions fresh;
+  fresh.use_cache = false;
+  auto cp = be.compile(p, fresh);
   ASSERT_TRUE(cp);
   EXPECT_NE(cp->full_source().find("extern \"C\" __global__"), std::string::npos);
   EXPECT_NE(cp->command.find("--gpu-architecture=sm_"), std::string::npos);
+  be.compile(p);  // fills the kernel cache
+  auto cached = be.compile(p);
+  EXPECT_TRUE(cached->from_cache) << cached->command;
+  EXPECT_EQ(cached->compile_ms, 0);
+  EXPECT_EQ(cached->source(0), cp->source(0));
   EXPECT_NE(cp->assembly(0).find(".entry"), std::string::npos);  // PTX of kernel 0
   EXPECT_EQ(be.render(p, 0), cp->source(0));
 }

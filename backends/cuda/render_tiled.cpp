@@ -1,0 +1,230 @@
+// render_tiled.cpp — contractions (matmul, batched matmul, convolution as implicit GEMM)
+// rendered as shared-memory tiled kernels (see CudaEmitter::emit_tiled in emitter.h).
+//
+// Recognized shape of the loop IR (what lower_kernel gives a matmul-like reduce kernel):
+//     for o1 { … for on {                   output loops (a perfect nest, Lets between)
+//       let acc = 0
+//       for r1 { … for rm {                  reduction loops of acc only
+//         acc = acc + (EA * EB) } }
+//       <epilogue: Lets, Stores that read acc> } }
+// The output vars EA reads but EB does not form the M group, those EB reads but EA does
+// not the N group, the rest the batch; the reduction vars form K. Each group is flattened
+// (row-major over its loops), so a convolution's (n, oh, ow) becomes M and its (c, kh, kw)
+// becomes K: EA then gathers the im2col tile straight from the input view (padding masks
+// included), and nothing is materialized.
+//
+// The kernel: one block of 256 threads per BM×BN output tile (grid-stride over batch ×
+// tiles); K advances in steps of 16, each step staging EA[BM×16] and EB[16×BN] in shared
+// memory (in float, with out-of-range elements as 0) and accumulating a TM×TN register
+// tile per thread (BM = 16·TM, BN = 16·TN). The epilogue runs the kernel's own statements
+// per output element with acc taken from the registers.
+#include <algorithm>
+#include <functional>
+#include <map>
+#include <set>
+
+#include "backends/cuda/emitter.h"
+#include "core/ir/diag.h"
+#include "core/loop/cost.h"
+
+namespace lathe::cuda {
+
+using loop::ExprKind;
+using loop::ExprRef;
+using loop::Stmt;
+using loop::StmtKind;
+
+namespace {
+
+void collect_vars(const ExprRef& e, std::set<std::string>& out) {
+  if (e->kind == ExprKind::Var) out.insert(e->name);
+  for (auto& a : e->args) collect_vars(a, out);
+}
+
+// Element stride of the first load in `e` as `v` moves by one (dims and other vars at
+// typical values); -1 when it cannot be evaluated.
+int64_t expr_stride(const ExprRef& e, const std::string& v, const loop::LoopFunc& f) {
+  const loop::Expr* ld = nullptr;
+  std::function<void(const ExprRef&)> find = [&](const ExprRef& x) {
+    if (ld) return;
+    if (x->kind == ExprKind::Load) { ld = x.get(); return; }
+    for (auto& a : x->args) find(a);
+  };
+  find(e);
+  if (!ld) return -1;
+  std::set<std::string> vars;
+  collect_vars(ld->args[0], vars);
+  std::map<std::string, int64_t, std::less<>> env;
+  for (auto& x : vars) env[x] = 3;
+  for (auto& d : f.dims) env[d] = 4096;
+  int64_t a = 0, b = 0;
+  env[v] = 1;
+  if (!loop::eval_index(ld->args[0], env, a)) return -1;
+  env[v] = 2;
+  if (!loop::eval_index(ld->args[0], env, b)) return -1;
+  return std::abs(b - a);
+}
+
+struct Group {
+  std::vector<const Stmt*> loops;  // outer to inner
+  ExprRef size() const {
+    ExprRef n = loop::const_int(1);
+    for (const Stmt* l : loops) n = loop::mul(n, l->extent);
+    return n;
+  }
+};
+
+}  // namespace
+
+bool CudaEmitter::emit_tiled(const std::vector<const Stmt*>& chain, const std::vector<Stmt>& prefix, LaunchShape& L) {
+  // ---- recognize ----
+  const std::vector<Stmt>& inner = chain.back()->body;
+  if (inner.size() < 3 || inner[0].kind != StmtKind::Let || inner[1].kind != StmtKind::For) return false;
+  const Stmt& init = inner[0];
+  const Stmt& red = inner[1];
+  if (init.dtype != DType::F32 || red.reduces != std::vector<std::string>{init.var} || red.reduce_op != ReduceOp::Add) return false;
+  if (!loop::is_const(init.value) || init.value->f != 0) return false;
+  std::vector<const Stmt*> rloops;
+  for (const Stmt* l = &red;;) {
+    rloops.push_back(l);
+    if (l->body.size() == 1 && l->body[0].kind == StmtKind::For) {
+      l = &l->body[0];
+      if (l->reduces != red.reduces) return false;
+      continue;
+    }
+    break;
+  }
+  const std::vector<Stmt>& rbody = rloops.back()->body;
+  if (rbody.size() != 1 || rbody[0].kind != StmtKind::Assign || rbody[0].var != init.var) return false;
+  const ExprRef& upd = rbody[0].value;
+  if (upd->kind != ExprKind::Binary || upd->op != Op::Add || upd->args[0]->kind != ExprKind::Var ||
+      upd->args[0]->name != init.var)
+    return false;
+  const ExprRef& prod = upd->args[1];
+  if (prod->kind != ExprKind::Binary || prod->op != Op::Mul || prod->dtype != DType::F32) return false;
+  for (size_t i = 2; i < inner.size(); ++i)
+    if (inner[i].kind == StmtKind::For) return false;
+  for (const Stmt* l : chain)
+    if (l->annot.parallel || l->annot.unroll || l->annot.vectorize) {
+      if (l != chain.front() || !l->annot.parallel) return false;  // hand-scheduled: keep it
+    }
+
+  std::set<std::string> ovars, rvars, dims(f_.dims.begin(), f_.dims.end());
+  for (const Stmt* l : chain) ovars.insert(l->var);
+  for (const Stmt* l : rloops) rvars.insert(l->var);
+  std::set<std::string> va, vb;
+  collect_vars(prod->args[0], va);
+  collect_vars(prod->args[1], vb);
+  for (const auto* s : {&va, &vb})
+    for (auto& v : *s)
+      if (!ovars.count(v) && !rvars.count(v) && !dims.count(v)) return false;  // reads a Let
+  Group M, N, B, K;
+  for (const Stmt* l : chain) {
+    bool a = va.count(l->var), b = vb.count(l->var);
+    (a && !b ? M : !a && b ? N : B).loops.push_back(l);
+  }
+  K.loops = rloops;
+  if (M.loops.empty() || N.loops.empty()) return false;
+
+  // ---- tile shape ----
+  int TM = 4, TN = 4;
+  {
+    std::map<std::string, int64_t, std::less<>> env;
+    for (auto& d : f_.dims) env[d] = 256;
+    int64_t m = 0, n = 0, b = 0;
+    if (loop::eval_index(M.size(), env, m) && loop::eval_index(N.size(), env, n) && loop::eval_index(B.size(), env, b) &&
+        m >= 128 && n >= 128 && (m / 128) * (n / 128) * b >= 2 * 132)
+      TM = TN = 8;
+  }
+  const int BM = 16 * TM, BN = 16 * TN, BK = 16;
+
+  // which operand index runs fastest for coalesced tile loads
+  const std::string& m_in = M.loops.back()->var;
+  const std::string& n_in = N.loops.back()->var;
+  const std::string& k_in = K.loops.back()->var;
+  bool a_k_fast = expr_stride(prod->args[0], k_in, f_) == 1 && expr_stride(prod->args[0], m_in, f_) != 1;
+  bool b_k_fast = expr_stride(prod->args[1], k_in, f_) == 1 && expr_stride(prod->args[1], n_in, f_) != 1;
+
+  // ---- emit ----
+  auto decode = [&](const Group& g, const std::string& flat, int depth) {
+    ExprRef rest = loop::var(flat);
+    for (size_t k = g.loops.size(); k-- > 0;) {
+      ExprRef v = k == 0 ? rest : loop::binary(Op::Mod, rest, g.loops[k]->extent);
+      out_ << pad(depth) << "const long long " << g.loops[k]->var << " = " << expr(v) << ";\n";
+      if (k > 0) rest = loop::binary(Op::IDiv, rest, g.loops[k]->extent);
+    }
+  };
+  for (const Stmt& s : prefix) emit_stmt(s, 1);
+  out_ << "  const long long lathe_M = " << expr(M.size()) << ", lathe_N = " << expr(N.size())
+       << ", lathe_K = " << expr(K.size()) << ", lathe_B = " << expr(B.size()) << ";\n";
+  out_ << "  const long long lathe_tm = (lathe_M + " << BM - 1 << ") / " << BM << ", lathe_tn = (lathe_N + " << BN - 1
+       << ") / " << BN << ";\n";
+  out_ << "  __shared__ __align__(16) float lathe_As[" << BK << "][" << BM + 4 << "];  // [k][m]\n";
+  out_ << "  __shared__ __align__(16) float lathe_Bs[" << BK << "][" << BN + 4 << "];  // [k][n]\n";
+  out_ << "  const int lathe_tx = threadIdx.x % 16, lathe_ty = threadIdx.x / 16;\n";
+  out_ << "  for (long long lathe_tile = blockIdx.x; lathe_tile < lathe_B * lathe_tm * lathe_tn; lathe_tile += gridDim.x) {\n";
+  out_ << "    const long long lathe_n0 = (lathe_tile % lathe_tn) * " << BN << ";\n";
+  out_ << "    const long long lathe_m0 = ((lathe_tile / lathe_tn) % lathe_tm) * " << BM << ";\n";
+  if (!B.loops.empty()) out_ << "    const long long lathe_b = lathe_tile / (lathe_tn * lathe_tm);\n";
+  out_ << "    float lathe_acc[" << TM << "][" << TN << "];\n";
+  out_ << "    #pragma unroll\n    for (int lathe_i = 0; lathe_i < " << TM << "; ++lathe_i)\n      #pragma unroll\n      for (int lathe_j = 0; lathe_j < " << TN
+       << "; ++lathe_j) lathe_acc[lathe_i][lathe_j] = 0.0f;\n";
+  out_ << "    for (long long lathe_k0 = 0; lathe_k0 < lathe_K; lathe_k0 += " << BK << ") {\n";
+  auto stage = [&](const char* tile, const Group& G, bool is_a, int W, bool k_fast, const ExprRef& val, const char* what) {
+    out_ << "      for (int lathe_e = threadIdx.x; lathe_e < " << W * BK << "; lathe_e += 256) {  // " << what << "\n";
+    if (k_fast)
+      out_ << "        const int lathe_kk = lathe_e % " << BK << ", lathe_xx = lathe_e / " << BK << ";\n";
+    else
+      out_ << "        const int lathe_xx = lathe_e % " << W << ", lathe_kk = lathe_e / " << W << ";\n";
+    std::string x0 = is_a ? "lathe_m0" : "lathe_n0";
+    std::string X = is_a ? "lathe_M" : "lathe_N";
+    out_ << "        const long long lathe_x = " << x0 << " + lathe_xx, lathe_k = lathe_k0 + lathe_kk;\n";
+    out_ << "        float lathe_v = 0.0f;\n";
+    out_ << "        if (lathe_x < " << X << " && lathe_k < lathe_K) {\n";
+    decode(B, "lathe_b", 5);
+    decode(G, "lathe_x", 5);
+    decode(K, "lathe_k", 5);
+    out_ << "          lathe_v = " << expr(val) << ";\n";
+    out_ << "        }\n";
+    out_ << "        " << tile << "[lathe_kk][lathe_xx] = lathe_v;\n";
+    out_ << "      }\n";
+  };
+  stage("lathe_As", M, true, BM, a_k_fast, prod->args[0], "A tile (M x K)");
+  stage("lathe_Bs", N, false, BN, b_k_fast, prod->args[1], "B tile (K x N)");
+  out_ << "      __syncthreads();\n";
+  out_ << "      #pragma unroll\n      for (int lathe_q = 0; lathe_q < " << BK << "; ++lathe_q) {\n";
+  out_ << "        float lathe_a[" << TM << "], lathe_bv[" << TN << "];\n";
+  for (int i = 0; i < TM; i += 4)
+    out_ << "        *(float4*)&lathe_a[" << i << "] = *(const float4*)&lathe_As[lathe_q][lathe_ty * " << TM << " + " << i << "];\n";
+  for (int j = 0; j < TN; j += 4)
+    out_ << "        *(float4*)&lathe_bv[" << j << "] = *(const float4*)&lathe_Bs[lathe_q][lathe_tx * " << TN << " + " << j << "];\n";
+  out_ << "        #pragma unroll\n        for (int lathe_i = 0; lathe_i < " << TM << "; ++lathe_i)\n          #pragma unroll\n          for (int lathe_j = 0; lathe_j < "
+       << TN << "; ++lathe_j) lathe_acc[lathe_i][lathe_j] = fmaf(lathe_a[lathe_i], lathe_bv[lathe_j], lathe_acc[lathe_i][lathe_j]);\n";
+  out_ << "      }\n";
+  out_ << "      __syncthreads();\n";
+  out_ << "    }\n";
+  // epilogue, per output element of the thread's register tile
+  out_ << "    #pragma unroll\n    for (int lathe_i = 0; lathe_i < " << TM << "; ++lathe_i)\n      #pragma unroll\n      for (int lathe_j = 0; lathe_j < " << TN
+       << "; ++lathe_j) {\n";
+  out_ << "        const long long lathe_m = lathe_m0 + lathe_ty * " << TM << " + lathe_i, lathe_n = lathe_n0 + lathe_tx * " << TN
+       << " + lathe_j;\n";
+  out_ << "        if (lathe_m >= lathe_M || lathe_n >= lathe_N) continue;\n";
+  decode(B, "lathe_b", 4);
+  decode(M, "lathe_m", 4);
+  decode(N, "lathe_n", 4);
+  emit_chain_lets(chain, 4);
+  out_ << "        float " << init.var << " = lathe_acc[lathe_i][lathe_j];\n";
+  std::vector<Stmt> epilogue(inner.begin() + 2, inner.end());
+  emit_block(epilogue, 4);
+  out_ << "      }\n";
+  out_ << "  }\n";
+  L.work = loop::mul(B.size(), loop::mul(loop::binary(Op::IDiv, loop::add(M.size(), loop::const_int(BM - 1)), loop::const_int(BM)),
+                                         loop::binary(Op::IDiv, loop::add(N.size(), loop::const_int(BN - 1)), loop::const_int(BN))));
+  L.per_block = true;
+  L.block = 256;
+  L.tiled = std::to_string(BM) + "x" + std::to_string(BN) + " tiles, K step " + std::to_string(BK) + ", " +
+            std::to_string(TM) + "x" + std::to_string(TN) + " per thread";
+  return true;
+}
+
+}  // namespace lathe::cuda
