@@ -89,7 +89,9 @@ bool debug_on() {
 // host's memory plan (device = arena + the same offset), so buffer reuse carries over.
 struct Mirror {
   CUdeviceptr ptr = 0;
-  size_t bytes = 0;
+  size_t bytes = 0;         // allocated
+  size_t cur_bytes = 0;     // the host buffer's size in the current run (≤ bytes: a host
+                            // address can come back holding a smaller tensor)
   bool written = false;     // the device copy was produced by a kernel (newer than the host's)
   bool uploaded = false;    // copied in during the current run
   bool used = false;        // touched during the current run (stale mirrors are freed)
@@ -192,8 +194,8 @@ class CudaProgram : public CompiledProgram {
     for (auto it = mirrors_.begin(); it != mirrors_.end();) {
       Mirror& m = it->second;
       if (download && m.dirty && m.kind != BufferKind::Intermediate) {
-        check(d.MemcpyDtoH(const_cast<std::byte*>(it->first), m.ptr, m.bytes), "cuMemcpyDtoH");
-        if (debug_on()) std::fprintf(stderr, "cuda: download %zu bytes to %p\n", m.bytes, static_cast<const void*>(it->first));
+        check(d.MemcpyDtoH(const_cast<std::byte*>(it->first), m.ptr, m.cur_bytes), "cuMemcpyDtoH");
+        if (debug_on()) std::fprintf(stderr, "cuda: download %zu bytes to %p\n", m.cur_bytes, static_cast<const void*>(it->first));
       }
       if (!m.used) {  // a host buffer of an earlier run (fresh outputs each run): free it
         check(d.MemFree(m.ptr), "cuMemFree");
@@ -230,8 +232,10 @@ class CudaProgram : public CompiledProgram {
         continue;
       }
       Mirror& m = mirrors_[host];
+      if (!m.used) m.cur_bytes = 0;  // first use in this run
       m.used = true;
       m.kind = kind;
+      m.cur_bytes = std::max(m.cur_bytes, bytes);
       if (m.bytes < bytes) {
         if (m.ptr) check(d.MemFree(m.ptr), "cuMemFree");
         m.ptr = 0;

@@ -52,7 +52,10 @@ class Executable {
   const Program& program() const { return program_; }
   Program& program() { return program_; }   // schedule edits; then set_launcher(recompiled)
   const std::string& backend() const { return backend_; }
-  void set_launcher(std::shared_ptr<KernelLauncher> l) { launcher_ = std::move(l); }
+  void set_launcher(std::shared_ptr<KernelLauncher> l) {
+    launcher_ = std::move(l);
+    bound_.valid = false;  // the new launcher learns the arena (bind_arena) on the next run
+  }
 
   // Runs once; returns fresh output tensors (keyed by output name). Assign results also go
   // to *updated, keyed by the target input's name.
