@@ -212,12 +212,7 @@ bool mentions(const ExprRef& e, const std::string& v) {
   return false;
 }
 
-ExprRef substitute(const ExprRef& e, const std::string& v, const ExprRef& with) {
-  if (!e) return e;
-  if (e->kind == ExprKind::Var) return e->name == v ? with : e;
-  if (!mentions(e, v)) return e;
-  std::vector<ExprRef> args;
-  for (auto& a : e->args) args.push_back(substitute(a, v, with));
+ExprRef with_args(const ExprRef& e, std::vector<ExprRef> args) {
   switch (e->kind) {
     case ExprKind::Load: return load(e->buffer, e->dtype, args[0], args.size() > 1 ? args[1] : nullptr, e->lanes);
     case ExprKind::LocalLoad: return local_load(e->name, e->dtype, args[0], e->lanes);
@@ -228,6 +223,15 @@ ExprRef substitute(const ExprRef& e, const std::string& v, const ExprRef& with) 
     case ExprKind::Broadcast: return broadcast(args[0], e->lanes);
     default: return e;
   }
+}
+
+ExprRef substitute(const ExprRef& e, const std::string& v, const ExprRef& with) {
+  if (!e) return e;
+  if (e->kind == ExprKind::Var) return e->name == v ? with : e;
+  if (!mentions(e, v)) return e;
+  std::vector<ExprRef> args;
+  for (auto& a : e->args) args.push_back(substitute(a, v, with));
+  return with_args(e, std::move(args));
 }
 
 std::string expr_key(const ExprRef& e) {

@@ -83,6 +83,8 @@ bool is_const(const ExprRef& e, int64_t v);
 bool is_const(const ExprRef& e);
 bool mentions(const ExprRef& e, const std::string& var_name);
 ExprRef substitute(const ExprRef& e, const std::string& var_name, const ExprRef& with);
+// The same kind of expression as e over new operands (simplifying, like the builders).
+ExprRef with_args(const ExprRef& e, std::vector<ExprRef> args);
 std::string expr_key(const ExprRef& e);  // structural key (for CSE)
 
 // ---- statements -------------------------------------------------------------------------

@@ -78,19 +78,6 @@ bool affine(const ExprRef& e, const std::set<std::string>& vars, std::map<std::s
   return false;
 }
 
-ExprRef rebuild(const ExprRef& e, std::vector<ExprRef> args) {
-  switch (e->kind) {
-    case ExprKind::Load: return load(e->buffer, e->dtype, args[0], args.size() > 1 ? args[1] : nullptr, e->lanes);
-    case ExprKind::LocalLoad: return local_load(e->name, e->dtype, args[0], e->lanes);
-    case ExprKind::Unary: return unary(e->op, args[0]);
-    case ExprKind::Binary: return binary(e->op, args[0], args[1]);
-    case ExprKind::Select: return select(args[0], args[1], args[2]);
-    case ExprKind::Cast: return cast(args[0], e->dtype);
-    case ExprKind::Broadcast: return broadcast(args[0], e->lanes);
-    default: return e;
-  }
-}
-
 class Cacher {
  public:
   // `outer`: the loops around the cached body (the cache loop and its ancestors).
@@ -195,7 +182,7 @@ class Cacher {
       auto [g, local] = access(e->args[0], e->args.size() > 1 ? e->args[1] : nullptr, levels, lets, guards, false);
       return local_load(groups_[g].name, e->dtype, local);
     }
-    return changed ? rebuild(e, std::move(args)) : e;
+    return changed ? with_args(e, std::move(args)) : e;
   }
 
   ExprRef expand(const ExprRef& e, const std::map<std::string, ExprRef>& lets) const {
@@ -388,7 +375,7 @@ std::string cache(LoopFunc& f, std::string loop, std::string buffer) {
       std::vector<ExprRef> args;
       for (auto& a : e->args) args.push_back(ren(a));
       if (e->kind == ExprKind::LocalLoad && e->name == old) return local_load(final_name, e->dtype, args[0], e->lanes);
-      return rebuild(e, std::move(args));
+      return with_args(e, std::move(args));
     };
     walk(nest, [&](Stmt& s) {
       if (s.kind == StmtKind::LocalStore && s.var == old) s.var = final_name;
