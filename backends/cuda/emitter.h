@@ -42,6 +42,9 @@ class CudaEmitter {
                       int depth, const std::string& counter);
   void emit_chain_lets(const std::vector<const loop::Stmt*>& chain, int depth);
   void emit_coop_block(const std::vector<loop::Stmt>& body, int depth);
+  // render.cpp: which buffers of a block-per-row region to keep in registers (row_cache_)
+  void plan_row_cache(const std::vector<loop::Stmt>& body, int block);
+  void emit_row_cache_fill(const loop::Stmt& loop, int depth);
   // render_tiled.cpp: a contraction as a shared-memory tiled kernel; false (nothing
   // emitted) when the nest is not one.
   bool emit_tiled(const std::vector<const loop::Stmt*>& chain, const std::vector<loop::Stmt>& prefix, LaunchShape& L);
@@ -54,6 +57,21 @@ class CudaEmitter {
   std::string raw_acc_;                                 // accumulator read unrounded (its own combine)
   std::map<std::string, DType> coop_accs_;              // accumulators reduced across the block
   bool coop_ = false;                                   // inside a block-cooperative region
+
+  // A row of a buffer that several loops of a block-per-row region touch at the same
+  // elements (softmax reads x twice and its output twice): each thread keeps its
+  // elements in a register array, so the row crosses global memory once each way.
+  struct RowCache {
+    std::string name;                              // lathe_row<param>
+    std::set<const loop::Stmt*> loops;             // region loops that touch the row
+    std::map<const loop::Stmt*, loop::ExprRef> fill;  // loops that load it: one of their loads
+    const loop::Stmt* last_store = nullptr;        // the loop whose stores reach global memory
+    bool valid = false;                            // holds the row (a loop before loaded/stored it)
+  };
+  std::map<int, RowCache> row_cache_;                   // by buffer param
+  const loop::Stmt* row_loop_ = nullptr;                // the region loop being emitted
+  int64_t row_n_ = 0, row_iters_ = 0;                   // its flat extent; iterations per thread
+  int row_block_ = 0;                                   // the block size the region assumes
 };
 
 }  // namespace lathe::cuda

@@ -5,6 +5,8 @@
 // [SECTION] render(): the kernel function
 #include <algorithm>
 #include <cstdlib>
+#include <functional>
+#include <optional>
 
 #include "backends/cuda/emitter.h"
 #include "core/ir/diag.h"
@@ -132,7 +134,144 @@ int64_t const_extent_product(const std::vector<Stmt>& body) {  // -1: symbolic s
   return best;
 }
 
+// ---- [SECTION] row cache: a row kept in registers across a region's loops ------------
+
+// A region loop flattened the way emit_flat_loop runs it: its constant extent (-1 when
+// symbolic), its variables as functions of one canonical counter (so two loops' index
+// expressions can be compared), and the names its body defines (an index that uses one
+// is not comparable across loops).
+struct FlatLoop {
+  int64_t n = -1;
+  std::map<std::string, ExprRef> canon;
+  std::set<std::string> locals;
+};
+
+FlatLoop flat_of(const Stmt& s) {
+  FlatLoop r;
+  std::vector<const Stmt*> chain = nest_chain(&s, !s.reduces.empty());
+  int64_t n = 1;
+  for (const Stmt* l : chain) {
+    if (!loop::is_const(l->extent)) return r;
+    n *= l->extent->i;
+  }
+  ExprRef rest = loop::var("lathe_c");
+  for (size_t k = chain.size(); k-- > 0;) {
+    r.canon[chain[k]->var] = k == 0 ? rest : loop::binary(Op::Mod, rest, chain[k]->extent);
+    if (k > 0) rest = loop::binary(Op::IDiv, rest, chain[k]->extent);
+  }
+  r.n = n;
+  loop::walk(s.body, [&](const Stmt& x) {
+    if (x.kind == StmtKind::Let || x.kind == StmtKind::Alloc) r.locals.insert(x.var);
+    return true;
+  });
+  return r;
+}
+
+// "index|mask|" in the canonical counter; nullopt when it uses a name local to the loop.
+std::optional<std::string> access_key(const ExprRef& index, const ExprRef& mask, const FlatLoop& fl) {
+  std::string key;
+  for (ExprRef e : {index, mask}) {
+    if (e) {
+      for (const auto& [v, c] : fl.canon) e = loop::substitute(e, v, c);
+      bool local = false;
+      std::function<void(const ExprRef&)> scan = [&](const ExprRef& x) {
+        if (x->kind == loop::ExprKind::Var && fl.locals.count(x->name)) local = true;
+        for (const ExprRef& a : x->args)
+          if (a) scan(a);
+      };
+      scan(e);
+      if (local) return std::nullopt;
+      key += loop::print_expr(e);
+    }
+    key += "|";
+  }
+  return key;
+}
+
+void each_load(const ExprRef& e, const std::function<void(const ExprRef&)>& fn) {
+  if (!e) return;
+  if (e->kind == loop::ExprKind::Load) fn(e);
+  for (const ExprRef& a : e->args) each_load(a, fn);
+}
+
 }  // namespace
+
+// Which buffers of a block-per-row region to keep in registers. A buffer qualifies when
+// at least two of the region's loops touch it, every access (load or store) is at the
+// same element of the canonical counter, all those loops have the same constant extent,
+// and nothing outside the loops touches it. Each thread then owns the same elements in
+// every loop (counter = threadIdx.x + j * block), so the row needs no synchronization:
+// a thread reads back only what it wrote. Stores reach global memory in the last loop
+// that stores, which by the same-element rule overwrites every element stored before.
+void CudaEmitter::plan_row_cache(const std::vector<Stmt>& body, int block) {
+  row_cache_.clear();
+  row_n_ = row_iters_ = 0;
+  row_block_ = block;
+  struct Use {
+    std::string key;
+    bool bad = false;
+    RowCache rc;
+  };
+  std::map<int, Use> uses;
+  int64_t n0 = -1;
+  for (const Stmt& s : body) {
+    if (s.kind != StmtKind::For) {  // region-level statements: uniform values, thread-0 stores
+      for (const ExprRef* e : {&s.value, &s.index, &s.cond}) each_load(*e, [&](const ExprRef& x) { uses[x->buffer].bad = true; });
+      if (s.kind == StmtKind::Store) uses[s.buffer].bad = true;
+      continue;
+    }
+    FlatLoop fl = flat_of(s);
+    if (n0 < 0) n0 = fl.n;
+    bool same = fl.n > 0 && fl.n == n0;
+    auto note = [&](int buffer, const ExprRef& index, const ExprRef& mask) {
+      Use& u = uses[buffer];
+      std::optional<std::string> k = same ? access_key(index, mask, fl) : std::nullopt;
+      if (!k || (!u.key.empty() && u.key != *k)) {
+        u.bad = true;
+        return;
+      }
+      u.key = *k;
+      u.rc.loops.insert(&s);
+    };
+    loop::walk_exprs(s.body, [&](const ExprRef& e) {
+      each_load(e, [&](const ExprRef& x) {
+        note(x->buffer, x->args[0], x->args.size() > 1 ? x->args[1] : nullptr);
+        uses[x->buffer].rc.fill.emplace(&s, x);
+      });
+    });
+    loop::walk(s.body, [&](const Stmt& x) {
+      if (x.kind == StmtKind::Store) {
+        note(x.buffer, x.index, nullptr);
+        uses[x.buffer].rc.last_store = &s;
+      }
+      return true;
+    });
+  }
+  if (n0 <= 0 || block <= 0) return;
+  int64_t iters = (n0 + block - 1) / block;
+  if (iters > 32) return;  // registers: at most 32 elements of each cached row per thread
+  for (auto& [b, u] : uses) {
+    if (u.bad || u.rc.loops.size() < 2) continue;
+    u.rc.name = "lathe_row" + std::to_string(b);
+    row_cache_[b] = u.rc;
+  }
+  row_n_ = n0;
+  row_iters_ = iters;
+}
+
+// At the top of a region loop's body: the elements of the rows it loads and that no
+// earlier loop brought in, from global memory into the thread's registers.
+void CudaEmitter::emit_row_cache_fill(const Stmt& loop, int depth) {
+  for (auto& [b, rc] : row_cache_) {
+    auto it = rc.fill.find(&loop);
+    if (rc.valid || it == rc.fill.end()) continue;
+    const ExprRef& ld = it->second;
+    const auto& p = f_.buffers.at(b);
+    out_ << pad(depth);
+    if (ld->args.size() > 1 && ld->args[1]) out_ << "if (" << expr(ld->args[1]) << ") ";
+    out_ << rc.name << "[lathe_j] = " << p.name << "[" << expr(ld->args[0]) << "];\n";
+  }
+}
 
 std::string LaunchShape::describe() const {
   std::string w = work ? loop::print_expr(work) : "1";
@@ -168,16 +307,30 @@ void CudaEmitter::emit_flat_loop(const std::vector<const Stmt*>& chain, const st
   for (const Stmt* l : chain) n = loop::mul(n, l->extent);
   std::string notes;
   for (const Stmt* l : chain) notes += (notes.empty() ? "" : ", ") + l->var + (l->note.empty() ? "" : ": " + l->note);
-  out_ << pad(depth) << "for (long long " << counter << " = " << start << "; " << counter << " < " << expr(n) << "; "
-       << counter << " += " << step << ") {  // " << notes << "\n";
+  int d = depth + 1;
+  if (row_loop_) {
+    // the row cache's form: iteration j of every region loop is the same element, held in
+    // register j of the rows' arrays (unrolled, so the arrays stay in registers)
+    out_ << pad(depth) << "#pragma unroll\n";
+    out_ << pad(depth) << "for (int lathe_j = 0; lathe_j < " << row_iters_ << "; ++lathe_j) {  // " << notes
+         << " (row in registers)\n";
+    out_ << pad(d) << "const long long " << counter << " = threadIdx.x + lathe_j * " << row_block_ << "LL;\n";
+    if (row_n_ % row_block_ != 0) out_ << pad(d++) << "if (" << counter << " < " << row_n_ << "LL) {\n";
+  } else {
+    out_ << pad(depth) << "for (long long " << counter << " = " << start << "; " << counter << " < " << expr(n) << "; "
+         << counter << " += " << step << ") {  // " << notes << "\n";
+  }
   ExprRef rest = loop::var(counter);
   for (size_t k = chain.size(); k-- > 0;) {
     ExprRef v = k == 0 ? rest : loop::binary(Op::Mod, rest, chain[k]->extent);
-    out_ << pad(depth + 1) << "const long long " << chain[k]->var << " = " << expr(v) << ";\n";
+    // (in the row form, loads of cached rows no longer use the loop's variables)
+    out_ << pad(d) << (row_loop_ ? "[[maybe_unused]] " : "") << "const long long " << chain[k]->var << " = " << expr(v) << ";\n";
     if (k > 0) rest = loop::binary(Op::IDiv, rest, chain[k]->extent);
   }
-  emit_chain_lets(chain, depth + 1);
-  emit_block(chain.back()->body, depth + 1);
+  if (row_loop_) emit_row_cache_fill(*row_loop_, d);
+  emit_chain_lets(chain, d);
+  emit_block(chain.back()->body, d);
+  if (d > depth + 1) out_ << pad(depth + 1) << "}\n";
   out_ << pad(depth) << "}\n";
 }
 
@@ -193,6 +346,11 @@ void CudaEmitter::emit_chain_lets(const std::vector<const Stmt*>& chain, int dep
 // threads; stores of uniform values are done by thread 0.
 void CudaEmitter::emit_coop_block(const std::vector<Stmt>& body, int depth) {
   std::map<std::string, DType> lets;
+  for (auto& [b, rc] : row_cache_) {
+    rc.valid = false;
+    out_ << pad(depth) << storage_type(f_.buffers.at(b).dtype) << " " << rc.name << "[" << row_iters_ << "];  // "
+         << f_.buffers.at(b).name << "'s row, kept in registers\n";
+  }
   for (const Stmt& s : body) {
     if (s.kind == StmtKind::Let) lets[s.var] = s.dtype;
     if (s.kind == StmtKind::Store) {
@@ -207,7 +365,12 @@ void CudaEmitter::emit_coop_block(const std::vector<Stmt>& body, int depth) {
     bool red = !s.reduces.empty();
     std::vector<const Stmt*> chain = nest_chain(&s, red);
     coop_ = true;
+    for (auto& [b, rc] : row_cache_)
+      if (rc.loops.count(&s)) row_loop_ = &s;
     emit_flat_loop(chain, "threadIdx.x", "blockDim.x", depth, "lathe_" + chain[0]->var);
+    for (auto& [b, rc] : row_cache_)
+      if (rc.loops.count(&s)) rc.valid = true;
+    row_loop_ = nullptr;
     coop_ = false;
     if (red) {
       const std::string& acc = s.reduces[0];
@@ -237,6 +400,12 @@ void CudaEmitter::emit_stmt(const Stmt& s, int depth) {
       std::string v = expr(s.value);
       if (p.dtype == DType::F16) v = "__float2half_rn(" + v + ")";
       if (p.dtype == DType::BF16) v = "__float2bfloat16_rn(" + v + ")";
+      if (auto rc = row_loop_ ? row_cache_.find(s.buffer) : row_cache_.end();
+          rc != row_cache_.end() && rc->second.loops.count(row_loop_)) {
+        out_ << pad(depth) << rc->second.name << "[lathe_j] = " << v << ";\n";
+        if (rc->second.last_store != row_loop_) break;
+        v = rc->second.name + "[lathe_j]";
+      }
       out_ << pad(depth) << p.name << "[" << expr(s.index) << "] = " << v << ";\n";
       break;
     }
@@ -390,6 +559,8 @@ CudaKernel CudaEmitter::render(const RenderOptions& o) {
       L.block_reduce = true;
       int64_t w = const_extent_product(*inner);
       L.block = (w < 0 || w >= 4096) ? std::max(o.block, 256) : w >= 1024 ? 256 : w >= 256 ? 128 : 64;
+      if (w > 32 * L.block && w <= 32 * 1024) L.block = static_cast<int>((w / 32 + 31) / 32 * 32);  // rows up to 32 per thread
+      if (o.row_cache) plan_row_cache(*inner, L.block);
       emit_prefix();
       ExprRef n = work_of(chain);
       out_ << "  for (long long lathe_b = blockIdx.x; lathe_b < " << expr(n) << "; lathe_b += gridDim.x) {  // one block per row\n";
@@ -401,6 +572,7 @@ CudaKernel CudaEmitter::render(const RenderOptions& o) {
       }
       emit_chain_lets(chain, 2);
       emit_coop_block(*inner, 2);
+      row_cache_.clear();
       out_ << "  }\n";
       break;
     }
@@ -426,6 +598,7 @@ CudaKernel render_cuda_kernel(const loop::LoopFunc& f, const RenderOptions& o) {
   CudaEmitter em(f);
   RenderOptions ro = o;
   if (const char* e = std::getenv("LATHE_CUDA_TILED"); e && std::string(e) == "0") ro.tiled = false;  // A/B comparisons
+  if (const char* e = std::getenv("LATHE_CUDA_ROW_CACHE"); e && std::string(e) == "0") ro.row_cache = false;
   return em.render(ro);
 }
 

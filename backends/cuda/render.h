@@ -30,6 +30,7 @@ namespace lathe::cuda {
 struct RenderOptions {
   int block = 256;    // threads per block of the default (flattened) mapping
   bool tiled = true;  // contractions as shared-memory tiled kernels (render_tiled.cpp)
+  bool row_cache = true;  // block-per-row kernels keep rows read or written twice in registers
 };
 
 // How a rendered kernel is launched: grid = min(ceil(work / block), max_blocks) blocks of

@@ -212,6 +212,9 @@ std::string CudaEmitter::expr(const ExprRef& e) {
     case ExprKind::Load: {
       const auto& p = f_.buffers.at(e->buffer);
       std::string ref = p.name + "[" + expr(e->args[0]) + "]";
+      if (auto rc = row_loop_ ? row_cache_.find(e->buffer) : row_cache_.end();
+          rc != row_cache_.end() && rc->second.loops.count(row_loop_))
+        ref = rc->second.name + "[lathe_j]";  // the thread's element of a row in registers
       if (p.dtype == DType::F16) ref = "__half2float(" + ref + ")";
       if (p.dtype == DType::BF16) ref = "__bfloat162float(" + ref + ")";
       if (e->args.size() > 1 && e->args[1]) return "(" + expr(e->args[1]) + " ? " + ref + " : (" + compute_type(dt) + ")0)";

@@ -2,6 +2,8 @@
 #include "core/ir/symbolic.h"
 
 #include <cctype>
+#include <cstdint>
+#include <string>
 #include <functional>
 
 #include "core/ir/diag.h"
@@ -10,14 +12,37 @@ namespace lathe {
 
 namespace {
 
+// Shape arithmetic on constants is checked: a malformed model (or a typo in a script) can
+// ask for dims whose product does not fit in 64 bits, and that must be a user error, not
+// undefined behaviour that later wraps into a small, plausible size.
+[[noreturn]] void overflow(const char* op, int64_t a, int64_t b) {
+  std::string msg = "shape arithmetic overflows 64 bits: ";
+  msg += std::to_string(a);
+  msg += ' ';
+  msg += op;
+  msg += ' ';
+  msg += std::to_string(b);
+  throw UserError(msg);
+}
+int64_t add_i(int64_t a, int64_t b) {
+  int64_t r;
+  if (__builtin_add_overflow(a, b, &r)) overflow("+", a, b);
+  return r;
+}
+int64_t mul_i(int64_t a, int64_t b) {
+  int64_t r;
+  if (__builtin_mul_overflow(a, b, &r)) overflow("*", a, b);
+  return r;
+}
 int64_t floordiv_i(int64_t a, int64_t b) {
   if (b == 0) return 0;
+  if (b == -1 && a == INT64_MIN) overflow("/", a, b);
   int64_t q = a / b;
   if ((a % b != 0) && ((a < 0) != (b < 0))) --q;
   return q;
 }
 int64_t floormod_i(int64_t a, int64_t b) {
-  if (b == 0) return 0;
+  if (b == 0 || b == -1) return 0;
   int64_t m = a % b;
   if (m != 0 && ((m < 0) != (b < 0))) m += b;
   return m;
@@ -104,8 +129,8 @@ std::optional<int64_t> SymInt::eval(const Bindings& b) const {
   auto l = e.lhs.eval(b), r = e.rhs.eval(b);
   if (!l || !r) return std::nullopt;
   switch (e.kind) {
-    case SymKind::Add: return *l + *r;
-    case SymKind::Mul: return *l * *r;
+    case SymKind::Add: return add_i(*l, *r);
+    case SymKind::Mul: return mul_i(*l, *r);
     case SymKind::FloorDiv: return floordiv_i(*l, *r);
     case SymKind::Mod: return floormod_i(*l, *r);
     case SymKind::Max: return std::max(*l, *r);
@@ -134,24 +159,24 @@ bool operator==(const SymInt& a, const SymInt& b) {
 }
 
 SymInt operator+(const SymInt& a, const SymInt& b) {
-  if (a.is_const() && b.is_const()) return a.value() + b.value();
+  if (a.is_const() && b.is_const()) return add_i(a.value(), b.value());
   if (a.is_const() && a.value() == 0) return b;
   if (b.is_const() && b.value() == 0) return a;
   // (x + c1) + c2 -> x + (c1+c2)
   if (b.is_const() && a.expr()->kind == SymKind::Add && a.expr()->rhs.is_const())
-    return a.expr()->lhs + (a.expr()->rhs.value() + b.value());
+    return a.expr()->lhs + add_i(a.expr()->rhs.value(), b.value());
   if (a.is_const()) return b + a;
   return SymBuild::make(SymKind::Add, a, b);
 }
 
 SymInt operator-(const SymInt& a, const SymInt& b) {
   if (a == b) return 0;
-  if (b.is_const()) return a + SymInt(-b.value());
+  if (b.is_const()) return a + SymInt(mul_i(-1, b.value()));
   return a + SymInt(-1) * b;
 }
 
 SymInt operator*(const SymInt& a, const SymInt& b) {
-  if (a.is_const() && b.is_const()) return a.value() * b.value();
+  if (a.is_const() && b.is_const()) return mul_i(a.value(), b.value());
   if ((a.is_const() && a.value() == 0) || (b.is_const() && b.value() == 0)) return 0;
   if (a.is_const() && a.value() == 1) return b;
   if (b.is_const() && b.value() == 1) return a;
@@ -159,7 +184,7 @@ SymInt operator*(const SymInt& a, const SymInt& b) {
   const SymInt& c = a.is_const() ? a : b;
   const SymInt& x = a.is_const() ? b : a;
   if (c.is_const() && x.expr()->kind == SymKind::Mul && x.expr()->rhs.is_const())
-    return x.expr()->lhs * SymInt(x.expr()->rhs.value() * c.value());
+    return x.expr()->lhs * SymInt(mul_i(x.expr()->rhs.value(), c.value()));
   return SymBuild::make(SymKind::Mul, a, b);
 }
 

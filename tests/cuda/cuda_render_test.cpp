@@ -125,6 +125,28 @@ TEST(CudaGolden, RowSumUsesOneBlockPerRowAndABlockReduction) {
   expect_golden("row_sum_f32", cuda_test::one(prim::reduce(ReduceOp::Add, x, {1})));
 }
 
+// softmax: the row x is read by three loops and y written by two; each thread keeps its
+// elements of both in registers, so x is loaded once and y stored once (1000 is not a
+// multiple of the 128-thread block: the row loops are guarded)
+TEST(CudaGolden, SoftmaxKeepsItsRowInRegisters) {
+  Graph g = build_sample("03-softmax");
+  expect_golden("softmax_rows_f32", g);
+  Program p = build_program(g);
+  std::string src = get_backend("cuda").render(p, 0);
+  auto count = [&](const std::string& needle) {
+    size_t n = 0;
+    for (size_t at = src.find(needle); at != std::string::npos; at = src.find(needle, at + 1)) ++n;
+    return n;
+  };
+  EXPECT_EQ(count("= in0["), 1u) << src;   // one global load of x
+  EXPECT_EQ(count("out[("), 1u) << src;    // one global store of y
+  // and the switch turns it off, for A/B runs
+  setenv("LATHE_CUDA_ROW_CACHE", "0", 1);
+  std::string plain = get_backend("cuda").render(p, 0);
+  unsetenv("LATHE_CUDA_ROW_CACHE");
+  EXPECT_EQ(plain.find("lathe_row"), std::string::npos) << plain;
+}
+
 TEST(CudaGolden, HalfMathRoundsAfterEveryOp) {
   SymInt n = SymInt::var("N");
   NodeRef a = prim::input("a", DType::F16, {n});

@@ -18,6 +18,18 @@ TEST(Symbolic, CanonicalEquality) {
   EXPECT_EQ((b - 1).to_string(), "B-1");
 }
 
+// Found by the ONNX loader fuzzer: a Reshape whose dims multiply past 64 bits was
+// undefined behaviour (and could wrap into a small, plausible element count).
+TEST(Symbolic, ConstantOverflowIsAUserError) {
+  SymInt big(int64_t(1) << 40);
+  EXPECT_THROW(big * big, UserError);
+  EXPECT_THROW(SymInt(INT64_MAX) + SymInt(1), UserError);
+  EXPECT_THROW(SymInt::var("B") * big * big, UserError);  // folding (B*c1)*c2
+  EXPECT_THROW(SymInt(INT64_MIN) - SymInt(1), UserError);
+  EXPECT_THROW((SymInt::var("B") * big).eval({{"B", int64_t(1) << 30}}), UserError);
+  EXPECT_EQ((big * 2).value(), int64_t(1) << 41);
+}
+
 TEST(Symbolic, ParseEvalRoundTrip) {
   for (std::string s : {"B", "B*784", "(T+1)/2", "max(B,1)", "B-1", "B*T*12"}) {
     auto v = SymInt::parse(s);
