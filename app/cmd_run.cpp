@@ -2,7 +2,7 @@
 // seeded random data), runs it on a backend, prints each output with a NumPy-like preview
 // and optionally writes DIR/NAME.npy, a per-node profile and a Chrome trace.
 //
-//   lathe run FILE [--backend B] [--input NAME=PATH]… [--bind SYM=N]… [--output-dir DIR]
+//   lathe run FILE|--sample NAME [--backend B] [--input NAME=PATH]… [--bind SYM=N]… [--output-dir DIR]
 //                  [--seed N] [--profile] [--trace OUT.json]
 //
 // Backends come from the registry (backends/backend.h); the default is default_backend()
@@ -26,6 +26,7 @@
 #include "backends/backend.h"
 #include "core/interp/interp.h"
 #include "core/ir/diag.h"
+#include "core/frontend/samples.h"
 #include "core/ir/loader.h"
 #include "core/runtime/npy.h"
 #include "core/runtime/random.h"
@@ -204,7 +205,7 @@ void write_trace(const std::string& path, const std::vector<NodeTiming>& timings
 
 // ---- the command ------------------------------------------------------------------------
 
-int run_parsed(const std::string& file, const std::string& backend, const std::vector<std::string>& input_args,
+int run_parsed(const Graph& g, const std::string& file, const std::string& backend, const std::vector<std::string>& input_args,
                const std::vector<std::string>& bind_args, const std::string& output_dir, uint64_t seed, bool profile,
                const std::string& trace);
 
@@ -216,7 +217,10 @@ int run_run(const std::vector<std::string>& args) {
   std::vector<std::string> input_args, bind_args;
   int64_t seed = 0;
   bool profile = false;
-  app.add_option("FILE", file, "graph to run: .lathe, .lua or .onnx")->required();
+  std::string sample;
+  auto* file_opt = app.add_option("FILE", file, "graph to run: .lathe, .lua or .onnx");
+  auto* sample_opt = app.add_option("--sample", sample, "a built-in sample or bench workload instead of FILE (e.g. mlp, gpt2-block)");
+  file_opt->excludes(sample_opt);
   app.add_option("--backend", backend, "interp | c | llvm | cuda (see `lathe help`)")->capture_default_str();
   app.add_option("--input", input_args, "NAME=PATH.npy: the value of input NAME (repeatable)");
   app.add_option("--bind", bind_args, "SYM=N: a symbolic dim's value when no input implies it (repeatable)");
@@ -225,19 +229,22 @@ int run_run(const std::vector<std::string>& args) {
   app.add_flag("--profile", profile, "print the per-node (interp) or per-kernel time table");
   app.add_option("--trace", trace, "write a Chrome trace-event JSON (open it in Perfetto)");
   if (int rc = parse_cli(app, args); rc >= 0) return rc;
+  if (file.empty() && sample.empty()) {
+    std::cerr << "lathe run: give FILE or --sample NAME\nRun with --help for more information.\n";
+    return 2;
+  }
   try {
-    return run_parsed(file, backend, input_args, bind_args, output_dir, static_cast<uint64_t>(seed), profile, trace);
+    Graph g = sample.empty() ? load_graph(file) : build_sample(sample);
+    return run_parsed(g, sample.empty() ? file : "sample " + sample, backend, input_args, bind_args, output_dir, static_cast<uint64_t>(seed), profile, trace);
   } catch (const UsageError& e) {
     std::cerr << "lathe run: " << e.what() << "\nRun with --help for more information.\n";
     return 2;
   }
 }
 
-int run_parsed(const std::string& file, const std::string& backend, const std::vector<std::string>& input_args,
+int run_parsed(const Graph& g, const std::string& file, const std::string& backend, const std::vector<std::string>& input_args,
                const std::vector<std::string>& bind_args, const std::string& output_dir, uint64_t seed, bool profile,
                const std::string& trace) {
-
-  Graph g = load_graph(file);
 
   Bindings binds;
   for (auto& s : bind_args) {

@@ -57,6 +57,8 @@ class CudaEmitter {
   std::string raw_acc_;                                 // accumulator read unrounded (its own combine)
   std::map<std::string, DType> coop_accs_;              // accumulators reduced across the block
   bool coop_ = false;                                   // inside a block-cooperative region
+  bool split_k_ = true;                                 // RenderOptions::split_k
+  std::string globals_;                                 // module-scope declarations the kernel uses
 
   // A row of a buffer that several loops of a block-per-row region touch at the same
   // elements (softmax reads x twice and its output twice): each thread keeps its

@@ -531,6 +531,7 @@ CudaKernel CudaEmitter::render(const RenderOptions& o) {
     if (&s == first_loop) break;
     prefix.push_back(s);
   }
+  split_k_ = o.split_k;
   if (mode == Mode::Flat && o.tiled && !alias && emit_tiled(chain, prefix, L)) mode = Mode::Tiled;
   switch (mode) {
     case Mode::Tiled:
@@ -590,7 +591,7 @@ CudaKernel CudaEmitter::render(const RenderOptions& o) {
       break;
   }
   out_ << "}\n";
-  k.source = "// launch: " + L.describe() + "\n" + out_.str();
+  k.source = "// launch: " + L.describe() + "\n" + globals_ + out_.str();
   return k;
 }
 
@@ -599,6 +600,7 @@ CudaKernel render_cuda_kernel(const loop::LoopFunc& f, const RenderOptions& o) {
   RenderOptions ro = o;
   if (const char* e = std::getenv("LATHE_CUDA_TILED"); e && std::string(e) == "0") ro.tiled = false;  // A/B comparisons
   if (const char* e = std::getenv("LATHE_CUDA_ROW_CACHE"); e && std::string(e) == "0") ro.row_cache = false;
+  if (const char* e = std::getenv("LATHE_CUDA_SPLIT_K"); e && std::string(e) == "0") ro.split_k = false;
   return em.render(ro);
 }
 

@@ -31,6 +31,7 @@ struct RenderOptions {
   int block = 256;    // threads per block of the default (flattened) mapping
   bool tiled = true;  // contractions as shared-memory tiled kernels (render_tiled.cpp)
   bool row_cache = true;  // block-per-row kernels keep rows read or written twice in registers
+  bool split_k = true;    // tiled contractions with few tiles and a long K split K over blocks
 };
 
 // How a rendered kernel is launched: grid = min(ceil(work / block), max_blocks) blocks of

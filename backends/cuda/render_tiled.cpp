@@ -138,6 +138,34 @@ bool CudaEmitter::emit_tiled(const std::vector<const Stmt*>& chain, const std::v
   }
   const int BM = 16 * TM, BN = 16 * TN, BK = 16;
 
+  // ---- split K ----
+  // Too few output tiles to fill the GPU (the GPT-2 block's 128 x 768 projections: 24
+  // tiles for 132 SMs) and a long constant K: S blocks share a tile, each taking a slice
+  // of K. Their partial tiles meet in a module-scope workspace; the last block of a tile
+  // to finish (an atomic count per tile) adds the S partials up in slice order (the same
+  // sum whichever block is last) and runs the epilogue.
+  int S = 1;
+  int64_t tiles = 0, k_const = 0, k_slice = 0;
+  {
+    std::map<std::string, int64_t, std::less<>> env;
+    int64_t m = 0, n = 0, b = 0;
+    if (f_.dims.empty() && loop::eval_index(M.size(), env, m) && loop::eval_index(N.size(), env, n) &&
+        loop::eval_index(B.size(), env, b) && loop::eval_index(K.size(), env, k_const)) {
+      tiles = b * ((m + BM - 1) / BM) * ((n + BN - 1) / BN);
+      if (split_k_ && tiles < 132 && k_const >= 1024) {
+        S = static_cast<int>(std::min<int64_t>(8, (2 * 132 + tiles - 1) / tiles));
+        while (S > 1 && k_const / S < 256) --S;
+        if (S * tiles * BM * BN * 4 > (int64_t(64) << 20)) S = 1;  // workspace ≤ 64 MiB
+      }
+      k_slice = (k_const + S - 1) / S;
+      k_slice = (k_slice + BK - 1) / BK * BK;
+    }
+  }
+  const std::string ws = "lathe_ws_" + f_.name, sem = "lathe_sem_" + f_.name;
+  if (S > 1)
+    globals_ += "__device__ float " + ws + "[" + std::to_string(S * tiles * BM * BN) + "];  // split-K partial tiles\n" +
+                "__device__ unsigned int " + sem + "[" + std::to_string(tiles) + "];  // finished slices per tile\n";
+
   // which operand index runs fastest for coalesced tile loads
   const std::string& m_in = M.loops.back()->var;
   const std::string& n_in = N.loops.back()->var;
@@ -162,14 +190,23 @@ bool CudaEmitter::emit_tiled(const std::vector<const Stmt*>& chain, const std::v
   out_ << "  __shared__ __align__(16) float lathe_As[" << BK << "][" << BM + 4 << "];  // [k][m]\n";
   out_ << "  __shared__ __align__(16) float lathe_Bs[" << BK << "][" << BN + 4 << "];  // [k][n]\n";
   out_ << "  const int lathe_tx = threadIdx.x % 16, lathe_ty = threadIdx.x / 16;\n";
-  out_ << "  for (long long lathe_tile = blockIdx.x; lathe_tile < lathe_B * lathe_tm * lathe_tn; lathe_tile += gridDim.x) {\n";
-  out_ << "    const long long lathe_n0 = (lathe_tile % lathe_tn) * " << BN << ";\n";
-  out_ << "    const long long lathe_m0 = ((lathe_tile / lathe_tn) % lathe_tm) * " << BM << ";\n";
-  if (!B.loops.empty()) out_ << "    const long long lathe_b = lathe_tile / (lathe_tn * lathe_tm);\n";
+  std::string nS = std::to_string(S);
+  out_ << "  for (long long lathe_tile = blockIdx.x; lathe_tile < lathe_B * lathe_tm * lathe_tn" << (S > 1 ? " * " + nS : "")
+       << "; lathe_tile += gridDim.x) {\n";
+  if (S > 1) {
+    out_ << "    const long long lathe_t = lathe_tile / " << S << ", lathe_s = lathe_tile % " << S << ";  // tile, K slice\n";
+    out_ << "    const long long lathe_kbeg = lathe_s * " << k_slice << "LL, lathe_kend = lathe_kbeg + " << k_slice
+         << "LL < lathe_K ? lathe_kbeg + " << k_slice << "LL : lathe_K;\n";
+  } else {
+    out_ << "    const long long lathe_t = lathe_tile, lathe_kbeg = 0, lathe_kend = lathe_K;\n";
+  }
+  out_ << "    const long long lathe_n0 = (lathe_t % lathe_tn) * " << BN << ";\n";
+  out_ << "    const long long lathe_m0 = ((lathe_t / lathe_tn) % lathe_tm) * " << BM << ";\n";
+  if (!B.loops.empty()) out_ << "    const long long lathe_b = lathe_t / (lathe_tn * lathe_tm);\n";
   out_ << "    float lathe_acc[" << TM << "][" << TN << "];\n";
   out_ << "    #pragma unroll\n    for (int lathe_i = 0; lathe_i < " << TM << "; ++lathe_i)\n      #pragma unroll\n      for (int lathe_j = 0; lathe_j < " << TN
        << "; ++lathe_j) lathe_acc[lathe_i][lathe_j] = 0.0f;\n";
-  out_ << "    for (long long lathe_k0 = 0; lathe_k0 < lathe_K; lathe_k0 += " << BK << ") {\n";
+  out_ << "    for (long long lathe_k0 = lathe_kbeg; lathe_k0 < lathe_kend; lathe_k0 += " << BK << ") {\n";
   auto stage = [&](const char* tile, const Group& G, bool is_a, int W, bool k_fast, const ExprRef& val, const char* what) {
     out_ << "      for (int lathe_e = threadIdx.x; lathe_e < " << W * BK << "; lathe_e += 256) {  // " << what << "\n";
     if (k_fast)
@@ -180,7 +217,7 @@ bool CudaEmitter::emit_tiled(const std::vector<const Stmt*>& chain, const std::v
     std::string X = is_a ? "lathe_M" : "lathe_N";
     out_ << "        const long long lathe_x = " << x0 << " + lathe_xx, lathe_k = lathe_k0 + lathe_kk;\n";
     out_ << "        float lathe_v = 0.0f;\n";
-    out_ << "        if (lathe_x < " << X << " && lathe_k < lathe_K) {\n";
+    out_ << "        if (lathe_x < " << X << " && lathe_k < lathe_kend) {\n";
     decode(B, "lathe_b", 5);
     decode(G, "lathe_x", 5);
     decode(K, "lathe_k", 5);
@@ -203,6 +240,30 @@ bool CudaEmitter::emit_tiled(const std::vector<const Stmt*>& chain, const std::v
   out_ << "      }\n";
   out_ << "      __syncthreads();\n";
   out_ << "    }\n";
+  if (S > 1) {
+    std::string tile_elems = std::to_string(BM * BN);
+    std::string at = "(lathe_ty * " + std::to_string(TM) + " + lathe_i) * " + std::to_string(BN) + " + lathe_tx * " +
+                     std::to_string(TN) + " + lathe_j";
+    auto each = [&](const std::string& body) {
+      out_ << "      #pragma unroll\n      for (int lathe_i = 0; lathe_i < " << TM << "; ++lathe_i)\n        #pragma unroll\n"
+           << "        for (int lathe_j = 0; lathe_j < " << TN << "; ++lathe_j) " << body << "\n";
+    };
+    out_ << "    {  // split K: publish this slice's partial tile; the tile's last block sums the " << S << " slices\n";
+    out_ << "      float* lathe_w = " << ws << " + (lathe_t * " << S << " + lathe_s) * " << tile_elems << ";\n";
+    each("lathe_w[" + at + "] = lathe_acc[lathe_i][lathe_j];");
+    out_ << "      __threadfence();\n      __syncthreads();\n";
+    out_ << "      __shared__ unsigned int lathe_last;\n";
+    out_ << "      if (threadIdx.x == 0) lathe_last = atomicAdd(&" << sem << "[lathe_t], 1u) == " << S - 1 << "u;\n";
+    out_ << "      __syncthreads();\n";
+    out_ << "      if (!lathe_last) continue;\n";
+    out_ << "      __threadfence();\n";
+    out_ << "      const float* lathe_p = " << ws << " + lathe_t * " << S << " * " << tile_elems << ";\n";
+    each("{\n          float lathe_sum = 0.0f;\n          for (int lathe_q = 0; lathe_q < " + nS +
+         "; ++lathe_q) lathe_sum += __ldcg(&lathe_p[lathe_q * " + tile_elems + " + " + at +
+         "]);\n          lathe_acc[lathe_i][lathe_j] = lathe_sum;\n        }");
+    out_ << "      if (threadIdx.x == 0) " << sem << "[lathe_t] = 0;  // ready for the next launch\n";
+    out_ << "    }\n";
+  }
   // epilogue, per output element of the thread's register tile
   out_ << "    #pragma unroll\n    for (int lathe_i = 0; lathe_i < " << TM << "; ++lathe_i)\n      #pragma unroll\n      for (int lathe_j = 0; lathe_j < " << TN
        << "; ++lathe_j) {\n";
@@ -220,10 +281,12 @@ bool CudaEmitter::emit_tiled(const std::vector<const Stmt*>& chain, const std::v
   out_ << "  }\n";
   L.work = loop::mul(B.size(), loop::mul(loop::binary(Op::IDiv, loop::add(M.size(), loop::const_int(BM - 1)), loop::const_int(BM)),
                                          loop::binary(Op::IDiv, loop::add(N.size(), loop::const_int(BN - 1)), loop::const_int(BN))));
+  if (S > 1) L.work = loop::mul(L.work, loop::const_int(S));
   L.per_block = true;
   L.block = 256;
   L.tiled = std::to_string(BM) + "x" + std::to_string(BN) + " tiles, K step " + std::to_string(BK) + ", " +
-            std::to_string(TM) + "x" + std::to_string(TN) + " per thread";
+            std::to_string(TM) + "x" + std::to_string(TN) + " per thread" +
+            (S > 1 ? ", K split " + std::to_string(S) + " ways" : "");
   return true;
 }
 

@@ -55,6 +55,20 @@ inline std::vector<Named> pattern_graphs() {
   r.push_back({"row_sum", one(prim::reduce(ReduceOp::Add, x, {1}))});
   r.push_back({"col_max", one(prim::reduce(ReduceOp::Max, x, {0}))});
   r.push_back({"full_sum", one(prim::reduce(ReduceOp::Add, x, {0, 1}))});
+  // few output tiles and a long K: the tiled kernel splits K over blocks (the partial tiles
+  // meet in a workspace); with an epilogue (bias + relu) and with sizes that divide nothing
+  NodeRef a = prim::input("a", DType::F32, {64, 2048}), w = prim::input("w", DType::F32, {2048, 96});
+  NodeRef bias = prim::input("bias", DType::F32, {1, 96});
+  auto mm = [](NodeRef l, NodeRef r) {
+    int64_t m = l->shape[0].value(), k = l->shape[1].value(), n = r->shape[1].value();
+    NodeRef lv = prim::view(l, view_expand(*view_reshape(ViewSpec::contiguous(l->shape), {m, k, 1}), {m, k, n}));
+    NodeRef rv = prim::view(r, view_expand(*view_reshape(ViewSpec::contiguous(r->shape), {1, k, n}), {m, k, n}));
+    return prim::view(prim::reduce(ReduceOp::Add, prim::binary(Op::Mul, lv, rv), {1}),
+                      *view_reshape(ViewSpec::contiguous(Shape{m, 1, n}), {m, n}));
+  };
+  NodeRef biased = prim::binary(Op::Add, mm(a, w), prim::view(bias, view_expand(ViewSpec::contiguous(bias->shape), {64, 96})));
+  r.push_back({"split_k_bias_relu", one(prim::binary(Op::Max, biased, prim::constant(0, DType::F32, {64, 96})))});
+  r.push_back({"split_k_odd", one(mm(prim::input("p", DType::F32, {130, 1100}), prim::input("q", DType::F32, {1100, 70})))});
   for (const char* s : {"softmax", "layernorm", "matmul", "eltwise", "mlp", "conv2d"})
     r.push_back({std::string("bench_") + s, build_sample(s)});
   return r;

@@ -20,6 +20,11 @@ struct lathe_dim3 { unsigned x = 1, y = 1, z = 1; };
 inline lathe_dim3 threadIdx, blockIdx, blockDim, gridDim;
 inline void lathe_emu_barrier_wait();
 inline void __syncthreads() { lathe_emu_barrier_wait(); }
+// blocks run one after another and a block's threads switch only at barriers, so memory
+// is always coherent and an atomic is a plain update
+inline void __threadfence() {}
+inline unsigned atomicAdd(unsigned* p, unsigned v) { unsigned old = *p; *p += v; return old; }
+inline float __ldcg(const float* p) { return *p; }
 
 struct alignas(16) float4 { float x, y, z, w; };
 
