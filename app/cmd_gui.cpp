@@ -25,6 +25,7 @@
 #include "app/gui_script.h"
 #include "scripting/binding.h"
 #include "scripting/commands.h"
+#include "scripting/rules_lua.h"
 #include "scripting/session_lua.h"
 #endif
 
@@ -74,6 +75,10 @@ void wire_scripting(views::GuiOptions& o, std::shared_ptr<script::Workbench> wb)
     lua_pop(L, 1);
     return r;
   };
+  o.resolve_rules = [](const std::string& source) -> std::string {
+    bool file = source.find('/') != std::string::npos || (source.size() > 4 && source.compare(source.size() - 4, 4, ".lua") == 0);
+    return file ? source : script::builtin_rules_path(source);   // UserError naming the built-in sets
+  };
   wire_gui_script(o, wb);   // gui.* for --script and the console, compile / code hooks
 }
 #endif
@@ -87,8 +92,12 @@ int run_gui_command(const std::vector<std::string>& args) {
                "Compile (Kernels panel) adds the kernel level and kernel colours; Profile (Profile panel) adds\n"
                "times, a sortable table, a bar chart, a roofline and heat colours; Run (Inspector > Values)\n"
                "shows a node's min / max / mean / NaNs and histogram. Selecting a kernel outlines its nodes.\n"
+               "Compile, Profile and Run are background jobs: the window stays interactive while they run.\n"
+               "Timeline: step / back / run rewrites, breakpoints on rules (Run stops before one fires) and\n"
+               "per-rule stats; Rules: edit the rules file, save and reload (a bad rule shows file:line).\n"
                "A --script drives the app through the `gui` Lua table (gui.compile, gui.profile, gui.level,\n"
-               "gui.select_kernel, gui.tab, gui.state, gui.frames, gui.screenshot, …; see the README).",
+               "gui.select_kernel, gui.tab, gui.state, gui.rewrite, gui.breakpoint, gui.timeline,\n"
+               "gui.edit_rules, gui.save_rules, gui.frames, gui.screenshot, …; see the README).",
                "lathe gui"};
   std::string file, script, screenshot, level, select, size;
   int frames = 5, demo_layers = -1;

@@ -8,6 +8,12 @@
 //   gui.compile([backend])    gui.profile([runs])      gui.run()      gui.stats()
 //   gui.kernel_code(kind)     gui.state()              gui.frames(n)  gui.screenshot(path)
 //   gui.expand(path)          gui.collapse_all()       gui.fit()      gui.frame_ms([n])
+//   gui.wait()                gui.job()                gui.hold_jobs(on)
+//
+// Compile, profile and run are background jobs (views/jobs.h). gui.compile / profile / run
+// wait for theirs unless told not to: in a --script the coroutine yields "job" and the app
+// renders until the job is applied; elsewhere (the console) the call blocks. Rewrite and
+// rules-editor functions are in gui_script_rewrite.cpp.
 #if defined(HAVE_LATHE_VIEWS) && defined(HAVE_LATHE_SCRIPTING)
 #include "app/gui_script.h"
 
@@ -21,12 +27,15 @@
 #include "core/ir/dot.h"
 #include "core/loop/loop_print.h"
 #include "scripting/binding.h"
+#include "scripting/program_box.h"
 #include "views/app_actions.h"
 
 namespace lathe::app {
 namespace {
-
 views::AppState* g_state = nullptr;
+}  // namespace
+
+namespace gui_lua {
 
 views::AppState& app(lua_State* L) {
   if (!g_state) script::raise(L, "gui: the desktop app is not running");
@@ -49,6 +58,16 @@ void set_bool(lua_State* L, const char* k, bool v) {
   lua_pushboolean(L, v);
   lua_setfield(L, -2, k);
 }
+
+}  // namespace gui_lua
+
+namespace {
+
+using gui_lua::app;
+using gui_lua::set_bool;
+using gui_lua::set_int;
+using gui_lua::set_num;
+using gui_lua::set_str;
 
 // A failed command raises with what the error panel shows.
 [[noreturn]] void raise_panel(lua_State* L, views::AppState& s, const std::string& fallback) {
@@ -86,6 +105,19 @@ int l_state(lua_State* L) {
   set_bool(L, "ran", s.run && s.run->graph_version == s.version);
   if (s.error) set_str(L, "error", s.error->what + ": " + s.error->diag.message);
   set_int(L, "log_lines", static_cast<int64_t>(s.log.size()));
+  if (s.jobs.busy()) set_str(L, "busy", s.jobs.kind());
+  set_int(L, "jobs_finished", static_cast<int64_t>(s.jobs.finished));
+  if (!s.rules_source.empty()) set_str(L, "rules", s.rules_source);
+  if (!s.break_rule.empty()) {
+    set_str(L, "break_rule", s.break_rule);
+    set_int(L, "break_node", s.break_node);
+  }
+  if (!s.rules_doc.path.empty()) set_str(L, "rules_file", s.rules_doc.path);
+  set_bool(L, "rules_dirty", s.rules_doc.dirty);
+  if (!s.rules_doc.error.empty()) {
+    set_str(L, "rules_error", s.rules_doc.error);
+    set_int(L, "rules_error_line", s.rules_doc.error_line);
+  }
   return 1;
 }
 
@@ -180,22 +212,72 @@ int l_tab(lua_State* L) {
   else if (t == "profile" || t == "Profile") s.side_tab_request = "Profile";
   else if (t == "loop" || t == "source" || t == "asm") s.side_tab_request = "Kernels", s.code_tab_request = t;
   else if (t == "roofline" || t == "bars") s.side_tab_request = "Profile", s.profile_view_request = t;
-  else script::raise(L, "gui.tab: unknown tab '" + t + "' (inspector, kernels, profile, loop, source, asm, roofline, bars)");
+  else if (t == "log" || t == "Log") s.bottom_tab_request = "Log";
+  else if (t == "timeline" || t == "Timeline") s.bottom_tab_request = "Timeline";
+  else if (t == "rules" || t == "Rules") s.bottom_tab_request = "Rules";
+  else if (t == "console" || t == "Console") s.bottom_tab_request = "Console";
+  else script::raise(L, "gui.tab: unknown tab '" + t + "' (inspector, kernels, profile, loop, source, asm, roofline, bars, log, timeline, rules, console)");
   return 0;
 }
 
-int l_profile(lua_State* L) {
+// gui._start(kind [, arg]): starts a background job ("compile" with a backend, "profile"
+// with a run count, "run"). True when a job runs now (gui._await waits for it); false
+// when the work was done at once (a build without background compiling).
+int l_start(lua_State* L) {
   views::AppState& s = app(L);
-  if (!s.compiled) script::raise(L, "gui.profile: nothing compiled yet (gui.compile())");
-  int runs = static_cast<int>(luaL_optinteger(L, 1, 10));
-  if (!views::profile_compiled(s, runs)) raise_panel(L, s, "gui.profile failed");
-  lua_pushnumber(L, s.compiled->profile->total_ms);
+  std::string kind = luaL_checkstring(L, 1);
+  uint64_t before = s.jobs.finished;
+  bool ok = false;
+  if (kind == "compile") {
+    if (!s.has_graph) script::raise(L, "gui.compile: no graph is open");
+    ok = views::start_compile(s, luaL_optstring(L, 2, ""));
+    if (!ok) raise_panel(L, s, "gui.compile failed");
+  } else if (kind == "profile") {
+    if (!s.compiled) script::raise(L, "gui.profile: nothing compiled yet (gui.compile())");
+    ok = views::start_profile(s, static_cast<int>(luaL_optinteger(L, 2, 10)));
+    if (!ok) script::raise(L, "gui.profile: could not start (" + (s.log.empty() ? std::string("?") : s.log.back().text) + ")");
+  } else if (kind == "run") {
+    if (!s.has_graph) script::raise(L, "gui.run: no graph is open");
+    ok = views::start_run(s);
+    if (!ok) script::raise(L, "gui.run: could not start (" + (s.log.empty() ? std::string("?") : s.log.back().text) + ")");
+  } else {
+    script::raise(L, "gui._start: compile, profile or run");
+  }
+  lua_pushboolean(L, s.jobs.busy() && s.jobs.finished == before);
   return 1;
 }
 
-int l_run(lua_State* L) {
+int l_busy(lua_State* L) {
+  lua_pushboolean(L, app(L).jobs.busy());
+  return 1;
+}
+
+int l_block(lua_State* L) {
+  views::finish_job(app(L));
+  return 0;
+}
+
+int l_job_error(lua_State* L) {
   views::AppState& s = app(L);
-  if (!views::run_values(s)) raise_panel(L, s, "gui.run failed");
+  if (s.jobs.last_error.empty()) return 0;
+  lua_pushstring(L, s.jobs.last_error.c_str());
+  return 1;
+}
+
+// gui.job(): the running job {kind, label, seconds, held}, or nil.
+int l_job(lua_State* L) {
+  views::AppState& s = app(L);
+  if (!s.jobs.busy()) return 0;
+  lua_createtable(L, 0, 4);
+  set_str(L, "kind", s.jobs.kind());
+  set_str(L, "label", s.jobs.label());
+  set_num(L, "seconds", s.jobs.seconds());
+  set_bool(L, "held", s.jobs.held());
+  return 1;
+}
+
+int l_hold_jobs(lua_State* L) {
+  app(L).jobs.hold(lua_toboolean(L, 1));
   return 0;
 }
 
@@ -259,9 +341,13 @@ const script::Function kGui[] = {
     {"color", l_color, "gui.color([mode])", "colour boxes by category | kernel | heat; returns the mode"},
     {"select", l_select, "gui.select(text | id)", "select the first node matching text (op, input or output name) or node id"},
     {"select_kernel", l_select_kernel, "gui.select_kernel(k | name)", "select kernel k (1-based) or by name; returns its name"},
-    {"tab", l_tab, "gui.tab(name)", "show a tab: inspector, kernels, profile, loop, source, asm, roofline, bars"},
-    {"profile", l_profile, "gui.profile([runs])", "profile the compiled program (default 10 runs); returns ms per run"},
-    {"run", l_run, "gui.run()", "run the graph on random inputs (values for the inspector)"},
+    {"tab", l_tab, "gui.tab(name)", "show a tab: inspector, kernels, profile, loop, source, asm, roofline, bars, log, timeline, rules, console"},
+    {"job", l_job, "gui.job()", "the background job running now: {kind, label, seconds, held}, or nil"},
+    {"hold_jobs", l_hold_jobs, "gui.hold_jobs(on)", "tests: a job started while held waits before working (gui.wait releases it)"},
+    {"_start", l_start, "gui._start(kind [, arg])", "start a background job (compile | profile | run)"},
+    {"_busy", l_busy, "gui._busy()", "whether a background job is running or not applied yet"},
+    {"_block", l_block, "gui._block()", "wait for the running job and apply it (blocks the app)"},
+    {"_job_error", l_job_error, "gui._job_error()", "the error of the last job applied, or nil"},
     {"stats", l_stats, "gui.stats()", "the selected node's values after gui.run(): {min, max, mean, std, nans, infs, count}"},
     {"kernel_code", l_kernel_code, "gui.kernel_code([kind])", "the selected kernel's loop | source | asm text"},
     {"expand", l_expand, "gui.expand(path)", "expand a composite at the tensor level"},
@@ -274,10 +360,42 @@ const script::Function kGui[] = {
 
 // gui.compile / frames / screenshot and the coroutine driver, in Lua.
 const char* const kGuiLua = R"lua(
-function gui.compile(backend)
-  lathe.cmd.compile(backend)
-  gui._sync()
-  return gui.state().kernels
+-- A background job: in the --script coroutine, yield "job" until the app has applied it
+-- (frames keep rendering); anywhere else, block. Returns the job's error, or nil.
+local function await()
+  if gui._busy() then
+    gui.hold_jobs(false)   -- waiting for a held job would never end
+    if __gui_co ~= nil and coroutine.running() == __gui_co then
+      while gui._busy() do coroutine.yield("job") end
+    else
+      gui._block()
+    end
+  end
+  return gui._job_error()
+end
+local function start(kind, arg, wait)
+  await()   -- one job at a time: let a running one finish first
+  if gui._start(kind, arg) and wait ~= false then
+    local err = await()
+    if err then error(err, 3) end
+  end
+  return wait ~= false
+end
+function gui.compile(backend, wait)
+  if start("compile", backend, wait) then return gui.state().kernels end
+end
+function gui.profile(runs, wait)
+  if start("profile", runs or 10, wait) then return gui.state().total_ms end
+end
+function gui.run(wait) start("run", nil, wait) end
+function gui.wait()
+  local err = await()
+  if err then error(err, 2) end
+end
+function __gui_publish(prog, backend)
+  p = prog
+  local st = lathe.cmd.state
+  st.backend, st.compiled_step, st.profile = backend, s and s:current() or nil, nil
 end
 function gui.frames(n) coroutine.yield("frames", n or 1) end
 function gui.screenshot(path)
@@ -309,16 +427,37 @@ void wire_gui_script(views::GuiOptions& o, std::shared_ptr<script::Workbench> wb
   lua_State* L = wb->engine().L();
   lua_newtable(L);
   script::register_functions(L, lua_gettop(L), kGui, "gui.");
+  gui_lua::register_rewrite_functions(L, lua_gettop(L));
   lua_setglobal(L, "gui");
   script::ScriptError err;
   if (!wb->engine().run_string(kGuiLua, "=gui", 0, &err)) throw std::runtime_error("gui.lua: " + err.message);
-  script::add_help("gui.compile", "gui.compile([backend])", "compile the graph shown (as :compile does); returns the kernel count");
+  if (!wb->engine().run_string(gui_lua::kRewriteLua, "=gui", 0, &err)) throw std::runtime_error("gui.lua: " + err.message);
+  script::add_help("gui.compile", "gui.compile([backend [, wait=true]])",
+                   "compile the graph shown in the background (as :compile does) and wait; returns the kernel count");
+  script::add_help("gui.profile", "gui.profile([runs [, wait=true]])",
+                   "profile the compiled program in the background (default 10 runs) and wait; returns ms per run");
+  script::add_help("gui.run", "gui.run([wait=true])", "run the graph on random inputs in the background (values for the inspector)");
+  script::add_help("gui.wait", "gui.wait()", "wait for the background job started with wait=false; raises its error");
   script::add_help("gui.frames", "gui.frames(n)", "pause a --script while the app renders n frames (the layout done)");
   script::add_help("gui.screenshot", "gui.screenshot(path)", "pause a --script, render, write the window to a PNG");
 
   o.program.compile = [wb](const std::string& backend) -> std::string {
     script::Workbench::Result r = wb->execute(":compile" + (backend.empty() ? "" : " " + backend));
     return r.ok ? "" : r.error;
+  };
+  // Off the UI thread (no Lua): what lathe.compile does. publish then makes it `p`.
+  o.program.build = [](const Graph& g, const std::string& backend) {
+    std::string b = backend.empty() ? default_backend() : backend;
+    std::shared_ptr<script::ProgramState> st = script::compile_program_state(g, b);
+    return views::BuiltProgram{st->exe, b, st};
+  };
+  o.program.publish = [wb](const views::BuiltProgram& bp) {
+    lua_State* L = wb->engine().L();
+    lua_getglobal(L, "__gui_publish");
+    script::push_program(L, std::static_pointer_cast<script::ProgramState>(bp.handle));
+    lua_pushstring(L, bp.backend.c_str());
+    script::ScriptError e;
+    if (!wb->engine().call(2, 0, &e)) throw UserError("publishing the program as p: " + e.message);
   };
   o.program.program = [wb]() -> std::shared_ptr<Executable> {
     lua_State* L = wb->engine().L();
@@ -387,12 +526,14 @@ void wire_gui_script(views::GuiOptions& o, std::shared_ptr<script::Workbench> wb
     } else if (what == "frames") {
       st.kind = views::ScriptStep::Kind::Frames;
       st.frames = lua_isinteger(L, top + 2) ? static_cast<int>(lua_tointeger(L, top + 2)) : 1;
+    } else if (what == "job") {
+      st.kind = views::ScriptStep::Kind::Job;
     } else if (what == "screenshot") {
       st.kind = views::ScriptStep::Kind::Screenshot;
       st.path = lua_tostring(L, top + 2) ? lua_tostring(L, top + 2) : "";
     } else {
       st.kind = views::ScriptStep::Kind::Error;
-      st.error = "the script yielded '" + what + "': only gui.frames and gui.screenshot may pause it";
+      st.error = "the script yielded '" + what + "': only gui.frames, gui.screenshot and the gui functions that wait for a job may pause it";
     }
     lua_settop(L, top);
     return st;

@@ -2,7 +2,8 @@
 // in-app console use to drive the app (open, level, colour, select, compile, profile, run,
 // tabs, state), frames and screenshots between actions (a --script runs as a coroutine
 // that gui.frames / gui.screenshot pause), and the program hooks that let the views reach
-// the backends (compile through `:compile`, read `p`, render source and assembly).
+// the backends (compile on the app's worker thread and publish the result as `p`, read
+// `p`, render source and assembly).
 #pragma once
 #if defined(HAVE_LATHE_VIEWS) && defined(HAVE_LATHE_SCRIPTING)
 #include <memory>
@@ -16,6 +17,19 @@ namespace lathe::app {
 void wire_gui_script(views::GuiOptions& o, std::shared_ptr<script::Workbench> wb);
 // Points the `gui` table at the app state (called by every hook that receives it).
 void bind_gui_state(views::AppState* s);
+
+// Shared by gui_script.cpp and gui_script_rewrite.cpp.
+namespace gui_lua {
+views::AppState& app(lua_State* L);   // the app's state; raises when the app is not running
+void set_str(lua_State* L, const char* k, const std::string& v);
+void set_num(lua_State* L, const char* k, double v);
+void set_int(lua_State* L, const char* k, int64_t v);
+void set_bool(lua_State* L, const char* k, bool v);
+// gui.timeline, gui.breakpoint, gui.rewrite, gui.load_rules and the rules editor's
+// gui.edit_rules, gui.rules_text, gui.save_rules (gui_script_rewrite.cpp).
+void register_rewrite_functions(lua_State* L, int gui_table);
+extern const char* const kRewriteLua;   // their Lua halves, run after the table exists
+}  // namespace gui_lua
 
 }  // namespace lathe::app
 #endif

@@ -93,16 +93,7 @@ int l_run(lua_State* L) {
 int l_compile(lua_State* L) {
   Graph& g = check_graph(L, 1);
   std::string backend = opt_field_string(L, 2, "backend", default_backend());
-  Backend& b = get_backend(backend);
-  auto why = b.available();
-  if (!why.empty()) raise(L, "backend '" + backend + "' is not available here: " + why);
-  if (std::string no = b.supports_graph(g); !no.empty()) raise(L, "backend '" + backend + "' cannot run " + no);
-  auto st = std::make_shared<ProgramState>();
-  Program prog = build_program(g);
-  st->compiled = b.compile(prog);
-  st->as_compiled = prog.funcs;
-  st->exe = std::make_shared<Executable>(std::move(prog), st->compiled, backend);
-  new_udata<ProgramBox>(L, kProgramMT, ProgramBox{st});
+  push_program(L, compile_program_state(g, backend));
   return 1;
 }
 
@@ -281,6 +272,23 @@ int check_kernel_index(lua_State* L, int idx, const Program& p) {
   if (k < 1 || k > p.num_kernels())
     raise(L, "kernel " + std::to_string(k) + " is out of range (1.." + std::to_string(p.num_kernels()) + ")");
   return (int)k - 1;
+}
+
+std::shared_ptr<ProgramState> compile_program_state(const Graph& g, const std::string& backend) {
+  Backend& b = get_backend(backend);
+  auto why = b.available();
+  if (!why.empty()) throw UserError("backend '" + backend + "' is not available here: " + why);
+  if (std::string no = b.supports_graph(g); !no.empty()) throw UserError("backend '" + backend + "' cannot run " + no);
+  auto st = std::make_shared<ProgramState>();
+  Program prog = build_program(g);
+  st->compiled = b.compile(prog);
+  st->as_compiled = prog.funcs;
+  st->exe = std::make_shared<Executable>(std::move(prog), st->compiled, backend);
+  return st;
+}
+
+void push_program(lua_State* L, std::shared_ptr<ProgramState> st) {
+  new_udata<ProgramBox>(L, kProgramMT, ProgramBox{std::move(st)});
 }
 
 Executable& ProgramState::ready() {

@@ -28,6 +28,12 @@ struct ProgramState {
   Executable& ready();
 };
 
+// lathe.compile without Lua: compiles g with `backend` into a program state (UserError
+// when the backend is unavailable or cannot run g). The desktop app calls it on a worker
+// thread, then push_program on the UI thread.
+std::shared_ptr<ProgramState> compile_program_state(const Graph& g, const std::string& backend);
+// Pushes a lathe.Program value for st.
+void push_program(lua_State* L, std::shared_ptr<ProgramState> st);
 // The lathe.Program userdata at idx (raises "expected a program …" otherwise).
 std::shared_ptr<ProgramState> check_program(lua_State* L, int idx);
 // A 0-based kernel index from the 1-based Lua argument at idx (raises when out of range).

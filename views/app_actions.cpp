@@ -7,7 +7,9 @@
 #include "views/app_actions.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <exception>
 
 #include "core/interp/interp.h"
@@ -15,25 +17,6 @@
 #include "core/runtime/random.h"
 
 namespace lathe::views {
-
-namespace {
-
-// Runs f; a thrown error becomes the error panel's content and a log line.
-template <class F>
-bool guarded(AppState& s, const std::string& what, F&& f) {
-  try {
-    f();
-    return true;
-  } catch (const UserError& e) {
-    s.error = LoadError{what, e.diag(), ""};
-  } catch (const std::exception& e) {
-    s.error = LoadError{what, Diagnostic{e.what()}, ""};
-  }
-  s.fail(what + ": " + s.error->diag.format());
-  return false;
-}
-
-}  // namespace
 
 double Compiled::kernel_ms(int k) const {
   if (!profile || k < 0 || k >= static_cast<int>(profile->kernels.size())) return -1;
@@ -51,11 +34,10 @@ double Compiled::max_kernel_ms() const {
 // [SECTION] compile and adopt
 //-----------------------------------------------------------------------------
 
-bool compile_shown(AppState& s, const std::string& backend) {
-  if (!s.has_graph) {
-    s.warn("nothing to compile: no graph is open");
-    return false;
-  }
+namespace {
+
+// The old synchronous path, for a build without ProgramHooks::build.
+bool compile_through_command_layer(AppState& s, const std::string& backend) {
   if (!s.hooks.compile) {
     s.error = LoadError{"cannot compile", Diagnostic{"compiling needs the scripting layer and a backend, which are not in this build"}, ""};
     s.fail(s.error->diag.message);
@@ -75,13 +57,71 @@ bool compile_shown(AppState& s, const std::string& backend) {
   return true;
 }
 
-void adopt_program(AppState& s, std::shared_ptr<Executable> exe) {
+bool refuse_when_busy(AppState& s, const char* what) {
+  if (!s.jobs.busy()) return false;
+  s.warn(std::string(what) + ": wait for the running job (" + s.jobs.label() + ") to finish");
+  return true;
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+}  // namespace
+
+bool start_compile(AppState& s, const std::string& backend) {
+  if (!s.has_graph) {
+    s.warn("nothing to compile: no graph is open");
+    return false;
+  }
+  if (refuse_when_busy(s, "compile")) return false;
+  if (!s.hooks.build) return compile_through_command_layer(s, backend);
+  Graph g = s.graph;   // a snapshot: rewrite steps may go on while it compiles
+  uint64_t document = s.document, version = s.version;
+  auto build = s.hooks.build;
+  std::string with = backend.empty() ? "" : " with " + backend;
+  return s.jobs.start("compile", "compiling" + with, "compile failed" + (backend.empty() ? "" : " (" + backend + ")"),
+                      [g = std::move(g), backend, build, document, version]() -> JobRunner::Apply {
+                        auto t0 = std::chrono::steady_clock::now();
+                        BuiltProgram bp = build(g, backend);
+                        double secs = seconds_since(t0);
+                        return [bp, document, version, secs](AppState& s) {
+                          if (s.document != document) {
+                            s.warn("compile finished after another graph was opened: result dropped");
+                            return;
+                          }
+                          if (s.hooks.publish) s.hooks.publish(bp);
+                          adopt_program(s, bp.exe, static_cast<int64_t>(version));
+                          char line[96];
+                          std::snprintf(line, sizeof line, "compile took %.2f s%s", secs,
+                                        version != s.version ? " (the graph changed meanwhile: Recompile to update)" : "");
+                          s.info(line);
+                        };
+                      });
+}
+
+bool finish_job(AppState& s) {
+  if (!s.jobs.busy()) return true;
+  s.jobs.wait();
+  s.jobs.poll(s);
+  return s.jobs.last_error.empty();
+}
+
+bool compile_shown(AppState& s, const std::string& backend) {
+  finish_job(s);
+  if (!s.hooks.build) return compile_through_command_layer(s, backend);
+  uint64_t before = s.jobs.finished;
+  if (!start_compile(s, backend)) return false;
+  return finish_job(s) && s.jobs.finished > before && s.compiled != nullptr;
+}
+
+void adopt_program(AppState& s, std::shared_ptr<Executable> exe, int64_t version) {
   s.seen_program = exe.get();
   if (!exe || (s.compiled && s.compiled->exe == exe)) return;
   auto c = std::make_shared<Compiled>();
   c->exe = exe;
   c->backend = exe->backend();
-  c->graph_version = s.version;
+  c->graph_version = version < 0 ? s.version : static_cast<uint64_t>(version);
   const Program& p = exe->program();
   c->text.resize(p.kg.kernels.size());
   for (size_t k = 0; k < p.kg.kernels.size(); ++k)
@@ -120,44 +160,77 @@ TensorMap default_inputs(const Graph& g, std::string* note) {
   return in;
 }
 
-bool profile_compiled(AppState& s, int iters) {
+bool start_profile(AppState& s, int iters) {
   if (!s.compiled) {
     s.warn("profile: compile first (Compile in the Kernels panel, or :compile)");
     return false;
   }
+  if (refuse_when_busy(s, "profile")) return false;
   iters = std::clamp(iters, 1, 10000);
-  return guarded(s, "profile failed", [&] {
+  std::shared_ptr<Compiled> c = s.compiled;   // the worker runs c->exe; the UI only reads it
+  char label[64];
+  std::snprintf(label, sizeof label, "profiling %d kernels × %d runs", c->num_kernels(), iters);
+  return s.jobs.start("profile", label, "profile failed", [c, iters]() -> JobRunner::Apply {
     std::string note;
-    TensorMap in = default_inputs(s.compiled->program().graph, &note);
-    ProfileReport r = s.compiled->exe->profile(in, iters);
-    s.compiled->profile = std::move(r);
-    ++s.compiled->serial;
-    s.color_mode = ColorMode::Heat;   // where the time goes; the toolbar switches back
-    char line[160];
-    std::snprintf(line, sizeof line, "profiled %d kernels × %d runs: %.4g ms per run%s%s",
-                  static_cast<int>(s.compiled->profile->kernels.size()), iters, s.compiled->profile->total_ms,
-                  note.empty() ? "" : "; dims ", note.c_str());
-    s.info(line);
+    TensorMap in = default_inputs(c->program().graph, &note);
+    auto report = std::make_shared<ProfileReport>(c->exe->profile(in, iters));
+    return [c, iters, note, report](AppState& s) {
+      if (s.compiled != c) {
+        s.warn("profile finished after the program was replaced: result dropped");
+        return;
+      }
+      c->profile = std::move(*report);
+      ++c->serial;
+      s.color_mode = ColorMode::Heat;   // where the time goes; the toolbar switches back
+      char line[160];
+      std::snprintf(line, sizeof line, "profiled %d kernels × %d runs: %.4g ms per run%s%s",
+                    static_cast<int>(c->profile->kernels.size()), iters, c->profile->total_ms,
+                    note.empty() ? "" : "; dims ", note.c_str());
+      s.info(line);
+    };
   });
+}
+
+bool profile_compiled(AppState& s, int iters) {
+  finish_job(s);
+  uint64_t before = s.jobs.finished;
+  if (!start_profile(s, iters)) return false;
+  return finish_job(s) && s.jobs.finished > before && s.compiled && s.compiled->profile;
 }
 
 //-----------------------------------------------------------------------------
 // [SECTION] run and node statistics
 //-----------------------------------------------------------------------------
 
-bool run_values(AppState& s) {
+bool start_run(AppState& s) {
   if (!s.has_graph) return false;
-  return guarded(s, "run failed", [&] {
-    RunValues rv;
-    rv.graph_version = s.version;
+  if (refuse_when_busy(s, "run")) return false;
+  Graph g = s.graph;
+  uint64_t version = s.version;
+  return s.jobs.start("run", "running the interpreter", "run failed", [g = std::move(g), version]() -> JobRunner::Apply {
+    auto rv = std::make_shared<RunValues>();
+    rv->graph_version = version;
     std::string dims;
-    rv.inputs = default_inputs(s.graph, &dims);
-    rv.note = "random inputs (seed 0)" + (dims.empty() ? "" : ", " + dims);
-    s.run = std::move(rv);
+    rv->inputs = default_inputs(g, &dims);
+    rv->note = "random inputs (seed 0)" + (dims.empty() ? "" : ", " + dims);
     // Evaluate the outputs once now, so a graph that cannot run fails here, visibly.
-    interpret(s.graph, s.run->inputs);
-    s.info("ran the graph on " + s.run->note + ": select a node to see its values");
+    interpret(g, rv->inputs);
+    return [rv](AppState& s) {
+      if (s.version != rv->graph_version) {
+        s.warn("run finished after the graph changed: run again to see this graph's values");
+        return;
+      }
+      s.run = std::move(*rv);
+      s.info("ran the graph on " + s.run->note + ": select a node to see its values");
+    };
   });
+}
+
+bool run_values(AppState& s) {
+  finish_job(s);
+  uint64_t before = s.jobs.finished;
+  if (!start_run(s)) return false;
+  return finish_job(s) && s.jobs.finished > before && s.run && s.run->graph_version == s.version;
 }
 
 namespace {

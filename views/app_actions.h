@@ -14,17 +14,33 @@
 
 namespace lathe::views {
 
-// Compiles the graph shown (through ProgramHooks::compile) and adopts the result.
+// Background jobs (jobs.h). Each start_* takes what it needs from `s` (a snapshot of the
+// graph shown, the program) and returns at once; false, with a log line, when it cannot
+// start (nothing to work on, or another job is running). The result is applied when the
+// job ends: a compile whose graph was replaced meanwhile is dropped; one whose graph was
+// rewritten meanwhile is shown marked "from an earlier step".
+//
+// Compiles the graph shown (ProgramHooks::build on the worker, then publish: the console's
+// `p` is the same program) and adopts the result.
+bool start_compile(AppState& s, const std::string& backend = "");
+// Times every kernel `iters` times on seeded random inputs (symbolic dims = 64).
+bool start_profile(AppState& s, int iters = 10);
+// Runs the reference interpreter on seeded random inputs; node stats then come lazily.
+bool start_run(AppState& s);
+// The same, waiting for the job and applying it; true when it succeeded. For callers that
+// need the result now (the console, tests). A job already running is waited for first.
 bool compile_shown(AppState& s, const std::string& backend = "");
-// Shows `exe` as the compiled program (kernel level, kernel colours, kernels panel).
-// Re-adopting the same program is a no-op.
-void adopt_program(AppState& s, std::shared_ptr<Executable> exe);
+bool profile_compiled(AppState& s, int iters = 10);
+bool run_values(AppState& s);
+// Waits for the running job (if any) and applies it; true unless it failed.
+bool finish_job(AppState& s);
+
+// Shows `exe` as the compiled program (kernel level, kernel colours, kernels panel),
+// compiled from graph version `version` (-1: the version shown). Re-adopting the same
+// program is a no-op.
+void adopt_program(AppState& s, std::shared_ptr<Executable> exe, int64_t version = -1);
 // Adopts the command layer's `p` when it changed since the last call (cheap; every frame).
 void poll_program(AppState& s);
-// Times every kernel `iters` times on seeded random inputs (symbolic dims = 64).
-bool profile_compiled(AppState& s, int iters = 10);
-// Runs the reference interpreter on seeded random inputs; node stats then come lazily.
-bool run_values(AppState& s);
 // The stats of node `id` after run_values (computed on first use, then cached).
 const NodeStats* node_stats(AppState& s, uint32_t id);
 

@@ -10,6 +10,7 @@
 // the error panel) and the log, and the previous graph, if any, stays on screen.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <set>
 #include <string>
@@ -19,6 +20,7 @@
 #include "core/ir/diag.h"
 #include "core/ir/graph.h"
 #include "views/compiled.h"
+#include "views/jobs.h"
 
 namespace lathe::views {
 
@@ -66,6 +68,20 @@ class AppState {
   // The rewrite step being shown (timeline): the node it rewrote and the nodes it added.
   int step_root = -1;
   std::set<uint32_t> step_added;
+  // Where the last rewrite run stopped at a breakpoint: the rule about to fire and the
+  // node it would rewrite (outlined in the graph view); cleared by the next command.
+  std::string break_rule;
+  int break_node = -1;
+  std::string rules_source;         // what the timeline loaded: a rules file or a built-in name
+  // The rules editor's document (rules_editor.h): one file's text being edited.
+  struct RulesDoc {
+    std::string path;               // the file edited; "" = none yet
+    std::string text;               // the buffer (saved or not)
+    bool dirty = false;             // edited since the last load / save
+    bool builtin = false;           // one of assets/rules: Save asks for another path
+    int error_line = 0;             // the line of the last failed reload (0 = none)
+    std::string error;              // its message
+  } rules_doc;
   std::vector<LogLine> log;
 
   // --- compiled program, profile, values (compiled.h; app_actions.h changes them) -----
@@ -78,10 +94,22 @@ class AppState {
   // "Kernels", "Profile"; the kernels panel's "loop" / "source" / "asm"; the profile
   // panel's "roofline" / "bars".
   std::string side_tab_request, code_tab_request, profile_view_request;
+  // The bottom tab bar: "Log", "Timeline", "Rules", "Console".
+  std::string bottom_tab_request;
+  std::string rules_open_request;   // one-shot: the rules editor opens this (a file or a built-in name)
+  // Resolves what the timeline loads (a file, or a built-in set's name) to the file to
+  // edit; throws UserError for an unknown built-in. Set by the app when the scripting
+  // layer is built in (without it, sources are taken as paths).
+  std::function<std::string(const std::string& source)> resolve_rules;
+  // Follows the command layer now (the session's current graph, `p`): the app sets it,
+  // and the `gui` Lua functions call it after a command so the state they return is current.
+  std::function<void()> sync;
   // What the graph view drew last frame (scripts and tests read it).
   size_t view_boxes = 0, view_edges = 0, view_highlighted = 0;
   bool fit_request = false;           // one-shot: the graph view fits the drawing to the window
   std::vector<double> frame_ms;       // the last frames' times (the app's loop records them)
+  // Compile, profile and run go to this worker (jobs.h); app_actions.h starts them.
+  JobRunner jobs;
 
   // --- commands ------------------------------------------------------------------------
   // Loads FILE through load_graph (core/ir/loader.h). On failure keeps the old graph,

@@ -28,10 +28,25 @@ struct KernelCode {
   std::string note;       // why not, or an error while rendering
 };
 
+// A program compiled off the UI thread: the Executable, the backend that made it, and
+// the command layer's own state for it (opaque here), which publish() turns into `p`.
+struct BuiltProgram {
+  std::shared_ptr<Executable> exe;
+  std::string backend;
+  std::shared_ptr<void> handle;
+};
+
 struct ProgramHooks {
   // Compiles the graph shown with `backend` ("" = the default) through the command layer,
-  // so the console's `p` is the same program. Returns "" or the error message.
+  // so the console's `p` is the same program. Returns "" or the error message. Runs on
+  // the UI thread; the app uses it only when `build` is missing.
   std::function<std::string(const std::string& backend)> compile;
+  // Compiles `g` with `backend` ("" = the default) without touching Lua, so the app can
+  // call it on its worker thread (jobs.h). Throws UserError (unknown or unavailable
+  // backend, an op it cannot run, a compile error).
+  std::function<BuiltProgram(const Graph& g, const std::string& backend)> build;
+  // UI thread: makes a built program the command layer's `p` (the console sees it).
+  std::function<void(const BuiltProgram&)> publish;
   // The command layer's current program (Lua global `p`), nullptr when there is none.
   std::function<std::shared_ptr<Executable>()> program;
   // Kernel k's source (and its assembly when `assembly` is set).

@@ -39,10 +39,17 @@ void Console::draw(AppState& s, const Fonts& fonts) {
   ImGui::EndChild();
   ImGui::PushFont(fonts.mono);
   ImGui::SetNextItemWidth(-1);
-  bool enter = ImGui::InputTextWithHint("##lua", "> Lua (the `lathe` module; g is the graph shown)", line_, sizeof line_,
+  // While a background job runs the console waits: Lua could reschedule or run the very
+  // program the job is using.
+  bool busy = s.jobs.busy();
+  std::string hint = busy ? "(waiting for the job: " + s.jobs.label() + ")" : "> Lua (the `lathe` module; g is the graph shown)";
+  ImGui::BeginDisabled(busy);
+  bool enter = ImGui::InputTextWithHint("##lua", hint.c_str(), line_, sizeof line_,
                                         ImGuiInputTextFlags_EnterReturnsTrue | ImGuiInputTextFlags_CallbackHistory,
                                         &Console::on_input, this);
+  ImGui::EndDisabled();
   ImGui::PopFont();
+  if (busy) enter = false;
   if (enter && line_[0]) {
     std::string line = line_;
     line_[0] = 0;

@@ -78,7 +78,10 @@ void GraphView::draw_toolbar(AppState& s) {
   }
   if (s.level == Level::Kernel && !s.compiled && s.has_graph) {
     ImGui::SameLine(0, 12);
-    if (ImGui::Button("Compile")) compile_shown(s);
+    bool compiling = s.jobs.busy() && s.jobs.kind() == "compile";
+    ImGui::BeginDisabled(s.jobs.busy());
+    if (ImGui::Button(compiling ? "Compiling…" : "Compile")) start_compile(s);
+    ImGui::EndDisabled();
     if (ImGui::IsItemHovered()) ImGui::SetTooltip("compile the graph shown with the default backend (:compile)");
   }
   ImGui::SameLine(0, 12);

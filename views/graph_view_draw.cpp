@@ -99,6 +99,8 @@ void GraphView::draw_boxes_and_edges(AppState& s, ImDrawList* dl, ImVec2 origin,
                (!b.group.empty() && b.group == s.selected_group);
     if (kernel_focus && in_kernel_[i])   // provenance: a node of the selected kernel
       dl->AddRect(ImVec2(a.x - 4, a.y - 4), ImVec2(z.x + 4, z.y + 4), colors::kKernelHit, round + 4, 0, 2.5f);
+    if (b.group.empty() && static_cast<int>(b.rep) == s.break_node)   // a breakpoint rule is about to rewrite it
+      dl->AddRect(ImVec2(a.x - 6, a.y - 6), ImVec2(z.x + 6, z.y + 6), colors::kBreakpoint, round + 6, 0, 3.0f);
     if (sel) dl->AddRect(ImVec2(a.x - 2, a.y - 2), ImVec2(z.x + 2, z.y + 2), colors::kSelected, round + 2, 0, 2.5f);
     else if (b.group.empty() && static_cast<int>(b.rep) == s.step_root)   // what the step made
       dl->AddRect(ImVec2(a.x - 3, a.y - 3), ImVec2(z.x + 3, z.y + 3), colors::kStepRoot, round + 3, 0, 3.0f);

@@ -21,6 +21,7 @@
 #include <filesystem>
 #include <cstdio>
 #include <iostream>
+#include <sstream>
 
 #include "views/app_actions.h"
 #include "views/app_state.h"
@@ -33,6 +34,7 @@
 #include "views/log_panel.h"
 #include "views/open_dialog.h"
 #include "views/profile_panel.h"
+#include "views/rules_editor.h"
 #include "views/screenshot.h"
 #include "views/theme.h"
 #include "views/timeline.h"
@@ -64,6 +66,37 @@ void splitter(const char* id, bool vertical, ImVec2 size, float extent, float* f
   else ImGui::GetWindowDrawList()->AddLine(ImVec2(a.x, (a.y + b.y) * 0.5f), ImVec2(b.x, (a.y + b.y) * 0.5f), col, hot ? 3 : 1);
 }
 
+// An indeterminate progress spinner: an arc turning once a second, at the cursor.
+void spinner(float radius, ImU32 col) {
+  ImVec2 p = ImGui::GetCursorScreenPos();
+  float h = ImGui::GetFrameHeight();
+  ImGui::Dummy(ImVec2(radius * 2 + 4, h));
+  ImVec2 c(p.x + radius + 2, p.y + h * 0.5f);
+  float t = static_cast<float>(ImGui::GetTime()) * 6.2832f;
+  ImDrawList* dl = ImGui::GetWindowDrawList();
+  dl->PathArcTo(c, radius, t, t + 4.2f, 16);
+  dl->PathStroke(col, 0, 2.5f);
+}
+
+// While a background job runs: a badge in the graph panel's lower-left corner with a
+// spinner, what runs and for how long (the menu bar says it too, smaller).
+void busy_badge(const AppState& s) {
+  if (!s.jobs.busy()) return;
+  char text[160];
+  std::snprintf(text, sizeof text, "%s… %.1f s%s", s.jobs.label().c_str(), s.jobs.seconds(), s.jobs.held() ? " (held)" : "");
+  ImVec2 ts = ImGui::CalcTextSize(text);
+  ImVec2 pos = ImGui::GetWindowPos(), size = ImGui::GetWindowSize();
+  float h = ts.y + 20, w = ts.x + 52;
+  ImVec2 a(pos.x + 12, pos.y + size.y - h - 12), b(a.x + w, a.y + h);
+  ImDrawList* dl = ImGui::GetWindowDrawList();
+  dl->AddRectFilled(a, b, colors::kBusyFill, 6);
+  dl->AddRect(a, b, colors::kKernelHit, 6, 0, 1.5f);
+  float t = static_cast<float>(ImGui::GetTime()) * 6.2832f;
+  dl->PathArcTo(ImVec2(a.x + 20, a.y + h * 0.5f), 8, t, t + 4.2f, 16);
+  dl->PathStroke(colors::kKernelHit, 0, 2.5f);
+  dl->AddText(ImVec2(a.x + 38, a.y + (h - ts.y) * 0.5f), colors::kText, text);
+}
+
 std::string default_file() {
   for (const char* dir : {"samples", LATHE_SOURCE_SAMPLES})
     for (auto& f : list_graph_files(dir))
@@ -83,6 +116,7 @@ struct App {
   Timeline timeline;
   KernelsPanel kernels;
   ProfilePanel profile;
+  RulesEditor rules_editor;
   // --script: running until it ends; what it waits for between resumes.
   bool script_running = false, script_failed = false;
   ScriptStep script_wait;          // Frames: script_wait.frames left; Screenshot: the path
@@ -162,7 +196,12 @@ void App::resume_script() {
 // After a frame is rendered: counts it toward what the script waits for (only frames
 // with the graph laid out count), writes a requested screenshot, resumes the script.
 void App::script_frame(bool settled, int fb_w, int fb_h) {
-  if (!script_running || !settled) return;
+  if (!script_running) return;
+  if (script_wait.kind == ScriptStep::Kind::Job) {   // applied at the start of a frame (draw_frame)
+    if (!state.jobs.busy()) resume_script();
+    return;
+  }
+  if (!settled) return;
   if (script_wait.kind == ScriptStep::Kind::Frames && --script_wait.frames <= 0) {
     resume_script();
   } else if (script_wait.kind == ScriptStep::Kind::Screenshot && --shot_countdown <= 0) {
@@ -217,10 +256,19 @@ void App::menu_bar() {
     ImGui::EndMenu();
   }
   if (io.KeyCtrl && ImGui::IsKeyPressed('Q')) quit = true;
+  // A background job: a spinner, what it does and for how long.
+  if (state.jobs.busy()) {
+    ImGui::SameLine(0, 24);
+    spinner(7, colors::kKernelHit);
+    char line[160];
+    std::snprintf(line, sizeof line, "%s… %.1f s%s", state.jobs.label().c_str(), state.jobs.seconds(),
+                  state.jobs.held() ? " (held)" : "");
+    ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(colors::kKernelHit), "%s", line);
+  }
   // The file shown, right-aligned.
   std::string t = state.has_graph ? state.title + "  ·  " + std::to_string(state.topo.size()) + " nodes" : "no graph";
   float w = ImGui::CalcTextSize(t.c_str()).x;
-  ImGui::SameLine(ImGui::GetWindowWidth() - w - 16);
+  ImGui::SameLine(std::max(ImGui::GetCursorPosX() + 16, ImGui::GetWindowWidth() - w - 16));
   ImGui::TextDisabled("%s", t.c_str());
   ImGui::EndMenuBar();
 }
@@ -234,6 +282,7 @@ void App::draw_frame() {
                ImGuiWindowFlags_NoDecoration | ImGuiWindowFlags_NoMove | ImGuiWindowFlags_NoSavedSettings |
                    ImGuiWindowFlags_MenuBar | ImGuiWindowFlags_NoBringToFrontOnFocus);
   ImGui::PopStyleVar();
+  state.jobs.poll(state);   // a finished compile / profile / run shows from this frame on
   menu_bar();
   sync_command_layer();
 
@@ -248,6 +297,7 @@ void App::draw_frame() {
   ImGui::BeginChild("graph-panel", ImVec2(left_w, top_h), true, ImGuiWindowFlags_NoScrollbar | ImGuiWindowFlags_NoScrollWithMouse);
   draw_error_panel(state, fonts);
   graph->draw(state);
+  busy_badge(state);
   ImGui::EndChild();
   ImGui::PopStyleVar();
 
@@ -285,15 +335,22 @@ void App::draw_frame() {
   ImGui::PushStyleVar(ImGuiStyleVar_ItemSpacing, ImVec2(8, 5));
   ImGui::BeginChild("bottom-panel", ImVec2(0, 0), true);
   if (ImGui::BeginTabBar("bottom-tabs")) {
-    if (ImGui::BeginTabItem("Log")) {
+    std::string req = state.bottom_tab_request;
+    state.bottom_tab_request.clear();
+    auto flags = [&](const char* name) { return req == name ? ImGuiTabItemFlags_SetSelected : 0; };
+    if (ImGui::BeginTabItem("Log", nullptr, flags("Log"))) {
       draw_log_panel(state, fonts);
       ImGui::EndTabItem();
     }
-    if (ImGui::BeginTabItem("Timeline")) {
+    if (ImGui::BeginTabItem("Timeline", nullptr, flags("Timeline"))) {
       timeline.draw(state);
       ImGui::EndTabItem();
     }
-    if (ImGui::BeginTabItem("Console")) {
+    if (ImGui::BeginTabItem("Rules", nullptr, flags("Rules"))) {
+      rules_editor.draw(state, fonts, timeline);
+      ImGui::EndTabItem();
+    }
+    if (ImGui::BeginTabItem("Console", nullptr, flags("Console"))) {
       console.draw(state, fonts);
       ImGui::EndTabItem();
     }
@@ -317,6 +374,7 @@ void App::draw_frame() {
         "right-click     expand / collapse menu\n"
         "Ctrl+F          search (op, name, shape, regex); Enter cycles hits\n"
         "Ctrl+O / F5     open / reload\n"
+        "Ctrl+S          save the rules file (Rules tab)\n"
         "Ctrl+Q          quit");
     if (ImGui::Button("Close") || ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_Escape))) ImGui::CloseCurrentPopup();
     ImGui::EndPopup();
@@ -337,9 +395,21 @@ int run_gui(const GuiOptions& opts) {
   app.headless = !opts.screenshot.empty();
   app.timeline.run = opts.console;
   app.timeline.session = opts.session;
+  app.state.resolve_rules = opts.resolve_rules;
+  app.state.sync = [&app] { app.sync_command_layer(); };
   if (opts.console) {
     // Console lines go through the command layer; a new `g` from it is then shown.
     app.console.eval = [&app](const std::string& line, AppState& s) {
+      // `:compile [backend]` goes to the background job, as the Compile button does (the
+      // console's `p` is the program once it is done); everything else to the command layer.
+      std::istringstream words(line);
+      std::string cmd, backend, extra;
+      words >> cmd >> backend >> extra;
+      if (cmd == ":compile" && extra.empty() && s.hooks.build) {
+        if (!start_compile(s, backend)) return ConsoleResult{s.log.empty() ? "cannot compile" : s.log.back().text, false};
+        return ConsoleResult{"compiling" + (backend.empty() ? "" : " with " + backend) +
+                             " in the background: the Kernels panel and `p` show it when done"};
+      }
       ConsoleResult r = app.opts.console(line, s);
       if (app.opts.console_graph)
         if (std::optional<Graph> g = app.opts.console_graph(); g && g->outputs != app.console_g) {
@@ -386,6 +456,7 @@ int run_gui(const GuiOptions& opts) {
   apply_dark_theme();
   app.graph = std::make_unique<GraphView>(app.fonts);
   app.state.hooks = opts.program;
+  app.state.jobs.wake = [] { glfwPostEmptyEvent(); };
   app.load_initial();
 
   int settled_frames = 0;
@@ -396,6 +467,7 @@ int run_gui(const GuiOptions& opts) {
   std::string title_shown;
   while (!glfwWindowShouldClose(window) && !app.quit) {
     if (app.headless || app.graph->settling() || app.script_running) glfwPollEvents();
+    else if (app.state.jobs.busy()) glfwWaitEventsTimeout(1.0 / 30);   // the spinner turns; the job's end wakes us
     else glfwWaitEventsTimeout(0.25);   // idle: no busy loop, but redraw now and then
     ImGui_ImplOpenGL3_NewFrame();
     ImGui_ImplGlfw_NewFrame();
@@ -425,8 +497,9 @@ int run_gui(const GuiOptions& opts) {
       app.script_frame(!app.graph->settling() || waited_too_long, fb_w, fb_h);
       if (app.script_running) start = now;   // the final screenshot's timeout starts after the script
     } else if (app.headless) {
-      // Count frames only once the layout is on screen (or after a generous timeout).
-      if (!app.graph->settling() || waited_too_long) {
+      // Count frames only once the layout is on screen and no job is running (or after a
+      // generous timeout).
+      if ((!app.graph->settling() && !app.state.jobs.busy()) || waited_too_long) {
         if (settled_frames > 0) frame_ms.push_back(std::chrono::duration<double, std::milli>(now - last).count());
         if (++settled_frames >= std::max(1, opts.frames)) {
           std::string err = write_back_buffer_png(opts.screenshot, fb_w, fb_h);
@@ -456,6 +529,7 @@ int run_gui(const GuiOptions& opts) {
     if (!app.state.path.empty()) app.settings.last_file = app.state.path;
     save_gui_settings(app.settings);
   }
+  app.state.jobs.join();   // a job still running finishes first (its wake call needs GLFW)
   app.graph.reset();   // joins the layout thread before the GL context goes
   ImGui_ImplOpenGL3_Shutdown();
   ImGui_ImplGlfw_Shutdown();

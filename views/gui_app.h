@@ -8,7 +8,7 @@
 //   |                               | Kernels   |    |
 //   |                               | Profile        |
 //   +-------------------------------+----------------+
-//   | Log | Timeline | Console                        |
+//   | Log | Timeline | Rules | Console                |
 //   +------------------------------------------------+
 //
 // The splitters, window size and ImGui's own state persist in the XDG config directory
@@ -17,7 +17,8 @@
 // nor written then, so screenshots are reproducible). A --script may pause for frames and
 // take screenshots along the way (gui.frames / gui.screenshot); in headless mode a script
 // that fails makes the exit code 1 (the final screenshot, showing the error, is still
-// written).
+// written). Compile, profile and run are background jobs (jobs.h): the menu bar shows a
+// spinner while one runs and the window stays interactive.
 #pragma once
 #include <functional>
 #include <string>
@@ -32,7 +33,8 @@ namespace lathe::views {
 
 // Where a running --script stands after a resume.
 struct ScriptStep {
-  enum class Kind { Done, Error, Frames, Screenshot } kind = Kind::Done;
+  // Job: the script waits for the background job (compile, profile, run) to be applied.
+  enum class Kind { Done, Error, Frames, Screenshot, Job } kind = Kind::Done;
   int frames = 0;          // Frames: how many to render (once the graph is laid out)
   std::string path;        // Screenshot: the PNG to write
   std::string error;       // Error: "file:line: message"
@@ -54,6 +56,9 @@ struct GuiOptions {
   SessionSource session;     // the command layer's rewrite session (Lua global `s`)
   std::function<void(const Graph&, const std::string& path)> publish_graph;   // sets `g`
   std::function<std::optional<Graph>()> console_graph;                        // reads `g`
+  // Resolves a rules source (FILE.lua or a built-in set's name) to the file the rules
+  // editor opens (AppState::resolve_rules).
+  std::function<std::string(const std::string& source)> resolve_rules;
   // Compiling, rendering kernels and reading the console's `p` (views/compiled.h).
   ProgramHooks program;
   // --script: start_script loads the file as a coroutine ("" or the error); resume_script

@@ -47,8 +47,15 @@ void histogram(const NodeStats& st) {
 
 void inspect_values(AppState& s, NodeRef n) {
   bool fresh = s.run && s.run->graph_version == s.version;
-  if (ImGui::SmallButton(fresh ? "Run again" : "Run")) run_values(s), fresh = s.run && s.run->graph_version == s.version;
+  bool running = s.jobs.busy() && s.jobs.kind() == "run";
+  ImGui::BeginDisabled(s.jobs.busy());
+  if (ImGui::SmallButton(running ? "Running…" : fresh ? "Run again" : "Run")) start_run(s);
+  ImGui::EndDisabled();
   ImGui::SameLine();
+  if (running) {
+    ImGui::TextDisabled("running the interpreter in the background…");
+    return;
+  }
   if (!fresh) {
     ImGui::TextDisabled(s.run ? "the graph changed since the last run" : "runs the interpreter on random inputs");
     return;

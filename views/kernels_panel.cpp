@@ -43,14 +43,16 @@ void KernelsPanel::compile_bar(AppState& s) {
     }
     ImGui::SameLine();
   }
-  bool can = s.has_graph && s.hooks.compile;
-  if (!can) ImGui::BeginDisabled();
-  if (ImGui::Button(s.compiled ? "Recompile" : "Compile"))
-    compile_shown(s, backends_.empty() ? "" : backends_[backend_]);
-  if (!can) ImGui::EndDisabled();
+  bool can = s.has_graph && (s.hooks.build || s.hooks.compile) && !s.jobs.busy();
+  bool compiling = s.jobs.busy() && s.jobs.kind() == "compile";
+  ImGui::BeginDisabled(!can);
+  if (ImGui::Button(compiling ? "Compiling…" : s.compiled ? "Recompile" : "Compile"))
+    start_compile(s, backends_.empty() ? "" : backends_[backend_]);
+  ImGui::EndDisabled();
   ImGui::SameLine();
   if (!s.compiled) {
-    ImGui::TextDisabled(s.hooks.compile ? "not compiled yet" : "compiling needs the scripting layer");
+    ImGui::TextDisabled(compiling ? "compiling in the background…"
+                        : (s.hooks.build || s.hooks.compile) ? "not compiled yet" : "compiling needs the scripting layer");
     return;
   }
   ImGui::TextDisabled("%s · %d kernels", s.compiled->backend.c_str(), s.compiled->num_kernels());

@@ -145,7 +145,10 @@ void ProfilePanel::draw(AppState& s) {
     ImGui::TextWrapped("The %s backend runs the graph as a whole: there are no kernels to profile.", s.compiled->backend.c_str());
     return;
   }
-  if (ImGui::Button("Profile")) profile_compiled(s, iters_);
+  bool busy = s.jobs.busy();
+  ImGui::BeginDisabled(busy);
+  if (ImGui::Button(busy && s.jobs.kind() == "profile" ? "Profiling…" : "Profile")) start_profile(s, iters_);
+  ImGui::EndDisabled();
   ImGui::SameLine();
   ImGui::SetNextItemWidth(90);
   ImGui::InputInt("runs", &iters_, 5, 50);

@@ -14,7 +14,7 @@ constexpr const char* kMonoPath = "/usr/share/fonts/truetype/dejavu/DejaVuSansMo
 ImFont* add_font(const char* path, float size) {
   std::error_code ec;
   if (!std::filesystem::exists(path, ec)) return nullptr;   // AddFontFromFileTTF asserts
-  static const ImWchar ranges[] = {0x0020, 0x00FF, 0x2013, 0x2026, 0x2190, 0x2193, 0x2264, 0x2265, 0x25B6, 0x25BC, 0};
+  static const ImWchar ranges[] = {0x0020, 0x00FF, 0x2013, 0x2026, 0x2190, 0x2193, 0x2264, 0x2265, 0x25A0, 0x25CF, 0};
   ImFontConfig cfg;
   cfg.OversampleH = 2;
   cfg.OversampleV = 2;

@@ -52,6 +52,9 @@ constexpr ImU32 kWarn       = IM_COL32(240, 190, 90, 255);
 constexpr ImU32 kOk         = IM_COL32(120, 210, 130, 255);   // also: nodes a rewrite step added
 constexpr ImU32 kStepRoot   = IM_COL32(90, 230, 120, 255);    // the node a rewrite step produced
 constexpr ImU32 kKernelHit  = IM_COL32(80, 220, 255, 255);    // nodes of the selected kernel
+constexpr ImU32 kBreakpoint = IM_COL32(235, 80, 215, 255);    // a breakpoint rule and the node it is about to rewrite
+constexpr ImU32 kBreakRow   = IM_COL32(92, 34, 88, 255);      // the timeline's row of the rule a run stopped before
+constexpr ImU32 kBusyFill   = IM_COL32(28, 62, 84, 255);      // the "compiling…" badge over the graph
 }  // namespace colors
 
 }  // namespace lathe::views
