@@ -152,9 +152,9 @@ bool CudaEmitter::emit_tiled(const std::vector<const Stmt*>& chain, const std::v
     if (f_.dims.empty() && loop::eval_index(M.size(), env, m) && loop::eval_index(N.size(), env, n) &&
         loop::eval_index(B.size(), env, b) && loop::eval_index(K.size(), env, k_const)) {
       tiles = b * ((m + BM - 1) / BM) * ((n + BN - 1) / BN);
-      if (split_k_ && tiles < 132 && k_const >= 1024) {
+      if (split_k_ && tiles < 132 && k_const >= 512) {
         S = static_cast<int>(std::min<int64_t>(8, (2 * 132 + tiles - 1) / tiles));
-        while (S > 1 && k_const / S < 256) --S;
+        while (S > 1 && k_const / S < 128) --S;
         if (S * tiles * BM * BN * 4 > (int64_t(64) << 20)) S = 1;  // workspace ≤ 64 MiB
       }
       k_slice = (k_const + S - 1) / S;
