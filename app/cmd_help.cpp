@@ -34,6 +34,8 @@ const char* kEnvironment =
     "  LATHE_CACHE_DIR          kernel cache directory (default $XDG_CACHE_HOME/lathe, ~/.cache/lathe)\n"
     "  LATHE_ASSETS             where the built-in rule sets live (default: next to the binary / source tree)\n"
     "  CC                       the C compiler of the c backend (default cc)\n"
+    "  OMP_WAIT_POLICY          the c backend's OpenMP workers; lathe sets passive when unset (spinning\n"
+    "                           workers stall for milliseconds when the cores are shared)\n"
     "  LATHE_KEEP_OPENBLAS_CORETYPE  keep OPENBLAS_CORETYPE as set (lathe otherwise picks SkylakeX kernels)\n"
     "  LATHE_MAX_INSTRUCTIONS, LATHE_MAX_MEMORY_MB   limits of the Lua sandbox\n"
     "  LATHE_NO_PROGRESS, NO_COLOR                   plain terminal output\n"
@@ -42,6 +44,8 @@ const char* kEnvironment =
     "  LATHE_CUDA_DRIVER        driver library to load instead of libcuda.so.1 (tests: a fake driver)\n"
     "  LATHE_CUDA_DEBUG=1       trace every transfer and launch; synchronize after each kernel\n"
     "  LATHE_CUDA_TILED=0       render contractions as plain per-thread reductions (A/B comparisons)\n"
+    "  LATHE_CUDA_SPLIT_K=0     never split K of a tiled contraction over blocks\n"
+    "  LATHE_CUDA_ROW_CACHE=0   block-per-row kernels re-read rows from global memory\n"
     "  LATHE_TEST_BACKEND       the backend the differential tests run on (c, llvm, cuda)\n";
 
 int run_help(const std::vector<std::string>& args) {

@@ -61,6 +61,11 @@ int dispatch(int argc, char** argv) {
 }  // namespace lathe::app
 
 int main(int argc, char** argv) {
+  // The c backend's kernels use OpenMP. Spinning workers (libgomp's default) cost
+  // milliseconds per parallel loop when other processes share the cores (softmax 64x1000:
+  // 8 ms instead of 0.04 ms at load 4 on 2 cores); sleeping ones cost microseconds. Set
+  // before any thread starts and before libgomp loads with the first kernel.
+  setenv("OMP_WAIT_POLICY", "passive", 0);
   try {
     return lathe::app::dispatch(argc, argv);
   } catch (const lathe::UserError& e) {
