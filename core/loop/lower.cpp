@@ -5,7 +5,7 @@
 #include <unordered_set>
 
 #include "core/ir/diag.h"
-#include "core/schedule/view_index.h"
+#include "core/loop/lower_value.h"
 
 namespace lathe::loop {
 
@@ -51,10 +51,11 @@ bool expensive(const ExprRef& e) {
   return false;
 }
 
-class Lowerer {
+class Lowerer : public ValueLowering {
  public:
   // allow_stash: may keep one shared expensive value in the output buffer (see stash_at)
-  Lowerer(const KernelGraph& kg, const Kernel& k, bool allow_stash) : kg_(kg), k_(k), allow_stash_(allow_stash) {
+  Lowerer(const KernelGraph& kg, const Kernel& k, bool allow_stash)
+      : ValueLowering(kg, k.root), k_(k), allow_stash_(allow_stash) {
     f_.name = k.name;
     f_.kernel = k.id;
     f_.dims = kg.symbols;
@@ -74,7 +75,7 @@ class Lowerer {
     const Shape& shape = root->shape;
     scopes_.push_back(std::make_unique<Scope>());
     stack_.push_back(scopes_.back().get());
-    std::vector<ExprRef> idx;
+    Index idx;
     for (size_t d = 0; d < shape.size(); ++d) {
       if (shape[d] == SymInt(1)) { idx.push_back(const_int(0)); continue; }
       std::string v = "i" + std::to_string(d);
@@ -84,27 +85,24 @@ class Lowerer {
     root_idx_ = idx;
     root_idx_key_ = idx_key(idx);
     ExprRef value = compute(root, idx);
-    stack_.back()->stmts.push_back(make_store(0, flat_index(idx, shape), value));
+    stack_.back()->stmts.push_back(make_store(0, row_major_index(idx, shape), value));
     f_.body = close_scopes(stack_, 0);
     return std::move(f_);
   }
 
  private:
-  const KernelGraph& kg_;
   const Kernel& k_;
   LoopFunc f_;
-  std::unordered_map<int, int> param_of_;          // buffer id -> param index
   std::unordered_map<NodeRef, int> uses_;          // users inside the kernel
   std::vector<std::unique_ptr<Scope>> scopes_;
   std::vector<Scope*> stack_;
   std::unordered_map<std::string, Scope*> defined_in_;   // loop var / local -> scope
   std::unordered_map<std::string, std::pair<Scope*, std::string>> cse_;
-  std::vector<ExprRef> masks_;
   int counter_ = 0;
   // the stash: one shared node whose values a reduction loop stores into the output row
   // and the output loop loads back instead of recomputing (softmax's exp(x - max))
   bool allow_stash_ = false;
-  std::vector<ExprRef> root_idx_;
+  Index root_idx_;
   std::string root_idx_key_;              // idx_key(root_idx_)
   NodeRef stash_node_ = nullptr;
   bool stash_read_ = false;
@@ -149,20 +147,6 @@ class Lowerer {
     return body;
   }
 
-  ExprRef flat_index(const std::vector<ExprRef>& idx, const Shape& shape) {
-    auto strides = contiguous_strides(shape);
-    ExprRef flat = const_int(0);
-    for (size_t d = 0; d < idx.size(); ++d)
-      if (shape[d] != SymInt(1)) flat = add(flat, mul(idx[d], from_sym(strides[d])));
-    return flat;
-  }
-
-  ExprRef current_mask() {
-    ExprRef m;
-    for (auto& x : masks_) m = logical_and(m, x);
-    return m;
-  }
-
   // Deepest position in the current stack among the variables an expression uses.
   size_t depth_of(const ExprRef& e) {
     size_t d = 0;
@@ -186,19 +170,19 @@ class Lowerer {
     return false;
   }
 
-  static std::string idx_key(const std::vector<ExprRef>& idx) {
+  static std::string idx_key(const Index& idx) {
     std::string k;
     for (auto& e : idx) k += expr_key(e) + ";";
     return k;
   }
 
-  std::string key_of(NodeRef n, const std::vector<ExprRef>& idx) {
-    return std::to_string(n->id) + "@" + idx_key(idx) + "|" + expr_key(current_mask());
+  std::string key_of(NodeRef n, const Index& idx) {
+    return std::to_string(n->id) + "@" + idx_key(idx) + "|" + expr_key(mask());
   }
 
   // How deeply fused reductions nest inside n (0: none; softmax's sum of exp(x - max): 2).
   int reduce_depth(NodeRef n) {
-    if (n != k_.root && kg_.materialized(n)) return 0;
+    if (reads_buffer(n)) return 0;
     auto it = reduce_depth_.find(n);
     if (it != reduce_depth_.end()) return it->second;
     int d = 0;
@@ -209,7 +193,7 @@ class Lowerer {
   // The values of n's inputs at idx, in a fixed order: deepest reduction nesting first
   // (ties in input order). A reduction's loop then comes before the code that shares its
   // subexpressions, so a stash it makes (stash_at) is there for the others to read.
-  std::vector<ExprRef> operands(NodeRef n, const std::vector<ExprRef>& idx) {
+  std::vector<ExprRef> operands(NodeRef n, const Index& idx) override {
     std::vector<size_t> order(n->inputs.size());
     for (size_t i = 0; i < order.size(); ++i) order[i] = i;
     std::stable_sort(order.begin(), order.end(),
@@ -231,11 +215,8 @@ class Lowerer {
     return var(name, dt);
   }
 
-  ExprRef value(NodeRef n, const std::vector<ExprRef>& idx) {
-    if (n != k_.root && kg_.materialized(n)) {
-      int p = param_of_.at(kg_.buffer_of.at(n));
-      return load(p, n->dtype, flat_index(idx, n->shape), current_mask());
-    }
+  ExprRef value(NodeRef n, const Index& idx) override {
+    if (reads_buffer(n)) return load_buffer(n, idx);
     std::string key = key_of(n, idx);
     auto it = cse_.find(key);
     if (it != cse_.end() && in_stack(it->second.first)) return var(it->second.second, n->dtype);
@@ -254,7 +235,7 @@ class Lowerer {
     ExprRef v = bind("v", n->dtype, e, depth);
     cse_[key] = {stack_[depth], v->name};
     if (shared && e->kind != ExprKind::Load && stash_at(n, idx, e))
-      stack_.back()->stmts.push_back(make_store(0, flat_index(idx, n->shape), v));
+      stack_.back()->stmts.push_back(make_store(0, row_major_index(idx, n->shape), v));
     return v;
   }
 
@@ -265,9 +246,9 @@ class Lowerer {
   // vars (not yet open) replaced by reduction vars spanning the same extent. Then the
   // reduction loop writes every element of the output row before the output loop runs,
   // and the output loop reads each element back exactly where (and before) it stores it.
-  bool stash_at(NodeRef n, const std::vector<ExprRef>& idx, const ExprRef& e) {
+  bool stash_at(NodeRef n, const Index& idx, const ExprRef& e) {
     NodeRef root = k_.root;
-    if (!allow_stash_ || stash_node_ || n == root || !expensive(e) || current_mask()) return false;
+    if (!allow_stash_ || stash_node_ || n == root || !expensive(e) || mask()) return false;
     if (n->dtype != root->dtype || !is_float(n->dtype) || n->dtype == DType::F16 || n->dtype == DType::BF16) return false;
     if (n->shape != root->shape || idx.size() != root_idx_.size()) return false;
     for (size_t p = 1; p < f_.buffers.size(); ++p)
@@ -294,124 +275,64 @@ class Lowerer {
   }
 
   // The stashed node at the root's own index: load it back from the output buffer.
-  ExprRef stashed(NodeRef n, const std::vector<ExprRef>& idx) {
-    if (n != stash_node_ || current_mask() || idx_key(idx) != root_idx_key_) return nullptr;
+  ExprRef stashed(NodeRef n, const Index& idx) {
+    if (n != stash_node_ || mask() || idx_key(idx) != root_idx_key_) return nullptr;
     stash_read_ = true;
-    return load(0, n->dtype, flat_index(idx, n->shape));
+    return load(0, n->dtype, row_major_index(idx, n->shape));
   }
 
-  ExprRef compute(NodeRef n, const std::vector<ExprRef>& idx) {
+  // The ops ValueLowering leaves to this lowering: gathers, copies and fused reductions.
+  ExprRef compute_other(NodeRef n, const Index& idx) override {
     switch (n->op) {
-      case Op::Const:
-        LATHE_CHECK(!n->attrs.data, "tensor constants are materialized by the scheduler");
-        return is_float(n->dtype) ? const_float(n->attrs.f, n->dtype) : const_int(n->attrs.i, n->dtype);
-      case Op::Index: return cast(idx[n->attrs.axis], n->dtype);
-      case Op::View: return view_value(n, idx);
       case Op::Take: return take_value(n, idx);
       case Op::Copy: return value(n->inputs[0], idx);
       case Op::Assign: return value(n->inputs[1], idx);
-      case Op::Cast: return cast(value(n->inputs[0], idx), n->dtype);
-      case Op::Where: {
-        auto v = operands(n, idx);
-        return select(v[0], v[1], v[2]);
-      }
       case Op::Reduce: return reduce_value(n, idx);
-      default: break;
+      default: return ValueLowering::compute_other(n, idx);
     }
-    switch (n->info().category) {
-      case OpCategory::Unary: return unary(n->op, value(n->inputs[0], idx));
-      case OpCategory::Binary: {
-        auto v = operands(n, idx);
-        return binary(n->op, v[0], v[1]);
-      }
-      default: break;
-    }
-    LATHE_CHECK(false, "lower: node %" + std::to_string(n->id) + " (" + std::string(op_name(n->op)) +
-                           ") should have been materialized");
-    return nullptr;
   }
 
-  ExprRef view_value(NodeRef n, const std::vector<ExprRef>& idx) {
-    const ViewSpec& v = *n->attrs.view;
-    NodeRef in = n->inputs[0];
-    ExprRef m;
-    for (size_t d = 0; d < v.mask.size(); ++d) {
-      if (v.mask[d].first != SymInt(0)) m = logical_and(m, le(from_sym(v.mask[d].first), idx[d]));
-      if (v.mask[d].second != v.shape[d]) m = logical_and(m, lt(idx[d], from_sym(v.mask[d].second)));
-    }
-    if (kg_.materialized(in)) {
-      ExprRef flat = from_sym(v.offset);
-      for (size_t d = 0; d < idx.size(); ++d)
-        if (v.shape[d] != SymInt(1)) flat = add(flat, mul(idx[d], from_sym(v.strides[d])));
-      int p = param_of_.at(kg_.buffer_of.at(in));
-      return load(p, n->dtype, flat, logical_and(current_mask(), m));
-    }
-    auto map = view_dim_map(v, in->shape);
-    LATHE_CHECK(map.has_value(), "lower: view of an inlined node is not index math (scheduler bug)");
-    if (map->all_masked) return const_of(0, n->dtype);
-    std::vector<ExprRef> in_idx;
-    for (size_t j = 0; j < in->shape.size(); ++j) {
-      ExprRef c = from_sym(map->base[j]);
-      for (auto& [d, mult] : map->terms[j]) c = add(c, mul(sub(idx[d], from_sym(map->lo[d])), from_sym(mult)));
-      in_idx.push_back(c);
-    }
-    if (!m) return value(in, in_idx);
-    masks_.push_back(m);
-    ExprRef inner = value(in, in_idx);
-    masks_.pop_back();
-    return select(m, inner, const_of(0, n->dtype));
-  }
-
-  ExprRef take_value(NodeRef n, const std::vector<ExprRef>& idx) {
+  ExprRef take_value(NodeRef n, const Index& idx) {
     NodeRef x = n->inputs[0];
     int axis = n->attrs.axis;
     ExprRef dim = from_sym(x->shape[axis]);
     ExprRef raw = cast(value(n->inputs[1], idx), DType::I64);
     ExprRef pos = bind("t", DType::I64, select(lt(raw, const_int(0)), add(raw, dim), raw), depth_of(raw));
     ExprRef ok = logical_and(le(const_int(0), pos), lt(pos, dim));
-    std::vector<ExprRef> in_idx = idx;
+    Index in_idx = idx;
     in_idx[axis] = pos;
-    masks_.push_back(ok);
-    ExprRef inner = value(x, in_idx);
-    masks_.pop_back();
-    return select(ok, inner, const_of(0, n->dtype));
+    return guarded(ok, x, in_idx, n->dtype);
   }
 
-  ExprRef reduce_value(NodeRef r, const std::vector<ExprRef>& idx) {
+  ExprRef reduce_value(NodeRef r, const Index& idx) {
     NodeRef in = r->inputs[0];
     const auto& axes = r->attrs.axes;
     auto is_axis = [&](size_t d) { return std::find(axes.begin(), axes.end(), (int)d) != axes.end(); };
     // where does the reduced value live? the deepest loop its kept indices use
     size_t depth = 0;
-    std::vector<bool> used(stack_.size(), false);
+    std::vector<bool> used(stack_.size(), false);  // loop levels whose variable it uses
+    std::function<void(const ExprRef&)> mark = [&](const ExprRef& x) {
+      if (x->kind == ExprKind::Var)
+        for (size_t p = 0; p < stack_.size(); ++p)
+          if (stack_[p]->var == x->name) used[p] = true;
+      for (auto& a : x->args) mark(a);
+    };
     for (size_t d = 0; d < idx.size(); ++d) {
       if (is_axis(d)) continue;
       depth = std::max(depth, depth_of(idx[d]));
-      std::function<void(const ExprRef&)> mark = [&](const ExprRef& x) {
-        if (x->kind == ExprKind::Var)
-          for (size_t p = 0; p < stack_.size(); ++p)
-            if (stack_[p]->var == x->name) used[p] = true;
-        for (auto& a : x->args) mark(a);
-      };
       mark(idx[d]);
     }
     // loads inside the reduction carry the consumer's masks (they guard out-of-range
     // coordinates), so the reduction cannot be placed above the variables those use
-    if (ExprRef m = current_mask()) {
+    if (ExprRef m = mask()) {
       depth = std::max(depth, depth_of(m));
-      std::function<void(const ExprRef&)> mark = [&](const ExprRef& x) {
-        if (x->kind == ExprKind::Var)
-          for (size_t p = 0; p < stack_.size(); ++p)
-            if (stack_[p]->var == x->name) used[p] = true;
-        for (auto& a : x->args) mark(a);
-      };
       mark(m);
     }
     for (size_t p = 1; p <= depth; ++p)
       if (!used[p] && !is_const(stack_[p]->extent, 1) && r != k_.root)
         throw NeedsMaterialize{r, "its index does not depend on loop " + stack_[p]->var +
                                       ", so fusing it would recompute it on every iteration"};
-    std::vector<ExprRef> in_idx = idx;
+    Index in_idx = idx;
     std::vector<Scope*> saved = stack_;
     stack_.resize(depth + 1);
     size_t base = stack_.size();

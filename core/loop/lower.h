@@ -2,10 +2,11 @@
 //
 // lower_kernel() turns one kernel of a KernelGraph into a LoopFunc: one loop per output dim
 // (size-1 dims get none), the root's value stored at the row-major position. Inlined nodes
-// become expressions; views become index math (strides, offsets; masks become masked loads
-// that read 0); Take becomes an indirect load; a fused Reduce becomes an accumulator and a
-// reduction loop nest, placed at the outermost loop level its indices depend on (so a
-// softmax row max is computed once per row, not once per element). Shared subexpressions
+// become expressions (lower_value.h, shared with the matmul epilogue: views become index
+// math, masks become masked loads that read 0); Take becomes an indirect load; a fused
+// Reduce becomes an accumulator and a reduction loop nest, placed at the outermost loop
+// level its indices depend on (so a softmax row max is computed once per row, not once per
+// element). Shared subexpressions
 // and loop-invariant ones are bound to locals at the level where their inputs are known.
 // One expensive shared value (a transcendental: softmax's exp(x - max)) that a reduction
 // loop computes over the output row is stored into the output buffer there and loaded

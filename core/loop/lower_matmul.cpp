@@ -248,6 +248,12 @@ LoopFunc MatmulLowering::run() {
   }
   kc_blk_ = P.kc;
   if (Ks.is_const() && Ks.value() > 0) kc_blk_ = std::min<int64_t>(P.kc, round_up(ceil_div(Ks.value(), ceil_div(Ks.value(), P.kc)), 8));
+  // Tiles that are always whole: every M range (mc) a multiple of MR when M is, every N
+  // block (nc) a multiple of NR when N is (MC, the M splits and nc_blk are multiples of
+  // them). Their row / column guards are then always true and are left out: less code to
+  // compile (no edge variant of the write-back) and unmasked packing loads.
+  const bool rows_whole = Ms.is_const() && Ms.value() % P.mr == 0;
+  const bool cols_whole = Ns.is_const() && Ns.value() % P.nr == 0;
   ExprRef nJC = ceil_div(N, nc_blk);
   ExprRef msz = msplit == 1 ? M : mul(ceil_div(ceil_div(M, msplit), P.mr), const_int(P.mr));
 
@@ -293,7 +299,7 @@ LoopFunc MatmulLowering::run() {
   ExprRef col = add(mul(var("jp"), const_int(P.nr)), var("c"));
   Stmt packb_c = make_for("c", const_int(P.nr),
                           {make_local_store("Bp", add(mul(add(mul(var("jp"), const_int(kc_blk_)), kk), const_int(P.nr)), var("c")),
-                                            load(pb, DType::F32, address(B, col, kk), logical_and(lt(col, nc), in_range(B, col, kk))))},
+                                            load(pb, DType::F32, address(B, col, kk), logical_and(cols_whole ? nullptr : lt(col, nc), in_range(B, col, kk))))},
                           "pack B: panel column");
   packb_c.annot.vectorize = true;
   Stmt packb = make_for("jp", ceil_div(nc, P.nr), {make_for("kk", kc, {packb_c})}, "pack B: NR-wide panels");
@@ -305,7 +311,7 @@ LoopFunc MatmulLowering::run() {
       {make_for("r", const_int(P.mr),
                 {make_for("kk", kc,
                           {make_local_store("Ap", add(mul(add(mul(var("ip"), const_int(kc_blk_)), kk), const_int(P.mr)), var("r")),
-                                            load(pa, DType::F32, address(A, row, kk), logical_and(lt(row, mc), in_range(A, row, kk))))},
+                                            load(pa, DType::F32, address(A, row, kk), logical_and(rows_whole ? nullptr : lt(row, mc), in_range(A, row, kk))))},
                           "pack A: k")},
                 "pack A: panel row")},
       "pack A: MR-tall panels");
@@ -351,6 +357,7 @@ LoopFunc MatmulLowering::run() {
     auto loops = [&](std::vector<Stmt> body) {
       Stmt c = make_for("c", const_int(P.nr), body, "write back: column");
       c.annot.vectorize = true;
+      if (rows_whole && cols_whole) return make_for("r", const_int(P.mr), {c}, "write back: row");
       Stmt edge = make_for("c", const_int(P.nr), {make_if(valid, std::move(body))}, "write back: column (edge)");
       edge.annot.vectorize = true;
       return make_if(full, {make_for("r", const_int(P.mr), {c}, "write back: row")},

@@ -19,7 +19,8 @@ std::map<int, ExprRef> group_coords(const std::vector<int>& dims, const Shape& s
 ExprRef affine_part(const Affine& a, const std::map<int, ExprRef>& coords);
 
 // The value of `root` at its element whose reduce-index is `ridx` (one expr per dim of the
-// reduce's shape), with the reduce's value `acc`. Intermediate values are bound by Lets
+// reduce's shape), with the reduce's value `acc`, lowered as lower_kernel lowers inlined
+// nodes (lower_value.h). Intermediate values are bound by Lets
 // appended to `lets` (named prefix0, prefix1, …); buffers are read through `param_of` (buffer id -> kernel param).
 ExprRef build_epilogue(const KernelGraph& kg, NodeRef root, NodeRef reduce, const std::vector<ExprRef>& ridx,
                        ExprRef acc, const std::unordered_map<int, int>& param_of, std::vector<Stmt>& lets,

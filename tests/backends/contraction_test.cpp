@@ -108,5 +108,36 @@ TEST(Contraction, EpiloguesMatchInterpreter) {
   EXPECT_EQ(batch.run(), 0);
 }
 
+// M a multiple of MR (8) and N of NR (32): every register tile is whole, so the lowering
+// leaves out the edge variant of the write-back and the row / column guards of the packing.
+TEST(Contraction, WholeTilesHaveNoEdgeCode) {
+  Tensor x = input("x", {40, 70}), w = input("w", {70, 96}), b = input("b", {96});
+  Program whole = build_program(Graph::from_outputs({{"y", gelu(matmul(x, w) + b).node()}}));
+  std::string ir = test::loop_ir_of(whole);
+  EXPECT_EQ(ir.find("(edge)"), std::string::npos) << ir;
+  EXPECT_EQ(ir.find(" < mc)"), std::string::npos) << ir;
+  EXPECT_EQ(ir.find(" < nc)"), std::string::npos) << ir;
+  Tensor x2 = input("x", {33, 70}), w2 = input("w", {70, 45});
+  Program edge = build_program(Graph::from_outputs({{"y", matmul(x2, w2).node()}}));
+  EXPECT_NE(test::loop_ir_of(edge).find("(edge)"), std::string::npos) << test::loop_ir_of(edge);
+}
+
+TEST(Contraction, WholeTilesMatchInterpreter) {
+  test::DiffBatch batch;
+  Tensor x = input("x", {40, 300}), w = input("w", {300, 96}), b = input("b", {96});
+  batch.add("whole tiles, K split, bias + gelu", Graph::from_outputs({{"y", gelu(matmul(x, w) + b, "tanh").node()}}));
+  // one N block: the M range is split over the threads (each split a multiple of MR)
+  Tensor x2 = input("x", {40, 24}), w2 = input("w", {24, 32});
+  batch.add("whole tiles, M splits", Graph::from_outputs({{"y", relu(matmul(x2, w2)).node()}}));
+  // whole rows only, and whole columns only: the other guard stays
+  Tensor x3 = input("x", {16, 24}), w3 = input("w", {24, 45});
+  batch.add("whole rows", Graph::from_outputs({{"y", matmul(x3, w3).node()}}));
+  Tensor x4 = input("x", {13, 24}), w4 = input("w", {24, 64});
+  batch.add("whole columns", Graph::from_outputs({{"y", matmul(x4, w4).node()}}));
+  Tensor q = input("q", {3, 16, 24}), k = input("k", {3, 32, 24});
+  batch.add("batched whole tiles", Graph::from_outputs({{"y", (matmul(q, transpose(k, 1, 2)) * 0.125).node()}}));
+  EXPECT_EQ(batch.run(), 0);
+}
+
 }  // namespace
 }  // namespace lathe
