@@ -45,6 +45,7 @@ const char* kEnvironment =
     "  LATHE_CUDA_DEBUG=1       trace every transfer and launch; synchronize after each kernel\n"
     "  LATHE_CUDA_TILED=0       render contractions as plain per-thread reductions (A/B comparisons)\n"
     "  LATHE_CUDA_SPLIT_K=0     never split K of a tiled contraction over blocks\n"
+    "  LATHE_CUDA_TILE=8x4      force the tiled contractions' register tile per thread (4x4, 4x8, 8x4, 8x8)\n"
     "  LATHE_CUDA_ROW_CACHE=0   block-per-row kernels re-read rows from global memory\n"
     "  LATHE_TEST_BACKEND       the backend the differential tests run on (c, llvm, cuda)\n";
 

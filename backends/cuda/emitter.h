@@ -10,6 +10,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <utility>
 
 #include "backends/cuda/render.h"
 
@@ -58,6 +59,7 @@ class CudaEmitter {
   std::map<std::string, DType> coop_accs_;              // accumulators reduced across the block
   bool coop_ = false;                                   // inside a block-cooperative region
   bool split_k_ = true;                                 // RenderOptions::split_k
+  std::pair<int, int> forced_tile_{0, 0};               // LATHE_CUDA_TILE=TMxTN (4 or 8 each)
   std::string globals_;                                 // module-scope declarations the kernel uses
 
   // A row of a buffer that several loops of a block-per-row region touch at the same

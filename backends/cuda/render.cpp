@@ -532,6 +532,13 @@ CudaKernel CudaEmitter::render(const RenderOptions& o) {
     prefix.push_back(s);
   }
   split_k_ = o.split_k;
+  if (const char* e = std::getenv("LATHE_CUDA_TILE")) {  // A/B comparisons and tests: 4x4, 4x8, 8x4, 8x8
+    std::string t = e;
+    if (t.size() == 3 && t[1] == 'x' && (t[0] == '4' || t[0] == '8') && (t[2] == '4' || t[2] == '8'))
+      forced_tile_ = {t[0] - '0', t[2] - '0'};
+    else if (!t.empty())
+      throw UserError("LATHE_CUDA_TILE=" + t + ": expected 4x4, 4x8, 8x4 or 8x8 (register tile per thread, M x N)");
+  }
   if (mode == Mode::Flat && o.tiled && !alias && emit_tiled(chain, prefix, L)) mode = Mode::Tiled;
   switch (mode) {
     case Mode::Tiled:
