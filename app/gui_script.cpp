@@ -8,6 +8,7 @@
 //   gui.compile([backend])    gui.profile([runs])      gui.run()      gui.stats()
 //   gui.kernel_code(kind)     gui.state()              gui.frames(n)  gui.screenshot(path)
 //   gui.expand(path)          gui.collapse_all()       gui.fit()      gui.frame_ms([n])
+//   gui.frame_stats([n])     gui.zoom([z])            gui.relayout()
 //   gui.wait()                gui.job()                gui.hold_jobs(on)
 //
 // Compile, profile and run are background jobs (views/jobs.h). gui.compile / profile / run
@@ -85,6 +86,12 @@ int l_state(lua_State* L) {
   set_int(L, "boxes", static_cast<int64_t>(s.view_boxes));
   set_int(L, "edges", static_cast<int64_t>(s.view_edges));
   set_int(L, "highlighted", static_cast<int64_t>(s.view_highlighted));
+  // The last version change as drawn: "stable" (old places kept) or "dot" (laid out afresh).
+  if (!s.view_layout.empty()) set_str(L, "layout", s.view_layout);
+  set_int(L, "ghosts", static_cast<int64_t>(s.view_ghosts));
+  set_int(L, "added_boxes", static_cast<int64_t>(s.view_added));
+  set_int(L, "kept", static_cast<int64_t>(s.view_kept));
+  set_int(L, "moved", static_cast<int64_t>(s.view_moved));
   if (NodeRef n = s.selected_node()) {
     set_int(L, "selected", n->id);
     set_str(L, "selected_summary", node_summary(n));
@@ -121,15 +128,61 @@ int l_state(lua_State* L) {
   return 1;
 }
 
+// The last n rendered frames' timings (AppState::frames), oldest first.
+std::vector<views::AppState::FrameTiming> last_frames(lua_State* L, int arg) {
+  views::AppState& s = app(L);
+  size_t n = static_cast<size_t>(std::max<lua_Integer>(1, luaL_optinteger(L, arg, 30)));
+  return {s.frames.end() - std::min(n, s.frames.size()), s.frames.end()};
+}
+
+double median_of(const std::vector<views::AppState::FrameTiming>& f, double views::AppState::FrameTiming::*part) {
+  std::vector<double> t;
+  for (auto& x : f) t.push_back(x.*part);
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
 // gui.frame_ms([n]): the median time of the last n frames (default 30), in ms.
 int l_frame_ms(lua_State* L) {
-  views::AppState& s = app(L);
-  size_t n = static_cast<size_t>(std::max<lua_Integer>(1, luaL_optinteger(L, 1, 30)));
-  std::vector<double> t(s.frame_ms.end() - std::min(n, s.frame_ms.size()), s.frame_ms.end());
-  if (t.empty()) return 0;
-  std::sort(t.begin(), t.end());
-  lua_pushnumber(L, t[t.size() / 2]);
+  auto f = last_frames(L, 1);
+  if (f.empty()) return 0;
+  lua_pushnumber(L, median_of(f, &views::AppState::FrameTiming::total_ms));
   return 1;
+}
+
+// gui.frame_stats([n]): medians over the last n frames of where the time went, and what
+// the graph view drew in the last one.
+int l_frame_stats(lua_State* L) {
+  views::AppState& s = app(L);
+  auto f = last_frames(L, 1);
+  if (f.empty()) return 0;
+  using FT = views::AppState::FrameTiming;
+  lua_createtable(L, 0, 8);
+  set_int(L, "frames", static_cast<int64_t>(f.size()));
+  set_num(L, "total_ms", median_of(f, &FT::total_ms));
+  set_num(L, "ui_ms", median_of(f, &FT::ui_ms));
+  set_num(L, "render_ms", median_of(f, &FT::render_ms));
+  set_num(L, "swap_ms", median_of(f, &FT::swap_ms));
+  set_int(L, "vertices", f.back().vertices);
+  set_int(L, "drawn_boxes", static_cast<int64_t>(s.view_drawn_boxes));
+  set_bool(L, "text", s.view_text);
+  return 1;
+}
+
+// gui.zoom([z]): zooms the graph view to z about its centre (from the next frame);
+// returns the zoom shown last frame.
+int l_zoom(lua_State* L) {
+  views::AppState& s = app(L);
+  if (!lua_isnoneornil(L, 1)) s.zoom_request = static_cast<float>(luaL_checknumber(L, 1));
+  lua_pushnumber(L, s.view_zoom);
+  return 1;
+}
+
+// gui.relayout(): after rewrite steps, lay the graph out afresh with dot (the Re-layout
+// button); the script's next frames wait for it.
+int l_relayout(lua_State* L) {
+  app(L).relayout_request = true;
+  return 0;
 }
 
 int l_fit(lua_State* L) {
@@ -353,7 +406,12 @@ const script::Function kGui[] = {
     {"expand", l_expand, "gui.expand(path)", "expand a composite at the tensor level"},
     {"collapse_all", l_collapse_all, "gui.collapse_all()", "collapse every composite at the tensor level"},
     {"fit", l_fit, "gui.fit()", "fit the graph to the window (as the F key does)"},
+    {"relayout", l_relayout, "gui.relayout()", "lay the graph out afresh with dot (drops the stable places and ghosts of rewrite steps)"},
+    {"zoom", l_zoom, "gui.zoom([z])", "zoom the graph view to z (1 = 100%) about its centre; returns the zoom shown"},
     {"frame_ms", l_frame_ms, "gui.frame_ms([n])", "median time of the last n frames (default 30), ms"},
+    {"frame_stats", l_frame_stats, "gui.frame_stats([n])",
+     "medians of the last n frames: total_ms, ui_ms (building draw lists), render_ms (rasterizing), swap_ms; "
+     "vertices, drawn_boxes (boxes in view) and text (labels drawn) of the last frame"},
     {"_sync", l_sync, "gui._sync()", "show the command layer's program `p` now"},
     {nullptr, nullptr, nullptr, nullptr},
 };

@@ -4,6 +4,7 @@
 #include <exception>
 
 #include "core/ir/loader.h"
+#include "core/rewrite/session.h"
 
 namespace lathe::views {
 
@@ -37,6 +38,24 @@ void AppState::show_version(Graph g) {
   // Nodes are hash-consed: equal outputs are the same graph (a session that made no step
   // yet), which keeps its version, layout and compiled program.
   if (has_graph && g.outputs == graph.outputs && g.inputs == graph.inputs) return;
+  diff = VersionDiff{};
+  if (has_graph) {
+    GraphDiff d = diff_graphs(graph, g);
+    diff.from_version = version;
+    for (NodeRef n : d.added) diff.added.insert(n->id);
+    for (NodeRef n : d.removed) diff.removed.insert(n->id);
+    // A rebuilt node is its old self moved on; where a rebuilt node's operand became a new
+    // node (the rewrite site), the new node stands in for the removed operand.
+    for (auto& [x, y] : d.changed) {
+      diff.was[y->id] = x->id;
+      for (size_t i = 0; i < x->inputs.size() && i < y->inputs.size(); ++i)
+        if (diff.removed.count(x->inputs[i]->id) && diff.added.count(y->inputs[i]->id))
+          diff.replaced.emplace(y->inputs[i]->id, x->inputs[i]->id);
+    }
+    for (auto& [name, y] : g.outputs)
+      if (NodeRef x = graph.output(name); x && diff.removed.count(x->id) && diff.added.count(y->id))
+        diff.replaced.emplace(y->id, x->id);
+  }
   graph = std::move(g);
   has_graph = true;
   ++version;
@@ -52,6 +71,7 @@ void AppState::set_graph(Graph g, std::string t, std::string p) {
   path = std::move(p);
   step_root = -1;
   step_added.clear();
+  diff = VersionDiff{};
   // A different graph: its program, profile and values are gone (the console's `p`
   // stays; compile again to see this graph's kernels).
   compiled.reset();

@@ -68,6 +68,15 @@ class AppState {
   // The rewrite step being shown (timeline): the node it rewrote and the nodes it added.
   int step_root = -1;
   std::set<uint32_t> step_added;
+  // Between the version shown before and this one (show_version fills it): the graph view
+  // keeps surviving boxes where they were, places new ones near their neighbours, marks
+  // them, and draws the removed ones as faded ghosts at their old places.
+  struct VersionDiff {
+    uint64_t from_version = 0;      // the version it is against; 0 = none (a new document)
+    std::set<uint32_t> added, removed;                // node ids
+    std::unordered_map<uint32_t, uint32_t> was;       // rebuilt node id -> its old self (same op, new operands)
+    std::unordered_map<uint32_t, uint32_t> replaced;  // new node id -> the removed node it stands in for
+  } diff;
   // Where the last rewrite run stopped at a breakpoint: the rule about to fire and the
   // node it would rewrite (outlined in the graph view); cleared by the next command.
   std::string break_rule;
@@ -107,7 +116,24 @@ class AppState {
   // What the graph view drew last frame (scripts and tests read it).
   size_t view_boxes = 0, view_edges = 0, view_highlighted = 0;
   bool fit_request = false;           // one-shot: the graph view fits the drawing to the window
-  std::vector<double> frame_ms;       // the last frames' times (the app's loop records them)
+  bool relayout_request = false;      // one-shot: the graph view lays the graph out afresh (Re-layout)
+  float zoom_request = 0;             // one-shot when > 0: the graph view zooms to this about its centre
+  float view_zoom = 1;                // the graph view's zoom last frame (1 = 1 layout unit per pixel)
+  // The last frames' times (the app's loop records them): the work of a frame, not the
+  // wait for events before it. ui = building ImGui's draw lists (our views), render =
+  // rasterizing them (software OpenGL: most of a frame), swap = presenting (and a script's
+  // or screenshot's work between).
+  struct FrameTiming {
+    double total_ms = 0, ui_ms = 0, render_ms = 0, swap_ms = 0;
+    int vertices = 0;
+  };
+  std::vector<FrameTiming> frames;
+  // The last version change as drawn: ghosts (removed boxes), boxes marked added, boxes
+  // that kept their place and boxes that moved; layout "dot" (laid out afresh) or "stable".
+  size_t view_ghosts = 0, view_added = 0, view_kept = 0, view_moved = 0;
+  std::string view_layout;
+  size_t view_drawn_boxes = 0;        // boxes inside the visible rectangle last frame
+  bool view_text = false;             // whether their labels were drawn (zoom level of detail)
   // Compile, profile and run go to this worker (jobs.h); app_actions.h starts them.
   JobRunner jobs;
 

@@ -40,6 +40,7 @@ struct Layout {
   std::vector<Point> centers;       // per box
   std::vector<LayoutEdge> edges;
   float width = 0, height = 0;      // the drawing's extent
+  float x0 = 0, y0 = 0;             // its top-left corner (0 from dot; a stable layout may grow past it)
   double seconds = 0;               // time dot took
   std::string error;                // non-empty when the layout failed (boxes then sit in a grid)
 };

@@ -25,6 +25,11 @@ constexpr int kKeyF = 'F';
 //-----------------------------------------------------------------------------
 
 void GraphView::sync(AppState& s) {
+  if (s.relayout_request && shown_ && step_.ok && !relayout_pending_) {   // a script's Re-layout
+    engine_.request(make_layout_request(*shown_));
+    relayout_pending_ = true;
+  }
+  s.relayout_request = false;
   uint64_t key = display_key(s);
   if (!wanted_ || wanted_->key != key) {
     LabelMetrics m;
@@ -36,16 +41,48 @@ void GraphView::sync(AppState& s) {
   }
   if (shown_ && shown_->key == key) {
     settling_ = false;
+    if (relayout_pending_) {   // Re-layout: swap dot's layout in when it lands
+      if (auto fresh = engine_.get(key)) {
+        shown_layout_ = fresh;
+        step_ = StepLayout{};
+        relayout_pending_ = false;
+        s.view_ghosts = s.view_added = 0;
+        s.view_layout = "dot";
+      } else {
+        settling_ = true;
+      }
+    }
     return;
   }
+  relayout_pending_ = false;
   std::shared_ptr<const Layout> layout =
       wanted_->nodes.empty() ? std::make_shared<const Layout>() : engine_.get(key);
+  // A rewrite step of the graph shown, at the same level: keep the old places.
+  bool step = shown_ && shown_layout_ && s.document == last_document_ && s.level == last_level_ &&
+              s.level != Level::Kernel && s.version != last_version_ && s.diff.from_version == last_version_;
+  StepLayout st;
+  if (!layout && step && !wanted_->nodes.empty()) {
+    st = layout_step(*shown_, *shown_layout_, *wanted_, s.diff);
+    if (st.ok) layout = st.layout;
+  }
   if (!layout) {
     engine_.request(make_layout_request(*wanted_));
     settling_ = true;
     return;
   }
-  bool new_graph = !shown_ || s.version != last_version_ || s.level != last_level_;
+  if (step) {   // what the step did, as drawn (gui.state())
+    s.view_moved = count_moved(*shown_, *shown_layout_, *wanted_, *layout, s.diff);
+    s.view_kept = st.ok ? st.kept : wanted_->nodes.size() - s.view_moved;
+  } else {
+    s.view_moved = s.view_kept = 0;
+  }
+  s.view_ghosts = st.ok ? st.ghosts.size() : 0;
+  s.view_added = st.ok ? static_cast<size_t>(std::count(st.added.begin(), st.added.end(), 1)) : 0;
+  s.view_layout = st.ok ? "stable" : "dot";
+  step_ = std::move(st);
+  bool new_graph = !shown_ || s.document != last_document_ || s.level != last_level_ || (s.version != last_version_ && !step_.ok);
+  last_document_ = s.document;
+  last_version_ = s.version;
   shown_ = wanted_;
   shown_layout_ = layout;
   settling_ = false;
@@ -87,6 +124,27 @@ void GraphView::draw_toolbar(AppState& s) {
   ImGui::SameLine(0, 12);
   if (ImGui::Button("Fit")) fit_request_ = FitKind::Exact;
   if (ImGui::IsItemHovered()) ImGui::SetTooltip("fit the graph to the window (F)");
+  if (step_.ok) {   // the drawing kept the places of the version before a rewrite step
+    ImGui::SameLine();
+    ImGui::BeginDisabled(relayout_pending_);
+    if (ImGui::Button("Re-layout")) {
+      engine_.request(make_layout_request(*shown_));
+      relayout_pending_ = true;
+    }
+    ImGui::EndDisabled();
+    if (ImGui::IsItemHovered(ImGuiHoveredFlags_AllowWhenDisabled))
+      ImGui::SetTooltip("boxes keep their places across rewrite steps (new ones go beside their neighbours);\n"
+                        "lay the graph out afresh with dot (drops the removed-node ghosts)");
+    if (!step_.ghosts.empty() || s.view_added > 0) {   // what the step's marks mean
+      ImGui::SameLine();
+      ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(colors::kGhost), "-%zu", step_.ghosts.size());
+      ImGui::SameLine(0, 4);
+      ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(colors::kOk), "+%zu", s.view_added);
+      if (ImGui::IsItemHovered())
+        ImGui::SetTooltip("the last step: removed boxes are drawn faded and struck through where they were,\n"
+                          "added ones outlined in green with a + tag");
+    }
+  }
   if (s.level == Level::Tensor) {
     ImGui::SameLine();
     if (ImGui::Button("Expand all")) s.expand_all();
@@ -203,8 +261,8 @@ void GraphView::apply_fit(FitKind kind, ImVec2 canvas) {
     top = true;
   }
   zoom_ = std::max(z, 0.01f);
-  pan_.x = -margin + (W - canvas.x / zoom_) * 0.5f;
-  pan_.y = top ? -margin : -margin + (H - canvas.y / zoom_) * 0.5f;
+  pan_.x = shown_layout_->x0 - margin + (W - canvas.x / zoom_) * 0.5f;
+  pan_.y = shown_layout_->y0 + (top ? -margin : -margin + (H - canvas.y / zoom_) * 0.5f);
   // Deep graphs often drift sideways as they go down: start at the first box (the first
   // input), not at the middle of an empty top row.
   if (top) pan_.x = shown_layout_->centers[0].x - canvas.x * 0.5f / zoom_;
@@ -296,6 +354,7 @@ void GraphView::draw(AppState& s) {
   s.view_boxes = shown_ && !settling_ ? shown_->nodes.size() : 0;
   s.view_edges = shown_ && !settling_ ? shown_->edges.size() : 0;
   s.view_highlighted = shown_ && !settling_ ? highlighted_ : 0;
+  s.view_zoom = zoom_;
 }
 
 void GraphView::draw_canvas(AppState& s) {
@@ -323,6 +382,12 @@ void GraphView::draw_canvas(AppState& s) {
     s.center_request = false;
   }
 
+  if (s.zoom_request > 0) {   // a script: zoom about the canvas centre
+    ImVec2 mid(pan_.x + size.x * 0.5f / zoom_, pan_.y + size.y * 0.5f / zoom_);
+    zoom_ = std::clamp(s.zoom_request, 0.01f, 6.0f);
+    pan_ = ImVec2(mid.x - size.x * 0.5f / zoom_, mid.y - size.y * 0.5f / zoom_);
+    s.zoom_request = 0;
+  }
   // Pan (drag), zoom at the cursor (wheel), keys.
   if (active && ImGui::IsMouseDragging(ImGuiMouseButton_Left, 2.0f)) {
     pan_.x -= io.MouseDelta.x / zoom_;
@@ -366,7 +431,8 @@ void GraphView::draw_canvas(AppState& s) {
   ImDrawList* dl = ImGui::GetWindowDrawList();
   ImVec2 p1(p0.x + size.x, p0.y + size.y);
   dl->PushClipRect(p0, p1, true);
-  dl->AddRectFilled(p0, p1, colors::kCanvas);
+  ImVec2 clip_min = dl->GetClipRectMin(), clip_max = dl->GetClipRectMax();   // the part of the canvas on screen
+  canvas_min_ = clip_min, canvas_max_ = clip_max;
   draw_boxes_and_edges(s, dl, p0, hover_box);
   draw_legend(s, dl, p0, p1);
 

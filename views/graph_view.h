@@ -17,6 +17,7 @@
 #include "views/app_state.h"
 #include "views/display_graph.h"
 #include "views/graph_layout.h"
+#include "views/layout_diff.h"
 #include "views/theme.h"
 
 namespace lathe::views {
@@ -29,6 +30,10 @@ class GraphView {
   // True while the drawing does not yet match the state (layout queued or running).
   bool settling() const { return settling_; }
   void fit() { fit_request_ = FitKind::Exact; }
+  // The canvas rectangle of the last draw (screen pixels). The canvas draws no background
+  // of its own: the app clears this rectangle to colors::kCanvas before ImGui renders.
+  ImVec2 canvas_min() const { return canvas_min_; }
+  ImVec2 canvas_max() const { return canvas_max_; }
 
  private:
   enum class FitKind { None, Readable, Exact };
@@ -36,6 +41,7 @@ class GraphView {
   void draw_toolbar(AppState& s);
   void draw_canvas(AppState& s);
   void draw_boxes_and_edges(AppState& s, ImDrawList* dl, ImVec2 origin, int hovered);
+  void draw_ghosts(ImDrawList* dl, ImVec2 origin);
   void draw_legend(const AppState& s, ImDrawList* dl, ImVec2 min, ImVec2 max);
   void update_colors(const AppState& s);   // fills_ / in_kernel_ for the colour mode
   int selected_box(const AppState& s) const;
@@ -61,6 +67,11 @@ class GraphView {
   FitKind fit_request_ = FitKind::Readable;
   uint64_t last_version_ = ~0ull;    // graph version and level the view was last fitted for
   Level last_level_ = Level::Primitive;
+  uint64_t last_document_ = ~0ull;
+  // The last version change as drawn (layout_diff.h): ghosts and added marks when the
+  // layout kept the old places (step_.ok); Re-layout asks dot for a fresh one.
+  StepLayout step_;
+  bool relayout_pending_ = false;
 
   char query_[256] = {};
   std::string last_query_;
@@ -71,6 +82,7 @@ class GraphView {
   bool search_focus_ = false;
 
   int context_box_ = -1;
+  ImVec2 canvas_min_{0, 0}, canvas_max_{0, 0};
 
   // Per box of shown_: its fill in the current colour mode, and whether it holds a node of
   // the selected kernel (provenance highlight). Recomputed when colors_key_ changes.
@@ -78,6 +90,12 @@ class GraphView {
   std::vector<char> in_kernel_;
   uint64_t colors_key_ = 0;
   size_t highlighted_ = 0;
+  // Per edge of shown_layout_: its bounding box in layout units, for culling.
+  struct EdgeBounds {
+    float x0, y0, x1, y1;
+  };
+  std::vector<EdgeBounds> edge_bounds_;
+  std::shared_ptr<const Layout> edge_bounds_layout_;   // held, so a new layout never reuses its address
 };
 
 }  // namespace lathe::views

@@ -23,6 +23,35 @@ void arrowhead(ImDrawList* dl, ImVec2 tip, ImVec2 from, float size, ImU32 col) {
 
 }  // namespace
 
+// The boxes the last rewrite step removed, faded at their old places with their old edges
+// and the title struck through, under everything else.
+void GraphView::draw_ghosts(ImDrawList* dl, ImVec2 origin) {
+  if (!step_.ok || step_.ghosts.empty()) return;
+  auto to_screen = [&](Point p) { return ImVec2(origin.x + (p.x - pan_.x) * zoom_, origin.y + (p.y - pan_.y) * zoom_); };
+  float thick = std::clamp(1.2f * std::sqrt(zoom_), 0.8f, 2.5f);
+  for (const auto& pts : step_.ghost_edges)
+    for (size_t k = 0; k + 3 < pts.size(); k += 3)
+      dl->AddBezierCubic(to_screen(pts[k]), to_screen(pts[k + 1]), to_screen(pts[k + 2]), to_screen(pts[k + 3]),
+                         colors::kGhostEdge, thick, 0);
+  const float font_px = fonts_.size * zoom_, line_h = (fonts_.size + 3.0f) * zoom_;
+  const float round = std::min(5.0f * zoom_, 6.0f);
+  for (const Ghost& g : step_.ghosts) {
+    ImVec2 a = to_screen({g.center.x - g.w * 0.5f, g.center.y - g.h * 0.5f});
+    ImVec2 z = to_screen({g.center.x + g.w * 0.5f, g.center.y + g.h * 0.5f});
+    dl->AddRectFilled(a, z, colors::kGhostFill, round);
+    dl->AddRect(a, z, colors::kGhost, round, 0, std::max(1.5f, 2.0f * std::sqrt(zoom_)));
+    if (font_px < 5.0f) continue;
+    for (size_t l = 0; l < g.lines.size(); ++l) {
+      const char* t = g.lines[l].c_str();
+      ImVec2 ts = fonts_.ui->CalcTextSizeA(font_px, FLT_MAX, 0, t);
+      ImVec2 pos((a.x + z.x - ts.x) * 0.5f, a.y + 6.0f * zoom_ + l * line_h + 1.5f * zoom_);
+      dl->AddText(fonts_.ui, font_px, pos, IM_COL32(235, 200, 200, l == 0 ? 220 : 150), t);
+      if (l == 0)   // struck through: removed
+        dl->AddLine(ImVec2(pos.x - 2, pos.y + ts.y * 0.55f), ImVec2(pos.x + ts.x + 2, pos.y + ts.y * 0.55f), colors::kGhost, 1.5f);
+    }
+  }
+}
+
 void GraphView::draw_boxes_and_edges(AppState& s, ImDrawList* dl, ImVec2 origin, int hovered) {
   if (!shown_ || !shown_layout_ || shown_layout_->centers.size() != shown_->nodes.size()) return;
   const Layout& L = *shown_layout_;
@@ -52,12 +81,22 @@ void GraphView::draw_boxes_and_edges(AppState& s, ImDrawList* dl, ImVec2 origin,
   // Edges first, so boxes sit on top of their ends.
   float thick = std::clamp(1.4f * std::sqrt(zoom_), 0.8f, 3.0f);
   float arrow = 9.0f * zoom_;
-  for (const LayoutEdge& e : L.edges) {
+  if (edge_bounds_layout_ != shown_layout_) {   // once per layout, not per frame
+    edge_bounds_layout_ = shown_layout_;
+    edge_bounds_.clear();
+    edge_bounds_.reserve(L.edges.size());
+    for (const LayoutEdge& e : L.edges) {
+      float x0 = FLT_MAX, y0 = FLT_MAX, x1 = -FLT_MAX, y1 = -FLT_MAX;
+      for (auto& p : e.bezier) x0 = std::min(x0, p.x), y0 = std::min(y0, p.y), x1 = std::max(x1, p.x), y1 = std::max(y1, p.y);
+      if (e.has_head) x0 = std::min(x0, e.head.x), y0 = std::min(y0, e.head.y), x1 = std::max(x1, e.head.x), y1 = std::max(y1, e.head.y);
+      edge_bounds_.push_back({x0, y0, x1, y1});
+    }
+  }
+  for (size_t ei = 0; ei < L.edges.size(); ++ei) {
+    const LayoutEdge& e = L.edges[ei];
     if (e.bezier.size() < 4) continue;
-    float x0 = FLT_MAX, y0 = FLT_MAX, x1 = -FLT_MAX, y1 = -FLT_MAX;
-    for (auto& p : e.bezier) x0 = std::min(x0, p.x), y0 = std::min(y0, p.y), x1 = std::max(x1, p.x), y1 = std::max(y1, p.y);
-    if (e.has_head) x0 = std::min(x0, e.head.x), y0 = std::min(y0, e.head.y), x1 = std::max(x1, e.head.x), y1 = std::max(y1, e.head.y);
-    if (x1 < wx0 || x0 > wx1 || y1 < wy0 || y0 > wy1) continue;
+    const EdgeBounds& eb = edge_bounds_[ei];
+    if (eb.x1 < wx0 || eb.x0 > wx1 || eb.y1 < wy0 || eb.y0 > wy1) continue;
     bool hot = sel_box >= 0 && (e.from == sel_box || e.to == sel_box);
     ImU32 col = hot ? colors::kEdgeHot : colors::kEdge;
     float t = hot ? thick * 1.8f : thick;
@@ -76,17 +115,21 @@ void GraphView::draw_boxes_and_edges(AppState& s, ImDrawList* dl, ImVec2 origin,
     else arrowhead(dl, to_screen(e.bezier.back()), to_screen(e.bezier[e.bezier.size() - 2]), arrow, col);
   }
 
+  draw_ghosts(dl, origin);
+
   // Boxes.
   const float line_h = (fonts_.size + 3.0f) * zoom_, pad_y = 6.0f * zoom_;
   const float font_px = fonts_.size * zoom_;
   const bool text = font_px >= 5.0f;
   const float round = far ? 0.0f : std::min(5.0f * zoom_, 6.0f);
+  size_t drawn = 0;
   for (size_t i = 0; i < G.nodes.size(); ++i) {
     const DisplayNode& b = G.nodes[i];
     Point c = L.centers[i];
     if (c.x + b.w * 0.5f < wx0 || c.x - b.w * 0.5f > wx1 || c.y + b.h * 0.5f < wy0 || c.y - b.h * 0.5f > wy1) continue;
     ImVec2 a = to_screen({c.x - b.w * 0.5f, c.y - b.h * 0.5f});
     ImVec2 z = to_screen({c.x + b.w * 0.5f, c.y + b.h * 0.5f});
+    ++drawn;
     if (!b.group.empty()) {   // a composite: a second box behind it, like a stack of cards
       float o = 4.0f * zoom_;
       dl->AddRectFilled(ImVec2(a.x + o, a.y + o), ImVec2(z.x + o, z.y + o), IM_COL32(40, 44, 58, 255), round);
@@ -104,12 +147,19 @@ void GraphView::draw_boxes_and_edges(AppState& s, ImDrawList* dl, ImVec2 origin,
     if (sel) dl->AddRect(ImVec2(a.x - 2, a.y - 2), ImVec2(z.x + 2, z.y + 2), colors::kSelected, round + 2, 0, 2.5f);
     else if (b.group.empty() && static_cast<int>(b.rep) == s.step_root)   // what the step made
       dl->AddRect(ImVec2(a.x - 3, a.y - 3), ImVec2(z.x + 3, z.y + 3), colors::kStepRoot, round + 3, 0, 3.0f);
-    else if (b.group.empty() && s.step_added.count(b.rep))
+    else if (step_.ok ? i < step_.added.size() && step_.added[i] : b.group.empty() && s.step_added.count(b.rep))
       dl->AddRect(ImVec2(a.x - 2, a.y - 2), ImVec2(z.x + 2, z.y + 2), colors::kOk, round + 2, 0, 2.0f);
     else if (is_hit[i]) dl->AddRect(ImVec2(a.x - 2, a.y - 2), ImVec2(z.x + 2, z.y + 2), colors::kSearchHit, round + 2, 0, 2.0f);
     else if (static_cast<int>(i) == hovered) dl->AddRect(a, z, colors::kHover, round, 0, 1.5f);
     else if (!far) dl->AddRect(a, z, b.group.empty() ? colors::kBorder : IM_COL32(120, 132, 170, 255), round);
     if (b.is_output) dl->AddRectFilled(ImVec2(a.x, z.y - 3 * zoom_), z, IM_COL32(255, 255, 255, 90), round, ImDrawFlags_RoundCornersBottom);
+    if (step_.ok && i < step_.added.size() && step_.added[i] && zoom_ >= 0.3f) {   // "+": new in this step
+      float r = 7.0f * std::sqrt(zoom_);
+      ImVec2 c(z.x, a.y);
+      dl->AddCircleFilled(c, r, colors::kAddedTag, 12);
+      dl->AddLine(ImVec2(c.x - r * 0.55f, c.y), ImVec2(c.x + r * 0.55f, c.y), colors::kText, 1.8f);
+      dl->AddLine(ImVec2(c.x, c.y - r * 0.55f), ImVec2(c.x, c.y + r * 0.55f), colors::kText, 1.8f);
+    }
     if (!text) continue;
     for (size_t l = 0; l < b.lines.size(); ++l) {
       const std::string& t = b.lines[l];
@@ -121,6 +171,8 @@ void GraphView::draw_boxes_and_edges(AppState& s, ImDrawList* dl, ImVec2 origin,
     }
   }
   dl->Flags = saved_flags;
+  s.view_drawn_boxes = drawn;
+  s.view_text = text && drawn > 0;
 }
 
 }  // namespace lathe::views

@@ -50,6 +50,22 @@ namespace {
 std::string g_glfw_error;
 void on_glfw_error(int code, const char* text) { g_glfw_error = text ? text : ("GLFW error " + std::to_string(code)); }
 
+// Input and window events since start-up: the frame loop renders only when this moves (or
+// something animates). Installed before ImGui's GLFW backend, which chains to them.
+uint64_t g_input_events = 0;
+void install_event_counters(GLFWwindow* w) {
+  glfwSetCursorPosCallback(w, [](GLFWwindow*, double, double) { ++g_input_events; });
+  glfwSetMouseButtonCallback(w, [](GLFWwindow*, int, int, int) { ++g_input_events; });
+  glfwSetScrollCallback(w, [](GLFWwindow*, double, double) { ++g_input_events; });
+  glfwSetKeyCallback(w, [](GLFWwindow*, int, int, int, int) { ++g_input_events; });
+  glfwSetCharCallback(w, [](GLFWwindow*, unsigned) { ++g_input_events; });
+  glfwSetWindowFocusCallback(w, [](GLFWwindow*, int) { ++g_input_events; });
+  glfwSetCursorEnterCallback(w, [](GLFWwindow*, int) { ++g_input_events; });
+  glfwSetWindowRefreshCallback(w, [](GLFWwindow*) { ++g_input_events; });
+  glfwSetFramebufferSizeCallback(w, [](GLFWwindow*, int, int) { ++g_input_events; });
+  glfwSetDropCallback(w, [](GLFWwindow*, int, const char**) { ++g_input_events; });
+}
+
 //-----------------------------------------------------------------------------
 // [SECTION] the split layout and splitters
 //-----------------------------------------------------------------------------
@@ -125,6 +141,18 @@ struct App {
   std::vector<std::pair<std::string, NodeRef>> console_g;   // `g` as last seen there
   bool quit = false;
   bool show_help = false;
+  // Background rectangles of this frame (screen pixels, colour), cleared before ImGui
+  // draws: the panels and the graph canvas.
+  struct Clear {
+    ImVec2 min, max;
+    ImU32 color;
+  };
+  std::vector<Clear> clears;
+  void clear_this_window(ImU32 color) {
+    ImVec2 p = ImGui::GetWindowPos(), sz = ImGui::GetWindowSize();
+    clears.push_back({p, ImVec2(p.x + sz.x, p.y + sz.y), color});
+  }
+  void clear_backgrounds(int fb_w, int fb_h) const;
 
   void load_initial();
   void sync_command_layer();
@@ -273,6 +301,27 @@ void App::menu_bar() {
   ImGui::EndMenuBar();
 }
 
+// Clears the window to kWindowBg and each recorded rectangle to its colour (scissored
+// clears: under llvmpipe a clear is a memset, a background quad a blended textured fill).
+void App::clear_backgrounds(int fb_w, int fb_h) const {
+  ImVec4 bg = ImGui::ColorConvertU32ToFloat4(colors::kWindowBg);
+  glClearColor(bg.x, bg.y, bg.z, 1.0f);
+  glClear(GL_COLOR_BUFFER_BIT);
+  ImVec2 scale = ImGui::GetIO().DisplayFramebufferScale;
+  glEnable(GL_SCISSOR_TEST);
+  for (const Clear& c : clears) {
+    int x0 = static_cast<int>(std::floor(c.min.x * scale.x)), x1 = static_cast<int>(std::ceil(c.max.x * scale.x));
+    int y0 = static_cast<int>(std::floor(c.min.y * scale.y)), y1 = static_cast<int>(std::ceil(c.max.y * scale.y));
+    x0 = std::max(x0, 0), y0 = std::max(y0, 0), x1 = std::min(x1, fb_w), y1 = std::min(y1, fb_h);
+    if (x1 <= x0 || y1 <= y0) continue;
+    glScissor(x0, fb_h - y1, x1 - x0, y1 - y0);
+    ImVec4 col = ImGui::ColorConvertU32ToFloat4(c.color);
+    glClearColor(col.x, col.y, col.z, 1.0f);
+    glClear(GL_COLOR_BUFFER_BIT);
+  }
+  glDisable(GL_SCISSOR_TEST);
+}
+
 void App::draw_frame() {
   ImGuiIO& io = ImGui::GetIO();
   ImGui::SetNextWindowPos(ImVec2(0, 0));
@@ -280,7 +329,8 @@ void App::draw_frame() {
   ImGui::PushStyleVar(ImGuiStyleVar_WindowPadding, ImVec2(4, 4));
   ImGui::Begin("##lathe", nullptr,
                ImGuiWindowFlags_NoDecoration | ImGuiWindowFlags_NoMove | ImGuiWindowFlags_NoSavedSettings |
-                   ImGuiWindowFlags_MenuBar | ImGuiWindowFlags_NoBringToFrontOnFocus);
+                   ImGuiWindowFlags_MenuBar | ImGuiWindowFlags_NoBringToFrontOnFocus | ImGuiWindowFlags_NoBackground);
+  clears.clear();
   ImGui::PopStyleVar();
   state.jobs.poll(state);   // a finished compile / profile / run shows from this frame on
   menu_bar();
@@ -295,8 +345,10 @@ void App::draw_frame() {
 
   ImGui::PushStyleVar(ImGuiStyleVar_ItemSpacing, ImVec2(8, 5));
   ImGui::BeginChild("graph-panel", ImVec2(left_w, top_h), true, ImGuiWindowFlags_NoScrollbar | ImGuiWindowFlags_NoScrollWithMouse);
+  clear_this_window(colors::kPanelBg);
   draw_error_panel(state, fonts);
   graph->draw(state);
+  if (graph->canvas_max().x > graph->canvas_min().x) clears.push_back({graph->canvas_min(), graph->canvas_max(), colors::kCanvas});
   busy_badge(state);
   ImGui::EndChild();
   ImGui::PopStyleVar();
@@ -307,6 +359,7 @@ void App::draw_frame() {
 
   ImGui::PushStyleVar(ImGuiStyleVar_ItemSpacing, ImVec2(8, 5));
   ImGui::BeginChild("side-panel", ImVec2(0, top_h), true);
+  clear_this_window(colors::kPanelBg);
   if (ImGui::BeginTabBar("side-tabs")) {
     std::string req = state.side_tab_request;
     state.side_tab_request.clear();
@@ -334,6 +387,7 @@ void App::draw_frame() {
 
   ImGui::PushStyleVar(ImGuiStyleVar_ItemSpacing, ImVec2(8, 5));
   ImGui::BeginChild("bottom-panel", ImVec2(0, 0), true);
+  clear_this_window(colors::kPanelBg);
   if (ImGui::BeginTabBar("bottom-tabs")) {
     std::string req = state.bottom_tab_request;
     state.bottom_tab_request.clear();
@@ -450,6 +504,7 @@ int run_gui(const GuiOptions& opts) {
   std::error_code ec;
   if (!ini.empty()) std::filesystem::create_directories(config_dir(), ec);   // else ImGui cannot save
   io.IniFilename = ini.empty() ? nullptr : ini.c_str();
+  install_event_counters(window);
   ImGui_ImplGlfw_InitForOpenGL(window, true);
   ImGui_ImplOpenGL3_Init("#version 330 core");
   app.fonts = load_fonts(15.0f);
@@ -462,13 +517,25 @@ int run_gui(const GuiOptions& opts) {
   int settled_frames = 0;
   std::vector<double> frame_ms;
   auto start = std::chrono::steady_clock::now();
-  auto last = start;
   int rc = 0;
   std::string title_shown;
+  // Idle frames are not rendered: after the last input event (and the frames ImGui needs
+  // to settle hover state), the loop sleeps until the next event, a job's wake-up or a
+  // one-second tick. Software OpenGL spends most of a frame rasterizing, so a window that
+  // sits there would otherwise keep a core busy.
+  int quiet_frames = 0;
+  uint64_t seen_events = g_input_events, seen_jobs = app.state.jobs.finished;
   while (!glfwWindowShouldClose(window) && !app.quit) {
-    if (app.headless || app.graph->settling() || app.script_running) glfwPollEvents();
+    bool animating = app.headless || app.graph->settling() || app.script_running;
+    bool typing = ImGui::GetIO().WantTextInput;   // the caret blinks
+    if (animating) glfwPollEvents();
     else if (app.state.jobs.busy()) glfwWaitEventsTimeout(1.0 / 30);   // the spinner turns; the job's end wakes us
-    else glfwWaitEventsTimeout(0.25);   // idle: no busy loop, but redraw now and then
+    else glfwWaitEventsTimeout(quiet_frames < 3 || typing ? 0.25 : 1.0);
+    bool woke = g_input_events != seen_events || app.state.jobs.finished != seen_jobs || app.state.jobs.busy();
+    seen_events = g_input_events, seen_jobs = app.state.jobs.finished;
+    quiet_frames = woke || animating ? 0 : quiet_frames + 1;
+    if (quiet_frames > 3 && !typing && quiet_frames % 8 != 0) continue;   // nothing changed: keep the last image
+    auto t_begin = std::chrono::steady_clock::now();
     ImGui_ImplOpenGL3_NewFrame();
     ImGui_ImplGlfw_NewFrame();
     // Headless: no pointer, so wherever Xvfb's cursor sits it hovers nothing (no tooltips
@@ -477,19 +544,21 @@ int run_gui(const GuiOptions& opts) {
     ImGui::NewFrame();
     app.draw_frame();
     ImGui::Render();
+    auto t_ui = std::chrono::steady_clock::now();
     int fb_w, fb_h;
     glfwGetFramebufferSize(window, &fb_w, &fb_h);
     glViewport(0, 0, fb_w, fb_h);
-    glClearColor(0.08f, 0.08f, 0.1f, 1.0f);
-    glClear(GL_COLOR_BUFFER_BIT);
+    // The window, the panels and the canvas draw no background quads: their areas are
+    // cleared here, so llvmpipe shades each pixel two or three times less.
+    app.clear_backgrounds(fb_w, fb_h);
     ImGui_ImplOpenGL3_RenderDrawData(ImGui::GetDrawData());
+    glFinish();   // so that render_ms is the rasterization, not a queue
+    auto t_render = std::chrono::steady_clock::now();
 
     std::string title = "Lathe — " + (app.state.has_graph ? app.state.title : std::string("no graph"));
     if (title != title_shown) glfwSetWindowTitle(window, title.c_str()), title_shown = title;
 
     auto now = std::chrono::steady_clock::now();
-    app.state.frame_ms.push_back(std::chrono::duration<double, std::milli>(now - last).count());
-    if (app.state.frame_ms.size() > 120) app.state.frame_ms.erase(app.state.frame_ms.begin());
     // A script waiting for frames or a screenshot counts this one once the layout is on
     // screen (or after a generous timeout).
     bool waited_too_long = std::chrono::duration<double>(now - start).count() > 120.0;
@@ -500,7 +569,6 @@ int run_gui(const GuiOptions& opts) {
       // Count frames only once the layout is on screen and no job is running (or after a
       // generous timeout).
       if ((!app.graph->settling() && !app.state.jobs.busy()) || waited_too_long) {
-        if (settled_frames > 0) frame_ms.push_back(std::chrono::duration<double, std::milli>(now - last).count());
         if (++settled_frames >= std::max(1, opts.frames)) {
           std::string err = write_back_buffer_png(opts.screenshot, fb_w, fb_h);
           if (!err.empty()) {
@@ -520,8 +588,18 @@ int run_gui(const GuiOptions& opts) {
         }
       }
     }
-    last = now;
     glfwSwapBuffers(window);
+    auto t_end = std::chrono::steady_clock::now();
+    auto ms = [](auto a, auto b) { return std::chrono::duration<double, std::milli>(b - a).count(); };
+    AppState::FrameTiming ft;
+    ft.total_ms = ms(t_begin, t_end);
+    ft.ui_ms = ms(t_begin, t_ui);
+    ft.render_ms = ms(t_ui, t_render);
+    ft.swap_ms = ms(t_render, t_end);
+    ft.vertices = ImGui::GetDrawData() ? ImGui::GetDrawData()->TotalVtxCount : 0;
+    app.state.frames.push_back(ft);
+    if (app.state.frames.size() > 240) app.state.frames.erase(app.state.frames.begin(), app.state.frames.begin() + 120);
+    if (app.headless && settled_frames > 1) frame_ms.push_back(ft.total_ms);
   }
 
   if (!app.headless) {

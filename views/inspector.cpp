@@ -46,6 +46,29 @@ void node_link(AppState& s, NodeRef n, const char* prefix = "") {
   ImGui::PopID();
 }
 
+// A long list of node links: only the rows on screen are formatted and submitted (a
+// 50,000-node graph has thousands of inputs, and this runs every frame).
+void node_links(AppState& s, const std::vector<NodeRef>& nodes) {
+  ImGuiListClipper clip;
+  clip.Begin(static_cast<int>(nodes.size()));
+  while (clip.Step())
+    for (int i = clip.DisplayStart; i < clip.DisplayEnd; ++i) node_link(s, nodes[i]);
+}
+
+// What the summary and group views list, computed once per graph version (and group),
+// not per frame.
+struct InspectorCache {
+  uint64_t version = ~0ull;
+  std::vector<std::pair<std::string, int>> op_counts;
+  std::string group;
+  std::vector<NodeRef> group_members;
+};
+InspectorCache& cache_for(const AppState& s) {
+  static InspectorCache c;
+  if (c.version != s.version) c = InspectorCache{}, c.version = s.version;
+  return c;
+}
+
 std::string ints_to_string(const std::vector<int>& v) {
   std::string r = "[";
   for (size_t i = 0; i < v.size(); ++i) r += (i ? ", " : "") + std::to_string(v[i]);
@@ -174,23 +197,21 @@ void inspect_node(AppState& s, NodeRef n, const Fonts& fonts) {
 
 void inspect_group(AppState& s, const std::string& path) {
   ImGui::Text("composite %s", path.c_str());
-  std::vector<NodeRef> members;
-  for (NodeRef n : s.topo)
-    if (n->prov.path == path || n->prov.path.rfind(path + "/", 0) == 0) members.push_back(n);
+  InspectorCache& c = cache_for(s);
+  if (c.group != path || c.group_members.empty()) {
+    c.group = path;
+    c.group_members.clear();
+    for (NodeRef n : s.topo)
+      if (n->prov.path == path || n->prov.path.rfind(path + "/", 0) == 0) c.group_members.push_back(n);
+  }
+  const std::vector<NodeRef>& members = c.group_members;
   ImGui::TextDisabled("%zu primitive nodes", members.size());
   if (ImGui::Button("Expand")) {
     s.set_level(Level::Tensor);
     s.expand(path);
   }
   ImGui::Separator();
-  size_t shown = 0;
-  for (NodeRef n : members) {
-    if (++shown > 500) {
-      ImGui::TextDisabled("… and %zu more", members.size() - 500);
-      break;
-    }
-    node_link(s, n);
-  }
+  node_links(s, members);
 }
 
 //-----------------------------------------------------------------------------
@@ -206,13 +227,17 @@ void graph_summary(AppState& s) {
   ImGui::TextDisabled("%zu nodes · %zu inputs · %zu outputs — click a box to inspect it", s.topo.size(),
                       s.graph.inputs.size(), s.graph.outputs.size());
   if (ImGui::CollapsingHeader("Inputs", ImGuiTreeNodeFlags_DefaultOpen))
-    for (NodeRef n : s.graph.inputs) node_link(s, n);
+    node_links(s, s.graph.inputs);
   if (ImGui::CollapsingHeader("Outputs", ImGuiTreeNodeFlags_DefaultOpen))
     for (auto& [name, n] : s.graph.outputs) node_link(s, n, (name + " = ").c_str());
   if (ImGui::CollapsingHeader("Ops", ImGuiTreeNodeFlags_DefaultOpen) && begin_props("ops")) {
-    std::map<std::string, int> count;
-    for (NodeRef n : s.topo) ++count[std::string(n->info().name)];
-    for (auto& [op, c] : count) prop(op.c_str(), std::to_string(c));
+    InspectorCache& cache = cache_for(s);
+    if (cache.op_counts.empty()) {
+      std::map<std::string, int> count;
+      for (NodeRef n : s.topo) ++count[std::string(n->info().name)];
+      cache.op_counts.assign(count.begin(), count.end());
+    }
+    for (auto& [op, c] : cache.op_counts) prop(op.c_str(), std::to_string(c));
     ImGui::EndTable();
   }
 }

@@ -48,8 +48,10 @@ void apply_dark_theme() {
   s.ItemSpacing = ImVec2(8, 5);
   s.WindowPadding = ImVec2(8, 8);
   ImVec4* c = s.Colors;
-  c[ImGuiCol_WindowBg] = ImVec4(0.105f, 0.113f, 0.133f, 1.0f);
-  c[ImGuiCol_ChildBg] = ImVec4(0.125f, 0.133f, 0.156f, 1.0f);
+  c[ImGuiCol_WindowBg] = ImGui::ColorConvertU32ToFloat4(colors::kWindowBg);
+  // Child windows draw no background: the panels' colour is cleared by the frame loop
+  // (gui_app.cpp), and a nested child on the same colour would only repaint it.
+  c[ImGuiCol_ChildBg] = ImVec4(0, 0, 0, 0);
   c[ImGuiCol_PopupBg] = ImVec4(0.12f, 0.13f, 0.15f, 0.98f);
   c[ImGuiCol_Border] = ImVec4(0.22f, 0.24f, 0.28f, 1.0f);
   c[ImGuiCol_FrameBg] = ImVec4(0.18f, 0.19f, 0.23f, 1.0f);

@@ -38,6 +38,10 @@ constexpr ImU32 kNoKernelFill = IM_COL32(52, 56, 64, 255);
 
 namespace colors {
 constexpr ImU32 kCanvas     = IM_COL32(24, 26, 31, 255);
+// The main window (the gaps between panels) and the panels. Neither is drawn by ImGui: the
+// frame loop clears these areas (a clear costs llvmpipe far less than a blended quad).
+constexpr ImU32 kWindowBg   = IM_COL32(27, 29, 34, 255);
+constexpr ImU32 kPanelBg    = IM_COL32(32, 34, 40, 255);
 constexpr ImU32 kGrid       = IM_COL32(36, 39, 46, 255);
 constexpr ImU32 kEdge       = IM_COL32(150, 156, 170, 200);
 constexpr ImU32 kEdgeHot    = IM_COL32(255, 214, 102, 255);
@@ -55,6 +59,10 @@ constexpr ImU32 kKernelHit  = IM_COL32(80, 220, 255, 255);    // nodes of the se
 constexpr ImU32 kBreakpoint = IM_COL32(235, 80, 215, 255);    // a breakpoint rule and the node it is about to rewrite
 constexpr ImU32 kBreakRow   = IM_COL32(92, 34, 88, 255);      // the timeline's row of the rule a run stopped before
 constexpr ImU32 kBusyFill   = IM_COL32(28, 62, 84, 255);      // the "compiling…" badge over the graph
+constexpr ImU32 kGhost      = IM_COL32(232, 96, 96, 255);     // outline of a box the last rewrite step removed
+constexpr ImU32 kGhostEdge  = IM_COL32(232, 96, 96, 110);
+constexpr ImU32 kGhostFill  = IM_COL32(62, 38, 42, 255);      // its faded fill (whatever its category was)
+constexpr ImU32 kAddedTag   = IM_COL32(60, 170, 80, 255);     // the "+" tag on a box the step added
 }  // namespace colors
 
 }  // namespace lathe::views
