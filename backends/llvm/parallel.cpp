@@ -38,6 +38,8 @@ class Pool {
     {
       std::lock_guard<std::mutex> lock(mu_);
       fn_ = fn; b_ = b; d_ = d; c_ = c; n_ = n; parts_ = parts;
+      grain_ = std::max<int64_t>(1, n / (int64_t(parts) * 8));
+      next_.store(0, std::memory_order_relaxed);
       pending_.store(parts - 1);
       ++generation_;
     }
@@ -54,11 +56,13 @@ class Pool {
   }
 
  private:
-  void chunk(int part) {
-    int64_t per = n_ / parts_, extra = n_ % parts_;
-    int64_t begin = part * per + std::min<int64_t>(part, extra);
-    int64_t end = begin + per + (part < extra ? 1 : 0);
-    if (begin < end) fn_(b_, d_, c_, begin, end);
+  // claims chunks of grain_ iterations until none is left
+  void chunk(int) {
+    for (;;) {
+      int64_t begin = next_.fetch_add(grain_, std::memory_order_relaxed);
+      if (begin >= n_) return;
+      fn_(b_, d_, c_, begin, std::min(n_, begin + grain_));
+    }
   }
   void worker(int t) {
     uint64_t seen = 0;
@@ -86,6 +90,8 @@ class Pool {
   uint64_t generation_ = 0;
   bool stop_ = false;
   std::atomic<int> pending_{0};
+  std::atomic<int64_t> next_{0};  // the first iteration not yet claimed
+  int64_t grain_ = 1;
   ChunkFn fn_ = nullptr;
   void* const* b_ = nullptr;
   const int64_t* d_ = nullptr;

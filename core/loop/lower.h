@@ -26,11 +26,23 @@ struct NeedsMaterialize {
   std::string why;
 };
 
-// Block sizes of the packed matmul; defaults are tuned for AVX-512 with 1 MiB L2.
+// Block sizes of the packed matmul; defaults are tuned for AVX-512 with 1 MiB L2. kc, mc
+// and nc are upper bounds: matmul_blocking() picks the sizes one contraction uses.
 struct MatmulParams {
   int mr = 8, nr = 32, lanes = 16;      // register tile MR×NR (NR a multiple of lanes)
-  int kc = 256, mc = 96, nc = 512;    // cache blocks (mc multiple of mr, nc of nr)
+  int kc = 256, mc = 128, nc = 512;    // cache blocks (mc multiple of mr, nc of nr)
 };
+
+// The blocks of one contraction (M, N, K, batch sizes; < 0 where symbolic) on `threads`
+// threads. The parallel jobs are batch × ceil(N / nc) × msplit; N is cut into equal
+// NR-multiple blocks, into a multiple of `threads` jobs where N allows (a 5-job loop on 2
+// threads runs at 3/5 of its speed), and M is split when there are fewer jobs than
+// threads. K and each job's M range are cut into equal blocks (KC a multiple of 8, MC of
+// MR), so no thin last block streams the packed panel for little work.
+struct MatmulBlocking {
+  int64_t kc = 0, mc = 0, nc = 0, msplit = 1;
+};
+MatmulBlocking matmul_blocking(int64_t m, int64_t n, int64_t k, int64_t batch, int threads, const MatmulParams& p = {});
 
 LoopFunc lower_kernel(const KernelGraph& kg, int kernel);
 LoopFunc lower_matmul_kernel(const KernelGraph& kg, int kernel, const MatmulParams& params = {});

@@ -144,7 +144,7 @@ class MatmulLowering {
     return m;
   }
 
-  int64_t kc_blk_ = 0;
+  int64_t kc_blk_ = 0, mc_blk_ = 0;
 
   // Coefficient of dim d in `a` when it is a non-negative constant.
   static std::optional<int64_t> coef_of(const Affine& a, int d) {
@@ -236,18 +236,12 @@ LoopFunc MatmulLowering::run() {
   ExprRef M = from_sym(Ms), N = from_sym(Ns), K = from_sym(Ks);
   const int NQ = P.nr / P.lanes;
 
-  // Block sizes: spread N blocks (and, when N is small, M ranges) over the threads; K in
-  // equal KC blocks.
   int threads = std::max(1u, std::thread::hardware_concurrency());
-  int64_t nc_blk = P.nc, msplit = 1;
-  if (Ns.is_const() && Ms.is_const() && batch.is_const()) {
-    int64_t n = Ns.value(), m = Ms.value(), bt = batch.value();
-    nc_blk = std::min<int64_t>(P.nc, std::max<int64_t>(P.nr, round_up(ceil_div(n, threads), P.nr)));
-    int64_t jobs = bt * ceil_div(n, nc_blk);
-    if (jobs < threads) msplit = std::min<int64_t>(ceil_div(threads, jobs), ceil_div(m, P.mr));
-  }
-  kc_blk_ = P.kc;
-  if (Ks.is_const() && Ks.value() > 0) kc_blk_ = std::min<int64_t>(P.kc, round_up(ceil_div(Ks.value(), ceil_div(Ks.value(), P.kc)), 8));
+  auto known = [](const SymInt& v) -> int64_t { return v.is_const() ? v.value() : -1; };
+  MatmulBlocking bl = matmul_blocking(known(Ms), known(Ns), known(Ks), known(batch), threads, P);
+  const int64_t nc_blk = bl.nc, msplit = bl.msplit;
+  kc_blk_ = bl.kc;
+  mc_blk_ = bl.mc;
   // Tiles that are always whole: every M range (mc) a multiple of MR when M is, every N
   // block (nc) a multiple of NR when N is (MC, the M splits and nc_blk are multiples of
   // them). Their row / column guards are then always true and are left out: less code to
@@ -277,7 +271,7 @@ LoopFunc MatmulLowering::run() {
   tbody.push_back(make_let("ms0", DType::I64, mul(ms, msz)));
   tbody.push_back(make_let("msz", DType::I64, min_of(msz, sub(M, var("ms0")))));
   allocs.push_back(make_alloc("Bp", DType::F32, 1, kc_blk_ * nc_blk));
-  allocs.push_back(make_alloc("Ap", DType::F32, 1, (int64_t)P.mc * kc_blk_));
+  allocs.push_back(make_alloc("Ap", DType::F32, 1, mc_blk_ * kc_blk_));
   allocs.push_back(make_alloc("tile", DType::F32, 1, (int64_t)P.mr * P.nr));
 
   ExprRef kk = var("kk"), n0 = var("n0"), nc = var("nc"), k0 = var("k0"), kc = var("kc");
@@ -286,13 +280,13 @@ LoopFunc MatmulLowering::run() {
   ExprRef ncap = mul(ceil_div(nc, P.nr), const_int(P.nr)), mcap = mul(ceil_div(mc, P.mr), const_int(P.mr));
   // N-side tables hold one entry past the last panel (pack_b_runs reads a run's end there)
   OperandParts B = make_parts(mm_.b, mm_.n_axes, n0, add(ncap, const_int(1)), nc_blk + 1, nfill, k0, kc, kfill, allocs);
-  OperandParts A = make_parts(mm_.a, mm_.m_axes, m0, mcap, P.mc, mfill, k0, kc, kfill, allocs);
+  OperandParts A = make_parts(mm_.a, mm_.m_axes, m0, mcap, mc_blk_, mfill, k0, kc, kfill, allocs);
   // the output: row-major over the reduce's shape
   Affine caff;
   auto cstr = contiguous_strides(R->shape);
   for (int d = 0; d < (int)R->shape.size(); ++d)
     if (R->shape[d] != SymInt(1)) caff.terms.push_back({d, cstr[d]});
-  Part crow = make_part(caff, mm_.m_axes, m0, mcap, P.mc, mfill, allocs);
+  Part crow = make_part(caff, mm_.m_axes, m0, mcap, mc_blk_, mfill, allocs);
   Part ccol = make_part(caff, mm_.n_axes, n0, ncap, nc_blk, nfill, allocs);
 
   // pack B
@@ -302,19 +296,22 @@ LoopFunc MatmulLowering::run() {
                                             load(pb, DType::F32, address(B, col, kk), logical_and(cols_whole ? nullptr : lt(col, nc), in_range(B, col, kk))))},
                           "pack B: panel column");
   packb_c.annot.vectorize = true;
-  Stmt packb = make_for("jp", ceil_div(nc, P.nr), {make_for("kk", kc, {packb_c})}, "pack B: NR-wide panels");
+  // row by row of B (k outer): each k reads one run of nc columns, in address order when
+  // N is B's contiguous dim; panel by panel would walk down the columns a row stride apart
+  // (a page apart for wide B), defeating the prefetchers and the TLB.
+  Stmt packb = make_for("kk", kc, {make_for("jp", ceil_div(nc, P.nr), {packb_c}, "pack B: NR-wide panels")}, "pack B: k");
   if (auto runs = pack_b_runs(B, pb)) packb = std::move(*runs);
   // pack A
   ExprRef row = add(mul(var("ip"), const_int(P.mr)), var("r"));
-  Stmt packa = make_for(
-      "ip", ceil_div(mc, P.mr),
-      {make_for("r", const_int(P.mr),
-                {make_for("kk", kc,
+  // k outer, the MR rows inner (unrolled): each k writes one contiguous MR-wide column of
+  // the panel. (Rows outer made the vectorizer scatter the stores with stride MR, which
+  // costs more than the micro-kernel's share of the data.)
+  Stmt packa_r = make_for("r", const_int(P.mr),
                           {make_local_store("Ap", add(mul(add(mul(var("ip"), const_int(kc_blk_)), kk), const_int(P.mr)), var("r")),
                                             load(pa, DType::F32, address(A, row, kk), logical_and(rows_whole ? nullptr : lt(row, mc), in_range(A, row, kk))))},
-                          "pack A: k")},
-                "pack A: panel row")},
-      "pack A: MR-tall panels");
+                          "pack A: panel row");
+  packa_r.annot.unroll = P.mr;
+  Stmt packa = make_for("ip", ceil_div(mc, P.mr), {make_for("kk", kc, {packa_r}, "pack A: k")}, "pack A: MR-tall panels");
   // micro-kernel
   std::vector<Stmt> micro;
   micro.push_back(make_alloc("acc", DType::F32, P.lanes, (int64_t)P.mr * NQ, /*registers=*/true));
@@ -391,12 +388,12 @@ LoopFunc MatmulLowering::run() {
   Stmt ir_loop = make_for("ir", ceil_div(mc, P.mr), std::move(micro), "MR panels of A");
   Stmt jr_loop = make_for("jr", ceil_div(nc, P.nr), {ir_loop}, "NR panels of B");
 
-  std::vector<Stmt> icbody{make_let("m0", DType::I64, add(var("ms0"), mul(var("ic"), const_int(P.mc)))),
-                           make_let("mc", DType::I64, min_of(const_int(P.mc), sub(add(var("ms0"), var("msz")), m0)))};
+  std::vector<Stmt> icbody{make_let("m0", DType::I64, add(var("ms0"), mul(var("ic"), const_int(mc_blk_)))),
+                           make_let("mc", DType::I64, min_of(const_int(mc_blk_), sub(add(var("ms0"), var("msz")), m0)))};
   for (auto& st : mfill) icbody.push_back(st);
   icbody.push_back(packa);
   icbody.push_back(jr_loop);
-  Stmt ic_loop = make_for("ic", ceil_div(var("msz"), P.mc), std::move(icbody), "MC blocks of M");
+  Stmt ic_loop = make_for("ic", ceil_div(var("msz"), mc_blk_), std::move(icbody), "MC blocks of M");
   std::vector<Stmt> pcbody{make_let("k0", DType::I64, mul(var("pc"), const_int(kc_blk_))),
                            make_let("kc", DType::I64, min_of(const_int(kc_blk_), sub(K, k0)))};
   for (auto& st : kfill) pcbody.push_back(st);
@@ -410,7 +407,7 @@ LoopFunc MatmulLowering::run() {
   tloop.annot.parallel = true;
   f_.body.push_back(std::move(tloop));
   f_.schedule_log.push_back("matmul: MR=" + std::to_string(P.mr) + " NR=" + std::to_string(P.nr) + " KC=" +
-                            std::to_string(kc_blk_) + " MC=" + std::to_string(P.mc) + " NC=" + std::to_string(nc_blk) +
+                            std::to_string(kc_blk_) + " MC=" + std::to_string(mc_blk_) + " NC=" + std::to_string(nc_blk) +
                             " msplit=" + std::to_string(msplit) + (epilogue ? " +epilogue" : "") +
                             (tables_ ? " gather(" + std::to_string(tables_) + " tables)" : ""));
   // K == 0: the loops above write nothing; zero the output first (never with an epilogue)
@@ -424,6 +421,36 @@ LoopFunc MatmulLowering::run() {
 }
 
 }  // namespace
+
+MatmulBlocking matmul_blocking(int64_t m, int64_t n, int64_t k, int64_t batch, int threads, const MatmulParams& p) {
+  MatmulBlocking b;
+  threads = std::max(threads, 1);
+  b.kc = p.kc;
+  if (k > 0) b.kc = std::min<int64_t>(p.kc, round_up(ceil_div(k, ceil_div(k, p.kc)), 8));
+  b.nc = p.nc;
+  if (n > 0 && batch > 0) {
+    int64_t panels = ceil_div(n, p.nr), fewest = ceil_div(panels, p.nc / p.nr);
+    int64_t per_block = ceil_div(panels, fewest);
+    // up to twice the fewest N blocks (or one per thread), for a job count the threads divide
+    for (int64_t blocks = fewest; blocks <= std::min(panels, std::max<int64_t>(2 * fewest, threads)); ++blocks) {
+      int64_t per = ceil_div(panels, blocks);
+      if ((batch * ceil_div(panels, per)) % threads == 0) {
+        per_block = per;
+        break;
+      }
+    }
+    b.nc = per_block * p.nr;
+    int64_t jobs = batch * ceil_div(n, b.nc);
+    if (jobs < threads && m > 0) b.msplit = std::min<int64_t>(ceil_div(threads, jobs), ceil_div(m, p.mr));
+  }
+  b.mc = p.mc;
+  if (m > 0) {
+    int64_t msz = b.msplit == 1 ? m : round_up(ceil_div(m, b.msplit), p.mr);
+    int64_t rows = ceil_div(msz, p.mr), max_rows = p.mc / p.mr;
+    b.mc = std::min<int64_t>(p.mc, ceil_div(rows, ceil_div(rows, max_rows)) * p.mr);
+  }
+  return b;
+}
 
 LoopFunc lower_matmul_kernel(const KernelGraph& kg, int kernel, const MatmulParams& P) {
   const Kernel& k = kg.kernels.at(kernel);

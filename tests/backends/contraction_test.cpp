@@ -1,8 +1,11 @@
 // contraction_test.cpp — convolutions and other grouped contractions through the packed
 // matmul lowering (implicit im2col in the packing step), and matmuls with fused epilogues
 // (bias, GELU, residual), against the interpreter on the backend under test.
+#include <array>
+
 #include "core/frontend/nn.h"
 #include "core/frontend/tensor.h"
+#include "core/loop/lower.h"
 #include "diff_util.h"
 
 namespace lathe {
@@ -136,6 +139,60 @@ TEST(Contraction, WholeTilesMatchInterpreter) {
   batch.add("whole columns", Graph::from_outputs({{"y", matmul(x4, w4).node()}}));
   Tensor q = input("q", {3, 16, 24}), k = input("k", {3, 32, 24});
   batch.add("batched whole tiles", Graph::from_outputs({{"y", (matmul(q, transpose(k, 1, 2)) * 0.125).node()}}));
+  EXPECT_EQ(batch.run(), 0);
+}
+
+// The block sizes: they nest (MC a multiple of MR, NC of NR, KC of 8), stay within the
+// caps, cover the sizes, and give a multiple of the thread count of jobs where N allows.
+TEST(Contraction, BlockingNestsAndSplitsJobsEvenly) {
+  loop::MatmulParams p;
+  auto jobs = [](const loop::MatmulBlocking& b, int64_t n, int64_t batch) { return batch * ((n + b.nc - 1) / b.nc) * b.msplit; };
+  // the mlp and GPT-2 shapes on this machine's 2 threads: {M, N, K, batch, jobs}
+  for (auto [m, n, k, batch, want] : std::vector<std::array<int64_t, 5>>{
+           {256, 4096, 1024, 1, 8}, {256, 1024, 4096, 1, 2}, {128, 2304, 768, 1, 6}, {128, 768, 768, 1, 2},
+           {128, 3072, 768, 1, 6}, {128, 768, 3072, 1, 2}, {128, 128, 64, 12, 12}, {128, 64, 128, 12, 12}}) {
+    auto b = loop::matmul_blocking(m, n, k, batch, 2, p);
+    EXPECT_EQ(jobs(b, n, batch), want) << m << "x" << n << "x" << k << " nc=" << b.nc;
+    EXPECT_EQ(b.mc, 128) << m << "x" << n << "x" << k;  // one or two whole MC blocks
+  }
+  for (int threads : {1, 2, 3, 4, 8})
+    for (int64_t m : {1, 7, 8, 100, 129, 256, 1000})
+      for (int64_t n : {1, 31, 32, 100, 512, 513, 2304, 5000})
+        for (int64_t batch : {1, 3}) {
+          auto b = loop::matmul_blocking(m, n, 300, batch, threads, p);
+          std::string what = std::to_string(m) + "x" + std::to_string(n) + " batch " + std::to_string(batch) + " on " +
+                             std::to_string(threads);
+          EXPECT_TRUE(b.nc % p.nr == 0 && b.nc > 0 && b.nc <= p.nc) << what << " nc=" << b.nc;
+          EXPECT_TRUE(b.mc % p.mr == 0 && b.mc > 0 && b.mc <= p.mc) << what << " mc=" << b.mc;
+          EXPECT_TRUE(b.kc % 8 == 0 && b.kc <= p.kc) << what << " kc=" << b.kc;
+          EXPECT_TRUE(b.msplit >= 1 && b.msplit <= (m + p.mr - 1) / p.mr) << what;
+          int64_t panels = (n + p.nr - 1) / p.nr;
+          if (panels % threads == 0) {
+            EXPECT_EQ(jobs(b, n, batch) % threads, 0) << what << " nc=" << b.nc;
+          }
+        }
+  // symbolic sizes: the caps
+  auto s = loop::matmul_blocking(-1, -1, -1, -1, 2, p);
+  EXPECT_EQ(s.nc, p.nc);
+  EXPECT_EQ(s.mc, p.mc);
+  EXPECT_EQ(s.kc, p.kc);
+  EXPECT_EQ(s.msplit, 1);
+}
+
+// Shapes where the blocking splits N into more blocks than the cap needs (to even out the
+// jobs), cuts M into equal MC blocks with ragged edges, and splits M for a lone N block.
+TEST(Contraction, BalancedBlocksMatchInterpreter) {
+  test::DiffBatch batch;
+  Tensor x = input("x", {9, 20}), w = input("w", {20, 1056});
+  batch.add("33 panels: N blocks rounded up to an even count", Graph::from_outputs({{"y", matmul(x, w).node()}}));
+  Tensor x2 = input("x", {9, 20}), w2 = input("w", {20, 1050}), b2 = input("b", {1050});
+  batch.add("N blocks with a ragged last panel, bias", Graph::from_outputs({{"y", (matmul(x2, w2) + b2).node()}}));
+  Tensor x3 = input("x", {203, 300}), w3 = input("w", {300, 40});
+  batch.add("two equal MC blocks, ragged rows, K split", Graph::from_outputs({{"y", relu(matmul(x3, w3)).node()}}));
+  Tensor x4 = input("x", {300, 24}), w4 = input("w", {24, 32});
+  batch.add("M splits cut into MC blocks", Graph::from_outputs({{"y", matmul(x4, w4).node()}}));
+  Tensor q = input("q", {3, 20, 24}), k = input("k", {3, 64, 24});
+  batch.add("odd batch: N split to even the jobs", Graph::from_outputs({{"y", (matmul(q, transpose(k, 1, 2)) * 0.125).node()}}));
   EXPECT_EQ(batch.run(), 0);
 }
 
