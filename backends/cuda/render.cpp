@@ -167,7 +167,8 @@ FlatLoop flat_of(const Stmt& s) {
   return r;
 }
 
-// "index|mask|" in the canonical counter; nullopt when it uses a name local to the loop.
+// "index|mask|" in the canonical counter; nullopt when it uses a name local to the loop
+// or loads (a gather's index could read a buffer the region writes).
 std::optional<std::string> access_key(const ExprRef& index, const ExprRef& mask, const FlatLoop& fl) {
   std::string key;
   for (ExprRef e : {index, mask}) {
@@ -176,6 +177,7 @@ std::optional<std::string> access_key(const ExprRef& index, const ExprRef& mask,
       bool local = false;
       std::function<void(const ExprRef&)> scan = [&](const ExprRef& x) {
         if (x->kind == loop::ExprKind::Var && fl.locals.count(x->name)) local = true;
+        if (x->kind == loop::ExprKind::Load) local = true;  // a gathered index may change between loops
         for (const ExprRef& a : x->args)
           if (a) scan(a);
       };
