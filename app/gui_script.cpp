@@ -86,7 +86,9 @@ int l_state(lua_State* L) {
   set_int(L, "boxes", static_cast<int64_t>(s.view_boxes));
   set_int(L, "edges", static_cast<int64_t>(s.view_edges));
   set_int(L, "highlighted", static_cast<int64_t>(s.view_highlighted));
-  // The last version change as drawn: "stable" (old places kept) or "dot" (laid out afresh).
+  set_int(L, "folded", static_cast<int64_t>(s.view_folded));
+  // The last version change as drawn: "stable" (old places kept) or "dot" (laid out afresh);
+  // "provisional" while a large graph shows quick rows by rank and dot still runs.
   if (!s.view_layout.empty()) set_str(L, "layout", s.view_layout);
   set_int(L, "ghosts", static_cast<int64_t>(s.view_ghosts));
   set_int(L, "added_boxes", static_cast<int64_t>(s.view_added));

@@ -115,6 +115,7 @@ class AppState {
   std::function<void()> sync;
   // What the graph view drew last frame (scripts and tests read it).
   size_t view_boxes = 0, view_edges = 0, view_highlighted = 0;
+  size_t view_folded = 0;             // source boxes folded into their readers (huge graphs)
   bool fit_request = false;           // one-shot: the graph view fits the drawing to the window
   bool relayout_request = false;      // one-shot: the graph view lays the graph out afresh (Re-layout)
   float zoom_request = 0;             // one-shot when > 0: the graph view zooms to this about its centre

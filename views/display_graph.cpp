@@ -210,9 +210,10 @@ DisplayGraph build_display_graph(const AppState& s, const LabelMetrics& m) {
   }
   for (size_t i = 0; i < n; ++i) dg.box_of[topo[i]->id] = box[i];
 
-  // 4. Labels of groups, then sizes.
+  // 4. Labels of groups, sources folded into their readers in a huge graph, then sizes.
   for (auto& b : dg.nodes)
     if (!b.group.empty()) label_group(s, b);
+  if (s.level == Level::Tensor && dg.nodes.size() > kFoldSourcesBoxes) fold_sources(dg);
   for (auto& b : dg.nodes) size_box(b, m);
   return dg;
 }

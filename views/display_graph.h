@@ -3,7 +3,9 @@
 //
 //   tensor level     every node whose composite path (Provenance.path) is not expanded is
 //                    folded into one box per composite call (connected nodes sharing the
-//                    shortest unexpanded path prefix); Input nodes always stay their own box
+//                    shortest unexpanded path prefix); Input nodes stay their own box,
+//                    except in a very large graph, where an Input or Const read by one
+//                    box only is folded into that box (fold_sources)
 //   primitive level  one box per node
 //   kernel level     one box per fused kernel of the compiled program (display_kernels.cpp)
 //                    plus one per input / constant buffer; edges are the buffers kernels
@@ -33,6 +35,7 @@ struct DisplayNode {
   bool is_output = false;
   int kernel = -1;                 // kernel level: the kernel index (-1 for a buffer box)
   float w = 0, h = 0;              // size in layout units (1 unit = 1 px at zoom 1)
+  int folded = 0;                  // source boxes folded into this one (fold_sources)
 };
 
 struct DisplayEdge {
@@ -46,6 +49,7 @@ struct DisplayGraph {
   std::vector<int> kernel_box;                // kernel level: kernel index -> box index
   uint64_t key = 0;                           // identifies (graph version, level, expanded)
   std::string empty_reason;                   // why there are no boxes (kernel level, …)
+  size_t folded = 0;                          // source boxes fold_sources folded away
 };
 
 struct LabelMetrics {
@@ -59,6 +63,10 @@ uint64_t display_key(const AppState& s);
 DisplayGraph build_display_graph(const AppState& s, const LabelMetrics& m);
 // The kernel level's boxes (called by build_display_graph; `dg.key` is already set).
 void build_kernel_display(const AppState& s, const LabelMetrics& m, DisplayGraph& dg);
+// Tensor level, more than kFoldSourcesBoxes boxes: each Input / Const box that only one
+// box reads is folded into that box ("+ w3, b3" on its label; display_fold.cpp).
+constexpr size_t kFoldSourcesBoxes = 3000;
+void fold_sources(DisplayGraph& dg);
 // Sizes a box to its label lines.
 void size_box(DisplayNode& b, const LabelMetrics& m);
 

@@ -140,52 +140,55 @@ Layout run_dot_layout(const LayoutRequest& r) {
 
 constexpr size_t kCacheSize = 12;
 
-LayoutEngine::LayoutEngine() : thread_([this] { worker(); }) {}
+LayoutEngine::LayoutEngine() : sh_(std::make_shared<Shared>()), thread_(worker, sh_) {}
 
 LayoutEngine::~LayoutEngine() {
+  bool in_dot;
   {
-    std::lock_guard<std::mutex> lock(mu_);
-    stop_ = true;
+    std::lock_guard<std::mutex> lock(sh_->mu);
+    sh_->stop = true;
+    in_dot = sh_->running;
   }
-  cv_.notify_all();
-  thread_.join();   // waits for a running dot; it cannot be interrupted
+  sh_->cv.notify_all();
+  if (in_dot) thread_.detach();   // it ends when dot returns; see Shared
+  else thread_.join();
 }
 
 std::shared_ptr<const Layout> LayoutEngine::get(uint64_t key) {
-  std::lock_guard<std::mutex> lock(mu_);
-  for (auto& l : cache_)
+  std::lock_guard<std::mutex> lock(sh_->mu);
+  for (auto& l : sh_->cache)
     if (l->key == key) return l;
   return nullptr;
 }
 
 void LayoutEngine::request(LayoutRequest r) {
-  std::lock_guard<std::mutex> lock(mu_);
-  if ((running_ && running_key_ == r.key) || (pending_ && pending_->key == r.key)) return;
-  for (auto& l : cache_)
+  std::lock_guard<std::mutex> lock(sh_->mu);
+  if ((sh_->running && sh_->running_key == r.key) || (sh_->pending && sh_->pending->key == r.key)) return;
+  for (auto& l : sh_->cache)
     if (l->key == r.key) return;
-  pending_ = std::make_unique<LayoutRequest>(std::move(r));
-  cv_.notify_all();
+  sh_->pending = std::make_unique<LayoutRequest>(std::move(r));
+  sh_->cv.notify_all();
 }
 
 bool LayoutEngine::busy() {
-  std::lock_guard<std::mutex> lock(mu_);
-  return running_ || pending_;
+  std::lock_guard<std::mutex> lock(sh_->mu);
+  return sh_->running || sh_->pending;
 }
 
-void LayoutEngine::worker() {
-  std::unique_lock<std::mutex> lock(mu_);
+void LayoutEngine::worker(std::shared_ptr<Shared> sh) {
+  std::unique_lock<std::mutex> lock(sh->mu);
   for (;;) {
-    cv_.wait(lock, [&] { return stop_ || pending_; });
-    if (stop_) return;
-    std::unique_ptr<LayoutRequest> job = std::move(pending_);
-    running_ = true;
-    running_key_ = job->key;
+    sh->cv.wait(lock, [&] { return sh->stop || sh->pending; });
+    if (sh->stop) return;
+    std::unique_ptr<LayoutRequest> job = std::move(sh->pending);
+    sh->running = true;
+    sh->running_key = job->key;
     lock.unlock();
     auto result = std::make_shared<Layout>(run_dot_layout(*job));
     lock.lock();
-    running_ = false;
-    cache_.push_front(std::move(result));
-    if (cache_.size() > kCacheSize) cache_.pop_back();
+    sh->running = false;
+    sh->cache.push_front(std::move(result));
+    if (sh->cache.size() > kCacheSize) sh->cache.pop_back();
   }
 }
 

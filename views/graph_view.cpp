@@ -41,6 +41,7 @@ void GraphView::sync(AppState& s) {
   }
   if (shown_ && shown_->key == key) {
     settling_ = false;
+    if (shown_layout_ && shown_layout_->provisional) swap_in_dot(s);
     if (relayout_pending_) {   // Re-layout: swap dot's layout in when it lands
       if (auto fresh = engine_.get(key)) {
         shown_layout_ = fresh;
@@ -66,9 +67,15 @@ void GraphView::sync(AppState& s) {
     if (st.ok) layout = st.layout;
   }
   if (!layout) {
-    engine_.request(make_layout_request(*wanted_));
-    settling_ = true;
-    return;
+    LayoutRequest req = make_layout_request(*wanted_);
+    if (wanted_->nodes.size() <= kProvisionalLayoutBoxes) {
+      engine_.request(std::move(req));
+      settling_ = true;
+      return;
+    }
+    // A large graph: rows by rank now, dot's drawing when it lands (swap_in_dot).
+    layout = std::make_shared<const Layout>(layered_layout(req));
+    engine_.request(std::move(req));
   }
   if (step) {   // what the step did, as drawn (gui.state())
     s.view_moved = count_moved(*shown_, *shown_layout_, *wanted_, *layout, s.diff);
@@ -78,7 +85,7 @@ void GraphView::sync(AppState& s) {
   }
   s.view_ghosts = st.ok ? st.ghosts.size() : 0;
   s.view_added = st.ok ? static_cast<size_t>(std::count(st.added.begin(), st.added.end(), 1)) : 0;
-  s.view_layout = st.ok ? "stable" : "dot";
+  s.view_layout = st.ok ? "stable" : layout->provisional ? "provisional" : "dot";
   step_ = std::move(st);
   bool new_graph = !shown_ || s.document != last_document_ || s.level != last_level_ || (s.version != last_version_ && !step_.ok);
   last_document_ = s.document;
@@ -95,6 +102,28 @@ void GraphView::sync(AppState& s) {
   }
   search_key_ = 0;   // boxes changed: recompute hits
 }
+
+// The drawing shows layered_layout's rows: when dot's layout of the same boxes is done,
+// show it instead, framed the way a freshly opened graph is (or around the selection).
+void GraphView::swap_in_dot(AppState& s) {
+  std::shared_ptr<const Layout> fresh = engine_.get(shown_->key);
+  if (!fresh) {
+    if (!engine_.busy()) engine_.request(make_layout_request(*shown_));   // a newer request displaced it
+    return;
+  }
+  shown_layout_ = fresh;
+  step_ = StepLayout{};
+  s.view_layout = "dot";
+  s.view_ghosts = s.view_added = 0;
+  if (s.selected >= 0 || !s.selected_group.empty()) s.center_request = true;
+  else fit_request_ = FitKind::Readable;
+}
+
+bool GraphView::dot_pending() {
+  return shown_ && shown_layout_ && shown_layout_->provisional && !settling_;
+}
+
+bool GraphView::dot_ready() { return dot_pending() && engine_.get(shown_->key) != nullptr; }
 
 //-----------------------------------------------------------------------------
 // [SECTION] toolbar (level, colour, fit, expand, search)
@@ -354,6 +383,7 @@ void GraphView::draw(AppState& s) {
   s.view_boxes = shown_ && !settling_ ? shown_->nodes.size() : 0;
   s.view_edges = shown_ && !settling_ ? shown_->edges.size() : 0;
   s.view_highlighted = shown_ && !settling_ ? highlighted_ : 0;
+  s.view_folded = shown_ && !settling_ ? shown_->folded : 0;
   s.view_zoom = zoom_;
 }
 
@@ -459,8 +489,12 @@ void GraphView::draw_canvas(AppState& s) {
     dl->AddText(ImVec2(p0.x + 10, p1.y - 24), colors::kWarn, shown_layout_->error.c_str());
   if (shown_ && !shown_->nodes.empty()) {
     char info[128];
-    std::snprintf(info, sizeof info, "%zu boxes · %zu edges · dot %.2f s · zoom %.0f%%", shown_->nodes.size(),
-                  shown_->edges.size(), shown_layout_ ? shown_layout_->seconds : 0.0, zoom_ * 100);
+    if (shown_layout_ && shown_layout_->provisional)
+      std::snprintf(info, sizeof info, "%zu boxes · %zu edges · quick layout: dot still running · zoom %.0f%%",
+                    shown_->nodes.size(), shown_->edges.size(), zoom_ * 100);
+    else
+      std::snprintf(info, sizeof info, "%zu boxes · %zu edges · dot %.2f s · zoom %.0f%%", shown_->nodes.size(),
+                    shown_->edges.size(), shown_layout_ ? shown_layout_->seconds : 0.0, zoom_ * 100);
     ImVec2 ts = ImGui::CalcTextSize(info);
     ImVec2 at(p1.x - ts.x - 10, p1.y - ts.y - 6);
     dl->AddRectFilled(ImVec2(at.x - 6, at.y - 3), ImVec2(p1.x - 4, p1.y - 3), IM_COL32(24, 26, 31, 215), 4);

@@ -6,7 +6,9 @@
 //               expand/collapse menu · hover = tooltip · search box: op, input/output
 //               name, shape or dtype substring, or a regex; Enter / ▶ cycle through hits.
 // While a layout runs the previous drawing stays up with "laying out…" over it, so the
-// window stays responsive however large the graph is.
+// window stays responsive however large the graph is. A graph of more than
+// kProvisionalLayoutBoxes boxes is drawn at once in rows by rank (layered_layout) and
+// dot's drawing replaces it when it lands.
 #pragma once
 #include <memory>
 #include <string>
@@ -30,6 +32,11 @@ class GraphView {
   // True while the drawing does not yet match the state (layout queued or running).
   bool settling() const { return settling_; }
   void fit() { fit_request_ = FitKind::Exact; }
+  // A large graph shows a quick rows-by-rank layout while dot runs in the background:
+  // dot_pending() while it does, dot_ready() once dot's layout waits to be swapped in
+  // (the app's loop wakes up for it).
+  bool dot_pending();
+  bool dot_ready();
   // The canvas rectangle of the last draw (screen pixels). The canvas draws no background
   // of its own: the app clears this rectangle to colors::kCanvas before ImGui renders.
   ImVec2 canvas_min() const { return canvas_min_; }
@@ -38,6 +45,7 @@ class GraphView {
  private:
   enum class FitKind { None, Readable, Exact };
   void sync(AppState& s);
+  void swap_in_dot(AppState& s);
   void draw_toolbar(AppState& s);
   void draw_canvas(AppState& s);
   void draw_boxes_and_edges(AppState& s, ImDrawList* dl, ImVec2 origin, int hovered);

@@ -530,8 +530,9 @@ int run_gui(const GuiOptions& opts) {
     bool typing = ImGui::GetIO().WantTextInput;   // the caret blinks
     if (animating) glfwPollEvents();
     else if (app.state.jobs.busy()) glfwWaitEventsTimeout(1.0 / 30);   // the spinner turns; the job's end wakes us
-    else glfwWaitEventsTimeout(quiet_frames < 3 || typing ? 0.25 : 1.0);
-    bool woke = g_input_events != seen_events || app.state.jobs.finished != seen_jobs || app.state.jobs.busy();
+    else glfwWaitEventsTimeout(quiet_frames < 3 || typing || app.graph->dot_pending() ? 0.25 : 1.0);
+    bool woke = g_input_events != seen_events || app.state.jobs.finished != seen_jobs || app.state.jobs.busy() ||
+                app.graph->dot_ready();   // dot finished a large graph drawn in quick rows until now
     seen_events = g_input_events, seen_jobs = app.state.jobs.finished;
     quiet_frames = woke || animating ? 0 : quiet_frames + 1;
     if (quiet_frames > 3 && !typing && quiet_frames % 8 != 0) continue;   // nothing changed: keep the last image
@@ -608,7 +609,7 @@ int run_gui(const GuiOptions& opts) {
     save_gui_settings(app.settings);
   }
   app.state.jobs.join();   // a job still running finishes first (its wake call needs GLFW)
-  app.graph.reset();   // joins the layout thread before the GL context goes
+  app.graph.reset();   // before the GL context goes (a layout thread still in dot is left to finish)
   ImGui_ImplOpenGL3_Shutdown();
   ImGui_ImplGlfw_Shutdown();
   ImGui::DestroyContext();
