@@ -93,11 +93,7 @@ void KernelsPanel::kernel_table(AppState& s) {
     ImGui::TableNextRow();
     ImGui::TableSetColumnIndex(0);
     ImGui::PushID(k);
-    ImVec2 c = ImGui::GetCursorScreenPos();
-    float sz = ImGui::GetTextLineHeight() * 0.7f;
-    ImGui::GetWindowDrawList()->AddRectFilled(ImVec2(c.x, c.y + 3), ImVec2(c.x + sz, c.y + 3 + sz), kernel_fill(k), 2);
-    ImGui::Dummy(ImVec2(sz + 2, 0));
-    ImGui::SameLine();
+    kernel_swatch(k);
     bool sel = s.selected_kernel == k;
     if (ImGui::Selectable(std::to_string(k + 1).c_str(), sel, ImGuiSelectableFlags_SpanAllColumns))
       s.select_kernel(k, true);

@@ -73,11 +73,7 @@ void ProfilePanel::table(AppState& s) {
     ImGui::TableNextRow();
     ImGui::TableSetColumnIndex(kName);
     ImGui::PushID(k);
-    ImVec2 c = ImGui::GetCursorScreenPos();
-    float sz = ImGui::GetTextLineHeight() * 0.7f;
-    ImGui::GetWindowDrawList()->AddRectFilled(ImVec2(c.x, c.y + 3), ImVec2(c.x + sz, c.y + 3 + sz), kernel_fill(k), 2);
-    ImGui::Dummy(ImVec2(sz + 2, 0));
-    ImGui::SameLine();
+    kernel_swatch(k);
     if (ImGui::Selectable(kp.name.c_str(), s.selected_kernel == k, ImGuiSelectableFlags_SpanAllColumns))
       s.select_kernel(k, true);
     ImGui::TableSetColumnIndex(kTime);

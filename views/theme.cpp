@@ -122,4 +122,12 @@ ImU32 heat_fill(float t) {
   return IM_COL32(mix(0), mix(1), mix(2), 255);
 }
 
+void kernel_swatch(int k) {
+  ImVec2 c = ImGui::GetCursorScreenPos();
+  float sz = ImGui::GetTextLineHeight() * 0.7f;
+  ImGui::GetWindowDrawList()->AddRectFilled(ImVec2(c.x, c.y + 3), ImVec2(c.x + sz, c.y + 3 + sz), kernel_fill(k), 2);
+  ImGui::Dummy(ImVec2(sz + 2, 0));
+  ImGui::SameLine();
+}
+
 }  // namespace lathe::views

@@ -32,6 +32,8 @@ ImU32 heat_color(float t);
 // Box fills for the kernel and heat colourings: kernel_color / heat_color darkened so the
 // light label text stays readable on them.
 ImU32 kernel_fill(int k);
+// A small square of kernel k's colour at the cursor, then the cursor after it (table rows).
+void kernel_swatch(int k);
 ImU32 heat_fill(float t);
 // A box that no kernel computes (inputs, constants) when colouring by kernel or heat.
 constexpr ImU32 kNoKernelFill = IM_COL32(52, 56, 64, 255);

@@ -92,8 +92,11 @@ class Scheduler {
 
   // A reduction reached (without crossing a buffer) from more than one kernel root is
   // computed once into a buffer instead of once per kernel.
-  bool split_shared_reductions() {
-    std::unordered_map<NodeRef, std::set<NodeRef>> roots_of;
+  // For each kernel root (a materialized node that is computed), what its kernel reaches
+  // below it: inner(n, root) for the unbuffered nodes it computes, buffer(n, root) for the
+  // buffers where the walk stops (each once per root).
+  template <class Inner, class Buffer>
+  void walk_kernels(Inner inner, Buffer buffer) const {
     for (NodeRef root : order_) {
       if (!mat_.count(root) || is_source_buffer(root)) continue;
       std::vector<NodeRef> stack(root->inputs.begin(), root->inputs.end());
@@ -101,11 +104,20 @@ class Scheduler {
       while (!stack.empty()) {
         NodeRef n = stack.back();
         stack.pop_back();
-        if (mat_.count(n) || !seen.insert(n).second) continue;
-        roots_of[n].insert(root);
+        if (!seen.insert(n).second) continue;
+        if (mat_.count(n)) {
+          buffer(n, root);
+          continue;
+        }
+        inner(n, root);
         for (NodeRef in : n->inputs) stack.push_back(in);
       }
     }
+  }
+
+  bool split_shared_reductions() {
+    std::unordered_map<NodeRef, std::set<NodeRef>> roots_of;
+    walk_kernels([&](NodeRef n, NodeRef root) { roots_of[n].insert(root); }, [](NodeRef, NodeRef) {});
     bool changed = false;
     for (auto& [n, roots] : roots_of)
       if (n->op == Op::Reduce && roots.size() > 1) changed |= mat_.insert(n).second;
@@ -116,18 +128,7 @@ class Scheduler {
   // positions (bias, activation, residual), computes that kernel's root in its write-back.
   void fuse_matmul_epilogues() {
     std::unordered_map<NodeRef, std::set<NodeRef>> readers;  // buffer node -> kernel roots
-    for (NodeRef root : order_) {
-      if (!mat_.count(root) || is_source_buffer(root)) continue;
-      std::vector<NodeRef> stack(root->inputs.begin(), root->inputs.end());
-      std::set<NodeRef> seen;
-      while (!stack.empty()) {
-        NodeRef n = stack.back();
-        stack.pop_back();
-        if (!seen.insert(n).second) continue;
-        if (mat_.count(n)) { readers[n].insert(root); continue; }
-        for (NodeRef in : n->inputs) stack.push_back(in);
-      }
-    }
+    walk_kernels([](NodeRef, NodeRef) {}, [&](NodeRef n, NodeRef root) { readers[n].insert(root); });
     std::set<NodeRef> outputs;
     for (auto& [name, n] : g_.outputs) outputs.insert(n);
     for (NodeRef r : order_) {
