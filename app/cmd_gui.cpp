@@ -5,7 +5,6 @@
 //   --demo [LAYERS]     the built-in MLP (views/demo_graph.h) instead of FILE
 //   --level L           start at tensor | primitive | kernel
 //   --select TEXT       select the first node whose summary contains TEXT (or input TEXT)
-//   --size WxH          headless window size (default 1280x800)
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
@@ -110,7 +109,7 @@ int run_gui_command(const std::vector<std::string>& args) {
   cli.add_option("--level", level, "tensor | primitive | kernel")
       ->check(CLI::IsMember({"tensor", "primitive", "kernel"}))->group("");
   cli.add_option("--select", select, "select the first node matching TEXT")->group("");
-  cli.add_option("--size", size, "headless window size WxH")->group("");
+  cli.add_option("--size", size, "window size WxH (with --screenshot: the image's size; default 1280x800)");
   if (int rc = parse_cli(cli, args); rc >= 0) return rc;
 #ifdef HAVE_LATHE_VIEWS
   views::GuiOptions o;
@@ -124,9 +123,10 @@ int run_gui_command(const std::vector<std::string>& args) {
     o.demo = true;
     o.demo_layers = demo_layers < 0 ? 2 : demo_layers;
   }
-  if (!size.empty() && std::sscanf(size.c_str(), "%dx%d", &o.width, &o.height) != 2) {
-    std::cerr << "lathe gui: --size wants WxH, e.g. 1280x800\n";
-    return 2;
+  if (!size.empty() && (std::sscanf(size.c_str(), "%dx%d", &o.width, &o.height) != 2 || o.width < 320 ||
+                        o.height < 240 || o.width > 8192 || o.height > 8192)) {
+    std::cerr << "lathe gui: --size wants WxH between 320x240 and 8192x8192, e.g. 1920x1080 (got '" << size << "')\n";
+    return 1;
   }
 #ifdef HAVE_LATHE_SCRIPTING
   auto wb = std::make_shared<script::Workbench>();

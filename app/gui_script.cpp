@@ -7,7 +7,7 @@
 //   gui.select(text | id)     gui.select_kernel(k | name)   gui.tab(name)
 //   gui.compile([backend])    gui.profile([runs])      gui.run()      gui.stats()
 //   gui.kernel_code(kind)     gui.state()              gui.frames(n)  gui.screenshot(path)
-//   gui.expand(path)          gui.collapse_all()       gui.fit()      gui.frame_ms([n])
+//   gui.expand(path)          gui.collapse(path)  gui.collapse_all()  gui.weights([on])  gui.boxes()       gui.fit()      gui.frame_ms([n])
 //   gui.frame_stats([n])     gui.zoom([z])            gui.relayout()
 //   gui.wait()                gui.job()                gui.hold_jobs(on)
 //
@@ -87,6 +87,11 @@ int l_state(lua_State* L) {
   set_int(L, "edges", static_cast<int64_t>(s.view_edges));
   set_int(L, "highlighted", static_cast<int64_t>(s.view_highlighted));
   set_int(L, "folded", static_cast<int64_t>(s.view_folded));
+  set_int(L, "frames", static_cast<int64_t>(s.view_frames));
+  set_num(L, "layout_ms", s.view_layout_ms);
+  set_num(L, "zoom", s.view_zoom);
+  set_bool(L, "weights", s.show_weights);
+  set_int(L, "expanded", static_cast<int64_t>(s.expanded.size()));
   // The last version change as drawn: "stable" (old places kept) or "dot" (laid out afresh);
   // "provisional" while a large graph shows quick rows by rank and dot still runs.
   if (!s.view_layout.empty()) set_str(L, "layout", s.view_layout);
@@ -188,7 +193,10 @@ int l_relayout(lua_State* L) {
 }
 
 int l_fit(lua_State* L) {
+  std::string mode = luaL_optstring(L, 1, "all");
+  if (mode != "all" && mode != "readable") script::raise(L, "gui.fit: \"all\" or \"readable\"");
   app(L).fit_request = true;
+  app(L).fit_readable = mode == "readable";
   return 0;
 }
 
@@ -235,6 +243,7 @@ int l_select(lua_State* L) {
     id = views::find_node(s, text);
     if (id < 0) script::raise(L, "gui.select: no node matches '" + text + "'");
   }
+  s.reveal(id);   // open the scopes that hide it
   s.select_node(id, true);
   lua_pushinteger(L, id);
   return 1;
@@ -370,18 +379,63 @@ int l_kernel_code(lua_State* L) {
   return 1;
 }
 
+// gui.expand(path) / gui.collapse(path): a scope at the tensor or kernel level (from the
+// primitive level they switch to the tensor level). An unknown scope is an error.
+bool known_scope(const views::AppState& s, const std::string& p) {
+  for (NodeRef n : s.topo) {
+    const std::string& q = n->prov.path;
+    if (q == p || (q.size() > p.size() && q.compare(0, p.size(), p) == 0 && q[p.size()] == '/')) return true;
+  }
+  return false;
+}
+
 int l_expand(lua_State* L) {
   views::AppState& s = app(L);
-  s.set_level(views::Level::Tensor);
-  s.expand(luaL_checkstring(L, 1));
+  std::string p = luaL_checkstring(L, 1);
+  if (!known_scope(s, p)) script::raise(L, "gui.expand: no scope '" + p + "' in the graph shown");
+  if (s.level == views::Level::Primitive) s.set_level(views::Level::Tensor);
+  s.expand(p);
+  return 0;
+}
+
+int l_collapse(lua_State* L) {
+  views::AppState& s = app(L);
+  std::string p = luaL_checkstring(L, 1);
+  if (!known_scope(s, p)) script::raise(L, "gui.collapse: no scope '" + p + "' in the graph shown");
+  if (s.level == views::Level::Primitive) s.set_level(views::Level::Tensor);
+  s.collapse(p);
   return 0;
 }
 
 int l_collapse_all(lua_State* L) {
   views::AppState& s = app(L);
-  s.set_level(views::Level::Tensor);
+  if (s.level == views::Level::Primitive) s.set_level(views::Level::Tensor);
   s.collapse_all();
   return 0;
+}
+
+// gui.weights([on]): weights and constants as boxes (true) or as attributes of their reader.
+int l_weights(lua_State* L) {
+  views::AppState& s = app(L);
+  if (!lua_isnoneornil(L, 1)) s.show_weights = lua_toboolean(L, 1);
+  lua_pushboolean(L, s.show_weights);
+  return 1;
+}
+
+// gui.boxes(): the first label line of each box shown; gui.frames_shown(): the scopes drawn as frames.
+int l_boxes(lua_State* L) {
+  views::AppState& s = app(L);
+  lua_createtable(L, static_cast<int>(s.view_box_titles.size()), 0);
+  for (size_t i = 0; i < s.view_box_titles.size(); ++i) {
+    lua_pushstring(L, s.view_box_titles[i].c_str());
+    lua_rawseti(L, -2, static_cast<lua_Integer>(i + 1));
+  }
+  lua_createtable(L, static_cast<int>(s.view_frame_paths.size()), 0);
+  for (size_t i = 0; i < s.view_frame_paths.size(); ++i) {
+    lua_pushstring(L, s.view_frame_paths[i].c_str());
+    lua_rawseti(L, -2, static_cast<lua_Integer>(i + 1));
+  }
+  return 2;
 }
 
 int l_sync(lua_State* L) {
@@ -405,9 +459,12 @@ const script::Function kGui[] = {
     {"_job_error", l_job_error, "gui._job_error()", "the error of the last job applied, or nil"},
     {"stats", l_stats, "gui.stats()", "the selected node's values after gui.run(): {min, max, mean, std, nans, infs, count}"},
     {"kernel_code", l_kernel_code, "gui.kernel_code([kind])", "the selected kernel's loop | source | asm text"},
-    {"expand", l_expand, "gui.expand(path)", "expand a composite at the tensor level"},
-    {"collapse_all", l_collapse_all, "gui.collapse_all()", "collapse every composite at the tensor level"},
-    {"fit", l_fit, "gui.fit()", "fit the graph to the window (as the F key does)"},
+    {"expand", l_expand, "gui.expand(path)", "expand a scope in place (tensor or kernel level): its box becomes a frame of its contents"},
+    {"collapse", l_collapse, "gui.collapse(path)", "collapse a scope (and the scopes inside it) back into one box"},
+    {"collapse_all", l_collapse_all, "gui.collapse_all()", "collapse every scope (the model's top level)"},
+    {"weights", l_weights, "gui.weights([on])", "draw weights and constants as boxes (true) or as attributes of their reader (false, the default)"},
+    {"boxes", l_boxes, "gui.boxes()", "the boxes shown (their titles) and, second, the scopes drawn as frames"},
+    {"fit", l_fit, "gui.fit([mode])", "fit the graph to the window: \"all\" (default) or \"readable\" (a readable zoom from the top, as the Fit button)"},
     {"relayout", l_relayout, "gui.relayout()", "lay the graph out afresh with dot (drops the stable places and ghosts of rewrite steps)"},
     {"zoom", l_zoom, "gui.zoom([z])", "zoom the graph view to z (1 = 100%) about its centre; returns the zoom shown"},
     {"frame_ms", l_frame_ms, "gui.frame_ms([n])", "median time of the last n frames (default 30), ms"},

@@ -16,8 +16,7 @@ namespace {
 
 bool is_source_box(const DisplayNode& b) {
   if (!b.group.empty() || b.is_output || b.members.size() != 1 || b.kernel >= 0) return false;
-  NodeRef n = node_by_id(b.rep);
-  return n && (n->op == Op::Input || n->op == Op::Const);
+  return is_weight(node_by_id(b.rep));
 }
 
 std::string source_name(NodeRef n) {

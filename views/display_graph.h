@@ -16,6 +16,7 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <set>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -36,6 +37,17 @@ struct DisplayNode {
   int kernel = -1;                 // kernel level: the kernel index (-1 for a buffer box)
   float w = 0, h = 0;              // size in layout units (1 unit = 1 px at zoom 1)
   int folded = 0;                  // source boxes folded into this one (fold_sources)
+  std::string scope;               // the expanded scope it sits in ("" = top)
+  int frame = -1;                  // that scope's DisplayGraph::frames index; -1 = top
+};
+
+// An expanded scope drawn as a frame around its contents (its boxes and inner frames).
+// Each frame is laid out on its own (layout_layered.cpp: nested_layout).
+struct DisplayFrame {
+  std::string path;                // "h.3/attn", "/h.3/attn" (ONNX node names)
+  std::string title;               // "▼ attn"
+  int parent = -1;                 // enclosing frame, -1 = top
+  float title_w = 0;               // title width in layout units
 };
 
 struct DisplayEdge {
@@ -50,6 +62,7 @@ struct DisplayGraph {
   uint64_t key = 0;                           // identifies (graph version, level, expanded)
   std::string empty_reason;                   // why there are no boxes (kernel level, …)
   size_t folded = 0;                          // source boxes fold_sources folded away
+  std::vector<DisplayFrame> frames;           // expanded scopes, parents before children
 };
 
 struct LabelMetrics {
@@ -67,6 +80,22 @@ void build_kernel_display(const AppState& s, const LabelMetrics& m, DisplayGraph
 // box reads is folded into that box ("+ w3, b3" on its label; display_fold.cpp).
 constexpr size_t kFoldSourcesBoxes = 3000;
 void fold_sources(DisplayGraph& dg);
+// Scopes: a node's scope path ("h.3/attn/softmax") names the groups it sits in. The
+// display name of a path component: ONNX paths' "/h.3/attn/MatMul:MatMul" -> "MatMul".
+std::string scope_title(const std::string& path);
+// The parent scope of a path ("" at the top): "h.3/attn" -> "h.3", "/h.3" -> "".
+std::string parent_scope(const std::string& path);
+// The shortest prefix of `path` not in `expanded` ("" when every prefix is expanded).
+std::string collapsed_prefix(const std::string& path, const std::set<std::string>& expanded);
+// Puts every box in the frame of its `scope` (creating frames for the scopes and their
+// parents), dropping frames that would hold a single item.
+void assign_frames(DisplayGraph& dg, const LabelMetrics& m);
+// Kernel level: kernels whose scope has a collapsed prefix fold into one box per scope
+// call (display_kernels.cpp); `scope_of` is each box's full scope.
+void group_kernels_by_scope(const AppState& s, DisplayGraph& dg, const std::vector<std::string>& scope_of);
+// Whether a source box may fold into its reader as an attribute: a Const, or an Input
+// built inside a scope (a weight), never a graph input built at the top.
+bool is_weight(NodeRef n);
 // Sizes a box to its label lines.
 void size_box(DisplayNode& b, const LabelMetrics& m);
 

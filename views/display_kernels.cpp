@@ -98,6 +98,18 @@ void build_kernel_display(const AppState& s, const LabelMetrics& m, DisplayGraph
   for (size_t k = kg.kernels.size(); k-- > 0;)
     for (NodeRef n : kg.kernels[k].nodes) dg.box_of[n->id] = dg.kernel_box[k];
 
+  // Scopes: a kernel sits in the scope of the node it computes (its root); kernels of a
+  // collapsed scope fold into one box, expanded scopes are frames. Weights read by one
+  // box are its attributes.
+  std::vector<std::string> scope(dg.nodes.size());
+  for (size_t k = 0; k < kg.kernels.size(); ++k) {
+    const Kernel& kn = kg.kernels[k];
+    NodeRef r = kn.root ? kn.root : (kn.nodes.empty() ? nullptr : kn.nodes.back());
+    if (r) scope[dg.kernel_box[k]] = r->prov.path;
+  }
+  group_kernels_by_scope(s, dg, scope);
+  if (!s.show_weights) fold_sources(dg);
+  assign_frames(dg, m);
   for (auto& b : dg.nodes) size_box(b, m);
 }
 

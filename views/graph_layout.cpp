@@ -27,6 +27,11 @@ LayoutRequest make_layout_request(const DisplayGraph& dg) {
   for (auto& b : dg.nodes) r.sizes.push_back({b.w, b.h});
   r.edges.reserve(dg.edges.size());
   for (auto& e : dg.edges) r.edges.push_back({e.from, e.to});
+  if (!dg.frames.empty()) {
+    r.box_frame.reserve(dg.nodes.size());
+    for (auto& b : dg.nodes) r.box_frame.push_back(b.frame);
+    for (auto& f : dg.frames) r.frame_parent.push_back(f.parent), r.frame_title_w.push_back(f.title_w);
+  }
   return r;
 }
 
@@ -168,6 +173,12 @@ void LayoutEngine::request(LayoutRequest r) {
     if (l->key == r.key) return;
   sh_->pending = std::make_unique<LayoutRequest>(std::move(r));
   sh_->cv.notify_all();
+}
+
+void LayoutEngine::put(std::shared_ptr<const Layout> l) {
+  std::lock_guard<std::mutex> lock(sh_->mu);
+  sh_->cache.push_front(std::move(l));
+  if (sh_->cache.size() > kCacheSize) sh_->cache.pop_back();
 }
 
 bool LayoutEngine::busy() {

@@ -525,10 +525,19 @@ int run_gui(const GuiOptions& opts) {
   // sits there would otherwise keep a core busy.
   int quiet_frames = 0;
   uint64_t seen_events = g_input_events, seen_jobs = app.state.jobs.finished;
+  auto last_draw = std::chrono::steady_clock::now();
   while (!glfwWindowShouldClose(window) && !app.quit) {
     bool animating = app.headless || app.graph->settling() || app.script_running;
     bool typing = ImGui::GetIO().WantTextInput;   // the caret blinks
-    if (animating) glfwPollEvents();
+    // While a profile job measures, the window draws once a second (the title and the
+    // menu bar's spinner say it runs): rasterizing on the CPU would compete with the
+    // kernels for the cores and inflate their times. The job's end wakes the loop.
+    bool profiling = app.state.jobs.busy() && app.state.jobs.kind() == "profile";
+    if (profiling) {
+      glfwWaitEventsTimeout(1.0);
+      double since = std::chrono::duration<double>(std::chrono::steady_clock::now() - last_draw).count();
+      if (app.state.jobs.busy() && since < 1.0) continue;
+    } else if (animating) glfwPollEvents();
     else if (app.state.jobs.busy()) glfwWaitEventsTimeout(1.0 / 30);   // the spinner turns; the job's end wakes us
     else glfwWaitEventsTimeout(quiet_frames < 3 || typing || app.graph->dot_pending() ? 0.25 : 1.0);
     bool woke = g_input_events != seen_events || app.state.jobs.finished != seen_jobs || app.state.jobs.busy() ||
@@ -537,6 +546,7 @@ int run_gui(const GuiOptions& opts) {
     quiet_frames = woke || animating ? 0 : quiet_frames + 1;
     if (quiet_frames > 3 && !typing && quiet_frames % 8 != 0) continue;   // nothing changed: keep the last image
     auto t_begin = std::chrono::steady_clock::now();
+    last_draw = t_begin;
     ImGui_ImplOpenGL3_NewFrame();
     ImGui_ImplGlfw_NewFrame();
     // Headless: no pointer, so wherever Xvfb's cursor sits it hovers nothing (no tooltips
@@ -557,6 +567,7 @@ int run_gui(const GuiOptions& opts) {
     auto t_render = std::chrono::steady_clock::now();
 
     std::string title = "Lathe — " + (app.state.has_graph ? app.state.title : std::string("no graph"));
+    if (profiling) title += "  (profiling…)";
     if (title != title_shown) glfwSetWindowTitle(window, title.c_str()), title_shown = title;
 
     auto now = std::chrono::steady_clock::now();
