@@ -105,7 +105,13 @@ void build_kernel_display(const AppState& s, const LabelMetrics& m, DisplayGraph
   for (size_t k = 0; k < kg.kernels.size(); ++k) {
     const Kernel& kn = kg.kernels[k];
     NodeRef r = kn.root ? kn.root : (kn.nodes.empty() ? nullptr : kn.nodes.back());
-    if (r) scope[dg.kernel_box[k]] = r->prov.path;
+    // A kernel that reads only weights and constants (a causal mask, a transposed weight)
+    // computes a constant: it belongs to no scope and folds into its readers.
+    bool constant = true;
+    for (int b : kn.inputs)
+      if (b < 0 || b >= static_cast<int>(kg.buffers.size()) || writer[b] >= 0 || !is_weight(kg.buffers[b].node))
+        constant = false;
+    if (r && !constant) scope[dg.kernel_box[k]] = r->prov.path;
   }
   group_kernels_by_scope(s, dg, scope);
   if (!s.show_weights) fold_sources(dg);

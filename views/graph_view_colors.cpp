@@ -57,6 +57,10 @@ void GraphView::update_colors(const AppState& s) {
     const DisplayNode& b = shown_->nodes[i];
     int k = kernel_of_box(b);
     ImU32 fill = b.fill;
+    if (!b.group.empty()) {   // a scope holds many kernels: it keeps its own colour
+      fills_[i] = fill;
+      continue;
+    }
     if (s.color_mode == ColorMode::Kernel && c) {
       fill = k >= 0 ? kernel_fill(k) : (b.kernel < 0 && s.level == Level::Kernel ? b.fill : kNoKernelFill);
     } else if (s.color_mode == ColorMode::Heat && c && c->profile && max_ms > 0) {

@@ -91,7 +91,10 @@ LocalLayout layer(const Local& g) {
   std::vector<float> w(n), h(n);
   for (size_t i = 0; i < n; ++i) w[i] = g.size[i].first, h[i] = g.size[i].second;
   std::vector<std::vector<int>> up(n), down(n);   // unit-row links (including dummies)
+  // Edges from one box share their points row by row (a trunk that branches off at each
+  // reader), so a value read by ten boxes below is one line, not ten.
   std::vector<std::vector<int>> chain(g.edges.size());
+  std::unordered_map<uint64_t, int> trunk;   // (source, row) -> its point there
   size_t dummies = 0;
   for (size_t e = 0; e < g.edges.size(); ++e) {
     auto [a, b] = g.edges[e];
@@ -99,14 +102,18 @@ LocalLayout layer(const Local& g) {
     if (a != b && rank[b] > rank[a] + 1 && dummies + (rank[b] - rank[a]) < kMaxDummies) {
       int prev = a;
       for (int k = rank[a] + 1; k < rank[b]; ++k) {
-        int d = static_cast<int>(node_rank.size());
-        node_rank.push_back(k);
-        w.push_back(6.0f), h.push_back(0.0f);
-        up.emplace_back(), down.emplace_back();
-        down[prev].push_back(d), up[d].push_back(prev);
+        uint64_t key = (uint64_t(uint32_t(a)) << 32) | uint32_t(k);
+        auto [it, fresh] = trunk.try_emplace(key, static_cast<int>(node_rank.size()));
+        int d = it->second;
+        if (fresh) {
+          node_rank.push_back(k);
+          w.push_back(6.0f), h.push_back(0.0f);
+          up.emplace_back(), down.emplace_back();
+          down[prev].push_back(d), up[d].push_back(prev);
+          ++dummies;
+        }
         chain[e].push_back(d);
         prev = d;
-        ++dummies;
       }
       down[prev].push_back(b), up[b].push_back(prev);
     } else if (a != b && rank[b] == rank[a] + 1) {
