@@ -120,6 +120,12 @@ void group_kernels_by_scope(const AppState& s, DisplayGraph& dg, const std::vect
   UnionFind uf(n);
   for (auto& e : dg.edges)
     if (!key[e.from].empty() && key[e.from] == key[e.to]) uf.join(e.from, e.to);
+  // A scope call with one kernel shows that kernel (a box saying "1 kernel" hides it).
+  std::unordered_map<int, int> size_of_root;
+  for (size_t i = 0; i < n; ++i)
+    if (!key[i].empty()) ++size_of_root[uf.find(static_cast<int>(i))];
+  for (size_t i = 0; i < n; ++i)
+    if (!key[i].empty() && size_of_root[uf.find(static_cast<int>(i))] == 1) key[i].clear();
 
   std::vector<int> index(n, -1);
   std::unordered_map<int, int> group_of_root;

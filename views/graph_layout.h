@@ -50,6 +50,7 @@ struct Layout {
   float x0 = 0, y0 = 0;             // its top-left corner (0 from dot; a stable layout may grow past it)
   double seconds = 0;               // time dot (or layered_layout) took
   bool provisional = false;         // from layered_layout: shown while dot still runs
+  bool layered = false;             // from nested_layout (not dot)
   std::string error;                // non-empty when the layout failed (boxes then sit in a grid)
 };
 

@@ -26,7 +26,7 @@ constexpr int kKeyF = 'F';
 
 void GraphView::sync(AppState& s) {
   if (s.relayout_request && shown_ && step_.ok && !relayout_pending_) {   // a script's Re-layout
-    engine_.request(make_layout_request(*shown_));
+    fresh_layout(*shown_);
     relayout_pending_ = true;
   }
   s.relayout_request = false;
@@ -48,7 +48,7 @@ void GraphView::sync(AppState& s) {
         step_ = StepLayout{};
         relayout_pending_ = false;
         s.view_ghosts = s.view_added = 0;
-        s.view_layout = "dot";
+        s.view_layout = fresh->layered ? "layered" : "dot";
       } else {
         settling_ = true;
       }
@@ -71,8 +71,7 @@ void GraphView::sync(AppState& s) {
     req.title_h = fonts_.size + 9.0f;
     // dot for a small flat drawing; a drawing with scopes (frames, or collapsed scope boxes
     // that may expand) always gets nested_layout, so expanding one keeps the rest in place.
-    bool groups = !wanted_->frames.empty() ||
-                  std::any_of(wanted_->nodes.begin(), wanted_->nodes.end(), [](const DisplayNode& b) { return !b.group.empty(); });
+    bool groups = has_scopes(*wanted_);
     bool dot = !groups && wanted_->nodes.size() <= kDotMaxBoxes && wanted_->edges.size() <= kDotMaxEdges;
     if (dot) {   // small and flat: dot's drawing, in the background
       engine_.request(std::move(req));
@@ -100,7 +99,7 @@ void GraphView::sync(AppState& s) {
   }
   s.view_ghosts = st.ok ? st.ghosts.size() : 0;
   s.view_added = st.ok ? static_cast<size_t>(std::count(st.added.begin(), st.added.end(), 1)) : 0;
-  s.view_layout = st.ok ? "stable" : layout->provisional ? "provisional" : "dot";
+  s.view_layout = st.ok ? "stable" : layout->provisional ? "provisional" : layout->layered ? "layered" : "dot";
   step_ = std::move(st);
   bool new_graph = !shown_ || s.document != last_document_ || s.level != last_level_ || (s.version != last_version_ && !step_.ok);
   // Expand / collapse: the scope toggled stays where it was on screen.
@@ -111,6 +110,12 @@ void GraphView::sync(AppState& s) {
       pan_.x += after.x - before.x;
       pan_.y += after.y - before.y;
       anchored = true;
+      // Toggled from a script or the menu while out of view: bring its top into view.
+      float sx = (after.x - pan_.x) * zoom_, sy = (after.y - pan_.y) * zoom_;
+      if (sx < 0 || sx > last_canvas_.x * 0.8f || sy < 0 || sy > last_canvas_.y * 0.7f) {
+        pan_.x = after.x - 40 / zoom_;
+        pan_.y = after.y - 40 / zoom_;
+      }
     }
   }
   s.last_toggled.clear();
@@ -139,15 +144,31 @@ void GraphView::sync(AppState& s) {
 void GraphView::swap_in_dot(AppState& s) {
   std::shared_ptr<const Layout> fresh = engine_.get(shown_->key);
   if (!fresh) {
-    if (!engine_.busy()) engine_.request(make_layout_request(*shown_));   // a newer request displaced it
+    if (!engine_.busy()) fresh_layout(*shown_);   // a newer request displaced it
     return;
   }
   shown_layout_ = fresh;
   step_ = StepLayout{};
-  s.view_layout = "dot";
+  s.view_layout = fresh->layered ? "layered" : "dot";
   s.view_ghosts = s.view_added = 0;
   if (s.selected >= 0 || !s.selected_group.empty()) s.center_request = true;
   else fit_request_ = FitKind::Readable;
+}
+
+bool GraphView::has_scopes(const DisplayGraph& g) {
+  return !g.frames.empty() || std::any_of(g.nodes.begin(), g.nodes.end(), [](const DisplayNode& b) { return !b.group.empty(); });
+}
+
+// A layout afresh (Re-layout, or a displaced request): dot in the background for a small
+// flat drawing, nested_layout at once otherwise; either lands in the engine's cache.
+void GraphView::fresh_layout(const DisplayGraph& g) {
+  LayoutRequest req = make_layout_request(g);
+  req.title_h = fonts_.size + 9.0f;
+  if (!has_scopes(g) && (g.nodes.size() <= kDotMaxBoxes && g.edges.size() <= kDotMaxEdges ||
+                         g.nodes.size() > kProvisionalLayoutBoxes))
+    engine_.request(std::move(req));
+  else
+    engine_.put(std::make_shared<const Layout>(nested_layout(req)));
 }
 
 bool GraphView::scope_rect(const DisplayGraph& g, const Layout& l, const std::string& path, Point& tl) const {
@@ -213,7 +234,7 @@ void GraphView::draw_toolbar(AppState& s) {
     ImGui::SameLine();
     ImGui::BeginDisabled(relayout_pending_);
     if (ImGui::Button("Re-layout")) {
-      engine_.request(make_layout_request(*shown_));
+      fresh_layout(*shown_);
       relayout_pending_ = true;
     }
     ImGui::EndDisabled();
@@ -455,6 +476,7 @@ void GraphView::draw_canvas(AppState& s) {
   ImVec2 size = ImGui::GetContentRegionAvail();
   size.x = std::max(size.x, 50.0f);
   size.y = std::max(size.y, 50.0f);
+  last_canvas_ = size;
   ImGui::InvisibleButton("canvas", size, ImGuiButtonFlags_MouseButtonLeft | ImGuiButtonFlags_MouseButtonRight);
   bool hovered = ImGui::IsItemHovered();
   bool active = ImGui::IsItemActive();

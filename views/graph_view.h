@@ -50,6 +50,8 @@ class GraphView {
  private:
   enum class FitKind { None, Readable, Exact };
   void sync(AppState& s);
+  static bool has_scopes(const DisplayGraph& g);   // collapsed scope boxes or frames
+  void fresh_layout(const DisplayGraph& g);
   void swap_in_dot(AppState& s);
   void draw_toolbar(AppState& s);
   void draw_canvas(AppState& s);

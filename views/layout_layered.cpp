@@ -366,6 +366,7 @@ Layout nested_layout(const LayoutRequest& r) {
     polyline_to_edge(pts, le);
     out.edges.push_back(std::move(le));
   }
+  out.layered = true;
   out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return out;
 }
