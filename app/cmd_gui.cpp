@@ -86,8 +86,11 @@ int run_gui_command(const std::vector<std::string>& args) {
   CLI::App cli{"The desktop app: the graph at every level, the inspector, the rewrite timeline, kernels,\n"
                "profile and a Lua console. FILE defaults to the first samples/*.lathe.\n"
                "With --screenshot it renders N frames offscreen (Xvfb is enough), writes the PNG and exits.\n\n"
-               "Mouse and keys: drag = pan, wheel = zoom, F = fit, click = select (a composite expands),\n"
-               "right-click = expand/collapse, Ctrl+F = search, Ctrl+O = open, F5 = reload.\n\n"
+               "Mouse and keys: drag = pan, wheel = zoom, F = fit (readable from the top; again: all),\n"
+               "click = select (a collapsed scope expands in place; a frame's title collapses it),\n"
+               "right-click = expand/collapse, Ctrl+F = search, Ctrl+O = open, F5 = reload.\n"
+               "Large graphs open at their top level: scopes (lathe.scope, composite calls, ONNX node paths)\n"
+               "as boxes; weights and constants are attributes of their reader (the Weights box shows them).\n\n"
                "Compile (Kernels panel) adds the kernel level and kernel colours; Profile (Profile panel) adds\n"
                "times, a sortable table, a bar chart, a roofline and heat colours; Run (Inspector > Values)\n"
                "shows a node's min / max / mean / NaNs and histogram. Selecting a kernel outlines its nodes.\n"
@@ -95,7 +98,8 @@ int run_gui_command(const std::vector<std::string>& args) {
                "Timeline: step / back / run rewrites, breakpoints on rules (Run stops before one fires) and\n"
                "per-rule stats; Rules: edit the rules file, save and reload (a bad rule shows file:line).\n"
                "A --script drives the app through the `gui` Lua table (gui.compile, gui.profile, gui.level,\n"
-               "gui.select_kernel, gui.tab, gui.state, gui.rewrite, gui.breakpoint, gui.timeline,\n"
+               "gui.select_kernel, gui.expand, gui.collapse, gui.weights, gui.boxes, gui.tab, gui.state,\n"
+               "gui.rewrite, gui.breakpoint, gui.timeline,\n"
                "gui.edit_rules, gui.save_rules, gui.frames, gui.screenshot, …; see the README).",
                "lathe gui"};
   std::string file, script, screenshot, level, select, size;

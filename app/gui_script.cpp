@@ -18,6 +18,8 @@
 #if defined(HAVE_LATHE_VIEWS) && defined(HAVE_LATHE_SCRIPTING)
 #include "app/gui_script.h"
 
+#include <chrono>
+
 #include <lua.hpp>
 
 #include <algorithm>
@@ -190,6 +192,20 @@ int l_zoom(lua_State* L) {
 int l_relayout(lua_State* L) {
   app(L).relayout_request = true;
   return 0;
+}
+
+// gui.pan(dx, dy): move the view by dx, dy screen pixels (as a drag does).
+int l_pan(lua_State* L) {
+  app(L).pan_request_x += static_cast<float>(luaL_checknumber(L, 1));
+  app(L).pan_request_y += static_cast<float>(luaL_checknumber(L, 2));
+  return 0;
+}
+
+// gui.clock(): seconds since the process started (a steady clock), for benchmark scripts.
+const auto g_process_start = std::chrono::steady_clock::now();   // static initialization: before main()
+int l_clock(lua_State* L) {
+  lua_pushnumber(L, std::chrono::duration<double>(std::chrono::steady_clock::now() - g_process_start).count());
+  return 1;
 }
 
 int l_fit(lua_State* L) {
@@ -464,6 +480,8 @@ const script::Function kGui[] = {
     {"collapse_all", l_collapse_all, "gui.collapse_all()", "collapse every scope (the model's top level)"},
     {"weights", l_weights, "gui.weights([on])", "draw weights and constants as boxes (true) or as attributes of their reader (false, the default)"},
     {"boxes", l_boxes, "gui.boxes()", "the boxes shown (their titles) and, second, the scopes drawn as frames"},
+    {"pan", l_pan, "gui.pan(dx, dy)", "move the graph view by dx, dy screen pixels (as dragging does)"},
+    {"clock", l_clock, "gui.clock()", "seconds on a steady clock since the app started (for benchmark scripts)"},
     {"fit", l_fit, "gui.fit([mode])", "fit the graph to the window: \"all\" (default) or \"readable\" (a readable zoom from the top, as the Fit button)"},
     {"relayout", l_relayout, "gui.relayout()", "lay the graph out afresh with dot (drops the stable places and ghosts of rewrite steps)"},
     {"zoom", l_zoom, "gui.zoom([z])", "zoom the graph view to z (1 = 100%) about its centre; returns the zoom shown"},

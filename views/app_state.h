@@ -126,6 +126,7 @@ class AppState {
   bool fit_readable = false;          // … at a readable zoom from its top (the Fit button's first press)
   bool relayout_request = false;      // one-shot: the graph view lays the graph out afresh (Re-layout)
   float zoom_request = 0;             // one-shot when > 0: the graph view zooms to this about its centre
+  float pan_request_x = 0, pan_request_y = 0;   // one-shot: the graph view pans by this many pixels
   float view_zoom = 1;                // the graph view's zoom last frame (1 = 1 layout unit per pixel)
   // The last frames' times (the app's loop records them): the work of a frame, not the
   // wait for events before it. ui = building ImGui's draw lists (our views), render =

@@ -1,15 +1,18 @@
 // display_graph.h — what the graph view draws, before layout: boxes with label lines and a
-// colour, and edges between boxes. It is built from the AppState's graph at one level.
+// colour, edges between boxes, and frames for expanded scopes. It is built from the
+// AppState's graph at one level.
 //
-//   tensor level     every node whose composite path (Provenance.path) is not expanded is
-//                    folded into one box per composite call (connected nodes sharing the
-//                    shortest unexpanded path prefix); Input nodes stay their own box,
-//                    except in a very large graph, where an Input or Const read by one
-//                    box only is folded into that box (fold_sources)
-//   primitive level  one box per node
-//   kernel level     one box per fused kernel of the compiled program (display_kernels.cpp)
-//                    plus one per input / constant buffer; edges are the buffers kernels
-//                    read. Empty, with a reason, until the graph is compiled.
+//   tensor level     every node whose scope path (Provenance.path) has a collapsed prefix
+//                    is folded into one box per scope call (connected nodes sharing the
+//                    shortest collapsed prefix); expanded scopes are frames around their
+//                    contents (display_scope.cpp). Graph inputs built at the top stay
+//                    boxes; weights and constants are attributes of their readers
+//                    (fold_sources) unless AppState::show_weights.
+//   primitive level  one box per node (in scope frames when the graph is large)
+//   kernel level     one box per fused kernel of the compiled program (display_kernels.cpp),
+//                    grouped by the scope of its root node the same way, plus one per
+//                    input buffer; edges are the buffers kernels read. Empty, with a
+//                    reason, until the graph is compiled.
 //
 // The builder measures label text through a callback so that it has no ImGui dependency
 // beyond the colours, and the layout (graph_layout.h) gets box sizes in layout units.
@@ -76,9 +79,8 @@ uint64_t display_key(const AppState& s);
 DisplayGraph build_display_graph(const AppState& s, const LabelMetrics& m);
 // The kernel level's boxes (called by build_display_graph; `dg.key` is already set).
 void build_kernel_display(const AppState& s, const LabelMetrics& m, DisplayGraph& dg);
-// Tensor level, more than kFoldSourcesBoxes boxes: each Input / Const box that only one
-// box reads is folded into that box ("+ w3, b3" on its label; display_fold.cpp).
-constexpr size_t kFoldSourcesBoxes = 3000;
+// Weights (is_weight), constant buffers and constant-only kernels are folded into every
+// box that reads them ("+ w3, b3" on its label; display_fold.cpp).
 void fold_sources(DisplayGraph& dg);
 // Scopes: a node's scope path ("h.3/attn/softmax") names the groups it sits in. The
 // display name of a path component: ONNX paths' "/h.3/attn/MatMul:MatMul" -> "MatMul".

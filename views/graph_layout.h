@@ -1,4 +1,6 @@
-// graph_layout.h — Graphviz `dot` layout of a display graph, off the UI thread.
+// graph_layout.h — laying out a display graph: nested_layout (layout_layered.cpp: each
+// scope frame on its own, rows by rank, milliseconds) for drawings with scopes or many
+// boxes or edges, and Graphviz `dot`, off the UI thread, for small flat ones.
 //
 // LayoutEngine owns one worker thread. request() hands it a copy of the box sizes and
 // edges under a key (the display graph's key); get() returns the finished layout for a

@@ -496,6 +496,11 @@ void GraphView::draw_canvas(AppState& s) {
     s.center_request = false;
   }
 
+  if (s.pan_request_x != 0 || s.pan_request_y != 0) {   // a script: pan by screen pixels
+    pan_.x += s.pan_request_x / zoom_;
+    pan_.y += s.pan_request_y / zoom_;
+    s.pan_request_x = s.pan_request_y = 0;
+  }
   if (s.zoom_request > 0) {   // a script: zoom about the canvas centre
     ImVec2 mid(pan_.x + size.x * 0.5f / zoom_, pan_.y + size.y * 0.5f / zoom_);
     zoom_ = std::clamp(s.zoom_request, 0.01f, 6.0f);
