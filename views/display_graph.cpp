@@ -162,6 +162,16 @@ DisplayGraph build_display_graph(const AppState& s, const LabelMetrics& m) {
       }
       const_like[i] = c && !s.output_name.count(nd);   // split scalars count: a View of one is constant too
     }
+    // A scope call that only makes a constant (an ONNX Constant node) is no box of its
+    // own: its nodes are loose, so its constants fold into their readers.
+    std::unordered_map<int, bool> all_const;
+    for (size_t i = 0; i < n; ++i)
+      if (!key[i].empty()) {
+        auto [it, fresh] = all_const.try_emplace(uf.find(static_cast<int>(i)), true);
+        it->second = it->second && const_like[i];
+      }
+    for (size_t i = 0; i < n; ++i)
+      if (!key[i].empty() && all_const[uf.find(static_cast<int>(i))]) key[i].clear();
     for (size_t i = n; i-- > 0;) {
       if (!const_like[i] || split[i]) continue;
       auto u = s.users.find(topo[i]);
