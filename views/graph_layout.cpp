@@ -145,7 +145,10 @@ Layout run_dot_layout(const LayoutRequest& r) {
 
 constexpr size_t kCacheSize = 12;
 
-LayoutEngine::LayoutEngine() : sh_(std::make_shared<Shared>()), thread_(worker, sh_) {}
+LayoutEngine::LayoutEngine(LayoutFn fn) : sh_(std::make_shared<Shared>()) {
+  sh_->fn = fn;
+  thread_ = std::thread(worker, sh_);
+}
 
 LayoutEngine::~LayoutEngine() {
   bool in_dot;
@@ -195,7 +198,7 @@ void LayoutEngine::worker(std::shared_ptr<Shared> sh) {
     sh->running = true;
     sh->running_key = job->key;
     lock.unlock();
-    auto result = std::make_shared<Layout>(run_dot_layout(*job));
+    auto result = std::make_shared<Layout>(sh->fn(*job));
     lock.lock();
     sh->running = false;
     sh->cache.push_front(std::move(result));

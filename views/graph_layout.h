@@ -89,7 +89,8 @@ std::mutex& graphviz_mutex();
 
 class LayoutEngine {
  public:
-  LayoutEngine();
+  using LayoutFn = Layout (*)(const LayoutRequest&);
+  explicit LayoutEngine(LayoutFn fn = run_dot_layout);
   ~LayoutEngine();
   LayoutEngine(const LayoutEngine&) = delete;
   LayoutEngine& operator=(const LayoutEngine&) = delete;
@@ -112,6 +113,7 @@ class LayoutEngine {
     std::unique_ptr<LayoutRequest> pending;
     uint64_t running_key = 0;
     std::deque<std::shared_ptr<const Layout>> cache;   // newest at the front
+    LayoutFn fn = nullptr;
   };
   static void worker(std::shared_ptr<Shared> sh);
   std::shared_ptr<Shared> sh_;

@@ -43,7 +43,7 @@ void GraphView::sync(AppState& s) {
     settling_ = false;
     if (shown_layout_ && shown_layout_->provisional) swap_in_dot(s);
     if (relayout_pending_) {   // Re-layout: swap dot's layout in when it lands
-      if (auto fresh = engine_.get(key)) {
+      if (auto fresh = cached(key)) {
         shown_layout_ = fresh;
         step_ = StepLayout{};
         relayout_pending_ = false;
@@ -57,7 +57,7 @@ void GraphView::sync(AppState& s) {
   }
   relayout_pending_ = false;
   std::shared_ptr<const Layout> layout =
-      wanted_->nodes.empty() ? std::make_shared<const Layout>() : engine_.get(key);
+      wanted_->nodes.empty() ? std::make_shared<const Layout>() : cached(key);
   // A rewrite step of the graph shown, at the same level: keep the old places.
   bool step = shown_ && shown_layout_ && s.document == last_document_ && s.level == last_level_ &&
               s.level != Level::Kernel && s.version != last_version_ && s.diff.from_version == last_version_;
@@ -79,10 +79,12 @@ void GraphView::sync(AppState& s) {
       return;
     }
     if (groups || wanted_->nodes.size() <= kProvisionalLayoutBoxes) {
-      // Frames, or too many edges for dot: each frame laid out on its own, in milliseconds.
-      auto l = std::make_shared<const Layout>(nested_layout(req));
-      engine_.put(l);
-      layout = l;
+      // Frames, or too many edges for dot: each frame laid out on its own, in
+      // milliseconds, on the quick worker (never queued behind a dot job); the drawing
+      // shown stays until it lands, usually the next frame.
+      quick_.request(std::move(req));
+      settling_ = true;
+      return;
     }
   }
   if (!layout) {
@@ -168,7 +170,12 @@ void GraphView::fresh_layout(const DisplayGraph& g) {
                          g.nodes.size() > kProvisionalLayoutBoxes))
     engine_.request(std::move(req));
   else
-    engine_.put(std::make_shared<const Layout>(nested_layout(req)));
+    quick_.request(std::move(req));
+}
+
+std::shared_ptr<const Layout> GraphView::cached(uint64_t key) {
+  if (auto l = quick_.get(key)) return l;
+  return engine_.get(key);
 }
 
 bool GraphView::scope_rect(const DisplayGraph& g, const Layout& l, const std::string& path, Point& tl) const {

@@ -77,7 +77,9 @@ class GraphView {
   void context_menu(AppState& s);
 
   Fonts fonts_;
-  LayoutEngine engine_;
+  LayoutEngine engine_;                      // dot (small flat drawings; large ones in the background)
+  LayoutEngine quick_{nested_layout};        // nested_layout: drawings with scopes, and the rest
+  std::shared_ptr<const Layout> cached(uint64_t key);   // from either
   // What is on screen: a display graph and its layout (always a matching pair).
   std::shared_ptr<DisplayGraph> shown_;
   std::shared_ptr<const Layout> shown_layout_;
