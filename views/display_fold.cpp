@@ -24,6 +24,7 @@ bool is_source_box(const DisplayNode& b, int in_degree) {
 std::string source_name(const DisplayNode& b) {
   NodeRef n = node_by_id(b.rep);
   if (b.kernel >= 0) return b.lines.empty() ? "kernel" : b.lines[0];
+  if (NodeRef w = weight_root(n)) n = w;
   if (n->op == Op::Input) return n->attrs.name;
   return node_summary(n);   // "Const 0.5"
 }
@@ -40,12 +41,16 @@ std::string count_text(double v) {
 
 void fold_sources(DisplayGraph& dg) {
   const size_t n = dg.nodes.size();
-  std::vector<int> in_degree(n, 0);
-  std::vector<std::vector<int>> readers(n);
-  for (auto& e : dg.edges) ++in_degree[e.to], readers[e.from].push_back(e.to);
+  std::vector<std::vector<int>> readers(n), writers(n);
+  for (auto& e : dg.edges) writers[e.to].push_back(e.from), readers[e.from].push_back(e.to);
+  // Boxes are in topological order: a box whose inputs all fold (a View of a weight)
+  // folds too.
   std::vector<char> fold(n, 0);
-  for (size_t i = 0; i < n; ++i)
-    fold[i] = !readers[i].empty() && is_source_box(dg.nodes[i], in_degree[i]);
+  for (size_t i = 0; i < n; ++i) {
+    int in_degree = 0;
+    for (int w : writers[i]) in_degree += fold[w] ? 0 : 1;
+    fold[i] = !readers[i].empty() && is_source_box(dg.nodes[i], in_degree);
+  }
   // A folded box's readers that are folded too (a constant kernel reading a constant
   // buffer) pass it on to theirs.
   auto final_readers = [&](int i) {
@@ -77,13 +82,14 @@ void fold_sources(DisplayGraph& dg) {
     if (rs.empty()) continue;
     index[i] = index[rs.front()];
     double numel = 0;
-    if (NodeRef r = node_by_id(dg.nodes[i].rep); r && dg.nodes[i].kernel < 0) {
+    if (NodeRef r = weight_root(node_by_id(dg.nodes[i].rep)); r && dg.nodes[i].kernel < 0 && writers[i].empty()) {
       numel = 1;
       for (auto& d : r->shape) numel *= d.is_const() ? static_cast<double>(d.value()) : 1.0;
     }
     for (int r : rs) {
       DisplayNode& into = kept[index[r]];
       into.members.insert(into.members.end(), dg.nodes[i].members.begin(), dg.nodes[i].members.end());
+      if (!writers[i].empty() && dg.nodes[i].kernel < 0) continue;   // a view of a weight named already
       ++into.folded;
       names[index[r]].push_back(source_name(dg.nodes[i]));
       params[index[r]] += numel;

@@ -95,8 +95,10 @@ void assign_frames(DisplayGraph& dg, const LabelMetrics& m);
 // Kernel level: kernels whose scope has a collapsed prefix fold into one box per scope
 // call (display_kernels.cpp); `scope_of` is each box's full scope.
 void group_kernels_by_scope(const AppState& s, DisplayGraph& dg, const std::vector<std::string>& scope_of);
-// Whether a source box may fold into its reader as an attribute: a Const, or an Input
-// built inside a scope (a weight), never a graph input built at the top.
+// Whether a box may fold into its reader as an attribute: a Const, or an Input built
+// inside a scope (a weight), or a View / Copy / Cast chain of one; never a graph input
+// built at the top. weight_root is that Const or Input (nullptr when n is no weight).
+NodeRef weight_root(NodeRef n);
 bool is_weight(NodeRef n);
 // Sizes a box to its label lines.
 void size_box(DisplayNode& b, const LabelMetrics& m);

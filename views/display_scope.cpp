@@ -41,11 +41,20 @@ std::string collapsed_prefix(const std::string& p, const std::set<std::string>& 
   return "";
 }
 
-bool is_weight(NodeRef n) {
-  if (!n || !n->inputs.empty()) return false;
-  if (n->op == Op::Const) return true;
-  return n->op == Op::Input && !n->prov.path.empty();
+NodeRef weight_root(NodeRef n) {
+  // A weight seen through views (a broadcast bias, a transposed matrix) is still a weight.
+  for (int hops = 0; n && hops < 8; ++hops) {
+    if (n->inputs.empty()) {
+      if (n->op == Op::Const || (n->op == Op::Input && !n->prov.path.empty())) return n;
+      return nullptr;
+    }
+    if (n->inputs.size() != 1 || !(n->op == Op::View || n->op == Op::Copy || n->op == Op::Cast)) return nullptr;
+    n = n->inputs[0];
+  }
+  return nullptr;
 }
+
+bool is_weight(NodeRef n) { return weight_root(n) != nullptr; }
 
 void assign_frames(DisplayGraph& dg, const LabelMetrics& m) {
   dg.frames.clear();

@@ -185,9 +185,9 @@ void inspect_node(AppState& s, NodeRef n, const Fonts& fonts) {
   }
 
   // Weights and constants it reads are drawn as its attributes, not boxes: listed here.
-  std::vector<NodeRef> weights;
+  std::vector<NodeRef> weights;   // the Const or Input behind each (through views)
   for (NodeRef in : n->inputs)
-    if (is_weight(in) && std::find(weights.begin(), weights.end(), in) == weights.end()) weights.push_back(in);
+    if (NodeRef w = weight_root(in); w && std::find(weights.begin(), weights.end(), w) == weights.end()) weights.push_back(w);
   std::string w_label = "Weights and constants (" + std::to_string(weights.size()) + ")###weights";
   if (!weights.empty() && ImGui::CollapsingHeader(w_label.c_str(), ImGuiTreeNodeFlags_DefaultOpen) &&
       ImGui::BeginTable("weights", 4, ImGuiTableFlags_RowBg | ImGuiTableFlags_Resizable | ImGuiTableFlags_SizingStretchProp)) {
