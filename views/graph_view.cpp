@@ -457,7 +457,7 @@ void GraphView::context_menu(AppState& s) {
     if (i < path.size() && path[i] != '/') continue;
     std::string prefix = path.substr(0, i);
     if (s.expanded.count(prefix) && ImGui::MenuItem(("Collapse " + prefix).c_str())) {
-      s.set_level(Level::Tensor);
+      if (s.level == Level::Primitive) s.set_level(Level::Tensor);
       s.collapse(prefix);
     }
   }

@@ -275,8 +275,15 @@ void App::menu_bar() {
     if (ImGui::MenuItem("Kernel level", nullptr, state.level == Level::Kernel)) state.set_level(Level::Kernel);
     ImGui::Separator();
     if (ImGui::MenuItem("Fit to window", "F")) graph->fit();
-    if (ImGui::MenuItem("Expand all composites")) state.set_level(Level::Tensor), state.expand_all();
-    if (ImGui::MenuItem("Collapse all composites")) state.set_level(Level::Tensor), state.collapse_all();
+    if (ImGui::MenuItem("Expand all scopes")) {
+      if (state.level == Level::Primitive) state.set_level(Level::Tensor);
+      state.expand_all();
+    }
+    if (ImGui::MenuItem("Collapse all scopes (top level)")) {
+      if (state.level == Level::Primitive) state.set_level(Level::Tensor);
+      state.collapse_all();
+    }
+    ImGui::MenuItem("Weights as boxes", nullptr, &state.show_weights);
     ImGui::EndMenu();
   }
   if (ImGui::BeginMenu("Help")) {
