@@ -97,7 +97,7 @@ void assign_frames(DisplayGraph& dg, const LabelMetrics& m);
 void group_kernels_by_scope(const AppState& s, DisplayGraph& dg, const std::vector<std::string>& scope_of);
 // Whether a box may fold into its reader as an attribute: a Const, or an Input built
 // inside a scope (a weight), or a View / Copy / Cast chain of one; never a graph input
-// built at the top. weight_root is that Const or Input (nullptr when n is no weight).
+// built at the top, nor an integer one (ids). weight_root is that Const or Input.
 NodeRef weight_root(NodeRef n);
 bool is_weight(NodeRef n);
 // Sizes a box to its label lines.

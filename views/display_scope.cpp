@@ -45,7 +45,9 @@ NodeRef weight_root(NodeRef n) {
   // A weight seen through views (a broadcast bias, a transposed matrix) is still a weight.
   for (int hops = 0; n && hops < 8; ++hops) {
     if (n->inputs.empty()) {
-      if (n->op == Op::Const || (n->op == Op::Input && !n->prov.path.empty())) return n;
+      // An Input is a weight when built inside a scope and floating point (token ids and
+      // positions built in a scope are data).
+      if (n->op == Op::Const || (n->op == Op::Input && !n->prov.path.empty() && is_float(n->dtype))) return n;
       return nullptr;
     }
     if (n->inputs.size() != 1 || !(n->op == Op::View || n->op == Op::Copy || n->op == Op::Cast)) return nullptr;
