@@ -108,7 +108,14 @@ void GraphView::sync(AppState& s) {
   bool anchored = false;
   if (!new_graph && s.version == last_version_ && !s.last_toggled.empty() && shown_ && shown_layout_) {
     Point before, after;
-    if (scope_rect(*shown_, *shown_layout_, s.last_toggled, before) && scope_rect(*wanted_, *layout, s.last_toggled, after)) {
+    bool was_drawn = scope_rect(*shown_, *shown_layout_, s.last_toggled, before);
+    bool is_drawn = scope_rect(*wanted_, *layout, s.last_toggled, after);
+    if (!was_drawn && is_drawn) {   // a scope deep inside collapsed ones (gui.expand): show it
+      pan_.x = after.x - 40 / zoom_;
+      pan_.y = after.y - 40 / zoom_;
+      anchored = true;
+    }
+    if (was_drawn && is_drawn) {
       pan_.x += after.x - before.x;
       pan_.y += after.y - before.y;
       anchored = true;
