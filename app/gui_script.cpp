@@ -90,6 +90,8 @@ int l_state(lua_State* L) {
   set_int(L, "highlighted", static_cast<int64_t>(s.view_highlighted));
   set_int(L, "folded", static_cast<int64_t>(s.view_folded));
   set_int(L, "frames", static_cast<int64_t>(s.view_frames));
+  set_int(L, "search_hits", static_cast<int64_t>(s.view_search_hits));
+  set_int(L, "search_cursor", s.view_search_cursor + 1);
   set_num(L, "layout_ms", s.view_layout_ms);
   set_num(L, "zoom", s.view_zoom);
   set_bool(L, "weights", s.show_weights);
@@ -191,6 +193,16 @@ int l_zoom(lua_State* L) {
 // button); the script's next frames wait for it.
 int l_relayout(lua_State* L) {
   app(L).relayout_request = true;
+  return 0;
+}
+
+// gui.search(text [, steps]): types text into the graph view's search box and steps to
+// the next hit `steps` times (default 1), as Enter does; applied at the next frame.
+int l_search(lua_State* L) {
+  views::AppState& s = app(L);
+  s.search_request = luaL_checkstring(L, 1);
+  s.search_steps = static_cast<int>(luaL_optinteger(L, 2, 1));
+  s.search_pending = true;
   return 0;
 }
 
@@ -480,6 +492,9 @@ const script::Function kGui[] = {
     {"collapse_all", l_collapse_all, "gui.collapse_all()", "collapse every scope (the model's top level)"},
     {"weights", l_weights, "gui.weights([on])", "draw weights and constants as boxes (true) or as attributes of their reader (false, the default)"},
     {"boxes", l_boxes, "gui.boxes()", "the boxes shown (their titles) and, second, the scopes drawn as frames"},
+    {"search", l_search, "gui.search(text [, steps])",
+     "type text into the search box and step to the next hit steps times (default 1; applied at the next frame): "
+     "gui.state().search_hits, search_cursor"},
     {"pan", l_pan, "gui.pan(dx, dy)", "move the graph view by dx, dy screen pixels (as dragging does)"},
     {"clock", l_clock, "gui.clock()", "seconds on a steady clock since the app started (for benchmark scripts)"},
     {"fit", l_fit, "gui.fit([mode])", "fit the graph to the window: \"all\" (default) or \"readable\" (a readable zoom from the top, as the Fit button)"},

@@ -138,22 +138,23 @@ void AppState::select_group(const std::string& p, bool center) {
   center_request = center;
 }
 
-bool AppState::reveal(int id) {
+std::string AppState::reveal(int id) {
   NodeRef n = id >= 0 ? node_by_id(static_cast<uint32_t>(id)) : nullptr;
-  if (!n || level == Level::Primitive) return false;
+  if (!n || level == Level::Primitive) return "";
   std::string path = n->prov.path;
   if (level == Level::Kernel) {   // the scope of the kernel that computes it
-    if (!compiled) return false;
+    if (!compiled) return "";
     auto k = compiled->kernel_of.find(n->id);
-    if (k == compiled->kernel_of.end()) return false;
+    if (k == compiled->kernel_of.end()) return "";
     const Kernel& kn = compiled->program().kg.kernels[k->second];
     NodeRef r = kn.root ? kn.root : (kn.nodes.empty() ? nullptr : kn.nodes.back());
     path = r ? r->prov.path : "";
   }
-  if (path.empty() || collapsed_prefix(path, expanded).empty()) return false;
+  std::string first = path.empty() ? "" : collapsed_prefix(path, expanded);
+  if (first.empty()) return "";
   expand(path);
   last_toggled.clear();   // the view centres on the selection instead of keeping a scope in place
-  return true;
+  return first;
 }
 
 void AppState::clear_selection() {

@@ -127,6 +127,13 @@ class AppState {
   bool relayout_request = false;      // one-shot: the graph view lays the graph out afresh (Re-layout)
   float zoom_request = 0;             // one-shot when > 0: the graph view zooms to this about its centre
   float pan_request_x = 0, pan_request_y = 0;   // one-shot: the graph view pans by this many pixels
+  // One-shot: the graph view's search box gets this text and steps to its next hit this
+  // many times (gui.search); it reports the hits and the cursor back.
+  std::string search_request;
+  int search_steps = 0;
+  bool search_pending = false;
+  size_t view_search_hits = 0;
+  int view_search_cursor = -1;
   float view_zoom = 1;                // the graph view's zoom last frame (1 = 1 layout unit per pixel)
   // The last frames' times (the app's loop records them): the work of a frame, not the
   // wait for events before it. ui = building ImGui's draw lists (our views), render =
@@ -162,8 +169,8 @@ class AppState {
   void select_kernel(int k, bool center = false);
   void select_group(const std::string& path, bool center = false);
   // Opens the scopes that hide node `id` at the tensor or kernel level (its box, or its
-  // kernel's, shows on its own). Returns whether anything was expanded.
-  bool reveal(int id);
+  // kernel's, shows on its own). Returns the shortest scope it opened ("" = none).
+  std::string reveal(int id);
   void clear_selection();
   void set_level(Level l);
   void expand(const std::string& path);

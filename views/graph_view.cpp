@@ -346,7 +346,14 @@ void GraphView::step_search(AppState& s, int dir) {
   int n = static_cast<int>(hit_nodes_.size());
   hit_cursor_ = hit_cursor_ < 0 ? (dir > 0 ? 0 : n - 1) : ((hit_cursor_ + dir) % n + n) % n;
   int id = static_cast<int>(hit_nodes_[hit_cursor_]);
-  s.reveal(id);   // open the scopes that hide it
+  // The scope the previous hit opened closes again, unless this hit is inside it too:
+  // stepping through a hundred hits leaves one scope open, not a hundred.
+  NodeRef hit = node_by_id(static_cast<uint32_t>(id));
+  if (!search_opened_.empty() && s.expanded.count(search_opened_) &&
+      !(hit && (hit->prov.path == search_opened_ || hit->prov.path.rfind(search_opened_ + "/", 0) == 0)))
+    s.collapse(search_opened_), s.last_toggled.clear();
+  std::string opened = s.reveal(id);   // open the scopes that hide it
+  if (!opened.empty()) search_opened_ = opened;
   s.select_node(id, true);
 }
 
@@ -473,6 +480,14 @@ void GraphView::context_menu(AppState& s) {
 
 void GraphView::draw(AppState& s) {
   sync(s);
+  if (s.search_pending && shown_ && !settling_) {   // gui.search: as if typed, then Enter n times
+    std::snprintf(query_, sizeof query_, "%s", s.search_request.c_str());
+    update_search(s);
+    for (int i = 0; i < s.search_steps; ++i) step_search(s, +1);
+    s.search_pending = false;
+  }
+  s.view_search_hits = hit_nodes_.size();
+  s.view_search_cursor = hit_cursor_;
   if (s.fit_request && !settling_) fit_request_ = s.fit_readable ? FitKind::Readable : FitKind::Exact, s.fit_request = false;
   draw_toolbar(s);
   draw_canvas(s);

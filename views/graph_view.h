@@ -104,6 +104,7 @@ class GraphView {
   std::vector<int> hits_;            // box indices, in box order
   std::vector<uint32_t> hit_nodes_;  // matching primitive node per hit box
   int hit_cursor_ = -1;
+  std::string search_opened_;        // the scope the last search step opened
   bool search_focus_ = false;
 
   int context_box_ = -1;

@@ -56,4 +56,20 @@ expect(has(b, "Input h.7.mlp.c_proj.b"), "with gui.weights(true) the weight is a
 gui.weights(false)
 gui.collapse_all()
 gui.frames(2)
+
+-- The search box: exact names first; stepping opens the scope of each hit, and closes the
+-- one the previous step opened.
+gui.search("h.2.attn.c_attn.w")
+gui.frames(2)
+st = gui.state()
+expect(st.search_hits >= 1 and st.search_cursor == 1, "a hit for the weight's name, got " .. st.search_hits)
+expect(st.selected_summary == "Input h.2.attn.c_attn.w", "the search selected it")
+b, frames = gui.boxes()
+expect(has(frames, "h.2"), "the search opened h.2")
+gui.search("h.9.mlp.c_fc.b")
+gui.frames(2)
+b, frames = gui.boxes()
+expect(has(frames, "h.9") and not has(frames, "h.2"), "the next search opened h.9 and closed h.2")
+gui.collapse_all()
+gui.frames(2)
 expect(gui.state().boxes == top, "collapse_all: the top level again")
