@@ -1,0 +1,223 @@
+"""lathe.compile → Program (kernels, loop IR, source, assembly, run, profile) and lathe.run.
+
+Program.run(feeds) is the zero-copy path: the kernels read the feeds' NumPy buffers in
+place and write straight into freshly allocated result arrays (C API: lathe_program_run
+with DLPack descriptors). The descriptors are allocated once per program and output shapes
+are cached per input shapes, so a call costs a few microseconds beyond the kernels.
+"""
+import ctypes
+
+import numpy as np
+
+from . import _capi as C
+from ._capi import check, enc, lib, take_string
+from ._graph import Graph
+from ._tensor import fill_dltensor, np_dtype
+
+
+class ProfileReport(list):
+    """Per-kernel rows (dicts: name, kind, ms, min_ms, flops, bytes, gflops, gbps, roof,
+    bound, nodes, calls); .text is the table, .total_ms the median whole-program time."""
+
+    text = ""
+    total_ms = 0.0
+
+    def __str__(self):
+        return self.text
+
+
+class Program:
+    """A compiled graph (lathe.compile). Kernel indices are 0-based."""
+
+    def __init__(self, handle, graph):
+        self._h = handle
+        self.graph = graph
+        self.backend = lib.lathe_program_backend(handle).decode()
+        ins = graph.inputs
+        self._in_names = [t.name for t in ins]
+        self._in_dtypes = [np_dtype(t.dtype) for t in ins]
+        self._in_ranks = [t.ndim for t in ins]
+        outs = graph.outputs
+        self._out_names = list(outs)
+        self._out_dtypes = [np_dtype(t.dtype) for t in outs.values()]
+        self._out_ranks = [t.ndim for t in outs.values()]
+        self._in_args = (C.Arg * max(len(ins), 1))()
+        self._in_shapes = [(C.i64 * max(r, 1))() for r in self._in_ranks]
+        self._name_bytes = [enc(n) for n in self._in_names]
+        for i, nb in enumerate(self._name_bytes):
+            self._in_args[i].name = nb
+        self._out_args = (C.Arg * max(len(outs), 1))()
+        self._out_shapes = [(C.i64 * max(r, 1))() for r in self._out_ranks]
+        self._out_name_bytes = [enc(n) for n in self._out_names]
+        for i, nb in enumerate(self._out_name_bytes):
+            self._out_args[i].name = nb
+        self._shape_cache = {}
+
+    def __del__(self):
+        if getattr(self, "_h", None) and lib is not None:
+            lib.lathe_program_destroy(self._h)
+            self._h = None
+
+    def __repr__(self):
+        return f"<lathe.Program {self.backend}, {len(self.kernels())} kernels>"
+
+    # ------------------------------------------------------------ inspection
+    def kernels(self):
+        """The fused kernels: [{name, kind, nodes}]."""
+        n = C.i32()
+        check(lib.lathe_program_num_kernels(self._h, ctypes.byref(n)))
+        out = []
+        for k in range(n.value):
+            info = C.KernelInfo()
+            check(lib.lathe_program_kernel(self._h, k, ctypes.byref(info)))
+            out.append({"name": info.name.decode(), "kind": info.kind.decode(), "nodes": info.nodes})
+        return out
+
+    def loop(self, k):
+        """Loop IR of kernel k (0-based), with its schedule."""
+        return take_string(lib.lathe_program_loop, self._h, int(k))
+
+    def source(self, k):
+        """Generated source of kernel k: C, LLVM IR or CUDA C."""
+        return take_string(lib.lathe_program_source, self._h, int(k))
+
+    def asm(self, k):
+        """Assembly of kernel k: llvm (the JIT's), c (the compiler's -S), cuda (PTX)."""
+        return take_string(lib.lathe_program_asm, self._h, int(k))
+
+    # ------------------------------------------------------------ running
+    def _bind(self, feeds):
+        """Fills the input descriptors from feeds; returns (arrays kept alive, shape key)."""
+        if len(feeds) != len(self._in_names) or any(k not in feeds for k in self._in_names):
+            for k in feeds:
+                if k not in self._in_names:
+                    raise C.LatheError(f"the graph has no input '{k}' (inputs: {', '.join(self._in_names) or 'none'})")
+            missing = [k for k in self._in_names if k not in feeds]
+            if missing:
+                raise C.LatheError(f"missing input '{missing[0]}'")
+        arrays = []
+        key = []
+        args = self._in_args
+        for i, name in enumerate(self._in_names):
+            a = feeds[name]
+            if type(a) is not np.ndarray:
+                a = np.ascontiguousarray(a, dtype=self._in_dtypes[i])
+            elif not a.flags.c_contiguous:
+                a = np.ascontiguousarray(a)
+            if a.ndim > len(self._in_shapes[i]):
+                self._in_shapes[i] = (C.i64 * a.ndim)()
+            fill_dltensor(args[i].tensor, a, self._in_shapes[i])
+            arrays.append(a)
+            key.append(a.shape)
+        return arrays, tuple(key)
+
+    def _output_shapes(self, key):
+        shapes = self._shape_cache.get(key)
+        if shapes is None:
+            shapes = []
+            buf = (C.i64 * 64)()
+            nd = C.i32()
+            for o in range(len(self._out_names)):
+                check(lib.lathe_program_output_shape(self._h, self._in_args, len(self._in_names), o, buf, 64,
+                                                     ctypes.byref(nd)))
+                shapes.append(tuple(buf[i] for i in range(nd.value)))
+            if len(self._shape_cache) > 64:
+                self._shape_cache.clear()
+            self._shape_cache[key] = shapes
+        return shapes
+
+    def run(self, feeds):
+        """Runs on {input name: array}; returns {output name: array} (fresh NumPy arrays
+        the kernels wrote into directly)."""
+        arrays, key = self._bind(feeds)
+        shapes = self._output_shapes(key)
+        results = {}
+        outs = self._out_args
+        for o, name in enumerate(self._out_names):
+            r = np.empty(shapes[o], dtype=self._out_dtypes[o])
+            fill_dltensor(outs[o].tensor, r, self._out_shapes[o])
+            results[name] = r
+        check(lib.lathe_program_run(self._h, self._in_args, len(arrays), outs, len(self._out_names)))
+        return results
+
+    def run_into(self, feeds, results):
+        """Runs writing into caller-owned arrays {output name: array} (C-contiguous, of the
+        dtype and shape the program computes); outputs not named are computed and dropped."""
+        arrays, _ = self._bind(feeds)
+        outs = (C.Arg * max(len(results), 1))()
+        keep = []
+        for i, (name, r) in enumerate(results.items()):
+            if not isinstance(r, np.ndarray) or not r.flags.c_contiguous or not r.flags.writeable:
+                raise C.LatheError(f"output '{name}': pass a writeable C-contiguous NumPy array")
+            nb = enc(name)
+            shape = (C.i64 * max(r.ndim, 1))()
+            keep += [nb, shape]
+            outs[i].name = nb
+            fill_dltensor(outs[i].tensor, r, shape)
+        check(lib.lathe_program_run(self._h, self._in_args, len(arrays), outs, len(results)))
+        return results
+
+    def profile(self, iters=20, inputs=None):
+        """Per-kernel timings over `iters` runs (inputs not given: seeded random data)."""
+        inputs = inputs or {}
+        args = (C.Arg * max(len(inputs), 1))()
+        keep = []
+        for i, (name, a) in enumerate(inputs.items()):
+            a = np.ascontiguousarray(a)
+            nb = enc(name)
+            shape = (C.i64 * max(a.ndim, 1))()
+            keep += [a, nb, shape]
+            args[i].name = nb
+            fill_dltensor(args[i].tensor, a, shape)
+        total, rows = ctypes.c_double(), C.i32()
+        check(lib.lathe_program_profile(self._h, args, len(inputs), int(iters), ctypes.byref(total), ctypes.byref(rows)))
+        rep = ProfileReport()
+        for k in range(rows.value):
+            r = C.KernelProfile()
+            check(lib.lathe_program_profile_kernel(self._h, k, ctypes.byref(r)))
+            rep.append({"name": r.name.decode(), "kind": r.kind.decode(), "bound": r.bound.decode(), "nodes": r.nodes,
+                        "calls": r.calls, "ms": r.ms, "time": r.ms, "min_ms": r.min_ms, "flops": r.flops,
+                        "bytes": r.bytes, "gflops": r.gflops, "gbps": r.gbps, "roof": r.roof})
+        rep.text = take_string(lib.lathe_program_profile_text, self._h)
+        rep.total_ms = total.value
+        return rep
+
+    def trace(self, path):
+        """Writes a Chrome trace-event JSON of the last profile (profiling first if none)."""
+        try:
+            check(lib.lathe_program_trace(self._h, enc(str(path))))
+        except C.LatheError:
+            self.profile(iters=5)
+            check(lib.lathe_program_trace(self._h, enc(str(path))))
+        return str(path)
+
+
+def compile(g, backend=None, cache=None, flags=None, schedule=None):
+    """Compiles g to kernels: backend "llvm" (the default when built), "c", "cuda" or
+    "interp"; cache=False skips the on-disk kernel cache; flags: extra C compiler flags;
+    schedule=False keeps plain loops."""
+    if not isinstance(g, Graph):
+        raise C.LatheError(f"lathe.compile: expected a graph, got a {type(g).__name__}")
+    opts = [(k, v) for k, v in (("backend", backend), ("cache", cache), ("flags", flags), ("schedule", schedule))
+            if v is not None]
+    vals = (C.Value * max(len(opts), 1))()
+    keep = []
+    for i, (k, v) in enumerate(opts):
+        kb = enc(k)
+        keep.append(kb)
+        vals[i].key = kb
+        if isinstance(v, bool):
+            vals[i].kind, vals[i].u.i = C.BOOL, int(v)
+        else:
+            sb = enc(str(v))
+            keep.append(sb)
+            vals[i].kind, vals[i].u.s = C.STRING, sb
+    h = C.c_handle()
+    check(lib.lathe_compile(g._h, vals, len(opts), ctypes.byref(h)))
+    return Program(h.value, g)
+
+
+def run(g, feeds, backend="interp"):
+    """Runs g once on {name: array}; returns {output name: array}. The backend defaults to
+    the reference interpreter, as lathe.run in Lua."""
+    return compile(g, backend=backend).run(feeds)
