@@ -259,7 +259,8 @@ lathe_status lathe_call(const char* name, const lathe_value* args, size_t nargs,
       ++n;
     }
     script::ScriptError err;
-    if (!e.call(n, LUA_MULTRET, &err)) throw UserError(fname + ": " + err.message);
+    if (!e.call(n, LUA_MULTRET, &err))
+      throw UserError(err.message.rfind(key + ":", 0) == 0 ? err.message : fname + ": " + err.message);
     std::vector<NodeRef> outs;
     for (int i = top + 1; i <= lua_gettop(L); ++i) collect_results(L, i, outs, fname);
     if (count) *count = outs.size();
