@@ -3,6 +3,9 @@
 // composite by name, through the Lua API's own Tensor-method / lathe.* tables).
 #include <dlfcn.h>
 
+#include <cctype>
+#include <climits>
+#include <cstdint>
 #include <cstdlib>
 #include <filesystem>
 #include <sstream>
@@ -12,6 +15,9 @@
 #include "core/ir/build.h"
 #include "core/ir/diag.h"
 #include "scripting/binding.h"
+#ifdef HAVE_LATHE_IMPORT
+#include "core/import/onnx_import.h"
+#endif
 
 #if __has_include(<dlpack/dlpack.h>)
 #include <dlpack/dlpack.h>
@@ -63,6 +69,9 @@ script::Engine& engine() {
   // Never destroyed: rule sets and sessions may outlive static destruction order.
   static script::Engine* e = [] {
     point_assets_at_install();
+#ifdef HAVE_LATHE_IMPORT
+    register_onnx_loader();
+#endif
     script::Limits lim;
     lim.instructions = 0;  // a binding's caller owns its own time limits
     return new script::Engine(lim);
@@ -173,6 +182,37 @@ void collect_results(lua_State* L, int idx, std::vector<NodeRef>& out, const std
   throw UserError(name + " returns a " + script::type_of(L, idx) + ", not a tensor");
 }
 
+// The positional parameter names of a help signature's first form:
+// "x:conv2d(weight [, bias [, stride …]])" → {weight, bias, stride, …} (after self for a
+// method "x:name(…)"); "" for a parameter that is not a plain name. Empty when unparsable.
+std::vector<std::string> signature_params(const std::string& sig, bool* is_method) {
+  std::vector<std::string> out;
+  std::string first = sig.substr(0, sig.find(" | "));
+  size_t open = first.find('('), close = first.rfind(')');
+  if (open == std::string::npos || close == std::string::npos || close < open) return out;
+  *is_method = first.rfind("lathe.", 0) != 0;
+  std::string inner = first.substr(open + 1, close - open - 1), tok;
+  auto flush = [&] {
+    std::string name;
+    size_t i = 0;
+    while (i < tok.size() && (tok[i] == ' ' || tok[i] == '[')) ++i;
+    while (i < tok.size() && (std::isalnum((unsigned char)tok[i]) || tok[i] == '_')) name += tok[i++];
+    while (i < tok.size() && (tok[i] == ' ' || tok[i] == ']' || tok[i] == '[')) ++i;
+    if (i < tok.size() && tok[i] != '=') name.clear();  // "{before, after}", "d0, d1, …"
+    out.push_back(name);
+    tok.clear();
+  };
+  int depth = 0;
+  for (char c : inner) {
+    if (c == '{' || c == '(') ++depth;
+    if (c == '}' || c == ')') --depth;
+    if (c == ',' && depth == 0) flush();
+    else tok += c;
+  }
+  if (!tok.empty()) flush();
+  return out;
+}
+
 }  // namespace
 
 extern "C" {
@@ -235,6 +275,7 @@ lathe_status lathe_call(const char* name, const lathe_value* args, size_t nargs,
       lua_remove(L, -2);
       if (!found) lua_pop(L, 1);
     }
+    bool found_method = found;
     if (!found) {
       lua_getglobal(L, "lathe");
       found = lua_getfield(L, -1, key.c_str()) == LUA_TFUNCTION;
@@ -244,18 +285,46 @@ lathe_status lathe_call(const char* name, const lathe_value* args, size_t nargs,
         throw UserError("no composite or function '" + fname + "' (lathe_call_names lists them)");
       }
     }
-    int n = 0;
-    bool has_opts = false;
+    // Keyword arguments: one that names a positional parameter of the function's help
+    // signature goes in that position (the ones skipped are nil), the others form one
+    // trailing options table — so x.conv2d(w, padding=1) means x:conv2d(w, nil, nil, 1).
+    std::vector<const lathe_value*> pos;
+    std::vector<const lathe_value*> opts;
     for (size_t i = 0; i < nargs; ++i)
-      if (args[i].key) has_opts = true;
-      else { push_arg(L, args[i], 0); ++n; }
-    if (has_opts) {
+      if (!args[i].key) pos.push_back(&args[i]);
+    bool any_key = pos.size() < nargs;
+    if (any_key) {
+      const auto& h = script::help_entries();
+      auto it = h.find((found_method ? "Tensor:" : "lathe.") + key);
+      if (it == h.end()) it = h.find("Tensor:" + key);
+      bool is_method = false;
+      std::vector<std::string> params;
+      if (it != h.end()) params = signature_params(it->second.signature, &is_method);
+      size_t given = pos.size();
+      for (size_t i = 0; i < nargs; ++i) {
+        if (!args[i].key) continue;
+        size_t at = SIZE_MAX;
+        for (size_t j = 0; j < params.size(); ++j)
+          if (!params[j].empty() && params[j] == args[i].key) at = j + (is_method ? 1 : 0);
+        if (at == SIZE_MAX) { opts.push_back(&args[i]); continue; }
+        if (at < given) throw UserError(fname + ": argument '" + args[i].key + "' is given twice");
+        if (pos.size() <= at) pos.resize(at + 1, nullptr);
+        if (pos[at]) throw UserError(fname + ": argument '" + args[i].key + "' is given twice");
+        pos[at] = &args[i];
+      }
+    }
+    int n = 0;
+    for (const lathe_value* v : pos) {
+      if (v) push_arg(L, *v, 0);
+      else lua_pushnil(L);
+      ++n;
+    }
+    if (!opts.empty()) {
       lua_newtable(L);
-      for (size_t i = 0; i < nargs; ++i)
-        if (args[i].key) {
-          push_arg(L, args[i], 0);
-          lua_setfield(L, -2, args[i].key);
-        }
+      for (const lathe_value* v : opts) {
+        push_arg(L, *v, 0);
+        lua_setfield(L, -2, v->key);
+      }
       ++n;
     }
     script::ScriptError err;

@@ -51,7 +51,7 @@ lathe_status lathe_graph_load(const char* path, lathe_graph* out) {
     std::string p = need(path, "path");
     need(out, "out");
     std::lock_guard lk(lua_mutex());  // .lua files run in a (fresh) Lua state
-    engine();                          // links the .lua loader's registration
+    engine();                          // registers the .lua and .onnx loaders
     *out = new_graph(load_graph(p));
   });
 }

@@ -6,6 +6,7 @@ with DLPack descriptors). The descriptors are allocated once per program and out
 are cached per input shapes, so a call costs a few microseconds beyond the kernels.
 """
 import ctypes
+import threading
 
 import numpy as np
 
@@ -59,6 +60,7 @@ class Program:
         for i, nb in enumerate(self._out_name_bytes):
             self._out_args[i].name = nb
         self._shape_cache = {}
+        self._lock = threading.Lock()
         self._fast_setup()
 
     def __del__(self):
@@ -162,6 +164,10 @@ class Program:
     def run(self, feeds):
         """Runs on {input name: array}; returns {output name: array} (fresh NumPy arrays
         the kernels wrote into directly; inputs are read in place)."""
+        with self._lock:  # the descriptor buffer is shared by the program's callers
+            return self._run(feeds)
+
+    def _run(self, feeds):
         buf = self._buf
         names = self._in_names
         if len(feeds) != len(names):
@@ -224,11 +230,15 @@ class Program:
                 check(lib.lathe_program_run(self._h, self._in_args, len(arrays), None, 0))
                 raise C.LatheError(f"input '{name}' does not match the graph")  # not reached
             conv[name] = np.ascontiguousarray(a)
-        return self.run(conv)
+        return self._run(conv)
 
     def run_into(self, feeds, results):
         """Runs writing into caller-owned arrays {output name: array} (C-contiguous, of the
         dtype and shape the program computes); outputs not named are computed and dropped."""
+        with self._lock:
+            return self._run_into(feeds, results)
+
+    def _run_into(self, feeds, results):
         arrays, _ = self._bind(feeds)
         outs = (C.Arg * max(len(results), 1))()
         keep = []
