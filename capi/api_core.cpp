@@ -371,21 +371,13 @@ lathe_status lathe_tensor_from_buffer(const lathe_dltensor* data, lathe_tensor* 
 }
 
 lathe_tensor lathe_tensor_retain(lathe_tensor t) {
-  if (t) {
-    std::lock_guard lk(lua_mutex());
-    ++t->refs;
-  }
+  if (t) t->refs.fetch_add(1, std::memory_order_relaxed);
   return t;
 }
 
 void lathe_tensor_destroy(lathe_tensor t) {
   if (!t) return;
-  bool last;
-  {
-    std::lock_guard lk(lua_mutex());
-    last = --t->refs == 0;
-  }
-  if (last) delete t;
+  if (t->refs.fetch_sub(1, std::memory_order_acq_rel) == 1) delete t;
 }
 
 lathe_status lathe_tensor_describe(lathe_tensor t, lathe_tensor_info* out) {

@@ -9,6 +9,7 @@
 // binding over it (python/) need no per-op code and gain each composite the day the Lua API
 // does. .lua graph files and rule sets are Lua anyway. Compiling and running never touch Lua.
 #pragma once
+#include <atomic>
 #include <cstring>
 #include <deque>
 #include <memory>
@@ -28,7 +29,7 @@ struct lathe_graph_s {
 };
 struct lathe_tensor_s {
   lathe::NodeRef n;
-  int refs = 1;
+  std::atomic<int> refs{1};
   std::deque<std::string> strings;  // dim texts handed out (a deque keeps c_str() stable)
 };
 struct lathe_rules_s {
