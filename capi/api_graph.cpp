@@ -194,11 +194,14 @@ void lathe_rules_destroy(lathe_rules r) {
 }
 
 // ---------------------------------------------------------------- rewrite sessions
-lathe_status lathe_rewrite_create(lathe_graph g, lathe_rules rules, const lathe_value* opts, size_t nopts,
-                                  lathe_rewrite* out) {
+lathe_status lathe_rewrite_create(lathe_graph g, const lathe_rules* rules, size_t nrules, const lathe_value* opts,
+                                  size_t nopts, lathe_rewrite* out) {
   return guard([&] {
     auto& gh = need(g, "graph");
-    auto& rh = need(rules, "rules");
+    if (nrules == 0) throw UserError("lathe.rewrite(g, rules): the rules are missing");
+    if (!rules) throw BadArg("rules is NULL");
+    std::vector<Ruleset> sets;
+    for (size_t i = 0; i < nrules; ++i) sets.push_back(need(rules[i], "rules").rs);
     need(out, "out");
     if (nopts && !opts) throw BadArg("opts is NULL");
     for (size_t i = 0; i < nopts; ++i) {
@@ -214,7 +217,7 @@ lathe_status lathe_rewrite_create(lathe_graph g, lathe_rules rules, const lathe_
     std::lock_guard lk(lua_mutex());
     auto* h = new lathe_rewrite_s;
     try {
-      h->s = std::make_unique<RewriteSession>(gh.g, rh.rs, o);
+      h->s = std::make_unique<RewriteSession>(gh.g, std::move(sets), o);
     } catch (...) {
       delete h;
       throw;

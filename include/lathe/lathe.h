@@ -164,9 +164,10 @@ LATHE_API lathe_status lathe_rules_builtin_names(char** out); /* one per line */
 LATHE_API lathe_status lathe_rules_count(lathe_rules r, size_t* n);
 LATHE_API void lathe_rules_destroy(lathe_rules r);
 
-/* opts (keyed lathe_values): check (bool), max_steps (int), seed (int), batch (bool). */
-LATHE_API lathe_status lathe_rewrite_create(lathe_graph g, lathe_rules rules, const lathe_value* opts, size_t nopts,
-                                            lathe_rewrite* out);
+/* A session applying nrules rule sets (in the order given); opts (keyed lathe_values):
+ * check (bool), max_steps (int), seed (int), batch (bool). */
+LATHE_API lathe_status lathe_rewrite_create(lathe_graph g, const lathe_rules* rules, size_t nrules, const lathe_value* opts,
+                                            size_t nopts, lathe_rewrite* out);
 LATHE_API void lathe_rewrite_destroy(lathe_rewrite s);
 /* Up to n single rewrites; *applied (may be NULL) = how many (fewer at a fixpoint). */
 LATHE_API lathe_status lathe_rewrite_step(lathe_rewrite s, int32_t n, int32_t* applied);

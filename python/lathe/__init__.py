@@ -18,7 +18,7 @@ from ._capi import LatheError
 from ._graph import Graph, graph, load, parse
 from ._program import Program, ProfileReport, compile, run
 from ._rewrite import Rules, Session, rewrite, rules
-from ._tensor import Tensor, call, method_names, tensor
+from ._tensor import Tensor, call, lathe_dtype, method_names, tensor
 
 __version__ = _capi.lib.lathe_version().decode()
 __all__ = ["LatheError", "Graph", "Tensor", "Program", "ProfileReport", "Rules", "Session", "call", "compile",
@@ -27,7 +27,7 @@ __all__ = ["LatheError", "Graph", "Tensor", "Program", "ProfileReport", "Rules",
 
 def input(name, dims, dtype="f32"):
     """A named graph input; dims are ints or symbolic names ("B")."""
-    return call("lathe.input", name, list(dims), dtype)
+    return call("lathe.input", name, list(dims), lathe_dtype(dtype))
 
 
 def help(topic):

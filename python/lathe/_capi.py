@@ -148,7 +148,7 @@ _PROTOS = {
     "lathe_rules_builtin_names": (c_status, [_out_str]),
     "lathe_rules_count": (c_status, [c_handle, P(c_size)]),
     "lathe_rules_destroy": (None, [c_handle]),
-    "lathe_rewrite_create": (c_status, [c_handle, c_handle, P(Value), c_size, P(c_handle)]),
+    "lathe_rewrite_create": (c_status, [c_handle, P(c_handle), c_size, P(Value), c_size, P(c_handle)]),
     "lathe_rewrite_destroy": (None, [c_handle]),
     "lathe_rewrite_step": (c_status, [c_handle, i32, P(i32)]),
     "lathe_rewrite_back": (c_status, [c_handle, i32]),

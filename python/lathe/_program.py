@@ -163,7 +163,9 @@ class Program:
 
     def run(self, feeds):
         """Runs on {input name: array}; returns {output name: array} (fresh NumPy arrays
-        the kernels wrote into directly; inputs are read in place)."""
+        the kernels wrote into directly; C-contiguous inputs of the graph's dtype are read
+        in place, others are converted first: lists, strided views, and arrays of a dtype
+        NumPy casts "same_kind" (float64 feeds for an f32 input); float to int is an error)."""
         with self._lock:  # the descriptor buffer is shared by the program's callers
             return self._run(feeds)
 
@@ -224,6 +226,8 @@ class Program:
             a = feeds[name]
             if type(a) is not np.ndarray:
                 a = np.asarray(a, dtype=self._in_dtypes[i])
+            elif a.dtype != self._in_dtypes[i] and np.can_cast(a.dtype, self._in_dtypes[i], "same_kind"):
+                a = a.astype(self._in_dtypes[i])  # float64 → f32 and the like; float → int is an error
             if a.dtype != self._in_dtypes[i] or a.ndim != self._in_ranks[i]:
                 # let Lathe report it, with its message
                 arrays, _ = self._bind(feeds)

@@ -149,12 +149,16 @@ class Session:
 
 
 def rewrite(g, rules_, check=False, max_steps=None, seed=None, batch=None):
-    """A rewrite session over g with these rules (lathe.rules.builtin(name), a Rules, or a
-    list of them is not supported: merge them in Lua). check=True interprets every step."""
+    """A rewrite session over g with these rules: a Rules (lathe.rules.builtin(name),
+    .load, .parse), a built-in set's name, or a list of them. check=True interprets every
+    step before and after on seeded random inputs."""
     if not isinstance(g, Graph):
         raise C.LatheError(f"lathe.rewrite: expected a graph, got a {type(g).__name__}")
-    if isinstance(rules_, str):
-        rules_ = _builtin(rules_)
+    sets = list(rules_) if isinstance(rules_, (list, tuple)) else [rules_]
+    sets = [_builtin(r) if isinstance(r, str) else r for r in sets]
+    for r in sets:
+        if not isinstance(r, Rules):
+            raise C.LatheError(f"lathe.rewrite: expected rules (lathe.rules.builtin(name)), got a {type(r).__name__}")
     opts = {"check": check, "max_steps": max_steps, "seed": seed, "batch": batch}
     opts = {k: v for k, v in opts.items() if v is not None}
     vals = (C.Value * max(len(opts), 1))()
@@ -168,5 +172,6 @@ def rewrite(g, rules_, check=False, max_steps=None, seed=None, batch=None):
             vals[i].kind, vals[i].u.i = C.INT, int(v)
     h = C.c_handle()
     _check = globals()["check"]
-    _check(lib.lathe_rewrite_create(g._h, rules_._h, vals, len(opts), ctypes.byref(h)))
-    return Session(h.value, rules_)
+    hs = (C.c_handle * len(sets))(*[r._h for r in sets])
+    _check(lib.lathe_rewrite_create(g._h, hs, len(sets), vals, len(opts), ctypes.byref(h)))
+    return Session(h.value, sets)

@@ -65,7 +65,23 @@ class _Keep:
         self.refs = []
 
 
+def lathe_dtype(x):
+    """"f32" for np.float32, np.dtype("float32"), "float32" or "f32"."""
+    if isinstance(x, str) and x in DTYPES or x == "bf16":
+        return x
+    try:
+        dt = np.dtype(x)
+    except TypeError:
+        raise C.LatheError(f"unknown dtype {x!r} (f32, f64, f16, bf16, i64, i32, i16, i8, u8, bool)") from None
+    for name, (npt, _, _) in DTYPES.items():
+        if np.dtype(npt) == dt:
+            return name
+    raise C.LatheError(f"NumPy dtype {dt} has no Lathe equivalent")
+
+
 def _set_value(v, x, keep):
+    if isinstance(x, (np.dtype, type)) and not isinstance(x, Tensor):
+        x = lathe_dtype(x)
     if isinstance(x, Tensor):
         v.kind, v.u.tensor = C.TENSOR, x._h
     elif x is None:
@@ -129,7 +145,7 @@ def call(name, *args, **kwargs):
 
 def tensor(array, dtype=None):
     """A constant tensor holding a copy of a NumPy array (or anything np.asarray takes)."""
-    a = np.ascontiguousarray(array, dtype=np_dtype(dtype) if dtype else None)
+    a = np.ascontiguousarray(array, dtype=np_dtype(lathe_dtype(dtype)) if dtype else None)
     if a.dtype == np.float64 and dtype is None and not isinstance(array, np.ndarray):
         a = a.astype(np.float32)  # Python floats become f32, as lathe.tensor{…} in Lua
     if a.dtype == np.int64 and dtype is None and not isinstance(array, np.ndarray):

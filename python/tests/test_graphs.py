@@ -104,15 +104,19 @@ def test_tensor_properties_and_errors():
         p.run({"x": np.ones((2, 4), np.float32), "q": np.ones(1)})
     with pytest.raises(lathe.LatheError, match="dim 1 is 5, expected f32\\[B, 4\\]"):
         p.run({"x": np.ones((2, 5), np.float32)})
-    with pytest.raises(lathe.LatheError, match="dtype f64, expected f32"):
-        p.run({"x": np.ones((2, 4))})
+    i = lathe.compile(lathe.graph(y=lathe.input("n", [2], np.int32) + 1), backend="c")
+    with pytest.raises(lathe.LatheError, match="dtype f64, expected i32"):
+        i.run({"n": np.ones(2)})  # float → int is not cast
+    assert i.run({"n": np.ones(2, np.int64)})["y"].tolist() == [2, 2]
     with pytest.raises(lathe.LatheError, match="unknown option 'bogus'|no backend|unknown backend"):
         lathe.compile(g, backend="bogus")
 
 
 def test_feeds_are_converted_when_not_arrays_and_strided_views_work():
-    x = lathe.input("x", [2, 3])
+    x = lathe.input("x", [2, 3], "float32")
+    assert x.dtype == "f32" and lathe.input("q", [1], np.float64).dtype == "f64"
     p = lathe.compile(lathe.graph(y=x + 1.0), backend="llvm")
+    np.testing.assert_allclose(p.run({"x": np.full((2, 3), 0.5)})["y"], np.full((2, 3), 1.5))  # float64 feed
     np.testing.assert_array_equal(p.run({"x": [[1, 2, 3], [4, 5, 6]]})["y"], [[2, 3, 4], [5, 6, 7]])
     big = np.arange(12, dtype=np.float32).reshape(3, 4)
     np.testing.assert_array_equal(p.run({"x": big[:2, 1:]})["y"], big[:2, 1:] + 1)

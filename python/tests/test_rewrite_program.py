@@ -61,6 +61,9 @@ def test_rules_from_lua_source_and_a_wrong_rule_is_caught():
     with pytest.raises(lathe.LatheError, match="no built-in rule set"):
         lathe.rules.builtin("nope")
     assert "simplify" in lathe.rules.list()
+    both = lathe.rewrite(lathe.graph(y=(x * 1.0).neg().neg()), [ok, "simplify"], batch=False)
+    both.run()
+    assert len(both.history()) == 2 and {"neg-neg", "mul-one"} <= {h.split()[1] for h in both.history()}
 
 
 def test_program_inspection_and_profile(tmp_path):

@@ -135,7 +135,7 @@ int main(int argc, char** argv) {
   lathe_value chk = {LATHE_BOOL, "check", {0}};
   chk.u.i = 1;
   CHECK(lathe_rules_builtin("simplify", &rules));
-  CHECK(lathe_rewrite_create(g, rules, &chk, 1, &rw));
+  CHECK(lathe_rewrite_create(g, &rules, 1, &chk, 1, &rw));
   int32_t steps = 0;
   CHECK(lathe_rewrite_run(rw, &steps));
   CHECK(lathe_rewrite_graph(rw, -1, &g2));

@@ -227,7 +227,7 @@ TEST(CApi, RewriteSession) {
   lathe_value chk{LATHE_BOOL, "check", {}};
   chk.u.i = 1;
   lathe_rewrite s;
-  ASSERT_EQ(lathe_rewrite_create(g, r, &chk, 1, &s), LATHE_OK) << lathe_last_error();
+  ASSERT_EQ(lathe_rewrite_create(g, &r, 1, &chk, 1, &s), LATHE_OK) << lathe_last_error();
   int32_t applied, cur, last;
   ASSERT_EQ(lathe_rewrite_step(s, 1, &applied), LATHE_OK);
   EXPECT_EQ(applied, 1);
