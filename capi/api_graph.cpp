@@ -50,8 +50,14 @@ lathe_status lathe_graph_load(const char* path, lathe_graph* out) {
   return guard([&] {
     std::string p = need(path, "path");
     need(out, "out");
-    std::lock_guard lk(lua_mutex());  // .lua files run in a (fresh) Lua state
-    engine();                          // registers the .lua and .onnx loaders
+    {
+      std::lock_guard lk(lua_mutex());
+      engine();  // registers the .lua and .onnx loaders
+    }
+    // a .lua file runs in a fresh Lua state of its own; the lock keeps Lua single-threaded
+    bool lua = p.size() >= 4 && p.compare(p.size() - 4, 4, ".lua") == 0;
+    std::unique_lock lk(lua_mutex(), std::defer_lock);
+    if (lua) lk.lock();
     *out = new_graph(load_graph(p));
   });
 }
