@@ -156,3 +156,32 @@ def test_docstrings_come_from_lathe_help():
     x = lathe.input("x", [2])
     assert "x:softmax" in x.softmax.__doc__ or "softmax" in x.softmax.__doc__
     assert lathe.rewrite.__doc__ and "rewrite session" in lathe.rewrite.__doc__
+
+
+def test_outputs_that_alias_pass_through_or_are_constants():
+    x = lathe.input("x", [3])
+    e = x.exp()
+    g = lathe.graph(a=x, b=e, c=e, d=lathe.tensor(np.arange(3, dtype=np.float32)))
+    xa = np.array([0.5, -1.0, 2.0], np.float32)
+    for backend in BACKENDS:
+        r = lathe.compile(g, backend=backend).run({"x": xa})
+        np.testing.assert_array_equal(r["a"], xa)
+        np.testing.assert_allclose(r["b"], np.exp(xa), rtol=1e-6)
+        np.testing.assert_allclose(r["c"], np.exp(xa), rtol=1e-6)
+        np.testing.assert_array_equal(r["d"], [0, 1, 2])
+
+
+@pytest.mark.parametrize("sample", ["01-mlp.lathe", "03-softmax.lua", "07-mlp-train-step.lathe"])
+def test_samples_on_llvm_match_the_interpreter(sample):
+    from pathlib import Path
+
+    g = lathe.load(Path(__file__).resolve().parents[2] / "samples" / sample)
+    feeds = {}
+    for t in g.inputs:
+        shape = [d if isinstance(d, int) else 3 for d in t.shape]
+        feeds[t.name] = (rng.standard_normal(shape) * 0.5).astype(np.dtype(lathe._tensor.np_dtype(t.dtype)))
+    want = lathe.run(g, feeds)
+    got = lathe.compile(g, backend="llvm").run(feeds)
+    assert set(got) == set(want)
+    for k in want:
+        np.testing.assert_allclose(got[k], want[k], rtol=2e-4, atol=2e-5, err_msg=k)
