@@ -72,9 +72,8 @@ script::Engine& engine() {
 #ifdef HAVE_LATHE_IMPORT
     register_onnx_loader();
 #endif
-    script::Limits lim;
-    lim.instructions = 0;  // a binding's caller owns its own time limits
-    return new script::Engine(lim);
+    // the Lua API's limits: a runaway rule stops with "instruction budget exceeded"
+    return new script::Engine(script::Limits{});
   }();
   return *e;
 }
