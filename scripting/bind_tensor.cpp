@@ -179,8 +179,9 @@ int m_hardtanh(lua_State* L) {
   return 1;
 }
 int m_gelu(lua_State* L) {
-  std::string approx = luaL_optstring(L, 2, "none");
-  if (lua_istable(L, 2)) approx = opt_field_string(L, 2, "approximate", "none");
+  // the options table is checked first: luaL_optstring raises on a table
+  std::string approx = lua_istable(L, 2) ? opt_field_string(L, 2, "approximate", "none")
+                                         : std::string(luaL_optstring(L, 2, "none"));
   if (approx != "none" && approx != "tanh") raise(L, "gelu: approximate must be \"none\" or \"tanh\"");
   push_tensor(L, gelu(tensor_arg(L, 1), approx));
   return 1;
