@@ -22,6 +22,7 @@ const char* kUsage =
     "a FILE.lathe-session (written by :save) is replayed to its saved step (g, s, rules, p).\n"
     "Type :help for the commands (:load, :rules, :step, :back, :run, :history, :diff …).\n"
     "History is kept in $XDG_STATE_HOME/lathe/history (~/.local/state/lathe/history).\n"
+    "Ctrl-C drops the line being typed, or interrupts a running command; Ctrl-D leaves.\n"
     "Without a terminal on stdin it reads commands from the pipe, without prompts.\n"
     "  --interactive        prompts and line editing even without a terminal\n"
     "  --exit-status        exit 1 if any command failed (non-interactive checks)\n";
