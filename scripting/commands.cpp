@@ -15,6 +15,7 @@
 #include "backends/backend.h"
 #include "core/ir/diag.h"
 #include "core/ir/dot.h"
+#include "core/schedule/kernel_view.h"
 #include "scripting/binding.h"
 #include "scripting/program_box.h"
 #include "scripting/progress.h"
@@ -58,21 +59,11 @@ int l_dot(lua_State* L) {
   DotOptions opt;
   opt.level = *lv;
   opt.title = std::filesystem::path(path).stem().string() + " (" + level + " level)";
-  std::shared_ptr<Executable> exe;
-  if (opt.level == DotLevel::Kernel) {
+  if (opt.level == DotLevel::Kernel) {  // p's kernels, drawn as `lathe dot` and the app do
     if (lua_isnoneornil(L, 4)) raise(L, "the kernel level draws a compiled program's kernels: :compile first");
-    exe = check_program_exe(L, 4);
-    const Program& prog = exe->program();
-    g = prog.graph;
-    std::unordered_map<NodeRef, int> group;
-    for (int i = 0; i < prog.num_kernels(); ++i) {
-      for (NodeRef n : prog.kg.kernels[i].nodes) group.emplace(n, i);
-      opt.group_names.push_back(prog.kg.kernels[i].name);
-    }
-    opt.group_of = [group](NodeRef n) {
-      auto it = group.find(n);
-      return it == group.end() ? -1 : it->second;
-    };
+    std::shared_ptr<Executable> exe = check_program_exe(L, 4);
+    write_file_atomic(path, kernel_level_to_dot(exe->program().kg, opt.title));
+    return 0;
   }
   write_file_atomic(path, graph_to_dot(g, opt));
   return 0;
