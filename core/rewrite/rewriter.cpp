@@ -162,8 +162,19 @@ SweepResult sweep(const Graph& g, const RewriteContext& ctx, int per_node_cap) {
   SweepResult res;
   std::vector<RewriteSite> chain;  // the rewrites at the current node, for cycle messages
   auto fail_cycle = [&](const std::string& why) {
+    // the rules in firing order, a run of one rule written once with its count
     std::string rules;
-    for (auto& s : chain) rules += (rules.empty() ? "'" : " -> '") + s.rule->name + "'";
+    int shown = 0;
+    for (size_t i = 0; i < chain.size();) {
+      size_t j = i;
+      while (j < chain.size() && chain[j].rule == chain[i].rule) ++j;
+      if (++shown > 6) {
+        rules += " -> …";
+        break;
+      }
+      rules += (rules.empty() ? "'" : " -> '") + chain[i].rule->name + "'" + (j - i > 1 ? " (" + std::to_string(j - i) + "x)" : "");
+      i = j;
+    }
     throw UserError("rewrite cycle at step " + std::to_string(ctx.step) + " on " + describe_node(chain.front().root) +
                     ": " + why + "; rules involved: " + rules);
   };
