@@ -34,7 +34,7 @@ out=$("$LATHE" rewrite "$G" --rules "$T/cyc.lua" --steps 5 --no-final-check 2>&1
 [ $rc -eq 0 ] && [ "$(printf '%s\n' "$out" | grep -c '^#')" -eq 5 ] || { echo "FAIL: --steps 5: exit $rc"; printf '%s\n' "$out"; fail=1; }
 
 out=$(printf ':rules grow.lua\n:run\n' | (cd "$T" && timeout 60 "$LATHE" repl "$G") 2>&1)
-line=$(printf '%s\n' "$out" | grep 'rewrite cycle')
+line=$(printf '%s\n' "$out" | grep 'runaway rewrite at step 1')
 if [ -z "$line" ] || [ "$(printf '%s\n' "$line" | grep -o "'unexp'" | wc -l)" -ne 1 ]; then
   echo "FAIL: :run should name the rule once:"; printf '%s\n' "$out" | tail -n 2; fail=1
 else echo "ok: $line"; fi
