@@ -28,7 +28,8 @@ int run_kernels(const std::vector<std::string>& args) {
                "--show source  the backend's source (C for c, LLVM IR for llvm, CUDA C for cuda)\n"
                "--show asm     assembly (c backend: cc -S with the same flags)\n"
                "--show none    only the kernel list\n"
-               "--no-schedule  plain loops, before the default heuristics",
+               "--no-schedule  plain loops, before the default heuristics (a matmul as its plain\n"
+               "               reduction, not the packed GEMM nest; what p:kernel(i):reset(true) gives)",
                "lathe kernels"};
   std::string file, backend = default_backend(), show = "loop";
   bool no_schedule = false;

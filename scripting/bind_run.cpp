@@ -48,7 +48,11 @@ TensorMap read_inputs(lua_State* L, int idx, const Graph& g, int opts) {
     uint64_t seed = has_seed ? (uint64_t)check_int(L, -1, "seed") : 0;
     lua_pop(L, 1);
     if (has_seed) {
-      Bindings b = bind_symbols(g, m);
+      Graph given = g;  // the dims the given inputs bind (the others are made to fit them)
+      given.inputs.clear();
+      for (NodeRef in : g.inputs)
+        if (m.count(in->attrs.name)) given.inputs.push_back(in);
+      Bindings b = bind_symbols(given, m);
       for (auto& [name, t] : random_inputs(g, seed, b))
         if (!m.count(name)) m[name] = t;
     }

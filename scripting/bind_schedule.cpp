@@ -248,7 +248,7 @@ const Function kMethods[] = {
      "stage the tile of buffer (\"in0\", \"out\") one iteration of loop touches in a local array; written buffers are written back"},
     {"loops", s_loops, "k:loops()", "the loops, outermost first: {name, extent, depth, parallel, vectorize, unroll, reduce, note}"},
     {"log", s_log, "k:log()", "the schedule primitives applied to this kernel, in order"},
-    {"reset", s_reset, "k:reset([plain])", "back to lathe.compile's schedule; plain = true: the unscheduled loops"},
+    {"reset", s_reset, "k:reset([plain])", "back to lathe.compile's schedule; plain = true: the unscheduled loops (a matmul: its plain reduction, not the packed GEMM nest)"},
     {nullptr, nullptr, nullptr, nullptr},
 };
 

@@ -15,6 +15,7 @@
 #include "backends/backend.h"
 #include "core/ir/diag.h"
 #include "core/ir/dot.h"
+#include "core/schedule/kernel_view.h"
 #include "scripting/binding.h"
 #include "scripting/program_box.h"
 #include "scripting/progress.h"
@@ -58,21 +59,11 @@ int l_dot(lua_State* L) {
   DotOptions opt;
   opt.level = *lv;
   opt.title = std::filesystem::path(path).stem().string() + " (" + level + " level)";
-  std::shared_ptr<Executable> exe;
-  if (opt.level == DotLevel::Kernel) {
+  if (opt.level == DotLevel::Kernel) {  // p's kernels, drawn as `lathe dot` and the app do
     if (lua_isnoneornil(L, 4)) raise(L, "the kernel level draws a compiled program's kernels: :compile first");
-    exe = check_program_exe(L, 4);
-    const Program& prog = exe->program();
-    g = prog.graph;
-    std::unordered_map<NodeRef, int> group;
-    for (int i = 0; i < prog.num_kernels(); ++i) {
-      for (NodeRef n : prog.kg.kernels[i].nodes) group.emplace(n, i);
-      opt.group_names.push_back(prog.kg.kernels[i].name);
-    }
-    opt.group_of = [group](NodeRef n) {
-      auto it = group.find(n);
-      return it == group.end() ? -1 : it->second;
-    };
+    std::shared_ptr<Executable> exe = check_program_exe(L, 4);
+    write_file_atomic(path, kernel_level_to_dot(exe->program().kg, opt.title));
+    return 0;
   }
   write_file_atomic(path, graph_to_dot(g, opt));
   return 0;
@@ -114,7 +105,7 @@ const std::vector<std::pair<std::string, std::string>>& Workbench::command_help(
       {"graph", "summary of the current graph (the session's, else g)"},
       {"text", "the current graph as .lathe text"},
       {"save FILE", "FILE.lathe: the current graph; FILE.lathe-session: the whole session (graph, rules, step, compile, profile)"},
-      {"open FILE", "open a .lathe-session (replays to the saved step; also `lathe repl FILE.lathe-session`)"},
+      {"open FILE", "open a .lathe-session (replays to the saved step and compiles p there; also `lathe repl FILE.lathe-session`)"},
       {"rules FILE|NAME [check]", "load a rule file or built-in set; start a session s on the current graph"},
       {"step [n]", "one rewrite (or n)"},
       {"back [n]", "go back one step (or n)"},
@@ -126,7 +117,7 @@ const std::vector<std::pair<std::string, std::string>>& Workbench::command_help(
       {"why RULE NODE", "why RULE does not rewrite NODE"},
       {"stats", "per rule: tried, matched, fired, time"},
       {"check", "compare the current graph with step 0 (bisects to the first bad step)"},
-      {"compile [backend]", "compile the current graph as p; list its kernels"},
+      {"compile [backend]", "compile the current graph as p; list its kernels (after :step/:back/:seek, the commands on p note that it is another step's)"},
       {"kernels", "the kernels of p"},
       {"source k", "generated source of kernel k"},
       {"loop k", "loop IR of kernel k"},

@@ -387,7 +387,13 @@ int l_session_open(lua_State* L) {
     lua_getglobal(L, "s");
     lua_setfield(L, nst, "rules_session");
   }
-  if (j.contains("profile") && j["profile"].is_object()) {
+  // a profile measured the program compiled at compiled_step; cmd.open compiles the
+  // current step's, so a profile of another step's program is not brought back
+  int compiled_step = j.contains("compiled_step") && j["compiled_step"].is_number_integer() ? j["compiled_step"].get<int>() : -1;
+  bool other_step = ss && compiled_step >= 0 && compiled_step != ss->current();
+  if (other_step && j.contains("profile") && j["profile"].is_object())
+    lines.push_back("note: the saved profile measured step " + std::to_string(compiled_step) + "'s program: not restored");
+  if (!other_step && j.contains("profile") && j["profile"].is_object()) {
     const json& pj = j["profile"];
     lua_createtable(L, 0, 4);
     lua_pushinteger(L, pj.value("iters", 0));

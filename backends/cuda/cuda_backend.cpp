@@ -31,14 +31,13 @@ namespace lathe::cuda {
 loop::LoopFunc gpu_loop_func(const Program& p, int kernel) {
   const loop::LoopFunc& f = p.funcs.at(kernel);
   if (f.kind == "extern") return f;
-  KernelGraph kg = p.kg;
-  if (f.kind == "matmul") {  // lower the matmul as the plain reduction it is
-    kg.kernels.at(kernel).kind = "reduce";
-    loop::LoopFunc g = loop::lower_kernel(kg, kernel);
-    g.kind = "matmul";
+  const KernelGraph& kg = p.kg;
+  if (loop::is_packed_matmul(f)) {  // lower the matmul as the plain reduction it is
+    loop::LoopFunc g = loop::lower_kernel(kg, kernel, /*plain=*/true);
     g.schedule_log.push_back("cuda: re-lowered as a reduction (one output element per thread)");
     return g;
   }
+  if (f.kind == "matmul") return f;  // the plain reduction (p:kernel(i):reset(true)), maybe hand-scheduled
   // The CPU's default schedule (fused outer loops, parallel, vectorize) means nothing on the
   // GPU, where the renderer flattens the output loops itself: start from the plain loops
   // unless the user scheduled this kernel by hand (its log differs from the default's).
