@@ -208,7 +208,7 @@ class RowRewrite {
       Stmt fill = make_for(i, n_, {make_local_store(rows_[k], var(i), S[nests_[k].let_pos].value)}, "row: start " + nests_[k].acc);
       fill.annot.vectorize = true;
       body.push_back(std::move(fill));
-      body.push_back(nest_copy(k));
+      for (auto& st : nest_copy(k)) body.push_back(std::move(st));
     }
     // the output code, once per element of the row
     std::string i = name(v + "_e");
@@ -263,7 +263,7 @@ class RowRewrite {
   }
 
   // Nest k with the row loop innermost.
-  Stmt nest_copy(size_t k) {
+  std::vector<Stmt> nest_copy(size_t k) {
     const Stmt& top = L_.body[nests_[k].let_pos + 1];
     std::set<std::string> dep{L_.var};
     for (auto& n : nests_) dep.insert(n.acc);
@@ -281,13 +281,25 @@ class RowRewrite {
     return false;
   }
 
-  Stmt level(const Stmt& lp, size_t k, std::set<std::string>& dep, std::vector<Stmt>& moved) {
+  // How many copies unrolling the whole chain below (and including) `lp` makes; -1 when a
+  // loop of it has a symbolic extent.
+  static int64_t unroll_count(const Stmt& lp) {
+    if (lp.kind != StmtKind::For || !is_const(lp.extent)) return -1;
+    const Stmt& last = lp.body.back();
+    if (last.kind == StmtKind::Assign) return lp.extent->i;
+    int64_t c = unroll_count(last);
+    return c < 0 ? -1 : c * lp.extent->i;
+  }
+
+  // Nest level `lp` with the row loop innermost: statements for the level around it. A
+  // small window (the chain from lp down, at most kMaxUnroll copies) is unrolled inside the
+  // row loop instead of looping around it.
+  static constexpr int64_t kMaxUnroll = 16;
+  std::vector<Stmt> level(const Stmt& lp, size_t k, std::set<std::string>& dep, std::vector<Stmt>& moved) {
+    int64_t copies = unroll_count(lp);
+    if (copies > 0 && copies <= kMaxUnroll) return row_loop(k, moved, &lp);
     Stmt out = make_for(lp.var, lp.extent, {}, lp.note);
     out.annot.unroll = lp.annot.unroll;
-    const Stmt& last = lp.body.back();
-    // a small innermost reduction loop: unrolled inside the row loop
-    bool unroll_next = last.kind == StmtKind::For && is_const(last.extent) && last.extent->i <= 8 &&
-                       last.body.back().kind == StmtKind::Assign;
     for (size_t p = 0; p + 1 < lp.body.size(); ++p) {
       const Stmt& s = lp.body[p];
       if (uses_any(s.value, dep)) {
@@ -297,38 +309,77 @@ class RowRewrite {
         out.body.push_back(s);
       }
     }
-    if (last.kind == StmtKind::For && !unroll_next) {
-      out.body.push_back(level(last, k, dep, moved));
-      return out;
-    }
+    const Stmt& last = lp.body.back();
+    std::vector<Stmt> inner = last.kind == StmtKind::For ? level(last, k, dep, moved) : row_loop(k, moved, nullptr, &last);
+    for (auto& st : inner) out.body.push_back(std::move(st));
+    return {out};
+  }
+
+  // The row loop of nest k: the values it needs, then either the accumulation `assign` or
+  // the unrolled copies of loop chain `chain`, combined into the row element.
+  std::vector<Stmt> row_loop(size_t k, const std::vector<Stmt>& moved, const Stmt* chain, const Stmt* assign = nullptr) {
     std::string i = name(L_.var + "_v");
     std::vector<Stmt> ib = prefix(k, i);
     for (auto& s : moved) ib.push_back(s);
-    ExprRef cur = local_load(rows_[k], dts_[k], var(i));
+    ExprRef row = local_load(rows_[k], dts_[k], var(i));
     const std::string& acc = nests_[k].acc;
-    if (last.kind == StmtKind::Assign) {
-      ib.push_back(make_local_store(rows_[k], var(i), substitute(last.value, acc, cur)));
+    if (assign) {
+      ib.push_back(make_local_store(rows_[k], var(i), substitute(assign->value, acc, row)));
     } else {
-      for (int64_t u = 0; u < last.extent->i; ++u) {
-        std::vector<Stmt> copy(last.body.begin(), last.body.end());
-        substitute(copy, last.var, const_int(u));
-        for (size_t p = 0; p + 1 < copy.size(); ++p) {  // fresh names for this copy's values
-          std::string nn = name(copy[p].var + "_u" + std::to_string(u));
-          std::vector<Stmt> rest(copy.begin() + p + 1, copy.end());
-          substitute(rest, copy[p].var, var(nn, copy[p].dtype, copy[p].value->lanes));
-          std::copy(rest.begin(), rest.end(), copy.begin() + p + 1);
-          copy[p].var = nn;
+      std::vector<ExprRef> values;  // each copy's `acc = …` right-hand side
+      unroll_into(*chain, ib, values);
+      // acc = acc OP x in every copy: combine the xs as a balanced tree (short dependency
+      // chains), then once into the row; else chain the copies in order
+      Op op = Op::Add;
+      std::vector<ExprRef> xs;
+      for (auto& v : values) {
+        if (v->kind != ExprKind::Binary || (v->op != Op::Add && v->op != Op::Max && v->op != Op::Mul) ||
+            expr_key(v->args[0]) != acc || mentions(v->args[1], acc) || (!xs.empty() && v->op != op)) {
+          xs.clear();
+          break;
         }
-        std::string t = name(acc + "_u" + std::to_string(u));
-        for (size_t p = 0; p + 1 < copy.size(); ++p) ib.push_back(copy[p]);
-        ib.push_back(make_let(t, dts_[k], substitute(copy.back().value, acc, cur)));
-        cur = var(t, dts_[k]);
+        op = v->op;
+        xs.push_back(v->args[1]);
+      }
+      ExprRef cur = row;
+      if (!xs.empty()) {
+        while (xs.size() > 1) {
+          std::vector<ExprRef> next;
+          for (size_t p = 0; p + 1 < xs.size(); p += 2) next.push_back(binary(op, xs[p], xs[p + 1]));
+          if (xs.size() % 2) next.push_back(xs.back());
+          xs = std::move(next);
+        }
+        cur = binary(op, row, xs[0]);
+      } else {
+        for (auto& v : values) {
+          std::string t = name(acc + "_u");
+          ib.push_back(make_let(t, dts_[k], substitute(v, acc, cur)));
+          cur = var(t, dts_[k]);
+        }
       }
       ib.push_back(make_local_store(rows_[k], var(i), cur));
     }
     substitute(ib, L_.var, add(v0_, var(i)));
-    for (auto& s : split_by_range(i, std::move(ib))) out.body.push_back(std::move(s));
-    return out;
+    return split_by_range(i, std::move(ib));
+  }
+
+  // Appends every iteration of loop chain `lp` to ib (its values renamed per copy) and the
+  // right-hand side of each copy's accumulation to `values`.
+  void unroll_into(const Stmt& lp, std::vector<Stmt>& ib, std::vector<ExprRef>& values) {
+    for (int64_t u = 0; u < lp.extent->i; ++u) {
+      std::vector<Stmt> copy(lp.body.begin(), lp.body.end());
+      substitute(copy, lp.var, const_int(u));
+      for (size_t p = 0; p + 1 < copy.size(); ++p) {  // fresh names for this copy's values
+        std::string nn = name(copy[p].var + "_u" + std::to_string(u));
+        std::vector<Stmt> rest(copy.begin() + p + 1, copy.end());
+        substitute(rest, copy[p].var, var(nn, copy[p].dtype, copy[p].value->lanes));
+        std::copy(rest.begin(), rest.end(), copy.begin() + p + 1);
+        copy[p].var = nn;
+      }
+      for (size_t p = 0; p + 1 < copy.size(); ++p) ib.push_back(copy[p]);
+      if (copy.back().kind == StmtKind::Assign) values.push_back(copy.back().value);
+      else unroll_into(copy.back(), ib, values);
+    }
   }
 
   // The row loop `for i < n: ib`, split by its range conditions (see row_reduce.h).
@@ -451,6 +502,21 @@ bool profitable(const Stmt& L, const std::vector<Nest>& nests) {
   return moves;
 }
 
+// Does some reduction nest of output loop L run more than 64 iterations (or a symbolic count)?
+bool long_reduction(const Stmt& L) {
+  bool any = false;
+  for (auto& s : L.body) {
+    if (s.kind != StmtKind::For || s.reduces.empty()) continue;
+    int64_t trips = 1;
+    walk(std::vector<Stmt>{s}, [&](const Stmt& x) {
+      if (x.kind == StmtKind::For) trips = is_const(x.extent) && trips >= 0 ? trips * x.extent->i : -1;
+      return true;
+    });
+    any |= trips < 0 || trips > 64;
+  }
+  return any;
+}
+
 }  // namespace
 
 void reduce_rows(LoopFunc& f, const std::string& loop, int64_t block) {
@@ -490,11 +556,14 @@ int apply_row_reductions(LoopFunc& f) {
   int done = 0;
   for (auto& c : candidates) {
     Stmt* L = find(f.body, c);
-    int64_t block = 256;
+    // a window's reduction: rows up to 256 (the row of a feature map); a long one (a column
+    // sum, x·W): rows up to 2048, so each reduction step reads kilobytes of contiguous memory
+    // (short runs a page apart defeat the prefetchers and the TLB)
+    int64_t cap = long_reduction(*L) ? 2048 : 256, block = cap;
     if (is_const(L->extent)) {
-      int64_t e = std::max<int64_t>(L->extent->i, 1), nb = (e + 255) / 256;
-      block = std::min<int64_t>(256, ((e + nb - 1) / nb + 7) / 8 * 8);
-      if (e <= 256) block = e;
+      int64_t e = std::max<int64_t>(L->extent->i, 1), nb = (e + cap - 1) / cap;
+      block = std::min<int64_t>(cap, ((e + nb - 1) / nb + 7) / 8 * 8);
+      if (e <= cap) block = e;
     }
     try {
       reduce_rows(f, c, block);

@@ -8,8 +8,9 @@
 //     for ob: row[0:B] = 0
 //             for r: [for s:] for i < B: row[i] += x[oh+r, ob·B+i+s] · w[r, s]
 //             for i < B: out[ob·B+i] = f(row[i])
-// A small innermost reduction loop (constant extent ≤ 8: a window's width) is unrolled
-// inside the row loop, so each accumulator is loaded and stored once per window row. Range
+// A small window (the innermost reduction loops, up to 16 iterations: 3×3, 1×7) is
+// unrolled inside the row loop and its terms summed as a tree, so each accumulator is
+// loaded and stored once per window (or window row when larger). Range
 // conditions (the padding of a window) are split out of the row loop: per reduction
 // iteration, the range of i where every condition affine in i holds is computed and run
 // unmasked, the edges run the original masked code, and conditions that do not depend on i
