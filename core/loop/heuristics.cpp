@@ -73,7 +73,7 @@ void apply_default_schedule(LoopFunc& f, const ScheduleOptions& opts) {
     bool inner = false;
     walk(s.body, [&](const Stmt& c) { inner |= c.kind == StmtKind::For; return !inner; });
     int64_t e = const_extent(s);
-    if (!inner && (e < 0 || e >= 4)) leaves.push_back(s.var);
+    if (!inner && (e < 0 || e >= 4) && s.note != kEdgeNote) leaves.push_back(s.var);
     return true;
   });
   for (auto& v : leaves) {

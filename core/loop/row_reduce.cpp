@@ -11,8 +11,11 @@
 
 namespace lathe::loop {
 
+const char* const kEdgeNote = "row (the edges: range conditions checked)";
+
 namespace {
 
+const char* const kRowNote = "row";
 using detail::refuse;
 
 // ---- index analysis -------------------------------------------------------------------
@@ -409,35 +412,34 @@ class RowRewrite {
       else continue;
       affine_keys.insert(expr_key(c));
     }
-    auto loop_over = [&](std::vector<Stmt> b, ExprRef start, ExprRef count, const std::string& note, bool vec) {
+    auto loop_over = [&](std::vector<Stmt> b, const std::function<ExprRef(ExprRef)>& at, ExprRef count,
+                         const std::string& note, bool vec) {
       std::string j = name(i);
-      if (start) substitute(b, i, add(start, var(j)));
-      else substitute(b, i, var(j));
+      if (!at) substitute(b, i, var(j));
+      else if (vec) substitute(b, i, at(var(j)));
+      else b.insert(b.begin(), make_let(i, DType::I64, at(var(j))));  // the edges: i computed once
       Stmt s = make_for(j, count, std::move(b), note);
       s.annot.vectorize = vec;
       return s;
     };
-    if (affine_keys.empty() && inv_keys.empty()) return {loop_over(std::move(ib), nullptr, n_, "row", true)};
-    std::vector<Stmt> out, clean = ib;
+    if (affine_keys.empty() && inv_keys.empty()) return {loop_over(std::move(ib), nullptr, n_, kRowNote, true)};
+    // [lo, hi): where every condition holds (empty when an invariant one does not); the
+    // masked code runs the rest, [0, lo) and [hi, n), as one loop
+    std::vector<Stmt> clean = ib, out;
     std::set<std::string> all = affine_keys;
     all.insert(inv_keys.begin(), inv_keys.end());
     replace_keys(clean, all, const_int(1, DType::Bool));
-    std::vector<Stmt> split;
-    if (affine_keys.empty()) {
-      split.push_back(loop_over(clean, nullptr, n_, "row (in range)", true));
-    } else {
-      std::string l = name(i + "_lo"), h = name(i + "_hi");
-      // lo' = clamp(lo, 0, n); hi' = clamp(hi, lo', n)
-      ExprRef lov = lo ? min_of(max_of(lo, const_int(0)), n_) : const_int(0);
-      split.push_back(make_let(l, DType::I64, lov));
-      ExprRef hiv = hi ? max_of(min_of(hi, n_), var(l)) : n_;
-      split.push_back(make_let(h, DType::I64, hiv));
-      split.push_back(loop_over(ib, nullptr, var(l), "row (before the range)", false));
-      split.push_back(loop_over(clean, var(l), sub(var(h), var(l)), "row (in range)", true));
-      split.push_back(loop_over(ib, var(h), sub(n_, var(h)), "row (after the range)", false));
-    }
-    if (inv_keys.empty()) return split;
-    out.push_back(make_if(inv, std::move(split), {loop_over(std::move(ib), nullptr, n_, "row (masked)", true)}));
+    std::string l = name(i + "_lo"), h = name(i + "_hi");
+    ExprRef lov = lo ? min_of(max_of(lo, const_int(0)), n_) : const_int(0);
+    if (inv) lov = select(inv, lov, n_);
+    out.push_back(make_let(l, DType::I64, lov));
+    ExprRef hiv = hi ? max_of(min_of(hi, n_), var(l)) : n_;
+    if (inv) hiv = select(inv, hiv, n_);
+    out.push_back(make_let(h, DType::I64, hiv));
+    ExprRef L = var(l), H = var(h);
+    out.push_back(loop_over(std::move(ib), [&](ExprRef j) { return select(lt(j, L), j, add(H, sub(j, L))); },
+                            add(L, sub(n_, H)), kEdgeNote, false));
+    out.push_back(loop_over(std::move(clean), [&](ExprRef j) { return add(L, j); }, sub(H, L), kRowNote, true));
     return out;
   }
 };

@@ -13,8 +13,8 @@
 // loaded and stored once per window (or window row when larger). Range
 // conditions (the padding of a window) are split out of the row loop: per reduction
 // iteration, the range of i where every condition affine in i holds is computed and run
-// unmasked, the edges run the original masked code, and conditions that do not depend on i
-// select between the unmasked and the masked loop.
+// unmasked, and the edges (or the whole row, when a condition that does not depend on i
+// fails: a padding row) run the original masked code in one scalar loop.
 //
 // apply_row_reductions() is the default schedule's use of it: every innermost output loop
 // whose reductions are not already contiguous (the innermost reduction loop reads with
@@ -31,6 +31,10 @@ namespace lathe::loop {
 // Reduction rows for output loop `loop` (blocks of `block` elements). Throws UserError
 // (the reason) when the loop's body is not output code around reduction nests.
 void reduce_rows(LoopFunc& f, const std::string& loop, int64_t block);
+
+// The note of a row's masked edge loop: the default schedule leaves it scalar (its index is
+// not affine; vectorizing it would gather).
+extern const char* const kEdgeNote;
 
 // The heuristic: applies reduce_rows where it pays; returns how many loops it changed.
 int apply_row_reductions(LoopFunc& f);
