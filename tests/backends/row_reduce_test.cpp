@@ -136,6 +136,34 @@ TEST(RowReduce, VectorMatrixProducts) {
   EXPECT_EQ(batch.run(), 0);
 }
 
+// conv → bias → ReLU6 → depthwise conv / max pool: the bias and activation are the first
+// conv's epilogue (computed once), not recomputed by the window for each of its taps
+TEST(RowReduce, ActivationBeforeAWindowIsTheMatmulsEpilogue) {
+  test::DiffBatch batch;
+  for (int64_t w : {9, 23}) {
+    Tensor x = input("x", {2, 5, 11, w});
+    Tensor w1 = input("w1", {6, 5, 1, 1}), b1 = input("b1", {6});
+    Tensor a = clamp(conv2d(x, w1, b1), Scalar(0.0), Scalar(6.0));
+    Conv2dOptions dw;
+    dw.padding = {1, 1};
+    dw.groups = 6;
+    Tensor wd = input("wd", {6, 1, 3, 3});
+    Pool2dOptions po;
+    po.kernel = {3, 3};
+    po.stride = {2, 2};
+    po.padding = {1, 1};
+    for (Graph g : {one(conv2d(a, wd, std::nullopt, dw)), one(max_pool2d(relu(conv2d(x, w1, b1)), po))}) {
+      Program p = build_program(g);
+      ASSERT_EQ(p.num_kernels(), 2) << test::loop_ir_of(p);
+      const Kernel& k = p.kg.kernels[0];
+      EXPECT_EQ(k.kind, "matmul");
+      EXPECT_NE(k.root, k.matmul) << "the activation should be the conv's epilogue\n" << test::loop_ir_of(p);
+      batch.add("conv, activation, window " + std::to_string(w), g);
+    }
+  }
+  EXPECT_EQ(batch.run(), 0);
+}
+
 TEST(RowReduce, ContiguousReductionsAreLeftAlone) {
   Tensor a = input("x", {37, 1031});
   EXPECT_FALSE(has_rows(build_program(one(sum(a, {1})))));
