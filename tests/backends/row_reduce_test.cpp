@@ -164,6 +164,27 @@ TEST(RowReduce, ActivationBeforeAWindowIsTheMatmulsEpilogue) {
   EXPECT_EQ(batch.run(), 0);
 }
 
+// symbolic sizes: blocks of 256 with a last partial block; f16 and integer rows (llvm)
+TEST(RowReduce, SymbolicSizesAndOtherDtypes) {
+  Tensor x = input("x", {SymInt::var("R"), SymInt::var("C")});
+  Graph g = one(sum(x, {0}) * 0.5);
+  EXPECT_TRUE(has_rows(build_program(g)));
+  Executable exe = compile_graph(g, test::test_backend());
+  for (auto [r, c] : std::vector<std::pair<int64_t, int64_t>>{{5, 8}, {3, 1}, {1, 1}, {17, 257}, {2, 600}}) {
+    TensorMap in{{"x", random_tensor(DType::F32, {r, c}, static_cast<uint64_t>(r * 1000 + c))}};
+    EXPECT_EQ(test::compare_outputs(exe.run(in), interpret(g, in)), "") << r << "x" << c;
+  }
+  test::DiffBatch batch;
+  std::vector<DType> dts{DType::I32, DType::F64};
+  if (test::test_backend() == "llvm") dts.push_back(DType::F16);
+  for (DType dt : dts) {
+    Tensor a = input("a", {9, 301}, dt);
+    batch.add("column sum " + std::string(dtype_name(dt)), one(sum(a, {0})));
+    batch.add("column max " + std::string(dtype_name(dt)), one(amax(a, {0})));
+  }
+  EXPECT_EQ(batch.run(), 0);
+}
+
 TEST(RowReduce, ContiguousReductionsAreLeftAlone) {
   Tensor a = input("x", {37, 1031});
   EXPECT_FALSE(has_rows(build_program(one(sum(a, {1})))));
