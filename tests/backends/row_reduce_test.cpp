@@ -4,6 +4,7 @@
 // against the interpreter on the backend under test; and that the default schedule takes
 // the path (and leaves contiguous reductions alone).
 #include "core/frontend/nn.h"
+#include "core/ir/build.h"
 #include "core/frontend/tensor.h"
 #include "core/loop/row_reduce.h"
 #include "diff_util.h"
@@ -181,6 +182,12 @@ TEST(RowReduce, SymbolicSizesAndOtherDtypes) {
     Tensor a = input("a", {9, 301}, dt);
     batch.add("column sum " + std::string(dtype_name(dt)), one(sum(a, {0})));
     batch.add("column max " + std::string(dtype_name(dt)), one(amax(a, {0})));
+  }
+  for (ReduceOp r : {ReduceOp::Add, ReduceOp::Max, ReduceOp::Mul}) {  // logical or / and on bool
+    NodeRef b = prim::input("b", DType::Bool, {7, 45});
+    Graph g = Graph::from_outputs({{"y", prim::reduce(r, b, {0})}});
+    EXPECT_TRUE(has_rows(build_program(g)));
+    batch.add("bool column reduce", g);
   }
   EXPECT_EQ(batch.run(), 0);
 }
