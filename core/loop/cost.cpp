@@ -60,10 +60,19 @@ void count(const std::vector<Stmt>& body, double trips, std::map<std::string, in
         env.erase(s.var);
         break;
       }
-      case StmtKind::If:
-        count(s.body, trips, env, flops);
-        count(s.else_body, trips, env, flops);
+      case StmtKind::If: {
+        // the branch taken at the loops' first iteration; else the costlier one
+        int64_t c;
+        if (eval_index(s.cond, env, c)) {
+          count(c ? s.body : s.else_body, trips, env, flops);
+          break;
+        }
+        double a = 0, b = 0;
+        count(s.body, trips, env, a);
+        count(s.else_body, trips, env, b);
+        flops += std::max(a, b);
         break;
+      }
       case StmtKind::Let: {
         int64_t v;
         if (s.dtype == DType::I64 && eval_index(s.value, env, v)) env[s.var] = v;
