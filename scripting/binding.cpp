@@ -113,7 +113,7 @@ void push_guarded(lua_State* L, lua_CFunction raw, const void* data, int extra_u
 }
 
 std::string help_signature_head(const std::string& sig) {
-  std::string h = sig.substr(0, sig.find('('));
+  std::string h = sig.substr(0, sig.find_first_of("({ "));  // p:profile{iters=20}, lathe.graph{ … }
   while (!h.empty() && h.back() == ' ') h.pop_back();
   return h;
 }

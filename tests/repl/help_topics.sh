@@ -9,7 +9,7 @@ trap 'rm -rf "$T"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
 "$LATHE" help lua > "$T/lua.txt" || fail "lathe help lua"
 # the listing: "  SIGNATURE" lines, then "      doc" lines; a name is the signature up to '('
-sed -n 's/^  \([^ ].*\)$/\1/p' "$T/lua.txt" | sed 's/(.*//; s/ *$//' | sort -u > "$T/names.txt"
+sed -n 's/^  \([^ ].*\)$/\1/p' "$T/lua.txt" | sed 's/[({ ].*//' | sort -u > "$T/names.txt"
 n=$(wc -l < "$T/names.txt")
 [ "$n" -gt 100 ] || fail "only $n names listed"
 for must in k:split s:step p:profile gui.compile gui.load_rules lathe.randn x:softmax patterns; do
