@@ -254,6 +254,12 @@ int run_bench(const std::vector<std::string>& args) {
     MachineCeiling mc = machine_ceiling();
     int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     peers.bw_gbps = triad_gbps(threads, size_t(1) << 24, 10);
+    if (peers.bw_gbps > mc.gbps) {  // the ceiling's own benchmark did better now: raise it (it never drops)
+      MachineCeiling now = mc;
+      now.gbps = peers.bw_gbps;
+      raise_machine_ceiling(now);
+      mc = machine_ceiling();
+    }
     peers.bw_name = "triad";
     peers.ceil_gflops = mc.gflops;
     peers.ceil_gbps = mc.gbps;

@@ -395,7 +395,13 @@ std::vector<std::string> Workbench::complete_line(const std::string& line, int w
     return out;
   }
   if (cmd == "load" || cmd == "open" || cmd == "rules" || cmd == "save" || cmd == "trace" || cmd == "dot") {
-    out = complete_path(word);
+    // readline breaks words at '/': complete the whole argument, return the part from word_start
+    size_t arg = e == std::string::npos ? line.size() : line.find_first_not_of(" \t", e);
+    size_t end = std::min(line.size(), static_cast<size_t>(word_start) + word.size());
+    if (arg == std::string::npos || arg > static_cast<size_t>(word_start)) arg = word_start;
+    size_t cut = word_start - arg;
+    for (auto& path : complete_path(line.substr(arg, end - arg)))
+      if (path.size() >= cut) out.push_back(path.substr(cut));
     if (cmd == "rules")
       for (auto& n : builtin_rule_names())
         if (starts(n)) out.push_back(n);

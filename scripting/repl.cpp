@@ -29,6 +29,8 @@ char* completion_generator(const char* text, int state) {
   if (state == 0)  // colon commands, help topics and paths by the line; Lua names otherwise
     g_matches = g_bench ? g_bench->complete_line(rl_line_buffer ? rl_line_buffer : "", g_word_start, text)
                         : std::vector<std::string>{};
+  if (state == 0)  // a folder completes without the space, so its files can follow
+    rl_completion_append_character = g_matches.size() == 1 && !g_matches[0].empty() && g_matches[0].back() == '/' ? '\0' : ' ';
   if (state < (int)g_matches.size()) return strdup(g_matches[state].c_str());
   return nullptr;
 }
