@@ -134,14 +134,15 @@ void build_cases(Builder& b) {
   for (Op op : {Op::Add, Op::Mul, Op::IDiv, Op::Mod, Op::Max, Op::And, Op::Or, Op::Xor, Op::CmpLT, Op::CmpNE})
     b.each_dtype(b.row(std::string(op_name(op))), [op](DType dt) { return prim::binary(op, in("a", dt), in("b", dt)); });
   b.each_dtype(b.row("Where"), [](DType dt) { return prim::where(in("c", DType::Bool), in("a", dt), in("b", dt)); });
-  // reduce: one row per kind, over an inner, an outer and two axes
+  // reduce: one row per kind, over an inner, an outer and two axes; 65-long sums catch
+  // accumulators that round to f16/bf16 at every step
   for (ReduceOp k : {ReduceOp::Add, ReduceOp::Max, ReduceOp::Mul}) {
     int r = b.row("Reduce", std::string(reduce_op_name(k)));
     for (int d = 0; d < kNumDTypes; ++d)
       for (std::vector<int> axes : {std::vector<int>{2}, {0}, {0, 2}}) {
         std::string what = "axes";
         for (int a : axes) what += " " + std::to_string(a);
-        b.add(r, d, [k, axes](DType dt) { return prim::reduce(k, in("x", dt, {3, 5, 7}), axes); }, what);
+        b.add(r, d, [k, axes](DType dt) { return prim::reduce(k, in("x", dt, {3, 9, 65}), axes); }, what);
       }
   }
   b.each_dtype(b.row("Extern", "sgemm"), [](DType dt) {

@@ -2,8 +2,8 @@
 // function per kernel, OpenMP for threads and SIMD), compiles it with the system compiler
 // into a shared object in the kernel cache, and dlopens it.
 //
-// Supports: every dtype (f16/bf16 stored as their bits, computed in float and rounded as the
-// interpreter does) and every primitive op; Extern kernels call the library
+// Supports: every dtype (f16/bf16 stored as their bits, computed in float, rounded by casts
+// and stores, as the llvm backend does) and every primitive op; Extern kernels call the library
 // (backends/library.h: OpenBLAS sgemm) instead of generated code.
 #include <sstream>
 

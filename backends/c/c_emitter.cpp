@@ -89,9 +89,9 @@ static inline uint8_t lathe_mod_bool(uint8_t a, uint8_t b) { return 0; }
 #pragma omp declare reduction(lathe_fmax : float : omp_out = lathe_maxf(omp_out, omp_in)) initializer(omp_priv = -INFINITY)
 #pragma omp declare reduction(lathe_dmax : double : omp_out = lathe_maxd(omp_out, omp_in)) initializer(omp_priv = -(double)INFINITY)
 
-/* f16 and bf16 live in memory as their 16 bits and compute in float: loads widen, every
-   arithmetic result and store rounds to nearest even (NaN stays NaN, overflow goes to inf),
-   as the interpreter does. */
+/* f16 and bf16 live in memory as their 16 bits and compute in float (as the llvm backend
+   does): loads widen; casts to them and stores round to nearest even (NaN stays NaN,
+   overflow goes to inf). Sums accumulate in float, as the interpreter's do. */
 static inline float lathe_h2f(uint16_t h) {
   uint32_t s = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu, bits;
   if (e == 0) {
@@ -240,11 +240,11 @@ std::string CEmitter::expr(const ExprRef& e) {
       bool f64 = dt == DType::F64;
       switch (e->op) {
         case Op::Neg: return flt ? "(-" + x + ")" : "((" + T + ")(0 - (uint64_t)" + x + "))";
-        case Op::Recip: return round_to(dt, "(" + std::string(f64 ? "1.0" : "1.0f") + " / " + x + ")");
-        case Op::Sin: return round_to(dt, std::string(f64 ? "sin(" : "sinf(") + x + ")");
-        case Op::Exp2: return round_to(dt, std::string(f64 ? "exp2(" : "lathe_exp2f(") + x + ")");
-        case Op::Log2: return round_to(dt, std::string(f64 ? "log2(" : "log2f(") + x + ")");
-        case Op::Sqrt: return round_to(dt, std::string(f64 ? "sqrt(" : "sqrtf(") + x + ")");
+        case Op::Recip: return "(" + std::string(f64 ? "1.0" : "1.0f") + " / " + x + ")";
+        case Op::Sin: return std::string(f64 ? "sin(" : "sinf(") + x + ")";
+        case Op::Exp2: return std::string(f64 ? "exp2(" : "lathe_exp2f(") + x + ")";
+        case Op::Log2: return std::string(f64 ? "log2(" : "log2f(") + x + ")";
+        case Op::Sqrt: return std::string(f64 ? "sqrt(" : "sqrtf(") + x + ")";
         case Op::Not: return dt == DType::Bool ? "((uint8_t)!" + x + ")" : "((" + T + ")~" + x + ")";
         default: break;
       }
@@ -259,18 +259,18 @@ std::string CEmitter::expr(const ExprRef& e) {
         return "((uint8_t)(" + x + (e->op == Op::Add ? " | " : " & ") + y + "))";
       switch (e->op) {
         case Op::Add:
-          if (fin || e->lanes > 1) return round_to(in, "(" + x + " + " + y + ")");
+          if (fin || e->lanes > 1) return "(" + x + " + " + y + ")";
           if (in == DType::I64) return "(" + x + " + " + y + ")";
           return "((" + T + ")(" + x + " + " + y + "))";
         case Op::Mul:
-          if (fin || e->lanes > 1) return round_to(in, "(" + x + " * " + y + ")");
+          if (fin || e->lanes > 1) return "(" + x + " * " + y + ")";
           if (in == DType::I64) return "(" + x + " * " + y + ")";
           return "((" + T + ")((int64_t)" + x + " * " + y + "))";
         case Op::IDiv:
           if (in == DType::I64 && e->lanes == 1 && loop::is_const(e->args[1]) && e->args[1]->i > 0) return "(" + x + " / " + y + ")";
           return "lathe_idiv_" + s + "(" + x + ", " + y + ")";
         case Op::Mod:
-          if (fin) return round_to(in, std::string(in == DType::F64 ? "lathe_fmodd(" : "lathe_fmodf(") + x + ", " + y + ")");
+          if (fin) return std::string(in == DType::F64 ? "lathe_fmodd(" : "lathe_fmodf(") + x + ", " + y + ")";
           if (in == DType::I64 && e->lanes == 1 && loop::is_const(e->args[1]) && e->args[1]->i > 0) return "(" + x + " % " + y + ")";
           return "lathe_mod_" + s + "(" + x + ", " + y + ")";
         case Op::Max:
