@@ -332,7 +332,18 @@ int mm_index(lua_State* L) {
   }
   if (key == "axis" && (n->op == Op::Index || n->op == Op::Take)) { lua_pushinteger(L, n->attrs.axis); return 1; }
   if (key == "text") { lua_pushstring(L, print_node(n).c_str()); return 1; }
-  return 0;
+  if (key == "T") {  // PyTorch's x.T: the dims reversed
+    std::vector<int> perm;
+    for (int a = static_cast<int>(n->shape.size()) - 1; a >= 0; --a) perm.push_back(a);
+    push_tensor(L, perm.size() < 2 ? Tensor(n) : permute(Tensor(n), perm));
+    return 1;
+  }
+  // Fields that exist only for some nodes read as nil elsewhere; any other name is a typo.
+  static const char* const kSometimes[] = {"name", "value", "view_spec", "axes", "reduce", "axis"};
+  for (const char* k : kSometimes)
+    if (key == k) return 0;
+  raise(L, "a tensor has no field or method '" + key +
+               "' (fields: shape, dtype, rank, ndim, T, id, op, inputs, provenance, text; `:help lua` lists the methods)");
 }
 
 int mm_eq(lua_State* L) {

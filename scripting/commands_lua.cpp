@@ -17,6 +17,7 @@ local cmd = lathe.cmd   -- created by the Workbench with the native helpers (_st
 cmd.state = cmd.state or {}   -- what :save FILE.lathe-session records: rules, breakpoints, compile, profile
 
 local function fail(msg) error(msg, 0) end
+local function plural(n, word) return n .. " " .. word .. (n == 1 and "" or "s") end
 local function current_graph()
   if s ~= nil then return s:graph() end
   if g == nil then fail("no graph loaded (use :load FILE, or g = lathe.graph{ y = … })") end
@@ -112,7 +113,7 @@ function cmd.rules(path, opt)
   local ss = lathe.rewrite(gr, rs, { check = (opt == "check" or opt == "--check") })
   cmd._note_rules(path, not path:match("%.lua$"), ss)
   rules, s = rs, ss
-  return "ruleset " .. rs.name .. ": " .. #rs .. " rules; session at step 0 on " .. #gr .. " nodes"
+  return "ruleset " .. rs.name .. ": " .. plural(#rs, "rule") .. "; session at step 0 on " .. plural(#gr, "node")
 end
 
 function cmd.step(n)
@@ -149,8 +150,8 @@ function cmd.run()
   if r.stop == "breakpoint" then
     return string.format("breakpoint: rule %s is about to fire at %%%d (%s)", r.rule, r.node, at(ss))
   end
-  return string.format("fixpoint after %d step%s (%d rewrites); %s, %d nodes", r.steps, r.steps == 1 and "" or "s",
-                       r.rewrites, at(ss), #ss:graph())
+  return string.format("fixpoint after %s (%s); %s, %s", plural(r.steps, "step"), plural(r.rewrites, "rewrite"),
+                       at(ss), plural(#ss:graph(), "node"))
 end
 
 function cmd.history()
@@ -203,7 +204,7 @@ function cmd.kernels()
   local out = {}
   local prog = need_program()
   for i, k in ipairs(prog:kernels()) do
-    out[#out + 1] = string.format("%3d  %-28s %-12s %d nodes", i, k.name, k.kind, k.nodes)
+    out[#out + 1] = string.format("%3d  %-28s %-12s %s", i, k.name, k.kind, plural(k.nodes, "node"))
   end
   if #out == 0 then return with_note(prog, "no kernels (the interp backend runs the graph as a whole)") end
   return with_note(prog, table.concat(out, "\n"))

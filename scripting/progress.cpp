@@ -14,6 +14,7 @@
 #include <mutex>
 
 #include "backends/backend.h"
+#include "core/runtime/machine.h"
 #include "core/runtime/random.h"
 #include "scripting/binding.h"
 #include "scripting/commands.h"
@@ -183,6 +184,8 @@ ProfileReport profile_iterations(Executable& exe, const TensorMap& in, int iters
       kp.gbps = kp.bytes / s / 1e9;
       kp.roof = kp.bound == "memory" ? (r.peak_gbps > 0 ? kp.gbps / r.peak_gbps : 0)
                                      : (r.peak_gflops > 0 ? kp.gflops / r.peak_gflops : 0);
+      kp.above_roof = r.device_ceiling ? (kp.roof > 1 ? "above the device ceiling measured" : "")
+                                       : above_roof_reason(kp.roof, kp.bound == "memory", kp.bytes);
     }
   }
   return r;

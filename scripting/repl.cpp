@@ -1,6 +1,7 @@
 // repl.cpp — the terminal REPL over the Workbench: libedit line editing with history kept
 // in $XDG_STATE_HOME/lathe/history (default ~/.local/state/lathe/history), Ctrl-R search
-// (libedit's), tab completion of globals, fields and methods, continuation lines for
+// (libedit's), tab completion of globals, fields and methods, :commands, help topics after
+// :help and paths after :load / :open / :rules / :save, continuation lines for
 // incomplete chunks, Ctrl-C to interrupt a running chunk (at the prompt: drop the line).
 // When stdin is not a terminal it reads lines without prompts, colour or history, so
 // piped transcripts are stable.
@@ -26,14 +27,21 @@ namespace {
 Workbench* g_bench = nullptr;
 std::vector<std::string> g_matches;
 
+int g_word_start = 0;  // where the word being completed starts in rl_line_buffer
+
 char* completion_generator(const char* text, int state) {
-  if (state == 0) g_matches = g_bench ? g_bench->complete(text) : std::vector<std::string>{};
+  if (state == 0)  // colon commands, help topics and paths by the line; Lua names otherwise
+    g_matches = g_bench ? g_bench->complete_line(rl_line_buffer ? rl_line_buffer : "", g_word_start, text)
+                        : std::vector<std::string>{};
+  if (state == 0)  // a folder completes without the space, so its files can follow
+    rl_completion_append_character = g_matches.size() == 1 && !g_matches[0].empty() && g_matches[0].back() == '/' ? '\0' : ' ';
   if (state < (int)g_matches.size()) return strdup(g_matches[state].c_str());
   return nullptr;
 }
 
-char** attempted_completion(const char* text, int, int) {
-  rl_attempted_completion_over = 1;  // no filename completion
+char** attempted_completion(const char* text, int start, int) {
+  rl_attempted_completion_over = 1;  // no readline filename completion (complete_line does paths)
+  g_word_start = start;
   return rl_completion_matches(text, completion_generator);
 }
 

@@ -301,8 +301,9 @@ class CudaProgram : public CompiledProgram {
   const Driver& ready_driver() {
     try {
       dev_ = &device();
-    } catch (const UserError& e) {
-      throw UserError("cuda backend: " + e.diag().message);
+    } catch (const UserError& e) {  // compiled without a driver (NVRTC needs none): inspect, not run
+      throw UserError("cuda backend: cannot run here: " + e.diag().message +
+                      " (the program is compiled: its source and PTX can be inspected, e.g. p:source(1), p:asm(1))");
     }
     return driver();
   }
@@ -343,6 +344,7 @@ class CudaBackend : public Backend {
     return "CUDA C compiled in process by NVRTC " + nvrtc_version() + ", run through the driver API (libcuda.so.1, loaded at run time)";
   }
   std::string available() const override { return availability(); }
+  std::string can_compile() const override { return ""; }  // NVRTC is linked and needs no driver
   double device_copy_gbps(std::string* why) override { return copy_gbps(size_t(256) << 20, 20, why); }
   double device_sgemm_ms(int n, int iters, std::string* why) override { return cublas_sgemm_ms(n, iters, why); }
   double device_peak_gflops(std::string* why) override { return peak_gflops(why); }

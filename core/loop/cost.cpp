@@ -95,6 +95,12 @@ KernelCost estimate_cost(const LoopFunc& f, const KernelGraph& kg, const Binding
     c.bytes += n * dtype_size(b.dtype);
   }
   const Kernel& k = kg.kernels.at(f.kernel);
+  if (f.kind == "extern") {  // a library call: its FLOPs come from the call's parameters
+    if (k.root->op == Op::Extern && k.root->attrs.name == "sgemm" && k.root->attrs.ints.size() >= 3)
+      c.flops = 2.0 * static_cast<double>(k.root->attrs.ints[0]) * static_cast<double>(k.root->attrs.ints[1]) *
+                static_cast<double>(k.root->attrs.ints[2]);  // 2·M·N·K
+    return c;
+  }
   if (f.kind == "matmul") {
     double n = 1;
     for (auto& d : (k.matmul ? k.matmul : k.root)->inputs[0]->shape) n *= static_cast<double>(d.eval(dims).value_or(1));

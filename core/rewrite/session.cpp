@@ -115,6 +115,7 @@ StepInfo RewriteSession::commit(Graph g, StepInfo info) {
       info.added.push_back(static_cast<int>(n->id));
       added.push_back(n);
     }
+  info.rebuilt = static_cast<int>(diff_graphs(graph(), g).changed.size());  // counted as :diff counts
   auto problems = info.kind == StepKind::Pass ? verify(g) : verify_added(g, added);
   if (!problems.empty()) {
     last_failed_rule_ = info.rule;

@@ -53,7 +53,7 @@ Program build_program(const Graph& g, const BuildOptions& opts) {
   {
     StageTimer t(p, opts, "verify");
     verify_or_throw(g, "compile");
-    t.done(std::to_string(g.size()) + " nodes");
+    t.done(std::to_string(g.size()) + (g.size() == 1 ? " node" : " nodes"));
   }
   // schedule + lower, rescheduling when lowering finds a fused reduction that would be
   // recomputed in an inner loop
@@ -61,7 +61,8 @@ Program build_program(const Graph& g, const BuildOptions& opts) {
   for (int attempt = 0;; ++attempt) {
     StageTimer ts(p, opts, "schedule");
     p.kg = schedule_graph(g, force);
-    ts.done(std::to_string(p.kg.kernels.size()) + " kernels from " + std::to_string(g.size()) + " nodes");
+    ts.done(std::to_string(p.kg.kernels.size()) + (p.kg.kernels.size() == 1 ? " kernel" : " kernels") + " from " +
+            std::to_string(g.size()) + (g.size() == 1 ? " node" : " nodes"));
     StageTimer tl(p, opts, "lower");
     p.funcs.clear();
     try {
