@@ -228,6 +228,10 @@ const OpTable& op_table() {
     add_norm_ops(t);
     add_misc_ops(t);
     add_loss_ops(t);
+    add_resize_ops(t);
+    add_rnn_ops(t);
+    add_scatter_ops(t);
+    add_extra_ops(t);
     return t;
   }();
   return table;

@@ -104,6 +104,10 @@ void add_nn_ops(OpTable& t);           // lower_nn.cpp (matmul, gemm, conv, pool
 void add_norm_ops(OpTable& t);         // lower_norm.cpp (softmax, normalizations)
 void add_misc_ops(OpTable& t);         // lower_misc.cpp (einsum, cumsum, topk, trilu)
 void add_loss_ops(OpTable& t);         // lower_loss.cpp (NegativeLogLikelihoodLoss, SoftmaxCrossEntropyLoss)
+void add_resize_ops(OpTable& t);       // lower_resize.cpp (Resize, Upsample)
+void add_rnn_ops(OpTable& t);          // lower_rnn.cpp (RNN, GRU, LSTM)
+void add_scatter_ops(OpTable& t);      // lower_scatter.cpp (ScatterElements, ScatterND, Scatter, GatherND, …)
+void add_extra_ops(OpTable& t);        // lower_extra.cpp (EyeLike, LRN, windows, BitShift, …)
 
 // Shared helpers for lowerings.
 Tensor multi_broadcast_fold(const std::vector<Tensor>& xs, const std::function<Tensor(const Tensor&, const Tensor&)>& f);
