@@ -78,7 +78,9 @@ Act make_act(const std::string& raw) {
 Tensor stack_tree(const std::vector<Tensor>& parts, size_t lo, size_t hi, int axis) {
   if (hi - lo == 1) return unsqueeze(parts[lo], axis);
   size_t mid = lo + (hi - lo) / 2;
-  return concat({stack_tree(parts, lo, mid, axis), stack_tree(parts, mid, hi, axis)}, axis);
+  // each level is its own small kernel: fused, the levels would read every piece
+  // through T masked views per element
+  return Tensor(prim::copy(concat({stack_tree(parts, lo, mid, axis), stack_tree(parts, mid, hi, axis)}, axis).node()));
 }
 
 void recurrent_op(NodeCtx& c, Kind kind) {
@@ -234,7 +236,11 @@ void recurrent_op(NodeCtx& c, Kind kind) {
         Tensor og = apply(c, act[0], clipped(ao));
         hn = og * apply(c, act[2], cn);
       }
-      hn = to(hn, x.dtype());
+      // Materialize the state: without a buffer here every later step's kernel would
+      // recompute the whole chain of earlier gates (a batch-1 step is a GEMV, which
+      // the scheduler fuses into its consumers rather than buffering as a GEMM).
+      hn = Tensor(prim::copy(to(hn, x.dtype()).node()));
+      if (cn.defined()) cn = Tensor(prim::copy(to(cn, x.dtype()).node()));
       if (seq) {
         Tensor m = unsqueeze(lt(scalar(Scalar(step), seq->dtype()), *seq), 1);  // [B, 1]
         ys[d][static_cast<size_t>(step)] = where(m, hn, zeros({}, x.dtype()));
