@@ -1,4 +1,4 @@
-// lower_resize.cpp — ONNX Resize (opsets 10–19) and Upsample (7–9).
+// lower_resize.cpp — ONNX Resize (opsets 10–19), Upsample (7–9) and GridSample (16+).
 //
 // Resize is separable: each resized axis is interpolated on its own. Since shapes are
 // constant at import time, the taps of every output position are computed on the host,
@@ -12,6 +12,12 @@
 // Output sizes come from `scales` (floor(in · scale)) or `sizes` (with opset-18
 // keep_aspect_ratio_policy and axes). A size of zero, a non-positive or non-finite scale,
 // or an output larger than the element cap is an error naming the node.
+//
+// GridSample follows PyTorch's grid_sample (which produced the ONNX reference outputs):
+// grid coordinates are unnormalized (align_corners), border / reflection padding moves the
+// sampling coordinate into the image, and each of the 1 / 4 / 16 taps (nearest / bilinear
+// / bicubic) is a Take over the flattened H·W plane with a run-time index; taps outside
+// the image read 0 (zeros padding).
 #include <algorithm>
 #include <cmath>
 
@@ -337,9 +343,98 @@ void upsample_op(NodeCtx& c) {
   resize_common(c, x, a, scales, {}, {}, {});
 }
 
+// PyTorch's reflect_coordinates: reflect x into [lo2/2, hi2/2].
+Tensor reflect(const Tensor& x, double lo2, double hi2) {
+  if (lo2 == hi2) return zeros_like(x);
+  double mn = lo2 / 2, span = (hi2 - lo2) / 2;
+  Tensor a = abs(x - mn);
+  Tensor flips = floor(a / span);
+  Tensor extra = a - flips * span;
+  Tensor even = eq(fmod(flips, full_like(flips, 2.0)), 0.0);
+  return where(even, extra + mn, (span - extra) + mn);
+}
+
+// The padding mode's coordinate for a size-n axis (identity for zeros).
+Tensor pad_coord(const Tensor& x, int64_t n, const std::string& padding, bool align) {
+  double hi = static_cast<double>(n - 1);
+  if (padding == "border") return clamp(x, Scalar(0.0), Scalar(hi));
+  if (padding == "reflection") {
+    Tensor r = align ? reflect(x, 0, 2 * hi) : reflect(x, -1, 2 * static_cast<double>(n) - 1);
+    return clamp(r, Scalar(0.0), Scalar(hi));
+  }
+  return x;
+}
+
+void grid_sample_op(NodeCtx& c) {
+  c.only_outputs(1);
+  Tensor x = c.in(0), grid = c.in(1);
+  if (x.rank() != 4) c.unsupported("GridSample of a rank-" + std::to_string(x.rank()) + " input (only 4-D)");
+  if (grid.rank() != 4 || grid.shape()[3] != SymInt(2) || grid.shape()[0] != x.shape()[0])
+    c.fail("grid " + grid.describe() + " must be [N, H_out, W_out, 2] for input " + x.describe());
+  if (!is_float(x.dtype()) || !is_float(grid.dtype())) c.fail("input and grid must be float");
+  for (auto& d : x.shape()) if (!d.is_const()) c.unsupported("GridSample with symbolic dims");
+  std::string mode = c.attr_string("mode", c.opset() >= 20 ? "linear" : "bilinear");
+  if (mode == "linear") mode = "bilinear";
+  if (mode == "cubic") mode = "bicubic";
+  if (mode != "bilinear" && mode != "nearest" && mode != "bicubic") c.fail("unknown mode '" + mode + "'");
+  std::string padding = c.attr_string("padding_mode", "zeros");
+  if (padding != "zeros" && padding != "border" && padding != "reflection") c.fail("unknown padding_mode '" + padding + "'");
+  bool align = c.attr_int("align_corners", 0) != 0;
+  SymInt N = x.shape()[0], C = x.shape()[1], Ho = grid.shape()[1], Wo = grid.shape()[2];
+  int64_t H = x.shape()[2].value(), W = x.shape()[3].value();
+  Tensor g = to(grid, DType::F32);
+  Tensor gx = squeeze(narrow(g, 3, 0, 1), {3}), gy = squeeze(narrow(g, 3, 1, 1), {3});  // [N, Ho, Wo]
+  auto unnorm = [&](const Tensor& v, int64_t n) {
+    return align ? (v + 1.0) * (0.5 * static_cast<double>(n - 1)) : ((v + 1.0) * static_cast<double>(n) - 1.0) * 0.5;
+  };
+  Tensor fx = unnorm(gx, W), fy = unnorm(gy, H);
+  Tensor plane = reshape(x, {N, C, SymInt(H * W)});
+  SymInt P = Ho * Wo;
+  // the value at integer positions (iy, ix) [N, Ho, Wo] (as floats), 0 outside the image
+  auto tap = [&](const Tensor& iy, const Tensor& ix) {
+    Tensor inside = logical_and(logical_and(ge(ix, 0.0), le(ix, static_cast<double>(W - 1))),
+                                logical_and(ge(iy, 0.0), le(iy, static_cast<double>(H - 1))));
+    Tensor li = to(iy, DType::I64) * W + to(ix, DType::I64);
+    li = where(inside, li, full({}, H * W, DType::I64));  // past the end: Take reads 0
+    Tensor idx = expand(reshape(li, {N, SymInt(1), P}), {N, C, P});
+    return Tensor(prim::take(plane.node(), idx.node(), 2));  // [N, C, P]
+  };
+  auto w_of = [&](const Tensor& w) { return reshape(w, {N, SymInt(1), P}); };
+  Tensor y;
+  if (mode == "nearest") {
+    Tensor px = round(pad_coord(fx, W, padding, align)), py = round(pad_coord(fy, H, padding, align));
+    y = tap(py, px);
+  } else if (mode == "bilinear") {
+    Tensor px = pad_coord(fx, W, padding, align), py = pad_coord(fy, H, padding, align);
+    Tensor x0 = floor(px), y0 = floor(py);
+    Tensor tx = px - x0, ty = py - y0;
+    y = tap(y0, x0) * w_of((1.0 - tx) * (1.0 - ty)) + tap(y0, x0 + 1.0) * w_of(tx * (1.0 - ty)) +
+        tap(y0 + 1.0, x0) * w_of((1.0 - tx) * ty) + tap(y0 + 1.0, x0 + 1.0) * w_of(tx * ty);
+  } else {
+    const double A = -0.75;
+    auto coeffs = [A](const Tensor& t) {
+      auto cc1 = [A](const Tensor& v) { return ((v * (A + 2)) - (A + 3)) * v * v + 1.0; };
+      auto cc2 = [A](const Tensor& v) { return ((v * A - 5 * A) * v + 8 * A) * v - 4 * A; };
+      return std::vector<Tensor>{cc2(t + 1.0), cc1(t), cc1(1.0 - t), cc2(2.0 - t)};
+    };
+    Tensor x0 = floor(fx), y0 = floor(fy);
+    std::vector<Tensor> cx = coeffs(fx - x0), cy = coeffs(fy - y0);
+    for (int i = 0; i < 4; ++i) {
+      Tensor iy = pad_coord(y0 + static_cast<double>(i - 1), H, padding, align);
+      for (int j = 0; j < 4; ++j) {
+        Tensor ix = pad_coord(x0 + static_cast<double>(j - 1), W, padding, align);
+        Tensor term = tap(iy, ix) * w_of(cy[i] * cx[j]);
+        y = y.defined() ? y + term : term;
+      }
+    }
+  }
+  c.set(0, to(reshape(y, {N, C, Ho, Wo}), x.dtype()));
+}
+
 }  // namespace
 
 void add_resize_ops(OpTable& t) {
+  t["GridSample"] = grid_sample_op;
   t["Resize"] = resize_op;
   t["Upsample"] = upsample_op;
 }
