@@ -183,7 +183,18 @@ const onnx::TensorProto* NodeCtx::attr_tensor(const std::string& name) const {
   LATHE_ATTR_EXPECT(a, TENSOR);
   return &a->t();
 }
+const onnx::GraphProto& NodeCtx::attr_graph(const std::string& name) const {
+  const auto* a = find_attr(name);
+  if (!a) fail("attribute '" + name + "' (a graph) is required");
+  LATHE_ATTR_EXPECT(a, GRAPH);
+  return a->g();
+}
 #undef LATHE_ATTR_EXPECT
+
+std::vector<Tensor> NodeCtx::run_body(const std::string& attr, const std::vector<Tensor>& args) const {
+  LATHE_CHECK(subgraph_ != nullptr, "no subgraph runner for a control-flow node");
+  return subgraph_(attr_graph(attr), args);
+}
 
 void NodeCtx::set(size_t i, const Tensor& t) {
   LATHE_CHECK(t.defined(), "lowering set an undefined output");
@@ -232,6 +243,7 @@ const OpTable& op_table() {
     add_rnn_ops(t);
     add_scatter_ops(t);
     add_extra_ops(t);
+    add_control_ops(t);
     return t;
   }();
   return table;

@@ -57,6 +57,8 @@ class NodeCtx {
   HostTensor const_in(size_t i) const;
   std::vector<int64_t> ints_in(size_t i) const;   // integer 0-D/1-D constant input
   double scalar_in(size_t i) const;               // one-element constant input
+  // Any tensor's value when it is computable at import time (no graph input reachable).
+  std::optional<HostTensor> fold(const Tensor& t) const { return folder_.try_fold(t.node()); }
 
   // ---- attributes (wrong field types are user errors) ----
   bool has_attr(const std::string& name) const { return find_attr(name) != nullptr; }
@@ -81,6 +83,14 @@ class NodeCtx {
   // OnnxUnsupported when an optional output the lowering cannot produce is requested.
   void only_outputs(size_t n) const;
 
+  // ---- control flow ----
+  // Lowers one instance of a body graph (attribute `attr`, a GRAPH) with its inputs bound
+  // to args and the enclosing scope visible; returns its outputs in order.
+  using SubgraphFn = std::function<std::vector<Tensor>(const onnx::GraphProto&, const std::vector<Tensor>&)>;
+  void set_subgraph_runner(SubgraphFn f) { subgraph_ = std::move(f); }
+  const onnx::GraphProto& attr_graph(const std::string& name) const;
+  std::vector<Tensor> run_body(const std::string& attr, const std::vector<Tensor>& args) const;
+
  private:
   const onnx::NodeProto& proto_;
   int opset_;
@@ -88,6 +98,7 @@ class NodeCtx {
   Folder& folder_;
   std::string where_;
   std::vector<NodeRef> outputs_;
+  SubgraphFn subgraph_;
 };
 
 using LowerFn = std::function<void(NodeCtx&)>;
@@ -108,6 +119,7 @@ void add_resize_ops(OpTable& t);       // lower_resize.cpp (Resize, Upsample)
 void add_rnn_ops(OpTable& t);          // lower_rnn.cpp (RNN, GRU, LSTM)
 void add_scatter_ops(OpTable& t);      // lower_scatter.cpp (ScatterElements, ScatterND, Scatter, GatherND, …)
 void add_extra_ops(OpTable& t);        // lower_extra.cpp (EyeLike, LRN, windows, BitShift, …)
+void add_control_ops(OpTable& t);      // lower_control.cpp (If, Loop, Scan)
 
 // Shared helpers for lowerings.
 Tensor multi_broadcast_fold(const std::vector<Tensor>& xs, const std::function<Tensor(const Tensor&, const Tensor&)>& f);

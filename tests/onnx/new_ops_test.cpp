@@ -29,6 +29,7 @@ struct Builder {
     in->set_name(name);
     auto* tt = in->mutable_type()->mutable_tensor_type();
     tt->set_elem_type(type);
+    tt->mutable_shape();  // rank 0 when dims is empty
     for (int64_t d : dims) tt->mutable_shape()->add_dim()->set_dim_value(d);
   }
   void init(const std::string& name, const HostTensor& t) {
@@ -280,6 +281,97 @@ TEST(OnnxNewOps, ScatterElementsReductionsAndResizeLinear) {
   EXPECT_NEAR(y.get_f64(0), 2, 1e-6);
   EXPECT_NEAR(y.get_f64(1), 4, 1e-6);
   EXPECT_NEAR(y.get_f64(2), 6, 1e-6);
+}
+
+// ---- control flow ---------------------------------------------------------------------------
+
+// Loop(M, cond, acc): body (i, cond, acc) -> (cond, acc + x * i, acc); x from the outer scope.
+Builder loop_model(int64_t trip) {
+  Builder m(13);
+  m.input("x", {3});
+  HostTensor M(DType::I64, {}), cond(DType::Bool, {}), acc0(DType::F32, {3});
+  M.set_i64(0, trip);
+  cond.set_i64(0, 1);
+  m.init("M", M);
+  auto* cp = m.g()->add_initializer();
+  cp->set_name("cond");
+  cp->set_data_type(onnx::TensorProto::BOOL);
+  cp->add_int32_data(1);
+  m.init("acc0", acc0);
+  auto* n = m.node("Loop", {"M", "cond", "acc0"}, {"acc", "accs"});
+  auto* a = n->add_attribute();
+  a->set_name("body");
+  a->set_type(onnx::AttributeProto::GRAPH);
+  auto* b = a->mutable_g();
+  b->set_name("body");
+  for (const char* in : {"i", "c_in", "a_in"}) b->add_input()->set_name(in);
+  auto add = [&](const std::string& op, std::vector<std::string> ins, const std::string& out) {
+    auto* k = b->add_node();
+    k->set_op_type(op);
+    k->set_name("inner_" + op);
+    for (auto& i : ins) k->add_input(i);
+    k->add_output(out);
+  };
+  add("Identity", {"c_in"}, "c_out");
+  add("Cast", {"i"}, "fi");
+  auto* cast = b->mutable_node(1)->add_attribute();
+  cast->set_name("to");
+  cast->set_type(onnx::AttributeProto::INT);
+  cast->set_i(onnx::TensorProto::FLOAT);
+  add("Mul", {"x", "fi"}, "xi");
+  add("Add", {"a_in", "xi"}, "a_out");
+  add("Identity", {"a_out"}, "scan_out");
+  for (const char* o : {"c_out", "a_out", "scan_out"}) b->add_output()->set_name(o);
+  return m;
+}
+
+TEST(OnnxControlFlow, LoopUnrollsWithOuterScopeAndScanOutputs) {
+  Builder m = loop_model(4);
+  HostTensor x(DType::F32, {3});
+  for (int k = 0; k < 3; ++k) x.set_f64(k, k + 1);
+  TensorMap out = interpret(m.load(), {{"x", x}});
+  // acc = x * (0 + 1 + 2 + 3)
+  for (int k = 0; k < 3; ++k) EXPECT_EQ(out.at("acc").get_f64(k), 6.0 * (k + 1));
+  ASSERT_EQ(out.at("accs").shape(), (std::vector<int64_t>{4, 3}));
+  EXPECT_EQ(out.at("accs").get_f64(1 * 3 + 2), 3.0);  // after i = 0, 1: x * 1
+}
+
+TEST(OnnxHostileOps, LoopTripCountNegativeOrHugeNamesTheNode) {
+  for (int64_t trip : {int64_t(-5), int64_t(1) << 40}) {
+    Builder m = loop_model(trip);
+    std::string e = load_error(m);
+    EXPECT_NE(e.find("the_Loop"), std::string::npos) << e;
+    EXPECT_NE(e.find(trip < 0 ? "negative" : "iterations"), std::string::npos) << e;
+  }
+}
+
+TEST(OnnxControlFlow, IfOnARunTimeConditionSelects) {
+  Builder m(13);
+  m.input("c", {}, onnx::TensorProto::BOOL);
+  m.input("x", {2});
+  auto* n = m.node("If", {"c"}, {"y"});
+  const char* ops[2] = {"Neg", "Abs"};
+  const char* names[2] = {"then_branch", "else_branch"};
+  for (int k = 0; k < 2; ++k) {
+    auto* a = n->add_attribute();
+    a->set_name(names[k]);
+    a->set_type(onnx::AttributeProto::GRAPH);
+    auto* b = a->mutable_g();
+    auto* in = b->add_node();
+    in->set_op_type(ops[k]);
+    in->add_input("x");
+    in->add_output(std::string("out") + ops[k]);
+    b->add_output()->set_name(std::string("out") + ops[k]);
+  }
+  Graph g = m.load();
+  HostTensor x(DType::F32, {2}), t(DType::Bool, {}), f(DType::Bool, {});
+  x.set_f64(0, -3);
+  x.set_f64(1, 2);
+  t.set_i64(0, 1);
+  EXPECT_EQ(interpret(g, {{"c", t}, {"x", x}}).at("y").get_f64(0), 3.0);  // Neg
+  EXPECT_EQ(interpret(g, {{"c", f}, {"x", x}}).at("y").get_f64(1), 2.0);  // Abs
+  EXPECT_EQ(interpret(g, {{"c", f}, {"x", x}}).at("y").get_f64(0), 3.0);
+  EXPECT_EQ(interpret(g, {{"c", t}, {"x", x}}).at("y").get_f64(1), -2.0);
 }
 
 }  // namespace
