@@ -39,6 +39,7 @@ class NodeCtx {
   NodeCtx(const onnx::NodeProto& proto, int opset, std::vector<NodeRef> inputs, Folder& folder, std::string where)
       : proto_(proto), opset_(opset), inputs_(std::move(inputs)), folder_(folder), where_(std::move(where)) {
     outputs_.resize(proto_.output_size());
+    seq_out_.resize(proto_.output_size());
   }
 
   const onnx::NodeProto& proto() const { return proto_; }
@@ -83,6 +84,13 @@ class NodeCtx {
   // OnnxUnsupported when an optional output the lowering cannot produce is requested.
   void only_outputs(size_t n) const;
 
+  // ---- sequences (import-time lists of tensors) ----
+  void set_sequence_inputs(std::vector<const std::vector<NodeRef>*> s) { seq_in_ = std::move(s); }
+  bool is_seq(size_t i) const { return i < seq_in_.size() && seq_in_[i] != nullptr; }
+  std::vector<Tensor> seq_in(size_t i) const;  // fail() when input i is not a sequence
+  void set_seq(size_t i, const std::vector<Tensor>& v);
+  const std::optional<std::vector<NodeRef>>& seq_out(size_t i) const { return seq_out_[i]; }
+
   // ---- control flow ----
   // Lowers one instance of a body graph (attribute `attr`, a GRAPH) with its inputs bound
   // to args and the enclosing scope visible; returns its outputs in order.
@@ -99,6 +107,8 @@ class NodeCtx {
   std::string where_;
   std::vector<NodeRef> outputs_;
   SubgraphFn subgraph_;
+  std::vector<const std::vector<NodeRef>*> seq_in_;
+  std::vector<std::optional<std::vector<NodeRef>>> seq_out_;
 };
 
 using LowerFn = std::function<void(NodeCtx&)>;
@@ -120,6 +130,7 @@ void add_rnn_ops(OpTable& t);          // lower_rnn.cpp (RNN, GRU, LSTM)
 void add_scatter_ops(OpTable& t);      // lower_scatter.cpp (ScatterElements, ScatterND, Scatter, GatherND, …)
 void add_extra_ops(OpTable& t);        // lower_extra.cpp (EyeLike, LRN, windows, BitShift, …)
 void add_control_ops(OpTable& t);      // lower_control.cpp (If, Loop, Scan)
+void add_sequence_ops(OpTable& t);     // lower_sequence.cpp (Sequence*, SplitToSequence, ConcatFromSequence)
 
 // Shared helpers for lowerings.
 Tensor multi_broadcast_fold(const std::vector<Tensor>& xs, const std::function<Tensor(const Tensor&, const Tensor&)>& f);

@@ -136,12 +136,15 @@ struct Lowerer {
   std::string file;
   Folder folder;
   int64_t body_nodes;
+  // sequence values (import-time lists of tensors), by name; names are unique across scopes
+  std::unordered_map<std::string, std::vector<NodeRef>> seqs = {};
 
   // prefix: "" for the model's graph; for a body, the enclosing node's where + " > ".
   void lower_nodes(const onnx::GraphProto& g, std::unordered_map<std::string, NodeRef>& values,
                    const std::string& prefix, int depth) {
     std::set<std::string> defined;
     for (auto& [k, v] : values) defined.insert(k);
+    for (auto& [k, v] : seqs) defined.insert(k);
     std::vector<int> order = schedule_nodes(g, defined, file);
     const OpTable& table = op_table();
     for (int k : order) {
@@ -158,8 +161,19 @@ struct Lowerer {
         throw UserError(located(where + ": the control-flow bodies would lower more than " +
                                 std::to_string(kMaxBodyNodes) + " nodes"));
       std::vector<NodeRef> ins;
-      for (const auto& name : np.input()) ins.push_back(name.empty() ? nullptr : values.at(name));
+      std::vector<const std::vector<NodeRef>*> seq_ins;
+      for (const auto& name : np.input()) {
+        auto sq = name.empty() ? seqs.end() : seqs.find(name);
+        if (sq != seqs.end()) {
+          ins.push_back(nullptr);
+          seq_ins.push_back(&sq->second);
+        } else {
+          ins.push_back(name.empty() ? nullptr : values.at(name));
+          seq_ins.push_back(nullptr);
+        }
+      }
       NodeCtx ctx(np, opset, std::move(ins), folder, where);
+      ctx.set_sequence_inputs(std::move(seq_ins));
       ctx.set_subgraph_runner([&, where, depth](const onnx::GraphProto& body, const std::vector<Tensor>& args) {
         if (depth + 1 > kMaxDepth)
           throw UserError(where + ": control-flow bodies nest more than " + std::to_string(kMaxDepth) + " deep");
@@ -177,6 +191,10 @@ struct Lowerer {
       }
       for (int i = 0; i < np.output_size(); ++i) {
         if (np.output(i).empty()) continue;
+        if (ctx.seq_out(static_cast<size_t>(i))) {
+          seqs[np.output(i)] = *ctx.seq_out(static_cast<size_t>(i));
+          continue;
+        }
         if (!ctx.outputs()[i])
           throw OnnxUnsupported(located(where + ": output " + std::to_string(i) + " is not supported"));
         if (too_large(ctx.outputs()[i]->shape, opt.max_elements))
@@ -203,6 +221,7 @@ struct Lowerer {
     std::vector<Tensor> r;
     for (const auto& vi : body.output()) {
       auto it = values.find(vi.name());
+      if (seqs.count(vi.name())) throw OnnxUnsupported(prefix + "body output '" + vi.name() + "' is a sequence");
       if (it == values.end()) throw UserError(prefix + "body output '" + vi.name() + "' is never produced");
       r.emplace_back(it->second);
     }
@@ -264,6 +283,8 @@ Graph import_model(const onnx::ModelProto& m, const OnnxOptions& opt, const std:
   std::set<std::string> out_names;
   for (const auto& vi : g.output()) {
     auto it = values.find(vi.name());
+    if (low.seqs.count(vi.name()))
+      throw OnnxUnsupported(file + ": graph output '" + vi.name() + "' is a sequence (only tensors can be outputs)");
     if (it == values.end()) throw UserError(file + ": graph output '" + vi.name() + "' is never produced");
     if (!out_names.insert(vi.name()).second) throw UserError(file + ": graph output '" + vi.name() + "' is listed twice");
     out.outputs.emplace_back(vi.name(), it->second);
