@@ -345,6 +345,23 @@ TEST(OnnxHostileOps, LoopTripCountNegativeOrHugeNamesTheNode) {
   }
 }
 
+TEST(OnnxHostileOps, SequencePositionOutOfRangeNamesTheNode) {
+  Builder m(13);
+  m.input("x", {2});
+  HostTensor pos(DType::I64, {});
+  pos.set_i64(0, 3);
+  m.init("pos", pos);
+  auto* n = m.g()->add_node();
+  n->set_op_type("SequenceConstruct");
+  n->add_input("x");
+  n->add_input("x");
+  n->add_output("s");
+  m.node("SequenceAt", {"s", "pos"}, {"y"});
+  std::string e = load_error(m);
+  EXPECT_NE(e.find("the_SequenceAt"), std::string::npos) << e;
+  EXPECT_NE(e.find("out of range"), std::string::npos) << e;
+}
+
 TEST(OnnxControlFlow, IfOnARunTimeConditionSelects) {
   Builder m(13);
   m.input("c", {}, onnx::TensorProto::BOOL);
