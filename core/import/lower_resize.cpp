@@ -1,4 +1,5 @@
-// lower_resize.cpp — ONNX Resize (opsets 10–19), Upsample (7–9) and GridSample (16+).
+// lower_resize.cpp — ONNX Resize (opsets 10–19), Upsample (7–9), GridSample (16+) and
+// RoiAlign (10+).
 //
 // Resize is separable: each resized axis is interpolated on its own. Since shapes are
 // constant at import time, the taps of every output position are computed on the host,
@@ -18,6 +19,11 @@
 // sampling coordinate into the image, and each of the 1 / 4 / 16 taps (nearest / bilinear
 // / bicubic) is a Take over the flattened H·W plane with a run-time index; taps outside
 // the image read 0 (zeros padding).
+//
+// RoiAlign samples a fixed grid of sampling_ratio² points per output bin (computed from
+// the run-time rois), bilinearly, with ONNX Runtime's clamping rules, and averages them
+// (or, mode max, takes ORT's max of the weighted corners). sampling_ratio 0 (adaptive:
+// the grid depends on each roi's size) needs constant rois.
 #include <algorithm>
 #include <cmath>
 
@@ -431,9 +437,101 @@ void grid_sample_op(NodeCtx& c) {
   c.set(0, to(reshape(y, {N, C, Ho, Wo}), x.dtype()));
 }
 
+void roi_align_op(NodeCtx& c) {
+  c.only_outputs(1);
+  Tensor x = c.in(0), rois = c.in(1), bidx = c.in(2);
+  if (x.rank() != 4 || !is_float(x.dtype())) c.fail("X must be a float [N, C, H, W], got " + x.describe());
+  for (auto& d : x.shape()) if (!d.is_const()) c.unsupported("RoiAlign with symbolic dims");
+  if (rois.rank() != 2 || rois.shape()[1] != SymInt(4) || !rois.shape()[0].is_const()) c.fail("rois must be [num_rois, 4], got " + rois.describe());
+  if (!is_int(bidx.dtype()) || bidx.shape() != Shape{rois.shape()[0]}) c.fail("batch_indices must be an integer [num_rois], got " + bidx.describe());
+  std::string mode = c.attr_string("mode", "avg");
+  if (mode != "avg" && mode != "max") c.fail("unknown mode '" + mode + "'");
+  int64_t oh = c.attr_int("output_height", 1), ow = c.attr_int("output_width", 1), sr = c.attr_int("sampling_ratio", 0);
+  if (oh <= 0 || ow <= 0 || oh > 65536 || ow > 65536) c.fail("output_height / output_width must be positive (and sane)");
+  if (sr < 0 || sr > 1024) c.fail("sampling_ratio must be in [0, 1024]");
+  double scale = c.attr_float("spatial_scale", 1.0);
+  std::string ctm = c.opset() >= 16 ? c.attr_string("coordinate_transformation_mode", "half_pixel") : "output_half_pixel";
+  if (ctm != "half_pixel" && ctm != "output_half_pixel") c.fail("unknown coordinate_transformation_mode '" + ctm + "'");
+  bool half = ctm == "half_pixel";
+  int64_t R = rois.shape()[0].value(), N = x.shape()[0].value(), C = x.shape()[1].value(), H = x.shape()[2].value(),
+          W = x.shape()[3].value();
+  int64_t gh = sr, gw = sr;
+  if (sr == 0) {  // adaptive: ceil(roi size / bins), the largest over the (constant) rois
+    std::optional<HostTensor> rv = c.fold(rois);
+    if (!rv) c.unsupported("dynamic shape input not supported: RoiAlign with sampling_ratio 0 on run-time rois");
+    gh = gw = 1;
+    for (int64_t r = 0; r < R; ++r) {
+      double rw = (rv->get_f64(r * 4 + 2) - rv->get_f64(r * 4)) * scale, rh = (rv->get_f64(r * 4 + 3) - rv->get_f64(r * 4 + 1)) * scale;
+      if (!half) { rw = std::max(rw, 1.0); rh = std::max(rh, 1.0); }
+      gh = std::max<int64_t>(gh, static_cast<int64_t>(std::ceil(rh / static_cast<double>(oh))));
+      gw = std::max<int64_t>(gw, static_cast<int64_t>(std::ceil(rw / static_cast<double>(ow))));
+    }
+    if (gh != gw || R > 1) {
+      // per-roi grids differ: not expressible with one grid
+      for (int64_t r = 0; r < R; ++r) {
+        double rw = (rv->get_f64(r * 4 + 2) - rv->get_f64(r * 4)) * scale, rh = (rv->get_f64(r * 4 + 3) - rv->get_f64(r * 4 + 1)) * scale;
+        if (!half) { rw = std::max(rw, 1.0); rh = std::max(rh, 1.0); }
+        if (static_cast<int64_t>(std::ceil(rh / static_cast<double>(oh))) != gh ||
+            static_cast<int64_t>(std::ceil(rw / static_cast<double>(ow))) != gw)
+          c.unsupported("RoiAlign with sampling_ratio 0 and rois of different sizes");
+      }
+    }
+  }
+  int64_t cells = R * oh * gh * ow * gw;
+  if (cells > c.max_elements() / std::max<int64_t>(C, 1)) c.fail("the sampling grid is too large");
+  Tensor rf = to(rois, DType::F32);
+  double off = half ? 0.5 : 0.0;
+  auto col = [&](int k) { return squeeze(narrow(rf, 1, k, 1), {1}) * scale - off; };  // [R]
+  Tensor x1 = col(0), y1 = col(1), x2 = col(2), y2 = col(3);
+  Tensor rw = x2 - x1, rh = y2 - y1;
+  if (!half) { rw = maximum(rw, full({}, 1.0, DType::F32)); rh = maximum(rh, full({}, 1.0, DType::F32)); }
+  Tensor bw = rw / static_cast<double>(ow), bh = rh / static_cast<double>(oh);
+  // sample coordinates on [R, oh, gh, ow, gw]
+  Shape gs{R, oh, gh, ow, gw};
+  auto idx = [&](int axis) { return to(Tensor(prim::index(DType::I64, gs, axis)), DType::F32); };
+  auto per_roi = [&](const Tensor& v) { return reshape(v, {R, 1, 1, 1, 1}); };
+  Tensor ys = per_roi(y1) + idx(1) * per_roi(bh) + (idx(2) + 0.5) * per_roi(bh / static_cast<double>(gh));
+  Tensor xs = per_roi(x1) + idx(3) * per_roi(bw) + (idx(4) + 0.5) * per_roi(bw / static_cast<double>(gw));
+  Tensor outside = logical_or(logical_or(lt(ys, -1.0), gt(ys, static_cast<double>(H))),
+                              logical_or(lt(xs, -1.0), gt(xs, static_cast<double>(W))));
+  ys = maximum(ys, zeros({}, DType::F32));
+  xs = maximum(xs, zeros({}, DType::F32));
+  auto corners = [&](const Tensor& v, int64_t n, Tensor* lo, Tensor* hi, Tensor* frac) {
+    Tensor l = floor(v);
+    Tensor edge = ge(l, static_cast<double>(n - 1));
+    Tensor last = full({}, static_cast<double>(n - 1), DType::F32);
+    *lo = where(edge, last, l);
+    *hi = where(edge, last, l + 1.0);
+    *frac = where(edge, zeros({}, DType::F32), v - l);
+  };
+  Tensor ylo, yhi, ly, xlo, xhi, lx;
+  corners(ys, H, &ylo, &yhi, &ly);
+  corners(xs, W, &xlo, &xhi, &lx);
+  Tensor base = reshape(to(bidx, DType::I64), {R, 1, 1, 1, 1}) * (H * W);
+  // X as [C, N·H·W]; each corner is one Take with an index [C, R·oh·gh·ow·gw]
+  Tensor plane = reshape(permute(reshape(x, {N, C, H * W}), {1, 0, 2}), {C, N * H * W});
+  auto at = [&](const Tensor& yy, const Tensor& xx) {
+    Tensor li = base + to(yy, DType::I64) * W + to(xx, DType::I64);
+    Tensor ix = expand(reshape(li, {1, cells}), {C, cells});
+    return reshape(Tensor(prim::take(plane.node(), ix.node(), 1)), {C, R, oh, gh, ow, gw});
+  };
+  auto wt = [&](const Tensor& w) { return unsqueeze(where(outside, zeros({}, DType::F32), w), 0); };
+  Tensor hy = 1.0 - ly, hx = 1.0 - lx;
+  Tensor t1 = at(ylo, xlo) * wt(hy * hx), t2 = at(ylo, xhi) * wt(hy * lx), t3 = at(yhi, xlo) * wt(ly * hx),
+         t4 = at(yhi, xhi) * wt(ly * lx);
+  Tensor y;
+  if (mode == "avg") {
+    y = sum(t1 + t2 + t3 + t4, {3, 5}, false) * (1.0 / static_cast<double>(std::max<int64_t>(gh * gw, 1)));
+  } else {
+    y = max(maximum(maximum(t1, t2), maximum(t3, t4)), {3, 5}, false);
+  }
+  c.set(0, to(permute(y, {1, 0, 2, 3}), x.dtype()));  // [C, R, oh, ow] -> [R, C, oh, ow]
+}
+
 }  // namespace
 
 void add_resize_ops(OpTable& t) {
+  t["RoiAlign"] = roi_align_op;
   t["GridSample"] = grid_sample_op;
   t["Resize"] = resize_op;
   t["Upsample"] = upsample_op;
