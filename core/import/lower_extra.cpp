@@ -1,7 +1,8 @@
 // lower_extra.cpp — ONNX Acos Asin Atan (composites), EyeLike, LRN, BitShift,
 // ReverseSequence, Det, HannWindow / HammingWindow / BlackmanWindow, and the
-// data-dependent-shape ops Compress, NonZero and Unique when their deciding input is a
-// constant (computed at import time; otherwise SKIP-able OnnxUnsupported).
+// data-dependent-shape ops Compress, NonZero, Unique and NonMaxSuppression when their
+// deciding inputs are constants (computed at import time; otherwise SKIP-able
+// OnnxUnsupported).
 //
 // atan is Cephes' single-precision scheme: |x| is reduced to [0, tan(π/8)] with
 // atan(x) = π/2 + atan(-1/x) above tan(3π/8) and π/4 + atan((x-1)/(x+1)) above tan(π/8),
@@ -10,6 +11,7 @@
 // pivoting, unrolled over the (constant) matrix size: each column picks its pivot with
 // argmax, swaps rows with Take/Where and eliminates below it; a zero pivot gives 0.
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <map>
 #include <numeric>
@@ -272,9 +274,68 @@ void unique_op(NodeCtx& c) {
   if (c.wants(3)) c.set(3, vec(counts));
 }
 
+// NonMaxSuppression as ONNX Runtime computes it: per batch and class, boxes scoring above
+// score_threshold in descending score order (ties: lower index first), each kept unless
+// its IoU with a kept box exceeds iou_threshold, at most max_output_boxes_per_class.
+void nms_op(NodeCtx& c) {
+  c.only_outputs(1);
+  HostTensor boxes = decided(c, 0), scores = decided(c, 1);
+  if (boxes.rank() != 3 || boxes.shape()[2] != 4) c.fail("boxes must be [batch, boxes, 4], got " + boxes.shape_string());
+  if (scores.rank() != 3 || scores.shape()[0] != boxes.shape()[0] || scores.shape()[2] != boxes.shape()[1])
+    c.fail("scores must be [batch, classes, boxes], got " + scores.shape_string());
+  int64_t max_out = c.has(2) ? decided(c, 2).get_i64(0) : 0;
+  double iou_t = c.has(3) ? decided(c, 3).get_f64(0) : 0.0;
+  bool has_st = c.has(4);
+  double score_t = has_st ? decided(c, 4).get_f64(0) : 0.0;
+  if (iou_t < 0 || iou_t > 1) c.fail("iou_threshold must be in [0, 1]");
+  bool center = c.attr_int("center_point_box", 0) != 0;
+  int64_t B = boxes.shape()[0], N = boxes.shape()[1], C = scores.shape()[1];
+  auto corners = [&](int64_t b, int64_t i, double* y1, double* x1, double* y2, double* x2) {
+    const int64_t o = (b * N + i) * 4;
+    double a = boxes.get_f64(o), bb = boxes.get_f64(o + 1), cc = boxes.get_f64(o + 2), d = boxes.get_f64(o + 3);
+    if (center) {  // [x_center, y_center, width, height]
+      *x1 = a - cc / 2; *x2 = a + cc / 2; *y1 = bb - d / 2; *y2 = bb + d / 2;
+    } else {
+      *y1 = std::min(a, cc); *y2 = std::max(a, cc); *x1 = std::min(bb, d); *x2 = std::max(bb, d);
+    }
+  };
+  auto suppress = [&](int64_t b, int64_t i, int64_t j) {
+    double ay1, ax1, ay2, ax2, by1, bx1, by2, bx2;
+    corners(b, i, &ay1, &ax1, &ay2, &ax2);
+    corners(b, j, &by1, &bx1, &by2, &bx2);
+    double ia = std::max(0.0, std::min(ay2, by2) - std::max(ay1, by1)) * std::max(0.0, std::min(ax2, bx2) - std::max(ax1, bx1));
+    double a1 = (ay2 - ay1) * (ax2 - ax1), a2 = (by2 - by1) * (bx2 - bx1);
+    if (ia <= 0 || a1 <= 0 || a2 <= 0) return false;
+    return ia / (a1 + a2 - ia) > iou_t;
+  };
+  std::vector<std::array<int64_t, 3>> sel;
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t k = 0; k < C; ++k) {
+      std::vector<int64_t> cand;
+      for (int64_t i = 0; i < N; ++i)
+        if (!has_st || scores.get_f64((b * C + k) * N + i) > score_t) cand.push_back(i);
+      std::stable_sort(cand.begin(), cand.end(), [&](int64_t p, int64_t q) {
+        return scores.get_f64((b * C + k) * N + p) > scores.get_f64((b * C + k) * N + q);
+      });
+      std::vector<int64_t> kept;
+      for (int64_t i : cand) {
+        if (static_cast<int64_t>(kept.size()) >= max_out) break;
+        bool drop = false;
+        for (int64_t j : kept) drop = drop || suppress(b, i, j);
+        if (!drop) kept.push_back(i);
+      }
+      for (int64_t i : kept) sel.push_back({b, k, i});
+    }
+  HostTensor out(DType::I64, {static_cast<int64_t>(sel.size()), 3});
+  for (size_t r = 0; r < sel.size(); ++r)
+    for (int k = 0; k < 3; ++k) out.set_i64(static_cast<int64_t>(r * 3 + k), sel[r][k]);
+  c.set(0, from_host(out));
+}
+
 }  // namespace
 
 void add_extra_ops(OpTable& t) {
+  t["NonMaxSuppression"] = nms_op;
   unary_float(t, "Atan", atan_t);
   unary_float(t, "Asin", [](const Tensor& x) { return atan_t(x / sqrt(1.0 - x * x)); });
   unary_float(t, "Acos", [](const Tensor& x) { return atan_t(sqrt((1.0 - x) / (1.0 + x))) * 2.0; });
