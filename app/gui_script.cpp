@@ -569,6 +569,22 @@ std::string read_text(const std::string& path, bool* ok) {
   return ss.str();
 }
 
+// The gui.* help topics, registered at start-up so that `lathe help gui.compile` and the
+// REPL's :help know them outside the app too.
+void add_gui_help() {
+  for (const script::Function* f = kGui; f->name; ++f) script::add_help(std::string("gui.") + f->name, f->signature, f->doc);
+  gui_lua::add_rewrite_help();
+  script::add_help("gui.compile", "gui.compile([backend [, wait=true]])",
+                   "compile the graph shown in the background (as :compile does) and wait; returns the kernel count");
+  script::add_help("gui.profile", "gui.profile([runs [, wait=true]])",
+                   "profile the compiled program in the background (default 10 runs) and wait; returns ms per run");
+  script::add_help("gui.run", "gui.run([wait=true])", "run the graph on random inputs in the background (values for the inspector)");
+  script::add_help("gui.wait", "gui.wait()", "wait for the background job started with wait=false; raises its error");
+  script::add_help("gui.frames", "gui.frames(n)", "pause a --script while the app renders n frames (the layout done)");
+  script::add_help("gui.screenshot", "gui.screenshot(path)", "pause a --script, render, write the window to a PNG");
+}
+[[maybe_unused]] const bool kGuiHelpAdded = (add_gui_help(), true);
+
 }  // namespace
 
 void bind_gui_state(views::AppState* s) { g_state = s; }
@@ -578,18 +594,11 @@ void wire_gui_script(views::GuiOptions& o, std::shared_ptr<script::Workbench> wb
   lua_newtable(L);
   script::register_functions(L, lua_gettop(L), kGui, "gui.");
   gui_lua::register_rewrite_functions(L, lua_gettop(L));
+  add_gui_help();
   lua_setglobal(L, "gui");
   script::ScriptError err;
   if (!wb->engine().run_string(kGuiLua, "=gui", 0, &err)) throw std::runtime_error("gui.lua: " + err.message);
   if (!wb->engine().run_string(gui_lua::kRewriteLua, "=gui", 0, &err)) throw std::runtime_error("gui.lua: " + err.message);
-  script::add_help("gui.compile", "gui.compile([backend [, wait=true]])",
-                   "compile the graph shown in the background (as :compile does) and wait; returns the kernel count");
-  script::add_help("gui.profile", "gui.profile([runs [, wait=true]])",
-                   "profile the compiled program in the background (default 10 runs) and wait; returns ms per run");
-  script::add_help("gui.run", "gui.run([wait=true])", "run the graph on random inputs in the background (values for the inspector)");
-  script::add_help("gui.wait", "gui.wait()", "wait for the background job started with wait=false; raises its error");
-  script::add_help("gui.frames", "gui.frames(n)", "pause a --script while the app renders n frames (the layout done)");
-  script::add_help("gui.screenshot", "gui.screenshot(path)", "pause a --script, render, write the window to a PNG");
 
   o.program.compile = [wb](const std::string& backend) -> std::string {
     script::Workbench::Result r = wb->execute(":compile" + (backend.empty() ? "" : " " + backend));

@@ -132,7 +132,7 @@ void adopt_program(AppState& s, std::shared_ptr<Executable> exe, int64_t version
     for (NodeRef n : p.kg.kernels[k].nodes) c->kernel_of.emplace(n->id, static_cast<int>(k));
   c->serial = (s.compiled ? s.compiled->serial : 0) + 1;
   s.compiled = std::move(c);
-  s.info("compiled with " + s.compiled->backend + ": " + std::to_string(s.compiled->num_kernels()) + " kernels");
+  s.info("compiled with " + s.compiled->backend + ": " + std::to_string(s.compiled->num_kernels()) + (s.compiled->num_kernels() == 1 ? " kernel" : " kernels"));
   s.selected_kernel = -1;
   if (s.selected >= 0) s.select_node(s.selected);   // picks the kernel of the selected node
   s.color_mode = ColorMode::Kernel;   // what compiling is for; the toolbar switches back

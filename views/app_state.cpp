@@ -15,7 +15,7 @@ bool AppState::open(const std::string& file) {
     Graph g = load_graph(file);
     error.reset();
     set_graph(std::move(g), file, file);
-    info("opened " + file + " (" + std::to_string(topo.size()) + " nodes)");
+    info("opened " + file + " (" + std::to_string(topo.size()) + (topo.size() == 1 ? " node)" : " nodes)"));
     return true;
   } catch (const UserError& e) {
     error = LoadError{"cannot open " + file, e.diag(), file};

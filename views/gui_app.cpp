@@ -135,6 +135,7 @@ struct App {
   RulesEditor rules_editor;
   // --script: running until it ends; what it waits for between resumes.
   bool script_running = false, script_failed = false;
+  std::string open_failed;   // why FILE (the command line's) did not open; --screenshot then exits 1
   ScriptStep script_wait;          // Frames: script_wait.frames left; Screenshot: the path
   int shot_countdown = 0;          // settled frames to render before the screenshot
   uint64_t published = 0;   // the AppState::document last handed to the command layer
@@ -174,8 +175,9 @@ void App::load_initial() {
   if (opts.demo || file.empty()) {
     state.set_graph(make_demo_mlp(opts.demo_layers), "demo MLP (" + std::to_string(opts.demo_layers) + " hidden layers)");
     state.info(opts.demo ? "opened the demo MLP" : "no FILE and no samples/*.lathe: showing the demo MLP");
-  } else {
-    state.open(file);
+  } else if (!state.open(file)) {
+    std::string why = state.error ? state.error->diag.format() : "";
+    open_failed = why.find(file) != std::string::npos ? why : "cannot open " + file + (why.empty() ? "" : ": " + why);
   }
   if (!opts.level.empty()) state.level = wanted;   // the command line overrides the size rule
   sync_command_layer();   // the script sees the graph as `g`
@@ -598,6 +600,10 @@ int run_gui(const GuiOptions& opts) {
             double median = frame_ms.empty() ? 0 : frame_ms[frame_ms.size() / 2];
             std::printf("lathe gui: wrote %s (%dx%d; %d frames, median frame %.1f ms)\n", opts.screenshot.c_str(),
                         fb_w, fb_h, settled_frames, median);
+          }
+          if (!app.open_failed.empty()) {
+            std::cerr << "lathe gui: " << app.open_failed << "\n";
+            rc = 1;
           }
           if (app.script_failed) {
             std::cerr << "lathe gui: the script failed: " << (app.state.error ? app.state.error->diag.message : "") << "\n";

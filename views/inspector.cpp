@@ -265,7 +265,7 @@ void inspect_group(AppState& s, const std::string& path) {
       if (n->prov.path == path || n->prov.path.rfind(path + "/", 0) == 0) c.group_members.push_back(n);
   }
   const std::vector<NodeRef>& members = c.group_members;
-  ImGui::TextDisabled("%zu primitive nodes", members.size());
+  ImGui::TextDisabled("%zu primitive node%s", members.size(), members.size() == 1 ? "" : "s");
   if (ImGui::Button("Expand")) {
     if (s.level == Level::Primitive) s.set_level(Level::Tensor);
     s.expand(path);

@@ -40,3 +40,8 @@ gui.frames(2)
 st = gui.state()
 expect(st.layout == "dot" and st.ghosts == 0 and st.added_boxes == 0, "a fresh layout without ghosts")
 expect(st.boxes == 11 - 1, "boxes of step 1 shown, got " .. st.boxes)
+
+-- Rule text, not a file name: gui.load_rules takes it too (written to a file of its own).
+gui.load_rules('return lathe.ruleset("inline", { lathe.rule("neg-neg", "Neg(Neg(x))", "x") })')
+local tl = gui.timeline()
+expect(tl.step == 0 and #tl.rules == 1 and tl.rules[1].name == "neg-neg", "a session on the rule text's one rule")
