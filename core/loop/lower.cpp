@@ -370,7 +370,7 @@ class Lowerer : public ValueLowering {
 
 LoopFunc lower_kernel(const KernelGraph& kg, int kernel) {
   const Kernel& k = kg.kernels.at(kernel);
-  if (k.kind == "matmul") return lower_matmul_kernel(kg, kernel);
+  if (k.kind == "matmul") return lower_matmul_kernel(kg, kernel, host_matmul_params());
   LATHE_CHECK(k.kind != "extern", "extern kernels have no loop IR; the backend calls the library");
   // a stash that no output loop read back would be a wasted store: lower again without it
   Lowerer l(kg, k, true);

@@ -17,6 +17,8 @@
 // is precomputed once per block into a small table. The MR and NR/lanes loops of the
 // micro-kernel are unrolled here (constant indices), so the accumulators live in registers.
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <thread>
 
 #include "core/ir/diag.h"
@@ -153,6 +155,15 @@ class MatmulLowering {
       if (x == d) c = c + k;
     if (!c.is_const() || c.value() < 0) return std::nullopt;
     return c.value();
+  }
+
+  // Does one k of B read its columns at consecutive addresses (the innermost N dim has
+  // coefficient 1, or there is only one column)?
+  bool b_columns_contiguous() const {
+    if (mm_.n_axes.empty()) return true;
+    int din = mm_.n_axes.back();
+    auto c = coef_of(mm_.b.addr, din);
+    return !c || *c == 1 || s_[din] == SymInt(1);
   }
 
   // Pack B run by run: a panel of NR columns spans at most two runs of the innermost N dim
@@ -300,7 +311,14 @@ LoopFunc MatmulLowering::run() {
   // N is B's contiguous dim; panel by panel would walk down the columns a row stride apart
   // (a page apart for wide B), defeating the prefetchers and the TLB.
   Stmt packb = make_for("kk", kc, {make_for("jp", ceil_div(nc, P.nr), {packb_c}, "pack B: NR-wide panels")}, "pack B: k");
-  if (auto runs = pack_b_runs(B, pb)) packb = std::move(*runs);
+  if (auto runs = pack_b_runs(B, pb)) {
+    packb = std::move(*runs);
+  } else if (!b_columns_contiguous()) {
+    // B is read across its rows (x @ W^T: a column of the panel is a row of W): panel by
+    // panel, so each k reads one element from each of NR rows, the same NR cache lines for
+    // 16 consecutive k. Row by row of B would touch nc lines per k, more than L1 holds.
+    packb = make_for("jp", ceil_div(nc, P.nr), {make_for("kk", kc, {packb_c}, "pack B: k")}, "pack B: NR-wide panels (B^T)");
+  }
   // pack A
   ExprRef row = add(mul(var("ip"), const_int(P.mr)), var("r"));
   // k outer, the MR rows inner (unrolled): each k writes one contiguous MR-wide column of
@@ -450,6 +468,31 @@ MatmulBlocking matmul_blocking(int64_t m, int64_t n, int64_t k, int64_t batch, i
     b.mc = std::min<int64_t>(p.mc, ceil_div(rows, ceil_div(rows, max_rows)) * p.mr);
   }
   return b;
+}
+
+MatmulParams host_matmul_params() {
+  static const MatmulParams params = [] {
+    MatmulParams p;
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+    if (!__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx")) {
+      p.mr = 6, p.nr = 16, p.lanes = 8;
+      p.mc = 144;
+    }
+#endif
+    if (const char* e = std::getenv("LATHE_MATMUL_TILE")) {
+      int mr = 0, nr = 0, lanes = 0;
+      if (std::sscanf(e, "%dx%dx%d", &mr, &nr, &lanes) == 3 && mr > 0 && lanes > 0 && nr > 0 && nr % lanes == 0 &&
+          mr <= 16 && nr <= 128) {
+        p.mr = mr, p.nr = nr, p.lanes = lanes;
+        p.mc = std::max(1, 128 / mr) * mr;
+        p.nc = std::max(1, 512 / nr) * nr;
+      } else {
+        throw UserError("LATHE_MATMUL_TILE='" + std::string(e) + "': expected MRxNRxLANES with NR a multiple of LANES (e.g. 6x16x8)");
+      }
+    }
+    return p;
+  }();
+  return params;
 }
 
 LoopFunc lower_matmul_kernel(const KernelGraph& kg, int kernel, const MatmulParams& P) {

@@ -1,7 +1,9 @@
 // contraction_test.cpp — convolutions and other grouped contractions through the packed
 // matmul lowering (implicit im2col in the packing step), and matmuls with fused epilogues
 // (bias, GELU, residual), against the interpreter on the backend under test.
+#include <algorithm>
 #include <array>
+#include <cstdlib>
 
 #include "core/frontend/nn.h"
 #include "core/frontend/tensor.h"
@@ -111,10 +113,10 @@ TEST(Contraction, EpiloguesMatchInterpreter) {
   EXPECT_EQ(batch.run(), 0);
 }
 
-// M a multiple of MR (8) and N of NR (32): every register tile is whole, so the lowering
-// leaves out the edge variant of the write-back and the row / column guards of the packing.
+// M a multiple of MR (8 or 6) and N of NR (32 or 16): every register tile is whole, so the
+// lowering leaves out the edge variant of the write-back and the row / column guards of the packing.
 TEST(Contraction, WholeTilesHaveNoEdgeCode) {
-  Tensor x = input("x", {40, 70}), w = input("w", {70, 96}), b = input("b", {96});
+  Tensor x = input("x", {48, 70}), w = input("w", {70, 96}), b = input("b", {96});
   Program whole = build_program(Graph::from_outputs({{"y", gelu(matmul(x, w) + b).node()}}));
   std::string ir = test::loop_ir_of(whole);
   EXPECT_EQ(ir.find("(edge)"), std::string::npos) << ir;
@@ -127,7 +129,7 @@ TEST(Contraction, WholeTilesHaveNoEdgeCode) {
 
 TEST(Contraction, WholeTilesMatchInterpreter) {
   test::DiffBatch batch;
-  Tensor x = input("x", {40, 300}), w = input("w", {300, 96}), b = input("b", {96});
+  Tensor x = input("x", {48, 300}), w = input("w", {300, 96}), b = input("b", {96});
   batch.add("whole tiles, K split, bias + gelu", Graph::from_outputs({{"y", gelu(matmul(x, w) + b, "tanh").node()}}));
   // one N block: the M range is split over the threads (each split a multiple of MR)
   Tensor x2 = input("x", {40, 24}), w2 = input("w", {24, 32});
@@ -194,6 +196,50 @@ TEST(Contraction, BalancedBlocksMatchInterpreter) {
   Tensor q = input("q", {3, 20, 24}), k = input("k", {3, 64, 24});
   batch.add("odd batch: N split to even the jobs", Graph::from_outputs({{"y", (matmul(q, transpose(k, 1, 2)) * 0.125).node()}}));
   EXPECT_EQ(batch.run(), 0);
+}
+
+// x @ W^T (a tied LM head, a linear layer with W stored [out, in]): B's columns are W's
+// rows, so B is packed panel by panel (NR rows of W at a time), not across all nc rows per k.
+TEST(Contraction, TransposedBIsPackedPanelByPanel) {
+  Tensor x = input("x", {5, 40}), w = input("w", {70, 40});
+  std::string ir = test::loop_ir_of(build_program(Graph::from_outputs({{"y", matmul(x, transpose(w, 0, 1)).node()}})));
+  EXPECT_NE(ir.find("pack B: NR-wide panels (B^T)"), std::string::npos) << ir;
+  Tensor w2 = input("w", {40, 70});
+  std::string plain = test::loop_ir_of(build_program(Graph::from_outputs({{"y", matmul(x, w2).node()}})));
+  EXPECT_EQ(plain.find("(B^T)"), std::string::npos) << plain;
+}
+
+TEST(Contraction, TransposedBMatchesInterpreter) {
+  test::DiffBatch batch;
+  // {M, N, K}: batch-1 rows, a prime vocabulary, K over one KC block, 64 rows with ragged tiles
+  for (auto [m, n, k] : std::vector<std::array<int64_t, 3>>{{1, 1031, 300}, {7, 257, 77}, {64, 263, 300}, {13, 5, 3}}) {
+    Tensor x = input("x", {m, k}), w = input("w", {n, k}), b = input("b", {n});
+    std::string label = "x @ W^T " + std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k);
+    batch.add(label, Graph::from_outputs({{"y", matmul(x, transpose(w, 0, 1)).node()}}));
+    batch.add(label + " + bias + gelu", Graph::from_outputs({{"y", gelu(matmul(x, transpose(w, 0, 1)) + b).node()}}));
+  }
+  // batched x @ W^T sharing one W (batch 3, then 64 of 1 row each)
+  Tensor x3 = input("x", {3, 9, 50}), w3 = input("w", {101, 50});
+  batch.add("batched x @ W^T", Graph::from_outputs({{"y", matmul(x3, transpose(w3, 0, 1)).node()}}));
+  Tensor x4 = input("x", {64, 1, 37}), w4 = input("w", {61, 37});
+  batch.add("batch 64 of one row @ W^T", Graph::from_outputs({{"y", matmul(x4, transpose(w4, 0, 1)).node()}}));
+  EXPECT_EQ(batch.run(), 0);
+}
+
+// The register tile fits the host's vector registers (MR × NR/lanes accumulators, the B row
+// and a broadcast): 16 registers without AVX-512, 32 with it.
+TEST(Contraction, HostTileFitsTheRegisters) {
+  loop::MatmulParams p = loop::host_matmul_params();
+  if (std::getenv("LATHE_MATMUL_TILE")) GTEST_SKIP() << "tile overridden by LATHE_MATMUL_TILE";
+  int regs = 32, bytes = 64;
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+  if (!__builtin_cpu_supports("avx512f")) regs = 16, bytes = __builtin_cpu_supports("avx") ? 32 : 16;
+#endif
+  int per_lane_regs = std::max(1, p.lanes * 4 / bytes);  // registers one `lanes`-wide vector takes
+  int vectors = p.nr / p.lanes * per_lane_regs;
+  EXPECT_LE(p.mr * vectors + vectors + 1, regs) << "MR " << p.mr << " NR " << p.nr << " lanes " << p.lanes;
+  EXPECT_EQ(p.mc % p.mr, 0);
+  EXPECT_EQ(p.nc % p.nr, 0);
 }
 
 }  // namespace
