@@ -37,7 +37,7 @@ struct MatmulParams {
 // threads. The parallel jobs are batch × ceil(N / nc) × msplit; N is cut into equal
 // NR-multiple blocks, into a multiple of `threads` jobs where N allows (a 5-job loop on 2
 // threads runs at 3/5 of its speed), and M is split when there are fewer jobs than
-// threads. K and each job's M range are cut into equal blocks (KC a multiple of 8, MC of
+// threads (rather than N, when M is the longer side: each N block packs all of A). K and each job's M range are cut into equal blocks (KC a multiple of 8, MC of
 // MR), so no thin last block streams the packed panel for little work.
 struct MatmulBlocking {
   int64_t kc = 0, mc = 0, nc = 0, msplit = 1;

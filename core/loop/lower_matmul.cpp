@@ -19,6 +19,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <numeric>
 #include <thread>
 
 #include "core/ir/diag.h"
@@ -449,8 +450,18 @@ MatmulBlocking matmul_blocking(int64_t m, int64_t n, int64_t k, int64_t batch, i
   if (n > 0 && batch > 0) {
     int64_t panels = ceil_div(n, p.nr), fewest = ceil_div(panels, p.nc / p.nr);
     int64_t per_block = ceil_div(panels, fewest);
+    // Too few jobs for the threads: each extra N block packs all of A (M × K) again, each
+    // extra M split all of B (N × K), so split the longer side (a late convolution layer:
+    // 2048 channels × 49 positions splits M).
+    // The splits make a job count the threads divide, when M has the rows for them.
+    bool split_m = false;
+    int64_t want_ms = 1, nblocks = ceil_div(panels, per_block);
+    if (batch * nblocks < threads && m > n) {
+      want_ms = threads / std::gcd<int64_t>(batch * nblocks, threads);
+      split_m = want_ms <= ceil_div(m, p.mr);
+    }
     // up to twice the fewest N blocks (or one per thread), for a job count the threads divide
-    for (int64_t blocks = fewest; blocks <= std::min(panels, std::max<int64_t>(2 * fewest, threads)); ++blocks) {
+    for (int64_t blocks = fewest; !split_m && blocks <= std::min(panels, std::max<int64_t>(2 * fewest, threads)); ++blocks) {
       int64_t per = ceil_div(panels, blocks);
       if ((batch * ceil_div(panels, per)) % threads == 0) {
         per_block = per;
@@ -459,7 +470,8 @@ MatmulBlocking matmul_blocking(int64_t m, int64_t n, int64_t k, int64_t batch, i
     }
     b.nc = per_block * p.nr;
     int64_t jobs = batch * ceil_div(n, b.nc);
-    if (jobs < threads && m > 0) b.msplit = std::min<int64_t>(ceil_div(threads, jobs), ceil_div(m, p.mr));
+    if (split_m) b.msplit = want_ms;
+    else if (jobs < threads && m > 0) b.msplit = std::min<int64_t>(ceil_div(threads, jobs), ceil_div(m, p.mr));
   }
   b.mc = p.mc;
   if (m > 0) {

@@ -62,6 +62,9 @@ TEST(Contraction, ConvShapesMatchInterpreter) {
       {2, 3, 8, 40, 7, 3, 3, {1, 1}, {2, 2}, {2, 2}, 1, false},     // dilation 2
       {1, 5, 2, 64, 33, 1, 1, {1, 1}, {0, 0}, {1, 1}, 1, false},    // 1x1, rows of exactly 2 panels
       {3, 2, 5, 33, 4, 2, 5, {1, 1}, {0, 2}, {1, 1}, 1, false},     // 33-wide rows, asymmetric kernel
+      // late layers: more channels than positions, M split over the threads
+      {1, 23, 7, 7, 130, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, true},    // 3x3 at 7x7, prime channels
+      {1, 19, 13, 13, 71, 1, 1, {2, 2}, {0, 0}, {1, 1}, 1, false},  // 1x1 stride 2 (downsample)
   };
   for (auto& c : cases) {
     std::string label = "conv n" + std::to_string(c.n) + " c" + std::to_string(c.c) + " " + std::to_string(c.h) + "x" +
@@ -173,6 +176,16 @@ TEST(Contraction, BlockingNestsAndSplitsJobsEvenly) {
             EXPECT_EQ(jobs(b, n, batch) % threads, 0) << what << " nc=" << b.nc;
           }
         }
+  // one N block and fewer jobs than threads: the longer side is split (M for a late conv
+  // layer's 2048 channels × 49 positions, N for 32 rows × 256 columns)
+  for (auto [m, n, k] : std::vector<std::array<int64_t, 3>>{{2048, 49, 512}, {512, 196, 4608}, {130, 49, 333}}) {
+    auto b = loop::matmul_blocking(m, n, k, 1, 2, p);
+    EXPECT_EQ(b.msplit, 2) << m << "x" << n << "x" << k;
+    EXPECT_GE(b.nc, n) << m << "x" << n << "x" << k;
+  }
+  auto wide = loop::matmul_blocking(32, 256, 784, 1, 2, p);
+  EXPECT_EQ(wide.msplit, 1);
+  EXPECT_EQ(jobs(wide, 256, 1), 2);
   // symbolic sizes: the caps
   auto s = loop::matmul_blocking(-1, -1, -1, -1, 2, p);
   EXPECT_EQ(s.nc, p.nc);
