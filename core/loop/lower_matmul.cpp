@@ -318,7 +318,18 @@ LoopFunc MatmulLowering::run() {
     // B is read across its rows (x @ W^T: a column of the panel is a row of W): panel by
     // panel, so each k reads one element from each of NR rows, the same NR cache lines for
     // 16 consecutive k. Row by row of B would touch nc lines per k, more than L1 holds.
-    packb = make_for("jp", ceil_div(nc, P.nr), {make_for("kk", kc, {packb_c}, "pack B: k")}, "pack B: NR-wide panels (B^T)");
+    // Whole panels load without the column guard; only a ragged last panel keeps it.
+    std::vector<Stmt> panel{make_for("kk", kc, {packb_c}, "pack B: k")};
+    if (!cols_whole) {
+      Stmt whole = make_for("c", const_int(P.nr),
+                            {make_local_store("Bp", add(mul(add(mul(var("jp"), const_int(kc_blk_)), kk), const_int(P.nr)), var("c")),
+                                              load(pb, DType::F32, address(B, col, kk), in_range(B, col, kk)))},
+                            "pack B: panel column (whole panel)");
+      whole.annot.vectorize = true;
+      panel = {make_if(le(add(mul(var("jp"), const_int(P.nr)), const_int(P.nr)), nc),
+                       {make_for("kk", kc, {whole}, "pack B: k")}, std::move(panel))};
+    }
+    packb = make_for("jp", ceil_div(nc, P.nr), std::move(panel), "pack B: NR-wide panels (B^T)");
   }
   // pack A
   ExprRef row = add(mul(var("ip"), const_int(P.mr)), var("r"));
