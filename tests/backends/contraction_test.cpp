@@ -7,6 +7,7 @@
 
 #include "core/frontend/nn.h"
 #include "core/frontend/tensor.h"
+#include "core/loop/loop_print.h"
 #include "core/loop/lower.h"
 #include "diff_util.h"
 
@@ -236,6 +237,41 @@ TEST(Contraction, TransposedBMatchesInterpreter) {
   batch.add("batched x @ W^T", Graph::from_outputs({{"y", matmul(x3, transpose(w3, 0, 1)).node()}}));
   Tensor x4 = input("x", {64, 1, 37}), w4 = input("w", {61, 37});
   batch.add("batch 64 of one row @ W^T", Graph::from_outputs({{"y", matmul(x4, transpose(w4, 0, 1)).node()}}));
+  EXPECT_EQ(batch.run(), 0);
+}
+
+// An epilogue reading a tensor through the matmul's grouped dims (a residual over a conv's
+// output positions) splits the flat column into coordinates and sums them back: the
+// simplifier folds that to the flat index, so the write-back vectorizes.
+TEST(Contraction, SplitIndexSumsFoldBack) {
+  using namespace loop;
+  ExprRef x = add(var("n0"), var("c"));
+  auto split2 = add(add(mul(var("m"), const_int(196)), mul(binary(Op::IDiv, x, const_int(14)), const_int(14))),
+                    binary(Op::Mod, x, const_int(14)));
+  EXPECT_EQ(print_expr(split2), "((m*196) + (n0 + c))");
+  ExprRef h = binary(Op::Mod, binary(Op::IDiv, x, const_int(7)), const_int(5));
+  auto split3 = add(add(mul(binary(Op::IDiv, x, const_int(35)), const_int(35)), mul(h, const_int(7))), binary(Op::Mod, x, const_int(7)));
+  EXPECT_EQ(print_expr(split3), "(n0 + c)");
+  // different divisors, or a non-positive one: left alone
+  EXPECT_NE(print_expr(add(mul(binary(Op::IDiv, x, const_int(14)), const_int(14)), binary(Op::Mod, x, const_int(7)))), "(n0 + c)");
+  EXPECT_NE(print_expr(add(mul(binary(Op::IDiv, x, const_int(0)), const_int(0)), binary(Op::Mod, x, const_int(0)))), "(n0 + c)");
+  Tensor xi = input("x", {1, 8, 7, 7}), w = input("w", {12, 8, 1, 1}), r = input("r", {1, 12, 7, 7});
+  std::string ir = test::loop_ir_of(build_program(Graph::from_outputs({{"y", relu(conv2d(xi, w) + r).node()}})));
+  EXPECT_EQ(ir.find("% 7)"), std::string::npos) << ir;
+}
+
+TEST(Contraction, ResidualEpiloguesMatchInterpreter) {
+  test::DiffBatch batch;
+  Conv2dOptions same;
+  same.padding = {1, 1};
+  // {n, c, h, w, k, r}: 7x7 and ragged spatial sizes, batch 1 and 3, 1x1 and 3x3
+  for (auto [n, c, h, wd, k, r] : std::vector<std::array<int64_t, 6>>{
+           {1, 8, 7, 7, 12, 1}, {3, 5, 13, 11, 17, 3}, {1, 16, 14, 14, 40, 1}, {2, 3, 5, 9, 7, 3}}) {
+    Tensor x = input("x", {n, c, h, wd}), w = input("w", {k, c, r, r}), b = input("b", {k}), res = input("res", {n, k, h, wd});
+    std::string label = "conv + bias + residual + relu n" + std::to_string(n) + " " + std::to_string(h) + "x" +
+                        std::to_string(wd) + " " + std::to_string(r) + "x" + std::to_string(r);
+    batch.add(label, Graph::from_outputs({{"y", relu(conv2d(x, w, b, r == 3 ? same : Conv2dOptions{}) + res).node()}}));
+  }
   EXPECT_EQ(batch.run(), 0);
 }
 
