@@ -47,7 +47,8 @@ MatmulBlocking matmul_blocking(int64_t m, int64_t n, int64_t k, int64_t batch, i
 // The register tile and cache blocks for the machine lathe runs on (the c and llvm backends
 // compile for the host): the defaults on AVX-512; MR 6 × NR 16 on 8-lane AVX/AVX2, whose 16
 // vector registers hold 12 accumulators, the B row and the broadcast (8 × 32 would spill
-// 32 accumulators on every k). LATHE_MATMUL_TILE=MRxNRxLANES overrides (A/B comparisons).
+// 32 accumulators on every k); 6 × 8 on SSE. LATHE_MATMUL_TILE=MRxNRxLANES
+// overrides (A/B comparisons).
 MatmulParams host_matmul_params();
 
 LoopFunc lower_kernel(const KernelGraph& kg, int kernel);

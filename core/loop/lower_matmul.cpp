@@ -500,18 +500,21 @@ MatmulParams host_matmul_params() {
     if (!__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx")) {
       p.mr = 6, p.nr = 16, p.lanes = 8;
       p.mc = 144;
+    } else if (!__builtin_cpu_supports("avx")) {  // SSE: 16 registers of 4 lanes (8-lane vectors take two)
+      p.mr = 6, p.nr = 8, p.lanes = 8;
+      p.mc = 144;
     }
 #endif
-    if (const char* e = std::getenv("LATHE_MATMUL_TILE")) {
+    if (const char* e = std::getenv("LATHE_MATMUL_TILE"); e && *e) {
       int mr = 0, nr = 0, lanes = 0;
-      if (std::sscanf(e, "%dx%dx%d", &mr, &nr, &lanes) == 3 && mr > 0 && lanes > 0 && (lanes & (lanes - 1)) == 0 && lanes <= 16 &&
+      if (std::sscanf(e, "%dx%dx%d", &mr, &nr, &lanes) == 3 && mr > 0 && (lanes == 8 || lanes == 16) &&
           nr > 0 && nr % lanes == 0 &&
           mr <= 16 && nr <= 128) {
         p.mr = mr, p.nr = nr, p.lanes = lanes;
         p.mc = std::max(1, 128 / mr) * mr;
         p.nc = std::max(1, 512 / nr) * nr;
       } else {
-        throw UserError("LATHE_MATMUL_TILE='" + std::string(e) + "': expected MRxNRxLANES, LANES a power of two up to 16 and NR a multiple of it (e.g. 6x16x8)");
+        throw UserError("LATHE_MATMUL_TILE='" + std::string(e) + "': expected MRxNRxLANES, LANES 8 or 16 and NR a multiple of it (e.g. 6x16x8)");
       }
     }
     return p;

@@ -120,6 +120,7 @@ TEST(Contraction, EpiloguesMatchInterpreter) {
 // M a multiple of MR (8 or 6) and N of NR (32 or 16): every register tile is whole, so the
 // lowering leaves out the edge variant of the write-back and the row / column guards of the packing.
 TEST(Contraction, WholeTilesHaveNoEdgeCode) {
+  if (const char* e = std::getenv("LATHE_MATMUL_TILE"); e && *e) GTEST_SKIP() << "tile overridden by LATHE_MATMUL_TILE";
   Tensor x = input("x", {48, 70}), w = input("w", {70, 96}), b = input("b", {96});
   Program whole = build_program(Graph::from_outputs({{"y", gelu(matmul(x, w) + b).node()}}));
   std::string ir = test::loop_ir_of(whole);
@@ -279,10 +280,12 @@ TEST(Contraction, ResidualEpiloguesMatchInterpreter) {
 // and a broadcast): 16 registers without AVX-512, 32 with it.
 TEST(Contraction, HostTileFitsTheRegisters) {
   loop::MatmulParams p = loop::host_matmul_params();
-  if (std::getenv("LATHE_MATMUL_TILE")) GTEST_SKIP() << "tile overridden by LATHE_MATMUL_TILE";
+  if (const char* e = std::getenv("LATHE_MATMUL_TILE"); e && *e) GTEST_SKIP() << "tile overridden by LATHE_MATMUL_TILE";
   int regs = 32, bytes = 64;
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
   if (!__builtin_cpu_supports("avx512f")) regs = 16, bytes = __builtin_cpu_supports("avx") ? 32 : 16;
+#else
+  GTEST_SKIP() << "the host tile is chosen for x86 only";
 #endif
   int per_lane_regs = std::max(1, p.lanes * 4 / bytes);  // registers one `lanes`-wide vector takes
   int vectors = p.nr / p.lanes * per_lane_regs;
