@@ -1,6 +1,8 @@
 // loop_ir.cpp — loop IR builders and the small simplifier they apply (constant folding,
-// x+0, x*1, x*0, x/1, x%1, re-association of constants) plus substitution and walks.
+// x+0, x*1, x*0, x/1, x%1, re-association of constants, (x/c)*c + x%c) plus substitution and walks.
 #include "core/loop/loop_ir.h"
+
+#include <cstdint>
 
 #include "core/ir/diag.h"
 #include "core/runtime/host_tensor.h"
@@ -125,7 +127,53 @@ bool is_const(const ExprRef& e, int64_t v) {
   return is_float(e->dtype) ? e->f == static_cast<double>(v) : e->i == v;
 }
 
+namespace {
+
+bool same_expr(const ExprRef& a, const ExprRef& b) {
+  if (a == b) return true;
+  if (!a || !b || a->kind != b->kind || a->dtype != b->dtype || a->lanes != b->lanes || a->op != b->op || a->i != b->i ||
+      a->f != b->f || a->name != b->name || a->buffer != b->buffer || a->args.size() != b->args.size())
+    return false;
+  for (size_t j = 0; j < a->args.size(); ++j)
+    if (!same_expr(a->args[j], b->args[j])) return false;
+  return true;
+}
+
+bool is_op(const ExprRef& e, Op op) { return e->kind == ExprKind::Binary && e->op == op; }
+bool positive_const(const ExprRef& e) { return is_const(e) && e->i > 0; }
+
+// Index math that splits a flat index into coordinates and sums them back (a fused
+// epilogue addressing a tensor through a matmul's grouped dims): with c, d > 0,
+//   (x / c) * c + x % c         -> x
+//   ((x / c) % d) * c + x % c   -> x % (c * d)
+// (true for truncating and for flooring div/mod pairs alike). `hi` is the scaled term.
+ExprRef fold_div_mod(const ExprRef& hi, const ExprRef& lo) {
+  if (!is_op(hi, Op::Mul) || !is_op(lo, Op::Mod) || !positive_const(lo->args[1])) return nullptr;
+  const ExprRef& x = lo->args[0];
+  int64_t c = lo->args[1]->i;
+  if (!is_const(hi->args[1], c)) return nullptr;
+  const ExprRef& q = hi->args[0];
+  if (is_op(q, Op::IDiv) && is_const(q->args[1], c) && same_expr(q->args[0], x)) return x;
+  if (is_op(q, Op::Mod) && positive_const(q->args[1]) && is_op(q->args[0], Op::IDiv) &&
+      is_const(q->args[0]->args[1], c) && same_expr(q->args[0]->args[0], x)) {
+    int64_t d = q->args[1]->i;
+    if (d <= INT64_MAX / c) return binary(Op::Mod, x, const_int(c * d));
+  }
+  return nullptr;
+}
+
+}  // namespace
+
 ExprRef add(ExprRef a, ExprRef b) {
+  if (is_index_int(a) && is_index_int(b) && a->lanes == 1 && b->lanes == 1) {
+    if (auto r = fold_div_mod(a, b)) return r;
+    if (auto r = fold_div_mod(b, a)) return r;
+    // (A + hi) + lo: the split terms are summed one after another
+    if (is_op(a, Op::Add)) {
+      if (auto r = fold_div_mod(a->args[1], b)) return add(a->args[0], r);
+      if (auto r = fold_div_mod(b, a->args[1])) return add(a->args[0], r);
+    }
+  }
   if (!is_index_int(a) || !is_index_int(b)) {
     Expr e{ExprKind::Binary, a->dtype, std::max(a->lanes, b->lanes)};
     e.op = Op::Add;

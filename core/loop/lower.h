@@ -37,12 +37,19 @@ struct MatmulParams {
 // threads. The parallel jobs are batch × ceil(N / nc) × msplit; N is cut into equal
 // NR-multiple blocks, into a multiple of `threads` jobs where N allows (a 5-job loop on 2
 // threads runs at 3/5 of its speed), and M is split when there are fewer jobs than
-// threads. K and each job's M range are cut into equal blocks (KC a multiple of 8, MC of
+// threads (rather than N, when M is the longer side: each N block packs all of A). K and each job's M range are cut into equal blocks (KC a multiple of 8, MC of
 // MR), so no thin last block streams the packed panel for little work.
 struct MatmulBlocking {
   int64_t kc = 0, mc = 0, nc = 0, msplit = 1;
 };
 MatmulBlocking matmul_blocking(int64_t m, int64_t n, int64_t k, int64_t batch, int threads, const MatmulParams& p = {});
+
+// The register tile and cache blocks for the machine lathe runs on (the c and llvm backends
+// compile for the host): the defaults on AVX-512; MR 6 × NR 16 on 8-lane AVX/AVX2, whose 16
+// vector registers hold 12 accumulators, the B row and the broadcast (8 × 32 would spill
+// 32 accumulators on every k); 6 × 8 on SSE. LATHE_MATMUL_TILE=MRxNRxLANES
+// overrides (A/B comparisons).
+MatmulParams host_matmul_params();
 
 // plain = true: a matmul kernel is lowered as the plain reduction it is (a loop per output
 // dim, the reduction loop inside, the epilogue after it), not as the packed GEMM nest: the

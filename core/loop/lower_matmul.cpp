@@ -17,6 +17,9 @@
 // is precomputed once per block into a small table. The MR and NR/lanes loops of the
 // micro-kernel are unrolled here (constant indices), so the accumulators live in registers.
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <numeric>
 #include <thread>
 
 #include "core/ir/diag.h"
@@ -153,6 +156,15 @@ class MatmulLowering {
       if (x == d) c = c + k;
     if (!c.is_const() || c.value() < 0) return std::nullopt;
     return c.value();
+  }
+
+  // Does one k of B read its columns at consecutive addresses (the innermost N dim has
+  // coefficient 1, or there is only one column)?
+  bool b_columns_contiguous() const {
+    if (mm_.n_axes.empty()) return true;
+    int din = mm_.n_axes.back();
+    auto c = coef_of(mm_.b.addr, din);
+    return !c || *c == 1 || s_[din] == SymInt(1);
   }
 
   // Pack B run by run: a panel of NR columns spans at most two runs of the innermost N dim
@@ -300,7 +312,25 @@ LoopFunc MatmulLowering::run() {
   // N is B's contiguous dim; panel by panel would walk down the columns a row stride apart
   // (a page apart for wide B), defeating the prefetchers and the TLB.
   Stmt packb = make_for("kk", kc, {make_for("jp", ceil_div(nc, P.nr), {packb_c}, "pack B: NR-wide panels")}, "pack B: k");
-  if (auto runs = pack_b_runs(B, pb)) packb = std::move(*runs);
+  if (auto runs = pack_b_runs(B, pb)) {
+    packb = std::move(*runs);
+  } else if (!b_columns_contiguous()) {
+    // B is read across its rows (x @ W^T: a column of the panel is a row of W): panel by
+    // panel, so each k reads one element from each of NR rows, the same NR cache lines for
+    // 16 consecutive k. Row by row of B would touch nc lines per k, more than L1 holds.
+    // Whole panels load without the column guard; only a ragged last panel keeps it.
+    std::vector<Stmt> panel{make_for("kk", kc, {packb_c}, "pack B: k")};
+    if (!cols_whole) {
+      Stmt whole = make_for("c", const_int(P.nr),
+                            {make_local_store("Bp", add(mul(add(mul(var("jp"), const_int(kc_blk_)), kk), const_int(P.nr)), var("c")),
+                                              load(pb, DType::F32, address(B, col, kk), in_range(B, col, kk)))},
+                            "pack B: panel column (whole panel)");
+      whole.annot.vectorize = true;
+      panel = {make_if(le(add(mul(var("jp"), const_int(P.nr)), const_int(P.nr)), nc),
+                       {make_for("kk", kc, {whole}, "pack B: k")}, std::move(panel))};
+    }
+    packb = make_for("jp", ceil_div(nc, P.nr), std::move(panel), "pack B: NR-wide panels (B^T)");
+  }
   // each loop gets its own name (kb, cb: pack B; ka, ra: pack A; kk: the micro-kernel; wr,
   // wc: the write-back), so a schedule primitive's loop name means one loop
   std::vector<Stmt> packb_v{std::move(packb)};
@@ -447,8 +477,18 @@ MatmulBlocking matmul_blocking(int64_t m, int64_t n, int64_t k, int64_t batch, i
   if (n > 0 && batch > 0) {
     int64_t panels = ceil_div(n, p.nr), fewest = ceil_div(panels, p.nc / p.nr);
     int64_t per_block = ceil_div(panels, fewest);
+    // Too few jobs for the threads: each extra N block packs all of A (M × K) again, each
+    // extra M split all of B (N × K), so split the longer side (a late convolution layer:
+    // 2048 channels × 49 positions splits M).
+    // The splits make a job count the threads divide, when M has the rows for them.
+    bool split_m = false;
+    int64_t want_ms = 1, nblocks = ceil_div(panels, per_block);
+    if (batch * nblocks < threads && m > n) {
+      want_ms = threads / std::gcd<int64_t>(batch * nblocks, threads);
+      split_m = want_ms <= ceil_div(m, p.mr);
+    }
     // up to twice the fewest N blocks (or one per thread), for a job count the threads divide
-    for (int64_t blocks = fewest; blocks <= std::min(panels, std::max<int64_t>(2 * fewest, threads)); ++blocks) {
+    for (int64_t blocks = fewest; !split_m && blocks <= std::min(panels, std::max<int64_t>(2 * fewest, threads)); ++blocks) {
       int64_t per = ceil_div(panels, blocks);
       if ((batch * ceil_div(panels, per)) % threads == 0) {
         per_block = per;
@@ -457,7 +497,8 @@ MatmulBlocking matmul_blocking(int64_t m, int64_t n, int64_t k, int64_t batch, i
     }
     b.nc = per_block * p.nr;
     int64_t jobs = batch * ceil_div(n, b.nc);
-    if (jobs < threads && m > 0) b.msplit = std::min<int64_t>(ceil_div(threads, jobs), ceil_div(m, p.mr));
+    if (split_m) b.msplit = want_ms;
+    else if (jobs < threads && m > 0) b.msplit = std::min<int64_t>(ceil_div(threads, jobs), ceil_div(m, p.mr));
   }
   b.mc = p.mc;
   if (m > 0) {
@@ -466,6 +507,35 @@ MatmulBlocking matmul_blocking(int64_t m, int64_t n, int64_t k, int64_t batch, i
     b.mc = std::min<int64_t>(p.mc, ceil_div(rows, ceil_div(rows, max_rows)) * p.mr);
   }
   return b;
+}
+
+MatmulParams host_matmul_params() {
+  static const MatmulParams params = [] {
+    MatmulParams p;
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+    if (!__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx")) {
+      p.mr = 6, p.nr = 16, p.lanes = 8;
+      p.mc = 144;
+    } else if (!__builtin_cpu_supports("avx")) {  // SSE: 16 registers of 4 lanes (8-lane vectors take two)
+      p.mr = 6, p.nr = 8, p.lanes = 8;
+      p.mc = 144;
+    }
+#endif
+    if (const char* e = std::getenv("LATHE_MATMUL_TILE"); e && *e) {
+      int mr = 0, nr = 0, lanes = 0;
+      if (std::sscanf(e, "%dx%dx%d", &mr, &nr, &lanes) == 3 && mr > 0 && (lanes == 8 || lanes == 16) &&
+          nr > 0 && nr % lanes == 0 &&
+          mr <= 16 && nr <= 128) {
+        p.mr = mr, p.nr = nr, p.lanes = lanes;
+        p.mc = std::max(1, 128 / mr) * mr;
+        p.nc = std::max(1, 512 / nr) * nr;
+      } else {
+        throw UserError("LATHE_MATMUL_TILE='" + std::string(e) + "': expected MRxNRxLANES, LANES 8 or 16 and NR a multiple of it (e.g. 6x16x8)");
+      }
+    }
+    return p;
+  }();
+  return params;
 }
 
 LoopFunc lower_matmul_kernel(const KernelGraph& kg, int kernel, const MatmulParams& P) {

@@ -1,10 +1,13 @@
 // contraction_test.cpp — convolutions and other grouped contractions through the packed
 // matmul lowering (implicit im2col in the packing step), and matmuls with fused epilogues
 // (bias, GELU, residual), against the interpreter on the backend under test.
+#include <algorithm>
 #include <array>
+#include <cstdlib>
 
 #include "core/frontend/nn.h"
 #include "core/frontend/tensor.h"
+#include "core/loop/loop_print.h"
 #include "core/loop/lower.h"
 #include "diff_util.h"
 
@@ -60,6 +63,9 @@ TEST(Contraction, ConvShapesMatchInterpreter) {
       {2, 3, 8, 40, 7, 3, 3, {1, 1}, {2, 2}, {2, 2}, 1, false},     // dilation 2
       {1, 5, 2, 64, 33, 1, 1, {1, 1}, {0, 0}, {1, 1}, 1, false},    // 1x1, rows of exactly 2 panels
       {3, 2, 5, 33, 4, 2, 5, {1, 1}, {0, 2}, {1, 1}, 1, false},     // 33-wide rows, asymmetric kernel
+      // late layers: more channels than positions, M split over the threads
+      {1, 23, 7, 7, 130, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, true},    // 3x3 at 7x7, prime channels
+      {1, 19, 13, 13, 71, 1, 1, {2, 2}, {0, 0}, {1, 1}, 1, false},  // 1x1 stride 2 (downsample)
   };
   for (auto& c : cases) {
     std::string label = "conv n" + std::to_string(c.n) + " c" + std::to_string(c.c) + " " + std::to_string(c.h) + "x" +
@@ -111,10 +117,11 @@ TEST(Contraction, EpiloguesMatchInterpreter) {
   EXPECT_EQ(batch.run(), 0);
 }
 
-// M a multiple of MR (8) and N of NR (32): every register tile is whole, so the lowering
-// leaves out the edge variant of the write-back and the row / column guards of the packing.
+// M a multiple of MR (8 or 6) and N of NR (32 or 16): every register tile is whole, so the
+// lowering leaves out the edge variant of the write-back and the row / column guards of the packing.
 TEST(Contraction, WholeTilesHaveNoEdgeCode) {
-  Tensor x = input("x", {40, 70}), w = input("w", {70, 96}), b = input("b", {96});
+  if (const char* e = std::getenv("LATHE_MATMUL_TILE"); e && *e) GTEST_SKIP() << "tile overridden by LATHE_MATMUL_TILE";
+  Tensor x = input("x", {48, 70}), w = input("w", {70, 96}), b = input("b", {96});
   Program whole = build_program(Graph::from_outputs({{"y", gelu(matmul(x, w) + b).node()}}));
   std::string ir = test::loop_ir_of(whole);
   EXPECT_EQ(ir.find("(edge)"), std::string::npos) << ir;
@@ -127,7 +134,7 @@ TEST(Contraction, WholeTilesHaveNoEdgeCode) {
 
 TEST(Contraction, WholeTilesMatchInterpreter) {
   test::DiffBatch batch;
-  Tensor x = input("x", {40, 300}), w = input("w", {300, 96}), b = input("b", {96});
+  Tensor x = input("x", {48, 300}), w = input("w", {300, 96}), b = input("b", {96});
   batch.add("whole tiles, K split, bias + gelu", Graph::from_outputs({{"y", gelu(matmul(x, w) + b, "tanh").node()}}));
   // one N block: the M range is split over the threads (each split a multiple of MR)
   Tensor x2 = input("x", {40, 24}), w2 = input("w", {24, 32});
@@ -171,6 +178,16 @@ TEST(Contraction, BlockingNestsAndSplitsJobsEvenly) {
             EXPECT_EQ(jobs(b, n, batch) % threads, 0) << what << " nc=" << b.nc;
           }
         }
+  // one N block and fewer jobs than threads: the longer side is split (M for a late conv
+  // layer's 2048 channels × 49 positions, N for 32 rows × 256 columns)
+  for (auto [m, n, k] : std::vector<std::array<int64_t, 3>>{{2048, 49, 512}, {512, 196, 4608}, {130, 49, 333}}) {
+    auto b = loop::matmul_blocking(m, n, k, 1, 2, p);
+    EXPECT_EQ(b.msplit, 2) << m << "x" << n << "x" << k;
+    EXPECT_GE(b.nc, n) << m << "x" << n << "x" << k;
+  }
+  auto wide = loop::matmul_blocking(32, 256, 784, 1, 2, p);
+  EXPECT_EQ(wide.msplit, 1);
+  EXPECT_EQ(jobs(wide, 256, 1), 2);
   // symbolic sizes: the caps
   auto s = loop::matmul_blocking(-1, -1, -1, -1, 2, p);
   EXPECT_EQ(s.nc, p.nc);
@@ -194,6 +211,87 @@ TEST(Contraction, BalancedBlocksMatchInterpreter) {
   Tensor q = input("q", {3, 20, 24}), k = input("k", {3, 64, 24});
   batch.add("odd batch: N split to even the jobs", Graph::from_outputs({{"y", (matmul(q, transpose(k, 1, 2)) * 0.125).node()}}));
   EXPECT_EQ(batch.run(), 0);
+}
+
+// x @ W^T (a tied LM head, a linear layer with W stored [out, in]): B's columns are W's
+// rows, so B is packed panel by panel (NR rows of W at a time), not across all nc rows per k.
+TEST(Contraction, TransposedBIsPackedPanelByPanel) {
+  Tensor x = input("x", {5, 40}), w = input("w", {70, 40});
+  std::string ir = test::loop_ir_of(build_program(Graph::from_outputs({{"y", matmul(x, transpose(w, 0, 1)).node()}})));
+  EXPECT_NE(ir.find("pack B: NR-wide panels (B^T)"), std::string::npos) << ir;
+  Tensor w2 = input("w", {40, 70});
+  std::string plain = test::loop_ir_of(build_program(Graph::from_outputs({{"y", matmul(x, w2).node()}})));
+  EXPECT_EQ(plain.find("(B^T)"), std::string::npos) << plain;
+}
+
+TEST(Contraction, TransposedBMatchesInterpreter) {
+  test::DiffBatch batch;
+  // {M, N, K}: batch-1 rows, a prime vocabulary, K over one KC block, 64 rows with ragged tiles
+  for (auto [m, n, k] : std::vector<std::array<int64_t, 3>>{{1, 1031, 300}, {7, 257, 77}, {64, 263, 300}, {13, 5, 3}}) {
+    Tensor x = input("x", {m, k}), w = input("w", {n, k}), b = input("b", {n});
+    std::string label = "x @ W^T " + std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k);
+    batch.add(label, Graph::from_outputs({{"y", matmul(x, transpose(w, 0, 1)).node()}}));
+    batch.add(label + " + bias + gelu", Graph::from_outputs({{"y", gelu(matmul(x, transpose(w, 0, 1)) + b).node()}}));
+  }
+  // batched x @ W^T sharing one W (batch 3, then 64 of 1 row each)
+  Tensor x3 = input("x", {3, 9, 50}), w3 = input("w", {101, 50});
+  batch.add("batched x @ W^T", Graph::from_outputs({{"y", matmul(x3, transpose(w3, 0, 1)).node()}}));
+  Tensor x4 = input("x", {64, 1, 37}), w4 = input("w", {61, 37});
+  batch.add("batch 64 of one row @ W^T", Graph::from_outputs({{"y", matmul(x4, transpose(w4, 0, 1)).node()}}));
+  EXPECT_EQ(batch.run(), 0);
+}
+
+// An epilogue reading a tensor through the matmul's grouped dims (a residual over a conv's
+// output positions) splits the flat column into coordinates and sums them back: the
+// simplifier folds that to the flat index, so the write-back vectorizes.
+TEST(Contraction, SplitIndexSumsFoldBack) {
+  using namespace loop;
+  ExprRef x = add(var("n0"), var("c"));
+  auto split2 = add(add(mul(var("m"), const_int(196)), mul(binary(Op::IDiv, x, const_int(14)), const_int(14))),
+                    binary(Op::Mod, x, const_int(14)));
+  EXPECT_EQ(print_expr(split2), "((m*196) + (n0 + c))");
+  ExprRef h = binary(Op::Mod, binary(Op::IDiv, x, const_int(7)), const_int(5));
+  auto split3 = add(add(mul(binary(Op::IDiv, x, const_int(35)), const_int(35)), mul(h, const_int(7))), binary(Op::Mod, x, const_int(7)));
+  EXPECT_EQ(print_expr(split3), "(n0 + c)");
+  // different divisors, or a non-positive one: left alone
+  EXPECT_NE(print_expr(add(mul(binary(Op::IDiv, x, const_int(14)), const_int(14)), binary(Op::Mod, x, const_int(7)))), "(n0 + c)");
+  EXPECT_NE(print_expr(add(mul(binary(Op::IDiv, x, const_int(0)), const_int(0)), binary(Op::Mod, x, const_int(0)))), "(n0 + c)");
+  Tensor xi = input("x", {1, 8, 7, 7}), w = input("w", {12, 8, 1, 1}), r = input("r", {1, 12, 7, 7});
+  std::string ir = test::loop_ir_of(build_program(Graph::from_outputs({{"y", relu(conv2d(xi, w) + r).node()}})));
+  EXPECT_EQ(ir.find("% 7)"), std::string::npos) << ir;
+}
+
+TEST(Contraction, ResidualEpiloguesMatchInterpreter) {
+  test::DiffBatch batch;
+  Conv2dOptions same;
+  same.padding = {1, 1};
+  // {n, c, h, w, k, r}: 7x7 and ragged spatial sizes, batch 1 and 3, 1x1 and 3x3
+  for (auto [n, c, h, wd, k, r] : std::vector<std::array<int64_t, 6>>{
+           {1, 8, 7, 7, 12, 1}, {3, 5, 13, 11, 17, 3}, {1, 16, 14, 14, 40, 1}, {2, 3, 5, 9, 7, 3}}) {
+    Tensor x = input("x", {n, c, h, wd}), w = input("w", {k, c, r, r}), b = input("b", {k}), res = input("res", {n, k, h, wd});
+    std::string label = "conv + bias + residual + relu n" + std::to_string(n) + " " + std::to_string(h) + "x" +
+                        std::to_string(wd) + " " + std::to_string(r) + "x" + std::to_string(r);
+    batch.add(label, Graph::from_outputs({{"y", relu(conv2d(x, w, b, r == 3 ? same : Conv2dOptions{}) + res).node()}}));
+  }
+  EXPECT_EQ(batch.run(), 0);
+}
+
+// The register tile fits the host's vector registers (MR × NR/lanes accumulators, the B row
+// and a broadcast): 16 registers without AVX-512, 32 with it.
+TEST(Contraction, HostTileFitsTheRegisters) {
+  loop::MatmulParams p = loop::host_matmul_params();
+  if (const char* e = std::getenv("LATHE_MATMUL_TILE"); e && *e) GTEST_SKIP() << "tile overridden by LATHE_MATMUL_TILE";
+  int regs = 32, bytes = 64;
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+  if (!__builtin_cpu_supports("avx512f")) regs = 16, bytes = __builtin_cpu_supports("avx") ? 32 : 16;
+#else
+  GTEST_SKIP() << "the host tile is chosen for x86 only";
+#endif
+  int per_lane_regs = std::max(1, p.lanes * 4 / bytes);  // registers one `lanes`-wide vector takes
+  int vectors = p.nr / p.lanes * per_lane_regs;
+  EXPECT_LE(p.mr * vectors + vectors + 1, regs) << "MR " << p.mr << " NR " << p.nr << " lanes " << p.lanes;
+  EXPECT_EQ(p.mc % p.mr, 0);
+  EXPECT_EQ(p.nc % p.nr, 0);
 }
 
 }  // namespace
