@@ -301,7 +301,7 @@ int run_bench(const std::vector<std::string>& args) {
   return failures ? 1 : 0;
 }
 
-LATHE_COMMAND("bench", "run the benchmark suite (eltwise, softmax, layernorm, matmul, …) with peers", run_bench);
+LATHE_COMMAND("bench", "run the benchmark suite (eltwise, softmax, layernorm, matmul, …) with peers; --models DIR: whole networks", run_bench);
 
 }  // namespace
 }  // namespace lathe::app

@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -43,12 +44,26 @@ std::shared_ptr<const MappedFile> MappedFile::open(const std::string& path) {
     }
     m->data_ = static_cast<std::byte*>(p);
   }
-  ::close(fd);
+  m->fd_ = fd;  // kept for read()
   return m;
 }
 
 MappedFile::~MappedFile() {
   if (data_) ::munmap(data_, size_);
+  if (fd_ >= 0) ::close(fd_);
+}
+
+void MappedFile::read(size_t offset, void* dst, size_t n) const {
+  auto* out = static_cast<char*>(dst);
+  while (n) {
+    ssize_t r = ::pread(fd_, out, std::min<size_t>(n, size_t(1) << 30), static_cast<off_t>(offset));
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) throw UserError("cannot read " + path_ + " at offset " + std::to_string(offset) + ": " +
+                                (r < 0 ? std::strerror(errno) : "the file is shorter than when it was opened"));
+    out += r;
+    offset += static_cast<size_t>(r);
+    n -= static_cast<size_t>(r);
+  }
 }
 
 HostTensor tensor_in_file(const std::shared_ptr<const MappedFile>& file, size_t offset, DType dtype,
@@ -60,7 +75,7 @@ HostTensor tensor_in_file(const std::shared_ptr<const MappedFile>& file, size_t 
     return HostTensor(dtype, std::move(shape), std::move(keep));
   }
   HostTensor t(dtype, std::move(shape));
-  if (t.nbytes()) std::memcpy(t.data(), p, t.nbytes());
+  if (t.nbytes()) file->read(offset, t.data(), t.nbytes());
   return t;
 }
 

@@ -29,16 +29,21 @@ class MappedFile {
   const std::byte* data() const { return data_; }
   size_t size() const { return size_; }
   const std::string& path() const { return path_; }
+  // Reads bytes [offset, offset + n) into dst with pread (not through the mapping, whose
+  // pages then stay untouched). UserError when the file cannot be read.
+  void read(size_t offset, void* dst, size_t n) const;
 
  private:
   MappedFile() = default;
+  int fd_ = -1;
   std::byte* data_ = nullptr;
   size_t size_ = 0;
   std::string path_;
 };
 
 // A tensor over bytes [offset, offset + nbytes) of the mapping, without copying when the
-// address suits the dtype's alignment (else an aligned copy). The caller checks bounds.
+// address suits the dtype's alignment; else the bytes are read once (pread) into an aligned
+// buffer, leaving the mapping's pages for them untouched. The caller checks bounds.
 HostTensor tensor_in_file(const std::shared_ptr<const MappedFile>& file, size_t offset, DType dtype,
                           std::vector<int64_t> shape);
 

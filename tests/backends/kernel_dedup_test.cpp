@@ -2,6 +2,8 @@
 // compiled once (backends/kernel_dedup.h) and still run on their own buffers.
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "backends/backend.h"
 #include "backends/kernel_dedup.h"
 #include "core/frontend/nn.h"
