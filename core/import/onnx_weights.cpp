@@ -54,8 +54,7 @@ struct Reader {
         body = p;
         if (n > static_cast<uint64_t>(end - p)) {
           declared = n;
-          return fail("field " + std::to_string(number) + " declares " + std::to_string(n) + " bytes, " +
-                      std::to_string(end - p) + " remain");
+          return fail("it declares " + std::to_string(n) + " bytes, " + std::to_string(end - p) + " remain");
         }
         p += n;
         return true;
@@ -178,7 +177,7 @@ bool strip_graph(const uint8_t* base, const uint8_t* b, const uint8_t* e, std::s
       if (out) put_len_field(*out, num, t);
     } else if (!ok) {
       why = "the file ends inside " + (num == kGraphNode ? node_label(body, e, nodes) : "graph field " + std::to_string(num)) +
-            " (" + r.why + ")";
+            ": " + r.why;
       return false;
     } else {
       if (num == kGraphNode) ++nodes;
@@ -201,9 +200,9 @@ std::optional<StrippedModel> strip_weights(const uint8_t* data, size_t size, std
     if (!r.field(num, type, start, body)) {
       if (num == kModelGraph && body) {  // the graph runs past the end: find where inside it
         std::vector<std::optional<ByteRange>> ignored;
-        if (strip_graph(data, body, data + size, nullptr, ignored, why)) why = "the file ends inside the graph (" + r.why + ")";
+        if (strip_graph(data, body, data + size, nullptr, ignored, why)) why = "the file ends inside the graph: " + r.why;
       } else {
-        why = r.why;
+        why = (body ? "field " + std::to_string(num) + " of the model: " : "") + r.why;
       }
       if (problem) *problem = why;
       return std::nullopt;
