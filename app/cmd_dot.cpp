@@ -14,7 +14,8 @@
 
 #include "app/cli.h"
 #include "app/commands.h"
-#include "core/schedule/kernel_graph.h"
+#include "core/schedule/kernel_view.h"
+#include "core/schedule/program.h"
 #include "app/graphviz_render.h"
 #include "core/ir/diag.h"
 #include "core/ir/dot.h"
@@ -23,22 +24,11 @@
 namespace lathe::app {
 namespace {
 
-// The kernel level draws the scheduler's fused kernels: each primitive node is put in the
-// first kernel that computes it (a node inlined into several kernels is recomputed there;
-// drawing it once keeps the picture readable). Sources (inputs, constants) stay outside.
-void add_kernel_grouping(const Graph& g, DotOptions& opt) {
-  auto kg = std::make_shared<KernelGraph>(schedule_graph(g));
-  for (auto& k : kg->kernels) opt.group_names.push_back(k.name + " (" + k.kind + ")");
-  opt.group_of = [kg](NodeRef n) {
-    auto it = kg->kernels_of.find(n);
-    return it == kg->kernels_of.end() || it->second.empty() ? -1 : it->second.front();
-  };
-}
-
 int run_dot(const std::vector<std::string>& args) {
   CLI::App cli{"Draws a graph with Graphviz.\n\n"
                "Levels: tensor (composites such as softmax as single boxes, the default), primitive\n"
-               "(every principal op), kernel (the scheduler's fused kernels). The output kind follows\n"
+               "(every principal op), kernel (the fused kernels of `lathe kernels`, an edge per buffer a\n"
+               "kernel reads, as the app draws them). The output kind follows\n"
                "OUT's extension: .dot (DOT text), .svg, .png or .pdf (rendered with Graphviz).",
                "lathe dot"};
   std::string file, out, level_name = "tensor";
@@ -59,8 +49,16 @@ int run_dot(const std::vector<std::string>& args) {
   DotOptions opt;
   opt.level = *dot_level_from_name(level_name);
   opt.title = std::filesystem::path(file).filename().string() + " (" + level_name + " level)";
-  if (opt.level == DotLevel::Kernel) add_kernel_grouping(g, opt);
-  std::string dot = graph_to_dot(g, opt);
+  std::string dot;
+  if (opt.level == DotLevel::Kernel) {
+    // the kernels `lathe kernels` lists (build_program's, rescheduling included), drawn as
+    // the app draws them: a box per kernel and per source buffer, an edge per buffer read
+    BuildOptions bo;
+    bo.default_schedule = false;
+    dot = kernel_level_to_dot(build_program(g, bo).kg, opt.title);
+  } else {
+    dot = graph_to_dot(g, opt);
+  }
 
   if (out.empty()) {
     std::cout << dot;

@@ -5,7 +5,6 @@
 //   --demo [LAYERS]     the built-in MLP (views/demo_graph.h) instead of FILE
 //   --level L           start at tensor | primitive | kernel
 //   --select TEXT       select the first node whose summary contains TEXT (or input TEXT)
-//   --size WxH          headless window size (default 1280x800)
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
@@ -87,8 +86,11 @@ int run_gui_command(const std::vector<std::string>& args) {
   CLI::App cli{"The desktop app: the graph at every level, the inspector, the rewrite timeline, kernels,\n"
                "profile and a Lua console. FILE defaults to the first samples/*.lathe.\n"
                "With --screenshot it renders N frames offscreen (Xvfb is enough), writes the PNG and exits.\n\n"
-               "Mouse and keys: drag = pan, wheel = zoom, F = fit, click = select (a composite expands),\n"
-               "right-click = expand/collapse, Ctrl+F = search, Ctrl+O = open, F5 = reload.\n\n"
+               "Mouse and keys: drag = pan, wheel = zoom, F = fit (readable from the top; again: all),\n"
+               "click = select (a collapsed scope expands in place; a frame's title collapses it),\n"
+               "right-click = expand/collapse, Ctrl+F = search, Ctrl+O = open, F5 = reload.\n"
+               "Large graphs open at their top level: scopes (lathe.scope, composite calls, ONNX node paths)\n"
+               "as boxes; weights and constants are attributes of their reader (the Weights box shows them).\n\n"
                "Compile (Kernels panel) adds the kernel level and kernel colours; Profile (Profile panel) adds\n"
                "times, a sortable table, a bar chart, a roofline and heat colours; Run (Inspector > Values)\n"
                "shows a node's min / max / mean / NaNs and histogram. Selecting a kernel outlines its nodes.\n"
@@ -96,7 +98,8 @@ int run_gui_command(const std::vector<std::string>& args) {
                "Timeline: step / back / run rewrites, breakpoints on rules (Run stops before one fires) and\n"
                "per-rule stats; Rules: edit the rules file, save and reload (a bad rule shows file:line).\n"
                "A --script drives the app through the `gui` Lua table (gui.compile, gui.profile, gui.level,\n"
-               "gui.select_kernel, gui.tab, gui.state, gui.rewrite, gui.breakpoint, gui.timeline,\n"
+               "gui.select_kernel, gui.expand, gui.collapse, gui.weights, gui.boxes, gui.tab, gui.state,\n"
+               "gui.rewrite, gui.breakpoint, gui.timeline,\n"
                "gui.edit_rules, gui.save_rules, gui.frames, gui.screenshot, …; see the README).",
                "lathe gui"};
   std::string file, script, screenshot, level, select, size;
@@ -110,7 +113,7 @@ int run_gui_command(const std::vector<std::string>& args) {
   cli.add_option("--level", level, "tensor | primitive | kernel")
       ->check(CLI::IsMember({"tensor", "primitive", "kernel"}))->group("");
   cli.add_option("--select", select, "select the first node matching TEXT")->group("");
-  cli.add_option("--size", size, "headless window size WxH")->group("");
+  cli.add_option("--size", size, "window size WxH (with --screenshot: the image's size; default 1280x800)");
   if (int rc = parse_cli(cli, args); rc >= 0) return rc;
 #ifdef HAVE_LATHE_VIEWS
   views::GuiOptions o;
@@ -124,9 +127,10 @@ int run_gui_command(const std::vector<std::string>& args) {
     o.demo = true;
     o.demo_layers = demo_layers < 0 ? 2 : demo_layers;
   }
-  if (!size.empty() && std::sscanf(size.c_str(), "%dx%d", &o.width, &o.height) != 2) {
-    std::cerr << "lathe gui: --size wants WxH, e.g. 1280x800\n";
-    return 2;
+  if (!size.empty() && (std::sscanf(size.c_str(), "%dx%d", &o.width, &o.height) != 2 || o.width < 320 ||
+                        o.height < 240 || o.width > 8192 || o.height > 8192)) {
+    std::cerr << "lathe gui: --size wants WxH between 320x240 and 8192x8192, e.g. 1920x1080 (got '" << size << "')\n";
+    return 1;
   }
 #ifdef HAVE_LATHE_SCRIPTING
   auto wb = std::make_shared<script::Workbench>();

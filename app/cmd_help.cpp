@@ -18,7 +18,7 @@ int lua_help(const std::string& topic) {
   script::Workbench bench;  // registering the module fills the help table
   auto r = bench.help(topic);
   if (!r.ok) {
-    std::cerr << "lathe help: no topic '" << topic << "' (a command, `lua`, a Lua function, or a :command)\n";
+    std::cerr << "lathe help: no topic '" << topic << "' (a command, `lua`, a Lua function as listed (k:split), a :command, `patterns`)\n";
     return 1;
   }
   std::cout << r.output << "\n";
@@ -76,8 +76,9 @@ int run_help(const std::vector<std::string>& args) {
     std::cout << "  " << n << std::string(w - n.size() + 2, ' ') << c.summary << "\n";
   }
   std::cout << "\n`lathe help COMMAND` or `lathe COMMAND --help` for details; `lathe help lua` lists the\n"
-               "Lua API, `lathe help NAME` documents one function (matmul, lathe.randn, Session:step),\n"
-               "`lathe help environment` lists the environment variables.\n";
+               "Lua API, `lathe help NAME` documents one function as listed there (matmul, lathe.randn, s:step,\n"
+               "k:split, gui.compile), `lathe help patterns` the rule pattern syntax, `lathe help environment`\n"
+               "the environment variables.\n";
   return 0;
 }
 

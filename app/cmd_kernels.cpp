@@ -26,9 +26,11 @@ int run_kernels(const std::vector<std::string>& args) {
   CLI::App cli{"Prints the fused kernels of a graph and their code.\n\n"
                "--show loop    the loop IR after the default schedule (the default)\n"
                "--show source  the backend's source (C for c, LLVM IR for llvm, CUDA C for cuda)\n"
-               "--show asm     assembly (c backend: cc -S with the same flags)\n"
+               "--show optimized  the backend's source after its optimizer (llvm: the IR after O3)\n"
+               "--show asm     assembly (c: cc -S with the same flags; llvm: the JIT's; cuda: PTX, no driver needed)\n"
                "--show none    only the kernel list\n"
-               "--no-schedule  plain loops, before the default heuristics",
+               "--no-schedule  plain loops, before the default heuristics (a matmul as its plain\n"
+               "               reduction, not the packed GEMM nest; what p:kernel(i):reset(true) gives)",
                "lathe kernels"};
   std::string file, backend = default_backend(), show = "loop";
   bool no_schedule = false;
@@ -37,7 +39,8 @@ int run_kernels(const std::vector<std::string>& args) {
   auto* sample_opt = cli.add_option("--sample", sample, "a built-in sample or bench workload instead of FILE (e.g. softmax)");
   file_opt->excludes(sample_opt);
   cli.add_option("--backend", backend, "interp | c | llvm | cuda (default: " + default_backend() + ")");
-  cli.add_option("--show", show, "loop | source | asm | none")->check(CLI::IsMember({"loop", "source", "asm", "none"}));
+  cli.add_option("--show", show, "loop | source | optimized | asm | none")
+      ->check(CLI::IsMember({"loop", "source", "optimized", "asm", "none"}));
   cli.add_flag("--no-schedule", no_schedule, "show the loops before the default schedule");
   if (int rc = parse_cli(cli, args); rc >= 0) return rc;
   if (file.empty() && sample.empty()) {
@@ -51,14 +54,15 @@ int run_kernels(const std::vector<std::string>& args) {
   Program p = build_program(g, bo);
   std::shared_ptr<CompiledProgram> compiled;
   if (show == "asm") {
-    if (auto why = b.available(); !why.empty()) throw UserError("--show asm needs backend '" + backend + "': " + why);
+    if (auto why = b.can_compile(); !why.empty()) throw UserError("--show asm needs backend '" + backend + "': " + why);
     if (auto why = b.supports_graph(g); !why.empty()) throw UserError("backend '" + backend + "' cannot run " + why);
     compiled = b.compile(p);
   }
-  std::cout << "# " << p.num_kernels() << " kernels from " << g.size() << " nodes (backend " << backend << ")\n";
+  auto count = [](size_t n, const char* word) { return std::to_string(n) + " " + word + (n == 1 ? "" : "s"); };
+  std::cout << "# " << count(p.num_kernels(), "kernel") << " from " << count(g.size(), "node") << " (backend " << backend << ")\n";
   for (int i = 0; i < p.num_kernels(); ++i) {
     const Kernel& k = p.kg.kernels[i];
-    std::cout << "\n## " << k.name << "  (" << k.kind << ", " << k.nodes.size() << " nodes:";
+    std::cout << "\n## " << k.name << "  (" << k.kind << ", " << count(k.nodes.size(), "node") << ":";
     size_t shown = 0;
     for (NodeRef n : k.nodes) {
       if (++shown > 12) { std::cout << " …"; break; }
@@ -70,6 +74,10 @@ int run_kernels(const std::vector<std::string>& args) {
     std::cout << "\n";
     if (show == "loop") std::cout << loop::print_loop(p.funcs[i]);
     else if (show == "source") std::cout << b.render(p, i);
+    else if (show == "optimized") {
+      std::string o = b.render_optimized(p, i);
+      std::cout << (o.empty() ? "(backend '" + backend + "' has no optimizer stage: --show source is what it compiles)\n" : o);
+    }
     else if (show == "asm") {
       std::string a = compiled->assembly(i);
       std::cout << (a.empty() ? "(backend '" + backend + "' cannot show assembly)\n" : a);

@@ -6,8 +6,9 @@
 // A PATH is a test directory (it holds model.onnx) or a directory of them (one level,
 // sorted by name). Inputs bind to the model's graph inputs in order (initializers listed
 // as inputs by old opsets are skipped); outputs compare with rtol 1e-3, atol 1e-7 as the
-// ONNX runner does. SKIP means Lathe does not support something the test needs (an op, a
-// dtype, a dynamic shape input); anything else that goes wrong is a FAIL. Each test runs
+// ONNX runner does (--rtol / --atol change them; --max-rel compares max|d| against
+// rtol·max|ref| instead, the rule for real-size models). SKIP means Lathe does not
+// support something the test needs (an op, a dtype, a dynamic shape input); anything else that goes wrong is a FAIL. Each test runs
 // inside try/catch; with --timeout each also runs in a forked child, so a hang or a crash
 // fails that test alone.
 //
@@ -43,7 +44,6 @@ namespace fs = std::filesystem;
 
 [[maybe_unused]] const bool kOnnxLoaderRegistered = (register_onnx_loader(), true);
 
-constexpr double kRtol = 1e-3, kAtol = 1e-7;
 
 struct Result {
   std::string name, status, reason;  // status: PASS / FAIL / SKIP
@@ -101,7 +101,36 @@ double max_rel_error(const HostTensor& got, const HostTensor& want) {
 // time (a Reshape whose shape is a graph input, …) is specialized per data set: its
 // integer and bool inputs (or, if that is not enough, all of them) are fixed to that data
 // set's values, so they become constants.
-std::string check_test(const fs::path& dir, const std::string& backend) {
+struct Tolerance {
+  double rtol = 1e-3, atol = 1e-7;
+  bool max_rel = false;  // max|got - want| <= atol + rtol * max|want| (per output)
+};
+
+// max|got - want| <= atol + rtol * max|want|; NaN anywhere in got (not in want) fails.
+bool close_to_max(const HostTensor& got, const HostTensor& want, const Tolerance& tol, std::string* why) {
+  if (got.shape() != want.shape()) {
+    *why = "shape " + got.shape_string() + ", expected " + want.shape_string();
+    return false;
+  }
+  double dmax = 0, rmax = 0;
+  for (int64_t i = 0; i < got.numel(); ++i) {
+    double a = got.get_f64(i), b = want.get_f64(i);
+    if (std::isnan(a) != std::isnan(b)) { *why = "NaN mismatch at element " + std::to_string(i); return false; }
+    if (std::isnan(a)) continue;
+    if (std::isfinite(b)) rmax = std::max(rmax, std::fabs(b));
+    if (a == b) continue;
+    double d = std::fabs(a - b);
+    if (!(d <= dmax)) dmax = d;
+  }
+  if (dmax <= tol.atol + tol.rtol * rmax) return true;
+  char buf[128];
+  std::snprintf(buf, sizeof buf, "max|d| %.3g > %.3g + %.3g * max|ref| %.3g (max|d|/max|ref| %.3g)", dmax, tol.atol,
+                tol.rtol, rmax, rmax > 0 ? dmax / rmax : dmax);
+  *why = buf;
+  return false;
+}
+
+std::string check_test(const fs::path& dir, const std::string& backend, const Tolerance& tol) {
   std::string model = (dir / "model.onnx").string();
   std::vector<std::string> input_names = onnx_graph_inputs(model);
   std::optional<Graph> generic;
@@ -166,7 +195,7 @@ std::string check_test(const fs::path& dir, const std::string& backend) {
         return where + ": dtype " + std::string(dtype_name(got.dtype())) + ", expected " +
                std::string(dtype_name(want.dtype()));
       std::string why;
-      if (!allclose(got, want, kRtol, kAtol, &why)) {
+      if (tol.max_rel ? !close_to_max(got, want, tol, &why) : !allclose(got, want, tol.rtol, tol.atol, &why)) {
         if (got.shape() == want.shape()) {
           char buf[64];
           std::snprintf(buf, sizeof buf, "; max rel err %.3g", max_rel_error(got, want));
@@ -179,12 +208,12 @@ std::string check_test(const fs::path& dir, const std::string& backend) {
   return "";
 }
 
-Result run_test(const fs::path& dir, const std::string& backend) {
+Result run_test(const fs::path& dir, const std::string& backend, const Tolerance& tol) {
   Result r;
   r.name = dir.filename().string();
   auto t0 = std::chrono::steady_clock::now();
   try {
-    std::string why = check_test(dir, backend);
+    std::string why = check_test(dir, backend, tol);
     r.status = why.empty() ? "PASS" : "FAIL";
     r.reason = why;
   } catch (const OnnxUnsupported& e) {
@@ -212,19 +241,19 @@ Result run_test(const fs::path& dir, const std::string& backend) {
 }
 
 // Runs one test in a forked child with a time limit; the child reports through a pipe.
-Result run_isolated(const fs::path& dir, const std::string& backend, double timeout_s) {
+Result run_isolated(const fs::path& dir, const std::string& backend, const Tolerance& tol, double timeout_s) {
   int fds[2];
-  if (pipe(fds) != 0) return run_test(dir, backend);
+  if (pipe(fds) != 0) return run_test(dir, backend, tol);
   std::cout.flush();
   pid_t pid = fork();
   if (pid < 0) {
     close(fds[0]);
     close(fds[1]);
-    return run_test(dir, backend);
+    return run_test(dir, backend, tol);
   }
   if (pid == 0) {
     close(fds[0]);
-    Result r = run_test(dir, backend);
+    Result r = run_test(dir, backend, tol);
     std::string msg = r.status + "\n" + std::to_string(r.seconds) + "\n" + r.reason;
     size_t off = 0;
     while (off < msg.size()) {
@@ -298,26 +327,36 @@ int run_onnx_test(const std::vector<std::string>& args) {
   CLI::App app{"Runs ONNX backend-test directories (model.onnx + test_data_set_K/input_I.pb, output_I.pb),\n"
                "e.g. /usr/share/libonnx-testdata/data/node. One line per test: PASS name, FAIL name: why,\n"
                "SKIP name: why (unsupported op, dtype or dynamic shape); then `N passed, N failed, N skipped`.\n"
-               "Outputs compare with rtol 1e-3, atol 1e-7. Exit code 0 when nothing failed.",
+               "Outputs compare element-wise: |got - want| <= atol + rtol * |want| (default rtol 1e-3,\n"
+               "atol 1e-7, as the ONNX runner); --max-rel: max|got - want| <= atol + rtol * max|want| per\n"
+               "output. Exit code 0 when nothing failed.",
                "lathe onnx-test"};
   std::vector<std::string> paths;
   std::string backend = "interp";
   bool json = false;
   double timeout = 0;
+  Tolerance tol;
   app.add_option("PATH", paths, "a test directory, or a directory of test directories")->required();
   app.add_option("--backend", backend, "interp (the reference interpreter), c, llvm, …")->capture_default_str();
   app.add_flag("--json", json, "one JSON object per test instead of the text line");
+  app.add_option("--rtol", tol.rtol, "relative tolerance")->capture_default_str();
+  app.add_option("--atol", tol.atol, "absolute tolerance")->capture_default_str();
+  app.add_flag("--max-rel", tol.max_rel, "per output, max|got - want| <= atol + rtol * max|want| (real-size models)");
   app.add_option("--timeout", timeout, "seconds per test; runs each test in a child process (0: in-process)");
   if (int rc = parse_cli(app, args); rc >= 0) return rc;
   if (timeout < 0) {
     std::cerr << "lathe onnx-test: --timeout must be >= 0\n";
     return 2;
   }
+  if (!(tol.rtol >= 0) || !(tol.atol >= 0)) {
+    std::cerr << "lathe onnx-test: --rtol and --atol must be >= 0\n";
+    return 2;
+  }
   if (backend != "interp") get_backend(backend);  // UserError listing the known backends
   std::vector<fs::path> tests = collect_tests(paths);
   int passed = 0, failed = 0, skipped = 0;
   for (const auto& dir : tests) {
-    Result r = timeout > 0 ? run_isolated(dir, backend, timeout) : run_test(dir, backend);
+    Result r = timeout > 0 ? run_isolated(dir, backend, tol, timeout) : run_test(dir, backend, tol);
     (r.status == "PASS" ? passed : r.status == "SKIP" ? skipped : failed)++;
     if (json) {
       nlohmann::json j{{"name", r.name}, {"status", r.status}, {"backend", backend}, {"seconds", r.seconds}};

@@ -17,10 +17,12 @@ namespace {
 
 const char* kUsage =
     "usage: lathe repl [FILE] [--interactive] [--max-instructions N] [--max-memory MIB]\n\n"
-    "A Lua REPL over the `lathe` module. FILE (.lua, .lathe, .onnx) is loaded as g;\n"
+    "A Lua REPL over the `lathe` module. FILE (.lua, .lathe, .onnx) is loaded as g (a FILE\n"
+    "that does not load is an error: exit 1);\n"
     "a FILE.lathe-session (written by :save) is replayed to its saved step (g, s, rules, p).\n"
     "Type :help for the commands (:load, :rules, :step, :back, :run, :history, :diff …).\n"
     "History is kept in $XDG_STATE_HOME/lathe/history (~/.local/state/lathe/history).\n"
+    "Ctrl-C drops the line being typed, or interrupts a running command; Ctrl-D leaves.\n"
     "Without a terminal on stdin it reads commands from the pipe, without prompts.\n"
     "  --interactive        prompts and line editing even without a terminal\n"
     "  --exit-status        exit 1 if any command failed (non-interactive checks)\n";
@@ -60,8 +62,12 @@ int run_repl_cmd(const std::vector<std::string>& args) {
   if (!file.empty()) {
     auto r = bench.command({"load", file});
     bool session = file.size() > 14 && file.compare(file.size() - 14, 14, ".lathe-session") == 0;
-    if (!r.ok) std::printf("%s\n", r.error.c_str());
-    else std::printf(session ? "%s\n" : "g = %s\n", r.output.c_str());
+    if (!r.ok) {  // a FILE that does not load ends the command: a REPL without its g helps no one
+      std::fflush(stdout);
+      std::fprintf(stderr, "%s\n", r.error.c_str());
+      return 1;
+    }
+    std::printf(session ? "%s\n" : "g = %s\n", r.output.c_str());
     std::fflush(stdout);
   }
   return script::run_repl(bench, opts);

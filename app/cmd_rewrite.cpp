@@ -9,6 +9,7 @@
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
+#include <map>
 #include <iostream>
 
 #include "app/cli.h"
@@ -18,6 +19,7 @@
 #include "core/ir/text.h"
 
 #ifdef HAVE_LATHE_SCRIPTING
+#include "core/rewrite/runaway.h"
 #include "core/rewrite/session.h"
 #include "scripting/engine.h"
 #include "scripting/rules_lua.h"
@@ -28,7 +30,9 @@ namespace {
 
 int run_rewrite(const std::vector<std::string>& args) {
   CLI::App app{"Apply a rule set step by step, one line per step (#INDEX RULE @%NODE: -REMOVED +ADDED).\n"
-               "RULES is a .lua file returning lathe.ruleset(…) or a built-in set name.",
+               "RULES is a .lua file returning lathe.ruleset(…) or a built-in set name.\n"
+               "Without --steps it runs to a fixpoint, and stops with an error (exit 1) at a step that\n"
+               "brings back an earlier graph (a cycle) or once the graph keeps growing (8x, +2000 nodes).",
                "lathe rewrite"};
   std::string file, rules_arg, out;
   int steps = -1;
@@ -58,6 +62,10 @@ int run_rewrite(const std::vector<std::string>& args) {
   size_t before = g.size();
   int n = 0;
   bool fixpoint = false;
+  // To a fixpoint, a run that cannot end stops early with one message: a step that brings
+  // back an earlier graph (a cycle), or a graph that keeps growing (core/rewrite/runaway.h).
+  RunawayGuard guard(s);
+  std::map<std::string, int> fired;
   while (steps < 0 || n < steps) {
     if (steps < 0 && n >= opts.max_steps)
       throw UserError("no fixpoint after " + std::to_string(n) + " steps; the rules may cycle (use --steps N to look)");
@@ -67,6 +75,8 @@ int run_rewrite(const std::vector<std::string>& args) {
     std::printf("%s\n", script::step_line(*st).c_str());
     if (print_each) std::printf("%s\n", print_graph(s.graph()).c_str());
     std::fflush(stdout);
+    fired[st->rule]++;
+    if (steps < 0) guard.check(s, fired);
   }
   std::printf("%s after %d step%s: %zu -> %zu nodes\n", fixpoint ? "fixpoint" : "stopped", n, n == 1 ? "" : "s",
               before, s.graph().size());

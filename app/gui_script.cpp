@@ -7,7 +7,7 @@
 //   gui.select(text | id)     gui.select_kernel(k | name)   gui.tab(name)
 //   gui.compile([backend])    gui.profile([runs])      gui.run()      gui.stats()
 //   gui.kernel_code(kind)     gui.state()              gui.frames(n)  gui.screenshot(path)
-//   gui.expand(path)          gui.collapse_all()       gui.fit()      gui.frame_ms([n])
+//   gui.expand(path)          gui.collapse(path)  gui.collapse_all()  gui.weights([on])  gui.boxes()       gui.fit()      gui.frame_ms([n])
 //   gui.frame_stats([n])     gui.zoom([z])            gui.relayout()
 //   gui.wait()                gui.job()                gui.hold_jobs(on)
 //
@@ -17,6 +17,8 @@
 // rules-editor functions are in gui_script_rewrite.cpp.
 #if defined(HAVE_LATHE_VIEWS) && defined(HAVE_LATHE_SCRIPTING)
 #include "app/gui_script.h"
+
+#include <chrono>
 
 #include <lua.hpp>
 
@@ -87,6 +89,13 @@ int l_state(lua_State* L) {
   set_int(L, "edges", static_cast<int64_t>(s.view_edges));
   set_int(L, "highlighted", static_cast<int64_t>(s.view_highlighted));
   set_int(L, "folded", static_cast<int64_t>(s.view_folded));
+  set_int(L, "frames", static_cast<int64_t>(s.view_frames));
+  set_int(L, "search_hits", static_cast<int64_t>(s.view_search_hits));
+  set_int(L, "search_cursor", s.view_search_cursor + 1);
+  set_num(L, "layout_ms", s.view_layout_ms);
+  set_num(L, "zoom", s.view_zoom);
+  set_bool(L, "weights", s.show_weights);
+  set_int(L, "expanded", static_cast<int64_t>(s.expanded.size()));
   // The last version change as drawn: "stable" (old places kept) or "dot" (laid out afresh);
   // "provisional" while a large graph shows quick rows by rank and dot still runs.
   if (!s.view_layout.empty()) set_str(L, "layout", s.view_layout);
@@ -187,8 +196,35 @@ int l_relayout(lua_State* L) {
   return 0;
 }
 
+// gui.search(text [, steps]): types text into the graph view's search box and steps to
+// the next hit `steps` times (default 1), as Enter does; applied at the next frame.
+int l_search(lua_State* L) {
+  views::AppState& s = app(L);
+  s.search_request = luaL_checkstring(L, 1);
+  s.search_steps = static_cast<int>(luaL_optinteger(L, 2, 1));
+  s.search_pending = true;
+  return 0;
+}
+
+// gui.pan(dx, dy): move the view by dx, dy screen pixels (as a drag does).
+int l_pan(lua_State* L) {
+  app(L).pan_request_x += static_cast<float>(luaL_checknumber(L, 1));
+  app(L).pan_request_y += static_cast<float>(luaL_checknumber(L, 2));
+  return 0;
+}
+
+// gui.clock(): seconds since the process started (a steady clock), for benchmark scripts.
+const auto g_process_start = std::chrono::steady_clock::now();   // static initialization: before main()
+int l_clock(lua_State* L) {
+  lua_pushnumber(L, std::chrono::duration<double>(std::chrono::steady_clock::now() - g_process_start).count());
+  return 1;
+}
+
 int l_fit(lua_State* L) {
+  std::string mode = luaL_optstring(L, 1, "all");
+  if (mode != "all" && mode != "readable") script::raise(L, "gui.fit: \"all\" or \"readable\"");
   app(L).fit_request = true;
+  app(L).fit_readable = mode == "readable";
   return 0;
 }
 
@@ -235,6 +271,7 @@ int l_select(lua_State* L) {
     id = views::find_node(s, text);
     if (id < 0) script::raise(L, "gui.select: no node matches '" + text + "'");
   }
+  s.reveal(id);   // open the scopes that hide it
   s.select_node(id, true);
   lua_pushinteger(L, id);
   return 1;
@@ -370,18 +407,63 @@ int l_kernel_code(lua_State* L) {
   return 1;
 }
 
+// gui.expand(path) / gui.collapse(path): a scope at the tensor or kernel level (from the
+// primitive level they switch to the tensor level). An unknown scope is an error.
+bool known_scope(const views::AppState& s, const std::string& p) {
+  for (NodeRef n : s.topo) {
+    const std::string& q = n->prov.path;
+    if (q == p || (q.size() > p.size() && q.compare(0, p.size(), p) == 0 && q[p.size()] == '/')) return true;
+  }
+  return false;
+}
+
 int l_expand(lua_State* L) {
   views::AppState& s = app(L);
-  s.set_level(views::Level::Tensor);
-  s.expand(luaL_checkstring(L, 1));
+  std::string p = luaL_checkstring(L, 1);
+  if (!known_scope(s, p)) script::raise(L, "gui.expand: no scope '" + p + "' in the graph shown");
+  if (s.level == views::Level::Primitive) s.set_level(views::Level::Tensor);
+  s.expand(p);
+  return 0;
+}
+
+int l_collapse(lua_State* L) {
+  views::AppState& s = app(L);
+  std::string p = luaL_checkstring(L, 1);
+  if (!known_scope(s, p)) script::raise(L, "gui.collapse: no scope '" + p + "' in the graph shown");
+  if (s.level == views::Level::Primitive) s.set_level(views::Level::Tensor);
+  s.collapse(p);
   return 0;
 }
 
 int l_collapse_all(lua_State* L) {
   views::AppState& s = app(L);
-  s.set_level(views::Level::Tensor);
+  if (s.level == views::Level::Primitive) s.set_level(views::Level::Tensor);
   s.collapse_all();
   return 0;
+}
+
+// gui.weights([on]): weights and constants as boxes (true) or as attributes of their reader.
+int l_weights(lua_State* L) {
+  views::AppState& s = app(L);
+  if (!lua_isnoneornil(L, 1)) s.show_weights = lua_toboolean(L, 1);
+  lua_pushboolean(L, s.show_weights);
+  return 1;
+}
+
+// gui.boxes(): the first label line of each box shown; gui.frames_shown(): the scopes drawn as frames.
+int l_boxes(lua_State* L) {
+  views::AppState& s = app(L);
+  lua_createtable(L, static_cast<int>(s.view_box_titles.size()), 0);
+  for (size_t i = 0; i < s.view_box_titles.size(); ++i) {
+    lua_pushstring(L, s.view_box_titles[i].c_str());
+    lua_rawseti(L, -2, static_cast<lua_Integer>(i + 1));
+  }
+  lua_createtable(L, static_cast<int>(s.view_frame_paths.size()), 0);
+  for (size_t i = 0; i < s.view_frame_paths.size(); ++i) {
+    lua_pushstring(L, s.view_frame_paths[i].c_str());
+    lua_rawseti(L, -2, static_cast<lua_Integer>(i + 1));
+  }
+  return 2;
 }
 
 int l_sync(lua_State* L) {
@@ -405,9 +487,17 @@ const script::Function kGui[] = {
     {"_job_error", l_job_error, "gui._job_error()", "the error of the last job applied, or nil"},
     {"stats", l_stats, "gui.stats()", "the selected node's values after gui.run(): {min, max, mean, std, nans, infs, count}"},
     {"kernel_code", l_kernel_code, "gui.kernel_code([kind])", "the selected kernel's loop | source | asm text"},
-    {"expand", l_expand, "gui.expand(path)", "expand a composite at the tensor level"},
-    {"collapse_all", l_collapse_all, "gui.collapse_all()", "collapse every composite at the tensor level"},
-    {"fit", l_fit, "gui.fit()", "fit the graph to the window (as the F key does)"},
+    {"expand", l_expand, "gui.expand(path)", "expand a scope in place (tensor or kernel level): its box becomes a frame of its contents"},
+    {"collapse", l_collapse, "gui.collapse(path)", "collapse a scope (and the scopes inside it) back into one box"},
+    {"collapse_all", l_collapse_all, "gui.collapse_all()", "collapse every scope (the model's top level)"},
+    {"weights", l_weights, "gui.weights([on])", "draw weights and constants as boxes (true) or as attributes of their reader (false, the default)"},
+    {"boxes", l_boxes, "gui.boxes()", "the boxes shown (their titles) and, second, the scopes drawn as frames"},
+    {"search", l_search, "gui.search(text [, steps])",
+     "type text into the search box and step to the next hit steps times (default 1; applied at the next frame): "
+     "gui.state().search_hits, search_cursor"},
+    {"pan", l_pan, "gui.pan(dx, dy)", "move the graph view by dx, dy screen pixels (as dragging does)"},
+    {"clock", l_clock, "gui.clock()", "seconds on a steady clock since the app started (for benchmark scripts)"},
+    {"fit", l_fit, "gui.fit([mode])", "fit the graph to the window: \"all\" (default) or \"readable\" (a readable zoom from the top, as the Fit button)"},
     {"relayout", l_relayout, "gui.relayout()", "lay the graph out afresh with dot (drops the stable places and ghosts of rewrite steps)"},
     {"zoom", l_zoom, "gui.zoom([z])", "zoom the graph view to z (1 = 100%) about its centre; returns the zoom shown"},
     {"frame_ms", l_frame_ms, "gui.frame_ms([n])", "median time of the last n frames (default 30), ms"},
@@ -479,6 +569,22 @@ std::string read_text(const std::string& path, bool* ok) {
   return ss.str();
 }
 
+// The gui.* help topics, registered at start-up so that `lathe help gui.compile` and the
+// REPL's :help know them outside the app too.
+void add_gui_help() {
+  for (const script::Function* f = kGui; f->name; ++f) script::add_help(std::string("gui.") + f->name, f->signature, f->doc);
+  gui_lua::add_rewrite_help();
+  script::add_help("gui.compile", "gui.compile([backend [, wait=true]])",
+                   "compile the graph shown in the background (as :compile does) and wait; returns the kernel count");
+  script::add_help("gui.profile", "gui.profile([runs [, wait=true]])",
+                   "profile the compiled program in the background (default 10 runs) and wait; returns ms per run");
+  script::add_help("gui.run", "gui.run([wait=true])", "run the graph on random inputs in the background (values for the inspector)");
+  script::add_help("gui.wait", "gui.wait()", "wait for the background job started with wait=false; raises its error");
+  script::add_help("gui.frames", "gui.frames(n)", "pause a --script while the app renders n frames (the layout done)");
+  script::add_help("gui.screenshot", "gui.screenshot(path)", "pause a --script, render, write the window to a PNG");
+}
+[[maybe_unused]] const bool kGuiHelpAdded = (add_gui_help(), true);
+
 }  // namespace
 
 void bind_gui_state(views::AppState* s) { g_state = s; }
@@ -488,18 +594,11 @@ void wire_gui_script(views::GuiOptions& o, std::shared_ptr<script::Workbench> wb
   lua_newtable(L);
   script::register_functions(L, lua_gettop(L), kGui, "gui.");
   gui_lua::register_rewrite_functions(L, lua_gettop(L));
+  add_gui_help();
   lua_setglobal(L, "gui");
   script::ScriptError err;
   if (!wb->engine().run_string(kGuiLua, "=gui", 0, &err)) throw std::runtime_error("gui.lua: " + err.message);
   if (!wb->engine().run_string(gui_lua::kRewriteLua, "=gui", 0, &err)) throw std::runtime_error("gui.lua: " + err.message);
-  script::add_help("gui.compile", "gui.compile([backend [, wait=true]])",
-                   "compile the graph shown in the background (as :compile does) and wait; returns the kernel count");
-  script::add_help("gui.profile", "gui.profile([runs [, wait=true]])",
-                   "profile the compiled program in the background (default 10 runs) and wait; returns ms per run");
-  script::add_help("gui.run", "gui.run([wait=true])", "run the graph on random inputs in the background (values for the inspector)");
-  script::add_help("gui.wait", "gui.wait()", "wait for the background job started with wait=false; raises its error");
-  script::add_help("gui.frames", "gui.frames(n)", "pause a --script while the app renders n frames (the layout done)");
-  script::add_help("gui.screenshot", "gui.screenshot(path)", "pause a --script, render, write the window to a PNG");
 
   o.program.compile = [wb](const std::string& backend) -> std::string {
     script::Workbench::Result r = wb->execute(":compile" + (backend.empty() ? "" : " " + backend));

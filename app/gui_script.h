@@ -28,6 +28,7 @@ void set_bool(lua_State* L, const char* k, bool v);
 // gui.timeline, gui.breakpoint, gui.rewrite, gui.load_rules and the rules editor's
 // gui.edit_rules, gui.rules_text, gui.save_rules (gui_script_rewrite.cpp).
 void register_rewrite_functions(lua_State* L, int gui_table);
+void add_rewrite_help();   // their help topics (also outside the app: `lathe help gui.rewrite`)
 extern const char* const kRewriteLua;   // their Lua halves, run after the table exists
 }  // namespace gui_lua
 

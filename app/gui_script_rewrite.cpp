@@ -13,6 +13,11 @@
 #if defined(HAVE_LATHE_VIEWS) && defined(HAVE_LATHE_SCRIPTING)
 #include <lua.hpp>
 
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+
 #include "app/gui_script.h"
 #include "scripting/binding.h"
 #include "scripting/session_lua.h"
@@ -123,6 +128,20 @@ int l_save_rules(lua_State* L) {
   return 1;
 }
 
+// gui._rules_file(text): rule text written to a file of its own (named by its hash, in the
+// temp directory), which :rules loads and a saved session names.
+int l_rules_file(lua_State* L) {
+  std::string text = luaL_checkstring(L, 1);
+  char name[64];
+  std::snprintf(name, sizeof name, "lathe-rules-%016zx.lua", std::hash<std::string>{}(text));
+  std::filesystem::path path = std::filesystem::temp_directory_path() / name;
+  std::ofstream f(path, std::ios::binary | std::ios::trunc);
+  f << text;
+  if (!f) script::raise(L, "gui.load_rules: cannot write the rule text to " + path.string());
+  lua_pushstring(L, path.string().c_str());
+  return 1;
+}
+
 const script::Function kRewrite[] = {
     {"timeline", l_timeline, "gui.timeline()",
      "the rewrite session as the timeline shows it: {step, last, break_rule, break_node, breakpoints, rules = {{name, fired, tried, matched, ms, breakpoint}, …}, stats = {[name] = …}}"},
@@ -131,6 +150,7 @@ const script::Function kRewrite[] = {
     {"_note_rewrite", l_note_rewrite, "gui._note_rewrite(line, ok, output)", "record a rewrite command's answer"},
     {"_note_rules", l_note_rules, "gui._note_rules(source, ok, output)", "record a :rules answer"},
     {"_save_rules", l_save_rules, "gui._save_rules([path])", "write the rules editor's text"},
+    {"_rules_file", l_rules_file, "gui._rules_file(text)", "write rule text to a file of its own; returns the path"},
     {nullptr, nullptr, nullptr, nullptr},
 };
 
@@ -138,10 +158,16 @@ const script::Function kRewrite[] = {
 
 void register_rewrite_functions(lua_State* L, int gui_table) {
   script::register_functions(L, gui_table, kRewrite, "gui.");
+  add_rewrite_help();
+}
+
+void add_rewrite_help() {
+  for (const script::Function* f = kRewrite; f->name; ++f) script::add_help(std::string("gui.") + f->name, f->signature, f->doc);
   script::add_help("gui.rewrite", "gui.rewrite(cmd [, arg])",
                    "step | back | run | seek as the timeline's buttons do; a run stops before a breakpoint rule fires");
   script::add_help("gui.breakpoint", "gui.breakpoint(rule [, on=true])", "run() stops before this rule fires (the timeline's checkbox)");
-  script::add_help("gui.load_rules", "gui.load_rules(source)", "load rules (FILE.lua or a built-in name) as the timeline does");
+  script::add_help("gui.load_rules", "gui.load_rules(source)",
+                   "load rules as the timeline does: a FILE.lua, a built-in name, or rule text (Lua returning a ruleset)");
   script::add_help("gui.save_rules", "gui.save_rules([path [, reload=true]])",
                    "save the rules editor's text (to path) and reload it; returns ok, error (the previous rules stay on error)");
 }
@@ -161,6 +187,8 @@ function gui.breakpoint(rule, on)
   s:breakpoint(rule, on ~= false)
 end
 function gui.load_rules(source)
+  if type(source) ~= "string" then error("gui.load_rules: a FILE.lua, a built-in name or rule text, got a " .. type(source), 2) end
+  if source:find("\n") or source:find("lathe%.rule") then source = gui._rules_file(source) end  -- rule text
   local ok, out = pcall(lathe.cmd.rules, source)
   gui._note_rules(tostring(source), ok, tostring(out))
   if not ok then error(out, 2) end

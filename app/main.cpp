@@ -5,6 +5,7 @@
 //   lathe [FILE]              the desktop app on FILE, or the REPL without a display
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <iostream>
 
 #include "app/commands.h"
@@ -16,6 +17,10 @@ namespace {
 std::vector<Command>& table() {
   static std::vector<Command> t;
   return t;
+}
+bool has_display() {
+  const char* d = std::getenv("DISPLAY");
+  return d && *d;
 }
 bool ends_with(const std::string& s, const std::string& suf) {
   return s.size() >= suf.size() && s.compare(s.size() - suf.size(), suf.size(), suf) == 0;
@@ -33,7 +38,7 @@ int dispatch(int argc, char** argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
   std::string cmd;
   if (args.empty()) {
-    cmd = std::getenv("DISPLAY") && find_command("gui") ? "gui" : "repl";
+    cmd = has_display() && find_command("gui") ? "gui" : "repl";
   } else if (find_command(args[0])) {
     cmd = args[0];
     args.erase(args.begin());
@@ -43,7 +48,15 @@ int dispatch(int argc, char** argv) {
   } else if (ends_with(args[0], ".lua") && find_command("script")) {
     cmd = "script";
   } else if (args[0].size() && args[0][0] != '-') {
-    cmd = std::getenv("DISPLAY") && find_command("gui") ? "gui" : "repl";
+    // a FILE; a word that is neither a command nor an existing path nor has a graph
+    // file's extension is a mistyped command
+    std::error_code ec;
+    bool graph_ext = ends_with(args[0], ".lathe") || ends_with(args[0], ".onnx") || ends_with(args[0], ".lathe-session");
+    if (!graph_ext && !std::filesystem::exists(args[0], ec)) {
+      std::cerr << "lathe: '" << args[0] << "' is neither a command nor a file; see `lathe help` for the commands\n";
+      return 2;
+    }
+    cmd = has_display() && find_command("gui") ? "gui" : "repl";
   } else {
     std::cerr << "lathe: unknown option '" << args[0] << "'; see `lathe help`\n";
     return 2;
@@ -53,7 +66,7 @@ int dispatch(int argc, char** argv) {
     std::cerr << "lathe: the '" << cmd << "' command is not built into this binary\n";
     return 2;
   }
-  if (cmd == "repl" && args.empty() && argc == 1 && !std::getenv("DISPLAY"))
+  if (cmd == "repl" && args.empty() && argc == 1 && !has_display())
     std::cerr << "lathe: no display; starting the REPL (use `lathe gui` under X or Xvfb)\n";
   return c->run(args);
 }

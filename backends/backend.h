@@ -52,11 +52,17 @@ class Backend {
   virtual std::string description() const = 0;
   // "" when usable on this machine; otherwise why not ("no C compiler: 'cc' not found").
   virtual std::string available() const { return ""; }
+  // "" when the backend can compile here (source, assembly, a program to inspect) even if it
+  // cannot run: cuda compiles with NVRTC, which needs no driver. Default: available().
+  virtual std::string can_compile() const { return available(); }
   // "" when the backend can run this node; otherwise why not ("f16 is not supported by c").
   virtual std::string supports(NodeRef n) const = 0;
   // The source of kernel i, without compiling (for --show source, and for backends whose
   // toolkit is missing: cuda still renders).
   virtual std::string render(const Program& p, int kernel) const = 0;
+  // [optional] kernel i's source after the backend's own optimizer (llvm: the IR after its
+  // O3 pipeline); "" when the backend has no such stage.
+  virtual std::string render_optimized(const Program& p, int kernel) const { return ""; }
   // Compiles a program. UserError on failure (with the compiler's first lines).
   virtual std::shared_ptr<CompiledProgram> compile(const Program& p, const CompileOptions& o = {}) = 0;
   // [optional] several programs in one go (one compiler invocation for the C backend).

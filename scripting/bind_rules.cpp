@@ -185,9 +185,17 @@ void collect_rules(lua_State* L, int idx, Ruleset& into, int depth = 0) {
   for (lua_Integer i = 1; i <= n; ++i) {
     lua_geti(L, idx, i);
     if (lua_isnil(L, -1)) raise(L, "rule list entry " + std::to_string(i) + " is nil (a typo in a variable name?)");
+    if (!lua_istable(L, -1) && !test_udata<Rule>(L, -1, kRuleMT) && !test_udata<Ruleset>(L, -1, kRulesetMT))
+      raise(L, "rule list entry " + std::to_string(i) + " is a " + type_of(L, -1) + ", not a rule (lathe.rule) or a ruleset");
     collect_rules(L, -1, into, depth + 1);
     lua_pop(L, 1);
   }
+}
+
+// (value, Ruleset*): collect_rules(value) into the ruleset (load_rules_file's protected call)
+int collect_into(lua_State* L) {
+  collect_rules(L, 1, *static_cast<Ruleset*>(lua_touserdata(L, 2)));
+  return 0;
 }
 
 // lathe.ruleset(name, {rules…})
@@ -364,10 +372,32 @@ Ruleset load_rules_file(lua_State* L, const std::string& path) {
     throw UserError(path + ": a rule file must return a ruleset (end it with `return lathe.ruleset(\"" + stem + "\", { … })`)");
   }
   Ruleset rs;
-  if (Ruleset* r = test_ruleset(T, -1)) rs = *r;
-  else {
+  if (Ruleset* r = test_ruleset(T, -1)) {
+    rs = *r;
+  } else {
+    // Anything but a ruleset, a rule or a table of them is the file's mistake: say so
+    // without raising (this may run outside any protected Lua call, as in `lathe rewrite`).
+    bool rule_like = lua_istable(T, -1) || test_udata<Rule>(T, -1, kRuleMT);
+    if (!rule_like) {
+      std::string got = type_of(T, -1);
+      if (lua_type(T, -1) == LUA_TNUMBER) got += " (" + std::string(lua_tostring(T, -1)) + ")";
+      else if (lua_type(T, -1) == LUA_TSTRING)
+        got += " (\"" + std::string(lua_tostring(T, -1)) + "\"; a built-in set is `return lathe.rules.builtin(\"" +
+               std::string(lua_tostring(T, -1)) + "\")`)";
+      lua_settop(T, top);
+      throw UserError(path + ": a rule file must return a ruleset, a rule or a table of rules (`return lathe.ruleset(\"" +
+                      stem + "\", { … })`), got a " + got);
+    }
     rs = Ruleset(stem);
-    collect_rules(T, -1, rs);
+    // a table's entries are checked by collect_rules, under a protected call
+    push_guarded(T, collect_into);
+    lua_pushvalue(T, -2);
+    lua_pushlightuserdata(T, &rs);
+    if (lua_pcall(T, 2, 0, 0) != LUA_OK) {
+      std::string msg = lua_tostring(T, -1) ? lua_tostring(T, -1) : "bad rule list";
+      lua_settop(T, top);
+      throw UserError(path + ": the returned table is not a list of rules: " + msg);
+    }
   }
   lua_settop(T, top);
   return rs;

@@ -48,7 +48,11 @@ TensorMap read_inputs(lua_State* L, int idx, const Graph& g, int opts) {
     uint64_t seed = has_seed ? (uint64_t)check_int(L, -1, "seed") : 0;
     lua_pop(L, 1);
     if (has_seed) {
-      Bindings b = bind_symbols(g, m);
+      Graph given = g;  // the dims the given inputs bind (the others are made to fit them)
+      given.inputs.clear();
+      for (NodeRef in : g.inputs)
+        if (m.count(in->attrs.name)) given.inputs.push_back(in);
+      Bindings b = bind_symbols(given, m);
       for (auto& [name, t] : random_inputs(g, seed, b))
         if (!m.count(name)) m[name] = t;
     }
@@ -127,7 +131,11 @@ int p_source(lua_State* L) {
   ProgramState& st = state(L, 1);
   int k = check_kernel_index(L, 2, st.program());
   Backend& b = get_backend(st.exe->backend());
-  lua_pushstring(L, b.render(st.program(), k).c_str());
+  std::string what = luaL_optstring(L, 3, "source");
+  if (what != "source" && what != "optimized") raise(L, "p:source(k [, \"optimized\"]): got \"" + what + "\"");
+  std::string text = what == "optimized" ? b.render_optimized(st.program(), k) : b.render(st.program(), k);
+  if (text.empty()) text = "(backend '" + st.exe->backend() + "' has no optimizer stage: p:source(k) is what it compiles)\n";
+  lua_pushstring(L, text.c_str());
   return 1;
 }
 int p_loop(lua_State* L) {
@@ -213,6 +221,7 @@ int p_profile(lua_State* L) {
     set_number(L, "gbps", k.gbps);
     set_number(L, "roof", k.roof);
     set_string(L, "bound", k.bound);
+    if (!k.above_roof.empty()) set_string(L, "above_roof", k.above_roof);
     lua_rawseti(L, -2, (lua_Integer)i + 1);
   }
   set_string(L, "text", r.table());
@@ -247,12 +256,12 @@ const Function kModule[] = {
 };
 const Function kMethods[] = {
     {"kernels", p_kernels, "p:kernels()", "the fused kernels: {name, kind, nodes, root, rescheduled}"},
-    {"source", p_source, "p:source(k)", "generated source of kernel k (1-based), with its current schedule"},
+    {"source", p_source, "p:source(k [, \"optimized\"])", "generated source of kernel k (1-based), with its current schedule; \"optimized\": after the backend's optimizer (llvm: O3 IR)"},
     {"loop", p_loop, "p:loop(k)", "loop IR of kernel k, with its current schedule"},
     {"asm", p_asm, "p:asm(k)", "assembly of kernel k: llvm (JIT), c (the compiler's -S output), cuda (PTX)"},
     {"run", p_run, "p:run(inputs [, {seed=}])", "run the compiled program (recompiled first if a schedule changed)"},
     {"profile", p_profile, "p:profile{iters=20, inputs=, trace=}",
-     "per-kernel timings: p[i] = {name, kind, ms (= time), min_ms, flops, bytes, gflops, gbps, roof, bound}; .text is the table"},
+     "per-kernel timings: p[i] = {name, kind, ms (= time), min_ms, flops, bytes, gflops, gbps, roof, bound, above_roof (why roof > 1)}; .text is the table"},
     {"trace", p_trace, "p:trace(path [, {iters=5, inputs=}])",
      "write a Chrome trace-event JSON (Perfetto) of the last profile, profiling first if there is none"},
     {"kernel", p_kernel, "p:kernel(k)", "schedule handle for kernel k: :split :reorder :tile :fuse :vectorize :unroll :parallel :cache :loops :reset"},
@@ -276,7 +285,8 @@ int check_kernel_index(lua_State* L, int idx, const Program& p) {
 
 std::shared_ptr<ProgramState> compile_program_state(const Graph& g, const std::string& backend) {
   Backend& b = get_backend(backend);
-  auto why = b.available();
+  // can_compile, not available: cuda compiles (NVRTC) without a driver; running then says why not
+  auto why = b.can_compile();
   if (!why.empty()) throw UserError("backend '" + backend + "' is not available here: " + why);
   if (std::string no = b.supports_graph(g); !no.empty()) throw UserError("backend '" + backend + "' cannot run " + no);
   auto st = std::make_shared<ProgramState>();

@@ -14,6 +14,7 @@
 
 #include "core/loop/loop_print.h"
 #include "core/loop/lower.h"
+#include "core/loop/row_reduce.h"
 #include "core/loop/transform.h"
 #include "scripting/binding.h"
 #include "scripting/program_box.h"
@@ -156,6 +157,13 @@ int s_parallel(lua_State* L) {
   return apply(L, [&](loop::LoopFunc& f) { loop::parallel(f, l); });
 }
 
+// :rows(loop [, block=256]): reduction rows (core/loop/row_reduce.h)
+int s_rows(lua_State* L) {
+  std::string l = loop_arg(L, 2, "rows");
+  int64_t block = lua_isnoneornil(L, 3) ? 256 : check_int(L, 3, "block");
+  return apply(L, [&](loop::LoopFunc& f) { loop::reduce_rows(f, l, block); });
+}
+
 // :cache(buffer [, loop="root"])
 int s_cache(lua_State* L) {
   if (lua_type(L, 2) != LUA_TSTRING)
@@ -244,11 +252,13 @@ const Function kMethods[] = {
     {"vectorize", s_vectorize, "k:vectorize(loop [, width])", "SIMD across an innermost loop; with width: split by it, vectorize loop_i"},
     {"unroll", s_unroll, "k:unroll(loop [, n])", "unroll by n (0 or none: fully, constant extents up to 64)"},
     {"parallel", s_parallel, "k:parallel(loop)", "spread the loop's iterations over threads (refused for reductions and racing stores)"},
+    {"rows", s_rows, "k:rows(loop [, block=256])",
+     "reduction rows: the reductions inside output loop `loop` run around it, over a row of `block` accumulators"},
     {"cache", s_cache, "k:cache(buffer [, loop=\"root\"])",
      "stage the tile of buffer (\"in0\", \"out\") one iteration of loop touches in a local array; written buffers are written back"},
     {"loops", s_loops, "k:loops()", "the loops, outermost first: {name, extent, depth, parallel, vectorize, unroll, reduce, note}"},
     {"log", s_log, "k:log()", "the schedule primitives applied to this kernel, in order"},
-    {"reset", s_reset, "k:reset([plain])", "back to lathe.compile's schedule; plain = true: the unscheduled loops"},
+    {"reset", s_reset, "k:reset([plain])", "back to lathe.compile's schedule; plain = true: the unscheduled loops (a matmul: its plain reduction, not the packed GEMM nest)"},
     {nullptr, nullptr, nullptr, nullptr},
 };
 

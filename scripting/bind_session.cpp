@@ -19,7 +19,7 @@ namespace lathe::script {
 std::string step_line(const StepInfo& st) {
   std::string s = "#" + std::to_string(st.index) + " " + st.rule;
   if (st.root >= 0) s += " @%" + std::to_string(st.root);
-  s += ": -" + std::to_string(st.removed.size()) + " +" + std::to_string(st.added.size());
+  s += ": " + st.change_counts();
   if (st.kind == StepKind::Sweep) {
     s += " (";
     bool first = true;
@@ -90,6 +90,8 @@ void push_step(lua_State* L, const StepInfo& st) {
   lua_setfield(L, -2, "removed");
   push_ids(L, st.added);
   lua_setfield(L, -2, "added");
+  lua_pushinteger(L, st.rebuilt);
+  lua_setfield(L, -2, "rebuilt");
   if (!st.fired.empty()) {
     lua_createtable(L, 0, (int)st.fired.size());
     for (auto& [r, n] : st.fired) {
@@ -268,14 +270,30 @@ int s_stats(lua_State* L) {
   return 1;
 }
 
+// Result tables that print as text (s:stats(), s:history(), s:check()): __tostring is
+// their "text" field.
+void set_text_tostring(lua_State* L, const std::string& text) {
+  lua_pushstring(L, text.c_str());
+  lua_setfield(L, -2, "text");
+  if (luaL_newmetatable(L, "lathe.Stats")) {
+    lua_pushcfunction(L, stats_tostring);
+    lua_setfield(L, -2, "__tostring");
+  }
+  lua_setmetatable(L, -2);
+}
+
+// s:history(): the steps as an array; prints as the :history listing (> marks the current).
 int s_history(lua_State* L) {
   RewriteSession& s = check_session(L, 1);
   auto h = s.history();
-  lua_createtable(L, (int)h.size(), 0);
+  lua_createtable(L, (int)h.size(), 1);
+  std::string text;
   for (size_t i = 0; i < h.size(); ++i) {
     push_step(L, h[i]);
     lua_rawseti(L, -2, (lua_Integer)i + 1);
+    text += (text.empty() ? "" : "\n") + std::string(h[i].index == s.current() ? "> " : "  ") + step_line(h[i]);
   }
+  set_text_tostring(L, text.empty() ? "no steps yet" : text);
   return 1;
 }
 
@@ -352,13 +370,15 @@ int s_check(lua_State* L) {
     lua_pushstring(L, r.message.c_str());
     lua_setfield(L, -2, "message");
   }
+  set_text_tostring(L, r.ok ? "check passed: the current graph computes what step 0 computes"
+                            : "check FAILED at step " + std::to_string(r.bad_step) + " (rule " + r.rule + "): " + r.message);
   return 1;
 }
 
 int s_tostring(lua_State* L) {
   RewriteSession& s = check_session(L, 1);
   std::string t = "rewrite session at step " + std::to_string(s.current()) + " of " + std::to_string(s.last()) + ", " +
-                  std::to_string(s.graph().size()) + " nodes";
+                  std::to_string(s.graph().size()) + (s.graph().size() == 1 ? " node" : " nodes");
   lua_pushstring(L, t.c_str());
   return 1;
 }
@@ -379,7 +399,7 @@ const Function kMethods[] = {
     {"enable", s_enable, "s:enable(rule)", "re-enable a rule"},
     {"disable", s_disable, "s:disable(rule)", "never fire this rule"},
     {"stats", s_stats, "s:stats()", "per rule: tried, matched, fired, time"},
-    {"history", s_history, "s:history()", "the steps so far"},
+    {"history", s_history, "s:history()", "the steps so far, an array of steps (prints as the :history listing)"},
     {"why", s_why, "s:why(rule, node)", "why a rule does not rewrite a node"},
     {"apply", s_apply, "s:apply(name, function(g) … return g2 end)", "a custom pass recorded as a step"},
     {"check", s_check, "s:check()", "compare step 0 with the current step; bisect to the first bad step"},

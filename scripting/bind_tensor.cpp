@@ -179,8 +179,9 @@ int m_hardtanh(lua_State* L) {
   return 1;
 }
 int m_gelu(lua_State* L) {
-  std::string approx = luaL_optstring(L, 2, "none");
-  if (lua_istable(L, 2)) approx = opt_field_string(L, 2, "approximate", "none");
+  // the options table is checked first: luaL_optstring raises on a table
+  std::string approx = lua_istable(L, 2) ? opt_field_string(L, 2, "approximate", "none")
+                                         : std::string(luaL_optstring(L, 2, "none"));
   if (approx != "none" && approx != "tanh") raise(L, "gelu: approximate must be \"none\" or \"tanh\"");
   push_tensor(L, gelu(tensor_arg(L, 1), approx));
   return 1;
@@ -331,7 +332,18 @@ int mm_index(lua_State* L) {
   }
   if (key == "axis" && (n->op == Op::Index || n->op == Op::Take)) { lua_pushinteger(L, n->attrs.axis); return 1; }
   if (key == "text") { lua_pushstring(L, print_node(n).c_str()); return 1; }
-  return 0;
+  if (key == "T") {  // PyTorch's x.T: the dims reversed
+    std::vector<int> perm;
+    for (int a = static_cast<int>(n->shape.size()) - 1; a >= 0; --a) perm.push_back(a);
+    push_tensor(L, perm.size() < 2 ? Tensor(n) : permute(Tensor(n), perm));
+    return 1;
+  }
+  // Fields that exist only for some nodes read as nil elsewhere; any other name is a typo.
+  static const char* const kSometimes[] = {"name", "value", "view_spec", "axes", "reduce", "axis"};
+  for (const char* k : kSometimes)
+    if (key == k) return 0;
+  raise(L, "a tensor has no field or method '" + key +
+               "' (fields: shape, dtype, rank, ndim, T, id, op, inputs, provenance, text; `:help lua` lists the methods)");
 }
 
 int mm_eq(lua_State* L) {

@@ -112,9 +112,9 @@ int m_adaptive_avg_pool2d(lua_State* L) {
 }
 int m_global_avg_pool2d(lua_State* L) { push_tensor(L, global_avg_pool2d(tensor_arg(L, 1))); return 1; }
 
-int m_softmax(lua_State* L) { push_tensor(L, softmax(tensor_arg(L, 1), (int)opt_int(L, 2, -1, "axis"))); return 1; }
+int m_softmax(lua_State* L) { push_tensor(L, softmax(tensor_arg(L, 1), (int)axis_arg(L, 2, -1))); return 1; }
 int m_log_softmax(lua_State* L) {
-  push_tensor(L, log_softmax(tensor_arg(L, 1), (int)opt_int(L, 2, -1, "axis")));
+  push_tensor(L, log_softmax(tensor_arg(L, 1), (int)axis_arg(L, 2, -1)));
   return 1;
 }
 // normalized_shape: a number (one dim), a table (its length = the number of trailing dims)
@@ -254,8 +254,8 @@ const Function kMethods[] = {
     {"avg_pool2d", m_avg_pool2d, "x:avg_pool2d(kernel [, stride [, padding [, ceil_mode [, count_include_pad]]]])", "2-D average pooling"},
     {"adaptive_avg_pool2d", m_adaptive_avg_pool2d, "x:adaptive_avg_pool2d(output_size)", "adaptive average pooling"},
     {"global_avg_pool2d", m_global_avg_pool2d, "x:global_avg_pool2d()", "mean over H, W -> [N, C, 1, 1]"},
-    {"softmax", m_softmax, "x:softmax([axis=-1])", "softmax along axis"},
-    {"log_softmax", m_log_softmax, "x:log_softmax([axis=-1])", "log of softmax along axis"},
+    {"softmax", m_softmax, "x:softmax([axis=-1]) or x:softmax{dim=-1}", "softmax along axis"},
+    {"log_softmax", m_log_softmax, "x:log_softmax([axis=-1]) or {dim=-1}", "log of softmax along axis"},
     {"layer_norm", m_layer_norm, "x:layer_norm(normalized_shape [, weight [, bias [, eps=1e-5]]])", "layer normalization over the trailing dims"},
     {"rms_norm", m_rms_norm, "x:rms_norm(normalized_shape [, weight [, eps=1e-6]])", "RMS normalization"},
     {"batch_norm", m_batch_norm, "x:batch_norm(running_mean, running_var [, weight [, bias [, training=false [, momentum [, eps]]]]])", "inference batch norm"},

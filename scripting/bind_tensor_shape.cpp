@@ -227,8 +227,8 @@ int m_pad(lua_State* L) {
   push_tensor(L, pad(x, pads, lua_isnoneornil(L, 3) ? Scalar(0) : scalar_arg(L, 3)));
   return 1;
 }
-int l_cat(lua_State* L) { push_tensor(L, concat(tensor_list(L, 1), (int)opt_int(L, 2, 0, "axis"))); return 1; }
-int l_stack(lua_State* L) { push_tensor(L, stack(tensor_list(L, 1), (int)opt_int(L, 2, 0, "axis"))); return 1; }
+int l_cat(lua_State* L) { push_tensor(L, concat(tensor_list(L, 1), (int)axis_arg(L, 2, 0))); return 1; }
+int l_stack(lua_State* L) { push_tensor(L, stack(tensor_list(L, 1), (int)axis_arg(L, 2, 0))); return 1; }
 int m_split(lua_State* L) {
   Tensor x = tensor_arg(L, 1);
   int axis = (int)opt_int(L, 3, 0, "axis");

@@ -3,6 +3,7 @@
 #include "scripting/binding.h"
 
 #include <cmath>
+#include <cstring>
 #include <sstream>
 
 #include "core/ir/build.h"
@@ -39,8 +40,26 @@ std::string exception_text(const std::exception& e) {
   return e.what();
 }
 
+// "file:line: " of the Lua code that called the running C function, skipping the colon
+// commands' own chunk (lathe.cmd.*, "=lathe-command"): their errors are about the command
+// line, so a command called from the REPL, the app or a pcall gets no position, and one
+// called from a script gets the script's. "" when the caller is C.
+void push_caller_position(lua_State* L) {
+  lua_Debug ar;
+  for (int level = 1; lua_getstack(L, level, &ar); ++level) {
+    lua_getinfo(L, "Sl", &ar);
+    if (ar.source && std::strcmp(ar.source, "=lathe-command") == 0) continue;
+    if (ar.currentline > 0) {
+      lua_pushfstring(L, "%s:%d: ", ar.short_src, ar.currentline);
+      return;
+    }
+    break;
+  }
+  lua_pushliteral(L, "");
+}
+
 void raise(lua_State* L, const std::string& msg) {
-  luaL_where(L, 1);
+  push_caller_position(L);
   lua_pushlstring(L, msg.data(), msg.size());
   lua_concat(L, 2);
   lua_error(L);
@@ -91,6 +110,53 @@ void push_guarded(lua_State* L, lua_CFunction raw, const void* data, int extra_u
     lua_rotate(L, -(extra_upvalues + 2), 2);  // raw, data below the extra upvalues
   }
   lua_pushcclosure(L, guard, 2 + extra_upvalues);
+}
+
+std::string help_signature_head(const std::string& sig) {
+  std::string h = sig.substr(0, sig.find_first_of("({ "));  // p:profile{iters=20}, lathe.graph{ … }
+  while (!h.empty() && h.back() == ' ') h.pop_back();
+  return h;
+}
+
+const char* help_guide(const std::string& topic) {
+  if (topic == "patterns" || topic == "pattern" || topic == "rules-syntax")
+    return "Rule patterns (lathe.rule(name, PATTERN, REPLACEMENT [, {where=fn, benefit=n}])):\n"
+           "  Op(p, …)           a primitive op (ops.def names: Add, Mul, Exp2, Reduce, View, …) over sub-patterns\n"
+           "  x                  a lower-case name binds any node; the same name twice must be the same node\n"
+           "  2, 0.5, -1, inf    a constant of that value (also a broadcast View of one)\n"
+           "  Const(a)           any scalar constant; binds its value to a (m.a in a Lua replacement)\n"
+           "  _                  anything, unbound\n"
+           "  Op{k=v, …}(p, …)   attribute constraints: Reduce{op=\"add\", axes=[1]}, Input{name=\"x\"},\n"
+           "                     Index{axis=0}, Take{axis=1}, any op's dtype: Cast{dtype=\"f16\"}(x)\n"
+           "  Input, Const, Index  arity-0 ops may leave out the parentheses\n"
+           "Commutative ops (Add, Mul, Max, And, Or, Xor, CmpNE) match both operand orders.\n"
+           "A replacement is a pattern over the bound names (numbers and ops with their attributes), or a\n"
+           "Lua function(m) returning a tensor, a number (a constant shaped like the root) or nil (no rewrite);\n"
+           "m.x is the node bound to x, m.a a bound constant's value, m.dtype / m.shape / m.root the root's.\n"
+           "Example:  lathe.rule(\"double\", \"Mul(x, 2)\", \"Add(x, x)\")\n"
+           "See also: lathe.rule, lathe.ruleset, lathe.rules.load, `:rules FILE`, `lathe rewrite --rules`.";
+  return nullptr;
+}
+
+const HelpEntry* find_help_entry(const std::string& topic) {
+  const auto& h = help_entries();
+  for (const std::string& key : {topic, "lathe." + topic, "Tensor:" + topic, "Graph:" + topic, "Session:" + topic,
+                                 "Program:" + topic, "Schedule:" + topic, "Value:" + topic, "Ruleset:" + topic,
+                                 "lathe.rules." + topic}) {
+    auto it = h.find(key);
+    if (it != h.end()) return &it->second;
+  }
+  // The names the listings show: a signature's head ("k:split", "s:step", "rs:names").
+  for (const auto& [key, e] : h)
+    if (help_signature_head(e.signature) == topic) return &e;
+  // Any receiver name before ':' ("sched:split", "prog:asm"): the method of that name.
+  if (auto c = topic.find(':'); c != std::string::npos && c > 0 && c + 1 < topic.size()) {
+    std::string method = topic.substr(c + 1);
+    if (method.find_first_of(".:") == std::string::npos)
+      for (const char* type : {"Tensor:", "Graph:", "Session:", "Program:", "Schedule:", "Value:", "Ruleset:"})
+        if (auto it = h.find(type + method); it != h.end()) return &it->second;
+  }
+  return nullptr;
 }
 
 void register_functions(lua_State* L, int table, const Function* fns, const std::string& help_prefix) {

@@ -33,6 +33,13 @@ struct Function {
 struct HelpEntry { std::string signature, doc; };
 const std::map<std::string, HelpEntry>& help_entries();
 void add_help(const std::string& topic, const std::string& signature, const std::string& doc);
+// The entry a topic names: a registered topic ("Schedule:split"), a short name ("split",
+// "randn"), or a name as the listings show it ("k:split", "s:step"); nullptr if none.
+const HelpEntry* find_help_entry(const std::string& topic);
+// The head of a signature as the listings show it: "k:split" of "k:split(loop, factor)".
+std::string help_signature_head(const std::string& signature);
+// Longer topics that are not one function ("patterns": the rule pattern syntax); nullptr if none.
+const char* help_guide(const std::string& topic);
 
 // Registers fns into the table at `table` (absolute index); topics are prefix + name.
 // Every function is registered through push_guarded, so C++ exceptions become Lua errors.
@@ -116,6 +123,7 @@ bool is_options_table(lua_State* L, int idx);
 void bind_tensor(lua_State* L, int module);   // bind_tensor.cpp: lathe.input/const, operators, math
 void bind_tensor_shape(lua_State* L, int module);  // bind_tensor_shape.cpp: shape ops, reductions
 void bind_tensor_nn(lua_State* L, int module);     // bind_tensor_nn.cpp: matmul, conv, norms, attention
+void bind_tensor_torch(lua_State* L, int module);  // bind_tensor_torch.cpp: dim, numel, masked_fill, einsum …
 void bind_value(lua_State* L, int module);    // bind_value.cpp: lathe.tensor/randn/allclose + Value
 void bind_graph(lua_State* L, int module);    // bind_graph.cpp: lathe.graph/load + Graph methods
 void bind_run(lua_State* L, int module);      // bind_run.cpp: lathe.run (+ lathe.compile later)

@@ -15,9 +15,11 @@
 #include "backends/backend.h"
 #include "core/ir/diag.h"
 #include "core/ir/dot.h"
+#include "core/schedule/kernel_view.h"
 #include "scripting/binding.h"
 #include "scripting/program_box.h"
 #include "scripting/progress.h"
+#include "scripting/rules_lua.h"
 #include "scripting/session_file.h"
 
 namespace lathe::script {
@@ -58,21 +60,11 @@ int l_dot(lua_State* L) {
   DotOptions opt;
   opt.level = *lv;
   opt.title = std::filesystem::path(path).stem().string() + " (" + level + " level)";
-  std::shared_ptr<Executable> exe;
-  if (opt.level == DotLevel::Kernel) {
+  if (opt.level == DotLevel::Kernel) {  // p's kernels, drawn as `lathe dot` and the app do
     if (lua_isnoneornil(L, 4)) raise(L, "the kernel level draws a compiled program's kernels: :compile first");
-    exe = check_program_exe(L, 4);
-    const Program& prog = exe->program();
-    g = prog.graph;
-    std::unordered_map<NodeRef, int> group;
-    for (int i = 0; i < prog.num_kernels(); ++i) {
-      for (NodeRef n : prog.kg.kernels[i].nodes) group.emplace(n, i);
-      opt.group_names.push_back(prog.kg.kernels[i].name);
-    }
-    opt.group_of = [group](NodeRef n) {
-      auto it = group.find(n);
-      return it == group.end() ? -1 : it->second;
-    };
+    std::shared_ptr<Executable> exe = check_program_exe(L, 4);
+    write_file_atomic(path, kernel_level_to_dot(exe->program().kg, opt.title));
+    return 0;
   }
   write_file_atomic(path, graph_to_dot(g, opt));
   return 0;
@@ -114,7 +106,7 @@ const std::vector<std::pair<std::string, std::string>>& Workbench::command_help(
       {"graph", "summary of the current graph (the session's, else g)"},
       {"text", "the current graph as .lathe text"},
       {"save FILE", "FILE.lathe: the current graph; FILE.lathe-session: the whole session (graph, rules, step, compile, profile)"},
-      {"open FILE", "open a .lathe-session (replays to the saved step; also `lathe repl FILE.lathe-session`)"},
+      {"open FILE", "open a .lathe-session (replays to the saved step and compiles p there; also `lathe repl FILE.lathe-session`)"},
       {"rules FILE|NAME [check]", "load a rule file or built-in set; start a session s on the current graph"},
       {"step [n]", "one rewrite (or n)"},
       {"back [n]", "go back one step (or n)"},
@@ -126,7 +118,7 @@ const std::vector<std::pair<std::string, std::string>>& Workbench::command_help(
       {"why RULE NODE", "why RULE does not rewrite NODE"},
       {"stats", "per rule: tried, matched, fired, time"},
       {"check", "compare the current graph with step 0 (bisects to the first bad step)"},
-      {"compile [backend]", "compile the current graph as p; list its kernels"},
+      {"compile [backend]", "compile the current graph as p; list its kernels (after :step/:back/:seek, the commands on p note that it is another step's)"},
       {"kernels", "the kernels of p"},
       {"source k", "generated source of kernel k"},
       {"loop k", "loop IR of kernel k"},
@@ -209,6 +201,17 @@ Workbench::Result Workbench::command(const std::vector<std::string>& words) {
   return r;
 }
 
+std::vector<std::string> help_topic_names() {
+  std::set<std::string> names = {"lua", "patterns"};
+  for (const auto& [key, e] : help_entries()) {
+    names.insert(key);
+    std::string head = help_signature_head(e.signature);
+    if (!head.empty()) names.insert(head);
+  }
+  for (auto& [c, d] : Workbench::command_help()) names.insert(":" + c.substr(0, c.find(' ')));
+  return {names.begin(), names.end()};
+}
+
 Workbench::Result Workbench::help(const std::string& topic) {
   Result r;
   const auto& h = help_entries();
@@ -219,7 +222,8 @@ Workbench::Result Workbench::help(const std::string& topic) {
     for (auto& [c, d] : command_help()) s += "  :" + c + std::string(w - c.size() + 2, ' ') + d + "\n";
     s += "Anything else is Lua: the `lathe` module is loaded; g, s, p and rules hold the state.\n"
          "Axes are 0-based (negative from the end), as in PyTorch. `:help lua` lists every Lua function;\n"
-         "`:help NAME` documents one (lathe.input, matmul, Session:step …). Long work (:step n, :profile,\n"
+         "`:help NAME` documents one (lathe.input, matmul, s:step …), `:help patterns` the rule patterns.\n"
+         "Long work (:step n, :profile,\n"
          ":open) shows progress on a terminal and stops between steps on Ctrl-C.";
     r.output = s;
     return r;
@@ -231,19 +235,15 @@ Workbench::Result Workbench::help(const std::string& topic) {
     r.output = s;
     return r;
   }
+  if (const char* guide = help_guide(topic)) {
+    r.output = guide;
+    return r;
+  }
   // a Lua function and a colon command of the same name (p:asm, :asm) are both shown;
   // ":NAME" asks for the command only
   std::string bare = topic[0] == ':' ? topic.substr(1) : topic;
   if (topic[0] != ':') {
-    for (const std::string& key : {topic, "lathe." + topic, "Tensor:" + topic, "Graph:" + topic, "Session:" + topic,
-                                   "Program:" + topic, "Schedule:" + topic, "Value:" + topic, "Ruleset:" + topic,
-                                   "lathe.rules." + topic}) {
-      auto it = h.find(key);
-      if (it != h.end()) {
-        r.output = it->second.signature + "\n  " + it->second.doc;
-        break;
-      }
-    }
+    if (const HelpEntry* e = find_help_entry(topic)) r.output = e->signature + "\n  " + e->doc;
   }
   for (auto& [c, d] : command_help()) {
     if (c == bare || c.rfind(bare + " ", 0) == 0) {
@@ -339,6 +339,65 @@ std::string Workbench::describe(int idx, int depth) {
   const char* s = luaL_tolstring(L, idx, &len);
   std::string out(s, len);
   lua_pop(L, 1);
+  return out;
+}
+
+namespace {
+
+// Files and folders (with a trailing '/') whose path starts with `partial`.
+std::vector<std::string> complete_path(const std::string& partial) {
+  namespace fs = std::filesystem;
+  std::vector<std::string> out;
+  size_t slash = partial.rfind('/');
+  std::string dir = slash == std::string::npos ? "" : partial.substr(0, slash + 1);
+  std::string stem = slash == std::string::npos ? partial : partial.substr(slash + 1);
+  std::error_code ec;
+  fs::directory_iterator it(dir.empty() ? fs::path(".") : fs::path(dir), ec), end;
+  for (; !ec && it != end; it.increment(ec)) {
+    std::string name = it->path().filename().string();
+    if (name.compare(0, stem.size(), stem) != 0) continue;
+    if (name[0] == '.' && (stem.empty() || stem[0] != '.')) continue;
+    std::error_code e2;
+    out.push_back(dir + name + (it->is_directory(e2) ? "/" : ""));
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+}  // namespace
+
+std::vector<std::string> Workbench::complete_line(const std::string& line, int word_start, const std::string& word) {
+  size_t b = line.find_first_not_of(" \t");
+  if (b == std::string::npos || line[b] != ':') return complete(word);
+  std::vector<std::string> out;
+  auto starts = [&](const std::string& s) { return s.compare(0, word.size(), word) == 0; };
+  if (static_cast<size_t>(word_start) <= b) {  // the command name itself
+    for (auto& [c, d] : command_help()) {
+      std::string name = ":" + c.substr(0, c.find(' '));
+      if (starts(name)) out.push_back(name);
+    }
+    return out;
+  }
+  size_t e = line.find_first_of(" \t", b);
+  std::string cmd = line.substr(b + 1, e == std::string::npos ? std::string::npos : e - b - 1);
+  if (cmd == "help" || cmd == "h" || cmd == "?") {
+    for (auto& t : help_topic_names())
+      if (starts(t)) out.push_back(t);
+    return out;
+  }
+  if (cmd == "load" || cmd == "open" || cmd == "rules" || cmd == "save" || cmd == "trace" || cmd == "dot") {
+    // readline breaks words at '/': complete the whole argument, return the part from word_start
+    size_t arg = e == std::string::npos ? line.size() : line.find_first_not_of(" \t", e);
+    size_t end = std::min(line.size(), static_cast<size_t>(word_start) + word.size());
+    if (arg == std::string::npos || arg > static_cast<size_t>(word_start)) arg = word_start;
+    size_t cut = word_start - arg;
+    for (auto& path : complete_path(line.substr(arg, end - arg)))
+      if (path.size() >= cut) out.push_back(path.substr(cut));
+    if (cmd == "rules")
+      for (auto& n : builtin_rule_names())
+        if (starts(n)) out.push_back(n);
+    return out;
+  }
   return out;
 }
 

@@ -48,6 +48,10 @@ class Workbench {
   static const std::vector<std::pair<std::string, std::string>>& command_help();
   // Completion candidates for `text` (the word before the cursor: "lathe.in", "s:st").
   std::vector<std::string> complete(const std::string& text);
+  // Completion of `word` (which starts at `word_start` in `line`): a colon command's name
+  // (":lo" → ":load"), help topics after :help, files after :load / :open / :rules / :save /
+  // :trace / :dot (and built-in rule sets after :rules), else complete(word).
+  std::vector<std::string> complete_line(const std::string& line, int word_start, const std::string& word);
 
   Colors colors;
 
@@ -58,6 +62,10 @@ class Workbench {
 
 // The Executable behind a lathe.Program value at idx (raises a located error otherwise).
 std::shared_ptr<Executable> check_program_exe(lua_State* L, int idx);
+
+// Every name `:help` / `lathe help` opens (topics, listed names, :commands, guides), sorted:
+// for completion and for the test that each one opens.
+std::vector<std::string> help_topic_names();
 
 // Splits a command line into words; "double quotes" group, backslash escapes.
 std::vector<std::string> split_words(const std::string& line);

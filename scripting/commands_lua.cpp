@@ -17,6 +17,7 @@ local cmd = lathe.cmd   -- created by the Workbench with the native helpers (_st
 cmd.state = cmd.state or {}   -- what :save FILE.lathe-session records: rules, breakpoints, compile, profile
 
 local function fail(msg) error(msg, 0) end
+local function plural(n, word) return n .. " " .. word .. (n == 1 and "" or "s") end
 local function current_graph()
   if s ~= nil then return s:graph() end
   if g == nil then fail("no graph loaded (use :load FILE, or g = lathe.graph{ y = … })") end
@@ -30,6 +31,25 @@ local function need_program()
   if p == nil then fail("nothing compiled yet (use :compile [backend])") end
   return p
 end
+-- p as the commands that show or run it see it: with a note when it is not the current
+-- graph's program (compiled at another step, before :step / :back / :seek, or from
+-- another graph), so step 2's kernels are never listed as the current graph's.
+local function stale_note(prog)
+  local gr = current_graph()
+  if cmd._compiled_from(prog, gr) then return nil end
+  local now = s ~= nil and ("the session is at step " .. s:current()) or "the current graph is another one"
+  local was = "p is not compiled from the current graph"
+  if s ~= nil and cmd.state.compiled_step ~= nil and cmd._compiled_from(prog, s:graph(cmd.state.compiled_step)) then
+    was = "p was compiled at step " .. cmd.state.compiled_step
+  end
+  return "note: " .. was .. "; " .. now .. " (:compile to recompile)"
+end
+local function with_note(prog, text)
+  local note = stale_note(prog)
+  if note == nil then return text end
+  return note .. "\n" .. text
+end
+
 local function int_arg(v, what, dflt)
   if v == nil then
     if dflt == nil then fail("missing " .. what) end
@@ -66,13 +86,18 @@ function cmd.open(path)
   local info = cmd._session_open(path)
   local out = { info.summary }
   if info.backend then
-    local gr = g
-    if s ~= nil and info.compiled_step ~= nil and info.compiled_step <= #s then gr = s:graph(info.compiled_step) end
+    -- p is compiled from the graph the session reopens at; when it was saved compiled at
+    -- another step, that program is not brought back (a note says so)
+    local gr, step = g, nil
+    if s ~= nil then gr, step = s:graph(), s:current() end
     local ok, err = pcall(function() p = cmd._compile(gr, info.backend) end)
     if ok then
-      cmd.state.backend, cmd.state.compiled_step = info.backend, info.compiled_step
+      cmd.state.backend, cmd.state.compiled_step = info.backend, step
       local nk = #p:kernels()
       out[#out + 1] = "compiled with " .. info.backend .. " as p: " .. nk .. " kernel" .. (nk == 1 and "" or "s")
+      if step ~= nil and info.compiled_step ~= nil and info.compiled_step ~= step then
+        out[#out + 1] = "note: p was compiled at step " .. info.compiled_step .. " when saved; compiled for the current step " .. step .. " instead"
+      end
     else
       out[#out + 1] = "note: could not compile with " .. info.backend .. ": " .. tostring(err)
     end
@@ -88,7 +113,7 @@ function cmd.rules(path, opt)
   local ss = lathe.rewrite(gr, rs, { check = (opt == "check" or opt == "--check") })
   cmd._note_rules(path, not path:match("%.lua$"), ss)
   rules, s = rs, ss
-  return "ruleset " .. rs.name .. ": " .. #rs .. " rules; session at step 0 on " .. #gr .. " nodes"
+  return "ruleset " .. rs.name .. ": " .. plural(#rs, "rule") .. "; session at step 0 on " .. plural(#gr, "node")
 end
 
 function cmd.step(n)
@@ -125,8 +150,8 @@ function cmd.run()
   if r.stop == "breakpoint" then
     return string.format("breakpoint: rule %s is about to fire at %%%d (%s)", r.rule, r.node, at(ss))
   end
-  return string.format("fixpoint after %d step%s (%d rewrites); %s, %d nodes", r.steps, r.steps == 1 and "" or "s",
-                       r.rewrites, at(ss), #ss:graph())
+  return string.format("fixpoint after %s (%s); %s, %s", plural(r.steps, "step"), plural(r.rewrites, "rewrite"),
+                       at(ss), plural(#ss:graph(), "node"))
 end
 
 function cmd.history()
@@ -177,16 +202,17 @@ end
 
 function cmd.kernels()
   local out = {}
-  for i, k in ipairs(need_program():kernels()) do
-    out[#out + 1] = string.format("%3d  %-28s %-12s %d nodes", i, k.name, k.kind, k.nodes)
+  local prog = need_program()
+  for i, k in ipairs(prog:kernels()) do
+    out[#out + 1] = string.format("%3d  %-28s %-12s %s", i, k.name, k.kind, plural(k.nodes, "node"))
   end
-  if #out == 0 then return "no kernels (the interp backend runs the graph as a whole)" end
-  return table.concat(out, "\n")
+  if #out == 0 then return with_note(prog, "no kernels (the interp backend runs the graph as a whole)") end
+  return with_note(prog, table.concat(out, "\n"))
 end
 
-function cmd.source(k) return need_program():source(int_arg(k, "kernel", 1)) end
-function cmd.loop(k) return need_program():loop(int_arg(k, "kernel", 1)) end
-function cmd.asm(k) return need_program():asm(int_arg(k, "kernel", 1)) end
+function cmd.source(k) local prog = need_program() return with_note(prog, prog:source(int_arg(k, "kernel", 1))) end
+function cmd.loop(k) local prog = need_program() return with_note(prog, prog:loop(int_arg(k, "kernel", 1))) end
+function cmd.asm(k) local prog = need_program() return with_note(prog, prog:asm(int_arg(k, "kernel", 1))) end
 
 -- "B=64 T=128" words -> {B = 64, T = 128}; the other words are returned in order.
 local function split_binds(...)
@@ -212,17 +238,19 @@ function cmd.profile(...)
     if cmd.state.profile == nil then fail("no profile yet (:profile [iters])") end
     return (cmd.state.profile.text:gsub("\n$", ""))
   end
-  local r = cmd._profile(need_program(), int_arg(iters, "iters", 20), nil, binds)
+  local prog = need_program()
+  local r = cmd._profile(prog, int_arg(iters, "iters", 20), nil, binds)
   cmd.state.profile = { iters = r.iters, total_ms = r.total_ms, text = r.text }
-  return profile_result(r)
+  return with_note(prog, profile_result(r))
 end
 
 function cmd.trace(...)
   local binds, rest = split_binds(...)
   local path, iters = rest[1], rest[2]
   if path == nil then fail("usage: :trace FILE.json [iters] [SYM=N…]  (Chrome trace-event JSON; open it in Perfetto)") end
-  local r = cmd._profile(need_program(), int_arg(iters, "iters", 5), path, binds)
-  return "wrote " .. path .. " (" .. r.kernels .. " kernel" .. (r.kernels == 1 and "" or "s") .. ", " .. r.iters ..
+  local prog = need_program()
+  local r = cmd._profile(prog, int_arg(iters, "iters", 5), path, binds)
+  return with_note(prog, "wrote ") .. path .. " (" .. r.kernels .. " kernel" .. (r.kernels == 1 and "" or "s") .. ", " .. r.iters ..
          " iterations profiled; open it in https://ui.perfetto.dev)"
 end
 
@@ -232,9 +260,12 @@ function cmd.dot(path, level)
     fail("the REPL writes DOT text only: use :dot FILE.dot, or `lathe dot GRAPH -o " .. path .. "` (or `:save x.lathe` then `lathe dot x.lathe -o " .. path .. "`)")
   end
   level = level or "tensor"
-  if level == "kernel" then cmd._dot(current_graph(), path, level, need_program())
+  local note = ""
+  if level == "kernel" then
+    cmd._dot(current_graph(), path, level, need_program())
+    note = (stale_note(p) or "") .. (stale_note(p) and "\n" or "")
   else cmd._dot(current_graph(), path, level) end
-  return "wrote " .. path .. " (" .. level .. " level); for SVG/PNG: `lathe dot FILE -o OUT.svg`, or `dot -Tsvg " .. path .. "`"
+  return note .. "wrote " .. path .. " (" .. level .. " level); for SVG/PNG: `lathe dot FILE -o OUT.svg`, or `dot -Tsvg " .. path .. "`"
 end
 
 function cmd.gui(file)

@@ -18,12 +18,13 @@ int l_help(lua_State* L) {
     return 1;
   }
   std::string topic = luaL_checkstring(L, 1);
-  for (const std::string& key : {topic, "lathe." + topic, "Tensor:" + topic}) {
-    auto it = h.find(key);
-    if (it != h.end()) {
-      lua_pushstring(L, (it->second.signature + "\n  " + it->second.doc).c_str());
-      return 1;
-    }
+  if (const HelpEntry* e = find_help_entry(topic)) {  // also the listed names: k:split, s:step
+    lua_pushstring(L, (e->signature + "\n  " + e->doc).c_str());
+    return 1;
+  }
+  if (const char* guide = help_guide(topic)) {
+    lua_pushstring(L, guide);
+    return 1;
   }
   raise(L, "no help for '" + topic + "'");
 }
@@ -44,6 +45,7 @@ void open_lathe(lua_State* L) {
   bind_tensor(L, module);
   bind_tensor_shape(L, module);
   bind_tensor_nn(L, module);
+  bind_tensor_torch(L, module);
   bind_value(L, module);
   bind_graph(L, module);
   bind_run(L, module);

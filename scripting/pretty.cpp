@@ -111,7 +111,8 @@ std::string graph_summary(const Graph& g) {
     ++by_op[std::string(op_name(n->op))];
     if (!n->prov.path.empty()) ++by_composite[n->prov.path.substr(0, n->prov.path.find('/'))];
   }
-  os << "graph: " << nodes.size() << " nodes, " << g.inputs.size() << " inputs, " << g.outputs.size() << " outputs\n";
+  auto count = [](size_t n, const char* word) { return std::to_string(n) + " " + word + (n == 1 ? "" : "s"); };
+  os << "graph: " << count(nodes.size(), "node") << ", " << count(g.inputs.size(), "input") << ", " << count(g.outputs.size(), "output") << "\n";
   os << "  ops:";
   for (auto& [op, c] : by_op) os << " " << op << "×" << c;
   os << "\n";

@@ -14,10 +14,12 @@
 #include <mutex>
 
 #include "backends/backend.h"
+#include "core/runtime/machine.h"
 #include "core/runtime/random.h"
 #include "scripting/binding.h"
 #include "scripting/commands.h"
 #include "scripting/engine.h"
+#include "scripting/program_box.h"
 #include "scripting/session_lua.h"
 
 namespace lathe::script {
@@ -182,6 +184,8 @@ ProfileReport profile_iterations(Executable& exe, const TensorMap& in, int iters
       kp.gbps = kp.bytes / s / 1e9;
       kp.roof = kp.bound == "memory" ? (r.peak_gbps > 0 ? kp.gbps / r.peak_gbps : 0)
                                      : (r.peak_gflops > 0 ? kp.gflops / r.peak_gflops : 0);
+      kp.above_roof = r.device_ceiling ? (kp.roof > 1 ? "above the device ceiling measured" : "")
+                                       : above_roof_reason(kp.roof, kp.bound == "memory", kp.bytes);
     }
   }
   return r;
@@ -251,7 +255,17 @@ int l_compile(lua_State* L) {
   return 2;
 }
 
+// lathe.cmd._compiled_from(p, g) -> true when p was compiled from g (the same output nodes:
+// nodes are hash-consed, so equal graphs share them)
+int l_compiled_from(lua_State* L) {
+  const Graph& pg = check_program(L, 1)->program().graph;
+  const Graph& g = check_graph(L, 2);
+  lua_pushboolean(L, pg.outputs == g.outputs);
+  return 1;
+}
+
 const Function kLong[] = {
+    {"_compiled_from", l_compiled_from, "lathe.cmd._compiled_from(p, g)", "was p compiled from g?"},
     {"_step_n", l_step_n, "lathe.cmd._step_n(s, n)", "up to n rewrite steps with progress; Ctrl-C stops between steps"},
     {"_profile", l_profile, "lathe.cmd._profile(p, iters [, trace])", "profile with progress; Ctrl-C stops between iterations"},
     {"_run", l_run, "lathe.cmd._run(s)", "s:run() under a spinner"},

@@ -1,12 +1,17 @@
 // repl.cpp — the terminal REPL over the Workbench: libedit line editing with history kept
 // in $XDG_STATE_HOME/lathe/history (default ~/.local/state/lathe/history), Ctrl-R search
-// (libedit's), tab completion of globals, fields and methods, continuation lines for
-// incomplete chunks, Ctrl-C to interrupt a running chunk. When stdin is not a terminal it
-// reads lines without prompts, colour or history, so piped transcripts are stable.
+// (libedit's), tab completion of globals, fields and methods, :commands, help topics after
+// :help and paths after :load / :open / :rules / :save, continuation lines for
+// incomplete chunks, Ctrl-C to interrupt a running chunk (at the prompt: drop the line).
+// When stdin is not a terminal it reads lines without prompts, colour or history, so
+// piped transcripts are stable.
 #include "scripting/repl.h"
 
 #include <editline/readline.h>
+#include <signal.h>
 #include <unistd.h>
+
+#include <csignal>
 
 #include <cstdio>
 #include <cstdlib>
@@ -22,15 +27,41 @@ namespace {
 Workbench* g_bench = nullptr;
 std::vector<std::string> g_matches;
 
+int g_word_start = 0;  // where the word being completed starts in rl_line_buffer
+
 char* completion_generator(const char* text, int state) {
-  if (state == 0) g_matches = g_bench ? g_bench->complete(text) : std::vector<std::string>{};
+  if (state == 0)  // colon commands, help topics and paths by the line; Lua names otherwise
+    g_matches = g_bench ? g_bench->complete_line(rl_line_buffer ? rl_line_buffer : "", g_word_start, text)
+                        : std::vector<std::string>{};
+  if (state == 0)  // a folder completes without the space, so its files can follow
+    rl_completion_append_character = g_matches.size() == 1 && !g_matches[0].empty() && g_matches[0].back() == '/' ? '\0' : ' ';
   if (state < (int)g_matches.size()) return strdup(g_matches[state].c_str());
   return nullptr;
 }
 
-char** attempted_completion(const char* text, int, int) {
-  rl_attempted_completion_over = 1;  // no filename completion
+char** attempted_completion(const char* text, int start, int) {
+  rl_attempted_completion_over = 1;  // no readline filename completion (complete_line does paths)
+  g_word_start = start;
   return rl_completion_matches(text, completion_generator);
+}
+
+// Ctrl-C at the prompt: drop the line being typed and prompt again (as Python and lua
+// do), instead of SIGINT's default of ending the process and losing g, s and p. The
+// handler is installed only while readline waits; a running chunk has its own
+// (install_interrupt_handler).
+volatile std::sig_atomic_t g_prompt_sigint = 0;
+struct sigaction g_prev_prompt_sigint;
+void on_prompt_sigint(int) { g_prompt_sigint = 1; }
+void catch_prompt_sigint(bool on) {
+  if (on) {
+    struct sigaction sa {};
+    sa.sa_handler = on_prompt_sigint;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = 0;  // no SA_RESTART: the terminal read returns, and readline with it
+    sigaction(SIGINT, &sa, &g_prev_prompt_sigint);
+  } else {
+    sigaction(SIGINT, &g_prev_prompt_sigint, nullptr);
+  }
 }
 
 std::string history_path() {
@@ -77,7 +108,17 @@ int run_repl(Workbench& bench, const ReplOptions& opts) {
     std::string line;
     if (interactive) {
       const char* prompt = chunk.empty() ? "lathe> " : "   ... ";
+      g_prompt_sigint = 0;
+      catch_prompt_sigint(true);
       char* raw = readline(prompt);
+      catch_prompt_sigint(false);
+      if (g_prompt_sigint) {  // Ctrl-C: the line (and an unfinished chunk) is dropped
+        std::free(raw);
+        std::printf("^C\n");
+        std::fflush(stdout);
+        chunk.clear();
+        continue;
+      }
       if (!raw) { std::printf("\n"); break; }
       line = raw;
       std::free(raw);

@@ -327,7 +327,7 @@ int l_session_open(lua_State* L) {
   json saved_rules;
   try {
     Graph g0 = parse_keeping_ids(j["graph"].get<std::string>(), j.value("node_ids", json()), path + " (graph)");
-    lines.push_back("opened " + path + ": graph with " + std::to_string(g0.size()) + " nodes");
+    lines.push_back("opened " + path + ": graph with " + std::to_string(g0.size()) + (g0.size() == 1 ? " node" : " nodes"));
     if (j.contains("rules") && j["rules"].is_object() && j.contains("session") && j["session"].is_object()) {
       saved_rules = j["rules"];
       const json& sj = j["session"];
@@ -340,7 +340,12 @@ int l_session_open(lua_State* L) {
       ss = std::make_shared<RewriteSession>(g0, *rs, o);
       std::string note = replay(*ss, sj.value("steps", json::array()));
       int want = sj.value("step", 0);
-      if (note.empty()) ss->seek(std::min(want, ss->last()));
+      if (note.empty()) {
+        if (want < 0 || want > ss->last())  // a hand-edited or damaged file: say so, never clamp silently
+          note = "the file asks for step " + std::to_string(want) + " but records " + std::to_string(ss->last()) + " step" +
+                 (ss->last() == 1 ? "" : "s") + "; opened at step " + std::to_string(std::clamp(want, 0, ss->last()));
+        ss->seek(std::clamp(want, 0, ss->last()));
+      }
       for (const auto& b : sj.value("breakpoints", json::array())) {
         try { ss->breakpoint(b.get<std::string>()); } catch (const UserError&) {}
       }
@@ -387,7 +392,13 @@ int l_session_open(lua_State* L) {
     lua_getglobal(L, "s");
     lua_setfield(L, nst, "rules_session");
   }
-  if (j.contains("profile") && j["profile"].is_object()) {
+  // a profile measured the program compiled at compiled_step; cmd.open compiles the
+  // current step's, so a profile of another step's program is not brought back
+  int compiled_step = j.contains("compiled_step") && j["compiled_step"].is_number_integer() ? j["compiled_step"].get<int>() : -1;
+  bool other_step = ss && compiled_step >= 0 && compiled_step != ss->current();
+  if (other_step && j.contains("profile") && j["profile"].is_object())
+    lines.push_back("note: the saved profile measured step " + std::to_string(compiled_step) + "'s program: not restored");
+  if (!other_step && j.contains("profile") && j["profile"].is_object()) {
     const json& pj = j["profile"];
     lua_createtable(L, 0, 4);
     lua_pushinteger(L, pj.value("iters", 0));

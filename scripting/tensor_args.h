@@ -39,6 +39,17 @@ inline int64_t opt_int(lua_State* L, int idx, int64_t dflt, const char* what) {
   if (lua_isnoneornil(L, idx)) return dflt;
   return check_int(L, idx, what);
 }
+// One axis, positional (x:softmax(1)) or in an options table (x:softmax{dim = -1}, {axis = 1}).
+inline int64_t axis_arg(lua_State* L, int idx, int64_t dflt) {
+  if (!lua_istable(L, idx)) return opt_int(L, idx, dflt, "axis");
+  if (lua_getfield(L, idx, "axis") == LUA_TNIL) {
+    lua_pop(L, 1);
+    lua_getfield(L, idx, "dim");
+  }
+  int64_t v = opt_int(L, lua_gettop(L), dflt, "axis");
+  lua_pop(L, 1);
+  return v;
+}
 inline bool opt_bool(lua_State* L, int idx, bool dflt) {
   if (lua_isnoneornil(L, idx)) return dflt;
   return lua_toboolean(L, idx);

@@ -6,6 +6,10 @@
 // [SECTION] names
 #include "views/app_actions.h"
 
+#include <regex>
+
+#include "views/display_graph.h"
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -128,7 +132,7 @@ void adopt_program(AppState& s, std::shared_ptr<Executable> exe, int64_t version
     for (NodeRef n : p.kg.kernels[k].nodes) c->kernel_of.emplace(n->id, static_cast<int>(k));
   c->serial = (s.compiled ? s.compiled->serial : 0) + 1;
   s.compiled = std::move(c);
-  s.info("compiled with " + s.compiled->backend + ": " + std::to_string(s.compiled->num_kernels()) + " kernels");
+  s.info("compiled with " + s.compiled->backend + ": " + std::to_string(s.compiled->num_kernels()) + (s.compiled->num_kernels() == 1 ? " kernel" : " kernels"));
   s.selected_kernel = -1;
   if (s.selected >= 0) s.select_node(s.selected);   // picks the kernel of the selected node
   s.color_mode = ColorMode::Kernel;   // what compiling is for; the toolbar switches back
@@ -321,14 +325,64 @@ std::optional<ColorMode> color_mode_from_name(const std::string& n) {
   return std::nullopt;
 }
 
-int find_node(const AppState& s, const std::string& text) {
+namespace {
+
+std::string folded(std::string t) {
+  for (auto& c : t) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return t;
+}
+
+}  // namespace
+
+std::vector<uint32_t> find_nodes(const AppState& s, const std::string& text, bool regex) {
+  std::vector<uint32_t> exact, partial;
+  if (text.empty()) return exact;
+  const std::string q = folded(text);
+  std::string id_text = !q.empty() && q[0] == '%' ? q.substr(1) : q;
+  std::optional<std::regex> re;
+  if (regex) try {
+      re.emplace(text, std::regex::icase | std::regex::optimize);
+    } catch (const std::regex_error&) {
+      // not a regex: substrings only
+    }
   for (NodeRef n : s.topo) {
     auto out = s.output_name.find(n);
-    if (node_summary(n).find(text) != std::string::npos || (n->op == Op::Input && n->attrs.name == text) ||
-        (out != s.output_name.end() && out->second == text))
-      return static_cast<int>(n->id);
+    std::vector<std::string> names;   // what a user calls this node
+    if (n->op == Op::Input) names.push_back(n->attrs.name);
+    if (out != s.output_name.end()) {
+      std::string all = out->second;   // "a, b": each name on its own
+      for (size_t p = 0; p <= all.size();) {
+        size_t c = all.find(", ", p);
+        names.push_back(all.substr(p, c == std::string::npos ? std::string::npos : c - p));
+        if (c == std::string::npos) break;
+        p = c + 2;
+      }
+    }
+    bool is_exact = id_text == std::to_string(n->id);
+    for (auto& nm : names) is_exact = is_exact || folded(nm) == q;
+    const std::string& path = n->prov.path;
+    if (!is_exact && !path.empty()) {
+      std::string fp = folded(path);
+      is_exact = fp == q || folded(scope_title(path)) == q;
+    }
+    if (is_exact) {
+      exact.push_back(n->id);
+      continue;
+    }
+    std::string summary = node_summary(n), type = node_type(n);
+    bool m = folded(summary).find(q) != std::string::npos || folded(type).find(q) != std::string::npos ||
+             folded(path).find(q) != std::string::npos;
+    for (auto& nm : names) m = m || folded(nm).find(q) != std::string::npos;
+    if (!m && re) m = std::regex_search(summary, *re) || std::regex_search(path, *re);
+    if (m) partial.push_back(n->id);
   }
-  return -1;
+  exact.insert(exact.end(), partial.begin(), partial.end());
+  return exact;
+}
+
+int find_node(const AppState& s, const std::string& text) {
+  auto hits = find_nodes(s, text);
+  return hits.empty() ? -1 : static_cast<int>(hits.front());
 }
 
 }  // namespace lathe::views

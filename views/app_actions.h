@@ -52,7 +52,12 @@ std::optional<Level> level_from_name(const std::string& name);
 const char* color_mode_name(ColorMode m);
 std::optional<ColorMode> color_mode_from_name(const std::string& name);
 
-// The first node whose summary, output name or input name contains `text`; -1 if none.
+// Nodes matching `text`, best first: exact matches of an input or output name, a node id
+// ("%12" or "12") or a scope path (or its last component), in graph order; then nodes
+// whose op summary, input or output name, dtype/shape or scope path contains it (case
+// folded), or matches it as a regex (`regex`).
+std::vector<uint32_t> find_nodes(const AppState& s, const std::string& text, bool regex = false);
+// The first of find_nodes; -1 if none.
 int find_node(const AppState& s, const std::string& text);
 
 }  // namespace lathe::views

@@ -1,6 +1,8 @@
 // app_state.cpp — the commands that change the app's document and shared view state.
 #include "views/app_state.h"
 
+#include "views/display_graph.h"
+
 #include <exception>
 
 #include "core/ir/loader.h"
@@ -13,7 +15,7 @@ bool AppState::open(const std::string& file) {
     Graph g = load_graph(file);
     error.reset();
     set_graph(std::move(g), file, file);
-    info("opened " + file + " (" + std::to_string(topo.size()) + " nodes)");
+    info("opened " + file + " (" + std::to_string(topo.size()) + (topo.size() == 1 ? " node)" : " nodes)"));
     return true;
   } catch (const UserError& e) {
     error = LoadError{"cannot open " + file, e.diag(), file};
@@ -136,6 +138,25 @@ void AppState::select_group(const std::string& p, bool center) {
   center_request = center;
 }
 
+std::string AppState::reveal(int id) {
+  NodeRef n = id >= 0 ? node_by_id(static_cast<uint32_t>(id)) : nullptr;
+  if (!n || level == Level::Primitive) return "";
+  std::string path = n->prov.path;
+  if (level == Level::Kernel) {   // the scope of the kernel that computes it
+    if (!compiled) return "";
+    auto k = compiled->kernel_of.find(n->id);
+    if (k == compiled->kernel_of.end()) return "";
+    const Kernel& kn = compiled->program().kg.kernels[k->second];
+    NodeRef r = kn.root ? kn.root : (kn.nodes.empty() ? nullptr : kn.nodes.back());
+    path = r ? r->prov.path : "";
+  }
+  std::string first = path.empty() ? "" : collapsed_prefix(path, expanded);
+  if (first.empty()) return "";
+  expand(path);
+  last_toggled.clear();   // the view centres on the selection instead of keeping a scope in place
+  return first;
+}
+
 void AppState::clear_selection() {
   selected = -1;
   selected_group.clear();
@@ -145,6 +166,7 @@ void AppState::clear_selection() {
 void AppState::set_level(Level l) { level = l; }
 
 void AppState::expand(const std::string& p) {
+  last_toggled = p;
   // Expanding a/b/c implies its parents are expanded too.
   for (size_t i = 0; i <= p.size(); ++i)
     if (i == p.size() || p[i] == '/') expanded.insert(p.substr(0, i));
@@ -152,6 +174,7 @@ void AppState::expand(const std::string& p) {
 }
 
 void AppState::collapse(const std::string& p) {
+  last_toggled = p;
   for (auto it = expanded.begin(); it != expanded.end();) {
     bool below = *it == p || (it->size() > p.size() && it->compare(0, p.size(), p) == 0 && (*it)[p.size()] == '/');
     it = below ? expanded.erase(it) : std::next(it);

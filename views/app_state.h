@@ -62,6 +62,7 @@ class AppState {
   ColorMode color_mode = ColorMode::Category;
   std::set<std::string> expanded;   // composite paths shown expanded at the tensor level
   uint64_t expanded_version = 0;    // bumps when `expanded` changes
+  bool show_weights = false;        // weights / constants as boxes, not attributes of their reader
   int selected = -1;                // selected primitive node id, -1 = none
   std::string selected_group;       // or a selected collapsed composite path
   bool center_request = false;      // one-shot: the graph view centres on the selection
@@ -115,10 +116,24 @@ class AppState {
   std::function<void()> sync;
   // What the graph view drew last frame (scripts and tests read it).
   size_t view_boxes = 0, view_edges = 0, view_highlighted = 0;
-  size_t view_folded = 0;             // source boxes folded into their readers (huge graphs)
+  size_t view_folded = 0;             // weights / constants folded into their readers as attributes
+  size_t view_frames = 0;             // expanded scopes drawn as frames
+  std::vector<std::string> view_box_titles;   // the boxes shown (first label line), for scripts
+  std::vector<std::string> view_frame_paths;  // the frames shown
+  double view_layout_ms = 0;          // how long the layout shown took
+  std::string last_toggled;           // the scope expanded or collapsed last (the view keeps it in place)
   bool fit_request = false;           // one-shot: the graph view fits the drawing to the window
+  bool fit_readable = false;          // … at a readable zoom from its top (the Fit button's first press)
   bool relayout_request = false;      // one-shot: the graph view lays the graph out afresh (Re-layout)
   float zoom_request = 0;             // one-shot when > 0: the graph view zooms to this about its centre
+  float pan_request_x = 0, pan_request_y = 0;   // one-shot: the graph view pans by this many pixels
+  // One-shot: the graph view's search box gets this text and steps to its next hit this
+  // many times (gui.search); it reports the hits and the cursor back.
+  std::string search_request;
+  int search_steps = 0;
+  bool search_pending = false;
+  size_t view_search_hits = 0;
+  int view_search_cursor = -1;
   float view_zoom = 1;                // the graph view's zoom last frame (1 = 1 layout unit per pixel)
   // The last frames' times (the app's loop records them): the work of a frame, not the
   // wait for events before it. ui = building ImGui's draw lists (our views), render =
@@ -153,6 +168,9 @@ class AppState {
   // Selects kernel k (and its root node, so the inspector shows what it computes).
   void select_kernel(int k, bool center = false);
   void select_group(const std::string& path, bool center = false);
+  // Opens the scopes that hide node `id` at the tensor or kernel level (its box, or its
+  // kernel's, shows on its own). Returns the shortest scope it opened ("" = none).
+  std::string reveal(int id);
   void clear_selection();
   void set_level(Level l);
   void expand(const std::string& path);

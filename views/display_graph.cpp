@@ -28,26 +28,16 @@ void size_box(DisplayNode& b, const LabelMetrics& m) {
 
 namespace {
 
-std::string last_component(const std::string& path) {
-  auto p = path.rfind('/');
-  return p == std::string::npos ? path : path.substr(p + 1);
-}
-
 //-----------------------------------------------------------------------------
 // [SECTION] tensor-level grouping (composite provenance)
 //-----------------------------------------------------------------------------
 
 // The box a node folds into: the shortest prefix of its composite path that is not
-// expanded, or "" when every prefix is (the node shows on its own).
+// expanded, or "" when every prefix is (the node shows on its own). Graph inputs built at
+// the top stay boxes of their own; weights built inside a scope belong to it.
 std::string group_key(NodeRef n, const std::set<std::string>& expanded) {
-  if (n->op == Op::Input) return "";
-  const std::string& p = n->prov.path;
-  for (size_t i = 0; i <= p.size(); ++i) {
-    if (i < p.size() && p[i] != '/') continue;
-    std::string prefix = p.substr(0, i);
-    if (!prefix.empty() && !expanded.count(prefix)) return prefix;
-  }
-  return "";
+  if (n->op == Op::Input && !is_weight(n)) return "";
+  return collapsed_prefix(n->prov.path, expanded);
 }
 
 struct UnionFind {
@@ -67,7 +57,8 @@ uint64_t display_key(const AppState& s) {
   auto mix = [&](uint64_t v) { h = (h ^ v) * 1099511628211ull; };
   mix(s.version);
   mix(static_cast<uint64_t>(s.level));
-  if (s.level == Level::Tensor)
+  mix(s.show_weights ? 7 : 3);
+  if (s.level != Level::Primitive)
     for (auto& e : s.expanded) mix(std::hash<std::string>()(e));
   if (s.level == Level::Kernel && s.compiled) {   // kernel boxes show their times
     mix(reinterpret_cast<uintptr_t>(s.compiled->exe.get()));
@@ -99,7 +90,7 @@ DisplayNode single_box(const AppState& s, NodeRef nd) {
 
 void label_group(const AppState& s, DisplayNode& b) {
   NodeRef rep = node_by_id(b.rep);
-  b.lines = {"▶ " + last_component(b.group),
+  b.lines = {"▶ " + scope_title(b.group),
              b.group + " · " + std::to_string(b.members.size()) + (b.members.size() == 1 ? " op" : " ops"),
              node_type(rep)};
   if (!b.is_output) return;
@@ -134,6 +125,9 @@ DisplayGraph build_display_graph(const AppState& s, const LabelMetrics& m) {
   }
   const auto& topo = s.topo;
   const size_t n = topo.size();
+  // Expanded scopes are frames at the tensor level, and at the primitive level of a large
+  // graph (a flat drawing of a whole network reads as a hairball).
+  const bool frames = s.level == Level::Tensor || n > kLargeGraphNodes;
 
   // 1. Each node's fold key, then connected components among nodes sharing a key, so two
   //    separate calls of the same composite stay two boxes.
@@ -152,15 +146,66 @@ DisplayGraph build_display_graph(const AppState& s, const LabelMetrics& m) {
     }
   }
 
+  // 1b. Constant subgraphs (a causal mask: Index, compares, a View) are hash-consed too:
+  //     built once, read by every layer, they belong to the first layer's scope and would
+  //     pull an edge from it into each other one. When everything that reads such a node
+  //     sits in collapsed scopes, it is drawn in none of them: a member of each (shared).
+  std::vector<char> const_like(n, 0), shared(n, 0);
+  std::vector<std::vector<int>> readers(n);   // per const-like node: the components that read it
+  if (s.level == Level::Tensor) {
+    for (size_t i = 0; i < n; ++i) {
+      NodeRef nd = topo[i];
+      bool c = nd->op == Op::Const || nd->op == Op::Index;
+      if (!c && nd->op != Op::Input && !nd->inputs.empty()) {
+        c = true;
+        for (NodeRef in : nd->inputs) c = c && const_like[s.topo_index.at(in)];
+      }
+      const_like[i] = c && !s.output_name.count(nd);   // split scalars count: a View of one is constant too
+    }
+    // A scope call that only makes a constant (an ONNX Constant node) is no box of its
+    // own: its nodes are loose, so its constants fold into their readers.
+    std::unordered_map<int, bool> all_const;
+    for (size_t i = 0; i < n; ++i)
+      if (!key[i].empty()) {
+        auto [it, fresh] = all_const.try_emplace(uf.find(static_cast<int>(i)), true);
+        it->second = it->second && const_like[i];
+      }
+    for (size_t i = 0; i < n; ++i)
+      if (!key[i].empty() && all_const[uf.find(static_cast<int>(i))]) key[i].clear();
+    for (size_t i = n; i-- > 0;) {
+      if (!const_like[i] || split[i]) continue;
+      auto u = s.users.find(topo[i]);
+      if (u == s.users.end()) continue;
+      bool all_grouped = true;
+      auto& r = readers[i];
+      for (NodeRef user : u->second) {
+        size_t j = s.topo_index.at(user);
+        if (const_like[j]) {
+          if (!shared[j]) all_grouped = false;
+          r.insert(r.end(), readers[j].begin(), readers[j].end());
+        } else if (key[j].empty()) {
+          all_grouped = false;
+        } else {
+          r.push_back(uf.find(static_cast<int>(j)));
+        }
+      }
+      std::sort(r.begin(), r.end());
+      r.erase(std::unique(r.begin(), r.end()), r.end());
+      shared[i] = all_grouped && r.size() >= 2;
+      if (!shared[i]) r.clear();
+    }
+  }
+
   // 2. One box per single node or per component, in topological order of first member.
   std::vector<int> box(n, -1);
   std::unordered_map<int, int> box_of_root;
   for (size_t i = 0; i < n; ++i) {
     NodeRef nd = topo[i];
-    if (split[i]) continue;
+    if (split[i] || shared[i]) continue;
     if (key[i].empty()) {
       box[i] = static_cast<int>(dg.nodes.size());
       dg.nodes.push_back(single_box(s, nd));
+      if (frames) dg.nodes.back().scope = nd->prov.path;
       continue;
     }
     int root = uf.find(static_cast<int>(i));
@@ -168,6 +213,7 @@ DisplayGraph build_display_graph(const AppState& s, const LabelMetrics& m) {
     if (fresh) {
       DisplayNode b;
       b.group = key[i];
+      b.scope = parent_scope(key[i]);
       b.category = -1;
       b.fill = group_color();
       dg.nodes.push_back(std::move(b));
@@ -185,7 +231,15 @@ DisplayGraph build_display_graph(const AppState& s, const LabelMetrics& m) {
     uint64_t k = (uint64_t(uint32_t(a)) << 32) | uint32_t(b);
     if (a != b && seen.emplace(k, true).second) dg.edges.push_back({a, b});
   };
+  for (size_t i = 0; i < n; ++i)   // shared constant subgraphs: members of each reader
+    for (int root : readers[i]) {
+      auto it = box_of_root.find(root);
+      if (it == box_of_root.end()) continue;
+      dg.nodes[it->second].members.push_back(topo[i]->id);
+      if (box[i] < 0) box[i] = it->second;
+    }
   for (size_t i = 0; i < n; ++i) {
+    if (shared[i]) continue;
     if (split[i]) {
       std::unordered_map<int, bool> done;
       for (NodeRef user : s.users.at(topo[i])) {
@@ -198,6 +252,7 @@ DisplayGraph build_display_graph(const AppState& s, const LabelMetrics& m) {
         }
         int copy = static_cast<int>(dg.nodes.size());
         dg.nodes.push_back(single_box(s, topo[i]));
+        dg.nodes.back().scope = dg.nodes[ub].scope;
         if (box[i] < 0) box[i] = copy;
         add_edge(copy, ub);
       }
@@ -205,7 +260,7 @@ DisplayGraph build_display_graph(const AppState& s, const LabelMetrics& m) {
     }
     for (NodeRef in : topo[i]->inputs) {
       size_t j = s.topo_index.at(in);
-      if (!split[j]) add_edge(box[j], box[i]);
+      if (!split[j] && !shared[j]) add_edge(box[j], box[i]);
     }
   }
   for (size_t i = 0; i < n; ++i) dg.box_of[topo[i]->id] = box[i];
@@ -213,7 +268,8 @@ DisplayGraph build_display_graph(const AppState& s, const LabelMetrics& m) {
   // 4. Labels of groups, sources folded into their readers in a huge graph, then sizes.
   for (auto& b : dg.nodes)
     if (!b.group.empty()) label_group(s, b);
-  if (s.level == Level::Tensor && dg.nodes.size() > kFoldSourcesBoxes) fold_sources(dg);
+  if (!s.show_weights) fold_sources(dg);
+  if (frames) assign_frames(dg, m);
   for (auto& b : dg.nodes) size_box(b, m);
   return dg;
 }

@@ -27,6 +27,11 @@ LayoutRequest make_layout_request(const DisplayGraph& dg) {
   for (auto& b : dg.nodes) r.sizes.push_back({b.w, b.h});
   r.edges.reserve(dg.edges.size());
   for (auto& e : dg.edges) r.edges.push_back({e.from, e.to});
+  if (!dg.frames.empty()) {
+    r.box_frame.reserve(dg.nodes.size());
+    for (auto& b : dg.nodes) r.box_frame.push_back(b.frame);
+    for (auto& f : dg.frames) r.frame_parent.push_back(f.parent), r.frame_title_w.push_back(f.title_w);
+  }
   return r;
 }
 
@@ -140,7 +145,10 @@ Layout run_dot_layout(const LayoutRequest& r) {
 
 constexpr size_t kCacheSize = 12;
 
-LayoutEngine::LayoutEngine() : sh_(std::make_shared<Shared>()), thread_(worker, sh_) {}
+LayoutEngine::LayoutEngine(LayoutFn fn) : sh_(std::make_shared<Shared>()) {
+  sh_->fn = fn;
+  thread_ = std::thread(worker, sh_);
+}
 
 LayoutEngine::~LayoutEngine() {
   bool in_dot;
@@ -170,6 +178,12 @@ void LayoutEngine::request(LayoutRequest r) {
   sh_->cv.notify_all();
 }
 
+void LayoutEngine::put(std::shared_ptr<const Layout> l) {
+  std::lock_guard<std::mutex> lock(sh_->mu);
+  sh_->cache.push_front(std::move(l));
+  if (sh_->cache.size() > kCacheSize) sh_->cache.pop_back();
+}
+
 bool LayoutEngine::busy() {
   std::lock_guard<std::mutex> lock(sh_->mu);
   return sh_->running || sh_->pending;
@@ -184,7 +198,7 @@ void LayoutEngine::worker(std::shared_ptr<Shared> sh) {
     sh->running = true;
     sh->running_key = job->key;
     lock.unlock();
-    auto result = std::make_shared<Layout>(run_dot_layout(*job));
+    auto result = std::make_shared<Layout>(sh->fn(*job));
     lock.lock();
     sh->running = false;
     sh->cache.push_front(std::move(result));

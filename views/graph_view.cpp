@@ -26,7 +26,7 @@ constexpr int kKeyF = 'F';
 
 void GraphView::sync(AppState& s) {
   if (s.relayout_request && shown_ && step_.ok && !relayout_pending_) {   // a script's Re-layout
-    engine_.request(make_layout_request(*shown_));
+    fresh_layout(*shown_);
     relayout_pending_ = true;
   }
   s.relayout_request = false;
@@ -43,12 +43,12 @@ void GraphView::sync(AppState& s) {
     settling_ = false;
     if (shown_layout_ && shown_layout_->provisional) swap_in_dot(s);
     if (relayout_pending_) {   // Re-layout: swap dot's layout in when it lands
-      if (auto fresh = engine_.get(key)) {
+      if (auto fresh = cached(key)) {
         shown_layout_ = fresh;
         step_ = StepLayout{};
         relayout_pending_ = false;
         s.view_ghosts = s.view_added = 0;
-        s.view_layout = "dot";
+        s.view_layout = fresh->layered ? "layered" : "dot";
       } else {
         settling_ = true;
       }
@@ -57,7 +57,7 @@ void GraphView::sync(AppState& s) {
   }
   relayout_pending_ = false;
   std::shared_ptr<const Layout> layout =
-      wanted_->nodes.empty() ? std::make_shared<const Layout>() : engine_.get(key);
+      wanted_->nodes.empty() ? std::make_shared<const Layout>() : cached(key);
   // A rewrite step of the graph shown, at the same level: keep the old places.
   bool step = shown_ && shown_layout_ && s.document == last_document_ && s.level == last_level_ &&
               s.level != Level::Kernel && s.version != last_version_ && s.diff.from_version == last_version_;
@@ -68,11 +68,27 @@ void GraphView::sync(AppState& s) {
   }
   if (!layout) {
     LayoutRequest req = make_layout_request(*wanted_);
-    if (wanted_->nodes.size() <= kProvisionalLayoutBoxes) {
+    req.title_h = fonts_.size + 9.0f;
+    // dot for a small flat drawing; a drawing with scopes (frames, or collapsed scope boxes
+    // that may expand) always gets nested_layout, so expanding one keeps the rest in place.
+    bool groups = has_scopes(*wanted_);
+    bool dot = !groups && wanted_->nodes.size() <= kDotMaxBoxes && wanted_->edges.size() <= kDotMaxEdges;
+    if (dot) {   // small and flat: dot's drawing, in the background
       engine_.request(std::move(req));
       settling_ = true;
       return;
     }
+    if (groups || wanted_->nodes.size() <= kProvisionalLayoutBoxes) {
+      // Frames, or too many edges for dot: each frame laid out on its own, in
+      // milliseconds, on the quick worker (never queued behind a dot job); the drawing
+      // shown stays until it lands, usually the next frame.
+      quick_.request(std::move(req));
+      settling_ = true;
+      return;
+    }
+  }
+  if (!layout) {
+    LayoutRequest req = make_layout_request(*wanted_);
     // A large graph: rows by rank now, dot's drawing when it lands (swap_in_dot).
     layout = std::make_shared<const Layout>(layered_layout(req));
     engine_.request(std::move(req));
@@ -85,9 +101,33 @@ void GraphView::sync(AppState& s) {
   }
   s.view_ghosts = st.ok ? st.ghosts.size() : 0;
   s.view_added = st.ok ? static_cast<size_t>(std::count(st.added.begin(), st.added.end(), 1)) : 0;
-  s.view_layout = st.ok ? "stable" : layout->provisional ? "provisional" : "dot";
+  s.view_layout = st.ok ? "stable" : layout->provisional ? "provisional" : layout->layered ? "layered" : "dot";
   step_ = std::move(st);
   bool new_graph = !shown_ || s.document != last_document_ || s.level != last_level_ || (s.version != last_version_ && !step_.ok);
+  // Expand / collapse: the scope toggled stays where it was on screen.
+  bool anchored = false;
+  if (!new_graph && s.version == last_version_ && !s.last_toggled.empty() && shown_ && shown_layout_) {
+    Point before, after;
+    bool was_drawn = scope_rect(*shown_, *shown_layout_, s.last_toggled, before);
+    bool is_drawn = scope_rect(*wanted_, *layout, s.last_toggled, after);
+    if (!was_drawn && is_drawn) {   // a scope deep inside collapsed ones (gui.expand): show it
+      pan_.x = after.x - 40 / zoom_;
+      pan_.y = after.y - 40 / zoom_;
+      anchored = true;
+    }
+    if (was_drawn && is_drawn) {
+      pan_.x += after.x - before.x;
+      pan_.y += after.y - before.y;
+      anchored = true;
+      // Toggled from a script or the menu while out of view: bring its top into view.
+      float sx = (after.x - pan_.x) * zoom_, sy = (after.y - pan_.y) * zoom_;
+      if (sx < 0 || sx > last_canvas_.x * 0.8f || sy < 0 || sy > last_canvas_.y * 0.7f) {
+        pan_.x = after.x - 40 / zoom_;
+        pan_.y = after.y - 40 / zoom_;
+      }
+    }
+  }
+  s.last_toggled.clear();
   last_document_ = s.document;
   last_version_ = s.version;
   shown_ = wanted_;
@@ -97,9 +137,14 @@ void GraphView::sync(AppState& s) {
     fit_request_ = FitKind::Readable;
     last_version_ = s.version;
     last_level_ = s.level;
-  } else if (s.selected >= 0 || !s.selected_group.empty()) {
+  } else if (!anchored && (s.selected >= 0 || !s.selected_group.empty())) {
     s.center_request = true;   // after expand/collapse, keep the selection in view
   }
+  s.view_layout_ms = layout->seconds * 1000;
+  s.view_box_titles.clear();
+  for (auto& b : shown_->nodes) s.view_box_titles.push_back(b.lines.empty() ? "" : b.lines[0]);
+  s.view_frame_paths.clear();
+  for (auto& f : shown_->frames) s.view_frame_paths.push_back(f.path);
   search_key_ = 0;   // boxes changed: recompute hits
 }
 
@@ -108,15 +153,60 @@ void GraphView::sync(AppState& s) {
 void GraphView::swap_in_dot(AppState& s) {
   std::shared_ptr<const Layout> fresh = engine_.get(shown_->key);
   if (!fresh) {
-    if (!engine_.busy()) engine_.request(make_layout_request(*shown_));   // a newer request displaced it
+    if (!engine_.busy()) fresh_layout(*shown_);   // a newer request displaced it
     return;
   }
   shown_layout_ = fresh;
   step_ = StepLayout{};
-  s.view_layout = "dot";
+  s.view_layout = fresh->layered ? "layered" : "dot";
   s.view_ghosts = s.view_added = 0;
   if (s.selected >= 0 || !s.selected_group.empty()) s.center_request = true;
   else fit_request_ = FitKind::Readable;
+}
+
+bool GraphView::has_scopes(const DisplayGraph& g) {
+  return !g.frames.empty() || std::any_of(g.nodes.begin(), g.nodes.end(), [](const DisplayNode& b) { return !b.group.empty(); });
+}
+
+// A layout afresh (Re-layout, or a displaced request): dot in the background for a small
+// flat drawing, nested_layout at once otherwise; either lands in the engine's cache.
+void GraphView::fresh_layout(const DisplayGraph& g) {
+  LayoutRequest req = make_layout_request(g);
+  req.title_h = fonts_.size + 9.0f;
+  if (!has_scopes(g) && (g.nodes.size() <= kDotMaxBoxes && g.edges.size() <= kDotMaxEdges ||
+                         g.nodes.size() > kProvisionalLayoutBoxes))
+    engine_.request(std::move(req));
+  else
+    quick_.request(std::move(req));
+}
+
+std::shared_ptr<const Layout> GraphView::cached(uint64_t key) {
+  if (auto l = quick_.get(key)) return l;
+  return engine_.get(key);
+}
+
+bool GraphView::scope_rect(const DisplayGraph& g, const Layout& l, const std::string& path, Point& tl) const {
+  for (size_t i = 0; i < g.nodes.size() && i < l.centers.size(); ++i)
+    if (g.nodes[i].group == path) {
+      tl = {l.centers[i].x - g.nodes[i].w / 2, l.centers[i].y - g.nodes[i].h / 2};
+      return true;
+    }
+  for (size_t f = 0; f < g.frames.size() && f < l.frames.size(); ++f)
+    if (g.frames[f].path == path) {
+      tl = {l.frames[f].x0, l.frames[f].y0};
+      return true;
+    }
+  return false;
+}
+
+int GraphView::frame_title_at(ImVec2 w) const {
+  if (!shown_ || !shown_layout_) return -1;
+  int hit = -1;   // the innermost: frames come after their parents
+  for (size_t f = 0; f < shown_layout_->frames.size(); ++f) {
+    const FrameRect& r = shown_layout_->frames[f];
+    if (w.x >= r.x0 && w.x <= r.x1 && w.y >= r.y0 && w.y <= r.y0 + r.title_h) hit = static_cast<int>(f);
+  }
+  return hit;
 }
 
 bool GraphView::dot_pending() {
@@ -151,13 +241,14 @@ void GraphView::draw_toolbar(AppState& s) {
     if (ImGui::IsItemHovered()) ImGui::SetTooltip("compile the graph shown with the default backend (:compile)");
   }
   ImGui::SameLine(0, 12);
-  if (ImGui::Button("Fit")) fit_request_ = FitKind::Exact;
-  if (ImGui::IsItemHovered()) ImGui::SetTooltip("fit the graph to the window (F)");
+  if (ImGui::Button("Fit")) fit_request_ = next_fit();
+  if (ImGui::IsItemHovered())
+    ImGui::SetTooltip("show the graph at a readable zoom from its top; again: all of it in the window (F)");
   if (step_.ok) {   // the drawing kept the places of the version before a rewrite step
     ImGui::SameLine();
     ImGui::BeginDisabled(relayout_pending_);
     if (ImGui::Button("Re-layout")) {
-      engine_.request(make_layout_request(*shown_));
+      fresh_layout(*shown_);
       relayout_pending_ = true;
     }
     ImGui::EndDisabled();
@@ -174,12 +265,17 @@ void GraphView::draw_toolbar(AppState& s) {
                           "added ones outlined in green with a + tag");
     }
   }
-  if (s.level == Level::Tensor) {
+  if (s.level != Level::Primitive) {
     ImGui::SameLine();
     if (ImGui::Button("Expand all")) s.expand_all();
     ImGui::SameLine();
     if (ImGui::Button("Collapse all")) s.collapse_all();
   }
+  ImGui::SameLine();
+  ImGui::Checkbox("Weights", &s.show_weights);
+  if (ImGui::IsItemHovered())
+    ImGui::SetTooltip("draw weights and constants as boxes of their own; off: they are attributes of the\n"
+                      "node that reads them (the inspector lists them with shape, dtype and values)");
   ImGui::SameLine(0, 12);
   static const char* kColors[] = {"Colour: category", "Colour: kernel", "Colour: profile heat"};
   ImGui::SetNextItemWidth(170);
@@ -206,7 +302,7 @@ void GraphView::draw_toolbar(AppState& s) {
     ImGui::SetKeyboardFocusHere();
     search_focus_ = false;
   }
-  bool enter = ImGui::InputTextWithHint("##search", "search: op, name, shape, regex  (Ctrl+F)", query_,
+  bool enter = ImGui::InputTextWithHint("##search", "search: name, id, op, shape, regex  (Ctrl+F)", query_,
                                         sizeof query_, ImGuiInputTextFlags_EnterReturnsTrue);
   update_search(s);
   ImGui::SameLine(0, 4);
@@ -218,8 +314,8 @@ void GraphView::draw_toolbar(AppState& s) {
   }
   if (query_[0]) {
     ImGui::SameLine();
-    if (hits_.empty()) ImGui::TextColored(ImVec4(0.95f, 0.45f, 0.45f, 1), "no match");
-    else ImGui::Text("%d/%d", hit_cursor_ + 1, static_cast<int>(hits_.size()));
+    if (hit_nodes_.empty()) ImGui::TextColored(ImVec4(0.95f, 0.45f, 0.45f, 1), "no match");
+    else ImGui::Text("%d/%d", hit_cursor_ + 1, static_cast<int>(hit_nodes_.size()));
   }
 }
 
@@ -230,47 +326,35 @@ void GraphView::draw_toolbar(AppState& s) {
 void GraphView::update_search(AppState& s) {
   std::string q = query_;
   if (!shown_ || (q == last_query_ && search_key_ == shown_->key)) return;
-  last_query_ = q;
+  if (q != last_query_) {   // a new query: its matching nodes, exact names and ids first
+    last_query_ = q;
+    hit_nodes_ = find_nodes(s, q, true);
+    hit_cursor_ = -1;
+  }
   search_key_ = shown_->key;
+  // The boxes that hold a hit (outlined); a scope opened by stepping keeps the cursor.
   hits_.clear();
-  hit_nodes_.clear();
-  hit_cursor_ = -1;
-  if (q.empty()) return;
-  std::string lower = q;
-  for (auto& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  std::optional<std::regex> re;
-  try {
-    re.emplace(q, std::regex::icase | std::regex::optimize);
-  } catch (const std::regex_error&) {
-    // not a regex: plain substring search only
-  }
-  auto matches = [&](const std::string& text) {
-    std::string t = text;
-    for (auto& c : t) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    if (t.find(lower) != std::string::npos) return true;
-    return re && std::regex_search(text, *re);
-  };
-  std::vector<uint32_t> first_hit(shown_->nodes.size(), 0);
   std::vector<char> hit(shown_->nodes.size(), 0);
-  for (NodeRef n : s.topo) {
-    auto out = s.output_name.find(n);
-    bool m = matches(node_summary(n)) || matches(node_type(n)) || (out != s.output_name.end() && matches(out->second)) ||
-             (!n->prov.path.empty() && matches(n->prov.path));
-    if (!m) continue;
-    auto b = shown_->box_of.find(n->id);
-    if (b == shown_->box_of.end() || b->second < 0 || hit[b->second]) continue;
-    hit[b->second] = 1;
-    first_hit[b->second] = n->id;
+  for (uint32_t id : hit_nodes_) {
+    auto b = shown_->box_of.find(id);
+    if (b != shown_->box_of.end() && b->second >= 0 && !hit[b->second]) hit[b->second] = 1, hits_.push_back(b->second);
   }
-  for (size_t i = 0; i < hit.size(); ++i)
-    if (hit[i]) hits_.push_back(static_cast<int>(i)), hit_nodes_.push_back(first_hit[i]);
 }
 
 void GraphView::step_search(AppState& s, int dir) {
-  if (hits_.empty()) return;
-  int n = static_cast<int>(hits_.size());
+  if (hit_nodes_.empty()) return;
+  int n = static_cast<int>(hit_nodes_.size());
   hit_cursor_ = hit_cursor_ < 0 ? (dir > 0 ? 0 : n - 1) : ((hit_cursor_ + dir) % n + n) % n;
-  s.select_node(static_cast<int>(hit_nodes_[hit_cursor_]), true);
+  int id = static_cast<int>(hit_nodes_[hit_cursor_]);
+  // The scope the previous hit opened closes again, unless this hit is inside it too:
+  // stepping through a hundred hits leaves one scope open, not a hundred.
+  NodeRef hit = node_by_id(static_cast<uint32_t>(id));
+  if (!search_opened_.empty() && s.expanded.count(search_opened_) &&
+      !(hit && (hit->prov.path == search_opened_ || hit->prov.path.rfind(search_opened_ + "/", 0) == 0)))
+    s.collapse(search_opened_), s.last_toggled.clear();
+  std::string opened = s.reveal(id);   // open the scopes that hide it
+  if (!opened.empty()) search_opened_ = opened;
+  s.select_node(id, true);
 }
 
 //-----------------------------------------------------------------------------
@@ -280,21 +364,41 @@ void GraphView::step_search(AppState& s, int dir) {
 void GraphView::apply_fit(FitKind kind, ImVec2 canvas) {
   if (!shown_layout_ || shown_layout_->centers.empty()) return;
   const float margin = 24.0f;
+  // The legend and the info line sit at the bottom: boxes are fitted above them.
+  const float avail_y = std::max(80.0f, canvas.y - legend_h_ - 8);
   float W = shown_layout_->width + 2 * margin, H = shown_layout_->height + 2 * margin;
-  float z = std::min({canvas.x / W, canvas.y / H, 1.25f});
-  // "Readable": a graph too big to fit legibly opens at a readable zoom, showing its top
-  // (the inputs) centred, instead of a grey smear; F still fits it exactly.
+  float z = std::min({canvas.x / W, avail_y / H, 1.25f});
+  // "Readable": a graph too big to fit legibly is shown at a zoom where labels read
+  // (11 px text), from its top (the inputs), instead of a grey smear; Fit again (or F)
+  // fits it whole.
   bool top = false;
-  if (kind == FitKind::Readable && z < 0.55f) {
-    z = std::clamp(canvas.x / W, 0.55f, 1.0f);
+  if (kind == FitKind::Readable && z < kReadableZoom) {
+    z = std::clamp(canvas.x / W, kReadableZoom, 1.0f);
     top = true;
   }
   zoom_ = std::max(z, 0.01f);
   pan_.x = shown_layout_->x0 - margin + (W - canvas.x / zoom_) * 0.5f;
-  pan_.y = shown_layout_->y0 + (top ? -margin : -margin + (H - canvas.y / zoom_) * 0.5f);
-  // Deep graphs often drift sideways as they go down: start at the first box (the first
-  // input), not at the middle of an empty top row.
-  if (top) pan_.x = shown_layout_->centers[0].x - canvas.x * 0.5f / zoom_;
+  pan_.y = shown_layout_->y0 + (top ? -margin : -margin + (H - avail_y / zoom_) * 0.5f);
+  // Deep graphs often drift sideways as they go down: start at the topmost box, not at
+  // the middle of an empty top row.
+  if (top && W * zoom_ > canvas.x) {   // centre on the median box of the part in view
+    std::vector<float> xs;
+    for (const Point& c : shown_layout_->centers)
+      if (c.y < shown_layout_->y0 + avail_y / zoom_) xs.push_back(c.x);
+    if (!xs.empty()) {
+      std::nth_element(xs.begin(), xs.begin() + xs.size() / 2, xs.end());
+      pan_.x = xs[xs.size() / 2] - canvas.x * 0.5f / zoom_;
+    }
+  }
+  fitted_readable_ = top;
+  fitted_zoom_ = zoom_;
+  fitted_pan_ = pan_;
+}
+
+// Fit: readable from the top first; pressed again with the view untouched, all of it.
+GraphView::FitKind GraphView::next_fit() const {
+  bool untouched = fitted_readable_ && zoom_ == fitted_zoom_ && pan_.x == fitted_pan_.x && pan_.y == fitted_pan_.y;
+  return untouched ? FitKind::Exact : FitKind::Readable;
 }
 
 void GraphView::center_on(int box, ImVec2 canvas) {
@@ -367,7 +471,7 @@ void GraphView::context_menu(AppState& s) {
     if (i < path.size() && path[i] != '/') continue;
     std::string prefix = path.substr(0, i);
     if (s.expanded.count(prefix) && ImGui::MenuItem(("Collapse " + prefix).c_str())) {
-      s.set_level(Level::Tensor);
+      if (s.level == Level::Primitive) s.set_level(Level::Tensor);
       s.collapse(prefix);
     }
   }
@@ -376,7 +480,15 @@ void GraphView::context_menu(AppState& s) {
 
 void GraphView::draw(AppState& s) {
   sync(s);
-  if (s.fit_request && !settling_) fit_request_ = FitKind::Exact, s.fit_request = false;
+  if (s.search_pending && shown_ && !settling_) {   // gui.search: as if typed, then Enter n times
+    std::snprintf(query_, sizeof query_, "%s", s.search_request.c_str());
+    update_search(s);
+    for (int i = 0; i < s.search_steps; ++i) step_search(s, +1);
+    s.search_pending = false;
+  }
+  s.view_search_hits = hit_nodes_.size();
+  s.view_search_cursor = hit_cursor_;
+  if (s.fit_request && !settling_) fit_request_ = s.fit_readable ? FitKind::Readable : FitKind::Exact, s.fit_request = false;
   draw_toolbar(s);
   draw_canvas(s);
   // What is on screen, for scripts and tests (gui.state()).
@@ -393,6 +505,7 @@ void GraphView::draw_canvas(AppState& s) {
   ImVec2 size = ImGui::GetContentRegionAvail();
   size.x = std::max(size.x, 50.0f);
   size.y = std::max(size.y, 50.0f);
+  last_canvas_ = size;
   ImGui::InvisibleButton("canvas", size, ImGuiButtonFlags_MouseButtonLeft | ImGuiButtonFlags_MouseButtonRight);
   bool hovered = ImGui::IsItemHovered();
   bool active = ImGui::IsItemActive();
@@ -412,14 +525,20 @@ void GraphView::draw_canvas(AppState& s) {
     s.center_request = false;
   }
 
+  if (s.pan_request_x != 0 || s.pan_request_y != 0) {   // a script: pan by screen pixels
+    pan_.x += s.pan_request_x / zoom_;
+    pan_.y += s.pan_request_y / zoom_;
+    s.pan_request_x = s.pan_request_y = 0;
+  }
   if (s.zoom_request > 0) {   // a script: zoom about the canvas centre
     ImVec2 mid(pan_.x + size.x * 0.5f / zoom_, pan_.y + size.y * 0.5f / zoom_);
     zoom_ = std::clamp(s.zoom_request, 0.01f, 6.0f);
     pan_ = ImVec2(mid.x - size.x * 0.5f / zoom_, mid.y - size.y * 0.5f / zoom_);
     s.zoom_request = 0;
   }
-  // Pan (drag), zoom at the cursor (wheel), keys.
-  if (active && ImGui::IsMouseDragging(ImGuiMouseButton_Left, 2.0f)) {
+  // Pan (drag), zoom at the cursor (wheel), keys. A drag that began on the minimap moves
+  // the view there instead (draw_minimap).
+  if (active && !minimap_drag_ && ImGui::IsMouseDragging(ImGuiMouseButton_Left, 2.0f)) {
     pan_.x -= io.MouseDelta.x / zoom_;
     pan_.y -= io.MouseDelta.y / zoom_;
   }
@@ -430,16 +549,21 @@ void GraphView::draw_canvas(AppState& s) {
     pan_ = ImVec2(world.x - m.x / zoom_, world.y - m.y / zoom_);
   }
   if (!io.WantTextInput && ImGui::IsWindowFocused(ImGuiFocusedFlags_RootAndChildWindows)) {
-    if (ImGui::IsKeyPressed(kKeyF) && !io.KeyCtrl) fit_request_ = FitKind::Exact;
+    if (ImGui::IsKeyPressed(kKeyF) && !io.KeyCtrl) fit_request_ = next_fit();
   }
   if (io.KeyCtrl && ImGui::IsKeyPressed(kKeyF)) search_focus_ = true;
 
   ImVec2 mouse_world(pan_.x + (io.MousePos.x - p0.x) / zoom_, pan_.y + (io.MousePos.y - p0.y) / zoom_);
-  int hover_box = hovered ? box_at(mouse_world) : -1;
+  int hover_box = hovered && !on_minimap_ ? box_at(mouse_world) : -1;
+  int hover_frame = hovered && !on_minimap_ && hover_box < 0 ? frame_title_at(mouse_world) : -1;
 
-  // Click (press and release without dragging) selects; a collapsed composite expands.
-  if (hovered && ImGui::IsMouseReleased(ImGuiMouseButton_Left) && io.MouseDragMaxDistanceSqr[0] < 4.0f * 4.0f) {
-    if (hover_box < 0) {
+  // Click (press and release without dragging) selects; a collapsed composite expands; a
+  // frame's title bar collapses it.
+  if (hovered && !on_minimap_ && ImGui::IsMouseReleased(ImGuiMouseButton_Left) && io.MouseDragMaxDistanceSqr[0] < 4.0f * 4.0f) {
+    if (hover_frame >= 0 && s.level != Level::Primitive) {
+      s.info("collapsed " + shown_->frames[hover_frame].path);
+      s.collapse(shown_->frames[hover_frame].path);
+    } else if (hover_box < 0) {
       s.clear_selection();
     } else if (!shown_->nodes[hover_box].group.empty()) {
       const DisplayNode& b = shown_->nodes[hover_box];
@@ -463,8 +587,15 @@ void GraphView::draw_canvas(AppState& s) {
   dl->PushClipRect(p0, p1, true);
   ImVec2 clip_min = dl->GetClipRectMin(), clip_max = dl->GetClipRectMax();   // the part of the canvas on screen
   canvas_min_ = clip_min, canvas_max_ = clip_max;
+  // The drawing stops above the legend and info line (a band of their own), so no label
+  // ever sits under them.
+  float band = shown_ && !shown_->nodes.empty() ? legend_h_ : 0.0f;
+  dl->PushClipRect(p0, ImVec2(p1.x, std::max(p0.y + 40, p1.y - band)), true);
   draw_boxes_and_edges(s, dl, p0, hover_box);
+  dl->PopClipRect();
+  if (band > 0) dl->AddLine(ImVec2(p0.x, p1.y - band), ImVec2(p1.x, p1.y - band), IM_COL32(60, 64, 76, 255));
   draw_legend(s, dl, p0, p1);
+  on_minimap_ = draw_minimap(dl, p0, size);
 
   // Overlays: why there is nothing, or that a layout is on its way.
   auto centered_text = [&](const std::string& t, ImU32 col, float y) {
@@ -493,8 +624,9 @@ void GraphView::draw_canvas(AppState& s) {
       std::snprintf(info, sizeof info, "%zu boxes · %zu edges · quick layout: dot still running · zoom %.0f%%",
                     shown_->nodes.size(), shown_->edges.size(), zoom_ * 100);
     else
-      std::snprintf(info, sizeof info, "%zu boxes · %zu edges · dot %.2f s · zoom %.0f%%", shown_->nodes.size(),
-                    shown_->edges.size(), shown_layout_ ? shown_layout_->seconds : 0.0, zoom_ * 100);
+      std::snprintf(info, sizeof info, "%zu boxes · %zu edges · %s %.0f ms · zoom %.0f%%", shown_->nodes.size(),
+                    shown_->edges.size(), shown_layout_ && !shown_layout_->frames.empty() ? "frames" : "layout",
+                    shown_layout_ ? shown_layout_->seconds * 1000 : 0.0, zoom_ * 100);
     ImVec2 ts = ImGui::CalcTextSize(info);
     ImVec2 at(p1.x - ts.x - 10, p1.y - ts.y - 6);
     dl->AddRectFilled(ImVec2(at.x - 6, at.y - 3), ImVec2(p1.x - 4, p1.y - 3), IM_COL32(24, 26, 31, 215), 4);
@@ -502,6 +634,8 @@ void GraphView::draw_canvas(AppState& s) {
   }
   dl->PopClipRect();
 
+  if (hover_frame >= 0 && s.level != Level::Primitive && !ImGui::IsPopupOpen("box-menu"))
+    ImGui::SetTooltip("%s: click the title to collapse", shown_->frames[hover_frame].path.c_str());
   // Tooltip for the hovered box.
   if (hover_box >= 0 && !ImGui::IsPopupOpen("box-menu")) {
     const DisplayNode& b = shown_->nodes[hover_box];

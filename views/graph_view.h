@@ -2,9 +2,11 @@
 // kernel level, laid out by Graphviz (graph_layout.h) and drawn with ImDrawList.
 //
 // Interaction:  drag = pan · wheel = zoom at the cursor · F or "Fit" = fit to window ·
-//               click a box = select it (a collapsed composite expands) · right-click =
-//               expand/collapse menu · hover = tooltip · search box: op, input/output
-//               name, shape or dtype substring, or a regex; Enter / ▶ cycle through hits.
+//               click a box = select it (a collapsed scope expands in place, its frame's
+//               title collapses it) · right-click = expand/collapse menu · hover =
+//               tooltip · minimap (top right) = jump · search box: a name or id matches
+//               exactly first, then op, input/output name, shape or dtype substrings, or a
+//               regex; Enter / ▶ cycle through hits, opening the scopes that hold them.
 // While a layout runs the previous drawing stays up with "laying out…" over it, so the
 // window stays responsive however large the graph is. A graph of more than
 // kProvisionalLayoutBoxes boxes is drawn at once in rows by rank (layered_layout) and
@@ -23,6 +25,9 @@
 #include "views/theme.h"
 
 namespace lathe::views {
+
+// The zoom at which a box's labels read (15 px font -> 11 px).
+constexpr float kReadableZoom = 0.75f;
 
 class GraphView {
  public:
@@ -45,24 +50,36 @@ class GraphView {
  private:
   enum class FitKind { None, Readable, Exact };
   void sync(AppState& s);
+  static bool has_scopes(const DisplayGraph& g);   // collapsed scope boxes or frames
+  void fresh_layout(const DisplayGraph& g);
   void swap_in_dot(AppState& s);
   void draw_toolbar(AppState& s);
   void draw_canvas(AppState& s);
   void draw_boxes_and_edges(AppState& s, ImDrawList* dl, ImVec2 origin, int hovered);
   void draw_ghosts(ImDrawList* dl, ImVec2 origin);
   void draw_legend(const AppState& s, ImDrawList* dl, ImVec2 min, ImVec2 max);
+  void draw_frames(AppState& s, ImDrawList* dl, ImVec2 origin);
+  // The minimap (top-right): the whole drawing, the view's rectangle; a click or drag in
+  // it moves the view there. Returns true while it has the mouse.
+  bool draw_minimap(ImDrawList* dl, ImVec2 p0, ImVec2 size);
+  int frame_title_at(ImVec2 world) const;   // the frame whose title bar is at `world`, or -1
+  // Where a scope is drawn (its box, or its frame), for keeping it in place on expand.
+  bool scope_rect(const DisplayGraph& g, const Layout& l, const std::string& path, Point& top_left) const;
   void update_colors(const AppState& s);   // fills_ / in_kernel_ for the colour mode
   int selected_box(const AppState& s) const;
   void update_search(AppState& s);
   void step_search(AppState& s, int dir);
   void apply_fit(FitKind kind, ImVec2 canvas);
+  FitKind next_fit() const;
   void center_on(int box, ImVec2 canvas);
   void frame_kernel(ImVec2 canvas);
   int box_at(ImVec2 world) const;
   void context_menu(AppState& s);
 
   Fonts fonts_;
-  LayoutEngine engine_;
+  LayoutEngine engine_;                      // dot (small flat drawings; large ones in the background)
+  LayoutEngine quick_{nested_layout};        // nested_layout: drawings with scopes, and the rest
+  std::shared_ptr<const Layout> cached(uint64_t key);   // from either
   // What is on screen: a display graph and its layout (always a matching pair).
   std::shared_ptr<DisplayGraph> shown_;
   std::shared_ptr<const Layout> shown_layout_;
@@ -87,9 +104,22 @@ class GraphView {
   std::vector<int> hits_;            // box indices, in box order
   std::vector<uint32_t> hit_nodes_;  // matching primitive node per hit box
   int hit_cursor_ = -1;
+  std::string search_opened_;        // the scope the last search step opened
   bool search_focus_ = false;
 
   int context_box_ = -1;
+  bool fitted_readable_ = false;     // the last fit showed the top at a readable zoom
+  float fitted_zoom_ = 0;
+  ImVec2 fitted_pan_{0, 0};
+  float legend_h_ = 30;              // the legend's height last frame: fits keep boxes above it
+  bool minimap_drag_ = false;
+  bool on_minimap_ = false;          // the mouse is over the minimap (last frame)
+  // The scope expanded / collapsed last, and where it was drawn, so the new drawing keeps
+  // it at the same place on screen.
+  std::string anchor_path_;
+  ImVec2 anchor_screen_{0, 0};
+  bool anchor_pending_ = false;
+  ImVec2 last_canvas_{800, 600};
   ImVec2 canvas_min_{0, 0}, canvas_max_{0, 0};
 
   // Per box of shown_: its fill in the current colour mode, and whether it holds a node of

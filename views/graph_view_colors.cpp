@@ -57,6 +57,10 @@ void GraphView::update_colors(const AppState& s) {
     const DisplayNode& b = shown_->nodes[i];
     int k = kernel_of_box(b);
     ImU32 fill = b.fill;
+    if (!b.group.empty()) {   // a scope holds many kernels: it keeps its own colour
+      fills_[i] = fill;
+      continue;
+    }
     if (s.color_mode == ColorMode::Kernel && c) {
       fill = k >= 0 ? kernel_fill(k) : (b.kernel < 0 && s.level == Level::Kernel ? b.fill : kNoKernelFill);
     } else if (s.color_mode == ColorMode::Heat && c && c->profile && max_ms > 0) {
@@ -95,6 +99,7 @@ void GraphView::draw_legend(const AppState& s, ImDrawList* dl, ImVec2 min, ImVec
     for (int i = 0; i < 28; ++i)
       dl->AddRectFilled(ImVec2(bx + bar * i / 28, y + 3), ImVec2(bx + bar * (i + 1) / 28 + 0.5f, y + 15), heat_fill(i / 27.0f));
     dl->AddText(ImVec2(bx + bar + 6, y), colors::kTextDim, hi);
+    legend_h_ = 30;
     return;
   }
   if (s.color_mode == ColorMode::Kernel && c) {
@@ -113,25 +118,39 @@ void GraphView::draw_legend(const AppState& s, ImDrawList* dl, ImVec2 min, ImVec
     }
     for (OpCategory cat : cats)
       if (present[static_cast<int>(cat)]) items.push_back({std::string(category_name(cat)), category_color(cat)});
-    if (groups) items.push_back({"composite", group_color()});
+    if (groups) items.push_back({s.level == Level::Kernel ? "scope (kernels)" : "scope / composite", group_color()});
     if (kernels) items.push_back({"kernel", kernel_fill(0)});
   }
-  // Leave the bottom-right corner to the view's info line.
+  // Wraps into as many lines as it needs (upward from the bottom), leaving the
+  // bottom-right corner to the view's info line; the fit keeps boxes clear of it.
   float right = std::max(min.x + 200, max.x - 340);
-  float w = 0;
-  for (auto& item : items) {
-    float iw = 26 + ImGui::CalcTextSize(item.first.c_str()).x;
-    if (x + w + iw - 10 > right) break;
-    w += iw;
+  std::vector<std::vector<size_t>> lines(1);
+  float lx = x;
+  for (size_t i = 0; i < items.size(); ++i) {
+    float iw = 26 + ImGui::CalcTextSize(items[i].first.c_str()).x;
+    if (lx + iw - 10 > right && !lines.back().empty()) lines.emplace_back(), lx = x;
+    lines.back().push_back(i);
+    lx += iw;
   }
-  dl->AddRectFilled(ImVec2(x - 6, y - 4), ImVec2(x + w - 4, y + 20), IM_COL32(24, 26, 31, 215), 4);
-  for (auto& [name, col] : items) {
-    float tw = ImGui::CalcTextSize(name.c_str()).x;
-    if (x + 16 + tw > right) break;
-    dl->AddRectFilled(ImVec2(x, y + 3), ImVec2(x + 12, y + 15), col, 2);
-    dl->AddText(ImVec2(x + 16, y), colors::kTextDim, name.c_str());
-    x += 26 + tw;
+  const float lh = 20;
+  float top = y - (lines.size() - 1) * lh;
+  float wmax = 0;
+  for (auto& line : lines) {
+    float w = 0;
+    for (size_t i : line) w += 26 + ImGui::CalcTextSize(items[i].first.c_str()).x;
+    wmax = std::max(wmax, w);
   }
+  dl->AddRectFilled(ImVec2(x - 6, top - 4), ImVec2(x + wmax - 4, y + 20), IM_COL32(24, 26, 31, 215), 4);
+  for (size_t l = 0; l < lines.size(); ++l) {
+    float cx = x, cy = top + l * lh;
+    for (size_t i : lines[l]) {
+      auto& [name, col] = items[i];
+      dl->AddRectFilled(ImVec2(cx, cy + 3), ImVec2(cx + 12, cy + 15), col, 2);
+      dl->AddText(ImVec2(cx + 16, cy), colors::kTextDim, name.c_str());
+      cx += 26 + ImGui::CalcTextSize(name.c_str()).x;
+    }
+  }
+  legend_h_ = (y + 24) - (top - 4);
 }
 
 }  // namespace lathe::views

@@ -52,6 +52,75 @@ void GraphView::draw_ghosts(ImDrawList* dl, ImVec2 origin) {
   }
 }
 
+// Expanded scopes: a frame behind their contents, with a title bar that collapses it on
+// a click. Inner frames come after (on top of) their parents; each level adds a little
+// light, so depth reads at a glance.
+void GraphView::draw_frames(AppState& s, ImDrawList* dl, ImVec2 origin) {
+  s.view_frames = 0;
+  if (!shown_ || !shown_layout_ || shown_layout_->frames.size() != shown_->frames.size()) return;
+  ImVec2 cmax = dl->GetClipRectMax();
+  float wx0 = pan_.x, wy0 = pan_.y, wx1 = pan_.x + (cmax.x - origin.x) / zoom_, wy1 = pan_.y + (cmax.y - origin.y) / zoom_;
+  auto to_screen = [&](float x, float y) { return ImVec2(origin.x + (x - pan_.x) * zoom_, origin.y + (y - pan_.y) * zoom_); };
+  const float font_px = fonts_.size * zoom_;
+  const float round = std::min(6.0f * zoom_, 6.0f);
+  for (size_t f = 0; f < shown_->frames.size(); ++f) {
+    const FrameRect& r = shown_layout_->frames[f];
+    ++s.view_frames;
+    if (r.x1 < wx0 || r.x0 > wx1 || r.y1 < wy0 || r.y0 > wy1) continue;
+    ImVec2 a = to_screen(r.x0, r.y0), z = to_screen(r.x1, r.y1), t = to_screen(r.x1, r.y0 + r.title_h);
+    bool sel = shown_->frames[f].path == s.selected_group;
+    dl->AddRectFilled(a, z, IM_COL32(255, 255, 255, 9), round);
+    dl->AddRectFilled(a, t, IM_COL32(70, 80, 108, 200), round, ImDrawFlags_RoundCornersTop);
+    dl->AddRect(a, z, sel ? colors::kSelected : IM_COL32(92, 104, 138, 220), round, 0, sel ? 2.5f : 1.2f);
+    if (font_px >= 5.0f) {
+      const std::string& title = shown_->frames[f].title;
+      ImVec2 pos(a.x + 6 * zoom_, a.y + (r.title_h - fonts_.size) * 0.5f * zoom_);
+      dl->PushClipRect(a, t, true);
+      dl->AddText(fonts_.ui, font_px, pos, colors::kText, title.c_str());
+      if (zoom_ > 0.5f && "▼ " + shown_->frames[f].path != title) {   // the full path after the title, dimmed
+        float tw = fonts_.ui->CalcTextSizeA(font_px, FLT_MAX, 0, title.c_str()).x;
+        dl->AddText(fonts_.ui, font_px * 0.85f, ImVec2(pos.x + tw + 10 * zoom_, pos.y + font_px * 0.1f), colors::kTextDim,
+                    shown_->frames[f].path.c_str());
+      }
+      dl->PopClipRect();
+    }
+  }
+}
+
+bool GraphView::draw_minimap(ImDrawList* dl, ImVec2 p0, ImVec2 size) {
+  if (!shown_ || !shown_layout_ || shown_layout_->centers.empty()) return false;
+  const Layout& L = *shown_layout_;
+  float W = std::max(L.width, 1.0f), H = std::max(L.height, 1.0f);
+  if (W * zoom_ <= size.x && H * zoom_ <= size.y) return false;   // all of it is in view
+  float k = std::min(190.0f / W, 150.0f / H);
+  float mw = std::max(W * k, 24.0f), mh = std::max(H * k, 24.0f);
+  ImVec2 a(p0.x + size.x - mw - 12, p0.y + 10), z(a.x + mw, a.y + mh);
+  dl->AddRectFilled(ImVec2(a.x - 4, a.y - 4), ImVec2(z.x + 4, z.y + 4), IM_COL32(16, 18, 22, 230), 4);
+  auto m = [&](float x, float y) { return ImVec2(a.x + (x - L.x0) * k, a.y + (y - L.y0) * k); };
+  for (size_t f = 0; f < L.frames.size(); ++f) dl->AddRect(m(L.frames[f].x0, L.frames[f].y0), m(L.frames[f].x1, L.frames[f].y1), IM_COL32(92, 104, 138, 160));
+  if (shown_->nodes.size() <= 20000)
+    for (size_t i = 0; i < shown_->nodes.size(); ++i) {
+      const DisplayNode& b = shown_->nodes[i];
+      ImU32 c = i < fills_.size() ? fills_[i] : b.fill;
+      ImVec2 ba = m(L.centers[i].x - b.w / 2, L.centers[i].y - b.h / 2), bz = m(L.centers[i].x + b.w / 2, L.centers[i].y + b.h / 2);
+      bz.x = std::max(bz.x, ba.x + 1), bz.y = std::max(bz.y, ba.y + 1);
+      dl->AddRectFilled(ba, bz, c);
+    }
+  ImVec2 v0 = m(pan_.x, pan_.y), v1 = m(pan_.x + size.x / zoom_, pan_.y + size.y / zoom_);
+  v0.x = std::max(v0.x, a.x - 4), v0.y = std::max(v0.y, a.y - 4), v1.x = std::min(v1.x, z.x + 4), v1.y = std::min(v1.y, z.y + 4);
+  dl->AddRect(v0, v1, colors::kSelected, 0, 0, 1.5f);
+  // A click or drag inside moves the view's centre there.
+  ImGuiIO& io = ImGui::GetIO();
+  auto inside = [&](ImVec2 p) { return p.x >= a.x - 4 && p.x <= z.x + 4 && p.y >= a.y - 4 && p.y <= z.y + 4; };
+  if (ImGui::IsMouseClicked(ImGuiMouseButton_Left) && inside(io.MousePos) && ImGui::IsWindowHovered()) minimap_drag_ = true;
+  if (!ImGui::IsMouseDown(ImGuiMouseButton_Left)) minimap_drag_ = false;
+  if (minimap_drag_) {
+    float wx = L.x0 + (io.MousePos.x - a.x) / k, wy = L.y0 + (io.MousePos.y - a.y) / k;
+    pan_ = ImVec2(wx - size.x * 0.5f / zoom_, wy - size.y * 0.5f / zoom_);
+  }
+  return minimap_drag_ || inside(io.MousePos);
+}
+
 void GraphView::draw_boxes_and_edges(AppState& s, ImDrawList* dl, ImVec2 origin, int hovered) {
   if (!shown_ || !shown_layout_ || shown_layout_->centers.size() != shown_->nodes.size()) return;
   const Layout& L = *shown_layout_;
@@ -78,7 +147,8 @@ void GraphView::draw_boxes_and_edges(AppState& s, ImDrawList* dl, ImVec2 origin,
   const ImDrawListFlags saved_flags = dl->Flags;
   if (far) dl->Flags &= ~(ImDrawListFlags_AntiAliasedLines | ImDrawListFlags_AntiAliasedLinesUseTex | ImDrawListFlags_AntiAliasedFill);
 
-  // Edges first, so boxes sit on top of their ends.
+  draw_frames(s, dl, origin);
+  // Edges next, so boxes sit on top of their ends.
   float thick = std::clamp(1.4f * std::sqrt(zoom_), 0.8f, 3.0f);
   float arrow = 9.0f * zoom_;
   if (edge_bounds_layout_ != shown_layout_) {   // once per layout, not per frame

@@ -135,6 +135,7 @@ struct App {
   RulesEditor rules_editor;
   // --script: running until it ends; what it waits for between resumes.
   bool script_running = false, script_failed = false;
+  std::string open_failed;   // why FILE (the command line's) did not open; --screenshot then exits 1
   ScriptStep script_wait;          // Frames: script_wait.frames left; Screenshot: the path
   int shot_countdown = 0;          // settled frames to render before the screenshot
   uint64_t published = 0;   // the AppState::document last handed to the command layer
@@ -174,8 +175,9 @@ void App::load_initial() {
   if (opts.demo || file.empty()) {
     state.set_graph(make_demo_mlp(opts.demo_layers), "demo MLP (" + std::to_string(opts.demo_layers) + " hidden layers)");
     state.info(opts.demo ? "opened the demo MLP" : "no FILE and no samples/*.lathe: showing the demo MLP");
-  } else {
-    state.open(file);
+  } else if (!state.open(file)) {
+    std::string why = state.error ? state.error->diag.format() : "";
+    open_failed = why.find(file) != std::string::npos ? why : "cannot open " + file + (why.empty() ? "" : ": " + why);
   }
   if (!opts.level.empty()) state.level = wanted;   // the command line overrides the size rule
   sync_command_layer();   // the script sees the graph as `g`
@@ -275,8 +277,15 @@ void App::menu_bar() {
     if (ImGui::MenuItem("Kernel level", nullptr, state.level == Level::Kernel)) state.set_level(Level::Kernel);
     ImGui::Separator();
     if (ImGui::MenuItem("Fit to window", "F")) graph->fit();
-    if (ImGui::MenuItem("Expand all composites")) state.set_level(Level::Tensor), state.expand_all();
-    if (ImGui::MenuItem("Collapse all composites")) state.set_level(Level::Tensor), state.collapse_all();
+    if (ImGui::MenuItem("Expand all scopes")) {
+      if (state.level == Level::Primitive) state.set_level(Level::Tensor);
+      state.expand_all();
+    }
+    if (ImGui::MenuItem("Collapse all scopes (top level)")) {
+      if (state.level == Level::Primitive) state.set_level(Level::Tensor);
+      state.collapse_all();
+    }
+    ImGui::MenuItem("Weights as boxes", nullptr, &state.show_weights);
     ImGui::EndMenu();
   }
   if (ImGui::BeginMenu("Help")) {
@@ -525,10 +534,19 @@ int run_gui(const GuiOptions& opts) {
   // sits there would otherwise keep a core busy.
   int quiet_frames = 0;
   uint64_t seen_events = g_input_events, seen_jobs = app.state.jobs.finished;
+  auto last_draw = std::chrono::steady_clock::now();
   while (!glfwWindowShouldClose(window) && !app.quit) {
     bool animating = app.headless || app.graph->settling() || app.script_running;
     bool typing = ImGui::GetIO().WantTextInput;   // the caret blinks
-    if (animating) glfwPollEvents();
+    // While a profile job measures, the window draws once a second (the title and the
+    // menu bar's spinner say it runs): rasterizing on the CPU would compete with the
+    // kernels for the cores and inflate their times. The job's end wakes the loop.
+    bool profiling = app.state.jobs.busy() && app.state.jobs.kind() == "profile";
+    if (profiling) {
+      glfwWaitEventsTimeout(1.0);
+      double since = std::chrono::duration<double>(std::chrono::steady_clock::now() - last_draw).count();
+      if (app.state.jobs.busy() && since < 1.0) continue;
+    } else if (animating) glfwPollEvents();
     else if (app.state.jobs.busy()) glfwWaitEventsTimeout(1.0 / 30);   // the spinner turns; the job's end wakes us
     else glfwWaitEventsTimeout(quiet_frames < 3 || typing || app.graph->dot_pending() ? 0.25 : 1.0);
     bool woke = g_input_events != seen_events || app.state.jobs.finished != seen_jobs || app.state.jobs.busy() ||
@@ -537,6 +555,7 @@ int run_gui(const GuiOptions& opts) {
     quiet_frames = woke || animating ? 0 : quiet_frames + 1;
     if (quiet_frames > 3 && !typing && quiet_frames % 8 != 0) continue;   // nothing changed: keep the last image
     auto t_begin = std::chrono::steady_clock::now();
+    last_draw = t_begin;
     ImGui_ImplOpenGL3_NewFrame();
     ImGui_ImplGlfw_NewFrame();
     // Headless: no pointer, so wherever Xvfb's cursor sits it hovers nothing (no tooltips
@@ -557,6 +576,7 @@ int run_gui(const GuiOptions& opts) {
     auto t_render = std::chrono::steady_clock::now();
 
     std::string title = "Lathe — " + (app.state.has_graph ? app.state.title : std::string("no graph"));
+    if (profiling) title += "  (profiling…)";
     if (title != title_shown) glfwSetWindowTitle(window, title.c_str()), title_shown = title;
 
     auto now = std::chrono::steady_clock::now();
@@ -580,6 +600,10 @@ int run_gui(const GuiOptions& opts) {
             double median = frame_ms.empty() ? 0 : frame_ms[frame_ms.size() / 2];
             std::printf("lathe gui: wrote %s (%dx%d; %d frames, median frame %.1f ms)\n", opts.screenshot.c_str(),
                         fb_w, fb_h, settled_frames, median);
+          }
+          if (!app.open_failed.empty()) {
+            std::cerr << "lathe gui: " << app.open_failed << "\n";
+            rc = 1;
           }
           if (app.script_failed) {
             std::cerr << "lathe gui: the script failed: " << (app.state.error ? app.state.error->diag.message : "") << "\n";

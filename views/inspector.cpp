@@ -6,6 +6,8 @@
 // [SECTION] the graph summary
 #include "views/inspector.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <map>
 #include <string>
@@ -105,12 +107,40 @@ void kernel_rows(AppState& s, NodeRef n) {
   }
 }
 
+// A constant's values: min / max / mean / std over its elements (computed once per node
+// and kept: a weight of millions of elements takes a few ms).
+std::string const_stats(NodeRef n) {
+  static std::map<uint32_t, std::string> cache;
+  auto it = cache.find(n->id);
+  if (it != cache.end()) return it->second;
+  std::string r;
+  if (!n->attrs.data) {
+    r = is_float(n->dtype) ? std::to_string(n->attrs.f) : std::to_string(n->attrs.i);
+  } else {
+    const HostTensor& t = *n->attrs.data;
+    double mn = 0, mx = 0, sum = 0, sq = 0;
+    int64_t count = t.numel();
+    for (int64_t i = 0; i < count; ++i) {
+      double v = t.get_f64(i);
+      if (i == 0 || v < mn) mn = v;
+      if (i == 0 || v > mx) mx = v;
+      sum += v, sq += v * v;
+    }
+    double mean = count ? sum / count : 0, var = count ? std::max(0.0, sq / count - mean * mean) : 0;
+    char buf[160];
+    std::snprintf(buf, sizeof buf, "min %.4g · max %.4g · mean %.4g · std %.4g", mn, mx, mean, std::sqrt(var));
+    r = buf;
+  }
+  cache.emplace(n->id, r);
+  return r;
+}
+
 void node_attributes(NodeRef n) {
   const Attrs& a = n->attrs;
   switch (n->op) {
     case Op::Input: prop("name", a.name); break;
     case Op::Const:
-      if (a.data) prop("value", "tensor literal " + a.data->shape_string());
+      if (a.data) prop("value", "tensor literal " + a.data->shape_string()), prop("stats", const_stats(n));
       else prop("value", is_float(n->dtype) ? std::to_string(a.f) : std::to_string(a.i));
       break;
     case Op::Index: prop("axis", std::to_string(a.axis)); break;
@@ -151,6 +181,36 @@ void inspect_node(AppState& s, NodeRef n, const Fonts& fonts) {
     auto out = s.output_name.find(n);
     if (out != s.output_name.end()) prop("output", out->second);
     node_attributes(n);
+    ImGui::EndTable();
+  }
+
+  // Weights and constants it reads are drawn as its attributes, not boxes: listed here.
+  std::vector<NodeRef> weights;   // the Const or Input behind each (through views)
+  for (NodeRef in : n->inputs)
+    if (NodeRef w = weight_root(in); w && std::find(weights.begin(), weights.end(), w) == weights.end()) weights.push_back(w);
+  std::string w_label = "Weights and constants (" + std::to_string(weights.size()) + ")###weights";
+  if (!weights.empty() && ImGui::CollapsingHeader(w_label.c_str(), ImGuiTreeNodeFlags_DefaultOpen) &&
+      ImGui::BeginTable("weights", 4, ImGuiTableFlags_RowBg | ImGuiTableFlags_Resizable | ImGuiTableFlags_SizingStretchProp)) {
+    ImGui::TableSetupColumn("name");
+    ImGui::TableSetupColumn("dtype");
+    ImGui::TableSetupColumn("shape");
+    ImGui::TableSetupColumn("values");
+    ImGui::TableHeadersRow();
+    for (NodeRef w : weights) {
+      ImGui::TableNextRow();
+      ImGui::TableSetColumnIndex(0);
+      ImGui::PushID(static_cast<int>(w->id));
+      std::string name = w->op == Op::Input ? w->attrs.name : "%" + std::to_string(w->id) + " const";
+      if (ImGui::Selectable(name.c_str(), false)) s.select_node(static_cast<int>(w->id), true);
+      ImGui::PopID();
+      ImGui::TableSetColumnIndex(1);
+      ImGui::TextUnformatted(std::string(dtype_name(w->dtype)).c_str());
+      ImGui::TableSetColumnIndex(2);
+      ImGui::TextUnformatted(shape_to_string(w->shape).c_str());
+      ImGui::TableSetColumnIndex(3);
+      if (w->op == Op::Const) ImGui::TextWrapped("%s", const_stats(w).c_str());
+      else ImGui::TextDisabled("an input: Run (Values) for its values");
+    }
     ImGui::EndTable();
   }
 
@@ -196,7 +256,7 @@ void inspect_node(AppState& s, NodeRef n, const Fonts& fonts) {
 //-----------------------------------------------------------------------------
 
 void inspect_group(AppState& s, const std::string& path) {
-  ImGui::Text("composite %s", path.c_str());
+  ImGui::Text("scope %s", path.c_str());
   InspectorCache& c = cache_for(s);
   if (c.group != path || c.group_members.empty()) {
     c.group = path;
@@ -205,9 +265,9 @@ void inspect_group(AppState& s, const std::string& path) {
       if (n->prov.path == path || n->prov.path.rfind(path + "/", 0) == 0) c.group_members.push_back(n);
   }
   const std::vector<NodeRef>& members = c.group_members;
-  ImGui::TextDisabled("%zu primitive nodes", members.size());
+  ImGui::TextDisabled("%zu primitive node%s", members.size(), members.size() == 1 ? "" : "s");
   if (ImGui::Button("Expand")) {
-    s.set_level(Level::Tensor);
+    if (s.level == Level::Primitive) s.set_level(Level::Tensor);
     s.expand(path);
   }
   ImGui::Separator();

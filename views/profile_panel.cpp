@@ -85,7 +85,12 @@ void ProfilePanel::table(AppState& s) {
     ImGui::TableSetColumnIndex(kGbps);
     ImGui::Text("%.2f", kp.gbps);
     ImGui::TableSetColumnIndex(kRoof);
-    ImGui::Text("%.1f%%", 100 * kp.roof);
+    if (kp.above_roof.empty()) {
+      ImGui::Text("%.1f%%", 100 * kp.roof);
+    } else {  // above the roof: say why
+      ImGui::TextColored(ImVec4(0.95f, 0.75f, 0.3f, 1), "%.1f%% *", 100 * kp.roof);
+      if (ImGui::IsItemHovered()) ImGui::SetTooltip("%s", kp.above_roof.c_str());
+    }
     ImGui::TableSetColumnIndex(kBound);
     ImGui::TextDisabled("%s", kp.bound.c_str());
     ImGui::PopID();

@@ -102,13 +102,17 @@ void draw_roofline(AppState& s, ImVec2 size) {
   // Points, largest first so small ones stay clickable on top.
   std::sort(pts.begin(), pts.end(), [](const Pt& p, const Pt& q) { return p.ms > q.ms; });
   ImVec2 mouse = ImGui::GetIO().MousePos;
-  int hot = -1;
+  int hot = -1, above = 0;
   float best = 1e9f;
   for (const Pt& p : pts) {
     ImVec2 c(X(p.x), Y(p.y));
     float rad = 4 + 8 * static_cast<float>(total > 0 ? std::sqrt(p.ms / total) : 0);
     dl->AddCircleFilled(c, rad, kernel_color(p.k));
     dl->AddCircle(c, rad, IM_COL32(10, 10, 12, 255), 0, 1.2f);
+    if (!r.kernels[p.k].above_roof.empty()) {  // above the roof: a warning ring, the reason on hover
+      dl->AddCircle(c, rad + 2, colors::kWarn, 0, 1.5f);
+      ++above;
+    }
     if (p.k == s.selected_kernel) {
       dl->AddCircle(c, rad + 4, colors::kSelected, 0, 2.5f);
       dl->AddText(ImVec2(c.x + rad + 6, c.y - 8), colors::kText, r.kernels[p.k].name.c_str());
@@ -121,11 +125,15 @@ void draw_roofline(AppState& s, ImVec2 size) {
     std::string t = std::to_string(skipped) + (skipped == 1 ? " kernel" : " kernels") + " without FLOPs not shown";
     dl->AddText(ImVec2(b.x - ImGui::CalcTextSize(t.c_str()).x - 4, b.y - 20), colors::kTextDim, t.c_str());
   }
+  if (above > 0) {
+    std::string t = std::to_string(above) + (above == 1 ? " kernel" : " kernels") + " above the roof (ringed): hover for why";
+    dl->AddText(ImVec2(a.x + 6, a.y + 4), colors::kWarn, t.c_str());
+  }
   if (hot >= 0) {
     const KernelProfile& kp = r.kernels[hot];
-    ImGui::SetTooltip("%s (%s)\n%.4f ms · %.3g FLOP/byte\n%.2f GFLOP/s · %.2f GB/s\n%.1f%% of the %s roof\nclick to select",
+    ImGui::SetTooltip("%s (%s)\n%.4f ms · %.3g FLOP/byte\n%.2f GFLOP/s · %.2f GB/s\n%.1f%% of the %s roof%s%s\nclick to select",
                       kp.name.c_str(), kp.kind.c_str(), kp.median_ms, kp.flops / kp.bytes, kp.gflops, kp.gbps,
-                      100 * kp.roof, kp.bound.c_str());
+                      100 * kp.roof, kp.bound.c_str(), kp.above_roof.empty() ? "" : "\n", kp.above_roof.c_str());
     if (clicked) s.select_kernel(hot, true);
   }
 }

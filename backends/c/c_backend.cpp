@@ -2,14 +2,16 @@
 // function per kernel, OpenMP for threads and SIMD), compiles it with the system compiler
 // into a shared object in the kernel cache, and dlopens it.
 //
-// Supports: bool, u8, i8, i16, i32, i64, f32, f64 and every primitive op except Extern.
-// Not yet: f16/bf16 (use interp), Extern library calls.
+// Supports: every dtype (f16/bf16 stored as their bits, computed in float, rounded by casts
+// and stores, as the llvm backend does) and every primitive op; Extern kernels call the library
+// (backends/library.h: OpenBLAS sgemm) instead of generated code.
 #include <sstream>
 
 #include "backends/backend.h"
 #include "backends/kernel_dedup.h"
 #include "backends/c/c_compiler.h"
 #include "backends/c/c_emitter.h"
+#include "backends/library.h"
 #include "core/ir/diag.h"
 
 namespace lathe {
@@ -36,7 +38,7 @@ std::string render_unit(const std::vector<const Program*>& ps, const std::vector
   size_t j = 0;
   for (size_t i = 0; i < ps.size(); ++i)
     for (auto& f : ps[i]->funcs) {
-      if (same.is_first(j)) src += "\n" + em.render_kernel(f, prefixes[i]);
+      if (same.is_first(j) && f.kind != "extern") src += "\n" + em.render_kernel(f, prefixes[i]);
       code_of[i].push_back(symbol[same.first[j]]);
       ++j;
     }
@@ -49,16 +51,28 @@ class CProgram : public CompiledProgram {
            const std::vector<std::string>& code_of)
       : prefix_(std::move(prefix)), unit_(std::move(unit)), so_(std::move(so)), extra_(std::move(extra)) {
     CEmitter em;
-    for (size_t k = 0; k < p.funcs.size(); ++k) {
-      sources_.push_back(em.render_kernel(p.funcs[k]));
+    for (int k = 0; k < p.num_kernels(); ++k) {
+      const auto& f = p.funcs[k];
       names_.push_back(code_of[k]);
+      if (f.kind == "extern") {  // a library call, no generated code
+        externs_.push_back(p.kg.kernels.at(k).root);
+        sources_.push_back("/* library call: " + externs_.back()->attrs.name + " (OpenBLAS) */\n");
+        fns_.push_back(nullptr);
+        continue;
+      }
+      externs_.push_back(nullptr);
+      sources_.push_back(em.render_kernel(f));
       fns_.push_back(reinterpret_cast<KernelFn>(so_->symbol(code_of[k])));
     }
   }
-  void launch(int k, void* const* bufs, const int64_t* dims) override { fns_.at(k)(bufs, dims); }
+  void launch(int k, void* const* bufs, const int64_t* dims) override {
+    if (KernelFn fn = fns_.at(k)) fn(bufs, dims);
+    else run_library_kernel(externs_.at(k), bufs);
+  }
   std::string source(int k) const override { return sources_.at(k); }
   std::string full_source() const override { return unit_; }
   std::string assembly(int k) const override {
+    if (!fns_.at(k)) return sources_.at(k);  // a library call
     std::string text = compile_c_asm(unit_, extra_);
     // keep the blocks of this kernel's function and its OpenMP-outlined parts
     std::istringstream in(text);
@@ -80,6 +94,7 @@ class CProgram : public CompiledProgram {
   std::string extra_;
   std::vector<std::string> sources_, names_;
   std::vector<KernelFn> fns_;
+  std::vector<NodeRef> externs_;  // per kernel: the Extern node of a library call, else null
 };
 
 class CBackend : public Backend {
@@ -101,10 +116,11 @@ class CBackend : public Backend {
     if (auto why = em.dtype_unsupported(n->dtype); !why.empty()) return why;
     for (NodeRef in : n->inputs)
       if (auto why = em.dtype_unsupported(in->dtype); !why.empty()) return why;
-    if (n->op == Op::Extern) return "Extern library calls are not supported by the c backend yet (use interp)";
+    if (n->op == Op::Extern) return library_kernel_available(n);
     return "";
   }
   std::string render(const Program& p, int kernel) const override {
+    if (p.funcs.at(kernel).kind == "extern") return "/* library call: " + p.kg.kernels.at(kernel).root->attrs.name + " */\n";
     CEmitter em;
     return em.render_kernel(p.funcs.at(kernel));
   }

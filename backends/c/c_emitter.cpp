@@ -89,6 +89,51 @@ static inline uint8_t lathe_mod_bool(uint8_t a, uint8_t b) { return 0; }
 #pragma omp declare reduction(lathe_fmax : float : omp_out = lathe_maxf(omp_out, omp_in)) initializer(omp_priv = -INFINITY)
 #pragma omp declare reduction(lathe_dmax : double : omp_out = lathe_maxd(omp_out, omp_in)) initializer(omp_priv = -(double)INFINITY)
 
+/* f16 and bf16 live in memory as their 16 bits and compute in float (as the llvm backend
+   does): loads widen; casts to them and stores round to nearest even (NaN stays NaN,
+   overflow goes to inf). Sums accumulate in float, as the interpreter's do. */
+static inline float lathe_h2f(uint16_t h) {
+  uint32_t s = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu, bits;
+  if (e == 0) {
+    float v = (float)m * 5.9604644775390625e-8f; /* m * 2^-24: zero and subnormals */
+    return s ? -v : v;
+  }
+  bits = e == 31 ? (s | 0x7f800000u | (m << 13)) : (s | ((e + 112u) << 23) | (m << 13));
+  float f;
+  memcpy(&f, &bits, 4);
+  return f;
+}
+static inline uint16_t lathe_f2h(float f) {
+  uint32_t x;
+  memcpy(&x, &f, 4);
+  uint32_t s = (x >> 16) & 0x8000u, a = x & 0x7fffffffu;
+  if (a > 0x7f800000u) return (uint16_t)(s | 0x7e00u);  /* NaN */
+  if (a >= 0x477ff000u) return (uint16_t)(s | 0x7c00u); /* rounds past 65504: inf */
+  if (a < 0x38800000u) {                                  /* below 2^-14: a multiple of 2^-24 */
+    float v;
+    memcpy(&v, &a, 4);
+    float q = (v * 16777216.0f + 12582912.0f) - 12582912.0f; /* nearest even */
+    return (uint16_t)(s | (uint32_t)q);
+  }
+  a += 0xfffu + ((a >> 13) & 1u);
+  return (uint16_t)(s | ((a - 0x38000000u) >> 13));
+}
+static inline float lathe_bf2f(uint16_t h) {
+  uint32_t b = (uint32_t)h << 16;
+  float f;
+  memcpy(&f, &b, 4);
+  return f;
+}
+static inline uint16_t lathe_f2bf(float f) {
+  uint32_t x;
+  memcpy(&x, &f, 4);
+  if ((x & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((x >> 16) | 0x40u);
+  x += 0x7fffu + ((x >> 16) & 1u);
+  return (uint16_t)(x >> 16);
+}
+static inline float lathe_rh(float f) { return lathe_h2f(lathe_f2h(f)); }
+static inline float lathe_rb(float f) { return lathe_bf2f(lathe_f2bf(f)); }
+
 static void* lathe_alloc(size_t bytes) {
   void* p = aligned_alloc(64, (bytes + 63) / 64 * 64);
   if (!p) abort();
@@ -108,10 +153,20 @@ std::string c_ident(const std::string& s) {
 
 std::string CEmitter::prelude() const { return kPrelude; }
 
-std::string CEmitter::dtype_unsupported(DType dt) const {
-  if (dt == DType::F16 || dt == DType::BF16) return std::string(dtype_name(dt)) + " is not supported by the C backend yet (use interp)";
-  return "";
+std::string CEmitter::dtype_unsupported(DType dt) const { return ""; }
+
+namespace {
+bool is_half(DType dt) { return dt == DType::F16 || dt == DType::BF16; }
+}  // namespace
+
+// f16 / bf16: the value (a float) rounded to the type's precision; x for other types.
+std::string CEmitter::round_to(DType dt, const std::string& x) const {
+  if (dt == DType::F16) return "lathe_rh(" + x + ")";
+  if (dt == DType::BF16) return "lathe_rb(" + x + ")";
+  return x;
 }
+
+std::string CEmitter::mem_type(DType dt) const { return is_half(dt) ? "uint16_t" : type(dt); }
 
 std::string CEmitter::type(DType dt, int lanes) const {
   if (lanes > 1) {
@@ -125,7 +180,7 @@ std::string CEmitter::type(DType dt, int lanes) const {
     case DType::I16: return "int16_t";
     case DType::I32: return "int32_t";
     case DType::I64: return "int64_t";
-    case DType::F16: case DType::BF16: return "uint16_t";
+    case DType::F16: case DType::BF16: return "float";  // in registers; memory: mem_type()
     case DType::F32: return "float";
     case DType::F64: return "double";
   }
@@ -134,7 +189,7 @@ std::string CEmitter::type(DType dt, int lanes) const {
 
 std::string CEmitter::literal(const ExprRef& e) const {
   if (is_float(e->dtype)) {
-    bool f32 = e->dtype == DType::F32;
+    bool f32 = e->dtype != DType::F64;  // f16 / bf16 compute in float
     if (std::isnan(e->f)) return f32 ? "NAN" : "((double)NAN)";
     if (std::isinf(e->f)) return e->f > 0 ? (f32 ? "INFINITY" : "((double)INFINITY)") : (f32 ? "(-INFINITY)" : "(-(double)INFINITY)");
     char b[64];
@@ -162,7 +217,10 @@ std::string CEmitter::expr(const ExprRef& e) {
     }
     case ExprKind::Load: {
       const auto& p = f_->buffers.at(e->buffer);
+      LATHE_CHECK(!is_half(p.dtype) || e->lanes == 1, "C emitter: vector loads of " + std::string(dtype_name(p.dtype)));
       std::string ref = e->lanes > 1 ? "(*(const " + T + "u*)&" + p.name + "[" + a(0) + "])" : p.name + "[" + a(0) + "]";
+      if (p.dtype == DType::F16) ref = "lathe_h2f(" + ref + ")";
+      if (p.dtype == DType::BF16) ref = "lathe_bf2f(" + ref + ")";
       if (e->args.size() > 1) return "(" + a(1) + " ? " + ref + " : (" + T + ")0)";
       return ref;
     }
@@ -216,7 +274,7 @@ std::string CEmitter::expr(const ExprRef& e) {
           if (in == DType::I64 && e->lanes == 1 && loop::is_const(e->args[1]) && e->args[1]->i > 0) return "(" + x + " % " + y + ")";
           return "lathe_mod_" + s + "(" + x + ", " + y + ")";
         case Op::Max:
-          if (in == DType::F32) return "lathe_maxf(" + x + ", " + y + ")";
+          if (in == DType::F32 || is_half(in)) return "lathe_maxf(" + x + ", " + y + ")";
           if (in == DType::F64) return "lathe_maxd(" + x + ", " + y + ")";
           return "(" + x + " > " + y + " ? " + x + " : " + y + ")";
         case Op::And: return in == DType::Bool ? "((uint8_t)(" + x + " & " + y + "))" : "((" + T + ")(" + x + " & " + y + "))";
@@ -234,6 +292,7 @@ std::string CEmitter::expr(const ExprRef& e) {
       std::string x = a(0);
       if (dt == DType::Bool) return "((uint8_t)(" + x + " != 0))";
       if (is_float(from) && !is_float(dt)) return "lathe_f2i_" + dsuffix(dt) + "((double)" + x + ")";
+      if (is_half(dt)) return round_to(dt, "((float)" + x + ")");
       return "((" + T + ")" + x + ")";
     }
     case ExprKind::Broadcast: return "lathe_bcast_" + T.substr(6) + "(" + a(0) + ")";
@@ -255,7 +314,7 @@ void CEmitter::emit_for(const Stmt& s, int depth) {
       DType dt = it == local_types_.end() ? DType::I64 : it->second;
       std::string op = s.reduce_op == ReduceOp::Add ? "+" : s.reduce_op == ReduceOp::Mul ? "*" : "max";
       if (dt == DType::Bool) op = s.reduce_op == ReduceOp::Mul ? "&" : "|";
-      if (s.reduce_op == ReduceOp::Max && dt == DType::F32) op = "lathe_fmax";
+      if (s.reduce_op == ReduceOp::Max && (dt == DType::F32 || is_half(dt))) op = "lathe_fmax";
       if (s.reduce_op == ReduceOp::Max && dt == DType::F64) op = "lathe_dmax";
       red += " reduction(" + op + ":" + r + ")";
     }
@@ -311,7 +370,11 @@ void CEmitter::emit_stmt(const Stmt& s, int depth) {
       break;
     case StmtKind::Store: {
       const auto& p = f_->buffers.at(s.buffer);
-      if (s.value->lanes > 1)
+      if (is_half(p.dtype)) {
+        LATHE_CHECK(s.value->lanes == 1, "C emitter: vector stores of " + std::string(dtype_name(p.dtype)));
+        out_ << pad(depth) << p.name << "[" << expr(s.index) << "] = " << (p.dtype == DType::F16 ? "lathe_f2h(" : "lathe_f2bf(")
+             << expr(s.value) << ");\n";
+      } else if (s.value->lanes > 1)
         out_ << pad(depth) << "*(" << type(p.dtype, s.value->lanes) << "u*)&" << p.name << "[" << expr(s.index) << "] = " << expr(s.value) << ";\n";
       else
         out_ << pad(depth) << p.name << "[" << expr(s.index) << "] = " << expr(s.value) << ";\n";
@@ -349,7 +412,7 @@ std::string CEmitter::render_kernel(const loop::LoopFunc& f, const std::string& 
   out_ << function_header(f, prefix + f.name) << " {\n";
   for (size_t i = 0; i < f.buffers.size(); ++i) {
     const auto& p = f.buffers[i];
-    std::string T = type(p.dtype);
+    std::string T = mem_type(p.dtype);
     out_ << "  " << (p.written ? "" : "const ") << T << "* restrict " << p.name << " = (" << (p.written ? "" : "const ") << T
          << "*)lathe_bufs[" << i << "];\n";
   }

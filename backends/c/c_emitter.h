@@ -30,7 +30,8 @@ class CEmitter {
   // Why this emitter cannot render a dtype ("" = fine).
   virtual std::string dtype_unsupported(DType dt) const;
 
-  std::string type(DType dt, int lanes = 1) const;
+  std::string type(DType dt, int lanes = 1) const;  // in registers (f16 / bf16: float)
+  std::string mem_type(DType dt) const;             // in buffers (f16 / bf16: uint16_t, their bits)
   std::string expr(const loop::ExprRef& e);
 
  protected:
@@ -39,6 +40,7 @@ class CEmitter {
   void emit_block(const std::vector<loop::Stmt>& body, int depth);
   void emit_stmt(const loop::Stmt& s, int depth);
   std::string literal(const loop::ExprRef& e) const;
+  std::string round_to(DType dt, const std::string& x) const;
   std::string pad(int depth) const { return std::string(2 * depth, ' '); }
 
   const loop::LoopFunc* f_ = nullptr;

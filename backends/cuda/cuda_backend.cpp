@@ -31,14 +31,13 @@ namespace lathe::cuda {
 loop::LoopFunc gpu_loop_func(const Program& p, int kernel) {
   const loop::LoopFunc& f = p.funcs.at(kernel);
   if (f.kind == "extern") return f;
-  KernelGraph kg = p.kg;
-  if (f.kind == "matmul") {  // lower the matmul as the plain reduction it is
-    kg.kernels.at(kernel).kind = "reduce";
-    loop::LoopFunc g = loop::lower_kernel(kg, kernel);
-    g.kind = "matmul";
+  const KernelGraph& kg = p.kg;
+  if (loop::is_packed_matmul(f)) {  // lower the matmul as the plain reduction it is
+    loop::LoopFunc g = loop::lower_kernel(kg, kernel, /*plain=*/true);
     g.schedule_log.push_back("cuda: re-lowered as a reduction (one output element per thread)");
     return g;
   }
+  if (f.kind == "matmul") return f;  // the plain reduction (p:kernel(i):reset(true)), maybe hand-scheduled
   // The CPU's default schedule (fused outer loops, parallel, vectorize) means nothing on the
   // GPU, where the renderer flattens the output loops itself: start from the plain loops
   // unless the user scheduled this kernel by hand (its log differs from the default's).
@@ -302,8 +301,9 @@ class CudaProgram : public CompiledProgram {
   const Driver& ready_driver() {
     try {
       dev_ = &device();
-    } catch (const UserError& e) {
-      throw UserError("cuda backend: " + e.diag().message);
+    } catch (const UserError& e) {  // compiled without a driver (NVRTC needs none): inspect, not run
+      throw UserError("cuda backend: cannot run here: " + e.diag().message +
+                      " (the program is compiled: its source and PTX can be inspected, e.g. p:source(1), p:asm(1))");
     }
     return driver();
   }
@@ -344,6 +344,7 @@ class CudaBackend : public Backend {
     return "CUDA C compiled in process by NVRTC " + nvrtc_version() + ", run through the driver API (libcuda.so.1, loaded at run time)";
   }
   std::string available() const override { return availability(); }
+  std::string can_compile() const override { return ""; }  // NVRTC is linked and needs no driver
   double device_copy_gbps(std::string* why) override { return copy_gbps(size_t(256) << 20, 20, why); }
   double device_sgemm_ms(int n, int iters, std::string* why) override { return cublas_sgemm_ms(n, iters, why); }
   double device_peak_gflops(std::string* why) override { return peak_gflops(why); }

@@ -105,6 +105,13 @@ class LlvmBackend : public Backend {
     return module_text({&p.funcs.at(kernel)});
   }
 
+  std::string render_optimized(const Program& p, int kernel) const override {
+    if (p.funcs.at(kernel).kind == "extern") return render(p, kernel);
+    llvm::LLVMContext ctx;
+    auto m = llvmjit::emit_module({&p.funcs.at(kernel)}, ctx, p.funcs.at(kernel).name);
+    return llvmjit::compile_module(*m, true, false).optimized_ir;
+  }
+
   std::shared_ptr<CompiledProgram> compile(const Program& p, const CompileOptions& o) override {
     if (auto why = supports_graph(p.graph); !why.empty()) throw UserError("backend 'llvm' cannot run " + why);
     auto t0 = std::chrono::steady_clock::now();

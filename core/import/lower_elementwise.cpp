@@ -174,7 +174,11 @@ void add_elementwise_ops(OpTable& t) {
     require_same_dtype(c, a, b);
     c.set(0, where(cond, a, b));
   };
-  t["Identity"] = [](NodeCtx& c) { c.only_outputs(1); c.set(0, c.in(0)); };
+  t["Identity"] = [](NodeCtx& c) {
+    c.only_outputs(1);
+    if (c.is_seq(0)) c.set_seq(0, c.seq_in(0));
+    else c.set(0, c.in(0));
+  };
   t["Cast"] = [](NodeCtx& c) {
     c.only_outputs(1);
     if (!c.has_attr("to")) c.fail("attribute 'to' is required");

@@ -2,8 +2,8 @@
 //
 // Einsum: every operand is permuted and reshaped onto one shared index space (output
 // letters first, then summed letters), the operands are multiplied with broadcasting, and
-// the summed letters are reduced. Ellipses broadcast; repeated letters within one operand
-// (diagonals) are not supported. TopK ranks each element by counting the elements before
+// the summed letters are reduced. Ellipses broadcast; a letter repeated within one operand
+// takes that operand's diagonal first. TopK ranks each element by counting the elements before
 // it (larger, or equal with a smaller index): O(n²) along the axis, exact, ties by index.
 #include <map>
 
@@ -61,12 +61,25 @@ void einsum_op(NodeCtx& c) {
   for (size_t i = 0; i < xs.size(); ++i) {
     for (char ch : terms[i]) if (ch != '.' && !std::isalpha(static_cast<unsigned char>(ch))) c.fail("bad character in equation '" + eq + "'");
     ops.push_back(expand_term(c, terms[i], xs[i].rank(), &ell));
-    std::string seen;
-    for (char ch : ops.back()) {
-      if (seen.find(ch) != std::string::npos) c.unsupported("Einsum with a repeated index in one operand (diagonal): '" + eq + "'");
-      seen += ch;
-      ++count[ch];
+    // a letter repeated within one operand takes the diagonal: one strided View over the
+    // contiguous operand whose dim has the two dims' strides summed
+    for (size_t p = 0; p < ops.back().size(); ++p) {
+      size_t q = ops.back().find(ops.back()[p], p + 1);
+      if (q == std::string::npos) continue;
+      Tensor x = contiguous(xs[i]);
+      if (x.shape()[p] != x.shape()[q]) c.fail("index '" + std::string(1, ops.back()[p]) + "' labels dims of different sizes in '" + eq + "'");
+      std::vector<SymInt> cs = contiguous_strides(x.shape());
+      ViewSpec v;
+      for (size_t d = 0; d < x.shape().size(); ++d) {
+        if (d == q) continue;
+        v.shape.push_back(x.shape()[d]);
+        v.strides.push_back(d == p ? cs[p] + cs[q] : cs[d]);
+      }
+      xs[i] = Tensor(prim::view(x.node(), v));
+      ops.back().erase(q, 1);
+      --p;  // the letter may repeat a third time
     }
+    for (char ch : ops.back()) ++count[ch];
   }
   std::string out;
   if (arrow != std::string::npos) {

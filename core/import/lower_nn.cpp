@@ -8,6 +8,7 @@
 // input with the flipped, regrouped weight. ONNX specifics handled here: auto_pad
 // (SAME_UPPER / SAME_LOWER / VALID), pads layout [begins…, ends…], ceil_mode,
 // count_include_pad, output_padding / output_shape, Gemm's transA/transB/alpha/beta.
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -259,8 +260,7 @@ void conv_transpose_op(NodeCtx& c) {
 
 void pool_op(NodeCtx& c, bool is_max) {
   Tensor x = c.in(0);
-  c.only_outputs(1);  // MaxPool's Indices output is not supported
-  if (c.attr_int("storage_order", 0) != 0) c.unsupported("storage_order=1");
+  c.only_outputs(is_max ? 2 : 1);
   auto in = spatial_dims(c, x);
   size_t k = in.size();
   std::vector<int64_t> kernel = c.attr_ints("kernel_shape");
@@ -274,6 +274,27 @@ void pool_op(NodeCtx& c, bool is_max) {
     std::vector<SymInt> cs = contiguous_strides(xp.shape());
     Tensor win = window_view(xp, {x.shape()[0], x.shape()[1]}, {cs[0], cs[1]}, w);
     c.set(0, max(win, red, false));
+    if (c.wants(1)) {
+      // Indices: the flat position (row-major over N, C and the spatial dims; storage_order
+      // 1 makes the spatial part column-major) of each window's first maximum.
+      bool col_major = c.attr_int("storage_order", 0) != 0;
+      Tensor pos = zeros({}, DType::I64);
+      SymInt stride = 1;
+      std::vector<int> order;
+      for (int d = x.rank() - 1; d >= 2; --d) order.push_back(d);
+      if (col_major) std::reverse(order.begin(), order.end());
+      order.push_back(1);
+      order.push_back(0);
+      for (int d : order) {
+        if (!stride.is_const()) c.unsupported("MaxPool indices with symbolic dims");
+        pos = pos + Tensor(prim::index(DType::I64, x.shape(), d)) * stride.value();
+        stride = stride * x.shape()[d];
+      }
+      Tensor pp = pad_spatial(expand(pos, x.shape()), w, false);
+      Tensor pwin = window_view(pp, {x.shape()[0], x.shape()[1]}, {cs[0], cs[1]}, w);
+      Tensor hit = eq(win, max(win, red, true));
+      c.set(1, min(where(hit, pwin, full({}, std::numeric_limits<int64_t>::max(), DType::I64)), red, false));
+    }
     return;
   }
   if (!is_float(x.dtype())) c.unsupported("AveragePool of " + x.describe());

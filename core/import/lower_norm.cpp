@@ -3,8 +3,8 @@
 //
 // ONNX specifics: before opset 13, Softmax/LogSoftmax/Hardmax flatten the input to 2-D at
 // `axis` ([prod(dims < axis), prod(dims >= axis)]) and normalize each row; from 13 they act
-// on one axis (default -1). BatchNormalization is inference-only (training_mode=1 and the
-// running-statistics outputs are unsupported); opset < 7 `spatial=0` parameters cover
+// on one axis (default -1). BatchNormalization with training_mode=1 normalizes with the
+// batch statistics and returns the momentum-updated running ones; opset < 7 `spatial=0` parameters cover
 // [C, spatial…]. LayerNormalization computes in stash_type (f32) and can return Mean and
 // InvStdDev.
 #include "core/frontend/nn.h"
@@ -50,9 +50,25 @@ void batch_norm_op(NodeCtx& c) {
   Tensor x = c.in(0);
   need_float(c, x);
   if (x.rank() < 2) c.fail("input must be [N, C, …], got " + x.describe());
-  if (c.attr_int("training_mode", 0)) c.unsupported("BatchNormalization with training_mode=1");
-  c.only_outputs(1);
   double eps = c.attr_float("epsilon", 1e-5);
+  if (c.attr_int("training_mode", 0)) {
+    // batch statistics (population variance) normalize; the running statistics update
+    // with momentum: running = input · momentum + current · (1 - momentum)
+    c.only_outputs(3);
+    double mom = c.attr_float("momentum", 0.9);
+    Axes red{0};
+    for (int d = 2; d < x.rank(); ++d) red.push_back(d);
+    Tensor m = mean(x, red, true);
+    Tensor v = mean(square(x - m), red, true);
+    Tensor scale = channel_param(c, x, c.in(1)), bias = channel_param(c, x, c.in(2));
+    c.set(0, to((x - m) * rsqrt(v + eps) * scale + bias, x.dtype()));
+    Tensor rm = c.in(3), rv = c.in(4);
+    Shape cs{x.shape()[1]};
+    if (c.wants(1)) c.set(1, to(rm * mom + reshape(m, cs) * (1 - mom), rm.dtype()));
+    if (c.wants(2)) c.set(2, to(rv * mom + reshape(v, cs) * (1 - mom), rv.dtype()));
+    return;
+  }
+  c.only_outputs(1);
   Tensor scale = channel_param(c, x, c.in(1)), bias = channel_param(c, x, c.in(2));
   Tensor mean_ = channel_param(c, x, c.in(3)), var_ = channel_param(c, x, c.in(4));
   Tensor k = scale * rsqrt(var_ + eps);

@@ -329,7 +329,11 @@ void dropout_op(NodeCtx& c) {
   Tensor x = c.in(0);
   bool training = false;
   if (c.opset() >= 12 && c.has(2)) training = c.scalar_in(2) != 0;
-  if (training) c.unsupported("Dropout in training mode (random)");
+  if (training) {
+    // ratio 0 drops nothing: the identity (PyTorch exports some models this way)
+    double ratio = c.opset() >= 12 ? (c.has(1) ? c.scalar_in(1) : 0.5) : c.attr_float("ratio", 0.5);
+    if (ratio != 0) c.unsupported("Dropout in training mode (random)");
+  }
   c.set(0, x);
   if (c.wants(1)) c.set(1, ones(x.shape(), c.opset() >= 10 ? DType::Bool : x.dtype()));
 }

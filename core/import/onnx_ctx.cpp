@@ -54,7 +54,22 @@ std::optional<HostTensor> Folder::try_fold(NodeRef n) {
 void NodeCtx::fail(const std::string& msg) const { throw UserError(where_ + ": " + msg); }
 void NodeCtx::unsupported(const std::string& msg) const { throw OnnxUnsupported(where_ + ": " + msg); }
 
+std::vector<Tensor> NodeCtx::seq_in(size_t i) const {
+  if (!is_seq(i)) fail("input " + std::to_string(i) + " must be a sequence");
+  std::vector<Tensor> r;
+  for (NodeRef n : *seq_in_[i]) r.emplace_back(n);
+  return r;
+}
+
+void NodeCtx::set_seq(size_t i, const std::vector<Tensor>& v) {
+  if (i >= seq_out_.size()) return;
+  std::vector<NodeRef> ns;
+  for (const Tensor& t : v) ns.push_back(t.node());
+  seq_out_[i] = std::move(ns);
+}
+
 Tensor NodeCtx::in(size_t i) const {
+  if (is_seq(i)) fail("input " + std::to_string(i) + " is a sequence, expected a tensor");
   if (!has(i)) fail("required input " + std::to_string(i) + " is missing");
   return Tensor(inputs_[i]);
 }
@@ -183,7 +198,18 @@ const onnx::TensorProto* NodeCtx::attr_tensor(const std::string& name) const {
   LATHE_ATTR_EXPECT(a, TENSOR);
   return &a->t();
 }
+const onnx::GraphProto& NodeCtx::attr_graph(const std::string& name) const {
+  const auto* a = find_attr(name);
+  if (!a) fail("attribute '" + name + "' (a graph) is required");
+  LATHE_ATTR_EXPECT(a, GRAPH);
+  return a->g();
+}
 #undef LATHE_ATTR_EXPECT
+
+std::vector<Tensor> NodeCtx::run_body(const std::string& attr, const std::vector<Tensor>& args) const {
+  LATHE_CHECK(subgraph_ != nullptr, "no subgraph runner for a control-flow node");
+  return subgraph_(attr_graph(attr), args);
+}
 
 void NodeCtx::set(size_t i, const Tensor& t) {
   LATHE_CHECK(t.defined(), "lowering set an undefined output");
@@ -228,6 +254,12 @@ const OpTable& op_table() {
     add_norm_ops(t);
     add_misc_ops(t);
     add_loss_ops(t);
+    add_resize_ops(t);
+    add_rnn_ops(t);
+    add_scatter_ops(t);
+    add_extra_ops(t);
+    add_control_ops(t);
+    add_sequence_ops(t);
     return t;
   }();
   return table;

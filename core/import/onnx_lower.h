@@ -39,6 +39,7 @@ class NodeCtx {
   NodeCtx(const onnx::NodeProto& proto, int opset, std::vector<NodeRef> inputs, Folder& folder, std::string where)
       : proto_(proto), opset_(opset), inputs_(std::move(inputs)), folder_(folder), where_(std::move(where)) {
     outputs_.resize(proto_.output_size());
+    seq_out_.resize(proto_.output_size());
   }
 
   const onnx::NodeProto& proto() const { return proto_; }
@@ -57,6 +58,8 @@ class NodeCtx {
   HostTensor const_in(size_t i) const;
   std::vector<int64_t> ints_in(size_t i) const;   // integer 0-D/1-D constant input
   double scalar_in(size_t i) const;               // one-element constant input
+  // Any tensor's value when it is computable at import time (no graph input reachable).
+  std::optional<HostTensor> fold(const Tensor& t) const { return folder_.try_fold(t.node()); }
 
   // ---- attributes (wrong field types are user errors) ----
   bool has_attr(const std::string& name) const { return find_attr(name) != nullptr; }
@@ -81,6 +84,21 @@ class NodeCtx {
   // OnnxUnsupported when an optional output the lowering cannot produce is requested.
   void only_outputs(size_t n) const;
 
+  // ---- sequences (import-time lists of tensors) ----
+  void set_sequence_inputs(std::vector<const std::vector<NodeRef>*> s) { seq_in_ = std::move(s); }
+  bool is_seq(size_t i) const { return i < seq_in_.size() && seq_in_[i] != nullptr; }
+  std::vector<Tensor> seq_in(size_t i) const;  // fail() when input i is not a sequence
+  void set_seq(size_t i, const std::vector<Tensor>& v);
+  const std::optional<std::vector<NodeRef>>& seq_out(size_t i) const { return seq_out_[i]; }
+
+  // ---- control flow ----
+  // Lowers one instance of a body graph (attribute `attr`, a GRAPH) with its inputs bound
+  // to args and the enclosing scope visible; returns its outputs in order.
+  using SubgraphFn = std::function<std::vector<Tensor>(const onnx::GraphProto&, const std::vector<Tensor>&)>;
+  void set_subgraph_runner(SubgraphFn f) { subgraph_ = std::move(f); }
+  const onnx::GraphProto& attr_graph(const std::string& name) const;
+  std::vector<Tensor> run_body(const std::string& attr, const std::vector<Tensor>& args) const;
+
  private:
   const onnx::NodeProto& proto_;
   int opset_;
@@ -88,6 +106,9 @@ class NodeCtx {
   Folder& folder_;
   std::string where_;
   std::vector<NodeRef> outputs_;
+  SubgraphFn subgraph_;
+  std::vector<const std::vector<NodeRef>*> seq_in_;
+  std::vector<std::optional<std::vector<NodeRef>>> seq_out_;
 };
 
 using LowerFn = std::function<void(NodeCtx&)>;
@@ -104,6 +125,12 @@ void add_nn_ops(OpTable& t);           // lower_nn.cpp (matmul, gemm, conv, pool
 void add_norm_ops(OpTable& t);         // lower_norm.cpp (softmax, normalizations)
 void add_misc_ops(OpTable& t);         // lower_misc.cpp (einsum, cumsum, topk, trilu)
 void add_loss_ops(OpTable& t);         // lower_loss.cpp (NegativeLogLikelihoodLoss, SoftmaxCrossEntropyLoss)
+void add_resize_ops(OpTable& t);       // lower_resize.cpp (Resize, Upsample)
+void add_rnn_ops(OpTable& t);          // lower_rnn.cpp (RNN, GRU, LSTM)
+void add_scatter_ops(OpTable& t);      // lower_scatter.cpp (ScatterElements, ScatterND, Scatter, GatherND, …)
+void add_extra_ops(OpTable& t);        // lower_extra.cpp (EyeLike, LRN, windows, BitShift, …)
+void add_control_ops(OpTable& t);      // lower_control.cpp (If, Loop, Scan)
+void add_sequence_ops(OpTable& t);     // lower_sequence.cpp (Sequence*, SplitToSequence, ConcatFromSequence)
 
 // Shared helpers for lowerings.
 Tensor multi_broadcast_fold(const std::vector<Tensor>& xs, const std::function<Tensor(const Tensor&, const Tensor&)>& f);

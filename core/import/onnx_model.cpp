@@ -124,6 +124,112 @@ std::vector<int> schedule_nodes(const onnx::GraphProto& g, const std::set<std::s
   return order;
 }
 
+// Lowers the nodes of a graph (the model's, or a control-flow body with the enclosing
+// scope's values visible) into `values`. Bodies nest at most kMaxDepth deep, and all the
+// bodies of one model lower at most kMaxBodyNodes nodes in all (unrolled loops count each
+// iteration), so a hostile model cannot make the importer run away.
+constexpr int kMaxDepth = 16;
+constexpr int64_t kMaxBodyNodes = 1 << 20;
+
+struct Lowerer {
+  int opset;
+  const OnnxOptions& opt;
+  std::string file;
+  Folder folder;
+  int64_t body_nodes;
+  // sequence values (import-time lists of tensors), by name; names are unique across scopes
+  std::unordered_map<std::string, std::vector<NodeRef>> seqs = {};
+
+  // prefix: "" for the model's graph; for a body, the enclosing node's where + " > ".
+  void lower_nodes(const onnx::GraphProto& g, std::unordered_map<std::string, NodeRef>& values,
+                   const std::string& prefix, int depth) {
+    std::set<std::string> defined;
+    for (auto& [k, v] : values) defined.insert(k);
+    for (auto& [k, v] : seqs) defined.insert(k);
+    std::vector<int> order = schedule_nodes(g, defined, file);
+    const OpTable& table = op_table();
+    for (int k : order) {
+      const onnx::NodeProto& np = g.node(k);
+      std::string label = np.name().empty() ? np.op_type() + "#" + std::to_string(k) : np.name() + ":" + np.op_type();
+      std::string where = prefix + "node '" + (np.name().empty() ? "#" + std::to_string(k) : np.name()) + "' (" + np.op_type() + ")";
+      auto located = [&](const std::string& m) { return prefix.empty() ? file + ": " + m : m; };
+      if (!np.domain().empty() && np.domain() != "ai.onnx")
+        throw OnnxUnsupported(located("unsupported ONNX op '" + np.domain() + "." + np.op_type() + "' (" + where + ")"));
+      auto fn = table.find(np.op_type());
+      if (fn == table.end())
+        throw OnnxUnsupported(located("unsupported ONNX op '" + np.op_type() + "' (" + where + ")"));
+      if (depth > 0 && ++body_nodes > kMaxBodyNodes)
+        throw UserError(located(where + ": the control-flow bodies would lower more than " +
+                                std::to_string(kMaxBodyNodes) + " nodes"));
+      std::vector<NodeRef> ins;
+      std::vector<const std::vector<NodeRef>*> seq_ins;
+      for (const auto& name : np.input()) {
+        auto sq = name.empty() ? seqs.end() : seqs.find(name);
+        if (sq != seqs.end()) {
+          ins.push_back(nullptr);
+          seq_ins.push_back(&sq->second);
+        } else {
+          ins.push_back(name.empty() ? nullptr : values.at(name));
+          seq_ins.push_back(nullptr);
+        }
+      }
+      NodeCtx ctx(np, opset, std::move(ins), folder, where);
+      ctx.set_sequence_inputs(std::move(seq_ins));
+      ctx.set_subgraph_runner([&, where, depth](const onnx::GraphProto& body, const std::vector<Tensor>& args) {
+        if (depth + 1 > kMaxDepth)
+          throw UserError(where + ": control-flow bodies nest more than " + std::to_string(kMaxDepth) + " deep");
+        return run_body(body, values, args, where + " > ", depth + 1);
+      });
+      try {
+        ProvenanceScope scope(label);
+        fn->second(ctx);
+      } catch (const OnnxUnsupported& e) {
+        throw OnnxUnsupported(located(e.diag().message));
+      } catch (const UserError& e) {
+        std::string msg = e.diag().message;
+        if (msg.rfind(where, 0) != 0 && msg.rfind(prefix.empty() ? where : prefix, 0) != 0) msg = where + ": " + msg;
+        throw UserError(located(msg));
+      }
+      for (int i = 0; i < np.output_size(); ++i) {
+        if (np.output(i).empty()) continue;
+        if (ctx.seq_out(static_cast<size_t>(i))) {
+          seqs[np.output(i)] = *ctx.seq_out(static_cast<size_t>(i));
+          continue;
+        }
+        if (!ctx.outputs()[i])
+          throw OnnxUnsupported(located(where + ": output " + std::to_string(i) + " is not supported"));
+        if (too_large(ctx.outputs()[i]->shape, opt.max_elements))
+          throw UserError(located(where + ": output '" + np.output(i) + "' would have shape " +
+                                  shape_to_string(ctx.outputs()[i]->shape) + ", more than the limit of " +
+                                  std::to_string(opt.max_elements) + " elements"));
+        values[np.output(i)] = ctx.outputs()[i];
+      }
+    }
+  }
+
+  // One instance of a body: its inputs bound to args, the enclosing scope visible.
+  std::vector<Tensor> run_body(const onnx::GraphProto& body, const std::unordered_map<std::string, NodeRef>& outer,
+                               const std::vector<Tensor>& args, const std::string& prefix, int depth) {
+    if (body.input_size() != static_cast<int>(args.size()))
+      throw UserError(prefix + "the body takes " + std::to_string(body.input_size()) + " inputs, given " +
+                      std::to_string(args.size()));
+    std::unordered_map<std::string, NodeRef> values = outer;
+    for (int i = 0; i < body.input_size(); ++i) values[body.input(i).name()] = args[static_cast<size_t>(i)].node();
+    for (const auto& t : body.initializer())
+      values[t.name()] = prim::constant_tensor(
+          tensor_from_proto(t, opt.max_elements, prefix + "initializer '" + t.name() + "'"));
+    lower_nodes(body, values, prefix, depth);
+    std::vector<Tensor> r;
+    for (const auto& vi : body.output()) {
+      auto it = values.find(vi.name());
+      if (seqs.count(vi.name())) throw OnnxUnsupported(prefix + "body output '" + vi.name() + "' is a sequence");
+      if (it == values.end()) throw UserError(prefix + "body output '" + vi.name() + "' is never produced");
+      r.emplace_back(it->second);
+    }
+    return r;
+  }
+};
+
 // Where the initializers' raw_data lie when the model was read from a mapped file.
 struct MappedWeights {
   std::shared_ptr<const MappedFile> file;     // null: bytes in the caller's memory, copied
@@ -193,42 +299,8 @@ Graph import_model(const onnx::ModelProto& m, const OnnxOptions& opt, const std:
   }
   for (auto& [k, v] : values) defined.insert(k);
 
-  std::vector<int> order = schedule_nodes(g, defined, file);
-  Folder folder(opt.max_elements);
-  const OpTable& table = op_table();
-  for (int k : order) {
-    const onnx::NodeProto& np = g.node(k);
-    std::string label = np.name().empty() ? np.op_type() + "#" + std::to_string(k) : np.name() + ":" + np.op_type();
-    std::string where = "node '" + (np.name().empty() ? "#" + std::to_string(k) : np.name()) + "' (" + np.op_type() + ")";
-    if (!np.domain().empty() && np.domain() != "ai.onnx")
-      throw OnnxUnsupported(file + ": unsupported ONNX op '" + np.domain() + "." + np.op_type() + "' (" + where + ")");
-    auto fn = table.find(np.op_type());
-    if (fn == table.end())
-      throw OnnxUnsupported(file + ": unsupported ONNX op '" + np.op_type() + "' (" + where + ")");
-    std::vector<NodeRef> ins;
-    for (const auto& name : np.input()) ins.push_back(name.empty() ? nullptr : values.at(name));
-    NodeCtx ctx(np, opset, std::move(ins), folder, where);
-    try {
-      ProvenanceScope scope(label);
-      fn->second(ctx);
-    } catch (const OnnxUnsupported& e) {
-      throw OnnxUnsupported(file + ": " + e.diag().message);
-    } catch (const UserError& e) {
-      std::string msg = e.diag().message;
-      if (msg.rfind(where, 0) != 0) msg = where + ": " + msg;
-      throw UserError(file + ": " + msg);
-    }
-    for (int i = 0; i < np.output_size(); ++i) {
-      if (np.output(i).empty()) continue;
-      if (!ctx.outputs()[i])
-        throw OnnxUnsupported(file + ": " + where + ": output " + std::to_string(i) + " is not supported");
-      if (too_large(ctx.outputs()[i]->shape, opt.max_elements))
-        throw UserError(file + ": " + where + ": output '" + np.output(i) + "' would have shape " +
-                        shape_to_string(ctx.outputs()[i]->shape) + ", more than the limit of " +
-                        std::to_string(opt.max_elements) + " elements");
-      values[np.output(i)] = ctx.outputs()[i];
-    }
-  }
+  Lowerer low{opset, opt, file, Folder(opt.max_elements), 0};
+  low.lower_nodes(g, values, "", 0);
 
   Graph out;
   out.inputs = inputs;
@@ -236,6 +308,8 @@ Graph import_model(const onnx::ModelProto& m, const OnnxOptions& opt, const std:
   std::set<std::string> out_names;
   for (const auto& vi : g.output()) {
     auto it = values.find(vi.name());
+    if (low.seqs.count(vi.name()))
+      throw OnnxUnsupported(file + ": graph output '" + vi.name() + "' is a sequence (only tensors can be outputs)");
     if (it == values.end()) throw UserError(file + ": graph output '" + vi.name() + "' is never produced");
     if (!out_names.insert(vi.name()).second) throw UserError(file + ": graph output '" + vi.name() + "' is listed twice");
     out.outputs.emplace_back(vi.name(), it->second);

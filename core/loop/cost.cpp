@@ -60,10 +60,19 @@ void count(const std::vector<Stmt>& body, double trips, std::map<std::string, in
         env.erase(s.var);
         break;
       }
-      case StmtKind::If:
-        count(s.body, trips, env, flops);
-        count(s.else_body, trips, env, flops);
+      case StmtKind::If: {
+        // the branch taken at the loops' first iteration; else the costlier one
+        int64_t c;
+        if (eval_index(s.cond, env, c)) {
+          count(c ? s.body : s.else_body, trips, env, flops);
+          break;
+        }
+        double a = 0, b = 0;
+        count(s.body, trips, env, a);
+        count(s.else_body, trips, env, b);
+        flops += std::max(a, b);
         break;
+      }
       case StmtKind::Let: {
         int64_t v;
         if (s.dtype == DType::I64 && eval_index(s.value, env, v)) env[s.var] = v;
@@ -86,6 +95,12 @@ KernelCost estimate_cost(const LoopFunc& f, const KernelGraph& kg, const Binding
     c.bytes += n * dtype_size(b.dtype);
   }
   const Kernel& k = kg.kernels.at(f.kernel);
+  if (f.kind == "extern") {  // a library call: its FLOPs come from the call's parameters
+    if (k.root->op == Op::Extern && k.root->attrs.name == "sgemm" && k.root->attrs.ints.size() >= 3)
+      c.flops = 2.0 * static_cast<double>(k.root->attrs.ints[0]) * static_cast<double>(k.root->attrs.ints[1]) *
+                static_cast<double>(k.root->attrs.ints[2]);  // 2·M·N·K
+    return c;
+  }
   if (f.kind == "matmul") {
     double n = 1;
     for (auto& d : (k.matmul ? k.matmul : k.root)->inputs[0]->shape) n *= static_cast<double>(d.eval(dims).value_or(1));

@@ -3,7 +3,7 @@
 //
 // FLOPs: every arithmetic op on non-index values (× lanes), times the trip count of the
 // loops around it (extents evaluated with the run's dim values). Matmul kernels count
-// exactly 2·M·N·K. Bytes: each buffer the kernel touches, once (SPEC.md's convention).
+// exactly 2·M·N·K, and so do extern sgemm calls (from their M, N, K). Bytes: each buffer the kernel touches, once (SPEC.md's convention).
 #pragma once
 #include <cstdint>
 

@@ -1,9 +1,11 @@
 // heuristics.cpp — apply_default_schedule: the schedule a kernel gets unless the user
 // writes one. Outer loops go parallel over the cores when there is enough work (small
 // outer loops are fused first so every core gets rows); innermost loops are vectorized.
+// Windowed and strided reductions first get rows of accumulators (row_reduce.h).
 #include <thread>
 
 #include "core/ir/diag.h"
+#include "core/loop/row_reduce.h"
 #include "core/loop/transform.h"
 
 namespace lathe::loop {
@@ -30,6 +32,8 @@ std::vector<Stmt*> outer_chain(std::vector<Stmt>& body) {
 
 void apply_default_schedule(LoopFunc& f, const ScheduleOptions& opts) {
   if (f.kind == "matmul") return;  // lowering chose the blocked schedule
+  // reductions that do not run along contiguous memory: rows of accumulators (row_reduce.h)
+  apply_row_reductions(f);
   int threads = opts.threads > 0 ? opts.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   // total work of the output loop nest (unknown extents count as large)
   auto chain = outer_chain(f.body);
@@ -69,7 +73,7 @@ void apply_default_schedule(LoopFunc& f, const ScheduleOptions& opts) {
     bool inner = false;
     walk(s.body, [&](const Stmt& c) { inner |= c.kind == StmtKind::For; return !inner; });
     int64_t e = const_extent(s);
-    if (!inner && (e < 0 || e >= 4)) leaves.push_back(s.var);
+    if (!inner && (e < 0 || e >= 4) && s.note != kEdgeNote) leaves.push_back(s.var);
     return true;
   });
   for (auto& v : leaves) {

@@ -1,7 +1,9 @@
 // lower.cpp — lower_kernel: one fused kernel → loop IR (see lower.h for the scheme).
 #include "core/loop/lower.h"
 
+#include <functional>
 #include <limits>
+#include <set>
 #include <unordered_set>
 
 #include "core/ir/diag.h"
@@ -368,15 +370,69 @@ class Lowerer : public ValueLowering {
 
 }  // namespace
 
-LoopFunc lower_kernel(const KernelGraph& kg, int kernel) {
+LoopFunc lower_kernel(const KernelGraph& kg, int kernel, bool plain) {
   const Kernel& k = kg.kernels.at(kernel);
-  if (k.kind == "matmul") return lower_matmul_kernel(kg, kernel);
+  if (k.kind == "matmul" && !plain) return lower_matmul_kernel(kg, kernel);
   LATHE_CHECK(k.kind != "extern", "extern kernels have no loop IR; the backend calls the library");
+  Kernel as_reduce = k;  // a plain matmul: the reduction (and epilogue) as any fused reduce
+  if (k.kind == "matmul") as_reduce.kind = "reduce";
   // a stash that no output loop read back would be a wasted store: lower again without it
-  Lowerer l(kg, k, true);
+  Lowerer l(kg, as_reduce, true);
   LoopFunc f = l.run();
-  if (!l.stash_unused()) return f;
-  return Lowerer(kg, k, false).run();
+  if (l.stash_unused()) f = Lowerer(kg, as_reduce, false).run();
+  f.kind = k.kind;
+  unique_loop_names(f);
+  return f;
+}
+
+bool is_packed_matmul(const LoopFunc& f) {
+  return f.kind == "matmul" && !f.schedule_log.empty() && f.schedule_log.front().rfind("matmul: ", 0) == 0;
+}
+
+void rename_loops(std::vector<Stmt>& body, const std::string& from, const std::string& to) {
+  ExprRef v = var(to);
+  std::function<void(std::vector<Stmt>&, bool)> visit = [&](std::vector<Stmt>& b, bool in_scope) {
+    for (Stmt& s : b) {
+      if (in_scope)
+        for (auto* e : {&s.extent, &s.cond, &s.index, &s.value})
+          if (*e) *e = substitute(*e, from, v);
+      bool renamed = s.kind == StmtKind::For && s.var == from;
+      if (renamed) s.var = to;
+      // inside a renamed loop `from` means it; inside another loop of that name (none
+      // left after renaming) it would be shadowed
+      visit(s.body, in_scope || renamed);
+      visit(s.else_body, in_scope || renamed);
+    }
+  };
+  visit(body, false);
+}
+
+void unique_loop_names(LoopFunc& f) {
+  std::set<std::string> used, loops;
+  walk(f.body, [&](const Stmt& s) {
+    if (!s.var.empty()) used.insert(s.var);
+    return true;
+  });
+  for (auto& b : f.buffers) used.insert(b.name);
+  for (auto& d : f.dims) used.insert(d);
+  std::function<void(std::vector<Stmt>&)> visit = [&](std::vector<Stmt>& body) {
+    for (Stmt& s : body) {
+      if (s.kind == StmtKind::For && !loops.insert(s.var).second) {
+        std::string n;
+        for (int i = 2; used.count(n = s.var + std::to_string(i)); ++i) {
+        }
+        used.insert(n);
+        loops.insert(n);
+        std::string old_name = s.var;  // (a copy: rename_loops changes s.var)
+        std::vector<Stmt> one{std::move(s)};
+        rename_loops(one, old_name, n);
+        s = std::move(one[0]);
+      }
+      visit(s.body);
+      visit(s.else_body);
+    }
+  };
+  visit(f.body);
 }
 
 }  // namespace lathe::loop

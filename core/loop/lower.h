@@ -44,7 +44,21 @@ struct MatmulBlocking {
 };
 MatmulBlocking matmul_blocking(int64_t m, int64_t n, int64_t k, int64_t batch, int threads, const MatmulParams& p = {});
 
-LoopFunc lower_kernel(const KernelGraph& kg, int kernel);
+// plain = true: a matmul kernel is lowered as the plain reduction it is (a loop per output
+// dim, the reduction loop inside, the epilogue after it), not as the packed GEMM nest: the
+// unscheduled loops every kernel kind has, for hand scheduling (p:kernel(i):reset(true)).
+// Its LoopFunc keeps kind "matmul". Loop names are unique within the returned kernel.
+LoopFunc lower_kernel(const KernelGraph& kg, int kernel, bool plain = false);
 LoopFunc lower_matmul_kernel(const KernelGraph& kg, int kernel, const MatmulParams& params = {});
+// Is f the packed GEMM nest of lower_matmul_kernel (not the plain reduction of a matmul)?
+bool is_packed_matmul(const LoopFunc& f);
+
+// Renames every loop called `from` in body to `to`, with the references to it (an inner
+// loop of the same name shadows it).
+void rename_loops(std::vector<Stmt>& body, const std::string& from, const std::string& to);
+// Gives each loop of f its own name: a loop whose name an earlier loop (pre-order) took
+// becomes NAME2, NAME3, … (a name no variable, buffer or dim of f uses), so a schedule
+// primitive's loop name always means one loop.
+void unique_loop_names(LoopFunc& f);
 
 }  // namespace lathe::loop

@@ -301,6 +301,12 @@ LoopFunc MatmulLowering::run() {
   // (a page apart for wide B), defeating the prefetchers and the TLB.
   Stmt packb = make_for("kk", kc, {make_for("jp", ceil_div(nc, P.nr), {packb_c}, "pack B: NR-wide panels")}, "pack B: k");
   if (auto runs = pack_b_runs(B, pb)) packb = std::move(*runs);
+  // each loop gets its own name (kb, cb: pack B; ka, ra: pack A; kk: the micro-kernel; wr,
+  // wc: the write-back), so a schedule primitive's loop name means one loop
+  std::vector<Stmt> packb_v{std::move(packb)};
+  rename_loops(packb_v, "kk", "kb");
+  rename_loops(packb_v, "c", "cb");
+  packb = std::move(packb_v[0]);
   // pack A
   ExprRef row = add(mul(var("ip"), const_int(P.mr)), var("r"));
   // k outer, the MR rows inner (unrolled): each k writes one contiguous MR-wide column of
@@ -311,7 +317,10 @@ LoopFunc MatmulLowering::run() {
                                             load(pa, DType::F32, address(A, row, kk), logical_and(rows_whole ? nullptr : lt(row, mc), in_range(A, row, kk))))},
                           "pack A: panel row");
   packa_r.annot.unroll = P.mr;
-  Stmt packa = make_for("ip", ceil_div(mc, P.mr), {make_for("kk", kc, {packa_r}, "pack A: k")}, "pack A: MR-tall panels");
+  std::vector<Stmt> packa_v{make_for("ip", ceil_div(mc, P.mr), {make_for("kk", kc, {packa_r}, "pack A: k")}, "pack A: MR-tall panels")};
+  rename_loops(packa_v, "kk", "ka");
+  rename_loops(packa_v, "r", "ra");
+  Stmt packa = std::move(packa_v[0]);
   // micro-kernel
   std::vector<Stmt> micro;
   micro.push_back(make_alloc("acc", DType::F32, P.lanes, (int64_t)P.mr * NQ, /*registers=*/true));
@@ -385,6 +394,12 @@ LoopFunc MatmulLowering::run() {
     Stmt slow = write_back(at(ccol, ncol));
     micro.push_back(make_if(contiguous, {fast}, {slow}));
   }
+  for (Stmt& st : micro) {  // the write-back's loops (after the k loop)
+    std::vector<Stmt> one{std::move(st)};
+    rename_loops(one, "r", "wr");
+    rename_loops(one, "c", "wc");
+    st = std::move(one[0]);
+  }
   Stmt ir_loop = make_for("ir", ceil_div(mc, P.mr), std::move(micro), "MR panels of A");
   Stmt jr_loop = make_for("jr", ceil_div(nc, P.nr), {ir_loop}, "NR panels of B");
 
@@ -417,6 +432,7 @@ LoopFunc MatmulLowering::run() {
     Stmt z = make_for("z", total, {make_store(pout, var("z"), const_float(0, DType::F32))}, "zero (K may be 0)");
     f_.body.insert(f_.body.begin(), make_if(lt(K, const_int(1)), {z}));
   }
+  unique_loop_names(f_);   // the write-back variants and gather tables repeat their loops
   return std::move(f_);
 }
 

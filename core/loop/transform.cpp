@@ -167,9 +167,16 @@ void reorder(LoopFunc& f, std::string a, std::string b) {
 void tile(LoopFunc& f, std::string a, std::string b, int64_t fa, int64_t fb) {
   LoopFunc backup = f;
   try {
+    // the loops split made, as its log names them (fresh names when a_i or b_o were taken)
+    auto made = [&f](bool inner) {
+      const std::string& l = f.schedule_log.back();
+      size_t arrow = l.rfind(" -> "), comma = l.rfind(", ");
+      return inner ? l.substr(comma + 2) : l.substr(arrow + 4, comma - arrow - 4);
+    };
     split(f, a, fa);
+    std::string ai = made(true);
     split(f, b, fb);
-    std::string ai = a + "_i", bo = b + "_o";
+    std::string bo = made(false);
     Found fd = must_find(f, "tile", ai);
     Stmt* s = fd.get();
     // split(b) may have put a guard between a_i and b_o when a's extent was not a multiple

@@ -161,10 +161,21 @@ Graph substitute(const Graph& g, const RewriteSite& site, int step) {
 SweepResult sweep(const Graph& g, const RewriteContext& ctx, int per_node_cap) {
   SweepResult res;
   std::vector<RewriteSite> chain;  // the rewrites at the current node, for cycle messages
-  auto fail_cycle = [&](const std::string& why) {
+  auto fail_cycle = [&](const std::string& why, const char* what = "rewrite cycle") {
+    // the rules in firing order, a run of one rule written once with its count
     std::string rules;
-    for (auto& s : chain) rules += (rules.empty() ? "'" : " -> '") + s.rule->name + "'";
-    throw UserError("rewrite cycle at step " + std::to_string(ctx.step) + " on " + describe_node(chain.front().root) +
+    int shown = 0;
+    for (size_t i = 0; i < chain.size();) {
+      size_t j = i;
+      while (j < chain.size() && chain[j].rule == chain[i].rule) ++j;
+      if (++shown > 6) {
+        rules += " -> …";
+        break;
+      }
+      rules += (rules.empty() ? "'" : " -> '") + chain[i].rule->name + "'" + (j - i > 1 ? " (" + std::to_string(j - i) + "x)" : "");
+      i = j;
+    }
+    throw UserError(std::string(what) + " at step " + std::to_string(ctx.step) + " on " + describe_node(chain.front().root) +
                     ": " + why + "; rules involved: " + rules);
   };
   res.graph = rebuild(g, ctx.step, [&](NodeRef, NodeRef cur) {
@@ -176,7 +187,9 @@ SweepResult sweep(const Graph& g, const RewriteContext& ctx, int per_node_cap) {
       for (auto& c : chain)
         if (c.root == s->replacement) fail_cycle("the node was rewritten back to an earlier form");
       if (static_cast<int>(chain.size()) > per_node_cap)
-        fail_cycle("it was still changing after " + std::to_string(per_node_cap) + " rewrites");
+        fail_cycle("the node was still changing after " + std::to_string(per_node_cap) +
+                       " rewrites (a rule whose replacement contains its own pattern fires forever)",
+                   "runaway rewrite");
       cur = s->replacement;
     }
     for (auto& c : chain) {

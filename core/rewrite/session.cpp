@@ -10,16 +10,11 @@
 #include "core/ir/build.h"
 #include "core/ir/diag.h"
 #include "core/ir/verify.h"
+#include "core/rewrite/runaway.h"
 
 namespace lathe {
 
 namespace {
-
-size_t state_hash(const Graph& g) {
-  size_t h = g.outputs.size();
-  for (auto& [name, n] : g.outputs) h = h * 1000003u ^ std::hash<const void*>()(n);
-  return h;
-}
 
 bool same_state(const Graph& a, const Graph& b) {
   if (a.outputs.size() != b.outputs.size()) return false;
@@ -120,6 +115,7 @@ StepInfo RewriteSession::commit(Graph g, StepInfo info) {
       info.added.push_back(static_cast<int>(n->id));
       added.push_back(n);
     }
+  info.rebuilt = static_cast<int>(diff_graphs(graph(), g).changed.size());  // counted as :diff counts
   auto problems = info.kind == StepKind::Pass ? verify(g) : verify_added(g, added);
   if (!problems.empty()) {
     last_failed_rule_ = info.rule;
@@ -187,29 +183,16 @@ std::vector<StepInfo> RewriteSession::step(int n) {
 RunResult RewriteSession::run() {
   RunResult res;
   bool batch = opts_.batch && !opts_.check && breakpoints_.empty();
-  std::unordered_map<size_t, std::vector<int>> seen;
-  for (int k = 0; k <= cur_; ++k) seen[state_hash(entries_[k].graph)].push_back(k);
+  RunawayGuard guard(*this);  // cycles (an earlier graph again) and unbounded growth
   std::map<std::string, int> fired_this_run;
-  auto earlier_state = [&](const Graph& g) -> int {
-    auto it = seen.find(state_hash(g));
-    if (it == seen.end()) return -1;
-    for (int k : it->second) if (same_state(entries_[k].graph, g)) return k;
-    return -1;
-  };
   auto cycle_error = [&](int earlier, const StepInfo& closing) {
-    std::set<std::string> rules;
-    for (int k = earlier + 1; k <= cur_; ++k) {
-      const StepInfo& s = entries_[k].info;
-      if (s.kind == StepKind::Sweep) for (auto& [r, n] : s.fired) rules.insert(r);
-      else rules.insert(s.rule);
-    }
-    if (closing.kind == StepKind::Sweep) for (auto& [r, n] : closing.fired) rules.insert(r);
-    else rules.insert(closing.rule);
-    std::string names;
-    for (auto& r : rules) names += (names.empty() ? "'" : ", '") + r + "'";
-    throw UserError("run: rewrite cycle: " + step_label(closing) + " would bring back the graph of step " +
-                    std::to_string(earlier) + "; rules involved: " + names + ". The session stays at step " +
-                    std::to_string(cur_) + "; disable one of them or add a where condition");
+    std::vector<std::string> closing_rules;
+    if (closing.kind == StepKind::Sweep) for (auto& [r, n] : closing.fired) closing_rules.push_back(r);
+    else closing_rules.push_back(closing.rule);
+    std::string msg = RunawayGuard::cycle_message(*this, earlier, RunawayGuard::label(closing), closing_rules);
+    throw UserError("run: " + msg.replace(msg.find(". Stopped at step"), std::string::npos,
+                                          ". The session stays at step " + std::to_string(cur_) +
+                                              "; disable one of them or add a where condition"));
   };
   while (true) {
     if (res.rewrites >= opts_.max_steps) {
@@ -232,7 +215,7 @@ RunResult RewriteSession::run() {
       info.kind = StepKind::Sweep;
       info.rule = "sweep";
       info.fired = sr.fired;
-      if (int k = earlier_state(sr.graph); k >= 0) cycle_error(k, info);
+      if (int k = guard.earlier_step(sr.graph); k >= 0) cycle_error(k, info);
       commit(std::move(sr.graph), info);
       for (auto& [r, n] : sr.fired) fired_this_run[r] += n;
       res.rewrites += sr.rewrites;
@@ -246,14 +229,14 @@ RunResult RewriteSession::run() {
         res.breakpoint_node = c->info.root;
         return res;
       }
-      if (int k = earlier_state(c->graph); k >= 0) cycle_error(k, c->info);
+      if (int k = guard.earlier_step(c->graph); k >= 0) cycle_error(k, c->info);
       commit(std::move(c->graph), c->info);
       stats_[index_.id_of(c->site.rule)].fired++;
       fired_this_run[c->info.rule]++;
       res.rewrites++;
     }
     res.steps++;
-    seen[state_hash(graph())].push_back(cur_);
+    guard.check(*this, fired_this_run);  // growth (a repeat was refused before the commit)
   }
   paused_at_breakpoint_ = false;
   return res;

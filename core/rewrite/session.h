@@ -56,9 +56,13 @@ struct StepInfo {
   int root = -1;                    // Rule: the rewritten node's id; -1 otherwise
   int replacement = -1;             // Rule: the node that replaced it
   std::vector<int> removed, added;  // node ids that left / joined the graph
+  int rebuilt = 0;                  // of those, users rebuilt with a new input (:diff's "changed"
+                                    // pairs): the step line shows -(removed-rebuilt) +(added-rebuilt) ~rebuilt
   std::map<std::string, int> fired; // Sweep: rewrites per rule
-  // One line for listings: "step 3: double %12 -> %15 (-1 +1)"
+  // One line for listings: "step 3: double %12 -> %15 (-1 +1 ~2)"
   std::string summary() const;
+  // "-4 +2 ~18": nodes removed, added and rebuilt, as :diff counts them
+  std::string change_counts() const;
 };
 
 struct RunResult {

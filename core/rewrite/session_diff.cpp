@@ -18,6 +18,12 @@ std::string_view step_kind_name(StepKind k) {
   return "?";
 }
 
+std::string StepInfo::change_counts() const {
+  std::string s = "-" + std::to_string(removed.size() - rebuilt) + " +" + std::to_string(added.size() - rebuilt);
+  if (rebuilt > 0) s += " ~" + std::to_string(rebuilt);
+  return s;
+}
+
 std::string StepInfo::summary() const {
   std::string s = "step " + std::to_string(index) + ": ";
   switch (kind) {
@@ -32,7 +38,7 @@ std::string StepInfo::summary() const {
       break;
     }
   }
-  return s + " (-" + std::to_string(removed.size()) + " +" + std::to_string(added.size()) + ")";
+  return s + " (" + change_counts() + ")";
 }
 
 namespace {

@@ -52,11 +52,13 @@ std::string ProfileReport::table() const {
     cell(std::to_string(k->calls), 6, false);
     cell(fmt("%.1f", k->gflops), 7, false);
     cell(fmt("%.1f", k->gbps), 8, false);
-    cell(fmt("%.0f", 100 * k->roof), 9, false);
+    cell(fmt("%.0f", 100 * k->roof) + (k->above_roof.empty() ? "" : "*"), 9, false);
     cell(k->bound, 10, true);
     out += "\n";
   }
   line();
+  for (auto* k : rows)  // never a share above the roof without saying why
+    if (!k->above_roof.empty()) out += "* " + k->name + ": " + fmt("%.0f%%", 100 * k->roof) + " of the ceiling: " + k->above_roof + "\n";
   out += "Total (median of whole runs): " + fmt("%.3f ms", total_ms) + "   backend: " + backend +
          "   ceiling: " + fmt("%.0f GFLOP/s", peak_gflops) + ", " + fmt("%.1f GB/s", peak_gbps) + "\n";
   if (peak_bytes > 0)
@@ -70,7 +72,7 @@ std::string ProfileReport::trace_json() const {
     ev.push_back({{"name", e.name}, {"cat", "kernel"}, {"ph", "X"}, {"ts", e.start_us}, {"dur", e.dur_us}, {"pid", 1}, {"tid", e.tid}});
   for (auto& k : kernels)
     ev.push_back({{"name", "profile " + k.name}, {"ph", "i"}, {"ts", 0}, {"pid", 1}, {"tid", 0}, {"s", "g"},
-                  {"args", {{"median_ms", k.median_ms}, {"gflops", k.gflops}, {"gbps", k.gbps}, {"roof", k.roof}}}});
+                  {"args", {{"median_ms", k.median_ms}, {"gflops", k.gflops}, {"gbps", k.gbps}, {"roof", k.roof}, {"above_roof", k.above_roof}}}});
   nlohmann::json j = {{"traceEvents", ev}, {"displayTimeUnit", "ms"}, {"otherData", {{"backend", backend}}}};
   return j.dump(1);
 }

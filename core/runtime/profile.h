@@ -16,6 +16,7 @@ struct KernelProfile {
   double gflops = 0, gbps = 0;   // at the median
   double roof = 0;         // share of the machine ceiling for its bound (0..1)
   std::string bound;       // "compute" or "memory" (the roofline side it sits on)
+  std::string above_roof;  // why roof > 1 (cache-resident working set, …); "" when roof ≤ 1
 };
 
 struct TraceEvent {
@@ -29,6 +30,7 @@ struct ProfileReport {
   std::vector<KernelProfile> kernels;
   double total_ms = 0;                  // median of whole-program runs
   double peak_gflops = 0, peak_gbps = 0;  // the machine ceiling used for `roof`
+  bool device_ceiling = false;          // the ceiling is a device's (cuda), not the host's
   int64_t arena_bytes = 0, peak_bytes = 0;
   std::vector<TraceEvent> events;       // one run's kernels, for the trace
 

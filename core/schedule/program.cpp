@@ -27,7 +27,7 @@ class StageTimer {
   std::chrono::steady_clock::time_point t0_ = std::chrono::steady_clock::now();
 };
 
-loop::LoopFunc lower_one(const KernelGraph& kg, int i) {
+loop::LoopFunc lower_one(const KernelGraph& kg, int i, bool plain) {
   const Kernel& k = kg.kernels[i];
   if (k.kind == "extern") {
     loop::LoopFunc f;
@@ -42,7 +42,7 @@ loop::LoopFunc lower_one(const KernelGraph& kg, int i) {
     }
     return f;
   }
-  return loop::lower_kernel(kg, i);
+  return loop::lower_kernel(kg, i, plain);
 }
 
 }  // namespace
@@ -53,7 +53,7 @@ Program build_program(const Graph& g, const BuildOptions& opts) {
   {
     StageTimer t(p, opts, "verify");
     verify_or_throw(g, "compile");
-    t.done(std::to_string(g.size()) + " nodes");
+    t.done(std::to_string(g.size()) + (g.size() == 1 ? " node" : " nodes"));
   }
   // schedule + lower, rescheduling when lowering finds a fused reduction that would be
   // recomputed in an inner loop
@@ -61,11 +61,12 @@ Program build_program(const Graph& g, const BuildOptions& opts) {
   for (int attempt = 0;; ++attempt) {
     StageTimer ts(p, opts, "schedule");
     p.kg = schedule_graph(g, force);
-    ts.done(std::to_string(p.kg.kernels.size()) + " kernels from " + std::to_string(g.size()) + " nodes");
+    ts.done(std::to_string(p.kg.kernels.size()) + (p.kg.kernels.size() == 1 ? " kernel" : " kernels") + " from " +
+            std::to_string(g.size()) + (g.size() == 1 ? " node" : " nodes"));
     StageTimer tl(p, opts, "lower");
     p.funcs.clear();
     try {
-      for (int i = 0; i < p.num_kernels(); ++i) p.funcs.push_back(lower_one(p.kg, i));
+      for (int i = 0; i < p.num_kernels(); ++i) p.funcs.push_back(lower_one(p.kg, i, !opts.default_schedule));
     } catch (const loop::NeedsMaterialize& m) {
       LATHE_CHECK(!force.count(m.node) && attempt < 1000, "rescheduling did not converge");
       force.insert(m.node);
@@ -85,7 +86,7 @@ Program build_program(const Graph& g, const BuildOptions& opts) {
 
 void reset_kernel(Program& p, int kernel) {
   LATHE_CHECK(kernel >= 0 && kernel < p.num_kernels(), "reset_kernel: no such kernel");
-  p.funcs[kernel] = lower_one(p.kg, kernel);
+  p.funcs[kernel] = lower_one(p.kg, kernel, /*plain=*/true);
 }
 
 }  // namespace lathe

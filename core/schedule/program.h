@@ -33,14 +33,15 @@ struct Program {
 };
 
 struct BuildOptions {
-  bool default_schedule = true;              // false: plain loops, for hand scheduling
+  bool default_schedule = true;              // false: plain loops (matmuls too), for hand scheduling
   loop::ScheduleOptions schedule;
   std::function<void(const std::string& stage, const Program&)> on_stage;  // optional
 };
 
 Program build_program(const Graph& g, const BuildOptions& opts = {});
 
-// Re-lowers kernel i from the kernel graph (dropping any schedule applied to it).
+// Re-lowers kernel i from the kernel graph to its plain loops (dropping any schedule; a
+// matmul becomes the plain reduction, not the packed GEMM nest).
 void reset_kernel(Program& p, int kernel);
 
 }  // namespace lathe

@@ -41,6 +41,7 @@ class Scheduler {
   KernelGraph run() {
     initial_materialization();
     while (split_shared_reductions()) {}
+    materialize_windowed_epilogues();
     fuse_matmul_epilogues();
     return build();
   }
@@ -122,6 +123,31 @@ class Scheduler {
     for (auto& [n, roots] : roots_of)
       if (n->op == Op::Reduce && roots.size() > 1) changed |= mat_.insert(n).second;
     return changed;
+  }
+
+  // An elementwise chain on a matmul's result (a convolution's bias and activation) that
+  // is then read through a window or padding view (the next depthwise convolution or
+  // pooling) would be recomputed inside that kernel once per window tap. Its last node is
+  // materialized instead, so that the chain becomes the matmul's epilogue (written once,
+  // into the buffer the matmul wrote anyway).
+  void materialize_windowed_epilogues() {
+    std::set<NodeRef> outputs;
+    for (auto& [name, n] : g_.outputs) outputs.insert(n);
+    for (NodeRef r : order_) {
+      if (r->op != Op::Reduce || !mat_.count(r) || outputs.count(r) || !match_matmul(r)) continue;
+      NodeRef cur = r, end = nullptr;
+      for (;;) {
+        const auto& us = users_[cur];
+        if (us.size() != 1 || mat_.count(us[0]) || !fusable_epilogue(us[0], r, mat_)) break;
+        cur = us[0];
+        if (cur->op != Op::View) end = cur;
+      }
+      if (!end) continue;
+      bool windowed = false;
+      for (NodeRef u : users_[end]) windowed |= u->op == Op::View;
+      for (NodeRef u : users_[cur]) windowed |= u->op == Op::View && cur != end;
+      if (windowed) mat_.insert(end);
+    }
   }
 
   // A matmul read by exactly one kernel, whose work is elementwise at the matmul's own

@@ -201,7 +201,8 @@ TEST(CudaErrors, WithoutAGpuRunningGivesOneCleanLine) {
     exe.run({{"x", in}});
     FAIL() << "expected UserError";
   } catch (const UserError& e) {
-    EXPECT_EQ(e.diag().message, "cuda backend: " + why);
+    EXPECT_EQ(e.diag().message, "cuda backend: cannot run here: " + why +
+                                    " (the program is compiled: its source and PTX can be inspected, e.g. p:source(1), p:asm(1))");
   }
 }
 

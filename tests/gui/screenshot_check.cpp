@@ -1,7 +1,7 @@
 // screenshot_check.cpp — the driver behind the `gui` CTest label: runs one `lathe gui …`
 // command under Xvfb and checks its exit code and the PNGs it wrote.
 //
-//   gui_screenshot_check [--exit N] [--min-kb K] [--png OUT.png [--colour R,G,B]…]…
+//   gui_screenshot_check [--exit N] [--min-kb K] [--png OUT.png [--colour R,G,B]… [--size WxH]]…
 //                        [--no-xvfb] -- COMMAND ARGS…
 //
 // Exits 0 when every check holds, 1 with a message naming the failed check otherwise, and
@@ -44,6 +44,7 @@ namespace {
 struct PngCheck {
   std::string path;
   std::vector<std::array<int, 3>> colours;
+  int want_w = 0, want_h = 0;   // --size WxH after the --png: the image's dimensions
 };
 
 int check_png(const PngCheck& c, long min_kb) {
@@ -63,6 +64,9 @@ int check_png(const PngCheck& c, long min_kb) {
               100 * varied, hist.size());
   int rc = 0;
   if (varied < 0.02) rc = fail(c.path + ": the screenshot is blank");
+  if (c.want_w && (w != c.want_w || h != c.want_h))
+    rc = fail(c.path + ": " + std::to_string(w) + "x" + std::to_string(h) + ", expected " + std::to_string(c.want_w) +
+              "x" + std::to_string(c.want_h));
   for (auto& col : c.colours) {
     long near = 0;
     for (long p = 0; p < long(w) * h; ++p)
@@ -89,6 +93,10 @@ int main(int argc, char** argv) {
     else if (a == "--png" && i + 1 < argc) pngs.push_back({argv[++i], {}});
     else if (a == "--min-kb" && i + 1 < argc) min_kb = std::atol(argv[++i]);
     else if (a == "--no-xvfb") xvfb = false;
+    else if (a == "--size" && i + 1 < argc) {
+      if (pngs.empty()) return fail("--size must follow a --png");
+      if (std::sscanf(argv[++i], "%dx%d", &pngs.back().want_w, &pngs.back().want_h) != 2) return fail("bad --size");
+    }
     else if (a == "--colour" && i + 1 < argc) {
       std::array<int, 3> c{};
       if (std::sscanf(argv[++i], "%d,%d,%d", &c[0], &c[1], &c[2]) != 3) return fail("bad --colour");

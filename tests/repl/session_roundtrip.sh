@@ -61,4 +61,10 @@ printf ':open bad.lathe-session\n:open worse.lathe-session\n:graph\n' | "$LATHE"
 grep -q "^bad.lathe-session: not a session file" c.out || fail "bad format message"
 grep -q "^worse.lathe-session: not a session file (bad JSON" c.out || fail "bad JSON message"
 grep -q "^graph: 12 nodes" c.out || fail "state kept after a failed :open"
+# A file that names a step past its last one (hand-edited, or damaged) opens at the last
+# step and says so, never silently.
+sed 's/"step": 2,/"step": 7,/' work.lathe-session > far.lathe-session
+grep -q '"step": 7,' far.lathe-session || fail "could not make far.lathe-session"
+printf 's:current()\n' | "$LATHE" repl far.lathe-session > c.out 2>&1 || fail "far session"
+grep -q '^note: the file asks for step 7 but records 3 steps; opened at step 3$' c.out || fail "step 7 of 3 must be noted"
 echo "session round trip OK"

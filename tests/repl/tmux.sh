@@ -2,8 +2,8 @@
 # tmux.sh LATHE SRCDIR — drives `lathe repl` in a real terminal (a private tmux server,
 # 120x40) and checks what a user sees: tab completion of `lathe.` and of a session's
 # methods, history recall with the Up arrow, a multi-line function definition, and Ctrl-C
-# during a long Lua loop and during a long C++ loop (:profile) returning to the prompt
-# with the state intact. Exit 77 (skipped) without tmux. Generous timeouts: the machines
+# at the idle prompt (drops the line), during a long Lua loop and during a long C++ loop
+# (:profile) returning to the prompt with the state intact. Exit 77 (skipped) without tmux. Generous timeouts: the machines
 # that run this are often loaded.
 set -u
 LATHE=$1
@@ -101,6 +101,24 @@ wait_prompt 2
 typ 'tostring(n > 0) .. "/" .. s:current() .. "/" .. #g'; key Enter
 wait_for '^true/0/12$' 30
 wait_prompt 3
+
+# 5b. Ctrl-C at the idle prompt drops the line being typed (and an unfinished chunk) and
+# prompts again; the REPL and its state stay (it used to exit 130)
+clear_screen
+typ 'half typed line'
+sleep 0.5
+tm send-keys -t t C-c
+wait_prompt 2
+typ 'function h()'; key Enter
+wait_for '^   \.\.\.' 30
+tm send-keys -t t C-c
+wait_prompt 3
+tm send-keys -t t C-c
+wait_prompt 4
+screen | grep -q 'REPL-EXITED' && { echo "FAIL: Ctrl-C at the prompt ended the REPL"; screen; exit 1; }
+typ 'tostring(n > 0) .. "/" .. s:current() .. "/" .. tostring(h)'; key Enter
+wait_for '^true/0/nil$' 30
+wait_prompt 5
 
 # 6. Ctrl-C during a long C++ loop (:profile with many iterations; the c backend)
 clear_screen

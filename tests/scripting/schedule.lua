@@ -1,5 +1,5 @@
 -- Schedules from Lua (SPEC "Compiling"): p:kernel(i) applies split / reorder / tile / fuse /
--- vectorize / unroll / parallel / cache to one kernel; p:loop shows the change; p:run
+-- vectorize / unroll / parallel / cache / rows to one kernel; p:loop shows the change; p:run
 -- recompiles and matches the interpreter; an illegal schedule is a Lua error naming the
 -- reason and leaves the program usable. Runs on c and, when built, llvm.
 local function has(text, piece) return text:find(piece, 1, true) ~= nil end
@@ -92,5 +92,17 @@ for _, backend in ipairs(backends) do
   ek:reset(); sk:reset()
   assert(not p:kernels()[ei].rescheduled and not p:kernels()[si].rescheduled, "reset() did not restore the schedule")
   check(p, backend .. " reset")
+
+  -- rows: a column sum's reduction runs around its output loop, over a row of accumulators
+  local cs = lathe.graph{ c = x:sum(0) }
+  local pc = lathe.compile(cs, { backend = backend })
+  local ck = pc:kernel(1):reset(true)
+  sk:reset(true)
+  refused(function() sk:rows("i0") end, "reduce_rows i0: ")
+  refused(function() sk:rows("r1") end, "reduction loop")
+  ck:rows("i0", 16)
+  assert(has(pc:loop(1), "reduce_rows i0 by 16") and has(pc:loop(1), "alloc row_"), pc:loop(1))
+  local xin = { x = inputs.x }
+  assert(lathe.allclose(pc:run(xin).c, lathe.run(cs, xin).c), backend .. " rows: c differs from the interpreter")
 end
 print("ok")

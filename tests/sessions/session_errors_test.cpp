@@ -52,6 +52,22 @@ TEST(SessionErrors, GrowingRulesHitTheCap) {
   EXPECT_NE(e.find("'grow'"), std::string::npos) << e;
 }
 
+// A rule whose replacement holds its own pattern: run() stops once the graph has grown
+// past RunawayGuard's limit, long before max_steps (100000) rewrites, with one message.
+TEST(SessionErrors, GrowingRulesAreStoppedEarly) {
+  Ruleset rs("grow", {make_rule("grow", "Neg(x)", [](const Match& m) {
+    return prim::unary(Op::Neg, prim::binary(Op::Add, m.node("x"), prim::constant(1, m.dtype(), m.shape())));
+  })});
+  SessionOptions o;
+  o.batch = false;
+  NodeRef x = prim::input("x", DType::F32, {4});
+  RewriteSession s(Graph::from_outputs({{"y", prim::unary(Op::Neg, x)}}), rs, o);
+  std::string e = error_of([&] { s.run(); });
+  EXPECT_NE(e.find("runaway rewrite: the graph grew from 2 to"), std::string::npos) << e;
+  EXPECT_NE(e.find("'grow'"), std::string::npos) << e;
+  EXPECT_LE(s.last(), 2001);  // the limit: 2 + 2000 nodes, one node a step
+}
+
 Ruleset planted() {  // add-zero is right, wrong-double is wrong
   return Ruleset("planted", {make_rule("wrong-double", "Mul(x, 2)", "x"), make_rule("add-zero", "Add(x, 0)", "x")});
 }

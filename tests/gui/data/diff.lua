@@ -4,6 +4,7 @@
 local function expect(cond, what) if not cond then error("expected " .. what, 2) end end
 local out = ...
 local data = gui.state().file:match("^(.*/)") or "./"
+gui.weights(true)   -- the Const 2 the first step removes is a box (a ghost) of its own
 gui.load_rules(data .. "diff_rules.lua")
 gui.frames(2)
 local st = gui.state()
@@ -39,3 +40,8 @@ gui.frames(2)
 st = gui.state()
 expect(st.layout == "dot" and st.ghosts == 0 and st.added_boxes == 0, "a fresh layout without ghosts")
 expect(st.boxes == 11 - 1, "boxes of step 1 shown, got " .. st.boxes)
+
+-- Rule text, not a file name: gui.load_rules takes it too (written to a file of its own).
+gui.load_rules('return lathe.ruleset("inline", { lathe.rule("neg-neg", "Neg(Neg(x))", "x") })')
+local tl = gui.timeline()
+expect(tl.step == 0 and #tl.rules == 1 and tl.rules[1].name == "neg-neg", "a session on the rule text's one rule")

@@ -29,7 +29,13 @@ gui.screenshot(out .. "/kernel_level.png")
 gui.level("primitive")
 gui.frames(3)
 st = gui.state()
-expect(st.highlighted == 15, "15 highlighted primitive boxes, got " .. st.highlighted)
+-- Its two constants are attributes of the boxes that read them (not boxes): 13 boxes.
+expect(st.highlighted == 13, "13 highlighted primitive boxes, got " .. st.highlighted)
+gui.weights(true)     -- constants as boxes of their own: all 15 nodes
+gui.frames(3)
+st = gui.state()
+expect(st.highlighted == 15, "15 highlighted primitive boxes with weights shown, got " .. st.highlighted)
+gui.weights(false)
 gui.screenshot(out .. "/kernel_provenance.png")
 
 -- And the other way: selecting a node selects the kernel computing it.

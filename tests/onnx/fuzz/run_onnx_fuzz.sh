@@ -54,7 +54,13 @@ if [ -d "$data" ]; then
   mkdir -p "$out/seeds"
   for m in "$data"/node/test_add "$data"/node/test_conv_with_strides_padding "$data"/node/test_reshape_reduced_dims \
            "$data"/node/test_slice "$data"/node/test_gather_0 "$data"/simple/test_sign_model \
-           "$data"/pytorch-converted/test_Conv2d "$data"/pytorch-operator/test_operator_concat2; do
+           "$data"/pytorch-converted/test_Conv2d "$data"/pytorch-operator/test_operator_concat2 \
+           "$data"/node/test_resize_upsample_scales_cubic "$data"/node/test_resize_tf_crop_and_resize \
+           "$data"/node/test_lstm_with_peepholes "$data"/node/test_gru_seq_length \
+           "$data"/node/test_scatter_elements_with_duplicate_indices "$data"/node/test_scatternd_add \
+           "$data"/node/test_gathernd_example_int32_batch_dim1 "$data"/node/test_det_nd \
+           "$data"/node/test_gridsample_bicubic "$data"/node/test_loop11 "$data"/node/test_scan9_sum \
+           "$data"/node/test_if "$data"/simple/test_sequence_model3; do
     [ -f "$m/model.onnx" ] && cp "$m/model.onnx" "$out/seeds/$(basename "$m").onnx"
   done
   seeds="$out/seeds"

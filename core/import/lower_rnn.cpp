@@ -1,0 +1,285 @@
+// lower_rnn.cpp — ONNX RNN, GRU and LSTM (opsets 7–14, layout 0 and 1).
+//
+// Design. The sequence length T must be a constant; the recurrence is unrolled into the
+// one graph, so the whole layer is one compiled program (no trip through the host per
+// step). The input projections of every step and every direction are one GEMM,
+// [T·B, I] × [I, D·G·H] (G gates), plus the input and recurrent biases folded in once.
+// Each step then adds one [B, H] × [H, G·H] GEMM of the hidden state (GRU without
+// linear_before_reset: two, the candidate gate's after the reset gate) and the fused
+// gate arithmetic. Y is stacked along T with a balanced tree of two-part concatenations
+// (log₂ T levels rather than one T-way sum of padded pieces).
+//
+// Attributes: direction (forward / reverse / bidirectional), activations with
+// activation_alpha / activation_beta (consumed in order by the activations that take
+// them), clip (on the gate pre-activations), hidden_size, input_forget (LSTM),
+// linear_before_reset (GRU), layout. Inputs: sequence_lens (steps at or past a batch
+// entry's length keep its state and output zeros; the reverse direction therefore starts
+// at that entry's last step), initial_h, initial_c, peepholes P. All outputs.
+#include <cmath>
+
+#include "core/frontend/nn.h"
+#include "core/import/onnx_lower.h"
+
+namespace lathe::onnx_import {
+namespace {
+
+enum class Kind { Rnn, Gru, Lstm };
+
+constexpr int64_t kMaxSteps = 4096;  // per direction
+
+struct Act {
+  std::string name;
+  double alpha = 0, beta = 0;
+};
+
+bool takes_alpha(const std::string& n) {
+  return n == "LeakyRelu" || n == "ThresholdedRelu" || n == "ScaledTanh" || n == "HardSigmoid" || n == "Elu" ||
+         n == "Affine";
+}
+bool takes_beta(const std::string& n) { return n == "ScaledTanh" || n == "HardSigmoid" || n == "Affine"; }
+
+Tensor apply(const NodeCtx& c, const Act& a, const Tensor& x) {
+  const std::string& n = a.name;
+  if (n == "Sigmoid") return sigmoid(x);
+  if (n == "Tanh") return tanh(x);
+  if (n == "Relu") return relu(x);
+  if (n == "LeakyRelu") return where(lt(x, 0), x * a.alpha, x);
+  if (n == "ThresholdedRelu") return where(gt(x, a.alpha), x, zeros_like(x));
+  if (n == "ScaledTanh") return tanh(x * a.beta) * a.alpha;
+  if (n == "HardSigmoid") return clamp(x * a.alpha + a.beta, Scalar(0.0), Scalar(1.0));
+  if (n == "Elu") return where(lt(x, 0), (exp(x) - 1.0) * a.alpha, x);
+  if (n == "Softsign") return x / (abs(x) + 1.0);
+  if (n == "Softplus") return log(exp(x) + 1.0);
+  if (n == "Affine") return x * a.alpha + a.beta;
+  c.unsupported("recurrent activation '" + n + "'");
+}
+
+// Default alpha/beta of an activation (those of the matching ONNX operator).
+Act make_act(const std::string& raw) {
+  std::string n = raw;
+  // ONNX names are case-insensitive here in practice ("tanh" appears in exported models)
+  static const char* names[] = {"Sigmoid", "Tanh", "Relu", "LeakyRelu", "ThresholdedRelu", "ScaledTanh",
+                                "HardSigmoid", "Elu", "Softsign", "Softplus", "Affine"};
+  for (const char* k : names) {
+    std::string a = k, b = raw;
+    for (auto& ch : a) ch = static_cast<char>(std::tolower(ch));
+    for (auto& ch : b) ch = static_cast<char>(std::tolower(ch));
+    if (a == b) n = k;
+  }
+  Act r{n};
+  if (n == "LeakyRelu") r.alpha = 0.01;
+  else if (n == "ThresholdedRelu" || n == "Elu") r.alpha = 1.0;
+  else if (n == "HardSigmoid") { r.alpha = 0.2; r.beta = 0.5; }
+  else if (n == "ScaledTanh" || n == "Affine") { r.alpha = 1.0; r.beta = 1.0; }
+  return r;
+}
+
+// A balanced tree of two-part concatenations of unsqueezed pieces along `axis`.
+Tensor stack_tree(const std::vector<Tensor>& parts, size_t lo, size_t hi, int axis) {
+  if (hi - lo == 1) return unsqueeze(parts[lo], axis);
+  size_t mid = lo + (hi - lo) / 2;
+  // each level is its own small kernel: fused, the levels would read every piece
+  // through T masked views per element
+  return Tensor(prim::copy(concat({stack_tree(parts, lo, mid, axis), stack_tree(parts, mid, hi, axis)}, axis).node()));
+}
+
+void recurrent_op(NodeCtx& c, Kind kind) {
+  const int G = kind == Kind::Lstm ? 4 : kind == Kind::Gru ? 3 : 1;
+  c.only_outputs(kind == Kind::Lstm ? 3 : 2);
+  Tensor x = c.in(0), w = c.in(1), r = c.in(2);
+  if (!is_float(x.dtype())) c.fail("X must be a float tensor, got " + x.describe());
+  require_same_dtype(c, x, w);
+  require_same_dtype(c, x, r);
+  int layout = static_cast<int>(c.attr_int("layout", 0));
+  if (layout != 0 && layout != 1) c.fail("layout must be 0 or 1");
+  if (x.rank() != 3) c.fail("X must be 3-D, got " + x.describe());
+  if (layout == 1) x = permute(x, {1, 0, 2});  // -> [T, B, I]
+  if (!x.shape()[0].is_const()) c.unsupported("a symbolic sequence length " + x.shape()[0].to_string());
+  const int64_t T = x.shape()[0].value();
+  const SymInt B = x.shape()[1], I = x.shape()[2];
+  if (T <= 0) c.fail("the sequence length must be positive");
+  if (T > kMaxSteps) c.unsupported("a sequence of " + std::to_string(T) + " steps (the recurrence is unrolled; at most " + std::to_string(kMaxSteps) + ")");
+  std::string dir = c.attr_string("direction", "forward");
+  if (dir != "forward" && dir != "reverse" && dir != "bidirectional") c.fail("unknown direction '" + dir + "'");
+  const int D = dir == "bidirectional" ? 2 : 1;
+  if (w.rank() != 3 || r.rank() != 3) c.fail("W and R must be 3-D, got " + w.describe() + " and " + r.describe());
+  if (!r.shape()[2].is_const()) c.unsupported("a symbolic hidden size");
+  const int64_t H = r.shape()[2].value();
+  if (c.has_attr("hidden_size") && c.attr_int("hidden_size", 0) != H)
+    c.fail("hidden_size " + std::to_string(c.attr_int("hidden_size", 0)) + " disagrees with R " + r.describe());
+  if (w.shape() != Shape{D, G * H, I}) c.fail("W " + w.describe() + " must be [" + std::to_string(D) + ", " + std::to_string(G * H) + ", input_size]");
+  if (r.shape() != Shape{D, G * H, H}) c.fail("R " + r.describe() + " must be [" + std::to_string(D) + ", " + std::to_string(G * H) + ", " + std::to_string(H) + "]");
+  std::optional<Tensor> bias = c.opt_in(3), seq = c.opt_in(4), h0 = c.opt_in(5), c0, peep;
+  if (bias && bias->shape() != Shape{D, 2 * G * H}) c.fail("B " + bias->describe() + " must be [" + std::to_string(D) + ", " + std::to_string(2 * G * H) + "]");
+  if (kind == Kind::Lstm) {
+    c0 = c.opt_in(6);
+    peep = c.opt_in(7);
+    if (peep && peep->shape() != Shape{D, 3 * H}) c.fail("P " + peep->describe() + " must be [" + std::to_string(D) + ", " + std::to_string(3 * H) + "]");
+  }
+  auto state_in = [&](std::optional<Tensor>& s, const char* what) {
+    if (!s) return;
+    if (s->rank() == 3 && layout == 1) s = permute(*s, {1, 0, 2});
+    if (s->shape() != Shape{D, B, H}) c.fail(std::string(what) + " " + s->describe() + " must be [num_directions, batch, hidden]");
+    s = to(*s, x.dtype());
+  };
+  state_in(h0, "initial_h");
+  state_in(c0, "initial_c");
+  if (seq) {
+    if (!is_int(seq->dtype()) || seq->shape() != Shape{B}) c.fail("sequence_lens must be an int32 [batch], got " + seq->describe());
+    if (auto lens = [&]() -> std::optional<HostTensor> { try { return c.const_in(4); } catch (const OnnxUnsupported&) { return std::nullopt; } }()) {
+      for (int64_t k = 0; k < lens->numel(); ++k)
+        if (lens->get_i64(k) < 0 || lens->get_i64(k) > T)
+          c.fail("sequence_lens[" + std::to_string(k) + "] = " + std::to_string(lens->get_i64(k)) + " is outside [0, " + std::to_string(T) + "]");
+    }
+  }
+  double clip = c.attr_float("clip", 0);
+  bool has_clip = c.has_attr("clip");
+  if (has_clip && !(clip > 0)) c.fail("clip must be positive");
+  bool input_forget = kind == Kind::Lstm && c.attr_int("input_forget", 0) != 0;
+  bool lbr = kind == Kind::Gru && c.attr_int("linear_before_reset", 0) != 0;
+
+  // activations per direction: RNN f; GRU f, g; LSTM f, g, h
+  const size_t per = kind == Kind::Rnn ? 1 : kind == Kind::Gru ? 2 : 3;
+  std::vector<std::string> names;
+  if (const auto* a = c.find_attr("activations")) for (const auto& s : a->strings()) names.push_back(s);
+  if (names.empty()) {
+    for (int d = 0; d < D; ++d) {
+      if (kind == Kind::Rnn) names.push_back("Tanh");
+      else if (kind == Kind::Gru) { names.push_back("Sigmoid"); names.push_back("Tanh"); }
+      else { names.push_back("Sigmoid"); names.push_back("Tanh"); names.push_back("Tanh"); }
+    }
+  }
+  if (names.size() == per && D == 2) names.insert(names.end(), names.begin(), names.end());
+  if (names.size() != per * D) c.fail("activations lists " + std::to_string(names.size()) + " functions, expected " + std::to_string(per * D));
+  std::vector<float> alphas = c.attr_floats("activation_alpha"), betas = c.attr_floats("activation_beta");
+  std::vector<Act> acts;
+  size_t ia = 0, ib = 0;
+  for (auto& n : names) {
+    Act a = make_act(n);
+    if (takes_alpha(a.name) && ia < alphas.size()) a.alpha = alphas[ia++];
+    if (takes_beta(a.name) && ib < betas.size()) a.beta = betas[ib++];
+    acts.push_back(a);
+  }
+
+  auto clipped = [&](const Tensor& t) { return has_clip ? clamp(t, Scalar(-clip), Scalar(clip)) : t; };
+  // All input projections at once: [T·B, I] × [I, D·G·H] (+ the input biases, and the
+  // recurrent ones too except GRU's candidate gate under linear_before_reset).
+  Tensor xp = matmul(reshape(x, {SymInt(T) * B, I}), t(reshape(w, {SymInt(D * G * H), I})));
+  Tensor rb_h;  // GRU candidate recurrent bias [D, H] when it cannot be folded
+  if (bias) {
+    Tensor wb = slice(*bias, 1, 0, G * H), rb = slice(*bias, 1, G * H, 2 * G * H);
+    Tensor fold = wb + rb;
+    if (kind == Kind::Gru && lbr) {
+      fold = concat({slice(wb + rb, 1, 0, 2 * H), slice(wb, 1, 2 * H, 3 * H)}, 1);
+      rb_h = slice(rb, 1, 2 * H, 3 * H);
+    } else if (kind == Kind::Gru) {
+      fold = wb + rb;  // r ⊙ (H·Rh) + Rbh: the bias is outside the product, so it folds
+    }
+    xp = xp + reshape(fold, {SymInt(D * G * H)});
+  }
+  xp = reshape(xp, {SymInt(T), B, SymInt(D * G * H)});
+
+  std::vector<std::vector<Tensor>> ys(static_cast<size_t>(D), std::vector<Tensor>(static_cast<size_t>(T)));
+  std::vector<Tensor> hs, cs;
+  for (int d = 0; d < D; ++d) {
+    bool rev = dir == "reverse" || d == 1;
+    const Act* act = &acts[static_cast<size_t>(d) * per];
+    Tensor rt = t(select(r, 0, d));  // [H, G·H]
+    Tensor rt_zr, rt_h;
+    if (kind == Kind::Gru && !lbr) {
+      Tensor rd = select(r, 0, d);
+      rt_zr = t(slice(rd, 0, 0, 2 * H));
+      rt_h = t(slice(rd, 0, 2 * H, 3 * H));
+    }
+    Tensor h = h0 ? select(*h0, 0, d) : zeros({B, SymInt(H)}, x.dtype());
+    Tensor cell = c0 ? select(*c0, 0, d) : zeros({B, SymInt(H)}, x.dtype());
+    Tensor pi, po, pf;
+    if (peep) {
+      Tensor p = select(*peep, 0, d);
+      pi = slice(p, 0, 0, H);
+      po = slice(p, 0, H, 2 * H);
+      pf = slice(p, 0, 2 * H, 3 * H);
+    }
+    for (int64_t s = 0; s < T; ++s) {
+      int64_t step = rev ? T - 1 - s : s;
+      ProvenanceScope ps("step" + std::to_string(step));
+      Tensor g = slice(select(xp, 0, step), 1, d * G * H, (d + 1) * G * H);  // [B, G·H]
+      auto gate = [&](const Tensor& all, int k) { return slice(all, 1, k * H, (k + 1) * H); };
+      Tensor hn, cn;
+      if (kind == Kind::Rnn) {
+        hn = apply(c, act[0], clipped(g + matmul(h, rt)));
+      } else if (kind == Kind::Gru) {
+        Tensor z, rr, hh;
+        if (lbr) {
+          Tensor hr = matmul(h, rt);
+          z = apply(c, act[0], clipped(gate(g, 0) + gate(hr, 0)));
+          rr = apply(c, act[0], clipped(gate(g, 1) + gate(hr, 1)));
+          Tensor rec = gate(hr, 2);
+          if (rb_h.defined()) rec = rec + select(rb_h, 0, d);
+          hh = apply(c, act[1], clipped(gate(g, 2) + rr * rec));
+        } else {
+          Tensor hr = matmul(h, rt_zr);
+          z = apply(c, act[0], clipped(gate(g, 0) + gate(hr, 0)));
+          rr = apply(c, act[0], clipped(gate(g, 1) + gate(hr, 1)));
+          hh = apply(c, act[1], clipped(gate(g, 2) + matmul(rr * h, rt_h)));
+        }
+        hn = (1.0 - z) * hh + z * h;
+      } else {
+        Tensor all = g + matmul(h, rt);
+        Tensor ai = gate(all, 0), ao = gate(all, 1), af = gate(all, 2), ac = gate(all, 3);
+        if (peep) { ai = ai + pi * cell; af = af + pf * cell; }
+        Tensor ig = apply(c, act[0], clipped(ai));
+        Tensor fg = input_forget ? 1.0 - ig : apply(c, act[0], clipped(af));
+        Tensor cc = apply(c, act[1], clipped(ac));
+        cn = fg * cell + ig * cc;
+        if (peep) ao = ao + po * cn;
+        Tensor og = apply(c, act[0], clipped(ao));
+        hn = og * apply(c, act[2], cn);
+      }
+      // Materialize the state: without a buffer here every later step's kernel would
+      // recompute the whole chain of earlier gates (a batch-1 step is a GEMV, which
+      // the scheduler fuses into its consumers rather than buffering as a GEMM).
+      hn = Tensor(prim::copy(to(hn, x.dtype()).node()));
+      if (cn.defined()) cn = Tensor(prim::copy(to(cn, x.dtype()).node()));
+      if (seq) {
+        Tensor m = unsqueeze(lt(scalar(Scalar(step), seq->dtype()), *seq), 1);  // [B, 1]
+        ys[d][static_cast<size_t>(step)] = where(m, hn, zeros({}, x.dtype()));
+        h = where(m, hn, h);
+        if (cn.defined()) cell = where(m, to(cn, x.dtype()), cell);
+      } else {
+        ys[d][static_cast<size_t>(step)] = hn;
+        h = hn;
+        if (cn.defined()) cell = to(cn, x.dtype());
+      }
+    }
+    hs.push_back(h);
+    cs.push_back(cell);
+  }
+  auto stack_dirs = [&](const std::vector<Tensor>& v) { return stack_tree(v, 0, v.size(), 0); };  // [D, B, H]
+  if (c.wants(0)) {
+    std::vector<Tensor> per_t;
+    for (int64_t s = 0; s < T; ++s) {
+      std::vector<Tensor> dd;
+      for (int d = 0; d < D; ++d) dd.push_back(ys[d][static_cast<size_t>(s)]);
+      per_t.push_back(stack_dirs(dd));
+    }
+    Tensor y = stack_tree(per_t, 0, per_t.size(), 0);  // [T, D, B, H]
+    c.set(0, layout == 1 ? permute(y, {2, 0, 1, 3}) : y);
+  }
+  auto state_out = [&](const std::vector<Tensor>& v) {
+    Tensor s = stack_dirs(v);
+    return layout == 1 ? permute(s, {1, 0, 2}) : s;
+  };
+  if (c.wants(1)) c.set(1, state_out(hs));
+  if (kind == Kind::Lstm && c.wants(2)) c.set(2, state_out(cs));
+}
+
+}  // namespace
+
+void add_rnn_ops(OpTable& t) {
+  t["RNN"] = [](NodeCtx& c) { recurrent_op(c, Kind::Rnn); };
+  t["GRU"] = [](NodeCtx& c) { recurrent_op(c, Kind::Gru); };
+  t["LSTM"] = [](NodeCtx& c) { recurrent_op(c, Kind::Lstm); };
+}
+
+}  // namespace lathe::onnx_import
