@@ -19,6 +19,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "app/bench_models.h"
 #include "app/cli.h"
 #include "app/commands.h"
 #include "backends/backend.h"
@@ -230,7 +231,27 @@ int run_bench(const std::vector<std::string>& args) {
   cli.add_flag("--json", json, "one JSON object per line");
   cli.add_option("--only", only, "run one workload");
   cli.add_option("--iters", iters, "timed runs per workload (default 10)")->check(CLI::Range(1, 100000));
+  BenchModelsOptions mo;
+  cli.add_option("--models", mo.dir,
+                 "whole networks instead: DIR is a model directory (model.onnx, npy/, meta.json) or a folder of them; "
+                 "cold and warm start, median run, peak memory, error vs the reference");
+  cli.add_option("--ort-peer", mo.ort_peer, "with --models: ONNX Runtime beside Lathe via this script (../shared/peers/run-ort-peer)");
+  cli.add_option("--threads", mo.threads, "with --ort-peer: the peer's threads (default: all hardware threads)")
+      ->check(CLI::Range(1, 1024));
+  cli.add_option("--timeout", mo.timeout_s, "with --models: seconds each child process may take (default 900)")
+      ->check(CLI::Range(1, 86400));
   if (int rc = parse_cli(cli, args); rc >= 0) return rc;
+  if (!mo.dir.empty()) {
+    mo.backend = backend;
+    mo.only = only;
+    mo.iters = iters;
+    mo.json = json;
+    return run_bench_models(mo);
+  }
+  if (!mo.ort_peer.empty()) {
+    std::cerr << "lathe bench: --ort-peer needs --models DIR\n";
+    return 2;
+  }
   Backend& b = get_backend(backend);
   if (auto why = b.available(); !why.empty()) throw UserError("backend '" + backend + "' is not available: " + why);
   std::vector<std::string> names = {"eltwise", "softmax", "layernorm", "matmul", "matmul-lib", "conv2d", "mlp", "gpt2-block", "compile", "rewrite"};
@@ -290,7 +311,7 @@ int run_bench(const std::vector<std::string>& args) {
   return failures ? 1 : 0;
 }
 
-LATHE_COMMAND("bench", "run the benchmark suite (eltwise, softmax, layernorm, matmul, …) with peers", run_bench);
+LATHE_COMMAND("bench", "run the benchmark suite (eltwise, softmax, layernorm, matmul, …) with peers; --models DIR: whole networks", run_bench);
 
 }  // namespace
 }  // namespace lathe::app

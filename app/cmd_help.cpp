@@ -32,6 +32,7 @@ int lua_help(const std::string& topic) {
 const char* kEnvironment =
     "Environment variables lathe reads:\n"
     "  LATHE_CACHE_DIR          kernel cache directory (default $XDG_CACHE_HOME/lathe, ~/.cache/lathe)\n"
+    "  LATHE_MEMORY_LIMIT       bytes a model may use (e.g. 4G); default: available memory, cgroup limit\n"
     "  LATHE_ASSETS             where the built-in rule sets live (default: next to the binary / source tree)\n"
     "  CC                       the C compiler of the c backend (default cc)\n"
     "  OMP_WAIT_POLICY          the c backend's OpenMP workers; lathe sets passive when unset (spinning\n"

@@ -3,14 +3,22 @@
 // and optionally writes DIR/NAME.npy, a per-node profile and a Chrome trace.
 //
 //   lathe run FILE|--sample NAME [--backend B] [--input NAME=PATH]… [--bind SYM=N]… [--output-dir DIR]
-//                  [--seed N] [--profile] [--trace OUT.json]
+//                  [--seed N] [--profile] [--trace OUT.json] [--iters N] [--stats]
+//
+// --stats prints where the time went (load, build, compile, first run; with --iters N the
+// median of N more runs) and the peak resident memory as one `stats: {JSON}` line; `lathe
+// bench --models` runs `lathe run` in a child process and reads it. Outputs written with
+// --output-dir go to a temp name and are renamed into place.
 //
 // Backends come from the registry (backends/backend.h); the default is default_backend()
 // (llvm when built). --profile prints per-node times for interp and the per-kernel
 // table (time, GFLOP/s, GB/s, share of the machine ceiling) for compiled backends.
 #include <CLI/CLI.hpp>
+#include <sys/resource.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -24,6 +32,7 @@
 #include "app/cli.h"
 #include "app/commands.h"
 #include "backends/backend.h"
+#include "backends/kernel_dedup.h"
 #include "core/interp/interp.h"
 #include "core/ir/diag.h"
 #include "core/frontend/samples.h"
@@ -34,6 +43,16 @@
 namespace lathe::app {
 namespace {
 
+using Clock = std::chrono::steady_clock;
+double ms_since(Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); }
+
+// --stats: where a run's time went.
+struct RunStats {
+  double load_ms = 0, build_ms = 0, compile_ms = 0, first_run_ms = 0, median_ms = -1, min_ms = -1;
+  int kernels = 0, distinct_kernels = 0, iters = 0;
+  bool from_cache = false;
+};
+
 struct RunResult {
   TensorMap outputs, updated;
   std::vector<NodeTiming> timings;  // per node (interp)
@@ -41,18 +60,49 @@ struct RunResult {
 };
 
 RunResult run_on_backend(const std::string& backend, const Graph& g, const TensorMap& inputs, const Bindings& binds,
-                         bool want_timings) {
+                         bool want_timings, int iters, RunStats& st) {
   RunResult r;
   if (backend == "interp") {
     InterpOptions o;
     o.bindings = binds;
     o.updated = &r.updated;
     if (want_timings) o.timings = &r.timings;
+    auto t0 = Clock::now();
     r.outputs = interpret(g, inputs, o);
+    st.first_run_ms = ms_since(t0);
     return r;
   }
-  Executable exe = compile_graph(g, backend);
+  // compile_graph, in its steps, timed
+  Backend& b = get_backend(backend);
+  if (std::string why = b.available(); !why.empty()) throw UserError("backend '" + backend + "' is not available here: " + why);
+  if (std::string why = b.supports_graph(g); !why.empty()) throw UserError("backend '" + backend + "' cannot run " + why);
+  auto t0 = Clock::now();
+  Program p = build_program(g);
+  st.build_ms = ms_since(t0);
+  t0 = Clock::now();
+  auto compiled = b.compile(p);
+  st.compile_ms = ms_since(t0);
+  st.from_cache = compiled->from_cache;
+  st.kernels = p.num_kernels();
+  std::vector<const loop::LoopFunc*> fs;
+  for (auto& f : p.funcs) fs.push_back(&f);
+  st.distinct_kernels = static_cast<int>(same_code(fs).distinct());
+  Executable exe(std::move(p), std::move(compiled), backend);
+  t0 = Clock::now();
   r.outputs = exe.run(inputs, &r.updated);
+  st.first_run_ms = ms_since(t0);
+  if (iters > 0) {
+    std::vector<double> t;
+    for (int i = 0; i < iters; ++i) {
+      auto t1 = Clock::now();
+      exe.run(inputs);
+      t.push_back(ms_since(t1));
+    }
+    std::sort(t.begin(), t.end());
+    st.iters = iters;
+    st.min_ms = t.front();
+    st.median_ms = t.size() % 2 ? t[t.size() / 2] : 0.5 * (t[t.size() / 2 - 1] + t[t.size() / 2]);
+  }
   if (want_timings) r.report = exe.profile(inputs, 10);
   return r;
 }
@@ -146,13 +196,26 @@ void print_tensor(const std::string& label, const HostTensor& t) {
 
 // ---- outputs, profile, trace ----------------------------------------------------------
 
+// Written to a temp name beside it and renamed into place: no half-written .npy.
 void write_output(const std::filesystem::path& dir, const std::string& name, const HostTensor& t) {
   std::string path = (dir / (name + ".npy")).string();
-  if (t.dtype() == DType::BF16) {
-    write_npy(path, cast_tensor(t, DType::F32));
-    std::cout << "  (" << name << " is bf16; NumPy has none, written as f32)\n";
-  } else {
-    write_npy(path, t);
+  std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  try {
+    if (t.dtype() == DType::BF16) {
+      write_npy(tmp, cast_tensor(t, DType::F32));
+      std::cout << "  (" << name << " is bf16; NumPy has none, written as f32)\n";
+    } else {
+      write_npy(tmp, t);
+    }
+  } catch (...) {
+    std::remove(tmp.c_str());
+    throw;
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) {
+    std::remove(tmp.c_str());
+    throw UserError("cannot write " + path + ": " + ec.message());
   }
 }
 
@@ -205,9 +268,16 @@ void write_trace(const std::string& path, const std::vector<NodeTiming>& timings
 
 // ---- the command ------------------------------------------------------------------------
 
+struct RunFlags {
+  int iters = 0;
+  bool stats = false;
+  Clock::time_point start;
+  RunStats st;
+};
+
 int run_parsed(const Graph& g, const std::string& file, const std::string& backend, const std::vector<std::string>& input_args,
                const std::vector<std::string>& bind_args, const std::string& output_dir, uint64_t seed, bool profile,
-               const std::string& trace);
+               const std::string& trace, RunFlags& flags);
 
 int run_run(const std::vector<std::string>& args) {
   CLI::App app{"Compile and run a graph. Inputs not given are filled with seeded random data\n"
@@ -228,14 +298,23 @@ int run_run(const std::vector<std::string>& args) {
   app.add_option("--seed", seed, "seed for the random inputs")->capture_default_str()->check(CLI::Range(int64_t{0}, std::numeric_limits<int64_t>::max()));
   app.add_flag("--profile", profile, "print the per-node (interp) or per-kernel time table");
   app.add_option("--trace", trace, "write a Chrome trace-event JSON (open it in Perfetto)");
+  RunFlags flags;
+  flags.start = Clock::now();
+  app.add_option("--iters", flags.iters, "after the first run, time N more (median and min in --stats)")
+      ->check(CLI::Range(0, 100000));
+  app.add_flag("--stats", flags.stats,
+               "print `stats: {JSON}`: load, build, compile and first-run ms, run medians, peak resident memory");
   if (int rc = parse_cli(app, args); rc >= 0) return rc;
   if (file.empty() && sample.empty()) {
     std::cerr << "lathe run: give FILE or --sample NAME\nRun with --help for more information.\n";
     return 2;
   }
   try {
+    auto t0 = Clock::now();
     Graph g = sample.empty() ? load_graph(file) : build_sample(sample);
-    return run_parsed(g, sample.empty() ? file : "sample " + sample, backend, input_args, bind_args, output_dir, static_cast<uint64_t>(seed), profile, trace);
+    flags.st.load_ms = ms_since(t0);
+    return run_parsed(g, sample.empty() ? file : "sample " + sample, backend, input_args, bind_args, output_dir,
+                      static_cast<uint64_t>(seed), profile, trace, flags);
   } catch (const UsageError& e) {
     std::cerr << "lathe run: " << e.what() << "\nRun with --help for more information.\n";
     return 2;
@@ -244,7 +323,7 @@ int run_run(const std::vector<std::string>& args) {
 
 int run_parsed(const Graph& g, const std::string& file, const std::string& backend, const std::vector<std::string>& input_args,
                const std::vector<std::string>& bind_args, const std::string& output_dir, uint64_t seed, bool profile,
-               const std::string& trace) {
+               const std::string& trace, RunFlags& flags) {
 
   Bindings binds;
   for (auto& s : bind_args) {
@@ -281,7 +360,8 @@ int run_parsed(const Graph& g, const std::string& file, const std::string& backe
   if (inputs.size() < g.inputs.size())
     for (auto& [name, t] : random_inputs(g, seed, binds)) inputs.emplace(name, std::move(t));
 
-  RunResult r = run_on_backend(backend, g, inputs, binds, profile || !trace.empty());
+  RunResult r = run_on_backend(backend, g, inputs, binds, profile || !trace.empty(), flags.iters, flags.st);
+  double start_ms = ms_since(flags.start);  // process start to the first run's results (less exec)
 
   std::filesystem::path dir(output_dir);
   if (!output_dir.empty()) {
@@ -310,6 +390,21 @@ int run_parsed(const Graph& g, const std::string& file, const std::string& backe
     if (r.report) r.report->write_trace(trace);
     else write_trace(trace, r.timings);
     std::cout << "wrote trace " << trace << "\n";
+  }
+  if (flags.stats) {
+    struct rusage ru {};
+    getrusage(RUSAGE_SELF, &ru);
+    const RunStats& st = flags.st;
+    nlohmann::json j = {{"backend", backend},           {"load_ms", st.load_ms},       {"build_ms", st.build_ms},
+                        {"compile_ms", st.compile_ms}, {"first_run_ms", st.first_run_ms}, {"start_ms", start_ms},
+                        {"kernels", st.kernels},       {"distinct_kernels", st.distinct_kernels},
+                        {"from_cache", st.from_cache},   {"peak_rss_mb", ru.ru_maxrss / 1024.0}};
+    if (st.iters) {
+      j["iters"] = st.iters;
+      j["median_ms"] = st.median_ms;
+      j["min_ms"] = st.min_ms;
+    }
+    std::cout << "stats: " << j.dump() << std::endl;
   }
   return 0;
 }

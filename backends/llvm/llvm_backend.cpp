@@ -13,8 +13,10 @@
 #include <fstream>
 #include <mutex>
 #include <sstream>
+#include <unordered_map>
 
 #include "backends/backend.h"
+#include "backends/kernel_dedup.h"
 #include "backends/library.h"
 #include "backends/llvm/compile_program.h"
 #include "backends/llvm/emit.h"
@@ -55,10 +57,13 @@ bool read_file(const std::string& path, std::vector<char>& out) {
 
 class LlvmProgram : public CompiledProgram {
  public:
-  LlvmProgram(const Program& p, std::unique_ptr<llvmjit::LoadedCode> code) : program_(p), code_(std::move(code)) {
+  // code_name: kernel name -> the name its code was compiled under (kernel_dedup.h)
+  LlvmProgram(const Program& p, std::unique_ptr<llvmjit::LoadedCode> code,
+              const std::unordered_map<std::string, std::string>& code_name)
+      : program_(p), code_(std::move(code)) {
     for (auto& f : p.funcs) {
       if (f.kind == "extern") { fns_.push_back(nullptr); continue; }
-      auto* fn = reinterpret_cast<KernelFn>(code_->lookup(f.name));
+      auto* fn = reinterpret_cast<KernelFn>(code_->lookup(code_name.at(f.name)));
       LATHE_CHECK(fn, "llvm backend: compiled module lacks kernel " + f.name);
       fns_.push_back(fn);
     }
@@ -110,10 +115,18 @@ class LlvmBackend : public Backend {
   std::shared_ptr<CompiledProgram> compile(const Program& p, const CompileOptions& o) override {
     if (auto why = supports_graph(p.graph); !why.empty()) throw UserError("backend 'llvm' cannot run " + why);
     auto t0 = std::chrono::steady_clock::now();
-    // The key covers everything that determines the object code: the loop IR of every
-    // kernel (names included), the CPU, and this backend's code-generation version.
+    // Kernels with the same loop IR are compiled once, under the first one's name. The key
+    // covers everything that determines the object code: the loop IR of every kernel
+    // (names included), the CPU, and this backend's code-generation version.
+    std::vector<const loop::LoopFunc*> all = kernel_funcs(p), distinct;
+    SameCode same = same_code(all);
+    std::unordered_map<std::string, std::string> code_name;
     std::string ir;
-    for (const loop::LoopFunc* f : kernel_funcs(p)) ir += f->name + "\n" + loop::print_loop(*f) + "\n";
+    for (size_t i = 0; i < all.size(); ++i) {
+      ir += all[i]->name + "\n" + same.keys[i] + "\n";
+      code_name[all[i]->name] = all[same.first[i]]->name;
+      if (same.is_first(i)) distinct.push_back(all[i]);
+    }
     std::string key = cache_key({"llvm", llvmjit::emitter_build_id(), llvmjit::pipeline_id(), ir, llvmjit::host_cpu(),
                                  llvmjit::host_features_hash()});
     std::string path = o.use_cache ? cache_path("llvm", key + ".o") : "";
@@ -125,7 +138,7 @@ class LlvmBackend : public Backend {
       try {
         if (!llvmjit::unpack_objects(blob, objects)) throw UserError("not an object bundle");
         code = llvmjit::load_objects(objects, "k" + key.substr(0, 8));
-        for (const loop::LoopFunc* f : kernel_funcs(p))
+        for (const loop::LoopFunc* f : distinct)
           if (!code->lookup(f->name)) throw UserError("missing symbol");
         cached = true;
       } catch (const std::exception&) {
@@ -134,11 +147,11 @@ class LlvmBackend : public Backend {
       }
     }
     if (!code) {
-      objects = llvmjit::compile_kernels(kernel_funcs(p));  // on every hardware thread
+      objects = llvmjit::compile_kernels(distinct);  // on every hardware thread
       if (!path.empty()) atomic_write(path, llvmjit::pack_objects(objects));
       code = llvmjit::load_objects(objects, "k" + key.substr(0, 8));
     }
-    auto cp = std::make_shared<LlvmProgram>(p, std::move(code));
+    auto cp = std::make_shared<LlvmProgram>(p, std::move(code), code_name);
     cp->from_cache = cached;
     cp->compile_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     cp->command = "LLVM O3 -mcpu=" + llvmjit::host_cpu() + (cached ? " (cached object)" : "");

@@ -12,6 +12,7 @@
 
 #include "core/import/onnx_lower.h"
 #include "core/import/onnx_tensor.h"
+#include "core/import/onnx_weights.h"
 #include "core/ir/loader.h"
 #include "core/ir/verify.h"
 
@@ -229,7 +230,15 @@ struct Lowerer {
   }
 };
 
-Graph import_model(const onnx::ModelProto& m, const OnnxOptions& opt, const std::string& file) {
+// Where the initializers' raw_data lie when the model was read from a mapped file.
+struct MappedWeights {
+  std::shared_ptr<const MappedFile> file;     // null: bytes in the caller's memory, copied
+  const std::byte* base = nullptr;
+  std::vector<std::optional<ByteRange>> raw;  // per initializer
+};
+
+Graph import_model(const onnx::ModelProto& m, const OnnxOptions& opt, const std::string& file,
+                   const MappedWeights* mapped = nullptr) {
   if (!m.has_graph()) throw UserError(file + ": the model has no graph");
   const int opset = model_opset(m, file);
   const onnx::GraphProto& g = m.graph();
@@ -261,8 +270,24 @@ Graph import_model(const onnx::ModelProto& m, const OnnxOptions& opt, const std:
     values[vi.name()] = in;
     inputs.push_back(in);
   }
-  for (const auto& t : g.initializer()) {
-    HostTensor v = tensor_from_proto(t, opt.max_elements, file + ": initializer '" + t.name() + "'");
+  // The weights must fit in memory (mapped ones are paged in on first use, but used they are).
+  const uint64_t budget = memory_budget();
+  uint64_t weight_bytes = 0;
+  for (int k = 0; k < g.initializer_size(); ++k) {
+    const onnx::TensorProto& t = g.initializer(k);
+    std::string what = file + ": initializer '" + t.name() + "'";
+    RawInFile in_file;
+    const RawInFile* raw = nullptr;
+    if (mapped && k < static_cast<int>(mapped->raw.size()) && mapped->raw[k]) {
+      in_file = RawInFile{mapped->file, mapped->base, mapped->raw[k]->offset, mapped->raw[k]->size};
+      raw = &in_file;
+    }
+    HostTensor v = tensor_from_proto(t, opt.max_elements, what, raw);
+    weight_bytes += v.nbytes();
+    if (budget && weight_bytes > budget)
+      throw UserError(what + " (" + std::string(dtype_name(v.dtype())) + v.shape_string() + ", " +
+                      format_bytes(v.nbytes()) + ") brings the weights to " + format_bytes(weight_bytes) +
+                      ", more than the " + format_bytes(budget) + " of memory available");
     NodeRef node;
     if (opt.weights_as_inputs && is_float(v.dtype())) {
       node = prim::input(t.name(), v.dtype(), shape_from(v.shape()));
@@ -294,41 +319,49 @@ Graph import_model(const onnx::ModelProto& m, const OnnxOptions& opt, const std:
   return out;
 }
 
-onnx::ModelProto parse_model(const void* data, size_t size, const std::string& name) {
+onnx::ModelProto parse_model(const void* data, size_t size, const std::string& name, const std::string& problem = "") {
   if (size > static_cast<size_t>(INT32_MAX))
     throw UserError(name + ": models over 2 GiB (external data) are not supported");
   onnx::ModelProto m;
   google::protobuf::io::CodedInputStream in(static_cast<const uint8_t*>(data), static_cast<int>(size));
   in.SetRecursionLimit(64);
   if (!m.ParseFromCodedStream(&in) || !in.ConsumedEntireMessage())
-    throw UserError(name + ": not a valid ONNX model (the protobuf is truncated or malformed)");
+    throw UserError(name + ": not a valid ONNX model (the protobuf is truncated or malformed)" +
+                    (problem.empty() ? "" : ": " + problem));
   return m;
+}
+
+// The model's structure parsed, its large weights left where they lie in `bytes` (which
+// `file` maps, when given). A file that is not well-formed wire format is parsed as it is.
+Graph import_bytes(const uint8_t* bytes, size_t size, const OnnxOptions& opt, const std::string& name,
+                   std::shared_ptr<const MappedFile> file) {
+  std::string problem;
+  std::optional<StrippedModel> stripped = strip_weights(bytes, size, &problem);
+  if (!stripped) return import_model(parse_model(bytes, size, name, problem), opt, name);
+  onnx::ModelProto m = parse_model(stripped->bytes.data(), stripped->bytes.size(), name);
+  MappedWeights w{std::move(file), reinterpret_cast<const std::byte*>(bytes), std::move(stripped->raw)};
+  return import_model(m, opt, name, &w);
 }
 
 }  // namespace
 }  // namespace onnx_import
 
 Graph load_onnx_bytes(const void* data, size_t size, const OnnxOptions& opt, const std::string& name) {
-  onnx::ModelProto m = onnx_import::parse_model(data, size, name);
-  return onnx_import::import_model(m, opt, name);
+  return onnx_import::import_bytes(static_cast<const uint8_t*>(data), size, opt, name, nullptr);
 }
 
 Graph load_onnx(const std::string& path, const OnnxOptions& opt) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) throw UserError("cannot open " + path + ": " + std::strerror(errno));
-  std::ostringstream ss;
-  ss << f.rdbuf();
-  std::string bytes = ss.str();
-  return load_onnx_bytes(bytes.data(), bytes.size(), opt, path);
+  auto file = MappedFile::open(path);
+  return onnx_import::import_bytes(reinterpret_cast<const uint8_t*>(file->data()), file->size(), opt, path, file);
 }
 
 std::vector<std::string> onnx_graph_inputs(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) throw UserError("cannot open " + path + ": " + std::strerror(errno));
-  std::ostringstream ss;
-  ss << f.rdbuf();
-  std::string bytes = ss.str();
-  onnx::ModelProto m = onnx_import::parse_model(bytes.data(), bytes.size(), path);
+  auto file = MappedFile::open(path);
+  const auto* bytes = reinterpret_cast<const uint8_t*>(file->data());
+  std::string problem;
+  auto stripped = onnx_import::strip_weights(bytes, file->size(), &problem);
+  onnx::ModelProto m = stripped ? onnx_import::parse_model(stripped->bytes.data(), stripped->bytes.size(), path)
+                                : onnx_import::parse_model(bytes, file->size(), path, problem);
   std::set<std::string> inits;
   for (const auto& t : m.graph().initializer()) inits.insert(t.name());
   std::vector<std::string> r;

@@ -54,7 +54,8 @@ void fill_from(HostTensor& out, const Field& f, bool as_float) {
 
 }  // namespace
 
-HostTensor tensor_from_proto(const onnx::TensorProto& t, int64_t max_elements, const std::string& what) {
+HostTensor tensor_from_proto(const onnx::TensorProto& t, int64_t max_elements, const std::string& what,
+                             const RawInFile* raw) {
   if (t.data_location() == onnx::TensorProto::EXTERNAL || t.external_data_size() > 0)
     throw OnnxUnsupported(what + ": tensors stored in external data files are not supported");
   if (t.has_segment()) throw OnnxUnsupported(what + ": segmented tensors are not supported");
@@ -76,14 +77,17 @@ HostTensor tensor_from_proto(const onnx::TensorProto& t, int64_t max_elements, c
                      "declare " + std::to_string(want) + " (" + onnx_type_name(t.data_type()) + ")");
   };
   // Validate the data length before allocating the tensor.
-  if (t.has_raw_data()) {
+  if (raw || t.has_raw_data()) {
+    size_t have = raw ? raw->size : t.raw_data().size();
     size_t want = static_cast<size_t>(numel) * esize;
-    if (t.raw_data().size() != want)
-      throw UserError(what + ": raw_data has " + std::to_string(t.raw_data().size()) + " bytes but the dims " +
+    if (have != want)
+      throw UserError(what + ": raw_data has " + std::to_string(have) + " bytes but the dims " +
                       "declare " + std::to_string(numel) + " " + onnx_type_name(t.data_type()) + " elements (" +
                       std::to_string(want) + " bytes)");
+    if (raw && raw->file && dt != DType::Bool) return tensor_in_file(raw->file, raw->offset, dt, dims);
     HostTensor out(dt, dims);
-    if (want) std::memcpy(out.data(), t.raw_data().data(), want);
+    const char* src = raw ? reinterpret_cast<const char*>(raw->base + raw->offset) : t.raw_data().data();
+    if (want) std::memcpy(out.data(), src, want);
     if (dt == DType::Bool) {  // normalize bytes to 0/1
       auto* p = out.ptr<uint8_t>();
       for (int64_t i = 0; i < numel; ++i) p[i] = p[i] != 0;

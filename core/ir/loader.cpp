@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "core/ir/diag.h"
+#include "core/ir/sidecar.h"
 #include "core/ir/text.h"
 
 namespace lathe {
@@ -33,7 +34,8 @@ std::string read_text_file(const std::string& path) {
   return ss.str();
 }
 
-Graph load_lathe_text(const std::string& path) { return parse_graph(read_text_file(path), path); }
+// Large constants are in PATH.bin (sidecar.h), mapped when the text refers to it.
+Graph load_lathe_text(const std::string& path) { return parse_graph(read_text_file(path), path, path + ".bin"); }
 
 struct Registry {
   std::mutex mu;
@@ -79,28 +81,40 @@ Graph load_graph(const std::string& path) {
   return fn(path);
 }
 
+// The text, and its large constants in PATH.bin, each written to a temp name and renamed
+// into place (sidecar first): readers never see half a file, and a reader between the
+// two renames sees a sidecar whose checks do not match the old text (an error, not
+// wrong numbers). A stale sidecar of an earlier save is removed.
 void save_graph(const Graph& g, const std::string& path) {
   std::string ext = lower_extension(path);
   if (ext != ".lathe") throw UserError("cannot save " + path + ": graphs are saved as .lathe text (got '" + ext + "')");
-  std::string text = print_graph(g);
-  // Write next to the target, then rename over it: readers never see half a file.
+  SidecarPlan plan;
+  std::string text = print_graph(g, &plan);
+  std::string bin = path + ".bin";
   std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  std::string bin_tmp = bin + ".tmp." + std::to_string(::getpid());
+  bool with_bin = !plan.tensors.empty();
+  if (with_bin) write_sidecar(bin_tmp, plan);
+  auto fail = [&](const std::string& why) {
+    std::remove(tmp.c_str());
+    if (with_bin) std::remove(bin_tmp.c_str());
+    throw UserError("cannot write " + path + ": " + why);
+  };
   {
     std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    if (!f) throw UserError("cannot write " + path + ": " + std::strerror(errno));
+    if (!f) fail(std::strerror(errno));
     f << text;
     f.flush();
-    if (!f) {
-      std::remove(tmp.c_str());
-      throw UserError("cannot write " + path + ": " + std::strerror(errno));
-    }
+    if (!f) fail(std::strerror(errno));
   }
   std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) {
-    std::remove(tmp.c_str());
-    throw UserError("cannot write " + path + ": " + ec.message());
+  if (with_bin) {
+    std::filesystem::rename(bin_tmp, bin, ec);
+    if (ec) fail(ec.message());
   }
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) fail(ec.message());
+  if (!with_bin) std::filesystem::remove(bin, ec);  // a stale sidecar: nothing refers to it now
 }
 
 }  // namespace lathe

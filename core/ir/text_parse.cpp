@@ -13,6 +13,7 @@
 //   dim       := a SymInt expression: 784, B, B*784, (T+1)/2, max(B,1)
 //   attrs     := '{' (KEY '=' value)* '}'                          -- the keys an op takes:
 //       Input  name=STRING              Const  value=NUMBER | data=[NUMBER, …] (row-major)
+//                                           | bin=[OFFSET, NBYTES] check=HEX  (bytes in the sidecar)
 //       Index, Take  axis=INT           Reduce op=add|max|mul axes=[INT, …]
 //       View   strides=[dim, …] offset=dim mask=[[lo, hi], …]   (offset 0, no mask default)
 //       Extern name=STRING ints=[INT, …]
@@ -28,15 +29,21 @@
 // Limits that keep hostile input harmless: symbolic values stay below 2^62 (so nothing
 // downstream overflows), expressions are at most 256 bytes, tensor literals are counted
 // against their declared shape before anything is allocated.
+//
+// bin=[OFFSET, NBYTES]: the tensor's row-major bytes lie at OFFSET in the binary sidecar
+// FILE.bin (sidecar.h), which parse_graph(text, file, sidecar_path) maps; check=HEX must
+// match them. Without a sidecar path (text from memory) such a Const is an error.
 #include <algorithm>
 #include <cctype>
 #include <charconv>
 #include <cmath>
+#include <limits>
 #include <set>
 #include <unordered_map>
 
 #include "core/ir/build.h"
 #include "core/ir/diag.h"
+#include "core/ir/sidecar.h"
 #include "core/ir/text.h"
 #include "core/ir/text_util.h"
 #include "core/ir/verify.h"
@@ -69,12 +76,15 @@ struct Sym {
 
 class Parser {
  public:
-  Parser(std::string_view text, std::string file) : text_(text), file_(std::move(file)) {}
+  Parser(std::string_view text, std::string file, SidecarReader* sidecar = nullptr)
+      : text_(text), file_(std::move(file)), sidecar_(sidecar) {}
   Graph parse();
 
  private:
   std::string_view text_;
   std::string file_;
+  SidecarReader* sidecar_;
+  int64_t cur_id_ = -1;    // the node being parsed (for messages)
   std::vector<std::string_view> lines_;
   size_t ln_ = 0;          // current line (0-based)
   std::string_view cur_;   // its text
@@ -145,6 +155,7 @@ class Parser {
   Attrs parse_attrs(Op op, DType dt, const Shape& shape, size_t brace_col);
   void parse_const_value(Attrs& a, DType dt);
   void parse_const_data(Attrs& a, DType dt, const Shape& shape, size_t col);
+  void load_bin(Attrs& a, DType dt, const Shape& shape, size_t col, uint64_t offset, uint64_t nbytes, uint64_t check);
   double parse_float_token(std::string_view tok, size_t col, DType dt);
   int64_t parse_int_token(std::string_view tok, size_t col, DType dt);
   NodeRef add_node(int64_t id, Op op, DType dt, Shape shape, std::vector<NodeRef> in, Attrs a, Provenance p,
@@ -388,7 +399,7 @@ namespace {
 std::string_view allowed_keys(Op op) {
   switch (op) {
     case Op::Input: return "name";
-    case Op::Const: return "value data";
+    case Op::Const: return "value data bin check";
     case Op::Index: case Op::Take: return "axis";
     case Op::View: return "strides offset mask";
     case Op::Reduce: return "op axes";
@@ -407,6 +418,8 @@ bool key_allowed(Op op, std::string_view key) {
 }
 }  // namespace
 
+static std::string_view number_token(std::string_view line, size_t& pos);
+
 Attrs Parser::parse_attrs(Op op, DType dt, const Shape& shape, size_t brace_col) {
   expect('{', "'{'");
   Attrs a;
@@ -414,6 +427,8 @@ Attrs Parser::parse_attrs(Op op, DType dt, const Shape& shape, size_t brace_col)
   ViewSpec view;
   view.shape = shape;
   double view_bound = 0;
+  size_t bin_at = 0;
+  uint64_t bin_offset = 0, bin_bytes = 0, bin_check = 0;
   auto int_list = [&](int64_t lo, int64_t hi, const std::string& what) {
     std::vector<int64_t> r;
     expect('[', "'[' to start the list of " + what);
@@ -445,6 +460,17 @@ Attrs Parser::parse_attrs(Op op, DType dt, const Shape& shape, size_t brace_col)
       parse_const_value(a, dt);
     } else if (key == "data") {
       parse_const_data(a, dt, shape, value_col);
+    } else if (key == "bin") {
+      std::vector<int64_t> v = int_list(0, std::numeric_limits<int64_t>::max(), "sidecar offset and size");
+      if (v.size() != 2) fail(value_col, "bin= takes [OFFSET, NBYTES] (where the tensor's bytes lie in the sidecar)");
+      bin_at = value_col;
+      bin_offset = static_cast<uint64_t>(v[0]);
+      bin_bytes = static_cast<uint64_t>(v[1]);
+    } else if (key == "check") {
+      std::string_view tok = number_token(cur_, pos_);
+      auto [p, ec] = std::from_chars(tok.data(), tok.data() + tok.size(), bin_check, 16);
+      if (tok.size() != 16 || ec != std::errc() || p != tok.data() + tok.size())
+        fail(value_col, "check= takes 16 hex digits");
     } else if (key == "axis") {
       a.axis = static_cast<int>(parse_int(-kMaxSmallInt, kMaxSmallInt, "axis"));
     } else if (key == "op") {
@@ -492,7 +518,12 @@ Attrs Parser::parse_attrs(Op op, DType dt, const Shape& shape, size_t brace_col)
   };
   switch (op) {
     case Op::Input: need(seen.count("name"), "name=\"...\""); break;
-    case Op::Const: need(seen.count("value") + seen.count("data") == 1, "exactly one of value=NUMBER or data=[...]"); break;
+    case Op::Const:
+      need(seen.count("value") + seen.count("data") + seen.count("bin") == 1,
+           "exactly one of value=NUMBER, data=[...] or bin=[OFFSET, NBYTES]");
+      need(seen.count("bin") == seen.count("check"), "check=HEX with bin=[...], and only then");
+      if (seen.count("bin")) load_bin(a, dt, shape, bin_at, bin_offset, bin_bytes, bin_check);
+      break;
     case Op::Index: case Op::Take: need(seen.count("axis"), "axis=N"); break;
     case Op::Reduce: need(seen.count("op") && seen.count("axes"), "op=add|max|mul and axes=[...]"); break;
     case Op::Extern: need(seen.count("name"), "name=\"kernel\""); break;
@@ -598,6 +629,23 @@ void Parser::parse_const_data(Attrs& a, DType dt, const Shape& shape, size_t col
   a.data = std::move(t);
 }
 
+// bin=[OFFSET, NBYTES] check=HEX: the bytes in the sidecar, checked before they are used.
+void Parser::load_bin(Attrs& a, DType dt, const Shape& shape, size_t col, uint64_t offset, uint64_t nbytes,
+                      uint64_t check) {
+  std::string node = "%" + std::to_string(cur_id_) + " (" + std::string(dtype_name(dt)) + shape_to_string(shape) + ")";
+  if (!shape_is_const(shape)) fail(col, node + ": a tensor constant needs a constant shape");
+  int64_t numel = shape_numel(shape).value();
+  uint64_t want = static_cast<uint64_t>(numel) * dtype_size(dt);
+  if (nbytes != want)
+    fail(col, node + ": bin= says " + std::to_string(nbytes) + " bytes but the type holds " + std::to_string(want));
+  if (!sidecar_)
+    fail(col, node + ": the data is in a binary sidecar, and this text was not read from a file (load it with load_graph)");
+  std::string error;
+  HostTensor t = sidecar_->tensor(offset, nbytes, check, dt, shape_values(shape), error);
+  if (!error.empty()) fail(col, node + ": " + error);
+  a.data = std::make_shared<HostTensor>(std::move(t));
+}
+
 // ---- statements
 void Parser::statement() {
   skip_space();
@@ -682,6 +730,7 @@ void Parser::node_statement() {
   Attrs a;
   if (attrs_end > attrs_col) {
     pos_ = attrs_col;
+    cur_id_ = id;
     a = parse_attrs(*op, dt, shape, attrs_col);
     pos_ = after;
   } else if (*op == Op::Input || *op == Op::Const || *op == Op::Index || *op == Op::Take || *op == Op::View ||
@@ -785,5 +834,10 @@ Graph Parser::parse() {
 }  // namespace
 
 Graph parse_graph(std::string_view text, const std::string& filename) { return Parser(text, filename).parse(); }
+
+Graph parse_graph(std::string_view text, const std::string& filename, const std::string& sidecar_path) {
+  SidecarReader sidecar(sidecar_path);
+  return Parser(text, filename, &sidecar).parse();
+}
 
 }  // namespace lathe

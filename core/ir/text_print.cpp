@@ -13,6 +13,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "core/ir/sidecar.h"
 #include "core/ir/text.h"
 #include "core/ir/text_util.h"
 #include "core/runtime/host_tensor.h"
@@ -94,13 +95,17 @@ std::string tensor_literal(const HostTensor& t) {
 }
 
 // The `{key=value …}` block: exactly the Attrs fields the op uses.
-std::string attrs_text(NodeRef n) {
+std::string attrs_text(NodeRef n, SidecarPlan* sidecar) {
   const Attrs& a = n->attrs;
   std::vector<std::string> kv;
   switch (n->op) {
     case Op::Input: kv.push_back("name=" + quoted(a.name)); break;
     case Op::Const:
-      if (a.data) kv.push_back("data=" + tensor_literal(*a.data));
+      if (a.data && sidecar && a.data->numel() > kInlineElements) {
+        uint64_t off = sidecar->add(a.data);
+        kv.push_back("bin=[" + std::to_string(off) + ", " + std::to_string(a.data->nbytes()) + "]");
+        kv.push_back("check=" + check_text(sidecar_check(a.data->data(), a.data->nbytes())));
+      } else if (a.data) kv.push_back("data=" + tensor_literal(*a.data));
       else kv.push_back("value=" + (is_float(n->dtype) ? float_text(a.f, n->dtype) : int_text(a.i, n->dtype)));
       break;
     case Op::Index: case Op::Take: kv.push_back("axis=" + std::to_string(a.axis)); break;
@@ -144,7 +149,7 @@ std::string provenance_text(const Provenance& p) {
 using IdOf = std::function<std::string(NodeRef)>;
 
 // The statement without provenance: `%3 = Add(%1, %2) : f32[4]` or `in %0 x : f32[4]`.
-std::string statement_text(NodeRef n, const IdOf& id, bool declared_input) {
+std::string statement_text(NodeRef n, const IdOf& id, bool declared_input, SidecarPlan* sidecar = nullptr) {
   if (declared_input) return "in " + id(n) + " " + name_text(n->attrs.name) + " : " + type_text(n);
   std::string r = id(n) + " = " + std::string(op_name(n->op));
   if (!n->inputs.empty()) {
@@ -152,7 +157,7 @@ std::string statement_text(NodeRef n, const IdOf& id, bool declared_input) {
     for (size_t i = 0; i < n->inputs.size(); ++i) r += (i ? ", " : "") + id(n->inputs[i]);
     r += ")";
   }
-  return r + attrs_text(n) + " : " + type_text(n);
+  return r + attrs_text(n, sidecar) + " : " + type_text(n);
 }
 
 }  // namespace
@@ -164,7 +169,9 @@ std::string print_node(NodeRef n) {
   return p.empty() ? s : s + "  " + p;
 }
 
-std::string print_graph(const Graph& g) {
+std::string print_graph(const Graph& g) { return print_graph(g, nullptr); }
+
+std::string print_graph(const Graph& g, SidecarPlan* sidecar) {
   std::vector<NodeRef> order = g.toposort();
   std::unordered_map<NodeRef, size_t> number;
   number.reserve(order.size());
@@ -176,7 +183,7 @@ std::string print_graph(const Graph& g) {
   lines.reserve(order.size());
   size_t width = 0;
   for (NodeRef n : order) {
-    lines.emplace_back(statement_text(n, id, n->op == Op::Input && declared.count(n)), provenance_text(n->prov));
+    lines.emplace_back(statement_text(n, id, n->op == Op::Input && declared.count(n), sidecar), provenance_text(n->prov));
     if (!lines.back().second.empty()) width = std::max(width, lines.back().first.size());
   }
   width = std::min<size_t>(width, 72);  // align provenance, but not past a long line

@@ -1,34 +1,61 @@
 // host_tensor.cpp — storage, element access and conversions.
 #include "core/runtime/host_tensor.h"
 
+#include <sys/mman.h>
+
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
 
 #include "core/ir/diag.h"
+#include "core/runtime/mapped_file.h"
 
 namespace lathe {
 
 namespace {
-std::shared_ptr<std::byte[]> alloc_aligned(size_t n) {
+constexpr size_t kMapThreshold = size_t(1) << 20;
+
+// Zeroed, 64-byte aligned. Large blocks come straight from mmap: the kernel's zero pages
+// cost nothing until written, so a buffer that is filled at once is touched once.
+std::shared_ptr<std::byte[]> alloc_aligned(size_t n, const std::string& shape) {
   size_t sz = (std::max<size_t>(n, 1) + 63) / 64 * 64;
+  if (sz >= kMapThreshold) {
+    check_memory(sz, "a tensor of shape " + shape);
+    void* p = ::mmap(nullptr, sz, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) throw UserError("out of memory allocating a tensor of shape " + shape + " (" + format_bytes(n) + ")");
+    return std::shared_ptr<std::byte[]>(static_cast<std::byte*>(p), [sz](std::byte* q) { ::munmap(q, sz); });
+  }
   void* p = std::aligned_alloc(64, sz);
-  if (!p) throw UserError("out of memory allocating a tensor of " + std::to_string(n) + " bytes");
+  if (!p) throw UserError("out of memory allocating a tensor of shape " + shape + " (" + format_bytes(n) + ")");
   std::memset(p, 0, sz);
   return std::shared_ptr<std::byte[]>(static_cast<std::byte*>(p), [](std::byte* q) { std::free(q); });
+}
+
+int64_t checked_numel(const std::vector<int64_t>& shape, const std::string& text) {
+  int64_t numel = 1;
+  for (auto d : shape) {
+    if (d < 0) throw UserError("negative dimension " + std::to_string(d) + " in tensor shape");
+    if (d != 0 && numel > (int64_t(1) << 40) / d)
+      throw UserError("tensor of shape " + text + " is too large (over 2^40 elements)");
+    numel *= d;
+  }
+  return numel;
 }
 }  // namespace
 
 HostTensor::HostTensor(DType dtype, std::vector<int64_t> shape) : dtype_(dtype), shape_(std::move(shape)) {
-  numel_ = 1;
-  for (auto d : shape_) {
-    if (d < 0) throw UserError("negative dimension " + std::to_string(d) + " in tensor shape");
-    if (d != 0 && numel_ > (int64_t(1) << 40) / d)
-      throw UserError("tensor of shape " + shape_string() + " is too large (over 2^40 elements)");
-    numel_ *= d;
-  }
-  storage_ = alloc_aligned(nbytes());
+  numel_ = checked_numel(shape_, shape_string());
+  storage_ = alloc_aligned(nbytes(), shape_string());
+}
+
+HostTensor::HostTensor(DType dtype, std::vector<int64_t> shape, std::shared_ptr<std::byte[]> storage)
+    : dtype_(dtype), shape_(std::move(shape)) {
+  numel_ = checked_numel(shape_, shape_string());
+  LATHE_CHECK(storage != nullptr || nbytes() == 0, "HostTensor: wrapped storage is null");
+  LATHE_CHECK(reinterpret_cast<uintptr_t>(storage.get()) % dtype_size(dtype_) == 0,
+              "HostTensor: wrapped storage is not aligned for its dtype");
+  storage_ = storage ? std::move(storage) : alloc_aligned(0, shape_string());
 }
 
 int64_t float_to_int_saturating(double v, DType t) {

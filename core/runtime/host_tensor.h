@@ -18,6 +18,9 @@ class HostTensor {
  public:
   HostTensor() = default;
   HostTensor(DType dtype, std::vector<int64_t> shape);  // zero-filled
+  // Wraps bytes that already hold the values (at least nbytes, aligned for the dtype)
+  // without copying; `storage` keeps them alive (e.g. an aliasing pointer into a mapping).
+  HostTensor(DType dtype, std::vector<int64_t> shape, std::shared_ptr<std::byte[]> storage);
 
   DType dtype() const { return dtype_; }
   const std::vector<int64_t>& shape() const { return shape_; }

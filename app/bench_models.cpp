@@ -1,0 +1,415 @@
+// bench_models.cpp — `lathe bench --models DIR`: whole networks, measured as a user meets
+// them. For each model directory (ONNX backend-test layout + meta.json, as
+// ../shared/models/make_models.py writes it):
+//   cold start  a fresh `lathe run` process with an empty kernel cache (a temp
+//               LATHE_CACHE_DIR): exec, import, compile, first run, outputs written;
+//   warm start  the same process again, the cache now filled;
+//   median      a third process's median of N runs after its first (`lathe run --iters N`);
+//   memory      each process's peak resident set (wait4's ru_maxrss);
+//   error       per output, max|got − ref| / max|ref| against npy/out_*.npy (ok ≤ 1e-3).
+// With --ort-peer, ONNX Runtime runs the same directory (run-ort-peer prints create_ms,
+// median_ms and its own errors) and the table shows the ratios beside Lathe's.
+#include "app/bench_models.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <thread>
+
+#include "core/ir/diag.h"
+#include "core/runtime/npy.h"
+
+namespace lathe::app {
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+struct Child {
+  int status = -1;        // exit code; -1 killed or not started
+  bool timed_out = false;
+  double wall_ms = 0;
+  double rss_mb = 0;      // peak resident set
+  std::string out, err;   // captured stdout, stderr
+};
+
+std::string slurp(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  std::ostringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+// Runs argv with extra environment variables, stdout and stderr captured through files in
+// `tmp`, killed after timeout_s. The wall time counts from fork to exit.
+Child run_child(const std::vector<std::string>& argv, const std::vector<std::pair<std::string, std::string>>& env,
+                const std::string& tmp, int timeout_s) {
+  Child c;
+  std::string out_path = tmp + "/child.out", err_path = tmp + "/child.err";
+  std::vector<char*> args;
+  for (auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  auto t0 = Clock::now();
+  pid_t pid = fork();
+  if (pid < 0) throw UserError(std::string("cannot start a child process: ") + std::strerror(errno));
+  if (pid == 0) {
+    int o = ::open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    int e = ::open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (o < 0 || e < 0) _exit(127);
+    dup2(o, 1);
+    dup2(e, 2);
+    int null = ::open("/dev/null", O_RDONLY);
+    if (null >= 0) dup2(null, 0);
+    setpgid(0, 0);  // its own group, so a timeout kills what it started too
+    for (auto& [k, v] : env) setenv(k.c_str(), v.c_str(), 1);
+    execv(args[0], args.data());
+    _exit(127);
+  }
+  setpgid(pid, pid);
+  struct rusage ru {};
+  int status = 0;
+  for (;;) {
+    pid_t r = wait4(pid, &status, WNOHANG, &ru);
+    if (r == pid) break;
+    if (r < 0 && errno != EINTR) break;
+    if (std::chrono::duration<double>(Clock::now() - t0).count() > timeout_s) {
+      kill(-pid, SIGKILL);
+      wait4(pid, &status, 0, &ru);
+      c.timed_out = true;
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  c.wall_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+  c.rss_mb = ru.ru_maxrss / 1024.0;
+  c.status = !c.timed_out && WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  c.out = slurp(out_path);
+  c.err = slurp(err_path);
+  return c;
+}
+
+// The last line of text that is not empty.
+std::string last_line(const std::string& s) {
+  std::istringstream in(s);
+  std::string line, last;
+  while (std::getline(in, line))
+    if (!line.empty()) last = line;
+  return last;
+}
+
+// The JSON after "stats: " in `lathe run --stats` output; null when absent.
+nlohmann::json run_stats(const std::string& out) {
+  size_t p = out.rfind("stats: ");
+  if (p == std::string::npos) return nullptr;
+  size_t e = out.find('\n', p);
+  try {
+    return nlohmann::json::parse(out.substr(p + 7, e == std::string::npos ? e : e - p - 7));
+  } catch (const std::exception&) {
+    return nullptr;
+  }
+}
+
+std::string self_exe() {
+  std::error_code ec;
+  fs::path p = fs::read_symlink("/proc/self/exe", ec);
+  if (ec) throw UserError("lathe bench --models: cannot find its own executable (/proc/self/exe)");
+  return p.string();
+}
+
+struct ModelDir {
+  std::string name, dir;
+  nlohmann::json meta;
+};
+
+std::vector<ModelDir> find_models(const std::string& dir, const std::string& only) {
+  std::vector<std::string> dirs;
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) throw UserError("lathe bench --models: '" + dir + "' is not a directory");
+  if (fs::exists(fs::path(dir) / "meta.json")) {
+    dirs.push_back(dir);
+  } else {
+    for (auto& e : fs::directory_iterator(dir, ec))
+      if (e.is_directory() && fs::exists(e.path() / "meta.json")) dirs.push_back(e.path().string());
+    std::sort(dirs.begin(), dirs.end());
+  }
+  if (dirs.empty())
+    throw UserError("lathe bench --models: no model directories in '" + dir +
+                    "' (each needs meta.json, model.onnx and npy/, as ../shared/models/make_models.py writes them)");
+  std::vector<std::string> wanted;
+  for (size_t b = 0; b < only.size();) {
+    size_t e = std::min(only.size(), only.find(',', b));
+    if (e > b) wanted.push_back(only.substr(b, e - b));
+    b = e + 1;
+  }
+  std::vector<ModelDir> r;
+  for (auto& d : dirs) {
+    ModelDir m;
+    m.dir = d;
+    m.name = fs::path(d).filename().string();
+    std::string meta_path = (fs::path(d) / "meta.json").string();
+    try {
+      m.meta = nlohmann::json::parse(slurp(meta_path));
+    } catch (const std::exception& e) {
+      throw UserError(meta_path + ": not valid JSON (" + e.what() + ")");
+    }
+    if (m.meta.contains("name") && m.meta["name"].is_string()) m.name = m.meta["name"].get<std::string>();
+    if (!wanted.empty() && std::find(wanted.begin(), wanted.end(), m.name) == wanted.end() &&
+        std::find(wanted.begin(), wanted.end(), fs::path(d).filename().string()) == wanted.end())
+      continue;
+    r.push_back(std::move(m));
+  }
+  if (r.empty()) throw UserError("lathe bench --models: no model named '" + only + "' in " + dir);
+  return r;
+}
+
+struct OutputError {
+  std::string name;
+  double rel = 0, max_abs = 0;
+  std::string problem;
+};
+
+// max|got − ref| / max|ref| (NaN anywhere → inf).
+OutputError compare_output(const std::string& name, const std::string& got_path, const std::string& ref_path) {
+  OutputError r;
+  r.name = name;
+  try {
+    HostTensor got = read_npy(got_path), ref = read_npy(ref_path);
+    if (got.shape() != ref.shape()) {
+      r.problem = "shape " + got.shape_string() + ", reference " + ref.shape_string();
+      r.rel = INFINITY;
+      return r;
+    }
+    double max_ref = 0;
+    for (int64_t i = 0; i < ref.numel(); ++i) {
+      double a = got.get_f64(i), b = ref.get_f64(i), d = std::fabs(a - b);
+      if (std::isnan(d)) d = INFINITY;
+      r.max_abs = std::max(r.max_abs, d);
+      max_ref = std::max(max_ref, std::fabs(b));
+    }
+    r.rel = r.max_abs / std::max(max_ref, 1e-30);
+  } catch (const UserError& e) {
+    r.problem = e.diag().message;
+    r.rel = INFINITY;
+  }
+  return r;
+}
+
+struct Row {
+  std::string name, backend, status = "ok", note;
+  double cold_s = 0, warm_s = 0, median_ms = 0, rss_mb = 0, cold_rss_mb = 0;
+  nlohmann::json cold_stats, warm_stats;
+  std::vector<OutputError> errors;
+  double max_error = 0;
+  bool peer = false;
+  std::string peer_note;
+  double ort_create_ms = 0, ort_median_ms = 0, ort_rss_mb = 0, ort_max_error = 0;
+};
+
+std::string why_failed(const Child& c) {
+  if (c.timed_out) return "timed out";
+  std::string l = last_line(c.err);
+  if (l.empty()) l = last_line(c.out);
+  if (l.empty()) l = "exit code " + std::to_string(c.status);
+  return l;
+}
+
+Row bench_model(const ModelDir& m, const BenchModelsOptions& o, const std::string& exe, const std::string& tmp) {
+  Row r;
+  r.name = m.name;
+  r.backend = o.backend;
+  std::vector<std::string> argv = {exe, "run", (fs::path(m.dir) / "model.onnx").string(), "--backend", o.backend,
+                                   "--output-dir", tmp + "/out", "--stats"};
+  std::vector<std::pair<std::string, std::string>> outputs;  // name, reference npy
+  try {
+    for (auto& in : m.meta.at("inputs"))
+      argv.push_back("--input=" + in.at("name").get<std::string>() + "=" +
+                     (fs::path(m.dir) / in.at("npy").get<std::string>()).string());
+    for (auto& out : m.meta.at("outputs"))
+      outputs.push_back({out.at("name").get<std::string>(), (fs::path(m.dir) / out.at("npy").get<std::string>()).string()});
+  } catch (const std::exception& e) {
+    r.status = "error";
+    r.note = m.dir + "/meta.json: " + e.what();
+    return r;
+  }
+  std::string cache = tmp + "/cache";
+  std::error_code ec;
+  fs::remove_all(cache, ec);
+  fs::remove_all(tmp + "/out", ec);
+  fs::create_directories(cache);
+  std::vector<std::pair<std::string, std::string>> env = {{"LATHE_CACHE_DIR", cache}};
+
+  Child cold = run_child(argv, env, tmp, o.timeout_s);
+  if (cold.status != 0) {
+    std::string why = why_failed(cold);
+    r.status = why.find("unsupported") != std::string::npos || why.find("not supported") != std::string::npos ? "skip" : "error";
+    r.note = why;
+    return r;
+  }
+  r.cold_s = cold.wall_ms / 1000;
+  r.cold_rss_mb = cold.rss_mb;
+  r.cold_stats = run_stats(cold.out);
+  for (auto& [name, ref] : outputs) {
+    r.errors.push_back(compare_output(name, tmp + "/out/" + name + ".npy", ref));
+    r.max_error = std::max(r.max_error, r.errors.back().rel);
+  }
+  Child warm = run_child(argv, env, tmp, o.timeout_s);
+  if (warm.status != 0) {
+    r.status = "error";
+    r.note = "warm start: " + why_failed(warm);
+    return r;
+  }
+  r.warm_s = warm.wall_ms / 1000;
+  r.rss_mb = warm.rss_mb;
+  r.warm_stats = run_stats(warm.out);
+  std::vector<std::string> timed = argv;
+  timed.push_back("--iters");
+  timed.push_back(std::to_string(o.iters));
+  Child runs = run_child(timed, env, tmp, o.timeout_s);
+  nlohmann::json st = run_stats(runs.out);
+  if (runs.status != 0 || !st.is_object() || !st.contains("median_ms")) {
+    r.status = "error";
+    r.note = "timed runs: " + why_failed(runs);
+    return r;
+  }
+  r.median_ms = st["median_ms"].get<double>();
+
+  if (!o.ort_peer.empty()) {
+    std::vector<std::string> pargv = {o.ort_peer, m.dir, "--iters", std::to_string(o.iters), "--threads",
+                                      std::to_string(o.threads > 0 ? o.threads : std::max(1u, std::thread::hardware_concurrency()))};
+    Child peer = run_child(pargv, {}, tmp, o.timeout_s);
+    nlohmann::json j;
+    try {
+      j = nlohmann::json::parse(last_line(peer.out));
+    } catch (const std::exception&) {
+    }
+    if (peer.status == 0 && j.is_object() && j.contains("median_ms") && j.contains("create_ms")) {
+      r.peer = true;
+      r.ort_create_ms = j["create_ms"].get<double>();
+      r.ort_median_ms = j["median_ms"].get<double>();
+      r.ort_rss_mb = peer.rss_mb;
+      if (j.contains("errors") && j["errors"].is_object())
+        for (auto& [k, v] : j["errors"].items())
+          if (v.contains("max_rel_to_max") && v["max_rel_to_max"].is_number())
+            r.ort_max_error = std::max(r.ort_max_error, v["max_rel_to_max"].get<double>());
+    } else {
+      r.peer_note = "ONNX Runtime: " + (j.is_object() && j.contains("error") ? j["error"].dump() : why_failed(peer));
+    }
+  }
+  if (r.max_error > 1e-3) {
+    r.status = "wrong";
+    for (auto& e : r.errors)
+      if (e.rel > 1e-3) r.note += (r.note.empty() ? "" : "; ") + e.name + (e.problem.empty() ? "" : ": " + e.problem);
+  }
+  return r;
+}
+
+// ORT's start (session creation + one run) over Lathe's.
+double start_ratio(const Row& r, double lathe_s) { return (r.ort_create_ms + r.ort_median_ms) / 1000 / lathe_s; }
+
+void print_row(const Row& r, bool json) {
+  if (json) {
+    nlohmann::json j = {{"name", r.name}, {"backend", r.backend}, {"status", r.status}};
+    if (r.status == "ok" || r.status == "wrong") {
+      j["cold_start_s"] = r.cold_s;
+      j["warm_start_s"] = r.warm_s;
+      j["median_ms"] = r.median_ms;
+      j["peak_rss_mb"] = r.rss_mb;
+      j["cold_peak_rss_mb"] = r.cold_rss_mb;
+      j["max_error"] = r.max_error;
+      nlohmann::json errs = nlohmann::json::object();
+      for (auto& e : r.errors) errs[e.name] = {{"max_abs", e.max_abs}, {"max_rel_to_max", e.rel}};
+      j["errors"] = errs;
+      j["cold"] = r.cold_stats;
+      j["warm"] = r.warm_stats;
+      j["peer"] = r.peer ? nlohmann::json("onnxruntime") : nlohmann::json();
+      if (r.peer) {
+        j["peer_create_ms"] = r.ort_create_ms;
+        j["peer_median_ms"] = r.ort_median_ms;
+        j["peer_rss_mb"] = r.ort_rss_mb;
+        j["peer_max_error"] = r.ort_max_error;
+        j["peer_ratio"] = r.ort_median_ms / r.median_ms;
+        j["cold_start_ratio"] = start_ratio(r, r.cold_s);
+        j["warm_start_ratio"] = start_ratio(r, r.warm_s);
+        j["rss_ratio"] = r.rss_mb / r.ort_rss_mb;
+      }
+      if (!r.peer_note.empty()) j["peer_note"] = r.peer_note;
+    }
+    if (!r.note.empty()) j["note"] = r.note;
+    std::cout << j.dump() << std::endl;
+    return;
+  }
+  if (r.status != "ok" && r.status != "wrong") {
+    std::printf("%-14s %-7s %s  %s\n", r.name.c_str(), r.backend.c_str(), r.status == "skip" ? "SKIP " : "ERROR", r.note.c_str());
+    std::fflush(stdout);
+    return;
+  }
+  std::printf("%-14s %-7s %7.2f %7.2f %10.3f %8.0f %9.1e", r.name.c_str(), r.backend.c_str(), r.cold_s, r.warm_s,
+              r.median_ms, r.rss_mb, r.max_error);
+  if (r.peer)
+    std::printf("   %7.2f %10.3f %8.0f   %6.2fx %6.2fx %6.2fx %6.2fx", (r.ort_create_ms + r.ort_median_ms) / 1000,
+                r.ort_median_ms, r.ort_rss_mb, r.ort_median_ms / r.median_ms, start_ratio(r, r.cold_s),
+                start_ratio(r, r.warm_s), r.rss_mb / r.ort_rss_mb);
+  if (r.status == "wrong") std::printf("   WRONG (error over 1e-3: %s)", r.note.c_str());
+  if (!r.peer_note.empty()) std::printf("   %s", r.peer_note.c_str());
+  std::printf("\n");
+  std::fflush(stdout);
+}
+
+}  // namespace
+
+int run_bench_models(const BenchModelsOptions& o) {
+  std::vector<ModelDir> models = find_models(o.dir, o.only);
+  std::string exe = self_exe();
+  if (!o.ort_peer.empty() && access(o.ort_peer.c_str(), X_OK) != 0)
+    throw UserError("lathe bench --ort-peer: '" + o.ort_peer + "' is not an executable (../shared/peers/run-ort-peer)");
+  char tmpl[] = "/tmp/lathe-bench-models-XXXXXX";
+  if (!mkdtemp(tmpl)) throw UserError(std::string("cannot create a temp directory: ") + std::strerror(errno));
+  std::string tmp = tmpl;
+  if (!o.json) {
+    double load[3] = {0, 0, 0};
+    if (getloadavg(load, 3) < 0) load[0] = -1;
+    std::printf("# %zu model(s) from %s; cold = fresh process, empty kernel cache; warm = fresh process, cache filled;\n"
+                "# median of %d runs; RSS = peak resident MB; error = max|got-ref|/max|ref|; load average %.2f\n",
+                models.size(), o.dir.c_str(), o.iters, load[0]);
+    std::printf("%-14s %-7s %7s %7s %10s %8s %9s", "model", "backend", "cold s", "warm s", "median ms", "RSS MB", "error");
+    if (!o.ort_peer.empty())
+      std::printf("   %7s %10s %8s   %7s %7s %7s %7s", "ORT s", "ORT ms", "ORT MB", "speed", "cold", "warm", "RSS");
+    std::printf("\n");
+    if (!o.ort_peer.empty())
+      std::printf("%-14s %-7s %7s %7s %10s %8s %9s   %-28s   %s\n", "", "", "", "", "", "", "",
+                  "(ORT s = create + one run)", "(ratios: ORT/Lathe time; RSS Lathe/ORT)");
+  }
+  int failures = 0;
+  for (auto& m : models) {
+    Row r;
+    try {
+      r = bench_model(m, o, exe, tmp);
+    } catch (const UserError& e) {
+      r.name = m.name;
+      r.backend = o.backend;
+      r.status = "error";
+      r.note = e.diag().message;
+    }
+    if (r.status == "error" || r.status == "wrong") ++failures;
+    print_row(r, o.json);
+  }
+  std::error_code ec;
+  fs::remove_all(tmp, ec);
+  return failures ? 1 : 0;
+}
+
+}  // namespace lathe::app

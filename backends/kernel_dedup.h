@@ -1,0 +1,29 @@
+// kernel_dedup.h — kernels that are the same code under different names.
+//
+// A network repeats its layers (GPT-2's twelve blocks, ResNet's bottlenecks), and the
+// kernels of a repeated layer differ only in their names and the buffers they are handed
+// at launch. Code depends on the LoopFunc alone (buffers arrive through the argument
+// array, dims through the dims array), so the compiling backends compile one copy of each
+// distinct loop IR and point the others at it.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "core/loop/loop_ir.h"
+
+namespace lathe {
+
+// The loop IR text with the function's name left out: equal exactly when the code is.
+std::string code_key(const loop::LoopFunc& f);
+
+// Per function: its code key, and the index of the first function with the same key
+// (itself when it is the first).
+struct SameCode {
+  std::vector<std::string> keys;
+  std::vector<int> first;
+  bool is_first(size_t i) const { return first[i] == static_cast<int>(i); }
+  size_t distinct() const;
+};
+SameCode same_code(const std::vector<const loop::LoopFunc*>& funcs);
+
+}  // namespace lathe
