@@ -53,8 +53,7 @@ std::vector<const lathe_arg*> match_inputs(const Graph& g, const lathe_arg* args
 // Binds symbolic dims from the given inputs' shapes and checks dtypes and shapes (the
 // messages of Executable's binder). Missing inputs are an error when `all` is set.
 Bindings bind_inputs(const Graph& g, const std::vector<const lathe_arg*>& by, bool all) {
-  Bindings b;
-  std::vector<std::pair<SymInt, std::pair<int64_t, std::string>>> later;
+  DimBinder binder;
   for (size_t i = 0; i < g.inputs.size(); ++i) {
     NodeRef in = g.inputs[i];
     const std::string& name = in->attrs.name;
@@ -73,27 +72,10 @@ Bindings bind_inputs(const Graph& g, const std::vector<const lathe_arg*>& by, bo
     }
     if (dt != in->dtype) throw UserError(what + " has dtype " + std::string(dtype_name(dt)) + ", expected " + want_text(in));
     if (shape.size() != in->rank()) throw UserError(what + " has rank " + std::to_string(shape.size()) + ", expected " + want_text(in));
-    for (size_t d = 0; d < shape.size(); ++d) {
-      const SymInt& s = in->shape[d];
-      int64_t v = shape[d];
-      std::string where = what + " dim " + std::to_string(d);
-      if (s.is_const()) {
-        if (s.value() != v) throw UserError(where + " is " + std::to_string(v) + ", expected " + want_text(in));
-      } else if (s.expr()->kind == SymKind::Var) {
-        auto [pos, fresh] = b.emplace(s.expr()->name, v);
-        if (!fresh && pos->second != v)
-          throw UserError(where + ": " + s.expr()->name + " = " + std::to_string(v) + " conflicts with " + std::to_string(pos->second) + " bound earlier");
-      } else {
-        later.push_back({s, {v, where}});
-      }
-    }
+    for (size_t d = 0; d < shape.size(); ++d)
+      binder.bind(in->shape[d], shape[d], what + " dim " + std::to_string(d), want_text(in));
   }
-  for (auto& [s, vw] : later) {
-    auto v = s.eval(b);
-    if (!v) throw UserError(vw.second + ": cannot bind " + s.to_string() + " from the input shapes");
-    if (*v != vw.first) throw UserError(vw.second + " is " + std::to_string(vw.first) + ", but " + s.to_string() + " = " + std::to_string(*v));
-  }
-  return b;
+  return binder.finish();
 }
 
 HostTensor copy_in(const lathe_dltensor& t, const std::string& what) {

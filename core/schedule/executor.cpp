@@ -26,8 +26,7 @@ double median(std::vector<double> v) {
 
 // Binds symbolic dims from the inputs' shapes and checks every input.
 Bindings bind_dims(const Graph& g, const TensorMap& inputs) {
-  Bindings b;
-  std::vector<std::pair<SymInt, std::pair<int64_t, std::string>>> later;  // expressions to check
+  DimBinder binder;
   for (NodeRef in : g.inputs) {
     const std::string& name = in->attrs.name;
     auto it = inputs.find(name);
@@ -38,31 +37,35 @@ Bindings bind_dims(const Graph& g, const TensorMap& inputs) {
       throw UserError("input '" + name + "' has dtype " + std::string(dtype_name(t.dtype())) + ", expected " + want);
     if (t.rank() != in->rank())
       throw UserError("input '" + name + "' has shape " + t.shape_string() + ", expected " + want);
-    for (size_t d = 0; d < in->rank(); ++d) {
-      const SymInt& s = in->shape[d];
-      int64_t v = t.shape()[d];
-      std::string where = "input '" + name + "' dim " + std::to_string(d);
-      if (s.is_const()) {
-        if (s.value() != v) throw UserError(where + " is " + std::to_string(v) + ", expected " + want);
-      } else if (s.expr()->kind == SymKind::Var) {
-        auto [pos, fresh] = b.emplace(s.expr()->name, v);
-        if (!fresh && pos->second != v)
-          throw UserError(where + ": " + s.expr()->name + " = " + std::to_string(v) + " conflicts with " +
-                          std::to_string(pos->second) + " bound earlier");
-      } else {
-        later.push_back({s, {v, where}});
-      }
-    }
+    for (size_t d = 0; d < in->rank(); ++d)
+      binder.bind(in->shape[d], t.shape()[d], "input '" + name + "' dim " + std::to_string(d), want);
   }
-  for (auto& [s, vw] : later) {
-    auto v = s.eval(b);
-    if (!v) throw UserError(vw.second + ": cannot bind " + s.to_string() + " from the input shapes");
-    if (*v != vw.first) throw UserError(vw.second + " is " + std::to_string(vw.first) + ", but " + s.to_string() + " = " + std::to_string(*v));
-  }
-  return b;
+  return binder.finish();
 }
 
 }  // namespace
+
+void DimBinder::bind(const SymInt& s, int64_t v, const std::string& where, const std::string& want) {
+  if (s.is_const()) {
+    if (s.value() != v) throw UserError(where + " is " + std::to_string(v) + ", expected " + want);
+  } else if (s.expr()->kind == SymKind::Var) {
+    auto [pos, fresh] = b_.emplace(s.expr()->name, v);
+    if (!fresh && pos->second != v)
+      throw UserError(where + ": " + s.expr()->name + " = " + std::to_string(v) + " conflicts with " +
+                      std::to_string(pos->second) + " bound earlier");
+  } else {
+    later_.push_back({s, {v, where}});
+  }
+}
+
+Bindings DimBinder::finish() const {
+  for (auto& [s, vw] : later_) {
+    auto v = s.eval(b_);
+    if (!v) throw UserError(vw.second + ": cannot bind " + s.to_string() + " from the input shapes");
+    if (*v != vw.first) throw UserError(vw.second + " is " + std::to_string(vw.first) + ", but " + s.to_string() + " = " + std::to_string(*v));
+  }
+  return b_;
+}
 
 Executable::Executable(Program program, std::shared_ptr<KernelLauncher> launcher, std::string backend)
     : program_(std::move(program)), launcher_(std::move(launcher)), backend_(std::move(backend)) {}

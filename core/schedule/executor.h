@@ -21,6 +21,20 @@ namespace lathe {
 
 using TensorMap = std::map<std::string, HostTensor>;
 
+// Binds symbolic dims from concrete sizes one dim at a time (the executor's inputs, the C
+// API's caller-owned buffers): a constant dim must match, a name takes the first value it
+// sees and must agree after, an expression (B*T) is checked by finish() once every name is
+// bound. `where` names the dim in messages, `want` the expected type and shape.
+class DimBinder {
+ public:
+  void bind(const SymInt& s, int64_t v, const std::string& where, const std::string& want);
+  Bindings finish() const;
+
+ private:
+  Bindings b_;
+  std::vector<std::pair<SymInt, std::pair<int64_t, std::string>>> later_;  // expressions to check
+};
+
 class KernelLauncher {
  public:
   virtual ~KernelLauncher() = default;
