@@ -40,16 +40,6 @@ std::string group_key(NodeRef n, const std::set<std::string>& expanded) {
   return collapsed_prefix(n->prov.path, expanded);
 }
 
-struct UnionFind {
-  std::vector<int> parent;
-  explicit UnionFind(size_t n) : parent(n) { std::iota(parent.begin(), parent.end(), 0); }
-  int find(int x) {
-    while (parent[x] != x) x = parent[x] = parent[parent[x]];
-    return x;
-  }
-  void join(int a, int b) { parent[find(a)] = find(b); }
-};
-
 }  // namespace
 
 uint64_t display_key(const AppState& s) {

@@ -19,6 +19,7 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <numeric>
 #include <set>
 #include <string>
 #include <unordered_map>
@@ -28,6 +29,17 @@
 #include "views/app_state.h"
 
 namespace lathe::views {
+
+// Sets of box indices joined by find/join with path halving (grouping boxes by scope).
+struct UnionFind {
+  std::vector<int> parent;
+  explicit UnionFind(size_t n) : parent(n) { std::iota(parent.begin(), parent.end(), 0); }
+  int find(int x) {
+    while (parent[x] != x) x = parent[x] = parent[parent[x]];
+    return x;
+  }
+  void join(int a, int b) { parent[find(a)] = find(b); }
+};
 
 struct DisplayNode {
   std::vector<std::string> lines;  // lines[0] is the title (op or composite name)

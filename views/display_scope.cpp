@@ -107,20 +107,6 @@ void assign_frames(DisplayGraph& dg, const LabelMetrics& m) {
   dg.frames = std::move(kept);
 }
 
-namespace {
-
-struct UnionFind {
-  std::vector<int> parent;
-  explicit UnionFind(size_t n) : parent(n) { std::iota(parent.begin(), parent.end(), 0); }
-  int find(int x) {
-    while (parent[x] != x) x = parent[x] = parent[parent[x]];
-    return x;
-  }
-  void join(int a, int b) { parent[find(a)] = find(b); }
-};
-
-}  // namespace
-
 void group_kernels_by_scope(const AppState& s, DisplayGraph& dg, const std::vector<std::string>& scope_of) {
   const size_t n = dg.nodes.size();
   std::vector<std::string> key(n);

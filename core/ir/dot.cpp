@@ -136,16 +136,6 @@ GroupedGraph group_graph(const Graph& g, const DotOptions& opt) {
 
 namespace {
 
-std::string dot_quote(std::string_view s) {
-  std::string r = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') r += '\\';
-    if (c == '\n') { r += "\\n"; continue; }
-    if (static_cast<unsigned char>(c) < 0x20) continue;
-    r += c;
-  }
-  return r + "\"";
-}
 
 std::string type_text(NodeRef n) { return std::string(dtype_name(n->dtype)) + shape_to_string(n->shape); }
 
@@ -169,6 +159,17 @@ void emit_cluster(std::ostringstream& os, const Cluster& c, const std::string& p
 }
 
 }  // namespace
+
+std::string dot_quote(std::string_view s) {
+  std::string r = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') r += '\\';
+    if (c == '\n') { r += "\\n"; continue; }
+    if (static_cast<unsigned char>(c) < 0x20) continue;
+    r += c;
+  }
+  return r + "\"";
+}
 
 std::string graph_to_dot(const Graph& g, const DotOptions& opt) {
   GroupedGraph gg = group_graph(g, opt);

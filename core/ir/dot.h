@@ -65,6 +65,9 @@ GroupedGraph group_graph(const Graph& g, const DotOptions& opt);
 std::string node_summary(NodeRef n);
 // A stable fill colour (#rrggbb) per op category; composite boxes use kCompositeColor.
 std::string_view op_color(Op op);
+// s as a DOT string literal: quotes and backslashes escaped, newlines as \n, other control
+// characters dropped.
+std::string dot_quote(std::string_view s);
 inline constexpr std::string_view kCompositeColor = "#f3f3f3";
 
 std::string graph_to_dot(const Graph& g, const DotOptions& opt = {});

@@ -61,20 +61,6 @@ KernelLevel kernel_level(const KernelGraph& kg) {
   return kl;
 }
 
-namespace {
-
-std::string quote(const std::string& s) {
-  std::string r = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') r += '\\';
-    if (c == '\n') { r += "\\n"; continue; }
-    if (static_cast<unsigned char>(c) < 0x20) continue;
-    r += c;
-  }
-  return r + "\"";
-}
-
-}  // namespace
 
 std::string kernel_level_to_dot(const KernelGraph& kg, const std::string& title) {
   KernelLevel kl = kernel_level(kg);
@@ -86,7 +72,7 @@ std::string kernel_level_to_dot(const KernelGraph& kg, const std::string& title)
   os << "digraph lathe {\n"
      << "  rankdir=TB; newrank=true;\n"
      << "  graph [fontname=\"Helvetica\", fontsize=11";
-  if (!title.empty()) os << ", label=" << quote(title) << ", labelloc=t";
+  if (!title.empty()) os << ", label=" << dot_quote(title) << ", labelloc=t";
   os << "];\n"
      << "  node [shape=box, style=\"rounded,filled\", fontname=\"Helvetica\", fontsize=10];\n"
      << "  edge [fontname=\"Helvetica\", fontsize=8, color=\"#555555\"];\n";
@@ -95,7 +81,7 @@ std::string kernel_level_to_dot(const KernelGraph& kg, const std::string& title)
     std::string label = b.title + "\n" + b.detail;
     if (!b.op.empty()) label += "\n" + b.op;
     if (!b.outputs.empty()) label += "\n→ " + b.outputs;
-    os << "  " << id(static_cast<int>(i)) << " [label=" << quote(label);
+    os << "  " << id(static_cast<int>(i)) << " [label=" << dot_quote(label);
     if (b.kernel >= 0) os << ", fillcolor=\"" << kCompositeColor << "\", peripheries=2";
     else os << ", fillcolor=\"" << (b.rep ? op_color(b.rep->op) : std::string_view("#ffffff")) << "\", shape=invhouse";
     os << "];\n";
@@ -103,7 +89,7 @@ std::string kernel_level_to_dot(const KernelGraph& kg, const std::string& title)
   for (const KernelEdge& e : kl.edges) {
     const BufferDesc& buf = kg.buffers[e.buffer];
     os << "  " << id(e.from) << " -> " << id(e.to) << " [label="
-       << quote(std::string(dtype_name(buf.dtype)) + shape_to_string(buf.shape)) << "];\n";
+       << dot_quote(std::string(dtype_name(buf.dtype)) + shape_to_string(buf.shape)) << "];\n";
   }
   os << "}\n";
   return os.str();
