@@ -117,6 +117,14 @@ int main(int argc, char** argv) {
   std::fflush(stdout);
   int status = std::system(cmd.c_str());
   int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  // xvfb-run exits 5 when it cannot clean up its temporary directory (a race between
+  // parallel xvfb-run -a instances), hiding lathe's own exit code: run it once more
+  if (xvfb && code == 5 && want_exit != 5) {
+    std::printf("xvfb-run exited 5 (its own clean-up); running again\n");
+    std::fflush(stdout);
+    status = std::system(cmd.c_str());
+    code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  }
   if (code != want_exit) return fail("exit code " + std::to_string(code) + ", expected " + std::to_string(want_exit));
   int rc = 0;
   for (auto& p : pngs)
