@@ -127,6 +127,7 @@ void bind_tensor_torch(lua_State* L, int module);  // bind_tensor_torch.cpp: dim
 void bind_value(lua_State* L, int module);    // bind_value.cpp: lathe.tensor/randn/allclose + Value
 void bind_graph(lua_State* L, int module);    // bind_graph.cpp: lathe.graph/load + Graph methods
 void bind_run(lua_State* L, int module);      // bind_run.cpp: lathe.run (+ lathe.compile later)
+void bind_attention(lua_State* L, int module);  // bind_attention.cpp: lathe.attention/strided/causal_pattern
 void bind_rules(lua_State* L, int module);    // bind_rules.cpp: lathe.rule/ruleset/rules.*
 void bind_session(lua_State* L, int module);  // bind_session.cpp: lathe.rewrite + Session
 // Builds the whole `lathe` module and sets it as a global (module.cpp).

@@ -50,6 +50,7 @@ void open_lathe(lua_State* L) {
   bind_graph(L, module);
   bind_run(L, module);
   bind_rules(L, module);
+  bind_attention(L, module);
   bind_session(L, module);
   lua_setglobal(L, "lathe");
 }

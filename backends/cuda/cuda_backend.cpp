@@ -32,6 +32,11 @@ loop::LoopFunc gpu_loop_func(const Program& p, int kernel) {
   const loop::LoopFunc& f = p.funcs.at(kernel);
   if (f.kind == "extern") return f;
   const KernelGraph& kg = p.kg;
+  if (f.kind == "attention") {  // one query row per thread (the CPU's query tiles would be per-thread arrays)
+    loop::LoopFunc g = loop::lower_kernel(kg, kernel, /*plain=*/true);
+    g.schedule_log.push_back("cuda: one query row per thread");
+    return g;
+  }
   if (loop::is_packed_matmul(f)) {  // lower the matmul as the plain reduction it is
     loop::LoopFunc g = loop::lower_kernel(kg, kernel, /*plain=*/true);
     g.schedule_log.push_back("cuda: re-lowered as a reduction (one output element per thread)");
@@ -349,7 +354,7 @@ class CudaBackend : public Backend {
   double device_sgemm_ms(int n, int iters, std::string* why) override { return cublas_sgemm_ms(n, iters, why); }
   double device_peak_gflops(std::string* why) override { return peak_gflops(why); }
   std::string supports(NodeRef n) const override {
-    if (n->op == Op::Extern) return "Extern library calls are not supported by the cuda backend yet (use interp)";
+    if (n->op == Op::Extern && n->attrs.name != "attention") return "Extern library calls are not supported by the cuda backend yet (use interp)";
     return "";
   }
   std::string render(const Program& p, int kernel) const override {

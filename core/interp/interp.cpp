@@ -119,6 +119,7 @@ HostTensor eval_node_into(NodeRef n, const std::vector<HostTensor>& in, const Bi
     case Op::Reduce: return kernel_reduce(in[0], n->attrs.reduce, n->attrs.axes);
     case Op::Extern:
       if (n->attrs.name == "sgemm") return kernel_sgemm(in.at(0), in.at(1), n->attrs.ints);
+      if (n->attrs.name == "attention") return kernel_attention(in, n->attrs.ints);
       throw UserError("Extern: the interpreter has no kernel '" + n->attrs.name + "'");
   }
   throw InternalError("eval_node: unhandled op " + std::string(op_name(n->op)));

@@ -222,5 +222,7 @@ HostTensor kernel_reduce_mul(ReduceOp op, DType dt, const std::vector<int64_t>& 
 // UserError when a view reads outside an input of n elements (eval_data.cpp).
 void check_view_bounds(const ConcreteView& v, int64_t n);
 HostTensor kernel_sgemm(const HostTensor& a, const HostTensor& b, const std::vector<int64_t>& ints);
+// Extern "attention" (core/ir/attention_op.h): in = Q, K, V [, mask]; ints = {causal, scale bits}.
+HostTensor kernel_attention(const std::vector<HostTensor>& in, const std::vector<int64_t>& ints);
 
 }  // namespace lathe::interp

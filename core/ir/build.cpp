@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "core/ir/attention_op.h"
 #include "core/ir/diag.h"
 
 namespace lathe::prim {
@@ -51,7 +52,7 @@ bool dtype_ok_for(Op op, DType dt) {
 
 }  // namespace
 
-bool extern_known(const std::string& name) { return name == "sgemm"; }
+bool extern_known(const std::string& name) { return name == "sgemm" || name == "attention"; }
 
 std::string check_node(Op op, DType dt, const Shape& shape, const std::vector<NodeRef>& in, const Attrs& a) {
   const OpInfo& info = op_info(op);
@@ -152,7 +153,8 @@ std::string check_node(Op op, DType dt, const Shape& shape, const std::vector<No
       return "";
     }
     case OpCategory::Extern:
-      if (!extern_known(a.name)) return "Extern: unknown library kernel '" + a.name + "' (known: sgemm)";
+      if (!extern_known(a.name)) return "Extern: unknown library kernel '" + a.name + "' (known: sgemm, attention)";
+      if (a.name == "attention") return check_attention(in, dt, shape, a.ints);
       if (a.name == "sgemm") {
         if (in.size() != 2 || a.ints.size() != 5) return "Extern sgemm takes (A, B) and ints {M, N, K, transA, transB}";
         if (dt != DType::F32 || in[0]->dtype != DType::F32 || in[1]->dtype != DType::F32) return "Extern sgemm is f32 only";

@@ -373,6 +373,11 @@ class Lowerer : public ValueLowering {
 LoopFunc lower_kernel(const KernelGraph& kg, int kernel, bool plain) {
   const Kernel& k = kg.kernels.at(kernel);
   if (k.kind == "matmul" && !plain) return lower_matmul_kernel(kg, kernel, host_matmul_params());
+  if (k.kind == "attention") {  // plain: one query row per iteration (the GPU's form)
+    AttentionParams ap = host_attention_params();
+    if (plain) ap.bq = 1, ap.bk = 8;
+    return lower_attention_kernel(kg, kernel, ap);
+  }
   LATHE_CHECK(k.kind != "extern", "extern kernels have no loop IR; the backend calls the library");
   Kernel as_reduce = k;  // a plain matmul: the reduction (and epilogue) as any fused reduce
   if (k.kind == "matmul") as_reduce.kind = "reduce";

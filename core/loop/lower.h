@@ -57,6 +57,13 @@ MatmulParams host_matmul_params();
 // Its LoopFunc keeps kind "matmul". Loop names are unique within the returned kernel.
 LoopFunc lower_kernel(const KernelGraph& kg, int kernel, bool plain = false);
 LoopFunc lower_matmul_kernel(const KernelGraph& kg, int kernel, const MatmulParams& params = {});
+// Tile sizes of the fused attention kernel (lower_attention.cpp): BQ query rows per job, BK
+// keys per K/V tile. LATHE_ATTENTION_TILE=BQxBK overrides the host's (A/B runs, tuning).
+struct AttentionParams {
+  int bq = 32, bk = 64;
+};
+AttentionParams host_attention_params();
+LoopFunc lower_attention_kernel(const KernelGraph& kg, int kernel, const AttentionParams& params);
 // Is f the packed GEMM nest of lower_matmul_kernel (not the plain reduction of a matmul)?
 bool is_packed_matmul(const LoopFunc& f);
 

@@ -217,7 +217,7 @@ class Scheduler {
         if (inside.count(n)) k.nodes.push_back(n);
       k.inputs.assign(reads.begin(), reads.end());
       bool has_reduce = std::any_of(k.nodes.begin(), k.nodes.end(), [](NodeRef n) { return n->op == Op::Reduce; });
-      if (root->op == Op::Extern) k.kind = "extern";
+      if (root->op == Op::Extern) k.kind = root->attrs.name == "attention" ? "attention" : "extern";
       else if (epilogue_of_.count(root)) {
         k.kind = "matmul";
         k.matmul = epilogue_of_.at(root);

@@ -1,0 +1,91 @@
+// eval_attention.cpp — the interpreter's fused attention (Extern "attention", core/ir/attention_op.h):
+// the oracle the tiled kernels are checked against. It computes what the unfused graph
+// computes, row by row: scores rounded to f32 as the matmul and scale produce them, then
+// softmax and the product with V accumulated in double. A row with every score -inf is NaN.
+#include <cmath>
+#include <limits>
+
+#include "core/interp/kernels.h"
+#include "core/ir/attention_op.h"
+
+namespace lathe::interp {
+
+namespace {
+
+// Row-major strides of `shape`, 0 where a dim is 1 and `want` (the broadcast shape) is not.
+std::vector<int64_t> bcast_strides(const std::vector<int64_t>& shape, const std::vector<int64_t>& want) {
+  std::vector<int64_t> st(shape.size(), 0);
+  int64_t s = 1;
+  for (size_t d = shape.size(); d-- > 0;) {
+    st[d] = (shape[d] == 1 && want[d] != 1) ? 0 : s;
+    s *= shape[d];
+  }
+  return st;
+}
+
+}  // namespace
+
+HostTensor kernel_attention(const std::vector<HostTensor>& in, const std::vector<int64_t>& ints) {
+  if ((in.size() != 3 && in.size() != 4) || ints.size() != 2)
+    throw UserError("Extern attention: expected (Q, K, V [, mask]) and ints {causal, scale}");
+  const HostTensor &q = in[0], &k = in[1], &v = in[2];
+  const HostTensor* mask = in.size() == 4 ? &in[3] : nullptr;
+  bool causal = ints[0] != 0;
+  float scale = attention_scale_of(ints[1]);
+  size_t r = q.rank();
+  int64_t L = q.shape()[r - 2], E = q.shape()[r - 1], S = k.shape()[r - 2], Ev = v.shape()[r - 1];
+  std::vector<int64_t> oshape = q.shape();
+  oshape[r - 1] = Ev;
+  HostTensor out(DType::F32, oshape);
+  std::vector<int64_t> batch(q.shape().begin(), q.shape().end() - 2);
+  int64_t B = 1;
+  for (int64_t d : batch) B *= d;
+  // batch strides (in units of one [rows, cols] matrix) of K/V and the mask's full strides
+  std::vector<int64_t> kv_shape(k.shape().begin(), k.shape().end() - 2);
+  std::vector<int64_t> kv_st = bcast_strides(kv_shape, batch);
+  std::vector<int64_t> sc_shape = batch;
+  sc_shape.push_back(L);
+  sc_shape.push_back(S);
+  std::vector<int64_t> m_st = mask ? bcast_strides(mask->shape(), sc_shape) : std::vector<int64_t>{};
+  const float *Q = q.ptr<float>(), *K = k.ptr<float>(), *V = v.ptr<float>();
+  const float* M = mask ? mask->ptr<float>() : nullptr;
+  float* O = out.ptr<float>();
+  std::vector<float> s(static_cast<size_t>(S));
+  std::vector<double> acc(static_cast<size_t>(Ev));
+  for (int64_t b = 0; b < B; ++b) {
+    int64_t kvb = 0, mb = 0, rem = b;
+    for (size_t d = batch.size(); d-- > 0;) {
+      int64_t i = rem % batch[d];
+      rem /= batch[d];
+      kvb += i * kv_st[d];
+      if (M) mb += i * m_st[d];
+    }
+    const float* Kb = K + kvb * S * E;
+    const float* Vb = V + kvb * S * Ev;
+    for (int64_t i = 0; i < L; ++i) {
+      const float* qi = Q + (b * L + i) * E;
+      float mx = -std::numeric_limits<float>::infinity();
+      for (int64_t j = 0; j < S; ++j) {
+        double dot = 0;
+        for (int64_t e = 0; e < E; ++e) dot += static_cast<double>(qi[e]) * Kb[j * E + e];
+        float x = static_cast<float>(dot) * scale;
+        if (M) x += M[mb + i * m_st[r - 2] + j * m_st[r - 1]];
+        if (causal && j > i) x = -std::numeric_limits<float>::infinity();
+        s[j] = x;
+        if (std::isnan(x) || x > mx) mx = x;
+      }
+      double sum = 0;
+      std::fill(acc.begin(), acc.end(), 0.0);
+      for (int64_t j = 0; j < S; ++j) {
+        double p = std::exp(static_cast<double>(s[j]) - mx);
+        sum += p;
+        for (int64_t c = 0; c < Ev; ++c) acc[c] += p * Vb[j * Ev + c];
+      }
+      float* oi = O + (b * L + i) * Ev;
+      for (int64_t c = 0; c < Ev; ++c) oi[c] = static_cast<float>(acc[c] / sum);
+    }
+  }
+  return out;
+}
+
+}  // namespace lathe::interp

@@ -1,0 +1,241 @@
+// lower_attention.cpp — lower_attention_kernel: the fused attention Extern (core/ir/attention_op.h)
+// → a FlashAttention-style loop nest in backend-neutral loop IR. The T×T score matrix is never
+// stored: each job keeps a BQ × BK tile of scores, the running row maxima and sums (online
+// softmax, in base 2) and a BQ × Ev output accumulator.
+//
+//   parallel for t in [batch·heads × ceil(L / BQ)]:        one query tile per job
+//     qs = Q tile × scale·log2(e)        (zero rows past L)
+//     m = -inf, l = 0, o = 0
+//     for kt over K/V tiles up to the tile's last query when causal (tiles above the diagonal skipped):
+//       kt = K tile, transposed (E × BK), zero past the end
+//       sc = qs · kt                     (the j loop vectorized)
+//       per row: x = sc (+ mask·log2(e)), -inf where j > i (causal) or past S
+//                m' = max(m, max x); p = 2^(x - m'); alpha = 2^(m - m')
+//                l = l·alpha + Σp;  o = o·alpha + p · V tile
+//     out rows = o / l
+// A row whose scores so far are all -inf shifts by 0 instead of -inf (so p and alpha are 0,
+// not NaN); a row that stays so to the end gives 0/0 = NaN, as the unfused softmax does.
+// `plain` lowers with BQ = 1 (one query row per iteration), the CUDA backend's form: its
+// renderer gives each iteration of the outer loop a thread.
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+
+#include "core/ir/attention_op.h"
+#include "core/ir/diag.h"
+#include "core/loop/lower.h"
+
+namespace lathe::loop {
+
+namespace {
+
+ExprRef ceil_div(ExprRef a, int64_t b) { return binary(Op::IDiv, add(a, const_int(b - 1)), const_int(b)); }
+ExprRef f32(double v) { return const_float(v, DType::F32); }
+ExprRef fvar(const std::string& n) { return var(n, DType::F32); }
+
+// Row-major stride of each batch dim of `s` (rank r, last two dims the matrix), 0 where it is 1.
+std::vector<ExprRef> batch_strides(const Shape& s) {
+  size_t r = s.size();
+  std::vector<ExprRef> st(r - 2);
+  ExprRef acc = mul(from_sym(s[r - 2]), from_sym(s[r - 1]));
+  for (size_t d = r - 2; d-- > 0;) {
+    st[d] = s[d] == SymInt(1) ? const_int(0) : acc;
+    acc = mul(acc, from_sym(s[d]));
+  }
+  return st;
+}
+
+}  // namespace
+
+AttentionParams host_attention_params() {
+  AttentionParams p;
+  if (const char* e = std::getenv("LATHE_ATTENTION_TILE"); e && *e) {
+    int bq = 0, bk = 0;
+    if (std::sscanf(e, "%dx%d", &bq, &bk) != 2 || bq < 1 || bk < 1 || bq > 256 || bk > 1024)
+      throw UserError("LATHE_ATTENTION_TILE='" + std::string(e) + "': expected BQxBK, e.g. 32x64 (BQ <= 256, BK <= 1024)");
+    p.bq = bq, p.bk = bk;
+  }
+  return p;
+}
+
+LoopFunc lower_attention_kernel(const KernelGraph& kg, int kernel, const AttentionParams& P) {
+  const Kernel& k = kg.kernels.at(kernel);
+  auto spec = attention_spec(k.root);
+  LATHE_CHECK(spec.has_value(), "lower_attention_kernel on a kernel that is not fused attention");
+  LATHE_CHECK(P.bq >= 1 && P.bk >= 1, "attention tile sizes must be positive");
+  NodeRef R = k.root;
+  const Shape &qs = R->inputs[0]->shape, &ks = R->inputs[1]->shape, &vs = R->inputs[2]->shape;
+  size_t r = qs.size();
+  LoopFunc f;
+  f.name = k.name;
+  f.kernel = k.id;
+  f.kind = "attention";
+  f.dims = kg.symbols;
+  f.buffers.push_back({k.output, "out", DType::F32, true});
+  const char* names[] = {"q", "k", "v", "mask"};
+  for (size_t i = 0; i < R->inputs.size(); ++i) {
+    int b = kg.buffer_of.at(R->inputs[i]);
+    f.buffers.push_back({b, names[i], kg.buffers[b].dtype, false});
+  }
+  const int pq = 1, pk = 2, pv = 3, pm = 4;
+  const int64_t BQ = P.bq, BK = P.bk;
+  ExprRef L = from_sym(qs[r - 2]), E = from_sym(qs[r - 1]), S = from_sym(ks[r - 2]), Ev = from_sym(vs[r - 1]);
+  LATHE_CHECK(qs[r - 1].is_const() && vs[r - 1].is_const(), "attention: the head dims must be constant");
+  const int64_t Ec = qs[r - 1].value(), Evc = vs[r - 1].value();
+  SymInt Bs = 1;
+  for (size_t d = 0; d + 2 < r; ++d) Bs = Bs * qs[d];
+  ExprRef B = from_sym(Bs);
+  const double log2e = 1.4426950408889634;
+
+  // batch coordinates of bh, and the K/V and mask offsets they give
+  ExprRef bh = var("bh"), koff = const_int(0), voff = const_int(0), moff = const_int(0);
+  std::vector<ExprRef> kst = batch_strides(ks), vst = batch_strides(vs);
+  const Shape* ms = spec->has_mask ? &R->inputs[3]->shape : nullptr;
+  std::vector<ExprRef> mst;
+  if (ms) {
+    size_t rr = ms->size();
+    mst.assign(rr, nullptr);
+    ExprRef acc = const_int(1);
+    for (size_t d = rr; d-- > 0;) {
+      mst[d] = (*ms)[d] == SymInt(1) ? const_int(0) : acc;
+      acc = mul(acc, from_sym((*ms)[d]));
+    }
+  }
+  ExprRef rem = bh;
+  for (size_t d = r - 2; d-- > 0;) {
+    ExprRef n = from_sym(qs[d]);
+    ExprRef c = d == 0 ? rem : binary(Op::Mod, rem, n);
+    if (d > 0) rem = binary(Op::IDiv, rem, n);
+    koff = add(koff, mul(c, kst[d]));
+    voff = add(voff, mul(c, vst[d]));
+    if (ms) moff = add(moff, mul(c, mst[d]));
+  }
+
+  std::vector<Stmt> job;
+  job.push_back(make_let("bh", DType::I64, binary(Op::IDiv, var("t"), ceil_div(L, BQ))));
+  job.push_back(make_let("q0", DType::I64, mul(binary(Op::Mod, var("t"), ceil_div(L, BQ)), const_int(BQ))));
+  job.push_back(make_let("qn", DType::I64, min_of(const_int(BQ), sub(L, var("q0")))));
+  job.push_back(make_let("koff", DType::I64, koff));
+  job.push_back(make_let("voff", DType::I64, voff));
+  if (ms) job.push_back(make_let("moff", DType::I64, moff));
+  job.push_back(make_alloc("qs", DType::F32, 1, BQ * Ec));
+  job.push_back(make_alloc("kt", DType::F32, 1, Ec * BK));
+  job.push_back(make_alloc("sc", DType::F32, 1, BQ * BK));
+  job.push_back(make_alloc("o", DType::F32, 1, BQ * Evc));
+  job.push_back(make_alloc("mrow", DType::F32, 1, BQ));
+  job.push_back(make_alloc("lrow", DType::F32, 1, BQ));
+  ExprRef i = var("i"), j = var("j"), e = var("e"), c = var("c");
+  ExprRef qrow = add(var("q0"), i);  // the query position of tile row i
+  auto vec_for = [](const std::string& v, ExprRef ext, std::vector<Stmt> body, const std::string& note) {
+    Stmt s = make_for(v, std::move(ext), std::move(body), note);
+    s.annot.vectorize = true;
+    return s;
+  };
+  // init and the scaled Q tile
+  {
+    std::vector<Stmt> row{make_local_store("mrow", i, f32(-INFINITY)), make_local_store("lrow", i, f32(0)),
+                          vec_for("c", const_int(Evc), {make_local_store("o", add(mul(i, const_int(Evc)), c), f32(0))}, "zero the output row")};
+    ExprRef qaddr = add(mul(add(mul(bh, L), qrow), E), e);
+    row.push_back(vec_for("e", const_int(Ec),
+                          {make_local_store("qs", add(mul(i, const_int(Ec)), e),
+                                            binary(Op::Mul, load(pq, DType::F32, qaddr, lt(i, var("qn"))), f32((double)spec->scale * log2e)))},
+                          "Q tile row × scale·log2(e)"));
+    job.push_back(make_for("i", const_int(BQ), std::move(row), "init the query tile"));
+  }
+  // the key range: up to the tile's last query when causal (top-left aligned: j <= i)
+  job.push_back(make_let("kend", DType::I64, spec->causal ? min_of(S, add(var("q0"), var("qn"))) : S));
+  std::vector<Stmt> tile;
+  tile.push_back(make_let("k0", DType::I64, mul(var("kb"), const_int(BK))));
+  tile.push_back(make_let("kn", DType::I64, min_of(const_int(BK), sub(var("kend"), var("k0")))));
+  ExprRef k0 = var("k0"), kn = var("kn");
+  // K tile, transposed
+  tile.push_back(make_for("j", const_int(BK),
+                          {make_for("e", const_int(Ec),
+                                    {make_local_store("kt", add(mul(e, const_int(BK)), j),
+                                                      load(pk, DType::F32, add(var("koff"), add(mul(add(k0, j), E), e)), lt(j, kn)))},
+                                    "K tile: embedding")},
+                          "K tile (transposed): key"));
+  // scores
+  {
+    ExprRef sidx = add(mul(i, const_int(BK)), j);
+    std::vector<Stmt> row{vec_for("j", const_int(BK), {make_local_store("sc", sidx, f32(0))}, "zero the score row")};
+    row.push_back(make_for("e", const_int(Ec),
+                           {make_let("qv", DType::F32, local_load("qs", DType::F32, add(mul(i, const_int(Ec)), e))),
+                            vec_for("j", const_int(BK),
+                                    {make_local_store("sc", sidx,
+                                                      binary(Op::Add, local_load("sc", DType::F32, sidx),
+                                                             binary(Op::Mul, fvar("qv"), local_load("kt", DType::F32, add(mul(e, const_int(BK)), j)))))},
+                                    "scores: keys")},
+                           "scores: embedding"));
+    tile.push_back(make_for("i", var("qn"), std::move(row), "scores: query rows"));
+  }
+  // online softmax and P·V, row by row
+  {
+    ExprRef sidx = add(mul(i, const_int(BK)), j);
+    ExprRef valid = lt(j, kn);
+    if (spec->causal) valid = logical_and(valid, le(add(k0, j), qrow));
+    ExprRef x = local_load("sc", DType::F32, sidx);
+    if (ms) {
+      size_t rr = ms->size();
+      ExprRef maddr = add(var("moff"), add(mul(qrow, mst[rr - 2]), mul(add(k0, j), mst[rr - 1])));
+      x = binary(Op::Add, x, binary(Op::Mul, load(pm, DType::F32, maddr, valid), f32(log2e)));
+    }
+    std::vector<Stmt> row;
+    row.push_back(make_let("mold", DType::F32, local_load("mrow", DType::F32, i)));
+    row.push_back(make_let("mx", DType::F32, fvar("mold")));
+    Stmt mloop = make_for("j", const_int(BK),
+                          {make_let("x", DType::F32, select(valid, x, f32(-INFINITY))), make_local_store("sc", sidx, fvar("x")),
+                           make_assign("mx", binary(Op::Max, fvar("mx"), fvar("x")))},
+                          "row max of the tile");
+    mloop.reduces = {"mx"};
+    mloop.reduce_op = ReduceOp::Max;
+    row.push_back(std::move(mloop));
+    // shift by 0 while the row is all -inf (p and alpha are then 0, not NaN)
+    row.push_back(make_let("sh", DType::F32, select(binary(Op::CmpNE, fvar("mx"), f32(-INFINITY)), fvar("mx"), f32(0))));
+    row.push_back(make_let("alpha", DType::F32, unary(Op::Exp2, binary(Op::Add, fvar("mold"), unary(Op::Neg, fvar("sh"))))));
+    row.push_back(make_local_store("mrow", i, fvar("mx")));
+    row.push_back(make_let("ls", DType::F32, f32(0)));
+    Stmt ploop = vec_for("j", const_int(BK),
+                         {make_let("p", DType::F32, unary(Op::Exp2, binary(Op::Add, local_load("sc", DType::F32, sidx), unary(Op::Neg, fvar("sh"))))),
+                          make_local_store("sc", sidx, fvar("p")), make_assign("ls", binary(Op::Add, fvar("ls"), fvar("p")))},
+                         "probabilities of the tile");
+    ploop.reduces = {"ls"};
+    row.push_back(std::move(ploop));
+    row.push_back(make_local_store("lrow", i, binary(Op::Add, binary(Op::Mul, local_load("lrow", DType::F32, i), fvar("alpha")), fvar("ls"))));
+    ExprRef oidx = add(mul(i, const_int(Evc)), c);
+    row.push_back(vec_for("c", const_int(Evc),
+                          {make_local_store("o", oidx, binary(Op::Mul, local_load("o", DType::F32, oidx), fvar("alpha")))},
+                          "rescale the output row"));
+    row.push_back(make_for("j", kn,
+                           {make_let("pj", DType::F32, local_load("sc", DType::F32, sidx)),
+                            vec_for("c", const_int(Evc),
+                                    {make_local_store("o", oidx,
+                                                      binary(Op::Add, local_load("o", DType::F32, oidx),
+                                                             binary(Op::Mul, fvar("pj"), load(pv, DType::F32, add(var("voff"), add(mul(add(k0, j), Ev), c))))))},
+                                    "P·V: value dim")},
+                           "P·V: keys of the tile"));
+    tile.push_back(make_for("i", var("qn"), std::move(row), "online softmax: query rows"));
+  }
+  job.push_back(make_for("kb", ceil_div(var("kend"), BK), std::move(tile),
+                         spec->causal ? "K/V tiles up to the diagonal" : "K/V tiles"));
+  // write back
+  {
+    ExprRef oidx = add(mul(i, const_int(Evc)), c);
+    job.push_back(make_for("i", var("qn"),
+                           {make_let("inv", DType::F32, unary(Op::Recip, local_load("lrow", DType::F32, i))),
+                            vec_for("c", const_int(Evc),
+                                    {make_store(0, add(mul(add(mul(bh, L), qrow), Ev), c),
+                                                binary(Op::Mul, local_load("o", DType::F32, oidx), fvar("inv")))},
+                                    "output row / row sum")},
+                           "write the output tile"));
+  }
+  Stmt tloop = make_for("t", mul(B, ceil_div(L, BQ)), std::move(job), "jobs: batch·heads × query tiles");
+  tloop.annot.parallel = true;
+  f.body.push_back(std::move(tloop));
+  f.schedule_log.push_back("attention: BQ=" + std::to_string(BQ) + " BK=" + std::to_string(BK) +
+                           (spec->causal ? " causal" : "") + (ms ? " +mask" : ""));
+  unique_loop_names(f);
+  return f;
+}
+
+}  // namespace lathe::loop
