@@ -375,7 +375,7 @@ LoopFunc lower_kernel(const KernelGraph& kg, int kernel, bool plain) {
   if (k.kind == "matmul" && !plain) return lower_matmul_kernel(kg, kernel, host_matmul_params());
   if (k.kind == "attention") {  // plain: one query row per iteration (the GPU's form)
     AttentionParams ap = host_attention_params();
-    if (plain) ap.bq = 1, ap.bk = 8;
+    if (plain) ap.bq = 1, ap.bk = 8, ap.mr = 1, ap.vector = false;
     return lower_attention_kernel(kg, kernel, ap);
   }
   LATHE_CHECK(k.kind != "extern", "extern kernels have no loop IR; the backend calls the library");

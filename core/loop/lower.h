@@ -59,8 +59,10 @@ LoopFunc lower_kernel(const KernelGraph& kg, int kernel, bool plain = false);
 LoopFunc lower_matmul_kernel(const KernelGraph& kg, int kernel, const MatmulParams& params = {});
 // Tile sizes of the fused attention kernel (lower_attention.cpp): BQ query rows per job, BK
 // keys per K/V tile. LATHE_ATTENTION_TILE=BQxBK overrides the host's (A/B runs, tuning).
+// MR query rows share each K/V vector load in the register-tiled inner products.
 struct AttentionParams {
-  int bq = 32, bk = 64;
+  int bq = 32, bk = 64, mr = 4;
+  bool vector = true;  // register-tiled 8-lane inner products (false: scalar loops, the GPU's form)
 };
 AttentionParams host_attention_params();
 LoopFunc lower_attention_kernel(const KernelGraph& kg, int kernel, const AttentionParams& params);

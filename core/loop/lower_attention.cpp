@@ -155,10 +155,16 @@ LoopFunc lower_attention_kernel(const KernelGraph& kg, int kernel, const Attenti
                                                       load(pk, DType::F32, add(var("koff"), add(mul(add(k0, j), E), e)), lt(j, kn)))},
                                     "K tile: embedding")},
                           "K tile (transposed): key"));
-  // scores
-  {
+  // scores: an MR × NR register tile (NQ vectors of 8 lanes per row), the embedding loop
+  // inside, as the matmul micro-kernel: each K vector feeds MR rows
+  const int MR = P.mr, LN = 8;
+  const bool vec = P.vector && BK % LN == 0 && BQ % MR == 0;
+  const int NQ = (BK % (2 * LN) == 0) ? 2 : 1;
+  const int64_t NR = (int64_t)NQ * LN;
+  ExprRef i0 = mul(var("ib"), const_int(MR));
+  if (!vec) {  // scalar: one score at a time (the GPU's form, and tiles the register tile does not divide)
     ExprRef sidx = add(mul(i, const_int(BK)), j);
-    std::vector<Stmt> row{vec_for("j", const_int(BK), {make_local_store("sc", sidx, f32(0))}, "zero the score row")};
+    std::vector<Stmt> row{make_for("j", const_int(BK), {make_local_store("sc", sidx, f32(0))}, "zero the score row")};
     row.push_back(make_for("e", const_int(Ec),
                            {make_let("qv", DType::F32, local_load("qs", DType::F32, add(mul(i, const_int(Ec)), e))),
                             vec_for("j", const_int(BK),
@@ -168,6 +174,32 @@ LoopFunc lower_attention_kernel(const KernelGraph& kg, int kernel, const Attenti
                                     "scores: keys")},
                            "scores: embedding"));
     tile.push_back(make_for("i", var("qn"), std::move(row), "scores: query rows"));
+  } else {
+    ExprRef j0 = mul(var("jb"), const_int(NR));
+    std::vector<Stmt> micro;
+    micro.push_back(make_alloc("acc", DType::F32, LN, (int64_t)MR * NQ, /*registers=*/true));
+    for (int a = 0; a < MR * NQ; ++a) micro.push_back(make_local_store("acc", const_int(a), broadcast(f32(0), LN)));
+    std::vector<Stmt> kb;
+    for (int q = 0; q < NQ; ++q)
+      kb.push_back(make_let("b" + std::to_string(q), DType::F32,
+                            local_load("kt", DType::F32, add(add(mul(e, const_int(BK)), j0), const_int(q * LN)), LN)));
+    for (int r = 0; r < MR; ++r) {
+      ExprRef a = broadcast(local_load("qs", DType::F32, add(mul(add(i0, const_int(r)), const_int(Ec)), e)), LN);
+      for (int q = 0; q < NQ; ++q) {
+        ExprRef cur = local_load("acc", DType::F32, const_int(r * NQ + q), LN);
+        kb.push_back(make_local_store("acc", const_int(r * NQ + q),
+                                      binary(Op::Add, cur, binary(Op::Mul, a, var("b" + std::to_string(q), DType::F32, LN)))));
+      }
+    }
+    Stmt eloop = make_for("e", const_int(Ec), std::move(kb), "scores: embedding (micro-kernel)");
+    eloop.reduces = {"acc"};
+    micro.push_back(std::move(eloop));
+    for (int r = 0; r < MR; ++r)
+      for (int q = 0; q < NQ; ++q)
+        micro.push_back(make_local_store("sc", add(add(mul(add(i0, const_int(r)), const_int(BK)), j0), const_int(q * LN)),
+                                         local_load("acc", DType::F32, const_int(r * NQ + q), LN)));
+    tile.push_back(make_for("ib", ceil_div(var("qn"), MR),
+                            {make_for("jb", const_int(BK / NR), std::move(micro), "scores: NR keys")}, "scores: MR query rows"));
   }
   // online softmax and P·V, row by row
   {
@@ -206,15 +238,48 @@ LoopFunc lower_attention_kernel(const KernelGraph& kg, int kernel, const Attenti
     row.push_back(vec_for("c", const_int(Evc),
                           {make_local_store("o", oidx, binary(Op::Mul, local_load("o", DType::F32, oidx), fvar("alpha")))},
                           "rescale the output row"));
-    row.push_back(make_for("j", kn,
-                           {make_let("pj", DType::F32, local_load("sc", DType::F32, sidx)),
-                            vec_for("c", const_int(Evc),
-                                    {make_local_store("o", oidx,
-                                                      binary(Op::Add, local_load("o", DType::F32, oidx),
-                                                             binary(Op::Mul, fvar("pj"), load(pv, DType::F32, add(var("voff"), add(mul(add(k0, j), Ev), c))))))},
-                                    "P·V: value dim")},
-                           "P·V: keys of the tile"));
+    if (!vec || Evc % LN != 0) {
+      row.push_back(make_for("j", kn,
+                             {make_let("pj", DType::F32, local_load("sc", DType::F32, sidx)),
+                              vec_for("c", const_int(Evc),
+                                      {make_local_store("o", oidx,
+                                                        binary(Op::Add, local_load("o", DType::F32, oidx),
+                                                               binary(Op::Mul, fvar("pj"), load(pv, DType::F32, add(var("voff"), add(mul(add(k0, j), Ev), c))))))},
+                                      "P·V: value dim")},
+                             "P·V: keys of the tile"));
+    }
     tile.push_back(make_for("i", var("qn"), std::move(row), "online softmax: query rows"));
+    if (vec && Evc % LN == 0) {  // P·V: an MR × NV register tile over the value dim, the keys inside
+      const int NV = Evc % (2 * LN) == 0 ? 2 : 1;
+      const int64_t NC = (int64_t)NV * LN;
+      ExprRef c0 = mul(var("cb"), const_int(NC));
+      std::vector<Stmt> micro;
+      micro.push_back(make_alloc("pacc", DType::F32, LN, (int64_t)MR * NV, /*registers=*/true));
+      for (int a = 0; a < MR * NV; ++a) micro.push_back(make_local_store("pacc", const_int(a), broadcast(f32(0), LN)));
+      std::vector<Stmt> jb;
+      for (int q = 0; q < NV; ++q)
+        jb.push_back(make_let("w" + std::to_string(q), DType::F32,
+                              load(pv, DType::F32, add(var("voff"), add(add(mul(add(k0, j), Ev), c0), const_int(q * LN))), nullptr, LN)));
+      for (int r = 0; r < MR; ++r) {
+        ExprRef a = broadcast(local_load("sc", DType::F32, add(mul(add(i0, const_int(r)), const_int(BK)), j)), LN);
+        for (int q = 0; q < NV; ++q) {
+          ExprRef cur = local_load("pacc", DType::F32, const_int(r * NV + q), LN);
+          jb.push_back(make_local_store("pacc", const_int(r * NV + q),
+                                        binary(Op::Add, cur, binary(Op::Mul, a, var("w" + std::to_string(q), DType::F32, LN)))));
+        }
+      }
+      Stmt jloop = make_for("j", kn, std::move(jb), "P·V: keys (micro-kernel)");
+      jloop.reduces = {"pacc"};
+      micro.push_back(std::move(jloop));
+      for (int r = 0; r < MR; ++r)
+        for (int q = 0; q < NV; ++q) {
+          ExprRef oi = add(add(mul(add(i0, const_int(r)), const_int(Evc)), c0), const_int(q * LN));
+          micro.push_back(make_local_store("o", oi, binary(Op::Add, local_load("o", DType::F32, oi, LN),
+                                                               local_load("pacc", DType::F32, const_int(r * NV + q), LN))));
+        }
+      tile.push_back(make_for("ib", ceil_div(var("qn"), MR),
+                              {make_for("cb", const_int(Evc / NC), std::move(micro), "P·V: NV value columns")}, "P·V: MR query rows"));
+    }
   }
   job.push_back(make_for("kb", ceil_div(var("kend"), BK), std::move(tile),
                          spec->causal ? "K/V tiles up to the diagonal" : "K/V tiles"));
