@@ -47,6 +47,7 @@ struct Result {
   std::string peer;
   double peer_median_ms = 0, peer_ratio = 0;
   double warm_ms = -1;
+  double arena_mb = -1;  // the program's planned intermediate memory (attention-long)
 };
 
 double median(std::vector<double> v) {
@@ -76,8 +77,16 @@ Ruleset builtin_rules(const std::string& name) {
 #endif
 }
 
-// The workload's graph; matmul-lib is matmul with the BLAS rule applied to a fixpoint.
+// The workload's graph; matmul-lib is matmul with the BLAS rule applied to a fixpoint,
+// attention-long the sample with the flash-attention rules applied (its peer is the sample).
 Graph workload_graph(const std::string& name) {
+  if (name == "attention-long") {
+    RewriteSession s(build_sample(name), builtin_rules("flash-attention"), SessionOptions{});
+    s.run();
+    for (NodeRef n : s.graph().toposort())
+      if (n->op == Op::Extern) return s.graph();
+    throw UserError("the flash-attention rule did not fire on the attention-long workload");
+  }
   if (name != "matmul-lib") return build_sample(name);
   RewriteSession s(build_sample("matmul"), builtin_rules("blas"), SessionOptions{});
   s.run();
@@ -124,7 +133,10 @@ Result bench_graph(const std::string& name, const std::string& backend, int iter
   }
   TensorMap inputs = random_inputs(g, 1);
   Executable exe = compile_graph(g, backend);
-  r.median_ms = exe.time_ms(inputs, iters, 2);
+  bool long_attention = name == "attention-long";
+  if (long_attention) iters = std::min(iters, 3);  // seconds per run for the unfused peer
+  r.median_ms = exe.time_ms(inputs, iters, long_attention ? 1 : 2);
+  if (long_attention) r.arena_mb = static_cast<double>(exe.memory_plan().arena_bytes) / (1 << 20);
   double bytes = 0, flops = 0;
   for (auto& [n, t] : inputs) bytes += static_cast<double>(t.nbytes());
   for (auto& [n, node] : g.outputs) {
@@ -137,7 +149,8 @@ Result bench_graph(const std::string& name, const std::string& backend, int iter
   double s = r.median_ms / 1000;
   r.gflops = flops / s / 1e9;
   r.gbps = bytes / s / 1e9;
-  bool compute = name == "matmul" || name == "matmul-lib" || name == "conv2d" || name == "mlp" || name == "gpt2-block";
+  bool compute = name == "matmul" || name == "matmul-lib" || name == "conv2d" || name == "mlp" || name == "gpt2-block" ||
+                 name == "attention-long";
   r.ceiling_ratio = compute ? r.gflops / peers.ceil_gflops : r.gbps / peers.ceil_gbps;
   if (r.ceiling_ratio > 1) {  // above the roof: measure the host's ceiling again (it only rises), else say why
     if (!peers.device) {
@@ -162,6 +175,13 @@ Result bench_graph(const std::string& name, const std::string& backend, int iter
     } else {
       r.note += (r.note.empty() ? "" : "; ") + ("no peer: " + why);
     }
+  } else if (long_attention) {  // the peer: Lathe's unfused path (the score matrix materialized)
+    Graph unfused = build_sample(name);
+    Executable pe = compile_graph(unfused, backend);
+    r.peer = "lathe-unfused";
+    r.peer_median_ms = pe.time_ms(inputs, iters, 1);
+    r.peer_ratio = r.peer_median_ms / r.median_ms;
+    r.note += (r.note.empty() ? "" : "; ") + ("unfused arena " + std::to_string((int)(pe.memory_plan().arena_bytes >> 20)) + " MiB");
   } else if (!peers.device && (name == "matmul" || name == "matmul-lib")) {
     std::string why;
     if (openblas_sgemm(&why)) {
@@ -204,6 +224,7 @@ void print_row(const Result& r, bool json) {
                         {"peer_median_ms", r.peer.empty() ? nlohmann::json() : nlohmann::json(r.peer_median_ms)},
                         {"peer_ratio", r.peer.empty() ? nlohmann::json() : nlohmann::json(r.peer_ratio)}};
     if (r.warm_ms >= 0) j["warm_ms"] = r.warm_ms;
+    if (r.arena_mb >= 0) j["arena_mb"] = r.arena_mb;
     if (!r.note.empty()) j["note"] = r.note;
     std::cout << j.dump() << std::endl;
     return;
@@ -215,6 +236,7 @@ void print_row(const Result& r, bool json) {
   std::printf("%-11s %-7s %10.3f ms %9.1f %8.1f %8.0f%%%s", r.name.c_str(), r.backend.c_str(), r.median_ms, r.gflops, r.gbps,
               100 * r.ceiling_ratio, r.ceiling_ratio > 1 ? "*" : " ");
   if (!r.peer.empty()) std::printf("   %-15s %9.3f ms %6.0f%%", r.peer.c_str(), r.peer_median_ms, 100 * r.peer_ratio);
+  if (r.arena_mb >= 0) std::printf("   arena %.1f MiB", r.arena_mb);
   if (!r.note.empty()) std::printf("   %s", r.note.c_str());
   std::printf("\n");
   std::fflush(stdout);
@@ -254,7 +276,7 @@ int run_bench(const std::vector<std::string>& args) {
   }
   Backend& b = get_backend(backend);
   if (auto why = b.available(); !why.empty()) throw UserError("backend '" + backend + "' is not available: " + why);
-  std::vector<std::string> names = {"eltwise", "softmax", "layernorm", "matmul", "matmul-lib", "conv2d", "mlp", "gpt2-block", "compile", "rewrite"};
+  std::vector<std::string> names = {"eltwise", "softmax", "layernorm", "matmul", "matmul-lib", "conv2d", "mlp", "gpt2-block", "attention-long", "compile", "rewrite"};
   if (!only.empty() && std::find(names.begin(), names.end(), only) == names.end()) {
     std::string known;
     for (auto& n : names) known += " " + n;

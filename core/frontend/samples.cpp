@@ -142,6 +142,13 @@ Graph bench_mlp() {
   return graph_of({{"y", y.node()}});
 }
 
+// Long-context causal attention (issue 17): the score matrix alone would be 805 MB.
+Graph bench_attention_long() {
+  Shape s{1, 12, 4096, 64};
+  Tensor o = scaled_dot_product_attention(input("q", s), input("k", s), input("v", s), std::nullopt, true);
+  return graph_of({{"out", o.node()}});
+}
+
 struct Entry {
   std::string name, description;
   std::function<Graph()> build;
@@ -169,6 +176,7 @@ const std::vector<Entry>& bench() {
       {"conv2d", "conv2d N8 C64 56x56, K64 3x3, pad 1, f32", bench_conv2d},
       {"mlp", "MLP batch 256, 1024-4096-1024 with GELU", bench_mlp},
       {"gpt2-block", "one GPT-2-small block forward, T=128, d=768, 12 heads", gpt2_block_sample},
+      {"attention-long", "causal attention, 12 heads, T=4096, d=64, f32 (flash-attention rules)", bench_attention_long},
   };
   return b;
 }

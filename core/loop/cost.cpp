@@ -101,6 +101,15 @@ KernelCost estimate_cost(const LoopFunc& f, const KernelGraph& kg, const Binding
                 static_cast<double>(k.root->attrs.ints[2]);  // 2·M·N·K
     return c;
   }
+  if (f.kind == "attention") {  // Q·Kᵀ and P·V: 2·2·batch·L·S·E (half the pairs when causal)
+    auto ev = [&](const SymInt& d) { return static_cast<double>(d.eval(dims).value_or(1)); };
+    const Shape &q = k.root->inputs[0]->shape, &kk = k.root->inputs[1]->shape;
+    double n = 4 * ev(kk[kk.size() - 2]);
+    for (auto& d : q) n *= ev(d);
+    if (k.root->attrs.ints.size() >= 1 && k.root->attrs.ints[0]) n /= 2;
+    c.flops = n;
+    return c;
+  }
   if (f.kind == "matmul") {
     double n = 1;
     for (auto& d : (k.matmul ? k.matmul : k.root)->inputs[0]->shape) n *= static_cast<double>(d.eval(dims).value_or(1));

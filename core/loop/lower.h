@@ -61,7 +61,7 @@ LoopFunc lower_matmul_kernel(const KernelGraph& kg, int kernel, const MatmulPara
 // keys per K/V tile. LATHE_ATTENTION_TILE=BQxBK overrides the host's (A/B runs, tuning).
 // MR query rows share each K/V vector load in the register-tiled inner products.
 struct AttentionParams {
-  int bq = 32, bk = 64, mr = 4;
+  int bq = 64, bk = 64, mr = 4;
   bool vector = true;  // register-tiled 8-lane inner products (false: scalar loops, the GPU's form)
 };
 AttentionParams host_attention_params();
