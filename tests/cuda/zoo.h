@@ -8,6 +8,7 @@
 
 #include "../passes/test_graphs.h"
 #include "core/frontend/samples.h"
+#include "core/ir/attention_op.h"
 #include "core/ir/build.h"
 
 namespace lathe::cuda_test {
@@ -71,6 +72,17 @@ inline std::vector<Named> pattern_graphs() {
   r.push_back({"split_k_odd", one(mm(prim::input("p", DType::F32, {130, 1100}), prim::input("q", DType::F32, {1100, 70})))});
   for (const char* s : {"softmax", "layernorm", "matmul", "eltwise", "mlp", "conv2d"})
     r.push_back({std::string("bench_") + s, build_sample(s)});
+  // the fused attention op (flash-attention rules): causal with a broadcast additive mask,
+  // plain, and head dims of odd size
+  {
+    NodeRef q = prim::input("aq", DType::F32, {2, 3, 37, 16}), k = prim::input("ak", DType::F32, {2, 3, 37, 16});
+    NodeRef v = prim::input("av", DType::F32, {2, 3, 37, 16}), m = prim::input("am", DType::F32, {2, 1, 1, 37});
+    r.push_back({"attention_causal_mask", one(attention_call(q, k, v, m, true, 0.25))});
+    r.push_back({"attention_plain", one(attention_call(q, k, v, nullptr, false, 0.125))});
+    NodeRef q5 = prim::input("q5", DType::F32, {1, 2, 9, 5}), k5 = prim::input("k5", DType::F32, {1, 1, 11, 5});
+    NodeRef v3 = prim::input("v3", DType::F32, {1, 1, 11, 3});
+    r.push_back({"attention_odd_dims", one(attention_call(q5, k5, v3, nullptr, true, 0.5))});
+  }
   return r;
 }
 
