@@ -17,6 +17,7 @@
 // not NaN); a row that stays so to the end gives 0/0 = NaN, as the unfused softmax does.
 // `plain` lowers with BQ = 1 (one query row per iteration), the CUDA backend's form: its
 // renderer gives each iteration of the outer loop a thread.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -78,7 +79,14 @@ LoopFunc lower_attention_kernel(const KernelGraph& kg, int kernel, const Attenti
     f.buffers.push_back({b, names[i], kg.buffers[b].dtype, false});
   }
   const int pq = 1, pk = 2, pv = 3, pm = 4;
-  const int64_t BQ = P.bq, BK = P.bk;
+  // per shape: tiles no larger than the sequence (rounded to the register tile), so short
+  // sequences do not compute padding
+  int64_t BQ = P.bq, BK = P.bk;
+  auto round_up = [](int64_t a, int64_t b) { return (a + b - 1) / b * b; };
+  if (qs[r - 2].is_const() && qs[r - 2].value() > 0)
+    BQ = std::min<int64_t>(BQ, round_up(qs[r - 2].value(), std::max(P.mr, 1)));
+  if (ks[r - 2].is_const() && ks[r - 2].value() > 0 && P.vector && P.bk % 8 == 0)
+    BK = std::min<int64_t>(BK, round_up(ks[r - 2].value(), P.bk % 16 == 0 ? 16 : 8));
   ExprRef L = from_sym(qs[r - 2]), E = from_sym(qs[r - 1]), S = from_sym(ks[r - 2]), Ev = from_sym(vs[r - 1]);
   LATHE_CHECK(qs[r - 1].is_const() && vs[r - 1].is_const(), "attention: the head dims must be constant");
   const int64_t Ec = qs[r - 1].value(), Evc = vs[r - 1].value();
