@@ -229,6 +229,7 @@ LoopFunc lower_attention_kernel(const KernelGraph& kg, int kernel, const Attenti
                           "row max of the tile");
     mloop.reduces = {"mx"};
     mloop.reduce_op = ReduceOp::Max;
+    mloop.annot.vectorize = true;
     row.push_back(std::move(mloop));
     // shift by 0 while the row is all -inf (p and alpha are then 0, not NaN)
     row.push_back(make_let("sh", DType::F32, select(binary(Op::CmpNE, fvar("mx"), f32(-INFINITY)), fvar("mx"), f32(0))));
