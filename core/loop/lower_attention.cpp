@@ -34,16 +34,36 @@ ExprRef ceil_div(ExprRef a, int64_t b) { return binary(Op::IDiv, add(a, const_in
 ExprRef f32(double v) { return const_float(v, DType::F32); }
 ExprRef fvar(const std::string& n) { return var(n, DType::F32); }
 
-// Row-major stride of each batch dim of `s` (rank r, last two dims the matrix), 0 where it is 1.
-std::vector<ExprRef> batch_strides(const Shape& s) {
-  size_t r = s.size();
-  std::vector<ExprRef> st(r - 2);
-  ExprRef acc = mul(from_sym(s[r - 2]), from_sym(s[r - 1]));
-  for (size_t d = r - 2; d-- > 0;) {
-    st[d] = s[d] == SymInt(1) ? const_int(0) : acc;
-    acc = mul(acc, from_sym(s[d]));
+// Where an operand's elements are: its buffer, an offset and a stride per dim (0 on size-1
+// dims, which broadcast). A materialized operand is row-major; a View the scheduler left
+// unmaterialized (a head split or transpose of a buffer: schedule.cpp) is read in place.
+struct Layout {
+  int buffer = -1;
+  ExprRef offset;
+  std::vector<ExprRef> strides;
+};
+
+Layout layout_of(const KernelGraph& kg, NodeRef n) {
+  Layout l;
+  const Shape& s = n->shape;
+  l.strides.resize(s.size());
+  if (auto it = kg.buffer_of.find(n); it != kg.buffer_of.end()) {
+    l.buffer = it->second;
+    l.offset = const_int(0);
+    ExprRef acc = const_int(1);
+    for (size_t d = s.size(); d-- > 0;) {
+      l.strides[d] = s[d] == SymInt(1) ? const_int(0) : acc;
+      acc = mul(acc, from_sym(s[d]));
+    }
+    return l;
   }
-  return st;
+  LATHE_CHECK(n->op == Op::View && n->attrs.view && !n->attrs.view->has_mask() && kg.buffer_of.count(n->inputs[0]),
+              "attention operand " + std::to_string(n->id) + " is neither a buffer nor a strided view of one");
+  const ViewSpec& v = *n->attrs.view;
+  l.buffer = kg.buffer_of.at(n->inputs[0]);
+  l.offset = from_sym(v.offset);
+  for (size_t d = 0; d < s.size(); ++d) l.strides[d] = s[d] == SymInt(1) ? const_int(0) : from_sym(v.strides[d]);
+  return l;
 }
 
 }  // namespace
@@ -74,11 +94,20 @@ LoopFunc lower_attention_kernel(const KernelGraph& kg, int kernel, const Attenti
   f.dims = kg.symbols;
   f.buffers.push_back({k.output, "out", DType::F32, true});
   const char* names[] = {"q", "k", "v", "mask"};
+  std::vector<Layout> lay;
+  std::vector<int> param;  // per operand: its buffer parameter (two views of one buffer share it)
   for (size_t i = 0; i < R->inputs.size(); ++i) {
-    int b = kg.buffer_of.at(R->inputs[i]);
-    f.buffers.push_back({b, names[i], kg.buffers[b].dtype, false});
+    lay.push_back(layout_of(kg, R->inputs[i]));
+    int p = -1;
+    for (size_t b = 0; b < f.buffers.size(); ++b)
+      if (f.buffers[b].buffer == lay.back().buffer) p = (int)b;
+    if (p < 0) {
+      p = (int)f.buffers.size();
+      f.buffers.push_back({lay.back().buffer, names[i], kg.buffers[lay.back().buffer].dtype, false});
+    }
+    param.push_back(p);
   }
-  const int pq = 1, pk = 2, pv = 3, pm = 4;
+  const int pq = param[0], pk = param[1], pv = param[2], pm = spec->has_mask ? param[3] : -1;
   // per shape: tiles no larger than the sequence (rounded to the register tile), so short
   // sequences do not compute padding
   int64_t BQ = P.bq, BK = P.bk;
@@ -87,7 +116,7 @@ LoopFunc lower_attention_kernel(const KernelGraph& kg, int kernel, const Attenti
     BQ = std::min<int64_t>(BQ, round_up(qs[r - 2].value(), std::max(P.mr, 1)));
   if (ks[r - 2].is_const() && ks[r - 2].value() > 0 && P.vector && P.bk % 8 == 0)
     BK = std::min<int64_t>(BK, round_up(ks[r - 2].value(), P.bk % 16 == 0 ? 16 : 8));
-  ExprRef L = from_sym(qs[r - 2]), E = from_sym(qs[r - 1]), S = from_sym(ks[r - 2]), Ev = from_sym(vs[r - 1]);
+  ExprRef L = from_sym(qs[r - 2]), S = from_sym(ks[r - 2]), Ev = from_sym(vs[r - 1]);
   LATHE_CHECK(qs[r - 1].is_const() && vs[r - 1].is_const(), "attention: the head dims must be constant");
   const int64_t Ec = qs[r - 1].value(), Evc = vs[r - 1].value();
   SymInt Bs = 1;
@@ -95,34 +124,30 @@ LoopFunc lower_attention_kernel(const KernelGraph& kg, int kernel, const Attenti
   ExprRef B = from_sym(Bs);
   const double log2e = 1.4426950408889634;
 
-  // batch coordinates of bh, and the K/V and mask offsets they give
-  ExprRef bh = var("bh"), koff = const_int(0), voff = const_int(0), moff = const_int(0);
-  std::vector<ExprRef> kst = batch_strides(ks), vst = batch_strides(vs);
+  // batch coordinates of bh, and the Q, K, V and mask offsets they give
+  ExprRef bh = var("bh"), qoff = lay[0].offset, koff = lay[1].offset, voff = lay[2].offset;
+  ExprRef moff = spec->has_mask ? lay[3].offset : const_int(0);
   const Shape* ms = spec->has_mask ? &R->inputs[3]->shape : nullptr;
-  std::vector<ExprRef> mst;
-  if (ms) {
-    size_t rr = ms->size();
-    mst.assign(rr, nullptr);
-    ExprRef acc = const_int(1);
-    for (size_t d = rr; d-- > 0;) {
-      mst[d] = (*ms)[d] == SymInt(1) ? const_int(0) : acc;
-      acc = mul(acc, from_sym((*ms)[d]));
-    }
-  }
+  std::vector<ExprRef> mst = ms ? lay[3].strides : std::vector<ExprRef>{};
   ExprRef rem = bh;
   for (size_t d = r - 2; d-- > 0;) {
     ExprRef n = from_sym(qs[d]);
     ExprRef c = d == 0 ? rem : binary(Op::Mod, rem, n);
     if (d > 0) rem = binary(Op::IDiv, rem, n);
-    koff = add(koff, mul(c, kst[d]));
-    voff = add(voff, mul(c, vst[d]));
+    qoff = add(qoff, mul(c, lay[0].strides[d]));
+    koff = add(koff, mul(c, lay[1].strides[d]));
+    voff = add(voff, mul(c, lay[2].strides[d]));
     if (ms) moff = add(moff, mul(c, mst[d]));
   }
+  ExprRef qsL = lay[0].strides[r - 2], qsE = lay[0].strides[r - 1], ksS = lay[1].strides[r - 2], ksE = lay[1].strides[r - 1];
+  ExprRef vsS = lay[2].strides[r - 2], vsC = lay[2].strides[r - 1];
+  const bool v_rows = is_const(vsC, 1);  // V's rows are contiguous: vector loads
 
   std::vector<Stmt> job;
   job.push_back(make_let("bh", DType::I64, binary(Op::IDiv, var("t"), ceil_div(L, BQ))));
   job.push_back(make_let("q0", DType::I64, mul(binary(Op::Mod, var("t"), ceil_div(L, BQ)), const_int(BQ))));
   job.push_back(make_let("qn", DType::I64, min_of(const_int(BQ), sub(L, var("q0")))));
+  job.push_back(make_let("qoff", DType::I64, qoff));
   job.push_back(make_let("koff", DType::I64, koff));
   job.push_back(make_let("voff", DType::I64, voff));
   if (ms) job.push_back(make_let("moff", DType::I64, moff));
@@ -143,7 +168,7 @@ LoopFunc lower_attention_kernel(const KernelGraph& kg, int kernel, const Attenti
   {
     std::vector<Stmt> row{make_local_store("mrow", i, f32(-INFINITY)), make_local_store("lrow", i, f32(0)),
                           vec_for("c", const_int(Evc), {make_local_store("o", add(mul(i, const_int(Evc)), c), f32(0))}, "zero the output row")};
-    ExprRef qaddr = add(mul(add(mul(bh, L), qrow), E), e);
+    ExprRef qaddr = add(var("qoff"), add(mul(qrow, qsL), mul(e, qsE)));
     row.push_back(vec_for("e", const_int(Ec),
                           {make_local_store("qs", add(mul(i, const_int(Ec)), e),
                                             binary(Op::Mul, load(pq, DType::F32, qaddr, lt(i, var("qn"))), f32((double)spec->scale * log2e)))},
@@ -160,7 +185,7 @@ LoopFunc lower_attention_kernel(const KernelGraph& kg, int kernel, const Attenti
   tile.push_back(make_for("j", const_int(BK),
                           {make_for("e", const_int(Ec),
                                     {make_local_store("kt", add(mul(e, const_int(BK)), j),
-                                                      load(pk, DType::F32, add(var("koff"), add(mul(add(k0, j), E), e)), lt(j, kn)))},
+                                                      load(pk, DType::F32, add(var("koff"), add(mul(add(k0, j), ksS), mul(e, ksE))), lt(j, kn)))},
                                     "K tile: embedding")},
                           "K tile (transposed): key"));
   // scores: an MR × NR register tile (NQ vectors of 8 lanes per row), the embedding loop
@@ -247,18 +272,18 @@ LoopFunc lower_attention_kernel(const KernelGraph& kg, int kernel, const Attenti
     row.push_back(vec_for("c", const_int(Evc),
                           {make_local_store("o", oidx, binary(Op::Mul, local_load("o", DType::F32, oidx), fvar("alpha")))},
                           "rescale the output row"));
-    if (!vec || Evc % LN != 0) {
+    if (!vec || Evc % LN != 0 || !v_rows) {
       row.push_back(make_for("j", kn,
                              {make_let("pj", DType::F32, local_load("sc", DType::F32, sidx)),
                               vec_for("c", const_int(Evc),
                                       {make_local_store("o", oidx,
                                                         binary(Op::Add, local_load("o", DType::F32, oidx),
-                                                               binary(Op::Mul, fvar("pj"), load(pv, DType::F32, add(var("voff"), add(mul(add(k0, j), Ev), c))))))},
+                                                               binary(Op::Mul, fvar("pj"), load(pv, DType::F32, add(var("voff"), add(mul(add(k0, j), vsS), mul(c, vsC)))))))},
                                       "P·V: value dim")},
                              "P·V: keys of the tile"));
     }
     tile.push_back(make_for("i", var("qn"), std::move(row), "online softmax: query rows"));
-    if (vec && Evc % LN == 0) {  // P·V: an MR × NV register tile over the value dim, the keys inside
+    if (vec && Evc % LN == 0 && v_rows) {  // P·V: an MR × NV register tile over the value dim, the keys inside
       const int NV = Evc % (2 * LN) == 0 ? 2 : 1;
       const int64_t NC = (int64_t)NV * LN;
       ExprRef c0 = mul(var("cb"), const_int(NC));
@@ -268,7 +293,7 @@ LoopFunc lower_attention_kernel(const KernelGraph& kg, int kernel, const Attenti
       std::vector<Stmt> jb;
       for (int q = 0; q < NV; ++q)
         jb.push_back(make_let("w" + std::to_string(q), DType::F32,
-                              load(pv, DType::F32, add(var("voff"), add(add(mul(add(k0, j), Ev), c0), const_int(q * LN))), nullptr, LN)));
+                              load(pv, DType::F32, add(var("voff"), add(add(mul(add(k0, j), vsS), c0), const_int(q * LN))), nullptr, LN)));
       for (int r = 0; r < MR; ++r) {
         ExprRef a = broadcast(local_load("sc", DType::F32, add(mul(add(i0, const_int(r)), const_int(BK)), j)), LN);
         for (int q = 0; q < NV; ++q) {

@@ -64,7 +64,16 @@ class Scheduler {
         case Op::Copy: case Op::Assign: mat_.insert(n); break;
         case Op::Extern:
           mat_.insert(n);
-          for (NodeRef in : n->inputs) mat_.insert(in);
+          for (NodeRef in : n->inputs) {
+            // the fused attention reads a strided view of a buffer in place (a head split or
+            // transpose: no copy); lower_attention.cpp addresses it through the view
+            if (n->attrs.name == "attention" && in->op == Op::View && in->attrs.view && !in->attrs.view->has_mask() &&
+                in->inputs[0]->op != Op::View) {
+              mat_.insert(in->inputs[0]);
+              continue;
+            }
+            mat_.insert(in);
+          }
           break;
         case Op::Reduce:
           if (auto m = match_matmul(n)) {

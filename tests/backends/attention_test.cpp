@@ -45,6 +45,29 @@ TEST(FusedAttention, MatchesTheInterpreter) {
   EXPECT_EQ(batch.run(), 0);
 }
 
+// Q, K, V as head-split views of one [B, T, 3·H·E] buffer (GPT-2's layout): the kernel reads
+// them in place (no copies), and V's transposed view takes the scalar P·V path.
+TEST(FusedAttention, ReadsStridedViewsInPlace) {
+  test::DiffBatch batch;
+  for (int64_t T : {7, 33}) {
+    int64_t H = 3, E = 16;
+    Tensor qkv = input("qkv", {2, T, 3 * H * E});
+    auto heads = [&](int64_t part) { return permute(reshape(narrow(qkv, 2, part * H * E, H * E), {2, T, H, E}), {0, 2, 1, 3}); };
+    Tensor q = heads(0), k = heads(1), v = heads(2);
+    NodeRef o = attention_call(q.node(), k.node(), v.node(), nullptr, true, 0.25);
+    Graph g = Graph::from_outputs({{"out", o}});
+    Program p = build_program(g);
+    for (auto& kk : p.kg.kernels)
+      if (kk.kind == "attention") EXPECT_EQ(kk.inputs.size(), 1u) << "reads the qkv buffer once, no copies";
+    batch.add("views T=" + std::to_string(T), g);
+    // V read transposed ([.., E, T] viewed as [.., T, E]): columns are not contiguous
+    Tensor vt = input("vt", {2, H, E, T});
+    NodeRef o2 = attention_call(q.node(), k.node(), transpose(vt, -1, -2).node(), nullptr, false, 0.25);
+    batch.add("transposed V T=" + std::to_string(T), Graph::from_outputs({{"out", o2}}));
+  }
+  EXPECT_EQ(batch.run(), 0);
+}
+
 TEST(FusedAttention, InterpreterEqualsTheComposite) {
   for (bool causal : {false, true}) {
     Shape s{2, 3, 29, 16};
