@@ -71,10 +71,12 @@ Layout layout_of(const KernelGraph& kg, NodeRef n) {
 AttentionParams host_attention_params() {
   AttentionParams p;
   if (const char* e = std::getenv("LATHE_ATTENTION_TILE"); e && *e) {
-    int bq = 0, bk = 0;
-    if (std::sscanf(e, "%dx%d", &bq, &bk) != 2 || bq < 1 || bk < 1 || bq > 256 || bk > 1024)
-      throw UserError("LATHE_ATTENTION_TILE='" + std::string(e) + "': expected BQxBK, e.g. 32x64 (BQ <= 256, BK <= 1024)");
-    p.bq = bq, p.bk = bk;
+    int bq = 0, bk = 0, mr = p.mr;
+    int n = std::sscanf(e, "%dx%dx%d", &bq, &bk, &mr);
+    if (n < 2 || bq < 1 || bk < 1 || bq > 256 || bk > 1024 || mr < 1 || mr > 8 || bq % mr)
+      throw UserError("LATHE_ATTENTION_TILE='" + std::string(e) +
+                      "': expected BQxBK[xMR], e.g. 64x64x4 (BQ <= 256 a multiple of MR, BK <= 1024, MR <= 8)");
+    p.bq = bq, p.bk = bk, p.mr = mr;
   }
   return p;
 }
