@@ -7,6 +7,8 @@
 #include <unordered_set>
 
 #include "core/frontend/detail.h"
+#include "core/frontend/nn.h"
+#include "core/ir/attention_op.h"
 #include "core/ir/graph.h"
 
 namespace lathe {
@@ -75,6 +77,19 @@ Tensor reduce_backward(const Tensor& g, NodeRef n) {
   return {};
 }
 
+// The fused attention (core/ir/attention_op.h): the gradient of its definition, rebuilt from
+// its operands (the probabilities are recomputed, not read from the forward, which keeps
+// none): softmax(Q·Kᵀ·scale + mask, causal) · V differentiated as the composite is.
+std::vector<Tensor> attention_backward(NodeRef n, const Tensor& g) {
+  auto spec = attention_spec(n);
+  std::vector<Tensor> ins;
+  for (NodeRef i : n->inputs) ins.emplace_back(i);
+  std::optional<Tensor> mask;
+  if (spec->has_mask) mask = ins[3];
+  Tensor y = scaled_dot_product_attention(ins[0], ins[1], ins[2], mask, spec->causal, static_cast<double>(spec->scale));
+  return grad(y, ins, g);
+}
+
 // Gradients for the inputs of n (undefined Tensor = none).
 std::vector<Tensor> input_grads(NodeRef n, const Tensor& g) {
   const auto& in = n->inputs;
@@ -105,6 +120,7 @@ std::vector<Tensor> input_grads(NodeRef n, const Tensor& g) {
     case Op::Where: return {{}, where(X(0), g, zero_of(g)), where(X(0), zero_of(g), g)};
     case Op::Reduce: return {reduce_backward(g, n)};
     case Op::Extern:
+      if (attention_spec(n)) return attention_backward(n, g);
       fail("grad", "no derivative rule for Extern '" + n->attrs.name + "' (node %" + std::to_string(n->id) +
                        "); differentiate before the BLAS rewrite");
     default: return {};  // Not, IDiv, And, Or, Xor, CmpLT, CmpNE: no gradient
