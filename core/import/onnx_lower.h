@@ -131,6 +131,11 @@ void add_scatter_ops(OpTable& t);      // lower_scatter.cpp (ScatterElements, Sc
 void add_extra_ops(OpTable& t);        // lower_extra.cpp (EyeLike, LRN, windows, BitShift, …)
 void add_control_ops(OpTable& t);      // lower_control.cpp (If, Loop, Scan)
 void add_sequence_ops(OpTable& t);     // lower_sequence.cpp (Sequence*, SplitToSequence, ConcatFromSequence)
+void add_quant_ops(OpTable& t);        // lower_quant.cpp (QuantizeLinear, MatMulInteger, QLinearConv, …)
+
+// lower_nn.cpp: Conv's attributes (pads, strides, dilations, group, auto_pad) over integer
+// operands: Σ x·w in i32 with x padded by pad_value (ConvInteger, QLinearConv).
+Tensor conv_integer(const NodeCtx& c, const Tensor& x, const Tensor& weight, int64_t pad_value);
 
 // Shared helpers for lowerings.
 Tensor multi_broadcast_fold(const std::vector<Tensor>& xs, const std::function<Tensor(const Tensor&, const Tensor&)>& f);
