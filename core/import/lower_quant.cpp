@@ -105,8 +105,12 @@ void dequantize_linear(NodeCtx& c) {
   int64_t axis = c.attr_int("axis", 1);
   Tensor s = along_axis(c, scale, x, axis, "x_scale");
   Tensor xi = to(x, DType::I32);
-  if (zp && !all_zero(c, zp)) xi = xi - to(along_axis(c, *zp, x, axis, "x_zero_point"), DType::I32);
-  c.set(0, to(to(xi, DType::F32) * to(s, DType::F32), scale.dtype()));
+  bool has_zp = zp && !all_zero(c, zp);
+  if (has_zp) xi = xi - to(along_axis(c, *zp, x, axis, "x_zero_point"), DType::I32);
+  Tensor y = to(to(xi, DType::F32) * to(s, DType::F32), scale.dtype());
+  if (quant_type(x.dtype()) && y.dtype() == DType::F32)
+    c.folder().dequant[y.node()] = DequantInfo{x, scale, has_zp ? zp : std::nullopt, x.rank() ? c.axis(axis, x.rank()) : 0};
+  c.set(0, y);
 }
 
 // y_scale = (max(0, max x) - min(0, min x)) / 255, zp = saturate(round(-min / scale)),
@@ -258,7 +262,45 @@ void qlinear_conv(NodeCtx& c) {
   c.set(0, saturate(to(acc, DType::F32) * (sx * sw / sy), yzp ? std::optional<Tensor>(reshape(*yzp, {})) : std::nullopt, out));
 }
 
+const DequantInfo* dequant_of(const NodeCtx& c, const Tensor& t) {
+  auto& m = c.folder().dequant;
+  auto it = m.find(t.node());
+  return it == m.end() ? nullptr : &it->second;
+}
+
+bool per_tensor(const Tensor& s) { return shape_numel(s.shape()) == SymInt(1); }
+
 }  // namespace
+
+std::optional<Tensor> qdq_matmul(const NodeCtx& c, const Tensor& a, const Tensor& b, bool tb) {
+  const DequantInfo* da = dequant_of(c, a);
+  const DequantInfo* db = dequant_of(c, b);
+  if (!da || !db || db->x.rank() != 2 || a.rank() < 2 || !per_tensor(da->scale) || db->zp) return std::nullopt;
+  int n_axis = tb ? 0 : 1;
+  if (!per_tensor(db->scale) && db->axis != n_axis) return std::nullopt;
+  Tensor w = tb ? transpose(db->x, 0, 1) : db->x;
+  Tensor acc = matmul_zp(c, da->x, w, da->zp, std::nullopt);
+  Tensor sw = to(per_tensor(db->scale) ? reshape(db->scale, {}) : db->scale, DType::F32);  // [N]
+  return to(acc, DType::F32) * (to(reshape(da->scale, {}), DType::F32) * sw);
+}
+
+std::optional<Tensor> qdq_conv(const NodeCtx& c, const Tensor& x, const Tensor& w, const std::optional<Tensor>& bias) {
+  const DequantInfo* dx = dequant_of(c, x);
+  const DequantInfo* dw = dequant_of(c, w);
+  if (!dx || !dw || !per_tensor(dx->scale) || dw->zp) return std::nullopt;
+  if (!per_tensor(dw->scale) && dw->axis != 0) return std::nullopt;
+  if (dx->zp && !c.fold(*dx->zp)) return std::nullopt;
+  Tensor acc = conv_zp(c, dx->x, dw->x, dx->zp, std::nullopt);
+  Shape per_m{w.dim(0)};
+  for (int d = 2; d < x.rank(); ++d) per_m.push_back(SymInt(1));
+  Tensor sw = to(per_tensor(dw->scale) ? reshape(dw->scale, {}) : reshape(dw->scale, per_m), DType::F32);
+  Tensor y = to(acc, DType::F32) * (to(reshape(dx->scale, {}), DType::F32) * sw);
+  if (bias) {
+    if (bias->rank() != 1 || bias->dim(0) != w.dim(0)) c.fail("bias must be [" + w.dim(0).to_string() + "], got " + bias->describe());
+    y = y + reshape(to(*bias, DType::F32), per_m);
+  }
+  return y;
+}
 
 void add_quant_ops(OpTable& t) {
   t["QuantizeLinear"] = quantize_linear;
