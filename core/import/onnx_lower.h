@@ -37,6 +37,12 @@ class Folder {
   std::optional<HostTensor> try_fold(NodeRef n);
   int64_t max_elements() const { return max_elements_; }
   std::map<NodeRef, DequantInfo> dequant;  // filled by DequantizeLinear
+  // f32(acc) · scale outputs of qdq_matmul / qdq_conv: a QuantizeLinear of one (or of its
+  // Relu) requantizes the i32 sum directly, as ONNX Runtime's fused kernels do.
+  struct Requant {
+    Tensor acc, scale;  // i32 sum (bias included), f32 scale (s_x · s_w, broadcastable)
+  };
+  std::map<NodeRef, Requant> requant;
 
  private:
   int64_t max_elements_;
