@@ -28,6 +28,13 @@ std::pair<double, double> int_range(DType t) {
 bool quant_type(DType t) { return t == DType::U8 || t == DType::I8; }
 bool per_tensor(const Tensor& s) { return shape_numel(s.shape()) == SymInt(1); }
 
+// t's value as a literal when it is computable at import time (weight sums, the requant
+// multipliers): computed once, not inside every kernel that reads it.
+Tensor folded(const NodeCtx& c, const Tensor& t) {
+  if (auto v = c.fold(t)) return from_host(*v);
+  return t;
+}
+
 // A constant tensor that is all zeros (a zero point that can be left out).
 bool all_zero(const NodeCtx& c, const std::optional<Tensor>& t) {
   if (!t) return true;
@@ -71,8 +78,27 @@ Tensor div_f32(const Tensor& a, const Tensor& b) {
   return to(to(a, DType::F64) / to(b, DType::F64), DType::F32);
 }
 
+// round(v) half to even as i32, for |v| < 1e9 (v is clamped there first): truncate, then
+// step by the fraction (exact in f32), ties to the even neighbour. All i32 / f32 vector
+// math, where round() of floats goes through i64 casts that AVX2 cannot vectorize.
+Tensor round_i32(const Tensor& v_in) {
+  Tensor v = clamp(v_in, Scalar(-1e9), Scalar(1e9));
+  Tensor t = to(v, DType::I32);
+  Tensor d = v - to(t, DType::F32);
+  Tensor odd = ne(fmod(t, scalar(int64_t(2), DType::I32)), scalar(int64_t(0), DType::I32));
+  Tensor up = logical_or(gt(d, 0.5), logical_and(eq(d, 0.5), odd));
+  Tensor down = logical_or(lt(d, -0.5), logical_and(eq(d, -0.5), odd));
+  return t + to(up, DType::I32) - to(down, DType::I32);
+}
+
 // clamp(round(v) + zp, type range) as `out` (v float; zp optional, any numeric dtype).
 Tensor saturate(const Tensor& v, const std::optional<Tensor>& zp, DType out) {
+  if (out != DType::I32) {  // 8-bit: round and clamp in i32
+    Tensor r = round_i32(to(v, DType::F32));
+    if (zp) r = r + to(*zp, DType::I32);
+    auto [lo, hi] = int_range(out);
+    return to(clamp(r, Scalar(static_cast<int64_t>(lo)), Scalar(static_cast<int64_t>(hi))), out);
+  }
   Tensor r = round(v);
   if (zp) r = r + to(*zp, r.dtype());
   auto [lo, hi] = int_range(out);
@@ -110,7 +136,7 @@ void quantize_linear(NodeCtx& c) {
     }
   }
   if (auto it = rq.find(xn); it != rq.end() && per_tensor(scale) && (!zp || per_tensor(*zp)) && it->second.acc.shape() == x.shape()) {
-    Tensor mult = div_f32(it->second.scale, to(reshape(scale, {}), DType::F32));
+    Tensor mult = folded(c, div_f32(it->second.scale, to(reshape(scale, {}), DType::F32)));
     Tensor q = saturate(to(it->second.acc, DType::F32) * mult, z ? std::optional<Tensor>(reshape(*z, {})) : std::nullopt, out);
     if (relu) q = maximum(q, z ? to(reshape(*z, {}), out) : scalar(int64_t(0), out));
     return c.set(0, q);
@@ -133,7 +159,7 @@ void dequantize_linear(NodeCtx& c) {
   if (has_zp) xi = xi - to(along_axis(c, *zp, x, axis, "x_zero_point"), DType::I32);
   Tensor y = to(to(xi, DType::F32) * to(s, DType::F32), scale.dtype());
   if ((quant_type(x.dtype()) || x.dtype() == DType::I32) && y.dtype() == DType::F32)
-    c.folder().dequant[y.node()] = DequantInfo{x, scale, has_zp ? zp : std::nullopt, x.rank() ? c.axis(axis, x.rank()) : 0};
+    c.folder().dequant[y.node()] = DequantInfo{x, scale, has_zp ? zp : std::nullopt, static_cast<int>(axis < 0 ? axis + x.rank() : axis)};
   c.set(0, y);
 }
 
@@ -172,8 +198,8 @@ Tensor matmul_zp(const NodeCtx& c, const Tensor& a, const Tensor& b, std::option
     if (azp->rank() > 1 || (azp->rank() == 1 && azp->dim(0) != SymInt(1) && azp->dim(0) != a.dim(-2)))
       c.fail("a_zero_point " + azp->describe() + " must be a scalar or have A's " + a.dim(-2).to_string() + " rows");
     az = to(azp->rank() == 1 ? reshape(*azp, {azp->dim(0), SymInt(1)}) : *azp, DType::I32);  // [M, 1]
-    Tensor colsum(prim::reduce(ReduceOp::Add, to(b, DType::I32).node(), {b.rank() - 2}));  // [.., 1, N]
-    y = y - *az * colsum;
+    Tensor colsum = folded(c, Tensor(prim::reduce(ReduceOp::Add, to(b, DType::I32).node(), {b.rank() - 2})));  // [.., 1, N]
+    y = y - folded(c, *az * colsum);
   }
   if (bzp) {
     if (bzp->rank() > 1 || (bzp->rank() == 1 && bzp->dim(0) != SymInt(1) && bzp->dim(0) != b.dim(-1)))
@@ -215,7 +241,7 @@ Tensor conv_zp(const NodeCtx& c, const Tensor& x, const Tensor& w, std::optional
       Axes red;
       for (int d = 1; d < w.rank(); ++d) red.push_back(d);
       Tensor wsum(prim::reduce(ReduceOp::Add, to(w, DType::I32).node(), red));  // [M, 1, …]
-      y = y - reshape(wsum, per_m) * scalar(z, DType::I32);
+      y = y - folded(c, reshape(wsum, per_m) * scalar(z, DType::I32));
     }
     return y;
   }
@@ -303,7 +329,7 @@ std::optional<Tensor> qdq_matmul(const NodeCtx& c, const Tensor& a, const Tensor
   Tensor w = tb ? transpose(db->x, 0, 1) : db->x;
   Tensor acc = matmul_zp(c, da->x, w, da->zp, std::nullopt);
   Tensor sw = to(per_tensor(db->scale) ? reshape(db->scale, {}) : db->scale, DType::F32);  // [N]
-  Tensor scale = to(reshape(da->scale, {}), DType::F32) * sw;
+  Tensor scale = folded(c, to(reshape(da->scale, {}), DType::F32) * sw);
   Tensor y = to(acc, DType::F32) * scale;
   c.folder().requant[y.node()] = {acc, scale};
   return y;
@@ -319,7 +345,7 @@ std::optional<Tensor> qdq_conv(const NodeCtx& c, const Tensor& x, const Tensor& 
   Shape per_m{w.dim(0)};
   for (int d = 2; d < x.rank(); ++d) per_m.push_back(SymInt(1));
   Tensor sw = to(per_tensor(dw->scale) ? reshape(dw->scale, {}) : reshape(dw->scale, per_m), DType::F32);
-  Tensor scale = to(reshape(dx->scale, {}), DType::F32) * sw;
+  Tensor scale = folded(c, to(reshape(dx->scale, {}), DType::F32) * sw);
   if (bias && (bias->rank() != 1 || bias->dim(0) != w.dim(0)))
     c.fail("bias must be [" + w.dim(0).to_string() + "], got " + bias->describe());
   // an int32 bias dequantized with scale s_x · s_w (as QDQ models store it) joins the sum
