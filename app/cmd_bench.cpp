@@ -146,11 +146,12 @@ Result bench_graph(const std::string& name, const std::string& backend, int iter
   }
   for (size_t i = 0; i < exe.program().funcs.size(); ++i)  // extern sgemm: 2·M·N·K
     flops += loop::estimate_cost(exe.program().funcs[i], exe.program().kg, {}).flops;
+  if (name == "matmul-int8") flops = 2.0 * 1024 * 1024 * 1024;  // integer multiply-adds (GOP/s in the GFLOP/s column)
   double s = r.median_ms / 1000;
   r.gflops = flops / s / 1e9;
   r.gbps = bytes / s / 1e9;
-  bool compute = name == "matmul" || name == "matmul-lib" || name == "conv2d" || name == "mlp" || name == "gpt2-block" ||
-                 name == "attention-long";
+  bool compute = name == "matmul" || name == "matmul-int8" || name == "matmul-lib" || name == "conv2d" || name == "mlp" ||
+                 name == "gpt2-block" || name == "attention-long";
   r.ceiling_ratio = compute ? r.gflops / peers.ceil_gflops : r.gbps / peers.ceil_gbps;
   if (r.ceiling_ratio > 1) {  // above the roof: measure the host's ceiling again (it only rises), else say why
     if (!peers.device) {
@@ -182,6 +183,12 @@ Result bench_graph(const std::string& name, const std::string& backend, int iter
     r.peer_median_ms = pe.time_ms(inputs, iters, 1);
     r.peer_ratio = r.peer_median_ms / r.median_ms;
     r.note += (r.note.empty() ? "" : "; ") + ("unfused arena " + std::to_string((int)(pe.memory_plan().arena_bytes >> 20)) + " MiB");
+  } else if (name == "matmul-int8") {  // the peer is Lathe's own f32 matmul, same backend, same run
+    Graph gf = workload_graph("matmul");
+    TensorMap fin = random_inputs(gf, 1);
+    r.peer = "lathe-f32-matmul";
+    r.peer_median_ms = compile_graph(gf, backend).time_ms(fin, iters, 2);
+    r.peer_ratio = r.peer_median_ms / r.median_ms;
   } else if (!peers.device && (name == "matmul" || name == "matmul-lib")) {
     std::string why;
     if (openblas_sgemm(&why)) {
@@ -276,7 +283,7 @@ int run_bench(const std::vector<std::string>& args) {
   }
   Backend& b = get_backend(backend);
   if (auto why = b.available(); !why.empty()) throw UserError("backend '" + backend + "' is not available: " + why);
-  std::vector<std::string> names = {"eltwise", "softmax", "layernorm", "matmul", "matmul-lib", "conv2d", "mlp", "gpt2-block", "attention-long", "compile", "rewrite"};
+  std::vector<std::string> names = {"eltwise", "softmax", "layernorm", "matmul", "matmul-int8", "matmul-lib", "conv2d", "mlp", "gpt2-block", "attention-long", "compile", "rewrite"};
   if (!only.empty() && std::find(names.begin(), names.end(), only) == names.end()) {
     std::string known;
     for (auto& n : names) known += " " + n;

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <set>
 
 #include "core/ir/diag.h"
 
@@ -28,6 +29,43 @@ typedef float lathe_f32x8 __attribute__((vector_size(32)));
 typedef float lathe_f32x8u __attribute__((vector_size(32), aligned(4)));
 typedef double lathe_f64x8 __attribute__((vector_size(64)));
 typedef double lathe_f64x8u __attribute__((vector_size(64), aligned(8)));
+
+/* integer vectors of the int8 GEMM micro-kernel (loop IR Dot) */
+#define LATHE_IVEC(T, N, NAME)                                              \
+  typedef T NAME __attribute__((vector_size(sizeof(T) * N)));               \
+  typedef T NAME##u __attribute__((vector_size(sizeof(T) * N), aligned(1)));
+LATHE_IVEC(int32_t, 8, lathe_i32x8)
+LATHE_IVEC(int32_t, 16, lathe_i32x16)
+LATHE_IVEC(int16_t, 2, lathe_i16x2)
+LATHE_IVEC(int16_t, 16, lathe_i16x16)
+LATHE_IVEC(int16_t, 32, lathe_i16x32)
+LATHE_IVEC(uint8_t, 4, lathe_u8x4)
+LATHE_IVEC(uint8_t, 32, lathe_u8x32)
+LATHE_IVEC(uint8_t, 64, lathe_u8x64)
+LATHE_IVEC(int8_t, 4, lathe_i8x4)
+LATHE_IVEC(int8_t, 32, lathe_i8x32)
+LATHE_IVEC(int8_t, 64, lathe_i8x64)
+static inline lathe_i32x8 lathe_bcast_i32x8(int32_t x) { return (lathe_i32x8){x, x, x, x, x, x, x, x}; }
+static inline lathe_i32x16 lathe_bcast_i32x16(int32_t x) { return (lathe_i32x16){x, x, x, x, x, x, x, x, x, x, x, x, x, x, x, x}; }
+/* acc[l] + sum_j a[j] * b[l*G + j], exact products, wrapping i32 sum */
+#define LATHE_DOT(G, L, TA, TB)                                                                          \
+  static inline lathe_i32x##L lathe_dot##G##_##TA##_##TB##_##L(lathe_i32x##L acc, lathe_##TA##x##G a,     \
+                                                               lathe_##TB##x##L##G b) {                 \
+    for (int l = 0; l < L; ++l) {                                                                        \
+      uint32_t s = (uint32_t)acc[l];                                                                     \
+      for (int j = 0; j < G; ++j) s += (uint32_t)((int32_t)a[j] * (int32_t)b[l * G + j]);                \
+      acc[l] = (int32_t)s;                                                                               \
+    }                                                                                                    \
+    return acc;                                                                                          \
+  }
+typedef lathe_i16x16 lathe_i16x82;
+typedef lathe_i16x32 lathe_i16x162;
+typedef lathe_i8x32 lathe_i8x84;
+typedef lathe_i8x64 lathe_i8x164;
+LATHE_DOT(2, 8, i16, i16)
+LATHE_DOT(2, 16, i16, i16)
+LATHE_DOT(4, 8, u8, i8)
+LATHE_DOT(4, 16, u8, i8)
 
 static inline lathe_f32x16 lathe_bcast_f32x16(float x) { return (lathe_f32x16){x, x, x, x, x, x, x, x, x, x, x, x, x, x, x, x}; }
 static inline lathe_f32x8 lathe_bcast_f32x8(float x) { return (lathe_f32x8){x, x, x, x, x, x, x, x}; }
@@ -172,6 +210,9 @@ std::string CEmitter::type(DType dt, int lanes) const {
   if (lanes > 1) {
     if (dt == DType::F32 && (lanes == 16 || lanes == 8)) return "lathe_f32x" + std::to_string(lanes);
     if (dt == DType::F64 && lanes == 8) return "lathe_f64x8";
+    static const std::set<std::string> ivec{"i32x8", "i32x16", "i16x2", "i16x16", "i16x32", "u8x4", "u8x32", "u8x64", "i8x4", "i8x32", "i8x64"};
+    std::string n = std::string(dtype_name(dt)) + "x" + std::to_string(lanes);
+    if (ivec.count(n)) return "lathe_" + n;
     LATHE_CHECK(false, "C emitter: no vector type for " + std::string(dtype_name(dt)) + "x" + std::to_string(lanes));
   }
   switch (dt) {
@@ -296,6 +337,14 @@ std::string CEmitter::expr(const ExprRef& e) {
       return "((" + T + ")" + x + ")";
     }
     case ExprKind::Broadcast: return "lathe_bcast_" + T.substr(6) + "(" + a(0) + ")";
+    case ExprKind::Dot: {
+      int g = e->args[1]->lanes;
+      std::string ta(dtype_name(e->args[1]->dtype)), tb(dtype_name(e->args[2]->dtype));
+      bool ok = (g == 2 && ta == "i16" && tb == "i16") || (g == 4 && ta == "u8" && tb == "i8");
+      LATHE_CHECK(ok && (e->lanes == 8 || e->lanes == 16), "C emitter: no dot" + std::to_string(g) + " of " + ta + " x " + tb);
+      return "lathe_dot" + std::to_string(g) + "_" + ta + "_" + tb + "_" + std::to_string(e->lanes) + "(" + a(0) + ", " + a(1) +
+             ", " + a(2) + ")";
+    }
   }
   LATHE_CHECK(false, "C emitter: cannot render " + loop::expr_key(e));
   return "";

@@ -242,6 +242,7 @@ std::string CudaEmitter::expr(const ExprRef& e) {
     case ExprKind::Select: return "(" + expr(e->args[0]) + " ? " + expr(e->args[1]) + " : " + expr(e->args[2]) + ")";
     case ExprKind::Cast: return cast_expr(e);
     case ExprKind::Broadcast: return expr(e->args[0]);
+    case ExprKind::Dot: break;  // vector-only (the packed int8 GEMM, re-lowered as a reduction for cuda)
   }
   LATHE_CHECK(false, "cuda renderer: cannot render " + loop::expr_key(e));
   return "";

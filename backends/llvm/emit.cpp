@@ -11,6 +11,8 @@
 #include <llvm/IR/DiagnosticPrinter.h>
 #include <llvm/IR/IRBuilder.h>
 #include <llvm/IR/Intrinsics.h>
+#include <llvm/IR/IntrinsicsX86.h>
+#include <llvm/TargetParser/Host.h>
 #include <llvm/IR/MDBuilder.h>
 #include <llvm/IR/Module.h>
 #include <llvm/Support/raw_ostream.h>
@@ -36,6 +38,13 @@ namespace {
 // ---------------------------------------------------------------------------------------
 
 bool is_unsigned(DType dt) { return dt == DType::U8 || dt == DType::Bool; }
+
+// Does the host (the JIT compiles for it) have this x86 feature ("avx2", "avxvnni", …)?
+bool host_has(const char* feature) {
+  static const llvm::StringMap<bool> features = llvm::sys::getHostCPUFeatures();
+  auto it = features.find(feature);
+  return it != features.end() && it->second;
+}
 
 struct Var {
   llvm::Value* slot = nullptr;  // alloca (scalars) or base pointer (arrays)
@@ -337,8 +346,51 @@ class FunctionEmitter {
       }
       case ExprKind::Cast: return emit_cast(e);
       case ExprKind::Broadcast: return splat(emit(e->args[0]), e->lanes);
+      case ExprKind::Dot: return emit_dot(e);
     }
     throw InternalError("llvm backend: unknown expression kind");
+  }
+
+  // acc + grouped dot (loop IR Dot): vpdpbusd for u8 × i8 groups of 4 on VNNI hosts,
+  // vpmaddwd for i16 pairs on AVX2 / AVX-512BW; otherwise widen, multiply and add the G
+  // strided slices (exact either way: vpmaddwd's only overflow, 2 · (-2^15)^2, wraps to
+  // the i32 sum the interpreter computes).
+  llvm::Value* emit_dot(const ExprRef& e) {
+    const int L = e->lanes, G = e->args[1]->lanes;
+    DType ta = e->args[1]->dtype, tb = e->args[2]->dtype;
+    llvm::Value* acc = emit(e->args[0]);
+    llvm::Value* a = emit(e->args[1]);
+    llvm::Value* b = emit(e->args[2]);
+    llvm::Type* i32 = b_.getInt32Ty();
+    auto group_splat = [&](llvm::Value* grp, llvm::Type* elt) {  // the G-group as one i32, repeated L times
+      llvm::Value* word = b_.CreateBitCast(grp, i32);
+      return b_.CreateBitCast(b_.CreateVectorSplat(L, word), vec(elt, G * L));
+    };
+    if (G == 2 && ta == DType::I16 && tb == DType::I16) {
+      llvm::Value* av = group_splat(a, b_.getInt16Ty());
+      if (L == 8 && host_has("avx2"))
+        return b_.CreateAdd(acc, intrinsic(llvm::Intrinsic::x86_avx2_pmadd_wd, {av, b}, {}));
+      if (L == 16 && host_has("avx512bw"))
+        return b_.CreateAdd(acc, intrinsic(llvm::Intrinsic::x86_avx512_pmaddw_d_512, {av, b}, {}));
+    }
+    if (G == 4 && ta == DType::U8 && tb == DType::I8) {
+      llvm::Value* aw = b_.CreateVectorSplat(L, b_.CreateBitCast(a, i32));
+      llvm::Value* bw = b_.CreateBitCast(b, vec(i32, L));
+      if (L == 8 && (host_has("avxvnni") || (host_has("avx512vnni") && host_has("avx512vl"))))
+        return intrinsic(llvm::Intrinsic::x86_avx512_vpdpbusd_256, {acc, aw, bw}, {});
+      if (L == 16 && host_has("avx512vnni"))
+        return intrinsic(llvm::Intrinsic::x86_avx512_vpdpbusd_512, {acc, aw, bw}, {});
+    }
+    llvm::Value* a32 = is_unsigned(ta) ? b_.CreateZExt(a, vec(i32, G)) : b_.CreateSExt(a, vec(i32, G));
+    llvm::Value* b32 = is_unsigned(tb) ? b_.CreateZExt(b, vec(i32, G * L)) : b_.CreateSExt(b, vec(i32, G * L));
+    for (int j = 0; j < G; ++j) {
+      std::vector<int> bj(L), aj(L, j);
+      for (int l = 0; l < L; ++l) bj[l] = l * G + j;
+      llvm::Value* x = b_.CreateShuffleVector(a32, aj);
+      llvm::Value* y = b_.CreateShuffleVector(b32, bj);
+      acc = b_.CreateAdd(acc, b_.CreateMul(x, y));
+    }
+    return acc;
   }
 
   Var& array_var(const std::string& name) {

@@ -49,12 +49,19 @@ Window window_of(const std::vector<int64_t>& kernel, const std::vector<int64_t>&
 
 }  // namespace
 
-Tensor conv2d(const Tensor& x_in, const Tensor& w_in, const std::optional<Tensor>& bias, const Conv2dOptions& opt) {
+namespace {
+
+// integer: operands keep their dtypes (padding with pad_value), products widened to i32
+// (Cast(View(operand)), the int8 contraction of match_matmul).
+Tensor conv2d_impl(const Tensor& x_in, const Tensor& w_in, const std::optional<Tensor>& bias, const Conv2dOptions& opt,
+                   bool integer, int64_t pad_value) {
   if (x_in.rank() != 4) fail("conv2d", "input must be [N, C, H, W], got " + x_in.describe());
   if (w_in.rank() != 4) fail("conv2d", "weight must be [K, C/groups, R, S], got " + w_in.describe());
   ProvenanceScope ps("conv2d");
+  if (integer && (!is_int(x_in.dtype()) || !is_int(w_in.dtype())))
+    fail("conv2d_integer", "operands must be integer tensors, got " + x_in.describe() + " and " + w_in.describe());
   DType dt = to_float(promote(x_in.dtype(), w_in.dtype()));
-  Tensor x = to(x_in, dt), w = to(w_in, dt);
+  Tensor x = integer ? x_in : to(x_in, dt), w = integer ? w_in : to(w_in, dt);
   int64_t G = opt.groups;
   int64_t C = detail::const_dim(x.dim(1), "conv2d", "channel count C");
   int64_t K = detail::const_dim(w.dim(0), "conv2d", "output channels K");
@@ -66,7 +73,7 @@ Tensor conv2d(const Tensor& x_in, const Tensor& w_in, const std::optional<Tensor
                        w_in.describe() + " (expected C divisible by groups, weight dim 1 = C/groups, K divisible by groups)");
   Window win = window_of({R, S}, opt.stride, opt.padding, opt.dilation, "conv2d");
   int64_t Kg = K / G;
-  Tensor xp = pad(x, {{0, 0}, {0, 0}, {win.ph, win.ph}, {win.pw, win.pw}});
+  Tensor xp = pad(x, {{0, 0}, {0, 0}, {win.ph, win.ph}, {win.pw, win.pw}}, integer ? Scalar(pad_value) : Scalar(0));
   SymInt N = x.dim(0), Hp = xp.dim(2), Wp = xp.dim(3);
   SymInt OH = out_size(Hp, R, win.sh, win.dh, "conv2d", x_in), OW = out_size(Wp, S, win.sw, win.dw, "conv2d", x_in);
   SymInt plane = Hp * Wp;
@@ -78,7 +85,8 @@ Tensor conv2d(const Tensor& x_in, const Tensor& w_in, const std::optional<Tensor
   Shape full{N, G, Kg, OH, OW, Cg, R, S};
   Tensor pe = expand(p, full);
   Tensor we = expand(reshape(w, {1, G, Kg, 1, 1, Cg, R, S}), full);
-  Tensor y(prim::reduce(ReduceOp::Add, (pe * we).node(), {5, 6, 7}));
+  Tensor prod = integer ? to(pe, DType::I32) * to(we, DType::I32) : pe * we;
+  Tensor y(prim::reduce(ReduceOp::Add, prod.node(), {5, 6, 7}));
   Tensor out = reshape(y, {N, K, OH, OW});
   if (bias) {
     if (bias->rank() != 1 || bias->dim(0) != SymInt(K))
@@ -86,6 +94,16 @@ Tensor conv2d(const Tensor& x_in, const Tensor& w_in, const std::optional<Tensor
     out = out + reshape(*bias, {K, 1, 1});
   }
   return out;
+}
+
+}  // namespace
+
+Tensor conv2d(const Tensor& x, const Tensor& w, const std::optional<Tensor>& bias, const Conv2dOptions& opt) {
+  return conv2d_impl(x, w, bias, opt, false, 0);
+}
+
+Tensor conv2d_integer(const Tensor& x, const Tensor& w, const Conv2dOptions& opt, int64_t pad_value) {
+  return conv2d_impl(x, w, std::nullopt, opt, true, pad_value);
 }
 
 Tensor conv1d(const Tensor& x, const Tensor& weight, const std::optional<Tensor>& bias, int64_t stride, int64_t padding,

@@ -23,6 +23,10 @@ Tensor bmm(const Tensor& a, const Tensor& b);  // [B, M, K] x [B, K, N], no broa
 Tensor linear(const Tensor& x, const Tensor& weight, const std::optional<Tensor>& bias = std::nullopt);
 Tensor outer(const Tensor& a, const Tensor& b);
 Tensor dot(const Tensor& a, const Tensor& b);
+// Integer matmul (ONNX MatMulInteger without zero points): integer operands, each element
+// widened to i32 before the product, products summed in i32 (wrapping). u8/i8 operands make
+// the contraction the scheduler lowers to the packed int8 GEMM (see lower_matmul.cpp).
+Tensor matmul_integer(const Tensor& a, const Tensor& b);
 
 // ---- convolution and pooling (conv.cpp) ----------------------------------------------------
 struct Conv2dOptions {
@@ -35,6 +39,9 @@ struct Conv2dOptions {
 // the broadcast weight and reduced over (C/G, R, S).
 Tensor conv2d(const Tensor& x, const Tensor& weight, const std::optional<Tensor>& bias = std::nullopt,
               const Conv2dOptions& opt = {});
+// Integer conv2d (ONNX ConvInteger without zero points): the input is padded with
+// `pad_value` (the input's zero point), products and sums in i32 as in matmul_integer.
+Tensor conv2d_integer(const Tensor& x, const Tensor& weight, const Conv2dOptions& opt = {}, int64_t pad_value = 0);
 // x [N, C, L], weight [K, C/groups, R]: conv2d with H = 1.
 Tensor conv1d(const Tensor& x, const Tensor& weight, const std::optional<Tensor>& bias = std::nullopt,
               int64_t stride = 1, int64_t padding = 0, int64_t dilation = 1, int64_t groups = 1);

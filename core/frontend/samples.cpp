@@ -131,6 +131,10 @@ Graph bench_layernorm() {
   return graph_of({{"y", y.node()}});
 }
 Graph bench_matmul() { return graph_of({{"c", matmul(input("a", {1024, 1024}), input("b", {1024, 1024})).node()}}); }
+Graph bench_matmul_int8() {
+  Tensor c = matmul_integer(input("a", {1024, 1024}, DType::U8), input("b", {1024, 1024}, DType::I8));
+  return graph_of({{"c", c.node()}});
+}
 Graph bench_conv2d() {
   Conv2dOptions o;
   o.padding = {1, 1};
@@ -173,6 +177,7 @@ const std::vector<Entry>& bench() {
       {"softmax", "softmax over the last dim of 4096x4096 f32", bench_softmax},
       {"layernorm", "layernorm over the last dim of 4096x4096 f32", bench_layernorm},
       {"matmul", "1024x1024x1024 f32 matmul", bench_matmul},
+      {"matmul-int8", "1024x1024x1024 u8 x s8 -> s32 matmul", bench_matmul_int8},
       {"conv2d", "conv2d N8 C64 56x56, K64 3x3, pad 1, f32", bench_conv2d},
       {"mlp", "MLP batch 256, 1024-4096-1024 with GELU", bench_mlp},
       {"gpt2-block", "one GPT-2-small block forward, T=128, d=768, 12 heads", gpt2_block_sample},

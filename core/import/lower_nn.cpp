@@ -80,7 +80,7 @@ Window plan_window(const NodeCtx& c, const std::vector<int64_t>& in, std::vector
 
 // Pads x's spatial dims (begin, end + extra so every window is in bounds) with zeros, or
 // with the dtype's lowest value (-inf for floats) for max pooling.
-Tensor pad_spatial(const Tensor& x, const Window& w, bool lowest) {
+Tensor pad_spatial(const Tensor& x, const Window& w, bool lowest, Scalar value = Scalar(0)) {
   std::vector<std::pair<SymInt, SymInt>> pairs{{0, 0}, {0, 0}};
   bool any = false;
   for (size_t i = 0; i < w.out.size(); ++i) {
@@ -90,7 +90,7 @@ Tensor pad_spatial(const Tensor& x, const Window& w, bool lowest) {
     pairs.push_back({w.pad_begin[i], end});
     any |= w.pad_begin[i] != 0 || end != 0;
   }
-  Tensor xp = pad(x, pairs, Scalar(0));
+  Tensor xp = pad(x, pairs, value);
   if (!lowest || !any) return xp;
   Tensor inside = pad(ones(x.shape(), DType::Bool), pairs, Scalar(0));
   Tensor fill(is_float(x.dtype()) ? prim::constant(-std::numeric_limits<double>::infinity(), x.dtype())
@@ -113,15 +113,17 @@ Tensor window_view(const Tensor& xp, Shape lead_shape, std::vector<SymInt> lead_
 }
 
 // y[n, m, o…] = Σ_{c∈group(m), k…} xpad[n, c, o·s + k·d] · w[m, c, k…] (+ bias[m])
+// integer: u8/i8 operands (x padded with pad_value), products widened to i32 and summed in
+// i32 (the int8 contraction the scheduler packs), no bias, an i32 result.
 Tensor conv_core(const NodeCtx& c, const Tensor& x, const Tensor& weight, const std::optional<Tensor>& bias,
-                 const Window& w, int64_t groups) {
+                 const Window& w, int64_t groups, bool integer = false, int64_t pad_value = 0) {
   size_t k = w.out.size();
   SymInt C = x.shape()[1], M = weight.shape()[0], Cg = weight.shape()[1];
   if (!C.is_const() || !M.is_const() || !Cg.is_const()) c.unsupported("symbolic channel counts");
   if (groups <= 0 || C.value() % groups || M.value() % groups || Cg.value() * groups != C.value())
     c.fail("channels do not match: input " + x.describe() + ", weight " + weight.describe() + ", group " + std::to_string(groups));
   int64_t G = groups, Mg = M.value() / G;
-  Tensor xp = pad_spatial(x, w, false);
+  Tensor xp = integer ? pad_spatial(x, w, false, Scalar(pad_value)) : pad_spatial(x, w, false);
   std::vector<SymInt> cs = contiguous_strides(xp.shape());
   Tensor win = window_view(xp, {x.shape()[0], G, Mg, Cg}, {cs[0], cs[1] * Cg, SymInt(0), cs[1]}, w);
   Shape wshape{1, G, Mg, Cg};
@@ -130,7 +132,8 @@ Tensor conv_core(const NodeCtx& c, const Tensor& x, const Tensor& weight, const 
   Tensor wv = expand(reshape(weight, wshape), win.shape());
   Axes red{3};
   for (size_t i = 0; i < k; ++i) red.push_back(static_cast<int>(4 + k + i));
-  Tensor y = sum(win * wv, red, false);  // [N, G, Mg, O…]
+  Tensor y = integer ? squeeze(Tensor(prim::reduce(ReduceOp::Add, (to(win, DType::I32) * to(wv, DType::I32)).node(), red)), red)
+                     : sum(win * wv, red, false);  // [N, G, Mg, O…]
   Shape out{x.shape()[0], M};
   for (int64_t o : w.out) out.push_back(o);
   y = reshape(y, out);
@@ -139,7 +142,7 @@ Tensor conv_core(const NodeCtx& c, const Tensor& x, const Tensor& weight, const 
     for (size_t i = 0; i < k; ++i) bs.push_back(1);
     y = y + reshape(*bias, bs);
   }
-  return to(y, x.dtype());
+  return integer ? y : to(y, x.dtype());
 }
 
 std::vector<int64_t> kernel_of(const NodeCtx& c, const Tensor& weight, size_t k) {
@@ -152,6 +155,17 @@ std::vector<int64_t> kernel_of(const NodeCtx& c, const Tensor& weight, size_t k)
   return ks;
 }
 
+}  // namespace
+
+Tensor conv_integer(const NodeCtx& c, const Tensor& x, const Tensor& weight, int64_t pad_value) {
+  auto in = spatial_dims(c, x);
+  if (weight.rank() != x.rank()) c.fail("weight " + weight.describe() + " must have the input's rank");
+  Window w = plan_window(c, in, kernel_of(c, weight, in.size()), false);
+  return conv_core(c, x, weight, std::nullopt, w, c.attr_int("group", 1), true, pad_value);
+}
+
+namespace {
+
 void conv_op(NodeCtx& c) {
   c.only_outputs(1);
   Tensor x = c.in(0), weight = c.in(1);
@@ -160,6 +174,7 @@ void conv_op(NodeCtx& c) {
   auto in = spatial_dims(c, x);
   if (weight.rank() != x.rank()) c.fail("weight " + weight.describe() + " must have the input's rank");
   Window w = plan_window(c, in, kernel_of(c, weight, in.size()), false);
+  if (auto q = qdq_conv(c, x, weight, c.opt_in(2))) return c.set(0, to(*q, x.dtype()));
   c.set(0, conv_core(c, x, weight, c.opt_in(2), w, c.attr_int("group", 1)));
 }
 
@@ -338,10 +353,12 @@ void gemm_op(NodeCtx& c) {
   Tensor a = c.in(0), b = c.in(1);
   require_same_dtype(c, a, b);
   if (a.rank() != 2 || b.rank() != 2) c.fail("A and B must be 2-D, got " + a.describe() + " and " + b.describe());
+  std::optional<Tensor> q;
+  if (!c.attr_int("transA", 0)) q = qdq_matmul(c, a, b, c.attr_int("transB", 0) != 0);
   if (c.attr_int("transA", 0)) a = transpose(a, 0, 1);
   if (c.attr_int("transB", 0)) b = transpose(b, 0, 1);
   double alpha = c.attr_float("alpha", 1.0), beta = c.attr_float("beta", 1.0);
-  Tensor y = matmul(a, b);
+  Tensor y = q ? *q : matmul(a, b);
   if (alpha != 1.0) y = y * alpha;
   if (auto cc = c.opt_in(2); cc && beta != 0.0) {
     require_same_dtype(c, a, *cc);
@@ -357,6 +374,7 @@ void add_nn_ops(OpTable& t) {
     c.only_outputs(1);
     Tensor a = c.in(0), b = c.in(1);
     require_same_dtype(c, a, b);
+    if (auto q = qdq_matmul(c, a, b, false)) return c.set(0, to(*q, a.dtype()));
     c.set(0, to(matmul(a, b), a.dtype()));
   };
   t["Gemm"] = gemm_op;

@@ -260,6 +260,7 @@ const OpTable& op_table() {
     add_extra_ops(t);
     add_control_ops(t);
     add_sequence_ops(t);
+    add_quant_ops(t);
     return t;
   }();
   return table;

@@ -121,6 +121,15 @@ ExprRef broadcast(ExprRef a, int lanes) {
   return make(std::move(e));
 }
 
+ExprRef dot_acc(ExprRef acc, ExprRef a, ExprRef b) {
+  int g = a->lanes;
+  LATHE_CHECK(acc->dtype == DType::I32 && is_int(a->dtype) && is_int(b->dtype) && b->lanes == g * acc->lanes,
+              "dot_acc: expects i32 × L accumulators, a group of G integers and G·L integers");
+  Expr e{ExprKind::Dot, DType::I32, acc->lanes};
+  e.args = {std::move(acc), std::move(a), std::move(b)};
+  return make(std::move(e));
+}
+
 bool is_const(const ExprRef& e) { return e && e->kind == ExprKind::Const; }
 bool is_const(const ExprRef& e, int64_t v) {
   if (!is_const(e)) return false;
@@ -269,6 +278,7 @@ ExprRef with_args(const ExprRef& e, std::vector<ExprRef> args) {
     case ExprKind::Select: return select(args[0], args[1], args[2]);
     case ExprKind::Cast: return cast(args[0], e->dtype);
     case ExprKind::Broadcast: return broadcast(args[0], e->lanes);
+    case ExprKind::Dot: return dot_acc(args[0], args[1], args[2]);
     default: return e;
   }
 }
@@ -293,6 +303,7 @@ std::string expr_key(const ExprRef& e) {
     case ExprKind::Cast: k = "C" + std::string(dtype_name(e->dtype)); break;
     case ExprKind::Broadcast: k = "B" + std::to_string(e->lanes); break;
     case ExprKind::Select: k = "?"; break;
+    case ExprKind::Dot: k = "D"; break;
     default: k = std::string(op_name(e->op)); break;
   }
   k += "(";

@@ -16,7 +16,8 @@
 //
 // Vectors: an Expr has `lanes` (1 = scalar). Vector values come from Broadcast, from
 // contiguous loads (Load / LocalLoad with lanes > 1) and from element-wise ops on vectors;
-// the matmul lowering uses them for its register-blocked micro-kernel.
+// the matmul lowering uses them for its register-blocked micro-kernel. Dot is the integer
+// micro-kernel's multiply-add (vpdpbusd / vpmaddwd on x86).
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -40,6 +41,9 @@ enum class ExprKind : uint8_t {
   Select,     // args[0] ? args[1] : args[2]
   Cast,       // convert args[0] to dtype
   Broadcast,  // a scalar args[0] repeated `lanes` times
+  Dot,        // grouped integer dot, accumulating (the int8 GEMM micro-kernel): args[0] acc
+              // (i32 × L) + Σ_j args[1][j] · args[2][l·G + j], args[1] G lanes (the same group
+              // for every l), args[2] G·L lanes; integer operands, exact products, i32 wrapping sum
 };
 
 struct Expr;
@@ -69,6 +73,7 @@ ExprRef binary(Op op, ExprRef a, ExprRef b);   // result dtype: bool for compare
 ExprRef select(ExprRef c, ExprRef a, ExprRef b);
 ExprRef cast(ExprRef a, DType dt);
 ExprRef broadcast(ExprRef a, int lanes);
+ExprRef dot_acc(ExprRef acc, ExprRef a, ExprRef b);   // ExprKind::Dot
 // index helpers (i64)
 ExprRef add(ExprRef a, ExprRef b);
 ExprRef mul(ExprRef a, ExprRef b);

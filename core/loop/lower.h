@@ -50,6 +50,11 @@ MatmulBlocking matmul_blocking(int64_t m, int64_t n, int64_t k, int64_t batch, i
 // 32 accumulators on every k); 6 × 8 on SSE. LATHE_MATMUL_TILE=MRxNRxLANES
 // overrides (A/B comparisons).
 MatmulParams host_matmul_params();
+// How the int8 GEMM (u8/i8 operands, i32 sums) groups k: 4 (u8 × i8 bytes, vpdpbusd) on
+// hosts with AVX-512 VNNI or AVX-VNNI, else 2 (both widened to i16 when packed, vpmaddwd:
+// exact, where vpmaddubsw's i16 pair sums would saturate). LATHE_INT8_DOT=vnni|i16 overrides
+// (A/B runs; the vnni layout on a host without VNNI computes the same through plain code).
+int host_int8_dot_group();
 
 // plain = true: a matmul kernel is lowered as the plain reduction it is (a loop per output
 // dim, the reduction loop inside, the epilogue after it), not as the packed GEMM nest: the

@@ -148,6 +148,21 @@ class MatmulLowering {
   }
 
   int64_t kc_blk_ = 0, mc_blk_ = 0;
+  // integer contractions (u8/i8 operands, i32 sums): panels hold groups of G consecutive k
+  // per row/column (G = 1 for floats), as elements of adt_ / bdt_ (the Dot's operands)
+  int G_ = 1;
+  DType adt_ = DType::F32, bdt_ = DType::F32, acc_ = DType::F32;
+  // Bp / Ap element of panel p, depth kk, column / row c
+  ExprRef panel_index(ExprRef p, ExprRef kk, ExprRef c, int64_t width) const {
+    if (G_ == 1) return add(mul(add(mul(p, const_int(kc_blk_)), kk), const_int(width)), c);
+    ExprRef g = binary(Op::IDiv, kk, const_int(G_)), j = binary(Op::Mod, kk, const_int(G_));
+    return add(mul(add(mul(add(mul(p, const_int(kc_blk_ / G_)), g), const_int(width)), c), const_int(G_)), j);
+  }
+  // a packed element: the operand's value (floats) or it widened to the panel's type
+  ExprRef packed(int param, NodeRef src, DType to, ExprRef addr, ExprRef mask) const {
+    if (G_ == 1) return load(param, DType::F32, addr, mask);
+    return cast(load(param, src->dtype, addr, mask), to);
+  }
 
   // Coefficient of dim d in `a` when it is a non-negative constant.
   static std::optional<int64_t> coef_of(const Affine& a, int d) {
@@ -242,6 +257,14 @@ LoopFunc MatmulLowering::run() {
   int pb = add_param(kg_.buffer_of.at(mm_.b.src), false, "b");
   for (int b : k_.inputs) add_param(b, false, "in" + std::to_string(f_.buffers.size()));
   bool epilogue = k_.root != R;
+  if (R->dtype == DType::I32) {  // int8 contraction: VNNI's u8 × i8 groups of 4, else i16 pairs
+    acc_ = DType::I32;
+    if (host_int8_dot_group() == 4 && mm_.a.src->dtype == DType::U8 && mm_.b.src->dtype == DType::I8) {
+      G_ = 4, adt_ = DType::U8, bdt_ = DType::I8;
+    } else {
+      G_ = 2, adt_ = bdt_ = DType::I16;
+    }
+  }
 
   SymInt Ms = product(s_, mm_.m_axes), Ns = product(s_, mm_.n_axes), Ks = product(s_, mm_.k_axes);
   SymInt batch = product(s_, mm_.batch_axes);
@@ -282,11 +305,15 @@ LoopFunc MatmulLowering::run() {
   tbody.push_back(make_let("nc", DType::I64, min_of(const_int(nc_blk), sub(N, var("n0")))));
   tbody.push_back(make_let("ms0", DType::I64, mul(ms, msz)));
   tbody.push_back(make_let("msz", DType::I64, min_of(msz, sub(M, var("ms0")))));
-  allocs.push_back(make_alloc("Bp", DType::F32, 1, kc_blk_ * nc_blk));
-  allocs.push_back(make_alloc("Ap", DType::F32, 1, mc_blk_ * kc_blk_));
-  allocs.push_back(make_alloc("tile", DType::F32, 1, (int64_t)P.mr * P.nr));
+  allocs.push_back(make_alloc("Bp", bdt_, 1, kc_blk_ * nc_blk));
+  allocs.push_back(make_alloc("Ap", adt_, 1, mc_blk_ * kc_blk_));
+  allocs.push_back(make_alloc("tile", acc_, 1, (int64_t)P.mr * P.nr));
 
   ExprRef kk = var("kk"), n0 = var("n0"), nc = var("nc"), k0 = var("k0"), kc = var("kc");
+  // integer panels pack whole groups of G k: a ragged last group is zero (masked loads)
+  const bool k_ragged = G_ > 1 && !(Ks.is_const() && Ks.value() % G_ == 0);
+  ExprRef kpack = k_ragged ? mul(ceil_div(kc, G_), const_int(G_)) : kc;
+  ExprRef kin = k_ragged ? lt(kk, kc) : nullptr;
   ExprRef m0 = var("m0"), mc = var("mc");
   std::vector<Stmt> nfill, kfill, mfill;
   ExprRef ncap = mul(ceil_div(nc, P.nr), const_int(P.nr)), mcap = mul(ceil_div(mc, P.mr), const_int(P.mr));
@@ -304,30 +331,33 @@ LoopFunc MatmulLowering::run() {
   // pack B
   ExprRef col = add(mul(var("jp"), const_int(P.nr)), var("c"));
   Stmt packb_c = make_for("c", const_int(P.nr),
-                          {make_local_store("Bp", add(mul(add(mul(var("jp"), const_int(kc_blk_)), kk), const_int(P.nr)), var("c")),
-                                            load(pb, DType::F32, address(B, col, kk), logical_and(cols_whole ? nullptr : lt(col, nc), in_range(B, col, kk))))},
+                          {make_local_store("Bp", panel_index(var("jp"), kk, var("c"), P.nr),
+                                            packed(pb, mm_.b.src, bdt_, address(B, col, kk),
+                                                   logical_and(kin, logical_and(cols_whole ? nullptr : lt(col, nc), in_range(B, col, kk)))))},
                           "pack B: panel column");
   packb_c.annot.vectorize = true;
   // row by row of B (k outer): each k reads one run of nc columns, in address order when
   // N is B's contiguous dim; panel by panel would walk down the columns a row stride apart
   // (a page apart for wide B), defeating the prefetchers and the TLB.
-  Stmt packb = make_for("kk", kc, {make_for("jp", ceil_div(nc, P.nr), {packb_c}, "pack B: NR-wide panels")}, "pack B: k");
-  if (auto runs = pack_b_runs(B, pb)) {
+  Stmt packb = make_for("kk", kpack, {make_for("jp", ceil_div(nc, P.nr), {packb_c}, "pack B: NR-wide panels")}, "pack B: k");
+  std::optional<Stmt> runs;
+  if (G_ == 1) runs = pack_b_runs(B, pb);
+  if (runs) {
     packb = std::move(*runs);
   } else if (!b_columns_contiguous()) {
     // B is read across its rows (x @ W^T: a column of the panel is a row of W): panel by
     // panel, so each k reads one element from each of NR rows, the same NR cache lines for
     // 16 consecutive k. Row by row of B would touch nc lines per k, more than L1 holds.
     // Whole panels load without the column guard; only a ragged last panel keeps it.
-    std::vector<Stmt> panel{make_for("kk", kc, {packb_c}, "pack B: k")};
+    std::vector<Stmt> panel{make_for("kk", kpack, {packb_c}, "pack B: k")};
     if (!cols_whole) {
       Stmt whole = make_for("c", const_int(P.nr),
-                            {make_local_store("Bp", add(mul(add(mul(var("jp"), const_int(kc_blk_)), kk), const_int(P.nr)), var("c")),
-                                              load(pb, DType::F32, address(B, col, kk), in_range(B, col, kk)))},
+                            {make_local_store("Bp", panel_index(var("jp"), kk, var("c"), P.nr),
+                                              packed(pb, mm_.b.src, bdt_, address(B, col, kk), logical_and(kin, in_range(B, col, kk))))},
                             "pack B: panel column (whole panel)");
       whole.annot.vectorize = true;
       panel = {make_if(le(add(mul(var("jp"), const_int(P.nr)), const_int(P.nr)), nc),
-                       {make_for("kk", kc, {whole}, "pack B: k")}, std::move(panel))};
+                       {make_for("kk", kpack, {whole}, "pack B: k")}, std::move(panel))};
     }
     packb = make_for("jp", ceil_div(nc, P.nr), std::move(panel), "pack B: NR-wide panels (B^T)");
   }
@@ -343,26 +373,41 @@ LoopFunc MatmulLowering::run() {
   // the panel. (Rows outer made the vectorizer scatter the stores with stride MR, which
   // costs more than the micro-kernel's share of the data.)
   Stmt packa_r = make_for("r", const_int(P.mr),
-                          {make_local_store("Ap", add(mul(add(mul(var("ip"), const_int(kc_blk_)), kk), const_int(P.mr)), var("r")),
-                                            load(pa, DType::F32, address(A, row, kk), logical_and(rows_whole ? nullptr : lt(row, mc), in_range(A, row, kk))))},
+                          {make_local_store("Ap", panel_index(var("ip"), kk, var("r"), P.mr),
+                                            packed(pa, mm_.a.src, adt_, address(A, row, kk),
+                                                   logical_and(kin, logical_and(rows_whole ? nullptr : lt(row, mc), in_range(A, row, kk)))))},
                           "pack A: panel row");
   packa_r.annot.unroll = P.mr;
-  std::vector<Stmt> packa_v{make_for("ip", ceil_div(mc, P.mr), {make_for("kk", kc, {packa_r}, "pack A: k")}, "pack A: MR-tall panels")};
+  std::vector<Stmt> packa_v{make_for("ip", ceil_div(mc, P.mr), {make_for("kk", kpack, {packa_r}, "pack A: k")}, "pack A: MR-tall panels")};
   rename_loops(packa_v, "kk", "ka");
   rename_loops(packa_v, "r", "ra");
   Stmt packa = std::move(packa_v[0]);
   // micro-kernel
   std::vector<Stmt> micro;
-  micro.push_back(make_alloc("acc", DType::F32, P.lanes, (int64_t)P.mr * NQ, /*registers=*/true));
+  micro.push_back(make_alloc("acc", acc_, P.lanes, (int64_t)P.mr * NQ, /*registers=*/true));
   for (int a = 0; a < P.mr * NQ; ++a)
-    micro.push_back(make_local_store("acc", const_int(a), broadcast(const_float(0, DType::F32), P.lanes)));
+    micro.push_back(make_local_store("acc", const_int(a), broadcast(const_of(0, acc_), P.lanes)));
   std::vector<Stmt> kbody;
+  if (G_ > 1) {  // one group of G k per step: acc[r][q] = dot(acc, A group of row r, B groups of NR/NQ columns)
+    ExprRef bb = mul(mul(add(mul(var("jr"), const_int(kc_blk_ / G_)), kk), const_int(P.nr)), const_int(G_));
+    ExprRef ab = mul(mul(add(mul(var("ir"), const_int(kc_blk_ / G_)), kk), const_int(P.mr)), const_int(G_));
+    for (int q = 0; q < NQ; ++q)
+      kbody.push_back(make_let("bq" + std::to_string(q), bdt_,
+                               local_load("Bp", bdt_, add(bb, const_int(q * P.lanes * G_)), P.lanes * G_)));
+    for (int r = 0; r < P.mr; ++r) {
+      ExprRef ar = local_load("Ap", adt_, add(ab, const_int(r * G_)), G_);
+      for (int q = 0; q < NQ; ++q) {
+        ExprRef cur = local_load("acc", acc_, const_int(r * NQ + q), P.lanes);
+        kbody.push_back(make_local_store("acc", const_int(r * NQ + q), dot_acc(cur, ar, var("bq" + std::to_string(q), bdt_, P.lanes * G_))));
+      }
+    }
+  }
   ExprRef bbase = mul(add(mul(var("jr"), const_int(kc_blk_)), kk), const_int(P.nr));
   ExprRef abase = mul(add(mul(var("ir"), const_int(kc_blk_)), kk), const_int(P.mr));
-  for (int q = 0; q < NQ; ++q)
+  for (int q = 0; G_ == 1 && q < NQ; ++q)
     kbody.push_back(make_let("bq" + std::to_string(q), DType::F32,
                              local_load("Bp", DType::F32, add(bbase, const_int(q * P.lanes)), P.lanes)));
-  for (int r = 0; r < P.mr; ++r) {
+  for (int r = 0; G_ == 1 && r < P.mr; ++r) {
     ExprRef ar = broadcast(local_load("Ap", DType::F32, add(abase, const_int(r))), P.lanes);
     for (int q = 0; q < NQ; ++q) {
       ExprRef cur = local_load("acc", DType::F32, const_int(r * NQ + q), P.lanes);
@@ -370,11 +415,11 @@ LoopFunc MatmulLowering::run() {
       kbody.push_back(make_local_store("acc", const_int(r * NQ + q), binary(Op::Add, cur, binary(Op::Mul, ar, bq))));
     }
   }
-  Stmt kloop = make_for("kk", kc, std::move(kbody), "micro-kernel: k");
+  Stmt kloop = make_for("kk", G_ == 1 ? kc : ceil_div(kc, G_), std::move(kbody), G_ == 1 ? "micro-kernel: k" : "micro-kernel: k groups");
   kloop.reduces = {"acc"};
   micro.push_back(std::move(kloop));
   for (int a = 0; a < P.mr * NQ; ++a)
-    micro.push_back(make_local_store("tile", const_int(a * P.lanes), local_load("acc", DType::F32, const_int(a), P.lanes)));
+    micro.push_back(make_local_store("tile", const_int(a * P.lanes), local_load("acc", acc_, const_int(a), P.lanes)));
 
   // write back: C (+)= tile; at the last K block the epilogue computes the kernel's root
   ExprRef mrow = add(mul(var("ir"), const_int(P.mr)), var("r"));
@@ -383,8 +428,8 @@ LoopFunc MatmulLowering::run() {
   int variants = 0;
   auto write_back = [&](ExprRef colpart) {
     ExprRef caddr = add(batch_part(caff), add(at(crow, mrow), colpart));
-    ExprRef tv = local_load("tile", DType::F32, add(mul(var("r"), const_int(P.nr)), var("c")));
-    ExprRef prev = select(lt(const_int(0), var("pc")), load(pout, DType::F32, caddr), const_float(0, DType::F32));
+    ExprRef tv = local_load("tile", acc_, add(mul(var("r"), const_int(P.nr)), var("c")));
+    ExprRef prev = select(lt(const_int(0), var("pc")), load(pout, acc_, caddr), const_of(0, acc_));
     ExprRef sum = binary(Op::Add, prev, tv);
     ExprRef valid = logical_and(lt(mrow, mc), lt(ncol, nc));
     // a full tile writes without per-element conditions (plain vector loads and stores)
@@ -405,8 +450,8 @@ LoopFunc MatmulLowering::run() {
     auto mco = group_coords(mm_.m_axes, s_, add(m0, mrow)), nco = group_coords(mm_.n_axes, s_, add(n0, ncol));
     for (auto* co : {&mco, &nco, &batch_})
       for (auto& [d, e] : *co) ridx[d] = e;
-    std::vector<Stmt> body{make_let("s" + std::to_string(variants), DType::F32, sum)};
-    ExprRef v = build_epilogue(kg_, k_.root, R, ridx, var("s" + std::to_string(variants), DType::F32), param_of_,
+    std::vector<Stmt> body{make_let("s" + std::to_string(variants), acc_, sum)};
+    ExprRef v = build_epilogue(kg_, k_.root, R, ridx, var("s" + std::to_string(variants), acc_), param_of_,
                                body, "e" + std::to_string(variants) + "_");
     ++variants;
     body.push_back(make_store(pout, caddr, v));
@@ -451,7 +496,7 @@ LoopFunc MatmulLowering::run() {
   Stmt tloop = make_for("t", jobs, std::move(tbody), "jobs: batch × N blocks × M splits");
   tloop.annot.parallel = true;
   f_.body.push_back(std::move(tloop));
-  f_.schedule_log.push_back("matmul: MR=" + std::to_string(P.mr) + " NR=" + std::to_string(P.nr) + " KC=" +
+  f_.schedule_log.push_back("matmul: MR=" + std::to_string(P.mr) + (G_ == 4 ? " int8 u8xi8 dot4" : G_ == 2 ? " int8 i16 dot2" : "") + " NR=" + std::to_string(P.nr) + " KC=" +
                             std::to_string(kc_blk_) + " MC=" + std::to_string(mc_blk_) + " NC=" + std::to_string(nc_blk) +
                             " msplit=" + std::to_string(msplit) + (epilogue ? " +epilogue" : "") +
                             (tables_ ? " gather(" + std::to_string(tables_) + " tables)" : ""));
@@ -459,7 +504,7 @@ LoopFunc MatmulLowering::run() {
   if (!(Ks.is_const() && Ks.value() > 0)) {
     LATHE_CHECK(!epilogue, "matmul epilogue with a K that may be 0");
     ExprRef total = from_sym(shape_numel(R->shape));
-    Stmt z = make_for("z", total, {make_store(pout, var("z"), const_float(0, DType::F32))}, "zero (K may be 0)");
+    Stmt z = make_for("z", total, {make_store(pout, var("z"), const_of(0, acc_))}, "zero (K may be 0)");
     f_.body.insert(f_.body.begin(), make_if(lt(K, const_int(1)), {z}));
   }
   unique_loop_names(f_);   // the write-back variants and gather tables repeat their loops
@@ -536,6 +581,26 @@ MatmulParams host_matmul_params() {
     return p;
   }();
   return params;
+}
+
+int host_int8_dot_group() {
+  static const int g = [] {
+    int v = 2;
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+    if (__builtin_cpu_supports("avx512vnni")) v = 4;
+#if defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 11
+    if (__builtin_cpu_supports("avxvnni")) v = 4;
+#endif
+#endif
+    if (const char* e = std::getenv("LATHE_INT8_DOT"); e && *e) {
+      std::string s(e);
+      if (s == "vnni" || s == "4") v = 4;
+      else if (s == "i16" || s == "2") v = 2;
+      else throw UserError("LATHE_INT8_DOT='" + s + "': expected vnni (u8 x i8 groups of 4) or i16 (pairs)");
+    }
+    return v;
+  }();
+  return g;
 }
 
 LoopFunc lower_matmul_kernel(const KernelGraph& kg, int kernel, const MatmulParams& P) {

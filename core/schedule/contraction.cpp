@@ -104,17 +104,25 @@ bool is_squeeze_view(NodeRef v) {
   return true;
 }
 
+// An integer contraction: an i32 Reduce add over Mul(Cast(u8|i8 x), Cast(u8|i8 y)) (what
+// matmul_integer / conv2d_integer build); the operands are read below the widening Casts.
+bool is_int8_operand(NodeRef x) {
+  return x->op == Op::Cast && x->dtype == DType::I32 && (x->inputs[0]->dtype == DType::U8 || x->inputs[0]->dtype == DType::I8);
+}
+
 }  // namespace
 
 std::optional<MatmulMatch> match_matmul(NodeRef r) {
-  if (r->op != Op::Reduce || r->attrs.reduce != ReduceOp::Add || r->dtype != DType::F32) return std::nullopt;
+  if (r->op != Op::Reduce || r->attrs.reduce != ReduceOp::Add) return std::nullopt;
   NodeRef mul = r->inputs[0];
-  if (mul->op != Op::Mul || mul->inputs[0]->dtype != DType::F32) return std::nullopt;
+  if (mul->op != Op::Mul) return std::nullopt;
+  bool int8 = r->dtype == DType::I32 && is_int8_operand(mul->inputs[0]) && is_int8_operand(mul->inputs[1]);
+  if (!int8 && (r->dtype != DType::F32 || mul->inputs[0]->dtype != DType::F32)) return std::nullopt;
   MatmulMatch m;
   m.reduce = r;
   m.mul = mul;
-  m.a = access_of(mul->inputs[0]);
-  m.b = access_of(mul->inputs[1]);
+  m.a = access_of(int8 ? mul->inputs[0]->inputs[0] : mul->inputs[0]);
+  m.b = access_of(int8 ? mul->inputs[1]->inputs[0] : mul->inputs[1]);
   for (auto* acc : {&m.a, &m.b})
     if (acc->src->op == Op::Const && !acc->src->attrs.data) return std::nullopt;
   const Shape& s = mul->shape;
@@ -140,7 +148,8 @@ std::optional<MatmulMatch> match_matmul(NodeRef r) {
 }
 
 bool fusable_epilogue(NodeRef root, NodeRef reduce, const std::set<NodeRef>& mat) {
-  if (root == reduce || root->dtype != DType::F32 || non_unit(root->shape) != non_unit(reduce->shape)) return false;
+  // (partial sums over K blocks are kept in the output buffer: the root has the sum's dtype)
+  if (root == reduce || root->dtype != reduce->dtype || non_unit(root->shape) != non_unit(reduce->shape)) return false;
   // nodes inside the root's kernel (R a leaf), and whether each depends on R
   std::map<NodeRef, bool> dep;
   std::function<bool(NodeRef)> visit = [&](NodeRef n) -> bool {
