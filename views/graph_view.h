@@ -59,7 +59,7 @@ class GraphView {
   void draw_canvas(AppState& s);
   void draw_boxes_and_edges(AppState& s, ImDrawList* dl, ImVec2 origin, int hovered);
   void draw_ghosts(ImDrawList* dl, ImVec2 origin);
-  void draw_legend(const AppState& s, ImDrawList* dl, ImVec2 min, ImVec2 max);
+  void draw_legend(AppState& s, ImDrawList* dl, ImVec2 min, ImVec2 max);
   void draw_frames(AppState& s, ImDrawList* dl, ImVec2 origin);
   // The minimap (top-right): the whole drawing, the view's rectangle; a click or drag in
   // it moves the view there. Returns true while it has the mouse.
