@@ -91,6 +91,9 @@ int l_state(lua_State* L) {
   set_int(L, "folded", static_cast<int64_t>(s.view_folded));
   set_int(L, "frames", static_cast<int64_t>(s.view_frames));
   set_int(L, "legend", static_cast<int64_t>(s.view_legend_items));
+  set_int(L, "profile_columns", s.view_profile_columns);
+  lua_pushboolean(L, s.view_toolbar_fits);
+  lua_setfield(L, -2, "toolbar_fits");
   set_int(L, "search_hits", static_cast<int64_t>(s.view_search_hits));
   set_int(L, "search_cursor", s.view_search_cursor + 1);
   set_num(L, "layout_ms", s.view_layout_ms);

@@ -158,6 +158,8 @@ class AppState {
   size_t view_ghosts = 0, view_added = 0, view_kept = 0, view_moved = 0;
   std::string view_layout;
   size_t view_drawn_boxes = 0;        // boxes inside the visible rectangle last frame
+  bool view_toolbar_fits = true;      // the graph view's toolbar (search box and arrows included) is in view
+  int view_profile_columns = 0;       // profile table columns in view (all 7 when nothing is cut off)
   size_t view_legend_items = 0;       // entries of the graph view's colour legend (all of them; it scrolls)
   bool view_text = false;             // whether their labels were drawn (zoom level of detail)
   // Compile, profile and run go to this worker (jobs.h); app_actions.h starts them.

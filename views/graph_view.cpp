@@ -331,7 +331,12 @@ void GraphView::draw_toolbar(AppState& s) {
   // Search, right-aligned when there is room.
   ImGui::SameLine(0, 12);
   float avail = ImGui::GetContentRegionAvail().x;
+  if (avail < 280) {   // no room for the search box and its arrows: a line of its own
+    ImGui::NewLine();
+    avail = ImGui::GetContentRegionAvail().x;
+  }
   float w = std::clamp(avail - 130.0f, 120.0f, 320.0f);
+  s.view_toolbar_fits = ImGui::GetCursorPosX() + w + 70 <= ImGui::GetWindowContentRegionMax().x + 1;
   ImGui::SetNextItemWidth(w);
   if (search_focus_) {
     ImGui::SetKeyboardFocusHere();

@@ -49,6 +49,7 @@ local function same_places(a, b, what)
 end
 
 gui.frames(1)
+expect(gui.state().toolbar_fits, "the toolbar (search box and its arrows) in view at 1024 px")
 gui.zoom(0.5)   -- several layers in view, h.3 near the top
 gui.frames(1)
 local h = places()["▶ h.3"]
