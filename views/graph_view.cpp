@@ -312,6 +312,8 @@ void GraphView::draw_toolbar(AppState& s) {
     ImGui::SetTooltip("draw weights and constants as boxes of their own; off: they are attributes of the\n"
                       "node that reads them (the inspector lists them with shape, dtype and values)");
   ImGui::SameLine(0, 12);
+  if (ImGui::GetContentRegionAvail().x < 170) ImGui::NewLine();   // no room left on this line
+  bool combo_fits = ImGui::GetContentRegionAvail().x >= 170;
   static const char* kColors[] = {"Colour: category", "Colour: kernel", "Colour: profile heat"};
   ImGui::SetNextItemWidth(170);
   if (ImGui::BeginCombo("##color", kColors[static_cast<int>(s.color_mode)])) {
@@ -336,7 +338,7 @@ void GraphView::draw_toolbar(AppState& s) {
     avail = ImGui::GetContentRegionAvail().x;
   }
   float w = std::clamp(avail - 130.0f, 120.0f, 320.0f);
-  s.view_toolbar_fits = ImGui::GetCursorPosX() + w + 70 <= ImGui::GetWindowContentRegionMax().x + 1;
+  s.view_toolbar_fits = combo_fits && ImGui::GetCursorPosX() + w + 70 <= ImGui::GetWindowContentRegionMax().x + 1;
   ImGui::SetNextItemWidth(w);
   if (search_focus_) {
     ImGui::SetKeyboardFocusHere();
