@@ -272,6 +272,15 @@ DisplayGraph build_display_graph(const AppState& s, const LabelMetrics& m) {
   for (size_t i = 0; i < n; ++i) dg.box_of[topo[i]->id] = box[i];
 
   // 4. Labels of groups, sources folded into their readers in a huge graph, then sizes.
+  // A scope holding one op (an ONNX node's own name scope, "/h.5/Add:Add") is that op's
+  // box: a "▶ Add · 1 op" box that opens onto the same Add says nothing.
+  for (auto& b : dg.nodes) {
+    if (b.group.empty() || b.members.size() != 1) continue;
+    NodeRef nd = node_by_id(b.members[0]);
+    if (!nd) continue;
+    b = single_box(s, nd);
+    if (frames) b.scope = parent_scope(nd->prov.path);
+  }
   for (auto& b : dg.nodes)
     if (!b.group.empty()) label_group(s, b);
   if (!s.show_weights) fold_sources(dg);

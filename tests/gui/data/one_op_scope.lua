@@ -1,0 +1,11 @@
+-- one_op_scope.lua — a model for the GUI test of scopes holding one op: two blocks, each
+-- with a scope "mm" of a matmul and its weight, and a scope "add" of one Add (as ONNX
+-- names every node's own scope: "/h.0/Add:Add").
+local x = lathe.input("x", {4, 8})
+for i = 0, 1 do
+  x = lathe.scope("h." .. i, function()
+    local y = lathe.scope("mm", function() return x:matmul(lathe.input("h." .. i .. ".w", {8, 8})) end)
+    return lathe.scope("add", function() return x + y end)
+  end)
+end
+return lathe.graph{ y = x }
