@@ -274,12 +274,18 @@ DisplayGraph build_display_graph(const AppState& s, const LabelMetrics& m) {
   // 4. Labels of groups, sources folded into their readers in a huge graph, then sizes.
   // A scope holding one op (an ONNX node's own name scope, "/h.5/Add:Add") is that op's
   // box: a "▶ Add · 1 op" box that opens onto the same Add says nothing.
+  // (Its weights, and views of them, stay members: selecting one lands there.)
   for (auto& b : dg.nodes) {
-    if (b.group.empty() || b.members.size() != 1) continue;
-    NodeRef nd = node_by_id(b.members[0]);
-    if (!nd) continue;
-    b = single_box(s, nd);
-    if (frames) b.scope = parent_scope(nd->prov.path);
+    if (b.group.empty()) continue;
+    NodeRef op = nullptr;
+    int ops = 0;
+    for (uint32_t id : b.members)
+      if (NodeRef m = node_by_id(id); m && !is_weight(m)) op = m, ++ops;
+    if (ops != 1) continue;
+    std::vector<uint32_t> members = std::move(b.members);
+    b = single_box(s, op);
+    b.members = std::move(members);
+    if (frames) b.scope = parent_scope(op->prov.path);
   }
   for (auto& b : dg.nodes)
     if (!b.group.empty()) label_group(s, b);
