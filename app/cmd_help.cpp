@@ -42,6 +42,8 @@ const char* kEnvironment =
     "                           with AVX-512, 6x16x8 with AVX/AVX2, 6x8x8 with SSE; LANES 8|16)\n"
     "  LATHE_MAX_INSTRUCTIONS, LATHE_MAX_MEMORY_MB   limits of the Lua sandbox\n"
     "  LATHE_NO_PROGRESS, NO_COLOR                   plain terminal output\n"
+    "  LATHE_GUI_FULL_REDRAW=1  the app draws its whole window every frame (not only the graph panel\n"
+    "                           while it alone changes)\n"
     "  LATHE_CUDA_ARCH          NVRTC target when no GPU is present (default sm_90)\n"
     "  LATHE_CUDA_INCLUDE       CUDA headers for NVRTC (default: the toolkit lathe was built with)\n"
     "  LATHE_CUDA_DRIVER        driver library to load instead of libcuda.so.1 (tests: a fake driver)\n"

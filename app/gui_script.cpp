@@ -179,6 +179,9 @@ int l_frame_stats(lua_State* L) {
   set_num(L, "render_ms", median_of(f, &FT::render_ms));
   set_num(L, "swap_ms", median_of(f, &FT::swap_ms));
   set_int(L, "vertices", f.back().vertices);
+  int partial = 0;
+  for (auto& t : f) partial += t.partial ? 1 : 0;   // frames that drew only the graph panel
+  set_int(L, "partial", partial);
   set_int(L, "drawn_boxes", static_cast<int64_t>(s.view_drawn_boxes));
   set_bool(L, "text", s.view_text);
   return 1;
@@ -533,7 +536,8 @@ const script::Function kGui[] = {
     {"frame_ms", l_frame_ms, "gui.frame_ms([n])", "median time of the last n frames (default 30), ms"},
     {"frame_stats", l_frame_stats, "gui.frame_stats([n])",
      "medians of the last n frames: total_ms, ui_ms (building draw lists), render_ms (rasterizing), swap_ms; "
-     "vertices, drawn_boxes (boxes in view) and text (labels drawn) of the last frame"},
+     "vertices, drawn_boxes (boxes in view) and text (labels drawn) of the last frame; partial: how many of the n "
+     "frames drew only the graph panel (the rest kept from the frame before)"},
     {"_sync", l_sync, "gui._sync()", "show the command layer's program `p` now"},
     {nullptr, nullptr, nullptr, nullptr},
 };

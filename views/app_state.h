@@ -151,6 +151,7 @@ class AppState {
   struct FrameTiming {
     double total_ms = 0, ui_ms = 0, render_ms = 0, swap_ms = 0;
     int vertices = 0;
+    bool partial = false;   // only the graph panel was drawn (redraw.h)
   };
   std::vector<FrameTiming> frames;
   // The last version change as drawn: ghosts (removed boxes), boxes marked added, boxes
