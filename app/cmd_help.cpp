@@ -43,6 +43,8 @@ const char* kEnvironment =
     "  LATHE_ATTENTION_TILE=64x64  the fused attention kernel's query x key tile BQxBK (flash-attention rules)\n"
     "  LATHE_MAX_INSTRUCTIONS, LATHE_MAX_MEMORY_MB   limits of the Lua sandbox\n"
     "  LATHE_NO_PROGRESS, NO_COLOR                   plain terminal output\n"
+    "  LATHE_GUI_FULL_REDRAW=1  the app draws its whole window every frame (not only the graph panel\n"
+    "                           while it alone changes)\n"
     "  LATHE_CUDA_ARCH          NVRTC target when no GPU is present (default sm_90)\n"
     "  LATHE_CUDA_INCLUDE       CUDA headers for NVRTC (default: the toolkit lathe was built with)\n"
     "  LATHE_CUDA_DRIVER        driver library to load instead of libcuda.so.1 (tests: a fake driver)\n"

@@ -90,6 +90,10 @@ int l_state(lua_State* L) {
   set_int(L, "highlighted", static_cast<int64_t>(s.view_highlighted));
   set_int(L, "folded", static_cast<int64_t>(s.view_folded));
   set_int(L, "frames", static_cast<int64_t>(s.view_frames));
+  set_int(L, "legend", static_cast<int64_t>(s.view_legend_items));
+  set_int(L, "profile_columns", s.view_profile_columns);
+  lua_pushboolean(L, s.view_toolbar_fits);
+  lua_setfield(L, -2, "toolbar_fits");
   set_int(L, "search_hits", static_cast<int64_t>(s.view_search_hits));
   set_int(L, "search_cursor", s.view_search_cursor + 1);
   set_num(L, "layout_ms", s.view_layout_ms);
@@ -175,6 +179,9 @@ int l_frame_stats(lua_State* L) {
   set_num(L, "render_ms", median_of(f, &FT::render_ms));
   set_num(L, "swap_ms", median_of(f, &FT::swap_ms));
   set_int(L, "vertices", f.back().vertices);
+  int partial = 0;
+  for (auto& t : f) partial += t.partial ? 1 : 0;   // frames that drew only the graph panel
+  set_int(L, "partial", partial);
   set_int(L, "drawn_boxes", static_cast<int64_t>(s.view_drawn_boxes));
   set_bool(L, "text", s.view_text);
   return 1;
@@ -421,7 +428,7 @@ int l_expand(lua_State* L) {
   views::AppState& s = app(L);
   std::string p = luaL_checkstring(L, 1);
   if (!known_scope(s, p)) script::raise(L, "gui.expand: no scope '" + p + "' in the graph shown");
-  if (s.level == views::Level::Primitive) s.set_level(views::Level::Tensor);
+  if (s.level == views::Level::Primitive && !s.primitive_frames()) s.set_level(views::Level::Tensor);
   s.expand(p);
   return 0;
 }
@@ -430,7 +437,7 @@ int l_collapse(lua_State* L) {
   views::AppState& s = app(L);
   std::string p = luaL_checkstring(L, 1);
   if (!known_scope(s, p)) script::raise(L, "gui.collapse: no scope '" + p + "' in the graph shown");
-  if (s.level == views::Level::Primitive) s.set_level(views::Level::Tensor);
+  if (s.level == views::Level::Primitive && !s.primitive_frames()) s.set_level(views::Level::Tensor);
   s.collapse(p);
   return 0;
 }
@@ -466,6 +473,27 @@ int l_boxes(lua_State* L) {
   return 2;
 }
 
+// gui.places(): per box shown, {title, x, y, w, h} on screen (pixels from the canvas'
+// top-left corner), in gui.boxes() order.
+int l_places(lua_State* L) {
+  views::AppState& s = app(L);
+  std::vector<views::AppState::BoxPlace> p = s.view_places ? s.view_places() : std::vector<views::AppState::BoxPlace>{};
+  lua_createtable(L, static_cast<int>(p.size()), 0);
+  for (size_t i = 0; i < p.size(); ++i) {
+    lua_createtable(L, 0, 5);
+    lua_pushstring(L, i < s.view_box_titles.size() ? s.view_box_titles[i].c_str() : "");
+    lua_setfield(L, -2, "title");
+    const float v[4] = {p[i].x, p[i].y, p[i].w, p[i].h};
+    const char* k[4] = {"x", "y", "w", "h"};
+    for (int j = 0; j < 4; ++j) {
+      lua_pushnumber(L, v[j]);
+      lua_setfield(L, -2, k[j]);
+    }
+    lua_rawseti(L, -2, static_cast<lua_Integer>(i + 1));
+  }
+  return 1;
+}
+
 int l_sync(lua_State* L) {
   views::poll_program(app(L));
   return 0;
@@ -487,11 +515,16 @@ const script::Function kGui[] = {
     {"_job_error", l_job_error, "gui._job_error()", "the error of the last job applied, or nil"},
     {"stats", l_stats, "gui.stats()", "the selected node's values after gui.run(): {min, max, mean, std, nans, infs, count}"},
     {"kernel_code", l_kernel_code, "gui.kernel_code([kind])", "the selected kernel's loop | source | asm text"},
-    {"expand", l_expand, "gui.expand(path)", "expand a scope in place (tensor or kernel level): its box becomes a frame of its contents"},
-    {"collapse", l_collapse, "gui.collapse(path)", "collapse a scope (and the scopes inside it) back into one box"},
+    {"expand", l_expand, "gui.expand(path)",
+     "expand a scope in place: its box becomes a frame of its contents (at the primitive level of a graph drawn in frames, "
+     "a scope collapsed there opens again; of a small one, the tensor level shows)"},
+    {"collapse", l_collapse, "gui.collapse(path)",
+     "collapse a scope (and the scopes inside it) into one box, in place; at the primitive level too when it draws frames"},
     {"collapse_all", l_collapse_all, "gui.collapse_all()", "collapse every scope (the model's top level)"},
     {"weights", l_weights, "gui.weights([on])", "draw weights and constants as boxes (true) or as attributes of their reader (false, the default)"},
     {"boxes", l_boxes, "gui.boxes()", "the boxes shown (their titles) and, second, the scopes drawn as frames"},
+    {"places", l_places, "gui.places()",
+     "where each box shown is on screen: {title, x, y, w, h} in pixels from the canvas' top-left (gui.boxes() order)"},
     {"search", l_search, "gui.search(text [, steps])",
      "type text into the search box and step to the next hit steps times (default 1; applied at the next frame): "
      "gui.state().search_hits, search_cursor"},
@@ -503,7 +536,8 @@ const script::Function kGui[] = {
     {"frame_ms", l_frame_ms, "gui.frame_ms([n])", "median time of the last n frames (default 30), ms"},
     {"frame_stats", l_frame_stats, "gui.frame_stats([n])",
      "medians of the last n frames: total_ms, ui_ms (building draw lists), render_ms (rasterizing), swap_ms; "
-     "vertices, drawn_boxes (boxes in view) and text (labels drawn) of the last frame"},
+     "vertices, drawn_boxes (boxes in view) and text (labels drawn) of the last frame; partial: how many of the n "
+     "frames drew only the graph panel (the rest kept from the frame before)"},
     {"_sync", l_sync, "gui._sync()", "show the command layer's program `p` now"},
     {nullptr, nullptr, nullptr, nullptr},
 };

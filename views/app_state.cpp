@@ -84,6 +84,7 @@ void AppState::set_graph(Graph g, std::string t, std::string p) {
   bool large = topo.size() > kLargeGraphNodes;
   if (large && level == Level::Primitive) level = Level::Tensor;
   if (large) collapse_all();
+  prim_collapsed.clear();
   if (!large && level == Level::Tensor && expanded.empty()) level = Level::Primitive;
 }
 
@@ -140,7 +141,19 @@ void AppState::select_group(const std::string& p, bool center) {
 
 std::string AppState::reveal(int id) {
   NodeRef n = id >= 0 ? node_by_id(static_cast<uint32_t>(id)) : nullptr;
-  if (!n || level == Level::Primitive) return "";
+  if (!n) return "";
+  if (level == Level::Primitive) {   // open the collapsed scopes that hold it
+    std::string first;
+    for (auto it = prim_collapsed.begin(); it != prim_collapsed.end();) {
+      const std::string& p = *it;
+      bool holds = n->prov.path == p || (n->prov.path.size() > p.size() && n->prov.path.compare(0, p.size(), p) == 0 &&
+                                         n->prov.path[p.size()] == '/');
+      if (holds && (first.empty() || p.size() < first.size())) first = p;
+      it = holds ? prim_collapsed.erase(it) : std::next(it);
+    }
+    if (!first.empty()) ++expanded_version;
+    return first;
+  }
   std::string path = n->prov.path;
   if (level == Level::Kernel) {   // the scope of the kernel that computes it
     if (!compiled) return "";
@@ -165,8 +178,18 @@ void AppState::clear_selection() {
 
 void AppState::set_level(Level l) { level = l; }
 
+bool AppState::primitive_frames() const { return topo.size() > kLargeGraphNodes; }
+
 void AppState::expand(const std::string& p) {
   last_toggled = p;
+  if (level == Level::Primitive) {   // p and the scopes around it show as frames
+    for (auto it = prim_collapsed.begin(); it != prim_collapsed.end();) {
+      bool around = p == *it || (p.size() > it->size() && p.compare(0, it->size(), *it) == 0 && p[it->size()] == '/');
+      it = around ? prim_collapsed.erase(it) : std::next(it);
+    }
+    ++expanded_version;
+    return;
+  }
   // Expanding a/b/c implies its parents are expanded too.
   for (size_t i = 0; i <= p.size(); ++i)
     if (i == p.size() || p[i] == '/') expanded.insert(p.substr(0, i));
@@ -175,6 +198,11 @@ void AppState::expand(const std::string& p) {
 
 void AppState::collapse(const std::string& p) {
   last_toggled = p;
+  if (level == Level::Primitive) {
+    prim_collapsed.insert(p);
+    ++expanded_version;
+    return;
+  }
   for (auto it = expanded.begin(); it != expanded.end();) {
     bool below = *it == p || (it->size() > p.size() && it->compare(0, p.size(), p) == 0 && (*it)[p.size()] == '/');
     it = below ? expanded.erase(it) : std::next(it);

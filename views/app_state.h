@@ -61,7 +61,10 @@ class AppState {
   Level level = Level::Primitive;
   ColorMode color_mode = ColorMode::Category;
   std::set<std::string> expanded;   // composite paths shown expanded at the tensor level
-  uint64_t expanded_version = 0;    // bumps when `expanded` changes
+  uint64_t expanded_version = 0;    // bumps when `expanded` or `prim_collapsed` changes
+  // The primitive level of a large graph draws every scope as a frame; these scopes are
+  // collapsed there into one box each (a click on a frame's title, gui.collapse).
+  std::set<std::string> prim_collapsed;
   bool show_weights = false;        // weights / constants as boxes, not attributes of their reader
   int selected = -1;                // selected primitive node id, -1 = none
   std::string selected_group;       // or a selected collapsed composite path
@@ -120,6 +123,12 @@ class AppState {
   size_t view_frames = 0;             // expanded scopes drawn as frames
   std::vector<std::string> view_box_titles;   // the boxes shown (first label line), for scripts
   std::vector<std::string> view_frame_paths;  // the frames shown
+  // Where each box shown is on screen (pixels from the canvas' top-left; gui.places()):
+  // x, y of its top-left corner, w, h. Set by the graph view; empty before the first draw.
+  struct BoxPlace {
+    float x = 0, y = 0, w = 0, h = 0;
+  };
+  std::function<std::vector<BoxPlace>()> view_places;
   double view_layout_ms = 0;          // how long the layout shown took
   std::string last_toggled;           // the scope expanded or collapsed last (the view keeps it in place)
   bool fit_request = false;           // one-shot: the graph view fits the drawing to the window
@@ -142,6 +151,7 @@ class AppState {
   struct FrameTiming {
     double total_ms = 0, ui_ms = 0, render_ms = 0, swap_ms = 0;
     int vertices = 0;
+    bool partial = false;   // only the graph panel was drawn (redraw.h)
   };
   std::vector<FrameTiming> frames;
   // The last version change as drawn: ghosts (removed boxes), boxes marked added, boxes
@@ -149,6 +159,9 @@ class AppState {
   size_t view_ghosts = 0, view_added = 0, view_kept = 0, view_moved = 0;
   std::string view_layout;
   size_t view_drawn_boxes = 0;        // boxes inside the visible rectangle last frame
+  bool view_toolbar_fits = true;      // the graph view's toolbar (search box and arrows included) is in view
+  int view_profile_columns = 0;       // profile table columns in view (all 7 when nothing is cut off)
+  size_t view_legend_items = 0;       // entries of the graph view's colour legend (all of them; it scrolls)
   bool view_text = false;             // whether their labels were drawn (zoom level of detail)
   // Compile, profile and run go to this worker (jobs.h); app_actions.h starts them.
   JobRunner jobs;
@@ -173,8 +186,11 @@ class AppState {
   std::string reveal(int id);
   void clear_selection();
   void set_level(Level l);
+  // At the tensor and kernel levels: open / close a scope (`expanded`). At the primitive
+  // level of a graph drawn in frames (primitive_frames()): the same for `prim_collapsed`.
   void expand(const std::string& path);
   void collapse(const std::string& path);   // and everything below it
+  bool primitive_frames() const;            // the primitive level draws scopes as frames
   void collapse_all();
   void expand_all();
   void info(std::string text) { log.push_back({LogLine::Kind::Info, std::move(text)}); }

@@ -40,6 +40,16 @@ std::string group_key(NodeRef n, const std::set<std::string>& expanded) {
   return collapsed_prefix(n->prov.path, expanded);
 }
 
+// The shortest prefix of `path` that is in `collapsed` ("" when none is).
+std::string collapsed_member(const std::string& p, const std::set<std::string>& collapsed) {
+  for (size_t i = 1; i <= p.size(); ++i) {
+    if (i < p.size() && p[i] != '/') continue;
+    std::string prefix = p.substr(0, i);
+    if (collapsed.count(prefix)) return prefix;
+  }
+  return "";
+}
+
 }  // namespace
 
 uint64_t display_key(const AppState& s) {
@@ -50,6 +60,8 @@ uint64_t display_key(const AppState& s) {
   mix(s.show_weights ? 7 : 3);
   if (s.level != Level::Primitive)
     for (auto& e : s.expanded) mix(std::hash<std::string>()(e));
+  else
+    for (auto& e : s.prim_collapsed) mix(std::hash<std::string>()(e) + 17);
   if (s.level == Level::Kernel && s.compiled) {   // kernel boxes show their times
     mix(reinterpret_cast<uintptr_t>(s.compiled->exe.get()));
     mix(s.compiled->profile ? s.compiled->serial : 0);
@@ -117,7 +129,7 @@ DisplayGraph build_display_graph(const AppState& s, const LabelMetrics& m) {
   const size_t n = topo.size();
   // Expanded scopes are frames at the tensor level, and at the primitive level of a large
   // graph (a flat drawing of a whole network reads as a hairball).
-  const bool frames = s.level == Level::Tensor || n > kLargeGraphNodes;
+  const bool frames = s.level == Level::Tensor || s.primitive_frames();
 
   // 1. Each node's fold key, then connected components among nodes sharing a key, so two
   //    separate calls of the same composite stay two boxes.
@@ -127,6 +139,10 @@ DisplayGraph build_display_graph(const AppState& s, const LabelMetrics& m) {
   if (s.level == Level::Tensor)
     for (size_t i = 0; i < n; ++i)
       if (!split[i]) key[i] = group_key(topo[i], s.expanded);
+  if (s.level == Level::Primitive && frames && !s.prim_collapsed.empty())   // scopes collapsed there
+    for (size_t i = 0; i < n; ++i)
+      if (!split[i] && !(topo[i]->op == Op::Input && !is_weight(topo[i])))
+        key[i] = collapsed_member(topo[i]->prov.path, s.prim_collapsed);
   UnionFind uf(n);
   for (size_t i = 0; i < n; ++i) {
     if (key[i].empty()) continue;
@@ -256,6 +272,21 @@ DisplayGraph build_display_graph(const AppState& s, const LabelMetrics& m) {
   for (size_t i = 0; i < n; ++i) dg.box_of[topo[i]->id] = box[i];
 
   // 4. Labels of groups, sources folded into their readers in a huge graph, then sizes.
+  // A scope holding one op (an ONNX node's own name scope, "/h.5/Add:Add") is that op's
+  // box: a "▶ Add · 1 op" box that opens onto the same Add says nothing.
+  // (Its weights, and views of them, stay members: selecting one lands there.)
+  for (auto& b : dg.nodes) {
+    if (b.group.empty()) continue;
+    NodeRef op = nullptr;
+    int ops = 0;
+    for (uint32_t id : b.members)
+      if (NodeRef m = node_by_id(id); m && !is_weight(m)) op = m, ++ops;
+    if (ops != 1) continue;
+    std::vector<uint32_t> members = std::move(b.members);
+    b = single_box(s, op);
+    b.members = std::move(members);
+    if (frames) b.scope = parent_scope(op->prov.path);
+  }
   for (auto& b : dg.nodes)
     if (!b.group.empty()) label_group(s, b);
   if (!s.show_weights) fold_sources(dg);

@@ -27,6 +27,8 @@ LayoutRequest make_layout_request(const DisplayGraph& dg) {
   for (auto& b : dg.nodes) r.sizes.push_back({b.w, b.h});
   r.edges.reserve(dg.edges.size());
   for (auto& e : dg.edges) r.edges.push_back({e.from, e.to});
+  r.box_order.reserve(dg.nodes.size());
+  for (auto& b : dg.nodes) r.box_order.push_back(b.rep);
   if (!dg.frames.empty()) {
     r.box_frame.reserve(dg.nodes.size());
     for (auto& b : dg.nodes) r.box_frame.push_back(b.frame);

@@ -66,7 +66,17 @@ struct LayoutRequest {
   std::vector<int> box_frame, frame_parent;
   std::vector<float> frame_title_w;
   float title_h = 20;
+  // Stable expansion (nested_layout): per frame, the size of the box the scope was drawn as
+  // while collapsed ({0, 0}: unknown). Each container is laid out with its frames at that
+  // size, then opened up: the frame's row grows downward and its row neighbours step
+  // aside, so the boxes outside a scope keep their places when it expands or collapses.
+  std::vector<std::pair<float, float>> frame_base;
+  // Per box, the key that orders the items of a container before the crossing sweeps
+  // (empty: box order); a frame's key is the largest of its contents', so a scope's frame
+  // and its collapsed box (keyed by its last node) sit at the same place in that order.
+  std::vector<uint32_t> box_order;
 };
+// Box sizes, edges, nesting, and box_order from each box's rep (its last node's id).
 LayoutRequest make_layout_request(const DisplayGraph& dg);
 
 // Runs dot synchronously (takes graphviz_mutex). Never throws.

@@ -38,6 +38,12 @@ void GraphView::sync(AppState& s) {
     m.text_width = [f, size](const std::string& t) { return f->CalcTextSizeA(size, FLT_MAX, 0, t.c_str()).x; };
     m.line_height = fonts_.size + 3.0f;
     wanted_ = std::make_shared<DisplayGraph>(build_display_graph(s, m));
+    // The size of each collapsed scope's box, so that its frame takes the same place
+    // when it expands (LayoutRequest::frame_base).
+    uint64_t ctx = s.document * 1000003ull + s.version * 7919ull + static_cast<uint64_t>(s.level) * 2 + (s.show_weights ? 1 : 0);
+    if (ctx != base_ctx_) base_sizes_.clear(), base_ctx_ = ctx;
+    for (auto& b : wanted_->nodes)
+      if (!b.group.empty()) base_sizes_[b.group] = {b.w, b.h};
   }
   if (shown_ && shown_->key == key) {
     settling_ = false;
@@ -67,8 +73,7 @@ void GraphView::sync(AppState& s) {
     if (st.ok) layout = st.layout;
   }
   if (!layout) {
-    LayoutRequest req = make_layout_request(*wanted_);
-    req.title_h = fonts_.size + 9.0f;
+    LayoutRequest req = request_for(*wanted_);
     // dot for a small flat drawing; a drawing with scopes (frames, or collapsed scope boxes
     // that may expand) always gets nested_layout, so expanding one keeps the rest in place.
     bool groups = has_scopes(*wanted_);
@@ -88,7 +93,7 @@ void GraphView::sync(AppState& s) {
     }
   }
   if (!layout) {
-    LayoutRequest req = make_layout_request(*wanted_);
+    LayoutRequest req = request_for(*wanted_);
     // A large graph: rows by rank now, dot's drawing when it lands (swap_in_dot).
     layout = std::make_shared<const Layout>(layered_layout(req));
     engine_.request(std::move(req));
@@ -111,7 +116,7 @@ void GraphView::sync(AppState& s) {
     bool was_drawn = scope_rect(*shown_, *shown_layout_, s.last_toggled, before);
     bool is_drawn = scope_rect(*wanted_, *layout, s.last_toggled, after);
     if (!was_drawn && is_drawn) {   // a scope deep inside collapsed ones (gui.expand): show it
-      pan_.x = after.x - 40 / zoom_;
+      pan_.x = after.x - last_canvas_.x * 0.5f / zoom_;
       pan_.y = after.y - 40 / zoom_;
       anchored = true;
     }
@@ -121,8 +126,8 @@ void GraphView::sync(AppState& s) {
       anchored = true;
       // Toggled from a script or the menu while out of view: bring its top into view.
       float sx = (after.x - pan_.x) * zoom_, sy = (after.y - pan_.y) * zoom_;
-      if (sx < 0 || sx > last_canvas_.x * 0.8f || sy < 0 || sy > last_canvas_.y * 0.7f) {
-        pan_.x = after.x - 40 / zoom_;
+      if (sx < 0 || sx > last_canvas_.x || sy < 0 || sy > last_canvas_.y * 0.7f) {
+        pan_.x = after.x - last_canvas_.x * 0.5f / zoom_;
         pan_.y = after.y - 40 / zoom_;
       }
     }
@@ -145,6 +150,16 @@ void GraphView::sync(AppState& s) {
   for (auto& b : shown_->nodes) s.view_box_titles.push_back(b.lines.empty() ? "" : b.lines[0]);
   s.view_frame_paths.clear();
   for (auto& f : shown_->frames) s.view_frame_paths.push_back(f.path);
+  s.view_places = [this] {
+    std::vector<AppState::BoxPlace> out;
+    if (!shown_ || !shown_layout_ || shown_layout_->centers.size() != shown_->nodes.size()) return out;
+    for (size_t i = 0; i < shown_->nodes.size(); ++i) {
+      const DisplayNode& b = shown_->nodes[i];
+      Point c = shown_layout_->centers[i];
+      out.push_back({(c.x - b.w / 2 - pan_.x) * zoom_, (c.y - b.h / 2 - pan_.y) * zoom_, b.w * zoom_, b.h * zoom_});
+    }
+    return out;
+  };
   search_key_ = 0;   // boxes changed: recompute hits
 }
 
@@ -171,13 +186,33 @@ bool GraphView::has_scopes(const DisplayGraph& g) {
 // A layout afresh (Re-layout, or a displaced request): dot in the background for a small
 // flat drawing, nested_layout at once otherwise; either lands in the engine's cache.
 void GraphView::fresh_layout(const DisplayGraph& g) {
-  LayoutRequest req = make_layout_request(g);
-  req.title_h = fonts_.size + 9.0f;
+  LayoutRequest req = request_for(g);
   if (!has_scopes(g) && (g.nodes.size() <= kDotMaxBoxes && g.edges.size() <= kDotMaxEdges ||
                          g.nodes.size() > kProvisionalLayoutBoxes))
     engine_.request(std::move(req));
   else
     quick_.request(std::move(req));
+}
+
+LayoutRequest GraphView::request_for(const DisplayGraph& g) const {
+  LayoutRequest req = make_layout_request(g);
+  req.title_h = fonts_.size + 9.0f;
+  if (g.frames.empty()) return req;
+  // A frame's base: its scope's collapsed box, or that of an enclosing scope left without
+  // a frame of its own (one holding only this one).
+  std::set<std::string> framed;
+  for (auto& f : g.frames) framed.insert(f.path);
+  req.frame_base.assign(g.frames.size(), {0.0f, 0.0f});
+  for (size_t f = 0; f < g.frames.size(); ++f)
+    for (std::string p = g.frames[f].path; !p.empty() && p != "/"; p = parent_scope(p)) {
+      if (p != g.frames[f].path && framed.count(p)) break;
+      auto it = base_sizes_.find(p);
+      if (it != base_sizes_.end()) {
+        req.frame_base[f] = it->second;
+        break;
+      }
+    }
+  return req;
 }
 
 std::shared_ptr<const Layout> GraphView::cached(uint64_t key) {
@@ -188,12 +223,12 @@ std::shared_ptr<const Layout> GraphView::cached(uint64_t key) {
 bool GraphView::scope_rect(const DisplayGraph& g, const Layout& l, const std::string& path, Point& tl) const {
   for (size_t i = 0; i < g.nodes.size() && i < l.centers.size(); ++i)
     if (g.nodes[i].group == path) {
-      tl = {l.centers[i].x - g.nodes[i].w / 2, l.centers[i].y - g.nodes[i].h / 2};
+      tl = {l.centers[i].x, l.centers[i].y - g.nodes[i].h / 2};
       return true;
     }
   for (size_t f = 0; f < g.frames.size() && f < l.frames.size(); ++f)
     if (g.frames[f].path == path) {
-      tl = {l.frames[f].x0, l.frames[f].y0};
+      tl = {(l.frames[f].x0 + l.frames[f].x1) / 2, l.frames[f].y0};
       return true;
     }
   return false;
@@ -277,6 +312,8 @@ void GraphView::draw_toolbar(AppState& s) {
     ImGui::SetTooltip("draw weights and constants as boxes of their own; off: they are attributes of the\n"
                       "node that reads them (the inspector lists them with shape, dtype and values)");
   ImGui::SameLine(0, 12);
+  if (ImGui::GetContentRegionAvail().x < 170) ImGui::NewLine();   // no room left on this line
+  bool combo_fits = ImGui::GetContentRegionAvail().x >= 170;
   static const char* kColors[] = {"Colour: category", "Colour: kernel", "Colour: profile heat"};
   ImGui::SetNextItemWidth(170);
   if (ImGui::BeginCombo("##color", kColors[static_cast<int>(s.color_mode)])) {
@@ -296,7 +333,12 @@ void GraphView::draw_toolbar(AppState& s) {
   // Search, right-aligned when there is room.
   ImGui::SameLine(0, 12);
   float avail = ImGui::GetContentRegionAvail().x;
+  if (avail < 280) {   // no room for the search box and its arrows: a line of its own
+    ImGui::NewLine();
+    avail = ImGui::GetContentRegionAvail().x;
+  }
   float w = std::clamp(avail - 130.0f, 120.0f, 320.0f);
+  s.view_toolbar_fits = combo_fits && ImGui::GetCursorPosX() + w + 70 <= ImGui::GetWindowContentRegionMax().x + 1;
   ImGui::SetNextItemWidth(w);
   if (search_focus_) {
     ImGui::SetKeyboardFocusHere();
@@ -470,10 +512,8 @@ void GraphView::context_menu(AppState& s) {
   for (size_t i = path.size(); i > 0; --i) {
     if (i < path.size() && path[i] != '/') continue;
     std::string prefix = path.substr(0, i);
-    if (s.expanded.count(prefix) && ImGui::MenuItem(("Collapse " + prefix).c_str())) {
-      if (s.level == Level::Primitive) s.set_level(Level::Tensor);
-      s.collapse(prefix);
-    }
+    bool open = s.level == Level::Primitive ? s.primitive_frames() : s.expanded.count(prefix) > 0;
+    if (open && ImGui::MenuItem(("Collapse " + prefix).c_str())) s.collapse(prefix);
   }
   ImGui::EndPopup();
 }
@@ -560,7 +600,7 @@ void GraphView::draw_canvas(AppState& s) {
   // Click (press and release without dragging) selects; a collapsed composite expands; a
   // frame's title bar collapses it.
   if (hovered && !on_minimap_ && ImGui::IsMouseReleased(ImGuiMouseButton_Left) && io.MouseDragMaxDistanceSqr[0] < 4.0f * 4.0f) {
-    if (hover_frame >= 0 && s.level != Level::Primitive) {
+    if (hover_frame >= 0) {
       s.info("collapsed " + shown_->frames[hover_frame].path);
       s.collapse(shown_->frames[hover_frame].path);
     } else if (hover_box < 0) {
@@ -634,7 +674,7 @@ void GraphView::draw_canvas(AppState& s) {
   }
   dl->PopClipRect();
 
-  if (hover_frame >= 0 && s.level != Level::Primitive && !ImGui::IsPopupOpen("box-menu"))
+  if (hover_frame >= 0 && !ImGui::IsPopupOpen("box-menu"))
     ImGui::SetTooltip("%s: click the title to collapse", shown_->frames[hover_frame].path.c_str());
   // Tooltip for the hovered box.
   if (hover_box >= 0 && !ImGui::IsPopupOpen("box-menu")) {

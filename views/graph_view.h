@@ -13,7 +13,9 @@
 // dot's drawing replaces it when it lands.
 #pragma once
 #include <memory>
+#include <set>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include <imgui.h>
@@ -57,14 +59,17 @@ class GraphView {
   void draw_canvas(AppState& s);
   void draw_boxes_and_edges(AppState& s, ImDrawList* dl, ImVec2 origin, int hovered);
   void draw_ghosts(ImDrawList* dl, ImVec2 origin);
-  void draw_legend(const AppState& s, ImDrawList* dl, ImVec2 min, ImVec2 max);
+  void draw_legend(AppState& s, ImDrawList* dl, ImVec2 min, ImVec2 max);
   void draw_frames(AppState& s, ImDrawList* dl, ImVec2 origin);
   // The minimap (top-right): the whole drawing, the view's rectangle; a click or drag in
   // it moves the view there. Returns true while it has the mouse.
   bool draw_minimap(ImDrawList* dl, ImVec2 p0, ImVec2 size);
   int frame_title_at(ImVec2 world) const;   // the frame whose title bar is at `world`, or -1
-  // Where a scope is drawn (its box, or its frame), for keeping it in place on expand.
-  bool scope_rect(const DisplayGraph& g, const Layout& l, const std::string& path, Point& top_left) const;
+  // Where a scope is drawn (the middle of its box's or frame's top edge), for keeping it
+  // in place on expand.
+  bool scope_rect(const DisplayGraph& g, const Layout& l, const std::string& path, Point& top_mid) const;
+  // The layout request for `g`, with each frame's collapsed size (base_sizes_).
+  LayoutRequest request_for(const DisplayGraph& g) const;
   void update_colors(const AppState& s);   // fills_ / in_kernel_ for the colour mode
   int selected_box(const AppState& s) const;
   void update_search(AppState& s);
@@ -118,6 +123,10 @@ class GraphView {
   // it at the same place on screen.
   std::string anchor_path_;
   ImVec2 anchor_screen_{0, 0};
+  // The size each scope's box had while collapsed (path -> w, h), for the document,
+  // version, level and weights setting base_ctx_ names.
+  std::unordered_map<std::string, std::pair<float, float>> base_sizes_;
+  uint64_t base_ctx_ = ~0ull;
   bool anchor_pending_ = false;
   ImVec2 last_canvas_{800, 600};
   ImVec2 canvas_min_{0, 0}, canvas_max_{0, 0};

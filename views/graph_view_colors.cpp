@@ -82,7 +82,8 @@ void GraphView::update_colors(const AppState& s) {
   for (char h : in_kernel_) highlighted_ += h ? 1 : 0;
 }
 
-void GraphView::draw_legend(const AppState& s, ImDrawList* dl, ImVec2 min, ImVec2 max) {
+void GraphView::draw_legend(AppState& s, ImDrawList* dl, ImVec2 min, ImVec2 max) {
+  s.view_legend_items = 0;
   if (!shown_ || shown_->nodes.empty()) return;
   std::vector<std::pair<std::string, ImU32>> items;
   const Compiled* c = s.compiled.get();
@@ -104,8 +105,7 @@ void GraphView::draw_legend(const AppState& s, ImDrawList* dl, ImVec2 min, ImVec
   }
   if (s.color_mode == ColorMode::Kernel && c) {
     int nk = c->num_kernels();
-    for (int k = 0; k < std::min(nk, 8); ++k) items.push_back({c->program().kg.kernels[k].name, kernel_fill(k)});
-    if (nk > 8) items.push_back({"… " + std::to_string(nk - 8) + " more", kernel_fill(8)});
+    for (int k = 0; k < nk; ++k) items.push_back({c->program().kg.kernels[k].name, kernel_fill(k)});
     if (s.level != Level::Kernel) items.push_back({"no kernel (input/const)", kNoKernelFill});
   } else {
     static const OpCategory cats[] = {OpCategory::Source, OpCategory::Movement, OpCategory::Memory, OpCategory::Unary,
@@ -132,23 +132,45 @@ void GraphView::draw_legend(const AppState& s, ImDrawList* dl, ImVec2 min, ImVec
     lines.back().push_back(i);
     lx += iw;
   }
+  // At most kLegendLines lines show; a longer legend (a model's hundred kernels) scrolls
+  // with the wheel in a child window of that height, so every entry can be read.
+  constexpr size_t kLegendLines = 4;
   const float lh = 20;
-  float top = y - (lines.size() - 1) * lh;
+  const size_t shown = std::min(lines.size(), kLegendLines);
+  float top = y - (shown - 1) * lh;
   float wmax = 0;
   for (auto& line : lines) {
     float w = 0;
     for (size_t i : line) w += 26 + ImGui::CalcTextSize(items[i].first.c_str()).x;
     wmax = std::max(wmax, w);
   }
-  dl->AddRectFilled(ImVec2(x - 6, top - 4), ImVec2(x + wmax - 4, y + 20), IM_COL32(24, 26, 31, 215), 4);
-  for (size_t l = 0; l < lines.size(); ++l) {
-    float cx = x, cy = top + l * lh;
-    for (size_t i : lines[l]) {
-      auto& [name, col] = items[i];
-      dl->AddRectFilled(ImVec2(cx, cy + 3), ImVec2(cx + 12, cy + 15), col, 2);
-      dl->AddText(ImVec2(cx + 16, cy), colors::kTextDim, name.c_str());
-      cx += 26 + ImGui::CalcTextSize(name.c_str()).x;
+  s.view_legend_items = items.size();
+  auto draw_lines = [&](ImDrawList* d, ImVec2 at) {
+    for (size_t l = 0; l < lines.size(); ++l) {
+      float cx = at.x, cy = at.y + l * lh;
+      for (size_t i : lines[l]) {
+        auto& [name, col] = items[i];
+        d->AddRectFilled(ImVec2(cx, cy + 3), ImVec2(cx + 12, cy + 15), col, 2);
+        d->AddText(ImVec2(cx + 16, cy), colors::kTextDim, name.c_str());
+        cx += 26 + ImGui::CalcTextSize(name.c_str()).x;
+      }
     }
+  };
+  const float scrollbar = lines.size() > shown ? ImGui::GetStyle().ScrollbarSize : 0.0f;
+  dl->AddRectFilled(ImVec2(x - 6, top - 4), ImVec2(x + wmax - 4 + scrollbar, y + 20), IM_COL32(24, 26, 31, 215), 4);
+  if (lines.size() <= shown) {
+    draw_lines(dl, ImVec2(x, top));
+  } else {
+    ImVec2 keep = ImGui::GetCursorScreenPos();
+    ImGui::SetCursorScreenPos(ImVec2(x, top));
+    ImGui::PushStyleVar(ImGuiStyleVar_WindowPadding, ImVec2(0, 0));
+    ImGui::BeginChild("##legend", ImVec2(wmax - 8 + scrollbar, shown * lh), false, ImGuiWindowFlags_NoBackground);
+    ImVec2 at = ImGui::GetCursorScreenPos();
+    draw_lines(ImGui::GetWindowDrawList(), at);
+    ImGui::Dummy(ImVec2(wmax - 8, lines.size() * lh));
+    ImGui::EndChild();
+    ImGui::PopStyleVar();
+    ImGui::SetCursorScreenPos(keep);
   }
   legend_h_ = (y + 24) - (top - 4);
 }

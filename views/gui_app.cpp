@@ -34,6 +34,7 @@
 #include "views/log_panel.h"
 #include "views/open_dialog.h"
 #include "views/profile_panel.h"
+#include "views/redraw.h"
 #include "views/rules_editor.h"
 #include "views/screenshot.h"
 #include "views/theme.h"
@@ -153,7 +154,9 @@ struct App {
     ImVec2 p = ImGui::GetWindowPos(), sz = ImGui::GetWindowSize();
     clears.push_back({p, ImVec2(p.x + sz.x, p.y + sz.y), color});
   }
-  void clear_backgrounds(int fb_w, int fb_h) const;
+  void clear_backgrounds(int fb_w, int fb_h, ImVec4 dirty) const;
+  ImVec2 graph_min{0, 0}, graph_max{0, 0};   // the graph panel's rectangle this frame
+  PartialRedraw redraw;
 
   void load_initial();
   void sync_command_layer();
@@ -312,15 +315,24 @@ void App::menu_bar() {
 
 // Clears the window to kWindowBg and each recorded rectangle to its colour (scissored
 // clears: under llvmpipe a clear is a memset, a background quad a blended textured fill).
-void App::clear_backgrounds(int fb_w, int fb_h) const {
+// Only inside `dirty` (display coordinates): a partial redraw keeps the rest.
+void App::clear_backgrounds(int fb_w, int fb_h, ImVec4 dirty) const {
+  ImVec2 scale = ImGui::GetIO().DisplayFramebufferScale;
   ImVec4 bg = ImGui::ColorConvertU32ToFloat4(colors::kWindowBg);
   glClearColor(bg.x, bg.y, bg.z, 1.0f);
+  bool whole = dirty.x <= 0 && dirty.y <= 0 && dirty.z * scale.x >= fb_w && dirty.w * scale.y >= fb_h;
+  if (!whole) {
+    glEnable(GL_SCISSOR_TEST);
+    int x0 = static_cast<int>(std::floor(dirty.x * scale.x)), x1 = static_cast<int>(std::ceil(dirty.z * scale.x));
+    int y0 = static_cast<int>(std::floor(dirty.y * scale.y)), y1 = static_cast<int>(std::ceil(dirty.w * scale.y));
+    glScissor(x0, fb_h - y1, x1 - x0, y1 - y0);
+  }
   glClear(GL_COLOR_BUFFER_BIT);
-  ImVec2 scale = ImGui::GetIO().DisplayFramebufferScale;
   glEnable(GL_SCISSOR_TEST);
   for (const Clear& c : clears) {
-    int x0 = static_cast<int>(std::floor(c.min.x * scale.x)), x1 = static_cast<int>(std::ceil(c.max.x * scale.x));
-    int y0 = static_cast<int>(std::floor(c.min.y * scale.y)), y1 = static_cast<int>(std::ceil(c.max.y * scale.y));
+    ImVec2 mn(std::max(c.min.x, dirty.x), std::max(c.min.y, dirty.y)), mx(std::min(c.max.x, dirty.z), std::min(c.max.y, dirty.w));
+    int x0 = static_cast<int>(std::floor(mn.x * scale.x)), x1 = static_cast<int>(std::ceil(mx.x * scale.x));
+    int y0 = static_cast<int>(std::floor(mn.y * scale.y)), y1 = static_cast<int>(std::ceil(mx.y * scale.y));
     x0 = std::max(x0, 0), y0 = std::max(y0, 0), x1 = std::min(x1, fb_w), y1 = std::min(y1, fb_h);
     if (x1 <= x0 || y1 <= y0) continue;
     glScissor(x0, fb_h - y1, x1 - x0, y1 - y0);
@@ -355,6 +367,8 @@ void App::draw_frame() {
   ImGui::PushStyleVar(ImGuiStyleVar_ItemSpacing, ImVec2(8, 5));
   ImGui::BeginChild("graph-panel", ImVec2(left_w, top_h), true, ImGuiWindowFlags_NoScrollbar | ImGuiWindowFlags_NoScrollWithMouse);
   clear_this_window(colors::kPanelBg);
+  graph_min = ImGui::GetWindowPos();
+  graph_max = ImVec2(graph_min.x + ImGui::GetWindowSize().x, graph_min.y + ImGui::GetWindowSize().y);
   draw_error_panel(state, fonts);
   graph->draw(state);
   if (graph->canvas_max().x > graph->canvas_min().x) clears.push_back({graph->canvas_min(), graph->canvas_max(), colors::kCanvas});
@@ -570,8 +584,12 @@ int run_gui(const GuiOptions& opts) {
     glViewport(0, 0, fb_w, fb_h);
     // The window, the panels and the canvas draw no background quads: their areas are
     // cleared here, so llvmpipe shades each pixel two or three times less.
-    app.clear_backgrounds(fb_w, fb_h);
-    ImGui_ImplOpenGL3_RenderDrawData(ImGui::GetDrawData());
+    // While only the graph panel changed (panning, zooming), only it is drawn (redraw.h).
+    ImDrawData* dd = ImGui::GetDrawData();
+    ImVec4 dirty = app.redraw.plan(dd, app.graph_min, app.graph_max, "##lathe/graph-panel", fb_w, fb_h);
+    if (app.redraw.last_partial()) PartialRedraw::clip(dd, dirty);
+    app.clear_backgrounds(fb_w, fb_h, dirty);
+    ImGui_ImplOpenGL3_RenderDrawData(dd);
     glFinish();   // so that render_ms is the rasterization, not a queue
     auto t_render = std::chrono::steady_clock::now();
 
@@ -613,7 +631,9 @@ int run_gui(const GuiOptions& opts) {
         }
       }
     }
+    app.redraw.probe_before_swap(fb_w, fb_h);
     glfwSwapBuffers(window);
+    app.redraw.probe_after_swap(fb_w, fb_h);
     auto t_end = std::chrono::steady_clock::now();
     auto ms = [](auto a, auto b) { return std::chrono::duration<double, std::milli>(b - a).count(); };
     AppState::FrameTiming ft;
@@ -622,6 +642,7 @@ int run_gui(const GuiOptions& opts) {
     ft.render_ms = ms(t_ui, t_render);
     ft.swap_ms = ms(t_render, t_end);
     ft.vertices = ImGui::GetDrawData() ? ImGui::GetDrawData()->TotalVtxCount : 0;
+    ft.partial = app.redraw.last_partial();
     app.state.frames.push_back(ft);
     if (app.state.frames.size() > 240) app.state.frames.erase(app.state.frames.begin(), app.state.frames.begin() + 120);
     if (app.headless && settled_frames > 1) frame_ms.push_back(ft.total_ms);

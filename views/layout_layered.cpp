@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <numeric>
 #include <unordered_map>
 
 #include "views/graph_layout.h"
@@ -67,13 +68,18 @@ constexpr size_t kMaxDummies = 40000;    // points of long edges, per container
 
 // One container's graph: items (boxes or inner frames) and edges between them.
 struct Local {
-  std::vector<std::pair<float, float>> size;
+  std::vector<std::pair<float, float>> size;   // as drawn
+  std::vector<std::pair<float, float>> base;   // as placed: a frame at its collapsed box's size
+  std::vector<std::pair<float, float>> reach;  // as drawn, left and right of its centre
   std::vector<std::pair<int, int>> edges;
 };
+// x = 0 is the middle of the container's layout at base sizes, y = 0 its top: the items
+// that did not grow keep their coordinates when one grows.
 struct LocalLayout {
-  std::vector<Point> center;                // per item, content origin at the top-left
+  std::vector<Point> center;                // per item
   std::vector<std::vector<Point>> routes;   // per edge: source bottom, points between, target top
-  float w = 0, h = 0;
+  float lo = 0, hi = 0;                     // the drawn extent in x
+  float h = 0;
 };
 
 LocalLayout layer(const Local& g) {
@@ -87,9 +93,17 @@ LocalLayout layer(const Local& g) {
   std::vector<int> rank = rank_boxes(n, pred, succ);
 
   // Points for edges spanning rows (dummies), linked row to row.
+  // Boxes are placed at their base sizes (w, h); then each row opens up for the items
+  // drawn larger (aw, ah): frames of scopes that were boxes when collapsed.
   std::vector<int> node_rank = rank;
-  std::vector<float> w(n), h(n);
-  for (size_t i = 0; i < n; ++i) w[i] = g.size[i].first, h[i] = g.size[i].second;
+  std::vector<float> w(n), h(n), al(n), ar(n), ah(n);
+  for (size_t i = 0; i < n; ++i) {
+    ah[i] = g.size[i].second;
+    al[i] = i < g.reach.size() ? g.reach[i].first : g.size[i].first / 2;
+    ar[i] = i < g.reach.size() ? g.reach[i].second : g.size[i].first / 2;
+    w[i] = i < g.base.size() ? g.base[i].first : g.size[i].first;
+    h[i] = i < g.base.size() ? g.base[i].second : ah[i];
+  }
   std::vector<std::vector<int>> up(n), down(n);   // unit-row links (including dummies)
   // Edges from one box share their points row by row (a trunk that branches off at each
   // reader), so a value read by ten boxes below is one line, not ten.
@@ -203,32 +217,67 @@ LocalLayout layer(const Local& g) {
   }
 
   // y: rows top to bottom; rows wider than kMaxRow wrap into several (packed, centred).
+  // An item drawn larger than placed keeps its top and centre: the row grows downward
+  // (the rows below all move down by as much) and the row's other items step aside by its
+  // extra reach on their side, so nothing outside it moves otherwise.
+  std::vector<std::vector<int>> chunks;
+  for (auto& row : rows)
+    for (size_t start = 0; start < row.size(); start += kMaxRow) {
+      chunks.emplace_back(row.begin() + start, row.begin() + std::min(row.size(), start + kMaxRow));
+      if (row.size() > kMaxRow) pack(chunks.back());
+    }
+  float bmin = 1e30f, bmax = -1e30f;   // the extent at base sizes: its middle is x = 0
+  for (size_t v = 0; v < total; ++v) bmin = std::min(bmin, x[v] - w[v] / 2), bmax = std::max(bmax, x[v] + w[v] / 2);
+  const float mid = (bmin + bmax) / 2;
+  for (float& xv : x) xv -= mid;
+  const int nn = static_cast<int>(n);
+  auto left = [&](int v) { return v < nn ? al[v] : w[v] / 2; };
+  auto right = [&](int v) { return v < nn ? ar[v] : w[v] / 2; };
+  auto drawn_h = [&](int v) { return v < nn ? ah[v] : h[v]; };
   std::vector<float> y(total, 0);
   float at_y = 0;
-  for (auto& row : rows) {
-    for (size_t start = 0; start < row.size(); start += kMaxRow) {
-      std::vector<int> chunk(row.begin() + start, row.begin() + std::min(row.size(), start + kMaxRow));
-      if (row.size() > kMaxRow) pack(chunk);
-      float rh = 0;
-      for (int v : chunk) rh = std::max(rh, h[v]);
-      for (int v : chunk) y[v] = at_y + rh / 2;
-      at_y += rh + (rh > 0 ? kGapY : 12.0f);
+  for (auto& chunk : chunks) {
+    float rh = 0;
+    for (int v : chunk) rh = std::max(rh, h[v]);
+    float need = rh;
+    for (int v : chunk) {
+      float top = (rh - h[v]) / 2;
+      y[v] = at_y + top + drawn_h(v) / 2;
+      need = std::max(need, top + drawn_h(v));
     }
+    // Sideways: each item moves by the extra reach of the items to its left (leftward)
+    // and to its right (rightward).
+    float lefts = 0;
+    std::vector<float> shift(chunk.size());
+    for (size_t k = 0; k < chunk.size(); ++k) {   // right-growth of items to the left
+      int v = chunk[k];
+      shift[k] = lefts;
+      lefts += std::max(0.0f, right(v) - w[v] / 2);
+    }
+    float from_right = 0;
+    for (size_t k = chunk.size(); k-- > 0;) {     // left-growth of items to the right
+      int v = chunk[k];
+      shift[k] -= from_right;
+      from_right += std::max(0.0f, left(v) - w[v] / 2);
+    }
+    for (size_t k = 0; k < chunk.size(); ++k) x[chunk[k]] += shift[k];
+    at_y += need + (rh > 0 ? kGapY : 12.0f);
   }
   float min_x = 1e30f, max_x = -1e30f;
-  for (size_t v = 0; v < total; ++v) min_x = std::min(min_x, x[v] - w[v] / 2), max_x = std::max(max_x, x[v] + w[v] / 2);
+  for (size_t v = 0; v < total; ++v)
+    min_x = std::min(min_x, x[v] - left(static_cast<int>(v))), max_x = std::max(max_x, x[v] + right(static_cast<int>(v)));
   out.center.resize(n);
-  for (size_t i = 0; i < n; ++i) out.center[i] = {x[i] - min_x, y[i]};
-  out.w = max_x - min_x;
+  for (size_t i = 0; i < n; ++i) out.center[i] = {x[i], y[i]};
+  out.lo = min_x, out.hi = max_x;
   out.h = std::max(0.0f, at_y - kGapY);
   for (size_t e = 0; e < g.edges.size(); ++e) {
     const auto& c = chain[e];
     auto& r = out.routes[e];
     r.reserve(c.size());
     int a = c.front(), b = c.back();
-    r.push_back({x[a] - min_x, y[a] + h[a] / 2});
-    for (size_t k = 1; k + 1 < c.size(); ++k) r.push_back({x[c[k]] - min_x, y[c[k]]});
-    r.push_back({x[b] - min_x, y[b] - h[b] / 2});
+    r.push_back({x[a], y[a] + drawn_h(a) / 2});
+    for (size_t k = 1; k + 1 < c.size(); ++k) r.push_back({x[c[k]], y[c[k]]});
+    r.push_back({x[b], y[b] - drawn_h(b) / 2});
   }
   return out;
 }
@@ -276,17 +325,25 @@ Layout nested_layout(const LayoutRequest& r) {
   for (size_t f = 0; f < nf; ++f) depth[f] = frame_cont(static_cast<int>(f)) == root ? 1 : depth[frame_cont(static_cast<int>(f))] + 1;
 
   // Items per container: boxes as i, frames as n + f; each item's index in its container.
+  // Items go in by order key (a frame's is the largest of its contents'), so a scope's
+  // frame takes the place its collapsed box had.
+  std::vector<uint64_t> key(n + nf);
+  for (size_t i = 0; i < n; ++i) key[i] = r.box_order.size() == n ? r.box_order[i] : i;
+  for (size_t f = 0; f < nf; ++f) key[n + f] = 0;
+  for (size_t i = 0; i < n; ++i)
+    for (int f = nested ? r.box_frame[i] : -1; f >= 0; f = r.frame_parent[f]) key[n + f] = std::max(key[n + f], key[i]);
+  std::vector<int> items(n + nf);
+  std::iota(items.begin(), items.end(), 0);
+  std::stable_sort(items.begin(), items.end(), [&](int a, int b) { return key[a] < key[b]; });
   std::vector<Local> local(nf + 1);
   std::vector<int> slot(n + nf, -1);
-  for (size_t i = 0; i < n; ++i) {
-    Local& L = local[box_cont(static_cast<int>(i))];
-    slot[i] = static_cast<int>(L.size.size());
-    L.size.push_back(r.sizes[i]);
-  }
-  for (size_t f = 0; f < nf; ++f) {
-    Local& L = local[frame_cont(static_cast<int>(f))];
-    slot[n + f] = static_cast<int>(L.size.size());
-    L.size.push_back({0, 0});   // filled once the frame is laid out
+  for (int it : items) {
+    bool frame = it >= static_cast<int>(n);
+    Local& L = local[frame ? frame_cont(it - static_cast<int>(n)) : box_cont(it)];
+    slot[it] = static_cast<int>(L.size.size());
+    L.size.push_back(frame ? std::pair<float, float>{0, 0} : r.sizes[it]);   // a frame's: once laid out
+    L.base.push_back(L.size.back());
+    L.reach.push_back({L.size.back().first / 2, L.size.back().first / 2});
   }
 
   // Each edge runs in the innermost container holding both ends, between the items there
@@ -316,24 +373,33 @@ Layout nested_layout(const LayoutRequest& r) {
   for (size_t f = 0; f < nf; ++f) order[f] = static_cast<int>(f);
   std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return depth[a] > depth[b]; });
   std::vector<LocalLayout> laid(nf + 1);
-  std::vector<float> fw(nf), fh(nf);
+  // A frame reaches from its contents' drawn extent (x = 0 at its slot's centre) plus a
+  // margin, and at least as far right as its title needs.
+  std::vector<float> fl(nf), fr(nf), fh(nf);
   for (int f : order) {
     laid[f] = layer(local[f]);
-    fw[f] = std::max(laid[f].w, r.frame_title_w[f] + 8) + 2 * kFramePad;
+    fl[f] = -laid[f].lo + kFramePad;
+    fr[f] = std::max(laid[f].hi, laid[f].lo + r.frame_title_w[f] + 8) + kFramePad;
     fh[f] = laid[f].h + 2 * kFramePad + r.title_h;
-    local[frame_cont(f)].size[slot[n + f]] = {fw[f], fh[f]};
+    Local& P = local[frame_cont(f)];
+    P.size[slot[n + f]] = {fl[f] + fr[f], fh[f]};
+    P.reach[slot[n + f]] = {fl[f], fr[f]};
+    bool known = static_cast<size_t>(f) < r.frame_base.size() && r.frame_base[f].first > 0;
+    P.base[slot[n + f]] = known ? r.frame_base[f] : P.size[slot[n + f]];
   }
   laid[root] = layer(local[root]);
 
-  // Absolute places, parents first: a frame's contents are centred under its title.
+  // Absolute places, parents first: a frame's contents sit under its title, x = 0 at the
+  // centre of its slot in the parent's rows; the drawing starts at x = 0.
   std::vector<Point> origin(nf + 1, Point{0, 0});
+  origin[root] = {-laid[root].lo, 0};
   out.frames.resize(nf);
   for (size_t f = 0; f < nf; ++f) {
     int p = frame_cont(static_cast<int>(f));
     Point c = laid[p].center[slot[n + f]];
-    float x0 = origin[p].x + c.x - fw[f] / 2, y0 = origin[p].y + c.y - fh[f] / 2;
-    out.frames[f] = {x0, y0, x0 + fw[f], y0 + fh[f], r.title_h};
-    origin[f] = {x0 + (fw[f] - laid[f].w) / 2, y0 + r.title_h + kFramePad};
+    float cx = origin[p].x + c.x, y0 = origin[p].y + c.y - fh[f] / 2;
+    out.frames[f] = {cx - fl[f], y0, cx + fr[f], y0 + fh[f], r.title_h};
+    origin[f] = {cx, y0 + r.title_h + kFramePad};
   }
   out.centers.resize(n);
   for (size_t i = 0; i < n; ++i) {
@@ -341,7 +407,7 @@ Layout nested_layout(const LayoutRequest& r) {
     Point p = laid[c].center[slot[i]];
     out.centers[i] = {origin[c].x + p.x, origin[c].y + p.y};
   }
-  out.width = laid[root].w;
+  out.width = laid[root].hi - laid[root].lo;
   out.height = laid[root].h;
 
   out.edges.reserve(r.edges.size());

@@ -25,16 +25,15 @@ void ProfilePanel::table(AppState& s) {
   const int nk = static_cast<int>(r.kernels.size());
   double total = 0;
   for (auto& kp : r.kernels) total += kp.median_ms;
+  // Every column in view: the numbers take what they need, the kernel names the rest (a
+  // name cut short shows whole in its tooltip).
   ImGuiTableFlags flags = ImGuiTableFlags_Sortable | ImGuiTableFlags_RowBg | ImGuiTableFlags_ScrollY |
-                          ImGuiTableFlags_ScrollX | ImGuiTableFlags_BordersInnerV | ImGuiTableFlags_Resizable |
-                          ImGuiTableFlags_SizingFixedFit;
-  float name_w = 60;
-  for (auto& kp : r.kernels) name_w = std::max(name_w, ImGui::CalcTextSize(kp.name.c_str()).x + 22);
+                          ImGuiTableFlags_BordersInnerV | ImGuiTableFlags_Resizable | ImGuiTableFlags_SizingFixedFit;
   float h = std::min((std::min(nk, 8) + 2.2f) * ImGui::GetTextLineHeightWithSpacing() + 6,
                      ImGui::GetContentRegionAvail().y * 0.4f);
   if (!ImGui::BeginTable("profile", kCols, flags, ImVec2(0, h))) return;
   ImGui::TableSetupScrollFreeze(1, 1);
-  ImGui::TableSetupColumn("kernel", ImGuiTableColumnFlags_WidthFixed | ImGuiTableColumnFlags_NoHide, std::min(name_w, 260.0f));
+  ImGui::TableSetupColumn("kernel", ImGuiTableColumnFlags_WidthStretch | ImGuiTableColumnFlags_NoHide);
   ImGui::TableSetupColumn("ms", ImGuiTableColumnFlags_DefaultSort | ImGuiTableColumnFlags_PreferSortDescending);
   ImGui::TableSetupColumn("%", ImGuiTableColumnFlags_PreferSortDescending);
   ImGui::TableSetupColumn("GFLOP/s", ImGuiTableColumnFlags_PreferSortDescending);
@@ -76,6 +75,7 @@ void ProfilePanel::table(AppState& s) {
     kernel_swatch(k);
     if (ImGui::Selectable(kp.name.c_str(), s.selected_kernel == k, ImGuiSelectableFlags_SpanAllColumns))
       s.select_kernel(k, true);
+    if (ImGui::IsItemHovered()) ImGui::SetTooltip("%s: %.4g ms · %.2f GFLOP/s · %.2f GB/s", kp.name.c_str(), kp.median_ms, kp.gflops, kp.gbps);
     ImGui::TableSetColumnIndex(kTime);
     ImGui::Text("%.4g", kp.median_ms);
     ImGui::TableSetColumnIndex(kShare);
@@ -95,6 +95,9 @@ void ProfilePanel::table(AppState& s) {
     ImGui::TextDisabled("%s", kp.bound.c_str());
     ImGui::PopID();
   }
+  s.view_profile_columns = 0;
+  for (int c = 0; c < kCols; ++c)
+    if (ImGui::TableGetColumnFlags(c) & ImGuiTableColumnFlags_IsVisible) ++s.view_profile_columns;
   ImGui::EndTable();
 }
 
@@ -118,6 +121,7 @@ void ProfilePanel::bars(AppState& s) {
     ImGui::PushID(k);
     if (ImGui::InvisibleButton("bar", ImVec2(std::max(w, 10.0f), row))) s.select_kernel(k, true);
     bool hot = ImGui::IsItemHovered();
+    if (hot) ImGui::SetTooltip("%s: %.4g ms", kp.name.c_str(), kp.median_ms);   // the name may be cut short
     ImGui::PopID();
     char ms[48];
     std::snprintf(ms, sizeof ms, "%.4g ms", kp.median_ms);

@@ -127,3 +127,70 @@ TEST(NestedLayout, EdgesFromOneBoxShareATrunk) {
 
 }  // namespace
 }  // namespace lathe::views
+
+namespace lathe::views {
+namespace {
+
+// A diamond of scopes: x -> A, B (side by side) -> C. Collapsed, A is one box; expanded,
+// a frame of three boxes laid out with A's collapsed size as its base. The boxes outside
+// it keep their places: x and C stay in their column (C lower by A's growth), B keeps its
+// row and steps right by the frame's extra reach on that side.
+LayoutRequest diamond(bool open) {
+  LayoutRequest r;
+  r.key = open ? 11 : 10;
+  auto box = [&](float w, uint32_t order, int frame) {
+    r.sizes.push_back({w, 46.0f});
+    r.box_order.push_back(order);
+    r.box_frame.push_back(frame);
+    return static_cast<int>(r.sizes.size()) - 1;
+  };
+  int x = box(90, 1, -1);
+  int a_first = -1, a_last = -1;
+  if (open) {
+    r.frame_parent.push_back(-1);
+    r.frame_title_w.push_back(50);
+    r.frame_base.push_back({150.0f, 62.0f});   // A's collapsed box
+    a_first = box(200, 2, 0);
+    int mid = box(160, 3, 0);
+    a_last = box(180, 4, 0);
+    r.edges.push_back({a_first, mid});
+    r.edges.push_back({mid, a_last});
+  } else {
+    r.sizes.push_back({150.0f, 62.0f});
+    r.box_order.push_back(4);
+    r.box_frame.push_back(-1);
+    a_first = a_last = static_cast<int>(r.sizes.size()) - 1;
+  }
+  int b = box(110, 5, -1);
+  int c = box(100, 6, -1);
+  r.edges.push_back({x, a_first});
+  r.edges.push_back({x, b});
+  r.edges.push_back({a_last, c});
+  r.edges.push_back({b, c});
+  if (!open) r.box_frame.clear(), r.frame_parent.clear();
+  return r;
+}
+
+TEST(NestedLayout, ExpandingAScopeKeepsTheBoxesOutsideInPlace) {
+  LayoutRequest rc = diamond(false), ro = diamond(true);
+  Layout lc = nested_layout(rc), lo = nested_layout(ro);
+  // Boxes x, B, C: indices 0, 2, 3 collapsed; 0, 4, 5 open.
+  Point xc = lc.centers[0], bc = lc.centers[2], cc = lc.centers[3];
+  Point xo = lo.centers[0], bo = lo.centers[4], co = lo.centers[5];
+  ASSERT_EQ(lo.frames.size(), 1u);
+  const FrameRect& f = lo.frames[0];
+  // A's slot: the frame's top is the collapsed box's top, relative to x.
+  Point ac = lc.centers[1];
+  EXPECT_NEAR(f.y0 - xo.y, ac.y - 31.0f - xc.y, 0.5f);
+  EXPECT_NEAR(co.x - xo.x, cc.x - xc.x, 0.5f) << "C stays under x";
+  EXPECT_NEAR((co.y - xo.y) - (cc.y - xc.y), (f.y1 - f.y0) - 62.0f, 0.5f) << "C moves down by A's growth";
+  EXPECT_NEAR(bo.y - 23.0f - xo.y, bc.y - 23.0f - xc.y, 0.5f) << "B keeps its row's top";
+  // B is right of A: it steps right by the frame's reach beyond A's box on that side.
+  ASSERT_GT(bc.x, ac.x);
+  EXPECT_NEAR((bo.x - xo.x) - (bc.x - xc.x), (f.x1 - (ac.x - xc.x + xo.x)) - 75.0f, 0.5f);
+  Rect br{bo.x - 55, bo.y - 23, bo.x + 55, bo.y + 23}, fr{f.x0, f.y0, f.x1, f.y1};
+  EXPECT_FALSE(overlap(br, fr)) << "B clears the frame";
+}
+
+}  // namespace
+}  // namespace lathe::views

@@ -20,8 +20,8 @@ gui.screenshot(out .. "/tensor.png")
 -- Panning at the tensor level: 60 frames, each moved by 12 px.
 for _ = 1, 60 do gui.pan(0, 12); gui.frames(1) end
 local f = gui.frame_stats(60)
-print(string.format("  %-28s %7.2f ms  (ui %.2f + render %.2f + swap %.2f; %d boxes in view)", "pan: median frame", f.total_ms,
-  f.ui_ms, f.render_ms, f.swap_ms, f.drawn_boxes))
+print(string.format("  %-28s %7.2f ms  (ui %.2f + render %.2f + swap %.2f; %d boxes in view; %d/60 frames drew the graph panel only)",
+  "pan: median frame", f.total_ms, f.ui_ms, f.render_ms, f.swap_ms, f.drawn_boxes, f.partial or 0))
 gui.fit("readable")
 gui.frames(1)
 

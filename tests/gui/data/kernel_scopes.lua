@@ -21,3 +21,13 @@ gui.screenshot(out .. "/kernel_scopes_h1.png")
 gui.collapse("h.1")
 gui.frames(2)
 expect(gui.state().boxes == top and gui.state().frames == 0, "collapsed again")
+
+-- The kernel colour legend names every kernel (it scrolls when long), not the first eight.
+gui.level("primitive")
+gui.color("kernel")
+gui.frames(2)
+st = gui.state()
+expect(st.kernels > 8, "more than 8 kernels in blocks.lua, got " .. st.kernels)
+expect(st.legend == st.kernels + 1, "the legend lists all " .. st.kernels .. " kernels and 'no kernel', got " .. st.legend)
+gui.screenshot(out .. "/kernel_scopes_legend.png")
+gui.color("category")
