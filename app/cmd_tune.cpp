@@ -142,9 +142,9 @@ int run_tune(const std::vector<std::string>& args) {
   std::string path = records.empty() ? tune::default_records_path() : records;
   if (!r.records.empty()) tune::merge_records(path, r.records);
   int better = 0;
-  for (auto& rec : r.records) better += rec.ms < rec.baseline_ms;
+  for (auto& rec : r.records) better += rec.ms < rec.baseline_ms * tune::kApplyMargin;
   std::cout << (r.interrupted ? "interrupted: " : "") << r.records.size() << " kernel" << (r.records.size() == 1 ? "" : "s")
-            << " tuned, " << better << " faster than the heuristic; records in " << path << "\n";
+            << " tuned, " << better << " faster than the heuristic (applied); records in " << path << "\n";
   for (auto& rec : r.records) {
     std::cout << "  " << rec.kernel << " (" << rec.kind << "): " << fmt_ms(rec.ms) << " vs heuristic " << fmt_ms(rec.baseline_ms);
     if (rec.ms > 0 && rec.baseline_ms > 0) {
@@ -152,7 +152,8 @@ int run_tune(const std::vector<std::string>& args) {
       std::snprintf(x, sizeof x, "  %.2fx", rec.baseline_ms / rec.ms);
       std::cout << x;
     }
-    std::cout << (rec.measure == "model" ? "  (model)" : "") << "\n";
+    std::cout << (rec.measure == "model" ? "  (model)" : "")
+              << (rec.ms < rec.baseline_ms * tune::kApplyMargin ? "" : "  (not faster: the heuristic stays)") << "\n";
     for (auto& l : rec.schedule) std::cout << "      " << l << "\n";
   }
   return r.interrupted ? 130 : 0;

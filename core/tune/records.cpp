@@ -125,7 +125,8 @@ ApplyReport apply_records(Program& p, const std::vector<Record>& records, const 
           }
       continue;
     }
-    if (!(match->ms < match->baseline_ms)) continue;  // never slower than the heuristic
+    // never slower than the heuristic: a record must have beaten it by more than the noise
+    if (!(match->ms < match->baseline_ms * kApplyMargin)) continue;
     try {
       loop::LoopFunc f = replay(p.kg, i, match->schedule);
       f.name = p.funcs[i].name;
