@@ -56,7 +56,8 @@ int run_kernels(const std::vector<std::string>& args) {
   bo.default_schedule = !no_schedule;
   Program p = build_program(g, bo);
   if (!no_schedule)
-    for (auto& n : tune::apply_records(p, tune::load_tuned(tuned), tune::target_of(backend)).notes) std::cerr << "note: " << n << "\n";
+    for (auto& n : tune::apply_records(p, tune::load_tuned(tuned), tune::target_of(backend),
+                                          sample.empty() ? tune::graph_name(file) : "sample " + sample).notes) std::cerr << "note: " << n << "\n";
   std::shared_ptr<CompiledProgram> compiled;
   if (show == "asm") {
     if (auto why = b.can_compile(); !why.empty()) throw UserError("--show asm needs backend '" + backend + "': " + why);

@@ -61,7 +61,7 @@ struct RunResult {
 };
 
 RunResult run_on_backend(const std::string& backend, const Graph& g, const TensorMap& inputs, const Bindings& binds,
-                         bool want_timings, int iters, RunStats& st, const std::string& tuned) {
+                         bool want_timings, int iters, RunStats& st, const std::string& tuned, const std::string& graph) {
   RunResult r;
   if (backend == "interp") {
     InterpOptions o;
@@ -80,7 +80,7 @@ RunResult run_on_backend(const std::string& backend, const Graph& g, const Tenso
   auto t0 = Clock::now();
   Program p = build_program(g);
   // tuning records (`lathe tune`): --tuned FILE, else the default file when it exists
-  tune::ApplyReport applied = tune::apply_records(p, tune::load_tuned(tuned), tune::target_of(backend));
+  tune::ApplyReport applied = tune::apply_records(p, tune::load_tuned(tuned), tune::target_of(backend), graph);
   for (auto& n : applied.notes) std::cerr << "note: " << n << "\n";
   st.build_ms = ms_since(t0);
   t0 = Clock::now();
@@ -366,7 +366,8 @@ int run_parsed(const Graph& g, const std::string& file, const std::string& backe
   if (inputs.size() < g.inputs.size())
     for (auto& [name, t] : random_inputs(g, seed, binds)) inputs.emplace(name, std::move(t));
 
-  RunResult r = run_on_backend(backend, g, inputs, binds, profile || !trace.empty(), flags.iters, flags.st, flags.tuned);
+  RunResult r = run_on_backend(backend, g, inputs, binds, profile || !trace.empty(), flags.iters, flags.st, flags.tuned,
+                                 file.rfind("sample ", 0) == 0 ? file : tune::graph_name(file));
   double start_ms = ms_since(flags.start);  // process start to the first run's results (less exec)
 
   std::filesystem::path dir(output_dir);

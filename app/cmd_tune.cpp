@@ -119,6 +119,7 @@ int run_tune(const std::vector<std::string>& args) {
   o.trials = trials;
   o.budget_s = budget;
   o.seed = static_cast<uint64_t>(seed);
+  o.graph = sample.empty() ? tune::graph_name(file) : "sample " + sample;
   if (!kernels.empty()) o.only = parse_kernels(kernels, p);
   o.stop = &g_stop;
   bool tty = isatty(2);

@@ -38,6 +38,7 @@ std::string to_json_line(const Record& r) {
   j["baseline_ms"] = r.baseline_ms;
   j["trials"] = r.trials;
   j["measure"] = r.measure;
+  if (!r.graph.empty()) j["graph"] = r.graph;
   return j.dump();
 }
 
@@ -69,6 +70,7 @@ std::vector<Record> read_records(const std::string& path, bool missing_ok) {
       r.kernel = j.value("kernel", "");
       r.kind = j.value("kind", "");
       r.measure = j.value("measure", "time");
+      r.graph = j.value("graph", "");
       out.push_back(std::move(r));
     } catch (const std::exception& e) {
       throw UserError(where + "a record needs hash, target (strings), schedule (a list of strings), ms and baseline_ms (numbers): " +
@@ -94,14 +96,20 @@ void merge_records(const std::string& path, const std::vector<Record>& fresh) {
   if (!atomic_write(path, text)) throw UserError(path + ": cannot write the tuning records");
 }
 
-ApplyReport apply_records(Program& p, const std::vector<Record>& records, const std::string& target) {
+std::string graph_name(const std::string& path) {
+  size_t slash = path.find_last_of('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+ApplyReport apply_records(Program& p, const std::vector<Record>& records, const std::string& target,
+                          const std::string& graph) {
   ApplyReport rep;
   if (records.empty()) return rep;
   std::multimap<std::string, const Record*> by_hash;
   std::multimap<std::string, const Record*> by_name;
   for (auto& r : records) {
     by_hash.emplace(r.hash, &r);
-    if (!r.kernel.empty()) by_name.emplace(r.kernel, &r);
+    if (!r.kernel.empty() && !graph.empty() && r.graph == graph) by_name.emplace(r.kernel, &r);
   }
   for (int i = 0; i < p.num_kernels(); ++i) {
     const Kernel& k = p.kg.kernels[i];

@@ -3,7 +3,7 @@
 //
 //   {"hash":"…","target":"llvm | AMD … | threads=2","kernel":"k3_sum","kind":"reduce",
 //    "schedule":["reduce_rows i0 by 512","parallel i0_o", …],"ms":0.21,"baseline_ms":2.9,
-//    "trials":48,"measure":"time"}
+//    "trials":48,"measure":"time","graph":"colsum.lua"}
 //
 // `hash` is structural: the kernel's plain loop IR (lower_kernel(…, plain = true)) without
 // its name, so it does not change with tensor names, node ids or buffer ids, and does
@@ -22,6 +22,7 @@ namespace lathe::tune {
 
 struct Record {
   std::string hash, target, kernel, kind, measure = "time";
+  std::string graph;  // the file tuned (its base name), "" when unknown
   std::vector<std::string> schedule;
   double ms = 0, baseline_ms = 0;
   int trials = 0;
@@ -48,8 +49,13 @@ struct ApplyReport {
   int applied = 0;
   std::vector<std::string> notes;  // why records were not applied
 };
-// Replays matching records onto p's kernels (see above).
-ApplyReport apply_records(Program& p, const std::vector<Record>& records, const std::string& target);
+// Replays matching records onto p's kernels (see above). `graph`: the base name of the file
+// p was built from ("" when unknown): a record of that file for a kernel of the same name
+// whose hash differs is noted as made before the kernel changed.
+ApplyReport apply_records(Program& p, const std::vector<Record>& records, const std::string& target,
+                          const std::string& graph = "");
+// "dir/model.onnx" -> "model.onnx"
+std::string graph_name(const std::string& path);
 // The records a command uses: `path` ("" = the default file when it exists, "none" = none).
 std::vector<Record> load_tuned(const std::string& path);
 

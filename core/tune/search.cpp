@@ -171,6 +171,7 @@ TuneResult tune_program(const Program& p, const Bindings& dims, const std::strin
     rec.target = target;
     rec.kernel = p.kg.kernels[k].name;
     rec.kind = p.kg.kernels[k].kind;
+    rec.graph = o.graph;
     Cand* best = nullptr;
     if (!m) {
       // --measure model: the estimate is the time; a fixed-seed sample, then hill climbing

@@ -42,6 +42,7 @@ struct TuneOptions {
   int batch = 6;              // candidates compiled and measured together
   uint64_t seed = 1;
   std::vector<int> only;      // kernel indices; empty = all
+  std::string graph;          // the file's base name, for the records
   Machine machine = host_machine();
   std::function<void(const Progress&)> progress;
   const std::atomic<bool>* stop = nullptr;  // set (Ctrl-C): finish with what was found

@@ -28,6 +28,11 @@ expect_rc 0 "" "$L" run "$G" --tuned "$W/a.jsonl"
 # another target's record is ignored with a note
 sed 's/"target":"[a-z]*/"target":"elsewhere/' "$W/a.jsonl" > "$W/other.jsonl"
 expect_rc 0 "ignored: it was measured on 'elsewhere" "$L" kernels "$G" --tuned "$W/other.jsonl" --show none
+# the same file edited (another shape): its record is noted as made before the change
+cp "$G" "$W/s.lathe"
+expect_rc 0 "1 kernel tuned" "$L" tune "$W/s.lathe" --measure model --trials 2 --records "$W/s.jsonl"
+sed 's/64, 1000/64, 999/g; s/64, 1\]/64, 1]/' "$W/s.lathe" > "$W/s2.lathe" && mv "$W/s2.lathe" "$W/s.lathe"
+expect_rc 0 "has changed since it was tuned" "$L" kernels "$W/s.lathe" --tuned "$W/s.jsonl" --show none
 # a broken records file names the line
 printf '{"hash":1}\n' > "$W/bad.jsonl"
 expect_rc 1 "bad.jsonl:1:" "$L" run "$G" --tuned "$W/bad.jsonl"

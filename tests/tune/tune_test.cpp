@@ -194,7 +194,10 @@ TEST(Tune, AppliedOnlyOnTheSameTargetAndOnlyWhenFaster) {
     Program q = p;  // a record of this kernel's name made before the kernel changed
     tune::Record r = record_for(q, 0, sched, 1.0, 2.0, "T");
     r.hash = "0123456789abcdef0123456789abcdef";
-    auto rep = tune::apply_records(q, {r}, "T");
+    r.graph = "colsum.lua";
+    auto rep = tune::apply_records(q, {r}, "T", "other.lua");  // another file's kernel of that name: quiet
+    EXPECT_TRUE(rep.notes.empty());
+    rep = tune::apply_records(q, {r}, "T", "colsum.lua");
     EXPECT_EQ(rep.applied, 0);
     ASSERT_EQ(rep.notes.size(), 1u);
     EXPECT_NE(rep.notes[0].find("has changed"), std::string::npos) << rep.notes[0];
