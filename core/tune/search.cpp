@@ -38,6 +38,8 @@ struct Cand {
   std::string key;
   Estimate est;
   double predicted = kInf, measured = -1;
+  double ratio = kInf;       // measured / the heuristic's time in the same rounds (drift-free rank)
+  double base_ms = -1;       // that heuristic time
 };
 
 class KernelSearch {
@@ -99,7 +101,7 @@ class KernelSearch {
     std::vector<Cand*> m;
     for (auto& c : cands_)
       if (c.measured > 0) m.push_back(&c);
-    std::sort(m.begin(), m.end(), [](Cand* a, Cand* b) { return a->measured < b->measured; });
+    std::sort(m.begin(), m.end(), [](Cand* a, Cand* b) { return a->ratio < b->ratio; });
     if ((int)m.size() > n) m.resize(n);
     return m;
   }
@@ -202,7 +204,6 @@ TuneResult tune_program(const Program& p, const Bindings& dims, const std::strin
       pr.baseline_ms = rec.baseline_ms;
       rec.trials = pr.trials;
     } else {
-      std::vector<double> baselines;
       auto measure = [&](std::vector<Cand*> batch) {
         std::vector<const loop::LoopFunc*> fs;
         for (Cand* c : batch) fs.push_back(&c->built.f);
@@ -214,9 +215,10 @@ TuneResult tune_program(const Program& p, const Bindings& dims, const std::strin
           res.notes.push_back(p.kg.kernels[k].name + ": a batch failed to compile or run: " + e.what());
           ms.assign(batch.size(), -1);
         }
-        if (base > 0) baselines.push_back(base);
         for (size_t i = 0; i < batch.size(); ++i) {
           batch[i]->measured = ms[i] > 0 ? ms[i] : kInf;
+          batch[i]->base_ms = base;
+          batch[i]->ratio = ms[i] > 0 && base > 0 ? ms[i] / base : kInf;
           if (ms[i] > 0) s.model_.add(batch[i]->est.features, std::log(ms[i] / batch[i]->est.ms));
         }
         pr.trials += (int)batch.size();
@@ -237,28 +239,33 @@ TuneResult tune_program(const Program& p, const Bindings& dims, const std::strin
         if (take >= 3 && (int)pool.size() > take) batch.back() = pool[take + s.rng_.below(pool.size() - take)];
         measure(batch);
         auto top = s.ranked_measured(1);
-        if (!top.empty() && std::isfinite(top[0]->measured)) pr.best_ms = top[0]->measured;
-        std::vector<double> b = baselines;
-        std::sort(b.begin(), b.end());
-        if (!b.empty()) pr.baseline_ms = b[b.size() / 2];
+        if (!top.empty() && std::isfinite(top[0]->ratio)) {
+          pr.best_ms = top[0]->measured;
+          pr.baseline_ms = top[0]->base_ms;  // the pair measured in the same rounds
+        }
         report(false);
       }
       auto top = s.ranked_measured(1);
-      best = top.empty() || !std::isfinite(top[0]->measured) ? nullptr : top[0];
-      if (best && !stopped(o)) {  // the winner again, beside the heuristic, to confirm it
-        double base = -1;
-        std::vector<double> again;
-        try {
-          again = m->measure(k, {&best->built.f}, &base);
-        } catch (const UserError&) {
+      best = top.empty() || !std::isfinite(top[0]->ratio) ? nullptr : top[0];
+      if (best) {
+        // the record's pair: the winner and the heuristic measured in the same rounds; the
+        // winner is measured again beside it (the search's best is biased low by the noise)
+        rec.ms = best->measured;
+        rec.baseline_ms = best->base_ms;
+        if (!stopped(o)) {
+          double base = -1;
+          std::vector<double> again;
+          try {
+            again = m->measure(k, {&best->built.f}, &base);
+          } catch (const UserError&) {
+          }
+          if (!again.empty() && again[0] > 0 && base > 0 && again[0] / base > best->ratio) {
+            rec.ms = again[0];
+            rec.baseline_ms = base;
+          }
         }
-        if (!again.empty() && again[0] > 0) best->measured = std::max(best->measured, again[0]);
-        if (base > 0) baselines.push_back(base);
       }
-      std::sort(baselines.begin(), baselines.end());
-      rec.baseline_ms = baselines.empty() ? -1 : baselines[baselines.size() / 2];
       rec.trials = pr.trials;
-      if (best) rec.ms = best->measured;
       pr.best_ms = rec.ms;
       pr.baseline_ms = rec.baseline_ms;
     }

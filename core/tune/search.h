@@ -2,8 +2,9 @@
 // structural hash are tuned once), points of its Space are built, ranked by the CostModel
 // and the promising ones measured in batches (beam search: each round mutates the best
 // measured so far and draws fresh points; the model, refitted after every batch, picks
-// which to measure). The winner is measured again beside the heuristic before it becomes
-// a Record. With no Measurer (`--measure model`) the model's estimate is the time, and the
+// which to measure). Candidates rank by their time over the heuristic's measured in the
+// same rounds (so a load change between batches does not pick a winner); the winner is
+// measured again beside the heuristic and the record keeps the less favourable pair. With no Measurer (`--measure model`) the model's estimate is the time, and the
 // search is a fixed-seed random sample plus hill climbing: deterministic.
 #pragma once
 #include <atomic>
