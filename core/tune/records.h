@@ -9,7 +9,7 @@
 // its name, so it does not change with tensor names, node ids or buffer ids, and does
 // change when the kernel computes something else. `target` names the backend and the
 // machine (CPU model and flags, threads). A record applies to a kernel only when both
-// match, and only when it was faster than the heuristic (ms < 0.98 × baseline_ms); a record for
+// match, and only when it was faster than the heuristic (ms < 0.95 × baseline_ms); a record for
 // the same kernel made on another target, or for a kernel of the same name that has since
 // changed, is ignored with a note.
 #pragma once
@@ -41,9 +41,9 @@ std::vector<Record> read_records(const std::string& path, bool missing_ok = fals
 // Writes records (atomically), replacing older ones of the same hash and target.
 void merge_records(const std::string& path, const std::vector<Record>& fresh);
 
-// A record applies when ms < baseline_ms × this (2% faster: a tie within the noise keeps
+// A record applies when ms < baseline_ms × this (5% faster: a tie within the noise keeps
 // the heuristic).
-inline constexpr double kApplyMargin = 0.98;
+inline constexpr double kApplyMargin = 0.95;
 
 struct ApplyReport {
   int applied = 0;

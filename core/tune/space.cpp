@@ -223,6 +223,7 @@ Space make_space(const KernelGraph& kg, int kernel, const Machine& m) {
   const Kernel& k = kg.kernels.at(kernel);
   Space s;
   s.kind = k.kind;
+  s.lanes = m.lanes;
   if (k.kind == "extern") return s;
   if (k.kind == "matmul") {
     // 0 = the packed GEMM nest (BLIS), 1 = the plain reduction scheduled with the generic knobs
@@ -255,7 +256,7 @@ Built build(const KernelGraph& kg, int kernel, const Space& s, const Point& p) {
     loop::MatmulParams mp;
     mp.mr = (int)val("mr", 6);
     mp.nr = (int)val("nr", 16);
-    mp.lanes = std::min<int>(mp.nr, host_machine().lanes);
+    mp.lanes = s.lanes;
     mp.kc = (int)val("kc", 256);
     mp.mc = mp.mr * (int)val("mc_panels", 16);
     mp.nc = mp.nr * (int)val("nc_panels", 16);

@@ -41,6 +41,7 @@ struct Knob {
 struct Space {
   std::string kind;             // the kernel's kind ("matmul" spaces have a "mode" knob)
   std::vector<Knob> knobs;
+  int lanes = 8;                // the machine's f32 SIMD lanes (a matmul's NR is a multiple)
   size_t size() const;          // number of points (product of the knobs' choices)
   int knob(const std::string& name) const;  // index, -1 when absent
 };
