@@ -24,6 +24,7 @@
 #include "app/commands.h"
 #include "backends/backend.h"
 #include "backends/library.h"
+#include "backends/tune_measure.h"
 #include "core/frontend/samples.h"
 #include "core/ir/diag.h"
 #include "core/loop/cost.h"
@@ -120,7 +121,8 @@ struct Peers {
   double ceil_gflops = 0, ceil_gbps = 0;
 };
 
-Result bench_graph(const std::string& name, const std::string& backend, int iters, const Peers& peers) {
+Result bench_graph(const std::string& name, const std::string& backend, int iters, const Peers& peers,
+                   const std::vector<tune::Record>& tuned) {
   Result r;
   r.name = name;
   r.backend = backend;
@@ -132,7 +134,9 @@ Result bench_graph(const std::string& name, const std::string& backend, int iter
     return r;
   }
   TensorMap inputs = random_inputs(g, 1);
-  Executable exe = compile_graph(g, backend);
+  std::vector<std::string> notes;
+  Executable exe = compile_tuned(g, backend, tuned, &notes);
+  for (auto& n : notes) std::fprintf(stderr, "note: %s\n", n.c_str());
   bool long_attention = name == "attention-long";
   if (long_attention) iters = std::min(iters, 3);  // seconds per run for the unfused peer
   r.median_ms = exe.time_ms(inputs, iters, long_attention ? 1 : 2);
@@ -269,6 +273,8 @@ int run_bench(const std::vector<std::string>& args) {
       ->check(CLI::Range(1, 1024));
   cli.add_option("--timeout", mo.timeout_s, "with --models: seconds each child process may take (default 900)")
       ->check(CLI::Range(1, 86400));
+  std::string tuned_path;
+  cli.add_option("--tuned", tuned_path, "tuning records to apply (`lathe tune`; default: the records file in the cache dir, 'none': no records)");
   if (int rc = parse_cli(cli, args); rc >= 0) return rc;
   if (!mo.dir.empty()) {
     mo.backend = backend;
@@ -283,6 +289,7 @@ int run_bench(const std::vector<std::string>& args) {
   }
   Backend& b = get_backend(backend);
   if (auto why = b.available(); !why.empty()) throw UserError("backend '" + backend + "' is not available: " + why);
+  std::vector<tune::Record> tuned = tune::load_tuned(tuned_path);
   std::vector<std::string> names = {"eltwise", "softmax", "layernorm", "matmul", "matmul-int8", "matmul-lib", "conv2d", "mlp", "gpt2-block", "attention-long", "compile", "rewrite"};
   if (!only.empty() && std::find(names.begin(), names.end(), only) == names.end()) {
     std::string known;
@@ -327,7 +334,7 @@ int run_bench(const std::vector<std::string>& args) {
     try {
       if (n == "compile") r = bench_compile(backend);
       else if (n == "rewrite") r = bench_rewrite(backend);
-      else r = bench_graph(n, backend, iters, peers);
+      else r = bench_graph(n, backend, iters, peers, tuned);
     } catch (const UserError& e) {
       r.name = n;
       r.backend = backend;

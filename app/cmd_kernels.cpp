@@ -13,6 +13,7 @@
 #include "core/ir/loader.h"
 #include "core/loop/loop_print.h"
 #include "core/loop/transform.h"
+#include "core/tune/records.h"
 
 namespace lathe::app {
 namespace {
@@ -42,6 +43,8 @@ int run_kernels(const std::vector<std::string>& args) {
   cli.add_option("--show", show, "loop | source | optimized | asm | none")
       ->check(CLI::IsMember({"loop", "source", "optimized", "asm", "none"}));
   cli.add_flag("--no-schedule", no_schedule, "show the loops before the default schedule");
+  std::string tuned;
+  cli.add_option("--tuned", tuned, "tuning records to apply (`lathe tune`; default: the records file in the cache dir, 'none': no records)");
   if (int rc = parse_cli(cli, args); rc >= 0) return rc;
   if (file.empty() && sample.empty()) {
     std::cerr << "lathe kernels: give FILE or --sample NAME\n";
@@ -52,6 +55,9 @@ int run_kernels(const std::vector<std::string>& args) {
   BuildOptions bo;
   bo.default_schedule = !no_schedule;
   Program p = build_program(g, bo);
+  if (!no_schedule)
+    for (auto& n : tune::apply_records(p, tune::load_tuned(tuned), tune::target_of(backend),
+                                          sample.empty() ? tune::graph_name(file) : "sample " + sample).notes) std::cerr << "note: " << n << "\n";
   std::shared_ptr<CompiledProgram> compiled;
   if (show == "asm") {
     if (auto why = b.can_compile(); !why.empty()) throw UserError("--show asm needs backend '" + backend + "': " + why);

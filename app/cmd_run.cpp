@@ -39,6 +39,7 @@
 #include "core/ir/loader.h"
 #include "core/runtime/npy.h"
 #include "core/runtime/random.h"
+#include "core/tune/records.h"
 
 namespace lathe::app {
 namespace {
@@ -60,7 +61,7 @@ struct RunResult {
 };
 
 RunResult run_on_backend(const std::string& backend, const Graph& g, const TensorMap& inputs, const Bindings& binds,
-                         bool want_timings, int iters, RunStats& st) {
+                         bool want_timings, int iters, RunStats& st, const std::string& tuned, const std::string& graph) {
   RunResult r;
   if (backend == "interp") {
     InterpOptions o;
@@ -78,6 +79,9 @@ RunResult run_on_backend(const std::string& backend, const Graph& g, const Tenso
   if (std::string why = b.supports_graph(g); !why.empty()) throw UserError("backend '" + backend + "' cannot run " + why);
   auto t0 = Clock::now();
   Program p = build_program(g);
+  // tuning records (`lathe tune`): --tuned FILE, else the default file when it exists
+  tune::ApplyReport applied = tune::apply_records(p, tune::load_tuned(tuned), tune::target_of(backend), graph);
+  for (auto& n : applied.notes) std::cerr << "note: " << n << "\n";
   st.build_ms = ms_since(t0);
   t0 = Clock::now();
   auto compiled = b.compile(p);
@@ -269,6 +273,7 @@ void write_trace(const std::string& path, const std::vector<NodeTiming>& timings
 // ---- the command ------------------------------------------------------------------------
 
 struct RunFlags {
+  std::string tuned;  // --tuned: records file ("none": no records; "": the default file)
   int iters = 0;
   bool stats = false;
   Clock::time_point start;
@@ -304,6 +309,7 @@ int run_run(const std::vector<std::string>& args) {
       ->check(CLI::Range(0, 100000));
   app.add_flag("--stats", flags.stats,
                "print `stats: {JSON}`: load, build, compile and first-run ms, run medians, peak resident memory");
+  app.add_option("--tuned", flags.tuned, "tuning records to apply (`lathe tune`; default: the records file in the cache dir, 'none': no records)");
   if (int rc = parse_cli(app, args); rc >= 0) return rc;
   if (file.empty() && sample.empty()) {
     std::cerr << "lathe run: give FILE or --sample NAME\nRun with --help for more information.\n";
@@ -360,7 +366,8 @@ int run_parsed(const Graph& g, const std::string& file, const std::string& backe
   if (inputs.size() < g.inputs.size())
     for (auto& [name, t] : random_inputs(g, seed, binds)) inputs.emplace(name, std::move(t));
 
-  RunResult r = run_on_backend(backend, g, inputs, binds, profile || !trace.empty(), flags.iters, flags.st);
+  RunResult r = run_on_backend(backend, g, inputs, binds, profile || !trace.empty(), flags.iters, flags.st, flags.tuned,
+                                 file.rfind("sample ", 0) == 0 ? file : tune::graph_name(file));
   double start_ms = ms_since(flags.start);  // process start to the first run's results (less exec)
 
   std::filesystem::path dir(output_dir);

@@ -7,12 +7,14 @@
 // available); pass { backend = "llvm" } (or "c", "cuda") to compile and run. Inputs not
 // given are filled with seeded random data when opts.seed is set; otherwise they are an
 // error naming the input. Kernel indices are 1-based, as Lua arrays are.
+#include <cstdio>
 #include <memory>
 
 #include "backends/backend.h"
 #include "core/interp/interp.h"
 #include "core/loop/loop_print.h"
 #include "core/runtime/random.h"
+#include "core/tune/records.h"
 #include "scripting/binding.h"
 #include "scripting/program_box.h"
 
@@ -92,12 +94,17 @@ int l_run(lua_State* L) {
   return 1;
 }
 
-// lathe.compile(g [, {backend=}]): compile_graph, keeping the backend's CompiledProgram
-// (for p:asm) and the kernels as scheduled (for a schedule handle's :reset()).
+// lathe.compile(g [, {backend=, tuned=}]): compile_graph, keeping the backend's
+// CompiledProgram (for p:asm) and the kernels as scheduled (for a schedule handle's
+// :reset()). tuned = a records file of `lathe tune` (default: the cache dir's, "none": none).
 int l_compile(lua_State* L) {
   Graph& g = check_graph(L, 1);
   std::string backend = opt_field_string(L, 2, "backend", default_backend());
-  push_program(L, compile_program_state(g, backend));
+  std::string tuned = opt_field_string(L, 2, "tuned", "");
+  std::vector<std::string> notes;
+  auto st = compile_program_state(g, backend, tuned, &notes);
+  for (auto& n : notes) std::fprintf(stderr, "note: %s\n", n.c_str());
+  push_program(L, std::move(st));
   return 1;
 }
 
@@ -283,7 +290,8 @@ int check_kernel_index(lua_State* L, int idx, const Program& p) {
   return (int)k - 1;
 }
 
-std::shared_ptr<ProgramState> compile_program_state(const Graph& g, const std::string& backend) {
+std::shared_ptr<ProgramState> compile_program_state(const Graph& g, const std::string& backend, const std::string& tuned,
+                                                    std::vector<std::string>* notes) {
   Backend& b = get_backend(backend);
   // can_compile, not available: cuda compiles (NVRTC) without a driver; running then says why not
   auto why = b.can_compile();
@@ -291,6 +299,8 @@ std::shared_ptr<ProgramState> compile_program_state(const Graph& g, const std::s
   if (std::string no = b.supports_graph(g); !no.empty()) throw UserError("backend '" + backend + "' cannot run " + no);
   auto st = std::make_shared<ProgramState>();
   Program prog = build_program(g);
+  tune::ApplyReport rep = tune::apply_records(prog, tune::load_tuned(tuned), tune::target_of(backend));
+  if (notes) notes->insert(notes->end(), rep.notes.begin(), rep.notes.end());
   st->compiled = b.compile(prog);
   st->as_compiled = prog.funcs;
   st->exe = std::make_shared<Executable>(std::move(prog), st->compiled, backend);

@@ -16,6 +16,7 @@
 #include "core/loop/lower.h"
 #include "core/loop/row_reduce.h"
 #include "core/loop/transform.h"
+#include "core/tune/space.h"
 #include "scripting/binding.h"
 #include "scripting/program_box.h"
 
@@ -173,6 +174,29 @@ int s_cache(lua_State* L) {
   return apply(L, [&](loop::LoopFunc& f) { loop::cache(f, at, buf); });
 }
 
+// :replay{lines…}: the kernel as a schedule log (a `lathe tune` record's "schedule", or
+// :log()'s lines) makes it, from the plain loops (or the packed GEMM when the first line is
+// "matmul mr=… nr=… lanes=… kc=… mc=… nc=…")
+int s_replay(lua_State* L) {
+  ScheduleBox& s = check_schedule(L, 1);
+  if (!lua_istable(L, 2)) raise(L, "replay: expected a list of schedule lines (strings), got a " + type_of(L, 2));
+  std::vector<std::string> lines;
+  for (lua_Integer i = 1;; ++i) {
+    int t = lua_rawgeti(L, 2, i);
+    if (t == LUA_TNIL) { lua_pop(L, 1); break; }
+    if (t != LUA_TSTRING) raise(L, "replay: line " + std::to_string(i) + " is a " + type_of(L, -1) + ", not a string");
+    lines.push_back(lua_tostring(L, -1));
+    lua_pop(L, 1);
+  }
+  const Program& p = s.st->program();
+  int k = s.kernel;
+  return apply(L, [&](loop::LoopFunc& f) {
+    loop::LoopFunc r = tune::replay(p.kg, k, lines);
+    r.name = f.name;
+    f = std::move(r);
+  });
+}
+
 // :loops() → { {name=, extent=, depth=, parallel=, vectorize=, unroll=, reduce=, note=}, … }
 int s_loops(lua_State* L) {
   ScheduleBox& s = check_schedule(L, 1);
@@ -256,6 +280,8 @@ const Function kMethods[] = {
      "reduction rows: the reductions inside output loop `loop` run around it, over a row of `block` accumulators"},
     {"cache", s_cache, "k:cache(buffer [, loop=\"root\"])",
      "stage the tile of buffer (\"in0\", \"out\") one iteration of loop touches in a local array; written buffers are written back"},
+    {"replay", s_replay, "k:replay{line, …}",
+     "rebuild the kernel from a schedule log (a `lathe tune` record's schedule; lines as :log() prints them)"},
     {"loops", s_loops, "k:loops()", "the loops, outermost first: {name, extent, depth, parallel, vectorize, unroll, reduce, note}"},
     {"log", s_log, "k:log()", "the schedule primitives applied to this kernel, in order"},
     {"reset", s_reset, "k:reset([plain])", "back to lathe.compile's schedule; plain = true: the unscheduled loops (a matmul: its plain reduction, not the packed GEMM nest)"},

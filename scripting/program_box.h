@@ -30,8 +30,11 @@ struct ProgramState {
 
 // lathe.compile without Lua: compiles g with `backend` into a program state (UserError
 // when the backend is unavailable or cannot run g). The desktop app calls it on a worker
-// thread, then push_program on the UI thread.
-std::shared_ptr<ProgramState> compile_program_state(const Graph& g, const std::string& backend);
+// thread, then push_program on the UI thread. `tuned`: tuning records to apply (`lathe
+// tune`; "" = the default records file when it exists, "none" = none); notes about records
+// not applied go to *notes.
+std::shared_ptr<ProgramState> compile_program_state(const Graph& g, const std::string& backend, const std::string& tuned = "",
+                                                    std::vector<std::string>* notes = nullptr);
 // Pushes a lathe.Program value for st.
 void push_program(lua_State* L, std::shared_ptr<ProgramState> st);
 // The lathe.Program userdata at idx (raises "expected a program …" otherwise).

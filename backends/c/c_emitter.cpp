@@ -371,7 +371,10 @@ void CEmitter::emit_for(const Stmt& s, int depth) {
   if (s.annot.parallel && s.annot.vectorize) out_ << pad(depth) << "#pragma omp parallel for simd schedule(static)" << red << "\n";
   else if (s.annot.parallel) out_ << pad(depth) << "#pragma omp parallel for schedule(static)\n";
   else if (s.annot.vectorize) out_ << pad(depth) << "#pragma omp simd" << red << "\n";
-  if (s.annot.unroll > 1) out_ << pad(depth) << "#pragma GCC unroll " << s.annot.unroll << "\n";
+  // GCC accepts no pragma between an OpenMP loop pragma and its loop (nor the other way
+  // round): the unroll hint of a vectorized or parallel loop is left to the compiler
+  if (s.annot.unroll > 1 && !s.annot.parallel && !s.annot.vectorize)
+    out_ << pad(depth) << "#pragma GCC unroll " << s.annot.unroll << "\n";
   out_ << pad(depth) << "for (int64_t " << s.var << " = 0; " << s.var << " < " << expr(s.extent) << "; ++" << s.var << ") {";
   if (!s.note.empty()) out_ << "  /* " << s.note << " */";
   out_ << "\n";

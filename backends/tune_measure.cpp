@@ -1,0 +1,190 @@
+// tune_measure.cpp — BackendMeasurer and compile_tuned (see tune_measure.h).
+#include "backends/tune_measure.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+
+#include "core/ir/diag.h"
+
+namespace lathe {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Runs every kernel through the heuristic's launcher except `target`, where it times the
+// candidates (from `cand`, kernel j = candidate j) and the heuristic's kernel.
+class TimingLauncher : public KernelLauncher {
+ public:
+  TimingLauncher(KernelLauncher& base, KernelLauncher& cand, int target, const loop::LoopFunc& base_f,
+                 const std::vector<const loop::LoopFunc*>& cands, const KernelGraph& kg, int repeats)
+      : base_(base), cand_(cand), target_(target), base_f_(base_f), cands_(cands), kg_(kg), repeats_(repeats) {}
+
+  std::vector<std::vector<double>> samples;  // per candidate, then the heuristic last
+  std::vector<bool> wrong;                   // per candidate: output differs from the heuristic's
+
+  void launch(int k, void* const* bufs, const int64_t* dims) override {
+    if (k != target_) return base_.launch(k, bufs, dims);
+    size_t n = cands_.size();
+    // each candidate's arguments in its own parameter order (the same buffers)
+    std::vector<std::vector<void*>> args(n);
+    for (size_t c = 0; c < n; ++c)
+      for (auto& p : cands_[c]->buffers) {
+        void* ptr = nullptr;
+        for (size_t j = 0; j < base_f_.buffers.size(); ++j)
+          if (base_f_.buffers[j].buffer == p.buffer) ptr = bufs[j];
+        LATHE_CHECK(ptr, "tune: candidate reads a buffer the kernel does not");
+        args[c].push_back(ptr);
+      }
+    auto run = [&](size_t c) {
+      if (c == n) base_.launch(k, bufs, dims);
+      else cand_.launch((int)c, args[c].data(), dims);
+    };
+    // the output, for the comparison (the heuristic's result, reproducible)
+    int out = -1;
+    for (size_t j = 0; j < base_f_.buffers.size(); ++j)
+      if (base_f_.buffers[j].written) out = (int)j;
+    size_t bytes = 0;
+    if (out >= 0) {
+      const BufferDesc& d = kg_.buffers[base_f_.buffers[out].buffer];
+      bytes = dtype_size(d.dtype);
+      Bindings b;
+      for (size_t i = 0; i < base_f_.dims.size(); ++i) b[base_f_.dims[i]] = dims[i];
+      for (auto& s : d.shape) bytes *= (size_t)s.eval(b).value_or(0);
+    }
+    auto snapshot = [&] {
+      std::vector<float> v;
+      if (out < 0 || kg_.buffers[base_f_.buffers[out].buffer].dtype != DType::F32) return v;
+      v.resize(bytes / 4);
+      std::memcpy(v.data(), bufs[out], bytes);
+      return v;
+    };
+    run(n);
+    std::vector<float> want = snapshot();
+    run(n);
+    bool check = want == snapshot();  // an in-place kernel is not reproducible: no check
+    wrong.assign(n, false);
+    // a sample: one untimed launch (it wakes the thread pool the candidates before it let
+    // sleep), then `inner` back to back, as the kernel runs inside a program
+    auto t_one = [&](size_t c, int inner) {
+      run(c);
+      auto t0 = Clock::now();
+      for (int i = 0; i < inner; ++i) run(c);
+      return std::chrono::duration<double, std::milli>(Clock::now() - t0).count() / inner;
+    };
+    double base_ms = t_one(n, 1);
+    int inner = (int)std::clamp(std::ceil(1.0 / std::max(base_ms, 1e-6)), 2.0, 500.0);
+    samples.assign(n + 1, {});
+    std::vector<bool> slow(n + 1, false);
+    for (size_t c = 0; c < n; ++c) {  // warm-up, and the output check
+      run(c);
+      if (check) {
+        std::vector<float> got = snapshot();
+        for (size_t i = 0; i < got.size() && !wrong[c]; ++i) {
+          float a = got[i], b = want[i];
+          if (std::isnan(a) != std::isnan(b) || std::abs(a - b) > 1e-3f * std::max(1.0f, std::abs(b))) wrong[c] = true;
+        }
+      }
+      run(c);
+    }
+    for (int r = 0; r < repeats_; ++r)
+      for (size_t i = 0; i <= n; ++i) {
+        size_t c = (i + r) % (n + 1);  // rotate who goes first
+        if (slow[c] || (c < n && wrong[c])) continue;
+        double t = t_one(c, inner);
+        samples[c].push_back(t);
+        // far slower than the heuristic: a few samples tell enough
+        if (c < n && samples[c].size() >= 2 && t > 20 * base_ms) slow[c] = true;
+      }
+    run(n);  // leave the heuristic's result for the kernels after
+  }
+
+ private:
+  KernelLauncher& base_;
+  KernelLauncher& cand_;
+  int target_;
+  const loop::LoopFunc& base_f_;
+  const std::vector<const loop::LoopFunc*>& cands_;
+  const KernelGraph& kg_;
+  int repeats_;
+};
+
+}  // namespace
+
+double BackendMeasurer::robust_median(std::vector<double> v) {
+  if (v.empty()) return -1;
+  auto med = [](std::vector<double> x) {
+    std::sort(x.begin(), x.end());
+    size_t n = x.size();
+    return n % 2 ? x[n / 2] : 0.5 * (x[n / 2 - 1] + x[n / 2]);
+  };
+  double m = med(v);
+  std::vector<double> dev;
+  for (double x : v) dev.push_back(std::abs(x - m));
+  double mad = med(dev);
+  std::vector<double> kept;
+  for (double x : v)
+    if (std::abs(x - m) <= 3 * 1.4826 * mad || mad == 0) kept.push_back(x);
+  return med(kept.empty() ? v : kept);
+}
+
+BackendMeasurer::BackendMeasurer(const Program& p, const std::string& backend, TensorMap inputs, int repeats)
+    : backend_(get_backend(backend)), name_(backend), inputs_(std::move(inputs)), repeats_(repeats) {
+  if (backend == "interp") throw UserError("lathe tune: the interp backend runs whole graphs; tune for c or llvm");
+  if (backend == "cuda")
+    throw UserError("lathe tune: measuring on cuda is not supported yet (its launches are queued); use --measure model or a CPU backend");
+  if (auto why = backend_.available(); !why.empty()) throw UserError("backend '" + backend + "' is not available here: " + why);
+  base_ = backend_.compile(p);
+  exe_ = std::make_unique<Executable>(p, base_, backend);
+  exe_->run(inputs_);  // binds, plans memory, checks the inputs
+}
+
+std::vector<double> BackendMeasurer::measure(int kernel, const std::vector<const loop::LoopFunc*>& candidates,
+                                             double* baseline_ms) {
+  const Program& p = exe_->program();
+  // the candidates as one small program: kernel j = candidate j
+  Program mini;
+  mini.kg = p.kg;
+  mini.kg.kernels.assign(candidates.size(), p.kg.kernels.at(kernel));
+  std::vector<const loop::LoopFunc*> named;
+  for (size_t j = 0; j < candidates.size(); ++j) {
+    loop::LoopFunc f = *candidates[j];
+    f.name = p.funcs[kernel].name + "_t" + std::to_string(j);
+    if (f.dims != p.funcs[kernel].dims) throw UserError("tune: a candidate of " + p.funcs[kernel].name + " takes other dims");
+    mini.funcs.push_back(std::move(f));
+  }
+  for (auto& f : mini.funcs) named.push_back(&f);
+  auto compiled = backend_.compile(mini);
+  TimingLauncher tl(*base_, *compiled, kernel, p.funcs[kernel], named, p.kg, repeats_);
+  std::shared_ptr<KernelLauncher> wrap(&tl, [](KernelLauncher*) {});
+  exe_->set_launcher(wrap);
+  try {
+    exe_->run(inputs_);
+  } catch (...) {
+    exe_->set_launcher(base_);
+    throw;
+  }
+  exe_->set_launcher(base_);
+  std::vector<double> ms;
+  for (size_t j = 0; j < candidates.size(); ++j) ms.push_back(tl.wrong[j] ? -1 : robust_median(tl.samples[j]));
+  if (baseline_ms) *baseline_ms = robust_median(tl.samples.back());
+  return ms;
+}
+
+Executable compile_tuned(const Graph& g, const std::string& backend, const std::vector<tune::Record>& records,
+                         std::vector<std::string>* notes, int* applied) {
+  if (records.empty()) return compile_graph(g, backend);
+  Backend& b = get_backend(backend);
+  if (std::string why = b.available(); !why.empty()) throw UserError("backend '" + backend + "' is not available here: " + why);
+  if (std::string why = b.supports_graph(g); !why.empty()) throw UserError("backend '" + backend + "' cannot run " + why);
+  Program p = build_program(g);
+  tune::ApplyReport rep = tune::apply_records(p, records, tune::target_of(backend));
+  if (notes) notes->insert(notes->end(), rep.notes.begin(), rep.notes.end());
+  if (applied) *applied = rep.applied;
+  auto compiled = b.compile(p);
+  return Executable(std::move(p), std::move(compiled), backend);
+}
+
+}  // namespace lathe

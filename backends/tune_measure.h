@@ -1,0 +1,45 @@
+// tune_measure.h — the tuner's link to the backends: measuring candidate schedules of a
+// kernel on a compiled program, and compiling a program with tuning records applied.
+//
+// BackendMeasurer compiles the heuristic program once and runs it on seeded inputs. For a
+// batch of candidates of kernel k it compiles them together as one small program (one
+// compiler call, one kernel-cache entry), then runs the whole program once with a launcher
+// that, at kernel k, times every candidate and the heuristic's kernel on the same buffers
+// (the real intermediates, so indices and masks are the model's): a warm-up, then
+// `repeats` rounds over the candidates in turn (each sample long enough to time, ≥ ~0.2 ms),
+// and per candidate the median of the samples left after dropping outliers (beyond 3 median
+// absolute deviations). Each candidate's output is compared with the heuristic's; one that
+// differs is rejected. CPU backends only (c, llvm): a device backend's launches are queued.
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backends/backend.h"
+#include "core/tune/records.h"
+#include "core/tune/search.h"
+
+namespace lathe {
+
+class BackendMeasurer : public tune::Measurer {
+ public:
+  BackendMeasurer(const Program& p, const std::string& backend, TensorMap inputs, int repeats = 7);
+  std::vector<double> measure(int kernel, const std::vector<const loop::LoopFunc*>& candidates, double* baseline_ms) override;
+  // the robust median used above (exposed for tests)
+  static double robust_median(std::vector<double> samples);
+
+ private:
+  Backend& backend_;
+  std::string name_;
+  std::unique_ptr<Executable> exe_;
+  std::shared_ptr<CompiledProgram> base_;
+  TensorMap inputs_;
+  int repeats_;
+};
+
+// build_program + tuning records + compile: compile_graph with `records` applied for
+// `backend`'s target. Notes (records ignored, and why) go to *notes.
+Executable compile_tuned(const Graph& g, const std::string& backend, const std::vector<tune::Record>& records,
+                         std::vector<std::string>* notes, int* applied = nullptr);
+
+}  // namespace lathe

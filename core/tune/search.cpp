@@ -1,0 +1,284 @@
+// search.cpp — beam search over a kernel's Space, ranked by the cost model (see search.h).
+#include "core/tune/search.h"
+
+#include <algorithm>
+#include <chrono>
+#include <deque>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <limits>
+#include <map>
+#include <set>
+
+#include "core/ir/diag.h"
+#include "core/tune/model.h"
+
+namespace lathe::tune {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+struct Rng {  // splitmix64: the same sequence on every platform
+  uint64_t s;
+  uint64_t next() {
+    uint64_t z = (s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+  }
+  int below(size_t n) { return n ? static_cast<int>(next() % n) : 0; }
+};
+
+struct Cand {
+  Point point;
+  Built built;
+  std::string key;
+  Estimate est;
+  double predicted = kInf, measured = -1;
+  double ratio = kInf;       // measured / the heuristic's time in the same rounds (drift-free rank)
+  double base_ms = -1;       // that heuristic time
+};
+
+class KernelSearch {
+ public:
+  KernelSearch(const Program& p, int kernel, const Bindings& dims, const TuneOptions& o, uint64_t seed)
+      : p_(p), k_(kernel), dims_(dims), o_(o), space_(make_space(p.kg, kernel, o.machine)), rng_{seed} {}
+
+  Point random_point() {
+    Point pt(space_.knobs.size());
+    for (size_t i = 0; i < pt.size(); ++i) pt[i] = rng_.below(space_.knobs[i].values.size());
+    return pt;
+  }
+  Point mutate(const Point& from) {
+    Point pt = from;
+    int changes = 1 + rng_.below(2);
+    for (int c = 0; c < changes && !pt.empty(); ++c) {
+      int i = rng_.below(pt.size());
+      pt[i] = rng_.below(space_.knobs[i].values.size());
+    }
+    return pt;
+  }
+
+  // builds a point; nullptr when its code was seen already
+  Cand* add(const Point& pt) {
+    if (seen_points_.count(pt)) return nullptr;
+    seen_points_.insert(pt);
+    Cand c;
+    c.point = pt;
+    try {
+      c.built = build(p_.kg, k_, space_, pt);
+    } catch (const UserError&) {
+      return nullptr;
+    }
+    c.built.f.name = p_.funcs[k_].name;
+    c.key = code_key(c.built.f);
+    if (!seen_code_.insert(c.key).second) return nullptr;
+    c.est = estimate(c.built.f, p_.kg, dims_, o_.machine);
+    c.predicted = model_.predict(c.est);
+    if (std::getenv("LATHE_TUNE_DEBUG")) {
+      std::fprintf(stderr, "tune: %s est %.4f ms:", p_.funcs[k_].name.c_str(), c.est.ms);
+      for (auto& l : c.built.schedule) std::fprintf(stderr, " | %s", l.c_str());
+      std::fprintf(stderr, "\n");
+    }
+    cands_.push_back(std::move(c));
+    return &cands_.back();
+  }
+
+  std::vector<Cand*> pool(int randoms, int mutations, int beam) {
+    std::vector<Cand*> r;
+    std::vector<Cand*> best = ranked_measured(beam);
+    for (int i = 0; i < mutations && !best.empty(); ++i)
+      if (Cand* c = add(mutate(best[i % best.size()]->point))) r.push_back(c);
+    for (int i = 0; i < randoms; ++i)
+      if (Cand* c = add(random_point())) r.push_back(c);
+    return r;
+  }
+
+  std::vector<Cand*> ranked_measured(int n) {
+    std::vector<Cand*> m;
+    for (auto& c : cands_)
+      if (c.measured > 0) m.push_back(&c);
+    std::sort(m.begin(), m.end(), [](Cand* a, Cand* b) { return a->ratio < b->ratio; });
+    if ((int)m.size() > n) m.resize(n);
+    return m;
+  }
+
+  void repredict() {
+    for (auto& c : cands_) c.predicted = model_.predict(c.est);
+  }
+
+  const Program& p_;
+  int k_;
+  const Bindings& dims_;
+  const TuneOptions& o_;
+  Space space_;
+  Rng rng_;
+  CostModel model_;
+  std::deque<Cand> cands_;
+  std::set<Point> seen_points_;
+  std::set<std::string> seen_code_;
+};
+
+bool stopped(const TuneOptions& o) { return o.stop && o.stop->load(); }
+
+}  // namespace
+
+TuneResult tune_program(const Program& p, const Bindings& dims, const std::string& target, Measurer* m,
+                        const TuneOptions& o) {
+  TuneResult res;
+  auto t_start = Clock::now();
+  auto elapsed = [&] { return std::chrono::duration<double>(Clock::now() - t_start).count(); };
+  // distinct kernels to tune (the first of each structural hash)
+  std::vector<int> todo;
+  std::set<std::string> hashes;
+  std::map<int, std::string> hash_of;
+  for (int i = 0; i < p.num_kernels(); ++i) {
+    if (!o.only.empty() && !std::count(o.only.begin(), o.only.end(), i)) continue;
+    const Kernel& k = p.kg.kernels[i];
+    if (k.kind == "extern") {
+      res.notes.push_back(k.name + ": a library call, nothing to tune");
+      continue;
+    }
+    std::string h = structural_hash(p.kg, i);
+    if (!hashes.insert(h).second) continue;  // the same kernel again: tuned once
+    hash_of[i] = h;
+    todo.push_back(i);
+  }
+  for (size_t n = 0; n < todo.size(); ++n) {
+    if (stopped(o)) { res.interrupted = true; break; }
+    int k = todo[n];
+    double deadline = -1;  // this kernel's share of the remaining budget
+    if (o.budget_s > 0) {
+      double left = o.budget_s - elapsed();
+      if (left <= 0) { res.notes.push_back("time budget spent before " + p.kg.kernels[k].name); break; }
+      deadline = elapsed() + left / double(todo.size() - n);
+    }
+    KernelSearch s(p, k, dims, o, o.seed * 0x9e3779b97f4a7c15ull + (uint64_t)k);
+    Progress pr;
+    pr.index = (int)n + 1;
+    pr.count = (int)todo.size();
+    pr.kernel = p.kg.kernels[k].name;
+    pr.max_trials = o.trials;
+    auto report = [&](bool done) {
+      pr.done = done;
+      pr.time_left_s = o.budget_s > 0 ? std::max(0.0, o.budget_s - elapsed()) : -1;
+      if (o.progress) o.progress(pr);
+    };
+    auto out_of_time = [&] { return stopped(o) || (deadline > 0 && elapsed() > deadline); };
+    Record rec;
+    rec.hash = hash_of[k];
+    rec.target = target;
+    rec.kernel = p.kg.kernels[k].name;
+    rec.kind = p.kg.kernels[k].kind;
+    rec.graph = o.graph;
+    Cand* best = nullptr;
+    if (!m) {
+      // --measure model: the estimate is the time; a fixed-seed sample, then hill climbing
+      rec.measure = "model";
+      Estimate base = estimate(p.funcs[k], p.kg, dims, o.machine);
+      rec.baseline_ms = base.ms;
+      Point zero(s.space_.knobs.size(), 0);
+      s.add(zero);
+      int budget = std::max(o.trials, 1) * 8;
+      for (int i = 0; i < budget; ++i) s.add(s.random_point());
+      auto pick = [&] {
+        Cand* b = nullptr;
+        for (auto& c : s.cands_)
+          if (!b || c.predicted < b->predicted) b = &c;
+        return b;
+      };
+      best = pick();
+      for (int round = 0; best && round < 4 * std::max(o.trials, 1); ++round) {
+        Point pt = s.mutate(best->point);
+        s.add(pt);
+        best = pick();
+      }
+      pr.trials = (int)s.cands_.size();
+      if (best) {
+        rec.ms = best->predicted;
+        pr.best_ms = rec.ms;
+      }
+      pr.baseline_ms = rec.baseline_ms;
+      rec.trials = pr.trials;
+    } else {
+      auto measure = [&](std::vector<Cand*> batch) {
+        std::vector<const loop::LoopFunc*> fs;
+        for (Cand* c : batch) fs.push_back(&c->built.f);
+        double base = -1;
+        std::vector<double> ms;
+        try {
+          ms = m->measure(k, fs, &base);
+        } catch (const UserError& e) {
+          res.notes.push_back(p.kg.kernels[k].name + ": a batch failed to compile or run: " + e.what());
+          ms.assign(batch.size(), -1);
+        }
+        for (size_t i = 0; i < batch.size(); ++i) {
+          batch[i]->measured = ms[i] > 0 ? ms[i] : kInf;
+          batch[i]->base_ms = base;
+          batch[i]->ratio = ms[i] > 0 && base > 0 ? ms[i] / base : kInf;
+          if (ms[i] > 0) s.model_.add(batch[i]->est.features, std::log(ms[i] / batch[i]->est.ms));
+        }
+        pr.trials += (int)batch.size();
+        s.repredict();
+      };
+      std::vector<Cand*> first = s.pool(96, 0, 0);
+      if (Cand* z = s.add(Point(s.space_.knobs.size(), 0))) first.push_back(z);
+      while (pr.trials < o.trials && !out_of_time()) {
+        std::vector<Cand*> pool = pr.trials == 0 ? first : s.pool(48, 48, 4);
+        // also the unmeasured survivors of earlier pools
+        for (auto& c : s.cands_)
+          if (c.measured < 0 && !std::count(pool.begin(), pool.end(), &c)) pool.push_back(&c);
+        if (pool.empty()) break;
+        std::sort(pool.begin(), pool.end(), [](Cand* a, Cand* b) { return a->predicted < b->predicted; });
+        int take = std::min<int>({o.batch, o.trials - pr.trials, (int)pool.size()});
+        std::vector<Cand*> batch(pool.begin(), pool.begin() + take);
+        // one exploratory pick from the rest of the pool
+        if (take >= 3 && (int)pool.size() > take) batch.back() = pool[take + s.rng_.below(pool.size() - take)];
+        measure(batch);
+        auto top = s.ranked_measured(1);
+        if (!top.empty() && std::isfinite(top[0]->ratio)) {
+          pr.best_ms = top[0]->measured;
+          pr.baseline_ms = top[0]->base_ms;  // the pair measured in the same rounds
+        }
+        report(false);
+      }
+      auto top = s.ranked_measured(1);
+      best = top.empty() || !std::isfinite(top[0]->ratio) ? nullptr : top[0];
+      if (best) {
+        // the record's pair: the winner and the heuristic measured in the same rounds; the
+        // winner is measured again beside it (the search's best is biased low by the noise)
+        rec.ms = best->measured;
+        rec.baseline_ms = best->base_ms;
+        if (!stopped(o)) {
+          double base = -1;
+          std::vector<double> again;
+          try {
+            again = m->measure(k, {&best->built.f}, &base);
+          } catch (const UserError&) {
+          }
+          if (!again.empty() && again[0] > 0 && base > 0 && again[0] / base > best->ratio) {
+            rec.ms = again[0];
+            rec.baseline_ms = base;
+          }
+        }
+      }
+      rec.trials = pr.trials;
+      pr.best_ms = rec.ms;
+      pr.baseline_ms = rec.baseline_ms;
+    }
+    report(true);
+    if (best && rec.baseline_ms > 0) {
+      rec.schedule = best->built.schedule;
+      res.records.push_back(rec);
+    } else {
+      res.notes.push_back(p.kg.kernels[k].name + ": no candidate could be measured");
+    }
+    if (stopped(o)) { res.interrupted = true; break; }
+  }
+  return res;
+}
+
+}  // namespace lathe::tune

@@ -1,0 +1,40 @@
+#!/bin/sh
+# bench-tune.sh [LATHE] [SECONDS] [BACKEND] — tuned vs heuristic on shapes the heuristics
+# were not written for (samples/tune/*.lua: a 50k-wide GEMV, a column sum, odd batched
+# matmuls, a softmax over 77, a head transpose, 5×5 depthwise and 7×7 stem convolutions).
+# Per workload: `lathe tune` with a time budget of SECONDS (default 40), then PAIRS (default
+# 5) alternating pairs of `lathe run --iters 20` with --tuned none and with the records:
+# the median of their medians and the minimum of their minimums (on a loaded machine the
+# minimum says what the code can do), and the tuned kernels' roofline share from --profile.
+# Hold the benchmark lock on a shared machine:
+#   flock /tmp/bench.lock scripts/bench-tune.sh build/lathe 40
+set -eu
+L=${1:-build/lathe}; BUDGET=${2:-40}; B=${3:-llvm}; PAIRS=${PAIRS:-5}
+DIR=$(cd "$(dirname "$0")/.." && pwd)/samples/tune
+OUT=${TMPDIR:-/tmp}/lathe-bench-tune.$$
+mkdir -p "$OUT"
+# one run: "median min"
+stats() { "$L" run "$1" --backend "$B" --tuned "$2" --iters 20 --stats 2>/dev/null |
+  sed -n 's/.*"median_ms":\([0-9.e+-]*\).*"min_ms":\([0-9.e+-]*\).*/\1 \2/p'; }
+echo "# $(uptime | sed 's/.*load/load/') ; backend $B; tune budget ${BUDGET}s per workload"
+printf '%-16s %12s %12s %8s %12s %12s %8s  %s\n' workload "heur median" "tuned median" speedup "heur min" "tuned min" speedup \
+  "tuned kernels: roof %"
+for f in "$DIR"/*.lua; do
+  n=$(basename "$f" .lua)
+  R=$OUT/$n.jsonl
+  "$L" tune "$f" --backend "$B" --records "$R" --time-budget "$BUDGET" --trials 200 > "$OUT/$n.tune.txt" 2>&1 || true
+  : > "$OUT/$n.runs"
+  i=0
+  while [ $i -lt "$PAIRS" ]; do
+    echo "h $(stats "$f" none)" >> "$OUT/$n.runs"
+    echo "t $(stats "$f" "$R")" >> "$OUT/$n.runs"
+    i=$((i + 1))
+  done
+  roof=$("$L" run "$f" --backend "$B" --tuned "$R" --profile 2>/dev/null | awk '$2 ~ /^(reduce|matmul|elementwise|copy)$/ {printf "%s=%s ", $1, $(NF-1)}')
+  grep -q 'not faster' "$OUT/$n.tune.txt" && roof="$roof(no record applied: the heuristic stays)"
+  sort -k1,1 -k2,2g "$OUT/$n.runs" | awk -v n="$n" -v roof="$roof" '
+    { med[$1, ++c[$1]] = $2; if (!($1 in mn) || $3 < mn[$1]) mn[$1] = $3 }
+    END { hm = med["h", int((c["h"] + 1) / 2)]; tm = med["t", int((c["t"] + 1) / 2)]
+          printf "%-16s %9.3f ms %9.3f ms %7.2fx %9.3f ms %9.3f ms %7.2fx  %s\n", n, hm, tm, hm / tm, mn["h"], mn["t"], mn["h"] / mn["t"], roof }'
+done
+echo "# records and tune logs in $OUT"

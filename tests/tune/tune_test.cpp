@@ -1,0 +1,295 @@
+// tune_test.cpp — the autotuner's core: spaces build legal schedules that compute what the
+// interpreter computes, --measure model is deterministic, records round-trip and replay to
+// the same loop IR, hashes ignore names, and records apply only on the same kernel and
+// target and only when faster than the heuristic.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <fstream>
+
+#include "backends/backend.h"
+#include "backends/tune_measure.h"
+#include "core/frontend/nn.h"
+#include "core/frontend/tensor.h"
+#include "core/interp/interp.h"
+#include "core/loop/loop_print.h"
+#include "core/ir/diag.h"
+#include "core/runtime/compare.h"
+#include "core/runtime/random.h"
+#include "core/tune/model.h"
+#include "core/tune/records.h"
+#include "core/tune/search.h"
+
+namespace lathe {
+namespace {
+
+Graph colsum(const std::string& name = "x", int64_t r = 64, int64_t c = 48) {
+  Tensor x = input(name, {r, c});
+  return Graph::from_outputs({{"y", sum(x, {0}).node()}});
+}
+Graph softmax77() {
+  Tensor x = input("x", {5, 77});
+  return Graph::from_outputs({{"y", softmax(x, -1).node()}});
+}
+Graph odd_bmm() {
+  Tensor a = input("a", {3, 7, 13}), b = input("b", {3, 13, 11});
+  return Graph::from_outputs({{"y", matmul(a, b).node()}});
+}
+Graph transpose_add() {
+  Tensor x = input("x", {33, 40});
+  return Graph::from_outputs({{"y", (transpose(x, 0, 1) + 1.0).node()}});
+}
+
+double max_diff(const TensorMap& a, const TensorMap& b) {
+  double m = 0;
+  for (auto& [n, t] : b) {
+    const HostTensor& u = a.at(n);
+    for (int64_t i = 0; i < t.numel(); ++i) m = std::max(m, std::abs(u.get_f64(i) - t.get_f64(i)));
+  }
+  return m;
+}
+
+tune::TuneOptions model_opts(int trials = 6) {
+  tune::TuneOptions o;
+  o.trials = trials;
+  o.machine = tune::Machine{2, 8, 16};  // fixed, so the test does not depend on the host
+  return o;
+}
+
+std::vector<tune::Record> model_tune(const Graph& g, int trials = 6) {
+  Program p = build_program(g);
+  return tune::tune_program(p, {}, "test-target", nullptr, model_opts(trials)).records;
+}
+
+TEST(Tune, ModelSearchIsDeterministicAndNotWorseThanTheHeuristic) {
+  for (const Graph& g : {colsum(), softmax77(), odd_bmm(), transpose_add()}) {
+    auto a = model_tune(g), b = model_tune(g);
+    ASSERT_EQ(a.size(), b.size());
+    ASSERT_FALSE(a.empty());
+    for (size_t i = 0; i < a.size(); ++i) {
+      EXPECT_EQ(tune::to_json_line(a[i]), tune::to_json_line(b[i]));
+      EXPECT_EQ(a[i].measure, "model");
+      EXPECT_GT(a[i].ms, 0);
+      EXPECT_GT(a[i].trials, 0);
+    }
+  }
+}
+
+TEST(Tune, ColumnSumModelPicksReductionRows) {
+  // a column sum read down the columns is strided; the model must prefer rows of accumulators
+  auto r = model_tune(colsum("x", 512, 256));
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_LT(r[0].ms, r[0].baseline_ms * 1.0001);
+  bool rows = false;
+  for (auto& l : r[0].schedule) rows |= l.rfind("reduce_rows", 0) == 0;
+  EXPECT_TRUE(rows) << tune::to_json_line(r[0]);
+}
+
+// every point the search may pick computes what the interpreter computes
+TEST(Tune, RandomPointsOfEverySpaceMatchTheInterpreter) {
+  Backend& b = get_backend("c");
+  for (const Graph& g : {colsum("x", 37, 29), softmax77(), odd_bmm(), transpose_add()}) {
+    Program base = build_program(g);
+    TensorMap in = random_inputs(g, 3);
+    TensorMap want = interpret(g, in);
+    for (int k = 0; k < base.num_kernels(); ++k) {
+      tune::Space s = tune::make_space(base.kg, k, tune::Machine{2, 8, 16});
+      std::vector<Program> progs;
+      uint64_t seed = 12345 + k;
+      for (int t = 0; t < 6; ++t) {
+        tune::Point pt;
+        for (auto& knob : s.knobs) {
+          seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+          pt.push_back(int((seed >> 33) % knob.values.size()));
+        }
+        Program p = base;
+        tune::Built bt = tune::build(p.kg, k, s, pt);
+        bt.f.name = p.funcs[k].name;
+        // the schedule replays to the same code
+        loop::LoopFunc again = tune::replay(p.kg, k, bt.schedule);
+        again.name = bt.f.name;
+        EXPECT_EQ(tune::code_key(again), tune::code_key(bt.f));
+        p.funcs[k] = bt.f;
+        progs.push_back(std::move(p));
+      }
+      std::vector<const Program*> ps;
+      for (auto& p : progs) ps.push_back(&p);
+      auto compiled = b.compile_many(ps);
+      for (size_t i = 0; i < progs.size(); ++i) {
+        Executable e(progs[i], compiled[i], "c");
+        EXPECT_LT(max_diff(e.run(in), want), 1e-3) << loop::print_loop(progs[i].funcs[k]);
+      }
+    }
+  }
+}
+
+TEST(Tune, HashIgnoresNamesAndIdsButNotShapes) {
+  Graph a = colsum("x"), b = colsum("totally_different_name");
+  // extra nodes first shift every node id
+  Tensor z = input("zz", {3});
+  Tensor x = input("q", {64, 48});
+  Graph c = Graph::from_outputs({{"other", (z * 2.0).node()}, {"y", sum(x, {0}).node()}});
+  Program pa = build_program(a), pb = build_program(b), pc = build_program(c);
+  std::string h = tune::structural_hash(pa.kg, 0);
+  EXPECT_EQ(h, tune::structural_hash(pb.kg, 0));
+  bool found = false;
+  for (int k = 0; k < pc.num_kernels(); ++k) found |= tune::structural_hash(pc.kg, k) == h;
+  EXPECT_TRUE(found);
+  Program pd = build_program(colsum("x", 64, 49));
+  EXPECT_NE(h, tune::structural_hash(pd.kg, 0));
+}
+
+TEST(Tune, RecordsRoundTripThroughAFile) {
+  auto recs = model_tune(odd_bmm());
+  ASSERT_FALSE(recs.empty());
+  std::string path = std::string(LATHE_BINARY_DIR) + "/tests/tune/roundtrip.jsonl";
+  std::remove(path.c_str());
+  tune::merge_records(path, recs);
+  tune::merge_records(path, recs);  // same hash + target: replaced, not appended
+  auto back = tune::read_records(path);
+  ASSERT_EQ(back.size(), recs.size());
+  for (size_t i = 0; i < recs.size(); ++i) EXPECT_EQ(tune::to_json_line(back[i]), tune::to_json_line(recs[i]));
+}
+
+tune::Record record_for(const Program& p, int k, std::vector<std::string> schedule, double ms, double base,
+                        const std::string& target) {
+  tune::Record r;
+  r.hash = tune::structural_hash(p.kg, k);
+  r.target = target;
+  r.kernel = p.kg.kernels[k].name;
+  r.kind = p.kg.kernels[k].kind;
+  r.schedule = std::move(schedule);
+  r.ms = ms;
+  r.baseline_ms = base;
+  return r;
+}
+
+TEST(Tune, AppliedOnlyOnTheSameTargetAndOnlyWhenFaster) {
+  Graph g = colsum("x", 40, 24);
+  Program p = build_program(g);
+  std::vector<std::string> sched{"reduce_rows i0 by 8", "parallel i0_b"};
+  std::string before = tune::code_key(p.funcs[0]);
+  {
+    Program q = p;
+    auto rep = tune::apply_records(q, {record_for(q, 0, sched, 1.0, 2.0, "T")}, "T");
+    EXPECT_EQ(rep.applied, 1);
+    EXPECT_EQ(q.funcs[0].schedule_log.front(), "reduce_rows i0 by 8");
+    EXPECT_EQ(q.funcs[0].name, p.funcs[0].name);
+  }
+  {
+    Program q = p;  // measured slower than (or as fast as) the heuristic: never applied
+    auto rep = tune::apply_records(q, {record_for(q, 0, sched, 2.0, 2.0, "T")}, "T");
+    EXPECT_EQ(rep.applied, 0);
+    EXPECT_EQ(tune::code_key(q.funcs[0]), before);
+  }
+  {
+    Program q = p;  // another target: ignored with a note
+    auto rep = tune::apply_records(q, {record_for(q, 0, sched, 1.0, 2.0, "other")}, "T");
+    EXPECT_EQ(rep.applied, 0);
+    ASSERT_EQ(rep.notes.size(), 1u);
+    EXPECT_NE(rep.notes[0].find("measured on 'other'"), std::string::npos) << rep.notes[0];
+    EXPECT_EQ(tune::code_key(q.funcs[0]), before);
+  }
+  {
+    Program q = p;  // a record of this kernel's name made before the kernel changed
+    tune::Record r = record_for(q, 0, sched, 1.0, 2.0, "T");
+    r.hash = "0123456789abcdef0123456789abcdef";
+    r.graph = "colsum.lua";
+    auto rep = tune::apply_records(q, {r}, "T", "other.lua");  // another file's kernel of that name: quiet
+    EXPECT_TRUE(rep.notes.empty());
+    rep = tune::apply_records(q, {r}, "T", "colsum.lua");
+    EXPECT_EQ(rep.applied, 0);
+    ASSERT_EQ(rep.notes.size(), 1u);
+    EXPECT_NE(rep.notes[0].find("has changed"), std::string::npos) << rep.notes[0];
+  }
+  {
+    Program q = p;  // a schedule that no longer applies: ignored with the reason
+    auto rep = tune::apply_records(q, {record_for(q, 0, {"parallel r0"}, 1.0, 2.0, "T")}, "T");
+    EXPECT_EQ(rep.applied, 0);
+    ASSERT_EQ(rep.notes.size(), 1u);
+    EXPECT_NE(rep.notes[0].find("carries a reduction"), std::string::npos) << rep.notes[0];
+  }
+}
+
+TEST(Tune, ReplayErrorsNameTheLine) {
+  Program p = build_program(odd_bmm());
+  auto expect_error = [&](std::vector<std::string> s, const std::string& needle) {
+    try {
+      tune::replay(p.kg, 0, s);
+      ADD_FAILURE() << "accepted " << s.back();
+    } catch (const UserError& e) {
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+  };
+  expect_error({"spin i0"}, "unknown primitive 'spin'");
+  expect_error({"split i0 by x"}, "expected a number");
+  expect_error({"matmul mr=6 nr=12 lanes=8 kc=64 mc=36 nc=48"}, "must nest");
+  expect_error({"matmul mr=6"}, "give all of");
+  expect_error({"parallel i0", "vectorize nope"}, "schedule line 2");
+  // the packed GEMM line replays, with the lowering's own description first
+  loop::LoopFunc f = tune::replay(p.kg, 0, {"matmul mr=4 nr=16 lanes=8 kc=8 mc=8 nc=32"});
+  EXPECT_TRUE(loop::is_packed_matmul(f));
+}
+
+TEST(Tune, BadRecordsFileNamesTheLine) {
+  std::string path = std::string(LATHE_BINARY_DIR) + "/tests/tune/bad.jsonl";
+  std::ofstream(path) << "\n{\"hash\":\"a\",\"target\":\"t\",\"schedule\":[],\"ms\":1,\"baseline_ms\":2}\nnot json\n";
+  try {
+    tune::read_records(path);
+    ADD_FAILURE();
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("bad.jsonl:3:"), std::string::npos) << e.what();
+  }
+  EXPECT_TRUE(tune::read_records(path + ".missing", true).empty());
+  EXPECT_THROW(tune::read_records(path + ".missing"), UserError);
+}
+
+TEST(Tune, RobustMedianDropsOutliers) {
+  EXPECT_DOUBLE_EQ(BackendMeasurer::robust_median({1.0, 1.1, 0.9, 1.0, 50.0}), 1.0);
+  EXPECT_DOUBLE_EQ(BackendMeasurer::robust_median({2.0}), 2.0);
+  EXPECT_LT(BackendMeasurer::robust_median({}), 0);
+}
+
+// a real (timed) search: few trials, on the c backend, identical kernels tuned once
+TEST(Tune, MeasuredSearchTunesRepeatedKernelsOnce) {
+  Tensor x = input("x", {48, 40}), y = input("y", {48, 40});
+  Graph g = Graph::from_outputs({{"a", sum(x, {0}).node()}, {"b", sum(y, {0}).node()}});
+  Program p = build_program(g);
+  ASSERT_EQ(p.num_kernels(), 2);
+  BackendMeasurer m(p, "c", random_inputs(g, 1), 3);
+  tune::TuneOptions o = model_opts(3);
+  o.batch = 3;
+  int reports = 0;
+  o.progress = [&](const tune::Progress& pr) { ++reports; EXPECT_EQ(pr.count, 1); };
+  auto r = tune::tune_program(p, {}, tune::target_of("c"), &m, o);
+  std::string notes_text;
+  for (auto& n : r.notes) notes_text += n + "\n";
+  ASSERT_EQ(r.records.size(), 1u) << notes_text;
+  EXPECT_EQ(r.records[0].measure, "time");
+  EXPECT_GT(r.records[0].ms, 0);
+  EXPECT_GT(r.records[0].baseline_ms, 0);
+  EXPECT_EQ(r.records[0].trials, 3);
+  EXPECT_GE(reports, 2);
+  // a record that beat the heuristic applies to both kernels, and the result is right
+  tune::Record rec = r.records[0];
+  rec.ms = rec.baseline_ms / 2;
+  std::vector<std::string> notes;
+  int applied = 0;
+  Executable e = compile_tuned(g, "c", {rec}, &notes, &applied);
+  EXPECT_EQ(applied, 2);
+  TensorMap in = random_inputs(g, 2);
+  EXPECT_LT(max_diff(e.run(in), interpret(g, in)), 1e-3);
+}
+
+TEST(Tune, StopFlagEndsTheSearchWithWhatWasFound) {
+  std::atomic<bool> stop{true};
+  tune::TuneOptions o = model_opts();
+  o.stop = &stop;
+  Program p = build_program(colsum());
+  auto r = tune::tune_program(p, {}, "T", nullptr, o);
+  EXPECT_TRUE(r.interrupted);
+  EXPECT_TRUE(r.records.empty());
+}
+
+}  // namespace
+}  // namespace lathe
