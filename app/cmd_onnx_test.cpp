@@ -12,6 +12,13 @@
 // inside try/catch; with --timeout each also runs in a forked child, so a hang or a crash
 // fails that test alone.
 //
+// Input and output files are read as the model declares them: TensorProto, SequenceProto
+// or OptionalProto. A sequence's length and element shapes and an optional's presence are
+// fixed at import (OnnxOptions::sequence_inputs / absent_optionals), so such a model is
+// imported per data set; a sequence output NAME compares element-wise as NAME[0], NAME[1], ….
+// bf16 outputs compare at bf16 precision (rtol at least 2^-7), and uint16 data where the
+// model says bfloat16 (older test data) is read as bf16 bits.
+//
 // This file also registers the .onnx loader with load_graph() for every command.
 #include <sys/wait.h>
 #include <unistd.h>
@@ -394,7 +401,8 @@ int run_onnx_test(const std::vector<std::string>& args) {
                "SKIP name: why (unsupported op, dtype or dynamic shape); then `N passed, N failed, N skipped`.\n"
                "Outputs compare element-wise: |got - want| <= atol + rtol * |want| (default rtol 1e-3,\n"
                "atol 1e-7, as the ONNX runner); --max-rel: max|got - want| <= atol + rtol * max|want| per\n"
-               "output. Exit code 0 when nothing failed.",
+               "output (bf16 outputs: rtol at least 2^-7). Sequence and optional inputs are read as the model\n"
+               "declares them and fix the model's structure per data set. Exit code 0 when nothing failed.",
                "lathe onnx-test"};
   std::vector<std::string> paths;
   std::string backend = "interp";

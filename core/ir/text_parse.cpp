@@ -331,7 +331,7 @@ std::pair<DType, Shape> Parser::parse_type() {
   auto dt = dtype_from_name(w);
   if (!dt) {
     if (w.empty()) fail(col, "expected a type like f32[B, 10], found " + found());
-    fail(col, "unknown dtype '" + std::string(w) + "'; expected one of f64 f32 f16 bf16 i64 i32 i16 i8 u8 bool");
+    fail(col, "unknown dtype '" + std::string(w) + "'; expected one of f64 f32 f16 bf16 i64 i32 i16 i8 u64 u32 u16 u8 bool");
   }
   size_t shape_col = pos_;
   Shape shape;
