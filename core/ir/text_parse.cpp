@@ -579,6 +579,15 @@ int64_t Parser::parse_int_token(std::string_view tok, size_t col, DType dt) {
   }
   std::string_view t = tok;
   if (!t.empty() && t[0] == '+') t.remove_prefix(1);
+  if (dt == DType::U64) {  // 0 … 2^64-1, held as its bit pattern in an int64
+    uint64_t u = 0;
+    auto [p, ec] = std::from_chars(t.data(), t.data() + t.size(), u);
+    if (t.empty() || t[0] == '-' || ec == std::errc::result_out_of_range)
+      fail(col, "integer '" + std::string(tok) + "' is out of range for u64");
+    if (ec == std::errc::invalid_argument || p != t.data() + t.size())
+      fail(col, "expected an integer for dtype u64, found '" + std::string(tok) + "'");
+    return static_cast<int64_t>(u);
+  }
   int64_t v = 0;
   auto [p, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
   if (t.empty() || ec == std::errc::invalid_argument || p != t.data() + t.size())
