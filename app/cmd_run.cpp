@@ -127,6 +127,7 @@ std::pair<std::string, std::string> split_pair(const std::string& s, const char*
 
 std::string format_value(const HostTensor& t, int64_t i) {
   if (t.dtype() == DType::Bool) return t.get_i64(i) ? "True" : "False";
+  if (t.dtype() == DType::U64) return std::to_string(static_cast<uint64_t>(t.get_i64(i)));
   if (!is_float(t.dtype())) return std::to_string(t.get_i64(i));
   double v = t.get_f64(i);
   if (std::isnan(v)) return "nan";

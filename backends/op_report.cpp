@@ -20,7 +20,8 @@ namespace lathe {
 namespace {
 
 const DType kDTypes[kNumDTypes] = {DType::Bool, DType::U8,  DType::I8,   DType::I16, DType::I32,
-                                   DType::I64,  DType::F16, DType::BF16, DType::F32, DType::F64};
+                                   DType::I64,  DType::F16, DType::BF16, DType::F32, DType::F64,
+                                   DType::U16,  DType::U32, DType::U64};
 
 struct Case {
   int row;          // index into the report's rows

@@ -101,7 +101,7 @@ DType dl_dtype(const lathe_dltensor& t, const std::string& what) {
   };
   switch (code) {
     case 0: return bits == 8 ? DType::I8 : bits == 16 ? DType::I16 : bits == 32 ? DType::I32 : bits == 64 ? DType::I64 : bad();
-    case 1: return bits == 8 ? DType::U8 : bad();
+    case 1: return bits == 8 ? DType::U8 : bits == 16 ? DType::U16 : bits == 32 ? DType::U32 : bits == 64 ? DType::U64 : bad();
     case 2: return bits == 16 ? DType::F16 : bits == 32 ? DType::F32 : bits == 64 ? DType::F64 : bad();
     case 4: return bits == 16 ? DType::BF16 : bad();
     case 6: return bits == 8 ? DType::Bool : bad();

@@ -36,6 +36,7 @@ struct Printer {
 
   std::string elem(int64_t i) const {
     if (is_float(t.dtype()) || t.dtype() == DType::Bool) return format_scalar(t.get_f64(i), t.dtype());
+    if (t.dtype() == DType::U64) return std::to_string(static_cast<uint64_t>(t.get_i64(i)));
     return std::to_string(t.get_i64(i));
   }
   std::string pad(std::string s) const { return std::string(width > s.size() ? width - s.size() : 0, ' ') + s; }

@@ -111,6 +111,9 @@ LATHE_F2I(int8_t, lathe_f2i_i8, -128, 127)
 LATHE_F2I(int16_t, lathe_f2i_i16, -32768, 32767)
 LATHE_F2I(int32_t, lathe_f2i_i32, INT32_MIN, INT32_MAX)
 LATHE_F2I(int64_t, lathe_f2i_i64, INT64_MIN, INT64_MAX)
+LATHE_F2I(uint16_t, lathe_f2i_u16, 0, 65535)
+LATHE_F2I(uint32_t, lathe_f2i_u32, 0, UINT32_MAX)
+LATHE_F2I(uint64_t, lathe_f2i_u64, 0, UINT64_MAX)
 
 #define LATHE_IDIV(T, NAME, MOD)                                                     \
   static inline T NAME(T a, T b) { return b == 0 ? 0 : (b == (T)-1 ? (T)(0 - (uint64_t)a) : (T)(a / b)); } \
@@ -121,6 +124,12 @@ LATHE_IDIV(int32_t, lathe_idiv_i32, lathe_mod_i32)
 LATHE_IDIV(int64_t, lathe_idiv_i64, lathe_mod_i64)
 static inline uint8_t lathe_idiv_u8(uint8_t a, uint8_t b) { return b == 0 ? 0 : a / b; }
 static inline uint8_t lathe_mod_u8(uint8_t a, uint8_t b) { return b == 0 ? 0 : a % b; }
+#define LATHE_UDIV(T, NAME, MOD)                                                   \
+  static inline T NAME(T a, T b) { return b == 0 ? 0 : (T)(a / b); } \
+  static inline T MOD(T a, T b) { return b == 0 ? 0 : (T)(a % b); }
+LATHE_UDIV(uint16_t, lathe_idiv_u16, lathe_mod_u16)
+LATHE_UDIV(uint32_t, lathe_idiv_u32, lathe_mod_u32)
+LATHE_UDIV(uint64_t, lathe_idiv_u64, lathe_mod_u64)
 static inline uint8_t lathe_mod_bool(uint8_t a, uint8_t b) { return 0; }
 
 /* max reductions keep NaN (the built-in omp max combiner would drop it) */
@@ -221,6 +230,9 @@ std::string CEmitter::type(DType dt, int lanes) const {
     case DType::I16: return "int16_t";
     case DType::I32: return "int32_t";
     case DType::I64: return "int64_t";
+    case DType::U16: return "uint16_t";
+    case DType::U32: return "uint32_t";
+    case DType::U64: return "uint64_t";
     case DType::F16: case DType::BF16: return "float";  // in registers; memory: mem_type()
     case DType::F32: return "float";
     case DType::F64: return "double";
@@ -241,6 +253,8 @@ std::string CEmitter::literal(const ExprRef& e) const {
     if (e->i == INT64_MIN) return "INT64_MIN";
     return "INT64_C(" + std::to_string(e->i) + ")";
   }
+  if (e->dtype == DType::U64) return "UINT64_C(" + std::to_string(static_cast<uint64_t>(e->i)) + ")";
+  if (e->dtype == DType::U32) return "UINT32_C(" + std::to_string(static_cast<uint32_t>(e->i)) + ")";
   return "((" + type(e->dtype) + ")" + std::to_string(e->i) + ")";
 }
 
@@ -306,6 +320,7 @@ std::string CEmitter::expr(const ExprRef& e) {
         case Op::Mul:
           if (fin || e->lanes > 1) return "(" + x + " * " + y + ")";
           if (in == DType::I64) return "(" + x + " * " + y + ")";
+          if (is_unsigned_int(in)) return "((" + T + ")((uint64_t)" + x + " * (uint64_t)" + y + "))";
           return "((" + T + ")((int64_t)" + x + " * " + y + "))";
         case Op::IDiv:
           if (in == DType::I64 && e->lanes == 1 && loop::is_const(e->args[1]) && e->args[1]->i > 0) return "(" + x + " / " + y + ")";

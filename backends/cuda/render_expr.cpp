@@ -43,6 +43,9 @@ LATHE_F2I(signed char, lathe_f2i_i8, -128, 127)
 LATHE_F2I(short, lathe_f2i_i16, -32768, 32767)
 LATHE_F2I(int, lathe_f2i_i32, (-2147483647 - 1), 2147483647)
 LATHE_F2I(long long, lathe_f2i_i64, (-9223372036854775807LL - 1), 9223372036854775807LL)
+LATHE_F2I(unsigned short, lathe_f2i_u16, 0, 65535)
+LATHE_F2I(unsigned int, lathe_f2i_u32, 0, 4294967295u)
+LATHE_F2I(unsigned long long, lathe_f2i_u64, 0, 18446744073709551615ULL)
 
 /* integer x/0 = 0, x%0 = 0; MIN/-1 wraps to MIN, x%-1 = 0. */
 #define LATHE_IDIV(T, NAME, MOD)                                                                  \
@@ -56,6 +59,12 @@ LATHE_IDIV(int, lathe_idiv_i32, lathe_mod_i32)
 LATHE_IDIV(long long, lathe_idiv_i64, lathe_mod_i64)
 LATHE_DEV unsigned char lathe_idiv_u8(unsigned char a, unsigned char b) { return b == 0 ? 0 : a / b; }
 LATHE_DEV unsigned char lathe_mod_u8(unsigned char a, unsigned char b) { return b == 0 ? 0 : a % b; }
+#define LATHE_UDIV(T, NAME, MOD)                                 \
+  LATHE_DEV T NAME(T a, T b) { return b == 0 ? (T)0 : (T)(a / b); } \
+  LATHE_DEV T MOD(T a, T b) { return b == 0 ? (T)0 : (T)(a % b); }
+LATHE_UDIV(unsigned short, lathe_idiv_u16, lathe_mod_u16)
+LATHE_UDIV(unsigned int, lathe_idiv_u32, lathe_mod_u32)
+LATHE_UDIV(unsigned long long, lathe_idiv_u64, lathe_mod_u64)
 LATHE_DEV unsigned char lathe_idiv_bool(unsigned char a, unsigned char b) { return b ? a : 0; }
 LATHE_DEV unsigned char lathe_mod_bool(unsigned char a, unsigned char b) { return 0; }
 
@@ -94,6 +103,9 @@ std::string CudaEmitter::storage_type(DType dt) {
     case DType::I16: return "short";
     case DType::I32: return "int";
     case DType::I64: return "long long";
+    case DType::U16: return "unsigned short";
+    case DType::U32: return "unsigned int";
+    case DType::U64: return "unsigned long long";
     case DType::F16: return "__half";
     case DType::BF16: return "__nv_bfloat16";
     case DType::F32: return "float";
@@ -125,6 +137,8 @@ std::string CudaEmitter::literal(const ExprRef& e) const {
     if (e->i == INT64_MIN) return "(-9223372036854775807LL - 1)";
     return e->i < 0 ? "(" + std::to_string(e->i) + "LL)" : std::to_string(e->i) + "LL";
   }
+  if (e->dtype == DType::U64) return std::to_string(static_cast<uint64_t>(e->i)) + "ULL";
+  if (e->dtype == DType::U32) return std::to_string(static_cast<uint32_t>(e->i)) + "u";
   if (e->dtype == DType::I32) {
     if (e->i == INT32_MIN) return "(-2147483647 - 1)";
     return e->i < 0 ? "(" + std::to_string(e->i) + ")" : std::to_string(e->i);
@@ -153,8 +167,8 @@ std::string CudaEmitter::binary_expr(const ExprRef& e) {
   bool flt = is_float(in);
   bool dbl = in == DType::F64;
   auto wrap = [&](const char* op) {  // integer add/mul wrap around (no signed overflow UB)
-    if (in == DType::I64 || in == DType::I32) {
-      std::string U = in == DType::I64 ? "unsigned long long" : "unsigned";
+    if (in == DType::I64 || in == DType::I32 || in == DType::U16 || in == DType::U32 || in == DType::U64) {
+      std::string U = dtype_size(in) == 8 ? "unsigned long long" : "unsigned";
       if (in == DType::I64 && std::string(op) == "+") return "(" + x + " + " + y + ")";  // index math: keep it readable
       return "((" + T + ")((" + U + ")" + x + " " + op + " (" + U + ")" + y + "))";
     }

@@ -37,7 +37,7 @@ namespace {
 // [SECTION] types and constants
 // ---------------------------------------------------------------------------------------
 
-bool is_unsigned(DType dt) { return dt == DType::U8 || dt == DType::Bool; }
+bool is_unsigned(DType dt) { return dt == DType::Bool || is_unsigned_int(dt); }
 
 // Does the host (the JIT compiles for it) have this x86 feature ("avx2", "avxvnni", …)?
 bool host_has(const char* feature) {
@@ -123,9 +123,9 @@ class FunctionEmitter {
     switch (dt) {
       case DType::Bool: return b_.getInt1Ty();
       case DType::U8: case DType::I8: return b_.getInt8Ty();
-      case DType::I16: return b_.getInt16Ty();
-      case DType::I32: return b_.getInt32Ty();
-      case DType::I64: return b_.getInt64Ty();
+      case DType::I16: case DType::U16: return b_.getInt16Ty();
+      case DType::I32: case DType::U32: return b_.getInt32Ty();
+      case DType::I64: case DType::U64: return b_.getInt64Ty();
       case DType::F16: return b_.getFloatTy();
       case DType::BF16: return b_.getFloatTy();
       case DType::F32: return b_.getFloatTy();

@@ -135,7 +135,7 @@ static Scalar lowest_value(DType dt) {
     case DType::I16: return Scalar(-32768);
     case DType::I32: return Scalar(static_cast<int64_t>(INT32_MIN));
     case DType::I64: return Scalar(std::numeric_limits<int64_t>::min());
-    case DType::U8: case DType::Bool: return Scalar(0);
+    case DType::U8: case DType::U16: case DType::U32: case DType::U64: case DType::Bool: return Scalar(0);
     default: return Scalar(-INFINITY);
   }
 }

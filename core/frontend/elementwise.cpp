@@ -160,7 +160,7 @@ Tensor rsqrt(const Tensor& x) {
 Tensor reciprocal(const Tensor& x) { return unary(Op::Recip, as_float(x)); }
 
 Tensor abs(const Tensor& x) {
-  if (x.dtype() == DType::Bool || x.dtype() == DType::U8) return x;
+  if (x.dtype() == DType::Bool || is_unsigned_int(x.dtype())) return x;
   ProvenanceScope ps("abs");
   if (is_float(x.dtype())) return maximum(x, -x);
   return where(lt(x, 0), -x, x);
@@ -259,6 +259,7 @@ Tensor fmod(const Tensor& a, const Tensor& b) {
 // r = fmod(a, b); where r != 0 and sign(r) != sign(b), r + b.
 Tensor remainder(const Tensor& a, const Tensor& b) {
   auto [x, y] = broadcast_promote(a, b, "remainder");
+  if (is_unsigned_int(x.dtype())) return fmod(x, y);  // no signs to fix
   ProvenanceScope ps("remainder");
   Tensor r = fmod(x, y);
   Tensor fix = logical_and(ne(r, 0), ne(lt(r, 0), lt(y, 0)));

@@ -9,6 +9,8 @@
 // data is unsupported); at most kMaxIterations iterations. A negative trip count is an
 // error. Scan (opset 9+) slices its scan inputs along the scan axis (a constant length),
 // and stacks the per-iteration scan outputs, honouring the axes and directions attributes.
+// Sequences and optionals pass through a constant-condition If and a Loop's carried values
+// (NodeCtx::run_body_values), since both are unrolled at import time.
 #include "core/import/onnx_lower.h"
 
 namespace lathe::onnx_import {
@@ -37,11 +39,24 @@ std::optional<bool> const_bool(const Tensor& t, const NodeCtx& c, const char* wh
 void if_op(NodeCtx& c) {
   Tensor cond = c.in(0);
   std::optional<double> v = const_scalar(c, 0);
+  if (v) {  // the branch taken; its outputs may be sequences or optionals
+    std::vector<BodyValue> outs = c.run_body_values(*v != 0 ? "then_branch" : "else_branch", {});
+    if (outs.size() != c.num_outputs()) c.fail("the branch returns " + std::to_string(outs.size()) + " outputs for " + std::to_string(c.num_outputs()));
+    for (size_t i = 0; i < outs.size(); ++i) c.set_value(i, outs[i]);
+    return;
+  }
   std::vector<Tensor> outs;
-  if (v) {
-    outs = c.run_body(*v != 0 ? "then_branch" : "else_branch", {});
-  } else {
-    std::vector<Tensor> a = c.run_body("then_branch", {}), b = c.run_body("else_branch", {});
+  {
+    auto tensors = [&](const char* branch) {
+      std::vector<Tensor> r;
+      for (const BodyValue& bv : c.run_body_values(branch, {})) {
+        if (bv.kind != BodyValue::Kind::Tensor)
+          c.unsupported("dynamic shape input not supported: If on a run-time condition whose branches give a sequence or an optional");
+        r.push_back(*bv.tensor);
+      }
+      return r;
+    };
+    std::vector<Tensor> a = tensors("then_branch"), b = tensors("else_branch");
     if (a.size() != b.size()) c.fail("the branches return " + std::to_string(a.size()) + " and " + std::to_string(b.size()) + " outputs");
     Tensor cb = reshape(to(cond, DType::Bool), {});
     for (size_t i = 0; i < a.size(); ++i) {
@@ -67,8 +82,8 @@ void loop_op(NodeCtx& c) {
     trip = static_cast<int64_t>(*m);
   }
   Tensor cond = c.has(1) ? to(c.in(1), DType::Bool) : full({}, 1, DType::Bool);
-  std::vector<Tensor> carried;
-  for (size_t i = 2; i < c.num_inputs(); ++i) carried.push_back(c.in(i));
+  std::vector<BodyValue> carried;  // tensors, sequences or empty optionals
+  for (size_t i = 2; i < c.num_inputs(); ++i) carried.push_back(c.value_in(i));
   const onnx::GraphProto& body = c.attr_graph("body");
   size_t n_carried = carried.size();
   if (body.output_size() < static_cast<int>(1 + n_carried)) c.fail("the body has too few outputs");
@@ -82,14 +97,18 @@ void loop_op(NodeCtx& c) {
     if (!*go) break;
     if (it >= kMaxIterations) c.unsupported("Loop of more than " + std::to_string(kMaxIterations) + " iterations (unrolled)");
     ProvenanceScope ps("iter" + std::to_string(it));
-    std::vector<Tensor> args{full({}, it, DType::I64), cond};
+    std::vector<BodyValue> args{BodyValue::of(full({}, it, DType::I64)), BodyValue::of(cond)};
     args.insert(args.end(), carried.begin(), carried.end());
-    std::vector<Tensor> outs = c.run_body("body", args);
-    cond = to(outs[0], DType::Bool);
+    std::vector<BodyValue> outs = c.run_body_values("body", args);
+    if (outs.size() != 1 + n_carried + n_scan) c.fail("the body returns " + std::to_string(outs.size()) + " outputs");
+    for (size_t i = 0; i < outs.size(); ++i)
+      if ((i == 0 || i > n_carried) && outs[i].kind != BodyValue::Kind::Tensor)
+        c.unsupported("a Loop body whose condition or scan output " + std::to_string(i) + " is not a tensor");
+    cond = to(*outs[0].tensor, DType::Bool);
     for (size_t i = 0; i < n_carried; ++i) carried[i] = outs[1 + i];
-    for (size_t i = 0; i < n_scan; ++i) scans[i].push_back(outs[1 + n_carried + i]);
+    for (size_t i = 0; i < n_scan; ++i) scans[i].push_back(*outs[1 + n_carried + i].tensor);
   }
-  for (size_t i = 0; i < n_carried; ++i) c.set(i, carried[i]);
+  for (size_t i = 0; i < n_carried; ++i) c.set_value(i, carried[i]);
   for (size_t i = 0; i < n_scan; ++i) {
     if (scans[i].empty()) c.unsupported("dynamic shape input not supported: a Loop of zero iterations with scan outputs");
     c.set(n_carried + i, stack(scans[i], 0));

@@ -177,6 +177,7 @@ void add_elementwise_ops(OpTable& t) {
   t["Identity"] = [](NodeCtx& c) {
     c.only_outputs(1);
     if (c.is_seq(0)) c.set_seq(0, c.seq_in(0));
+    else if (c.is_none(0)) c.set_none(0);
     else c.set(0, c.in(0));
   };
   t["Cast"] = [](NodeCtx& c) {

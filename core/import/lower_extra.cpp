@@ -84,12 +84,16 @@ void bitshift_op(NodeCtx& c) {
   if (!is_int(x.dtype()) || is_signed(x.dtype())) c.fail("BitShift needs unsigned integer tensors, got " + x.describe());
   std::string dir = c.attr_string("direction", "");
   if (dir != "LEFT" && dir != "RIGHT") c.fail("direction must be LEFT or RIGHT, got '" + dir + "'");
-  HostTensor pw(DType::I64, {64});
+  // x * 2^y or x / 2^y in x's own (unsigned) dtype, so u64 values above 2^63 stay exact;
+  // 2^y wraps to 0 for y >= the bit width, and x * 0 = x / 0 = 0 is the shifted-out result
+  HostTensor pw(x.dtype(), {64});
   for (int k = 0; k < 64; ++k) pw.set_i64(k, static_cast<int64_t>(uint64_t(1) << k));
-  auto [xb, yb] = broadcast_promote(to(x, DType::I64), to(y, DType::I64), "BitShift");
+  auto [xb, yb] = broadcast_promote(x, y, "BitShift");
   Tensor table = from_host(pw);
-  // Take reads 0 past the table's end: shifting by >= 64 gives 0 either way
-  Tensor sh = index_select(table, 0, reshape(yb, {shape_numel(yb.shape())}));
+  // Take reads 0 past the table's end: shifting by >= 64 gives 0 either way (clamped in
+  // the unsigned dtype first, so a huge u64 shift does not become a negative index)
+  Tensor ys = to(minimum(yb, full_like(yb, 64)), DType::I64);
+  Tensor sh = index_select(table, 0, reshape(ys, {shape_numel(yb.shape())}));
   sh = reshape(sh, yb.shape());
   Tensor r = dir == "LEFT" ? xb * sh : Tensor(prim::binary(Op::IDiv, xb.node(), sh.node()));
   c.set(0, to(r, x.dtype()));

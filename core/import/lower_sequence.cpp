@@ -1,10 +1,13 @@
 // lower_sequence.cpp — ONNX sequence ops: SequenceEmpty SequenceConstruct SequenceAt
-// SequenceInsert SequenceErase SequenceLength SplitToSequence ConcatFromSequence.
+// SequenceInsert SequenceErase SequenceLength SplitToSequence ConcatFromSequence
+// SequenceMap, and the optional ops Optional OptionalHasElement OptionalGetElement.
 //
 // A sequence exists only at import time: a list of tensors the importer threads between
-// nodes (NodeCtx::seq_in / set_seq). Positions must therefore be constants, and a sequence
-// cannot be a graph input or output (OnnxUnsupported); what reaches the graph is the
-// tensors taken out of it.
+// nodes (NodeCtx::seq_in / set_seq). Positions must therefore be constants; a sequence
+// graph input is one tensor input per element and a sequence graph output one output per
+// element (OnnxOptions::sequence_inputs), so what reaches the graph is tensors. An optional
+// is likewise structure: a present one is its element, an empty one (None) a marker that
+// OptionalHasElement folds to false. SequenceMap lowers its body once per element.
 #include "core/import/onnx_lower.h"
 #include "core/import/onnx_tensor.h"
 
@@ -108,9 +111,51 @@ void concat_from_seq(NodeCtx& c) {
   c.set(0, new_axis ? stack(s, ax) : concat(s, ax));
 }
 
+void seq_map(NodeCtx& c) {
+  std::vector<Tensor> first = c.seq_in(0);
+  size_t n = first.size();
+  for (size_t j = 1; j < c.num_inputs(); ++j)
+    if (c.is_seq(j) && c.seq_in(j).size() != n)
+      c.fail("input sequences have lengths " + std::to_string(n) + " and " + std::to_string(c.seq_in(j).size()));
+  std::vector<std::vector<Tensor>> outs(c.num_outputs());
+  for (size_t k = 0; k < n; ++k) {
+    std::vector<Tensor> args;
+    for (size_t j = 0; j < c.num_inputs(); ++j) args.push_back(c.is_seq(j) ? c.seq_in(j)[k] : c.in(j));
+    std::vector<Tensor> r = c.run_body("body", args);
+    if (r.size() != c.num_outputs())
+      c.fail("the body returns " + std::to_string(r.size()) + " outputs for " + std::to_string(c.num_outputs()));
+    for (size_t i = 0; i < r.size(); ++i) outs[i].push_back(r[i]);
+  }
+  for (size_t i = 0; i < outs.size(); ++i) c.set_seq(i, outs[i]);
+}
+
+void optional_op(NodeCtx& c) {
+  c.only_outputs(1);
+  if (c.is_seq(0)) c.set_seq(0, c.seq_in(0));
+  else if (c.has(0)) c.set(0, c.in(0));
+  else if (c.is_none(0)) c.fail("input 0 is itself an empty optional (optionals do not nest here)");
+  else c.set_none(0);  // Optional(type=...) with no input: an empty optional
+}
+
+void optional_has_element(NodeCtx& c) {
+  c.only_outputs(1);
+  c.set(0, full({}, c.is_seq(0) || c.has(0) ? 1 : 0, DType::Bool));
+}
+
+void optional_get_element(NodeCtx& c) {
+  c.only_outputs(1);
+  if (c.is_seq(0)) c.set_seq(0, c.seq_in(0));
+  else if (c.has(0)) c.set(0, c.in(0));
+  else c.fail("the optional holds no value");
+}
+
 }  // namespace
 
 void add_sequence_ops(OpTable& t) {
+  t["SequenceMap"] = seq_map;
+  t["Optional"] = optional_op;
+  t["OptionalHasElement"] = optional_has_element;
+  t["OptionalGetElement"] = optional_get_element;
   t["SequenceEmpty"] = seq_empty;
   t["SequenceConstruct"] = seq_construct;
   t["SequenceAt"] = seq_at;

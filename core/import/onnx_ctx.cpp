@@ -206,9 +206,36 @@ const onnx::GraphProto& NodeCtx::attr_graph(const std::string& name) const {
 }
 #undef LATHE_ATTR_EXPECT
 
-std::vector<Tensor> NodeCtx::run_body(const std::string& attr, const std::vector<Tensor>& args) const {
+std::vector<BodyValue> NodeCtx::run_body_values(const std::string& attr, const std::vector<BodyValue>& args) const {
   LATHE_CHECK(subgraph_ != nullptr, "no subgraph runner for a control-flow node");
   return subgraph_(attr_graph(attr), args);
+}
+
+std::vector<Tensor> NodeCtx::run_body(const std::string& attr, const std::vector<Tensor>& args) const {
+  std::vector<BodyValue> in;
+  for (const Tensor& t : args) in.push_back(BodyValue::of(t));
+  std::vector<Tensor> r;
+  for (const BodyValue& v : run_body_values(attr, in)) {
+    if (v.kind != BodyValue::Kind::Tensor)
+      unsupported(attr + " returns a " + (v.kind == BodyValue::Kind::None ? "an empty optional" : "sequence") +
+                  " where this op needs tensors");
+    r.push_back(*v.tensor);
+  }
+  return r;
+}
+
+BodyValue NodeCtx::value_in(size_t i) const {
+  if (is_seq(i)) return BodyValue::of_seq(seq_in(i));
+  if (is_none(i)) return BodyValue::none();
+  return BodyValue::of(in(i));
+}
+
+void NodeCtx::set_value(size_t i, const BodyValue& v) {
+  switch (v.kind) {
+    case BodyValue::Kind::Tensor: set(i, *v.tensor); return;
+    case BodyValue::Kind::Sequence: set_seq(i, v.seq); return;
+    case BodyValue::Kind::None: set_none(i); return;
+  }
 }
 
 void NodeCtx::set(size_t i, const Tensor& t) {

@@ -20,6 +20,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -36,7 +37,34 @@ struct OnnxOptions {
   // graph's inputs), so shape-computing ops can read them. This is shape specialization,
   // e.g. a Reshape whose target shape arrives as an input.
   std::map<std::string, HostTensor> fixed_inputs;
+  // Sequence and optional graph inputs. A sequence's length and its elements' shapes, and
+  // whether an optional holds a value, are structure that Lathe fixes at import time, as it
+  // fixes a tensor input's rank. sequence_inputs[NAME] lists the element shapes of sequence
+  // input NAME, whose elements become the tensor inputs "NAME[0]" … "NAME[n-1]" (the
+  // declared element dtype). absent_optionals names the optional inputs that hold nothing;
+  // a present optional input is its element (a tensor input NAME, or a sequence as above).
+  // A sequence graph output NAME of n elements becomes the outputs "NAME[0]" … "NAME[n-1]".
+  std::map<std::string, std::vector<std::vector<int64_t>>> sequence_inputs;
+  std::set<std::string> absent_optionals;
 };
+
+// The kind of a graph input or output, as the model declares it.
+enum class OnnxValueKind { Tensor, Sequence, Optional };
+struct OnnxSignature {
+  std::vector<std::pair<std::string, OnnxValueKind>> inputs;  // without initializers, in order
+  std::vector<std::pair<std::string, OnnxValueKind>> outputs;
+};
+OnnxSignature onnx_signature(const std::string& path);
+
+// A backend-test value file (input_I.pb / output_I.pb) read as the kind the model declares:
+// a TensorProto, a SequenceProto of tensors, or an OptionalProto (nothing, a tensor or a
+// sequence of tensors).
+struct OnnxValue {
+  bool none = false;                 // an optional that holds nothing
+  bool sequence = false;             // elements are a sequence's (else one tensor)
+  std::vector<HostTensor> elements;
+};
+OnnxValue read_onnx_value(const std::string& path, OnnxValueKind kind, const OnnxOptions& opt = {});
 
 // Something valid ONNX that Lathe does not implement (an op, a dtype, an attribute value,
 // a dynamic shape input). The runner prints these as SKIP.

@@ -49,12 +49,24 @@ class Folder {
   std::map<NodeRef, std::optional<HostTensor>> cache_;
 };
 
+// A value passed into or out of a control-flow body: a tensor, a sequence (an import-time
+// list of tensors) or an empty optional (None).
+struct BodyValue {
+  enum class Kind { Tensor, Sequence, None } kind = Kind::Tensor;
+  std::optional<Tensor> tensor;
+  std::vector<Tensor> seq;
+  static BodyValue of(const Tensor& t) { return BodyValue{Kind::Tensor, t, {}}; }
+  static BodyValue of_seq(std::vector<Tensor> s) { return BodyValue{Kind::Sequence, std::nullopt, std::move(s)}; }
+  static BodyValue none() { return BodyValue{Kind::None, std::nullopt, {}}; }
+};
+
 class NodeCtx {
  public:
   NodeCtx(const onnx::NodeProto& proto, int opset, std::vector<NodeRef> inputs, Folder& folder, std::string where)
       : proto_(proto), opset_(opset), inputs_(std::move(inputs)), folder_(folder), where_(std::move(where)) {
     outputs_.resize(proto_.output_size());
     seq_out_.resize(proto_.output_size());
+    none_out_.resize(proto_.output_size());
   }
 
   const onnx::NodeProto& proto() const { return proto_; }
@@ -107,13 +119,25 @@ class NodeCtx {
   void set_seq(size_t i, const std::vector<Tensor>& v);
   const std::optional<std::vector<NodeRef>>& seq_out(size_t i) const { return seq_out_[i]; }
 
+  // ---- optionals: a present optional is its element (a tensor or a sequence); an empty
+  // one (None) is an import-time marker, like an absent input but named ----
+  bool is_none(size_t i) const {
+    return i < inputs_.size() && !inputs_[i] && !is_seq(i) && !proto_.input(static_cast<int>(i)).empty();
+  }
+  void set_none(size_t i) { if (i < none_out_.size()) none_out_[i] = true; }
+  bool none_out(size_t i) const { return none_out_[i]; }
+
   // ---- control flow ----
   // Lowers one instance of a body graph (attribute `attr`, a GRAPH) with its inputs bound
   // to args and the enclosing scope visible; returns its outputs in order.
-  using SubgraphFn = std::function<std::vector<Tensor>(const onnx::GraphProto&, const std::vector<Tensor>&)>;
+  using SubgraphFn = std::function<std::vector<BodyValue>(const onnx::GraphProto&, const std::vector<BodyValue>&)>;
   void set_subgraph_runner(SubgraphFn f) { subgraph_ = std::move(f); }
   const onnx::GraphProto& attr_graph(const std::string& name) const;
+  // tensors in and out (a sequence or None among the outputs is OnnxUnsupported)
   std::vector<Tensor> run_body(const std::string& attr, const std::vector<Tensor>& args) const;
+  std::vector<BodyValue> run_body_values(const std::string& attr, const std::vector<BodyValue>& args) const;
+  BodyValue value_in(size_t i) const;  // input i as whatever it is
+  void set_value(size_t i, const BodyValue& v);
 
  private:
   const onnx::NodeProto& proto_;
@@ -125,6 +149,7 @@ class NodeCtx {
   SubgraphFn subgraph_;
   std::vector<const std::vector<NodeRef>*> seq_in_;
   std::vector<std::optional<std::vector<NodeRef>>> seq_out_;
+  std::vector<bool> none_out_;
 };
 
 using LowerFn = std::function<void(NodeCtx&)>;

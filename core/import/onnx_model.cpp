@@ -54,12 +54,10 @@ int model_opset(const onnx::ModelProto& m, const std::string& file) {
   return opset;
 }
 
-NodeRef make_graph_input(const onnx::ValueInfoProto& vi, const std::string& file) {
-  const std::string& name = vi.name();
-  std::string what = file + ": graph input '" + name + "'";
-  if (!vi.has_type() || !vi.type().has_tensor_type())
-    throw OnnxUnsupported(what + " is not a tensor (sequences, maps and optionals are not supported)");
-  const auto& tt = vi.type().tensor_type();
+// A tensor graph input (or an optional's tensor) of the declared type.
+NodeRef make_tensor_input(const std::string& name, const onnx::TypeProto& type, const std::string& what) {
+  if (!type.has_tensor_type()) throw OnnxUnsupported(what + " is not a tensor (maps and sparse tensors are not supported)");
+  const auto& tt = type.tensor_type();
   if (tt.elem_type() != 0 && !dtype_from_onnx(tt.elem_type()))
     throw OnnxUnsupported(what + ": unsupported ONNX dtype '" + onnx_type_name(tt.elem_type()) + "'");
   DType dt = require_dtype(tt.elem_type(), what);
@@ -78,6 +76,51 @@ NodeRef make_graph_input(const onnx::ValueInfoProto& vi, const std::string& file
     ++i;
   }
   return prim::input(name, dt, shape);
+}
+
+// The elements of a sequence graph input: tensor inputs NAME[k] of the shapes given. A dim
+// the model names (dim_param) stays that symbol when every element has one size there, so
+// it unifies with other inputs' dims of the name; a dim whose size varies is concrete.
+std::vector<NodeRef> make_sequence_input(const std::string& name, const onnx::TypeProto& type,
+                                         const OnnxOptions& opt, const std::string& what) {
+  const onnx::TypeProto& et = type.sequence_type().elem_type();
+  if (!et.has_tensor_type()) throw OnnxUnsupported(what + " is a sequence of non-tensors");
+  DType dt = require_dtype(et.tensor_type().elem_type(), what + " element type");
+  auto it = opt.sequence_inputs.find(name);
+  if (it == opt.sequence_inputs.end())
+    throw OnnxUnsupported(what + " is a sequence: its length and element shapes are fixed at import time; give them "
+                          "(OnnxOptions::sequence_inputs; `lathe onnx-test` takes them from the test data)");
+  const bool declared = et.tensor_type().has_shape();
+  const auto& dims = et.tensor_type().shape().dim();
+  std::vector<NodeRef> r;
+  for (size_t k = 0; k < it->second.size(); ++k) {
+    const auto& shape = it->second[k];
+    if (declared && dims.size() != static_cast<int>(shape.size()))
+      throw UserError(what + ": element " + std::to_string(k) + " has rank " + std::to_string(shape.size()) +
+                      ", the model declares rank " + std::to_string(dims.size()));
+    Shape sh;
+    for (size_t i = 0; i < shape.size(); ++i) {
+      int64_t d = shape[i];
+      if (d < 0) throw UserError(what + ": element " + std::to_string(k) + " has a negative dim");
+      if (declared && dims[static_cast<int>(i)].has_dim_value() && dims[static_cast<int>(i)].dim_value() != d)
+        throw UserError(what + ": element " + std::to_string(k) + " has dim " + std::to_string(i) + " of " +
+                        std::to_string(d) + ", the model declares " + std::to_string(dims[static_cast<int>(i)].dim_value()));
+      bool same = true;
+      for (const auto& other : it->second) same &= other.size() == shape.size() && other[i] == d;
+      if (declared && same && dims[static_cast<int>(i)].has_dim_param() && !dims[static_cast<int>(i)].dim_param().empty())
+        sh.push_back(SymInt::var(sanitize_symbol(dims[static_cast<int>(i)].dim_param())));
+      else
+        sh.push_back(SymInt(d));
+    }
+    r.push_back(prim::input(name + "[" + std::to_string(k) + "]", dt, sh));
+  }
+  return r;
+}
+
+OnnxValueKind value_kind(const onnx::ValueInfoProto& vi) {
+  if (vi.type().has_sequence_type()) return OnnxValueKind::Sequence;
+  if (vi.type().has_optional_type()) return OnnxValueKind::Optional;
+  return OnnxValueKind::Tensor;
 }
 
 // Node indices in an order where every input is defined before use (Kahn's algorithm,
@@ -139,6 +182,8 @@ struct Lowerer {
   int64_t body_nodes;
   // sequence values (import-time lists of tensors), by name; names are unique across scopes
   std::unordered_map<std::string, std::vector<NodeRef>> seqs = {};
+  // optional values that hold nothing (None), by name
+  std::set<std::string> nones = {};
 
   // prefix: "" for the model's graph; for a body, the enclosing node's where + " > ".
   void lower_nodes(const onnx::GraphProto& g, std::unordered_map<std::string, NodeRef>& values,
@@ -146,6 +191,7 @@ struct Lowerer {
     std::set<std::string> defined;
     for (auto& [k, v] : values) defined.insert(k);
     for (auto& [k, v] : seqs) defined.insert(k);
+    for (auto& k : nones) defined.insert(k);
     std::vector<int> order = schedule_nodes(g, defined, file);
     const OpTable& table = op_table();
     for (int k : order) {
@@ -168,6 +214,9 @@ struct Lowerer {
         if (sq != seqs.end()) {
           ins.push_back(nullptr);
           seq_ins.push_back(&sq->second);
+        } else if (!name.empty() && nones.count(name)) {
+          ins.push_back(nullptr);  // NodeCtx::is_none
+          seq_ins.push_back(nullptr);
         } else {
           ins.push_back(name.empty() ? nullptr : values.at(name));
           seq_ins.push_back(nullptr);
@@ -175,7 +224,7 @@ struct Lowerer {
       }
       NodeCtx ctx(np, opset, std::move(ins), folder, where);
       ctx.set_sequence_inputs(std::move(seq_ins));
-      ctx.set_subgraph_runner([&, where, depth](const onnx::GraphProto& body, const std::vector<Tensor>& args) {
+      ctx.set_subgraph_runner([&, where, depth](const onnx::GraphProto& body, const std::vector<BodyValue>& args) {
         if (depth + 1 > kMaxDepth)
           throw UserError(where + ": control-flow bodies nest more than " + std::to_string(kMaxDepth) + " deep");
         return run_body(body, values, args, where + " > ", depth + 1);
@@ -196,6 +245,10 @@ struct Lowerer {
           seqs[np.output(i)] = *ctx.seq_out(static_cast<size_t>(i));
           continue;
         }
+        if (ctx.none_out(static_cast<size_t>(i))) {
+          nones.insert(np.output(i));
+          continue;
+        }
         if (!ctx.outputs()[i])
           throw OnnxUnsupported(located(where + ": output " + std::to_string(i) + " is not supported"));
         if (too_large(ctx.outputs()[i]->shape, opt.max_elements))
@@ -208,23 +261,54 @@ struct Lowerer {
   }
 
   // One instance of a body: its inputs bound to args, the enclosing scope visible.
-  std::vector<Tensor> run_body(const onnx::GraphProto& body, const std::unordered_map<std::string, NodeRef>& outer,
-                               const std::vector<Tensor>& args, const std::string& prefix, int depth) {
+  // Sequence and None arguments bind in seqs / nones (names are unique across scopes).
+  std::vector<BodyValue> run_body(const onnx::GraphProto& body, const std::unordered_map<std::string, NodeRef>& outer,
+                                  const std::vector<BodyValue>& args, const std::string& prefix, int depth) {
     if (body.input_size() != static_cast<int>(args.size()))
       throw UserError(prefix + "the body takes " + std::to_string(body.input_size()) + " inputs, given " +
                       std::to_string(args.size()));
     std::unordered_map<std::string, NodeRef> values = outer;
-    for (int i = 0; i < body.input_size(); ++i) values[body.input(i).name()] = args[static_cast<size_t>(i)].node();
+    for (int i = 0; i < body.input_size(); ++i) {
+      const std::string& name = body.input(i).name();
+      const BodyValue& a = args[static_cast<size_t>(i)];
+      values.erase(name);
+      seqs.erase(name);
+      nones.erase(name);
+      if (a.kind == BodyValue::Kind::Tensor) {
+        values[name] = a.tensor->node();
+      } else if (a.kind == BodyValue::Kind::Sequence) {
+        std::vector<NodeRef> ns;
+        for (const Tensor& t : a.seq) ns.push_back(t.node());
+        seqs[name] = std::move(ns);
+      } else {
+        nones.insert(name);
+      }
+    }
     for (const auto& t : body.initializer())
       values[t.name()] = prim::constant_tensor(
           tensor_from_proto(t, opt.max_elements, prefix + "initializer '" + t.name() + "'"));
+    // values produced by an earlier instance of this body must not satisfy this one's nodes
+    for (const auto& n : body.node())
+      for (const auto& o : n.output()) {
+        seqs.erase(o);
+        nones.erase(o);
+      }
     lower_nodes(body, values, prefix, depth);
-    std::vector<Tensor> r;
+    std::vector<BodyValue> r;
     for (const auto& vi : body.output()) {
       auto it = values.find(vi.name());
-      if (seqs.count(vi.name())) throw OnnxUnsupported(prefix + "body output '" + vi.name() + "' is a sequence");
+      if (auto sq = seqs.find(vi.name()); sq != seqs.end()) {
+        std::vector<Tensor> ts;
+        for (NodeRef n : sq->second) ts.emplace_back(n);
+        r.push_back(BodyValue::of_seq(std::move(ts)));
+        continue;
+      }
+      if (nones.count(vi.name())) {
+        r.push_back(BodyValue::none());
+        continue;
+      }
       if (it == values.end()) throw UserError(prefix + "body output '" + vi.name() + "' is never produced");
-      r.emplace_back(it->second);
+      r.push_back(BodyValue::of(Tensor(it->second)));
     }
     return r;
   }
@@ -247,6 +331,8 @@ Graph import_model(const onnx::ModelProto& m, const OnnxOptions& opt, const std:
   std::unordered_map<std::string, NodeRef> values;
   std::set<std::string> defined;
   std::vector<NodeRef> inputs, weight_inputs;
+  std::unordered_map<std::string, std::vector<NodeRef>> seq_inputs;
+  std::set<std::string> none_inputs;
 
   std::set<std::string> init_names;
   for (const auto& t : g.initializer()) {
@@ -257,7 +343,35 @@ Graph import_model(const onnx::ModelProto& m, const OnnxOptions& opt, const std:
     if (vi.name().empty()) throw UserError(file + ": a graph input has no name");
     if (init_names.count(vi.name())) continue;  // old opsets list initializers as inputs too
     if (values.count(vi.name())) throw UserError(file + ": graph input '" + vi.name() + "' appears twice");
-    NodeRef in = make_graph_input(vi, file);
+    std::string what = file + ": graph input '" + vi.name() + "'";
+    if (!vi.has_type()) throw OnnxUnsupported(what + " has no type");
+    const onnx::TypeProto* type = &vi.type();
+    if (type->has_optional_type()) {
+      if (opt.absent_optionals.count(vi.name())) {
+        none_inputs.insert(vi.name());
+        continue;
+      }
+      type = &type->optional_type().elem_type();
+    }
+    if (type->has_sequence_type()) {
+      std::vector<NodeRef> elems = make_sequence_input(vi.name(), *type, opt, what);
+      for (NodeRef& e : elems) {  // an element given a value (fixed_inputs "NAME[k]") is a constant
+        auto fixed = opt.fixed_inputs.find(e->attrs.name);
+        if (fixed == opt.fixed_inputs.end()) {
+          inputs.push_back(e);
+          continue;
+        }
+        const HostTensor& v = fixed->second;
+        if (v.dtype() != e->dtype || v.rank() != e->rank())
+          throw UserError(file + ": the value given for sequence element '" + e->attrs.name + "' is " +
+                          std::string(dtype_name(v.dtype())) + v.shape_string() + ", expected " +
+                          std::string(dtype_name(e->dtype)) + shape_to_string(e->shape));
+        e = prim::constant_tensor(v);
+      }
+      seq_inputs[vi.name()] = std::move(elems);
+      continue;
+    }
+    NodeRef in = make_tensor_input(vi.name(), *type, what);
     if (auto fixed = opt.fixed_inputs.find(vi.name()); fixed != opt.fixed_inputs.end()) {
       const HostTensor& v = fixed->second;
       if (v.dtype() != in->dtype || v.rank() != in->rank())
@@ -299,7 +413,7 @@ Graph import_model(const onnx::ModelProto& m, const OnnxOptions& opt, const std:
   }
   for (auto& [k, v] : values) defined.insert(k);
 
-  Lowerer low{opset, opt, file, Folder(opt.max_elements), 0};
+  Lowerer low{opset, opt, file, Folder(opt.max_elements), 0, std::move(seq_inputs), std::move(none_inputs)};
   low.lower_nodes(g, values, "", 0);
 
   Graph out;
@@ -308,12 +422,19 @@ Graph import_model(const onnx::ModelProto& m, const OnnxOptions& opt, const std:
   std::set<std::string> out_names;
   for (const auto& vi : g.output()) {
     auto it = values.find(vi.name());
-    if (low.seqs.count(vi.name()))
-      throw OnnxUnsupported(file + ": graph output '" + vi.name() + "' is a sequence (only tensors can be outputs)");
+    if (auto sq = low.seqs.find(vi.name()); sq != low.seqs.end()) {  // one output per element
+      if (!out_names.insert(vi.name()).second) throw UserError(file + ": graph output '" + vi.name() + "' is listed twice");
+      for (size_t k = 0; k < sq->second.size(); ++k)
+        out.outputs.emplace_back(vi.name() + "[" + std::to_string(k) + "]", sq->second[k]);
+      continue;
+    }
+    if (low.nones.count(vi.name()))
+      throw OnnxUnsupported(file + ": graph output '" + vi.name() + "' is an empty optional (a graph has tensor outputs)");
     if (it == values.end()) throw UserError(file + ": graph output '" + vi.name() + "' is never produced");
     if (!out_names.insert(vi.name()).second) throw UserError(file + ": graph output '" + vi.name() + "' is listed twice");
     out.outputs.emplace_back(vi.name(), it->second);
   }
+  if (out.outputs.empty() && g.output_size()) throw OnnxUnsupported(file + ": the graph's outputs are all empty sequences");
   if (out.outputs.empty()) throw UserError(file + ": the graph has no outputs");
   verify_or_throw(out, file);
   return out;
@@ -355,7 +476,7 @@ Graph load_onnx(const std::string& path, const OnnxOptions& opt) {
   return onnx_import::import_bytes(reinterpret_cast<const uint8_t*>(file->data()), file->size(), opt, path, file);
 }
 
-std::vector<std::string> onnx_graph_inputs(const std::string& path) {
+OnnxSignature onnx_signature(const std::string& path) {
   auto file = MappedFile::open(path);
   const auto* bytes = reinterpret_cast<const uint8_t*>(file->data());
   std::string problem;
@@ -364,9 +485,16 @@ std::vector<std::string> onnx_graph_inputs(const std::string& path) {
                                 : onnx_import::parse_model(bytes, file->size(), path, problem);
   std::set<std::string> inits;
   for (const auto& t : m.graph().initializer()) inits.insert(t.name());
-  std::vector<std::string> r;
+  OnnxSignature r;
   for (const auto& vi : m.graph().input())
-    if (!inits.count(vi.name())) r.push_back(vi.name());
+    if (!inits.count(vi.name())) r.inputs.emplace_back(vi.name(), onnx_import::value_kind(vi));
+  for (const auto& vi : m.graph().output()) r.outputs.emplace_back(vi.name(), onnx_import::value_kind(vi));
+  return r;
+}
+
+std::vector<std::string> onnx_graph_inputs(const std::string& path) {
+  std::vector<std::string> r;
+  for (auto& [name, kind] : onnx_signature(path).inputs) r.push_back(name);
   return r;
 }
 

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "core/import/onnx_import.h"
+#include "onnx/onnx-data.pb.h"
 
 namespace lathe::onnx_import {
 
@@ -21,6 +22,9 @@ std::optional<DType> dtype_from_onnx(int t) {
     case onnx::TensorProto::FLOAT16: return DType::F16;
     case onnx::TensorProto::DOUBLE: return DType::F64;
     case onnx::TensorProto::BFLOAT16: return DType::BF16;
+    case onnx::TensorProto::UINT16: return DType::U16;
+    case onnx::TensorProto::UINT32: return DType::U32;
+    case onnx::TensorProto::UINT64: return DType::U64;
     default: return std::nullopt;
   }
 }
@@ -114,6 +118,13 @@ HostTensor tensor_from_proto(const onnx::TensorProto& t, int64_t max_elements, c
       if (n) std::memcpy(out.data(), t.int64_data().data(), n * 8);
       return out;
     }
+    case DType::U32:
+    case DType::U64: {  // uint64_data
+      if (static_cast<size_t>(t.uint64_data_size()) != n) throw mismatch("uint64_data", t.uint64_data_size(), n);
+      HostTensor out(dt, dims);
+      for (size_t i = 0; i < n; ++i) out.set_i64(static_cast<int64_t>(i), static_cast<int64_t>(t.uint64_data(static_cast<int>(i))));
+      return out;
+    }
     case DType::F16:
     case DType::BF16: {  // bit patterns in int32_data
       if (static_cast<size_t>(t.int32_data_size()) != n) throw mismatch("int32_data", t.int32_data_size(), n);
@@ -122,7 +133,7 @@ HostTensor tensor_from_proto(const onnx::TensorProto& t, int64_t max_elements, c
       for (size_t i = 0; i < n; ++i) p[i] = static_cast<uint16_t>(t.int32_data(static_cast<int>(i)));
       return out;
     }
-    default: {  // bool, u8, i8, i16, i32: int32_data
+    default: {  // bool, u8, u16, i8, i16, i32: int32_data
       if (static_cast<size_t>(t.int32_data_size()) != n) throw mismatch("int32_data", t.int32_data_size(), n);
       HostTensor out(dt, dims);
       fill_from(out, t.int32_data(), false);
@@ -137,15 +148,51 @@ HostTensor tensor_from_proto(const onnx::TensorProto& t, int64_t max_elements, c
 
 namespace lathe {
 
-HostTensor read_onnx_tensor(const std::string& path, const OnnxOptions& opt) {
+namespace {
+std::string read_file_bytes(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
   if (!f) throw UserError("cannot open " + path + ": " + std::strerror(errno));
   std::ostringstream ss;
   ss << f.rdbuf();
-  std::string bytes = ss.str();
+  return ss.str();
+}
+
+OnnxValue sequence_value(const onnx::SequenceProto& s, const OnnxOptions& opt, const std::string& path) {
+  OnnxValue v;
+  v.sequence = true;
+  if (s.elem_type() != onnx::SequenceProto::TENSOR)
+    throw OnnxUnsupported(path + ": a sequence of non-tensors (elem_type " + std::to_string(s.elem_type()) + ")");
+  for (int i = 0; i < s.tensor_values_size(); ++i)
+    v.elements.push_back(onnx_import::tensor_from_proto(s.tensor_values(i), opt.max_elements,
+                                                        path + " element " + std::to_string(i)));
+  return v;
+}
+}  // namespace
+
+HostTensor read_onnx_tensor(const std::string& path, const OnnxOptions& opt) {
+  std::string bytes = read_file_bytes(path);
   onnx::TensorProto t;
   if (!t.ParseFromString(bytes)) throw UserError(path + ": not a valid serialized ONNX TensorProto");
   return onnx_import::tensor_from_proto(t, opt.max_elements, path);
+}
+
+OnnxValue read_onnx_value(const std::string& path, OnnxValueKind kind, const OnnxOptions& opt) {
+  if (kind == OnnxValueKind::Tensor) return OnnxValue{false, false, {read_onnx_tensor(path, opt)}};
+  std::string bytes = read_file_bytes(path);
+  if (kind == OnnxValueKind::Sequence) {
+    onnx::SequenceProto s;
+    if (!s.ParseFromString(bytes)) throw UserError(path + ": not a valid serialized ONNX SequenceProto");
+    return sequence_value(s, opt, path);
+  }
+  onnx::OptionalProto o;
+  if (!o.ParseFromString(bytes)) throw UserError(path + ": not a valid serialized ONNX OptionalProto");
+  switch (o.elem_type()) {
+    case onnx::OptionalProto::UNDEFINED: return OnnxValue{true, false, {}};
+    case onnx::OptionalProto::TENSOR:
+      return OnnxValue{false, false, {onnx_import::tensor_from_proto(o.tensor_value(), opt.max_elements, path)}};
+    case onnx::OptionalProto::SEQUENCE: return sequence_value(o.sequence_value(), opt, path);
+    default: throw OnnxUnsupported(path + ": an optional of elem_type " + std::to_string(o.elem_type()));
+  }
 }
 
 }  // namespace lathe

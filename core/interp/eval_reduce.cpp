@@ -48,7 +48,7 @@ struct Accum {
         if constexpr (kIsFloat<C>) return (std::isnan(acc) || std::isnan(v)) ? std::numeric_limits<double>::quiet_NaN()
                                                                               : std::max(acc, v);
         else if constexpr (kIsBool<C>) return A(acc || v);
-        else return static_cast<int64_t>(v) > static_cast<int64_t>(acc) ? v : acc;
+        else return static_cast<C>(v) > static_cast<C>(acc) ? v : acc;  // compared in C: unsigned stays unsigned
     }
     return acc;
   }

@@ -42,6 +42,9 @@ LATHE_PLAIN_TRAITS(DType::I8, int8_t)
 LATHE_PLAIN_TRAITS(DType::I16, int16_t)
 LATHE_PLAIN_TRAITS(DType::I32, int32_t)
 LATHE_PLAIN_TRAITS(DType::I64, int64_t)
+LATHE_PLAIN_TRAITS(DType::U16, uint16_t)
+LATHE_PLAIN_TRAITS(DType::U32, uint32_t)
+LATHE_PLAIN_TRAITS(DType::U64, uint64_t)
 LATHE_PLAIN_TRAITS(DType::F32, float)
 LATHE_PLAIN_TRAITS(DType::F64, double)
 #undef LATHE_PLAIN_TRAITS
@@ -68,6 +71,9 @@ decltype(auto) visit_dtype(DType dt, F&& f) {
     case DType::BF16: return f(Traits<DType::BF16>{});
     case DType::F32: return f(Traits<DType::F32>{});
     case DType::F64: return f(Traits<DType::F64>{});
+    case DType::U16: return f(Traits<DType::U16>{});
+    case DType::U32: return f(Traits<DType::U32>{});
+    case DType::U64: return f(Traits<DType::U64>{});
   }
   throw InternalError("visit_dtype: unknown dtype");
 }
@@ -120,6 +126,8 @@ typename Dst::S convert(typename Src::S s) {
   SC v = Src::load(s);
   if constexpr (kIsFloat<SC>) return store_f64<Dst>(static_cast<double>(v));
   else if constexpr (kIsBool<SC>) return store_i64<Dst>(v ? 1 : 0);
+  else if constexpr (std::is_same_v<SC, uint64_t> && !kIsInt<typename Dst::C> && !kIsBool<typename Dst::C>)
+    return store_f64<Dst>(static_cast<double>(v));  // u64 above 2^63 stays positive
   else return store_i64<Dst>(static_cast<int64_t>(v));
 }
 

@@ -15,6 +15,8 @@ constexpr DTypeInfo kInfo[kNumDTypes] = {
     {"i32", 4, false, true, true},    {"i64", 8, false, true, true},
     {"f16", 2, true, false, true},    {"bf16", 2, true, false, true},
     {"f32", 4, true, false, true},    {"f64", 8, true, false, true},
+    {"u16", 2, false, true, false},   {"u32", 4, false, true, false},
+    {"u64", 8, false, true, false},
 };
 const DTypeInfo& info(DType t) { return kInfo[static_cast<int>(t)]; }
 }  // namespace
@@ -24,6 +26,7 @@ std::string_view dtype_name(DType t) { return info(t).name; }
 bool is_float(DType t) { return info(t).is_float; }
 bool is_int(DType t) { return info(t).is_int; }
 bool is_signed(DType t) { return info(t).is_signed; }
+bool is_unsigned_int(DType t) { return info(t).is_int && !info(t).is_signed; }
 
 std::optional<DType> dtype_from_name(std::string_view s) {
   for (int i = 0; i < kNumDTypes; ++i)
@@ -37,18 +40,45 @@ std::optional<DType> dtype_from_name(std::string_view s) {
   if (s == "int16") return DType::I16;
   if (s == "int8") return DType::I8;
   if (s == "uint8") return DType::U8;
+  if (s == "uint16") return DType::U16;
+  if (s == "uint32") return DType::U32;
+  if (s == "uint64") return DType::U64;
   return std::nullopt;
 }
+
+namespace {
+// The position of a type on the PyTorch lattice above (the unsigned types by their size).
+int lattice_rank(DType t) {
+  switch (t) {
+    case DType::Bool: return 0;
+    case DType::U8: return 1;
+    case DType::I8: return 2;
+    case DType::I16: case DType::U16: return 3;
+    case DType::I32: case DType::U32: return 4;
+    case DType::I64: case DType::U64: return 5;
+    case DType::F16: return 6;
+    case DType::BF16: return 7;
+    case DType::F32: return 8;
+    case DType::F64: return 9;
+  }
+  return 0;
+}
+DType signed_of_size(size_t bytes) {
+  return bytes <= 1 ? DType::I8 : bytes == 2 ? DType::I16 : bytes == 4 ? DType::I32 : DType::I64;
+}
+}  // namespace
 
 DType promote(DType a, DType b) {
   if (a == b) return a;
   if ((a == DType::F16 && b == DType::BF16) || (a == DType::BF16 && b == DType::F16)) return DType::F32;
-  auto ua = a == DType::U8, ub = b == DType::U8;
+  bool ua = is_unsigned_int(a), ub = is_unsigned_int(b);
   if ((ua && is_int(b) && is_signed(b)) || (ub && is_int(a) && is_signed(a))) {
-    DType s = ua ? b : a;
-    return s == DType::I8 ? DType::I16 : s;
+    DType u = ua ? a : b, s = ua ? b : a;
+    if (dtype_size(s) > dtype_size(u)) return s;
+    return signed_of_size(2 * dtype_size(u));  // u64 with a signed type: i64
   }
-  return static_cast<int>(a) > static_cast<int>(b) ? a : b;
+  if (ua && ub) return dtype_size(a) >= dtype_size(b) ? a : b;
+  return lattice_rank(a) > lattice_rank(b) ? a : b;
 }
 
 DType promote_with_scalar(DType t, bool is_float_literal) {

@@ -331,7 +331,7 @@ std::pair<DType, Shape> Parser::parse_type() {
   auto dt = dtype_from_name(w);
   if (!dt) {
     if (w.empty()) fail(col, "expected a type like f32[B, 10], found " + found());
-    fail(col, "unknown dtype '" + std::string(w) + "'; expected one of f64 f32 f16 bf16 i64 i32 i16 i8 u8 bool");
+    fail(col, "unknown dtype '" + std::string(w) + "'; expected one of f64 f32 f16 bf16 i64 i32 i16 i8 u64 u32 u16 u8 bool");
   }
   size_t shape_col = pos_;
   Shape shape;
@@ -579,6 +579,15 @@ int64_t Parser::parse_int_token(std::string_view tok, size_t col, DType dt) {
   }
   std::string_view t = tok;
   if (!t.empty() && t[0] == '+') t.remove_prefix(1);
+  if (dt == DType::U64) {  // 0 … 2^64-1, held as its bit pattern in an int64
+    uint64_t u = 0;
+    auto [p, ec] = std::from_chars(t.data(), t.data() + t.size(), u);
+    if (t.empty() || t[0] == '-' || ec == std::errc::result_out_of_range)
+      fail(col, "integer '" + std::string(tok) + "' is out of range for u64");
+    if (ec == std::errc::invalid_argument || p != t.data() + t.size())
+      fail(col, "expected an integer for dtype u64, found '" + std::string(tok) + "'");
+    return static_cast<int64_t>(u);
+  }
   int64_t v = 0;
   auto [p, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
   if (t.empty() || ec == std::errc::invalid_argument || p != t.data() + t.size())

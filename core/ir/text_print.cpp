@@ -69,6 +69,7 @@ std::string float_text(double v, DType dt) {
 
 std::string int_text(int64_t v, DType dt) {
   if (dt == DType::Bool) return v ? "true" : "false";
+  if (dt == DType::U64) return std::to_string(static_cast<uint64_t>(v));  // the value, not its bits as i64
   return std::to_string(v);
 }
 

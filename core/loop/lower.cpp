@@ -28,7 +28,7 @@ ExprRef reduce_identity(ReduceOp r, DType dt) {
     case ReduceOp::Max:
       if (is_float(dt)) return const_float(-std::numeric_limits<double>::infinity(), dt);
       switch (dt) {
-        case DType::Bool: case DType::U8: return const_int(0, dt);
+        case DType::Bool: case DType::U8: case DType::U16: case DType::U32: case DType::U64: return const_int(0, dt);
         case DType::I8: return const_int(-128, dt);
         case DType::I16: return const_int(-32768, dt);
         case DType::I32: return const_int(std::numeric_limits<int32_t>::min(), dt);

@@ -67,6 +67,12 @@ int64_t float_to_int_saturating(double v, DType t) {
     case DType::I8: lo = -128; hi = 127; break;
     case DType::I16: lo = -32768; hi = 32767; break;
     case DType::I32: lo = -2147483648.0; hi = 2147483647.0; break;
+    case DType::U16: lo = 0; hi = 65535; break;
+    case DType::U32: lo = 0; hi = 4294967295.0; break;
+    case DType::U64:  // the bit pattern of the uint64 value
+      if (v <= 0) return 0;
+      if (v >= 18446744073709551616.0) return -1;
+      return static_cast<int64_t>(static_cast<uint64_t>(std::trunc(v)));
     default:
       if (v >= 9.2233720368547758e18) return std::numeric_limits<int64_t>::max();
       if (v <= -9.2233720368547758e18) return std::numeric_limits<int64_t>::min();
@@ -83,6 +89,8 @@ int64_t wrap_int(int64_t v, DType t) {
     case DType::I8: return static_cast<int8_t>(v);
     case DType::I16: return static_cast<int16_t>(v);
     case DType::I32: return static_cast<int32_t>(v);
+    case DType::U16: return static_cast<uint16_t>(v);
+    case DType::U32: return static_cast<uint32_t>(v);
     default: return v;
   }
 }
@@ -100,6 +108,9 @@ double HostTensor::get_f64(int64_t i) const {
     case DType::BF16: return bf16_to_f32(reinterpret_cast<const uint16_t*>(p)[i]);
     case DType::F32: return reinterpret_cast<const float*>(p)[i];
     case DType::F64: return reinterpret_cast<const double*>(p)[i];
+    case DType::U16: return reinterpret_cast<const uint16_t*>(p)[i];
+    case DType::U32: return reinterpret_cast<const uint32_t*>(p)[i];
+    case DType::U64: return static_cast<double>(reinterpret_cast<const uint64_t*>(p)[i]);
   }
   return 0;
 }
@@ -113,6 +124,9 @@ int64_t HostTensor::get_i64(int64_t i) const {
     case DType::I16: return reinterpret_cast<const int16_t*>(p)[i];
     case DType::I32: return reinterpret_cast<const int32_t*>(p)[i];
     case DType::I64: return reinterpret_cast<const int64_t*>(p)[i];
+    case DType::U16: return reinterpret_cast<const uint16_t*>(p)[i];
+    case DType::U32: return reinterpret_cast<const uint32_t*>(p)[i];
+    case DType::U64: return static_cast<int64_t>(reinterpret_cast<const uint64_t*>(p)[i]);  // wraps above 2^63
     default: return float_to_int_saturating(get_f64(i), DType::I64);
   }
 }
@@ -138,6 +152,9 @@ void HostTensor::set_i64(int64_t i, int64_t v) {
     case DType::I16: reinterpret_cast<int16_t*>(p)[i] = static_cast<int16_t>(v); return;
     case DType::I32: reinterpret_cast<int32_t*>(p)[i] = static_cast<int32_t>(v); return;
     case DType::I64: reinterpret_cast<int64_t*>(p)[i] = v; return;
+    case DType::U16: reinterpret_cast<uint16_t*>(p)[i] = static_cast<uint16_t>(v); return;
+    case DType::U32: reinterpret_cast<uint32_t*>(p)[i] = static_cast<uint32_t>(v); return;
+    case DType::U64: reinterpret_cast<uint64_t*>(p)[i] = static_cast<uint64_t>(v); return;
     default: set_f64(i, static_cast<double>(v)); return;
   }
 }

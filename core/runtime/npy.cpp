@@ -97,11 +97,12 @@ DType dtype_from_descr(const std::string& path, const std::string& descr) {
   if (order != '<' && order != '|' && order != '=' && order != '>') fail(path, "unsupported dtype descr '" + descr + "'");
   static const std::pair<const char*, DType> table[] = {
       {"b1", DType::Bool}, {"u1", DType::U8}, {"i1", DType::I8}, {"i2", DType::I16}, {"i4", DType::I32},
-      {"i8", DType::I64}, {"f2", DType::F16}, {"f4", DType::F32}, {"f8", DType::F64}};
+      {"i8", DType::I64}, {"f2", DType::F16}, {"f4", DType::F32}, {"f8", DType::F64},
+      {"u2", DType::U16}, {"u4", DType::U32}, {"u8", DType::U64}};
   for (auto& [k, dt] : table)
     if (kind == k) return dt;
   fail(path, "unsupported dtype descr '" + descr +
-                 "' (Lathe reads bool, uint8, int8/16/32/64 and float16/32/64; cast the array first)");
+                 "' (Lathe reads bool, uint8/16/32/64, int8/16/32/64 and float16/32/64; cast the array first)");
 }
 
 Header parse_header(const std::string& path, std::string_view text) {
@@ -191,6 +192,9 @@ void write_npy(const std::string& path, const HostTensor& t) {
     case DType::F16: descr = "<f2"; break;
     case DType::F32: descr = "<f4"; break;
     case DType::F64: descr = "<f8"; break;
+    case DType::U16: descr = "<u2"; break;
+    case DType::U32: descr = "<u4"; break;
+    case DType::U64: descr = "<u8"; break;
     case DType::BF16:
       throw UserError(Diagnostic{"cannot write '" + path + "': NumPy has no bfloat16 dtype; cast the tensor to f32 first"});
   }

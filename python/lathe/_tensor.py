@@ -15,7 +15,8 @@ from ._capi import check, enc, lib
 DTYPES = {
     "f32": (np.float32, 2, 32), "f64": (np.float64, 2, 64), "f16": (np.float16, 2, 16),
     "i64": (np.int64, 0, 64), "i32": (np.int32, 0, 32), "i16": (np.int16, 0, 16), "i8": (np.int8, 0, 8),
-    "u8": (np.uint8, 1, 8), "bool": (np.bool_, 6, 8),
+    "u8": (np.uint8, 1, 8), "u16": (np.uint16, 1, 16), "u32": (np.uint32, 1, 32), "u64": (np.uint64, 1, 64),
+    "bool": (np.bool_, 6, 8),
 }
 _NP_TO_DL = {np.dtype(v[0]): (v[1], v[2]) for v in DTYPES.values()}
 

@@ -12,7 +12,8 @@ Graph one(NodeRef n) { return Graph::from_outputs({{"y", n}}); }
 int counter = 0;
 std::string label() { return "case " + std::to_string(counter++); }
 
-const std::vector<DType> kAll = {DType::Bool, DType::U8, DType::I8, DType::I16, DType::I32, DType::I64, DType::F32, DType::F64};
+const std::vector<DType> kAll = {DType::Bool, DType::U8,  DType::I8,  DType::I16, DType::I32, DType::I64,
+                                 DType::F32,  DType::F64, DType::U16, DType::U32, DType::U64};
 
 TEST(COps, Unary) {
   DiffBatch B;
@@ -62,7 +63,7 @@ TEST(COps, WhereConstIndex) {
 
 TEST(COps, Reductions) {
   DiffBatch B;
-  for (DType dt : {DType::F32, DType::F64, DType::I32, DType::I64, DType::U8})
+  for (DType dt : {DType::F32, DType::F64, DType::I32, DType::I64, DType::U8, DType::U16, DType::U32, DType::U64})
     for (ReduceOp r : {ReduceOp::Add, ReduceOp::Max, ReduceOp::Mul})
       for (std::vector<int> axes : {std::vector<int>{0}, {1}, {2}, {0, 2}, {0, 1, 2}}) {
         NodeRef x = prim::input("x", dt, {3, 5, 7});

@@ -16,8 +16,9 @@ namespace lathe::test {
 inline const double kNaN = std::numeric_limits<double>::quiet_NaN();
 inline const double kInf = std::numeric_limits<double>::infinity();
 
-inline const DType kAllDTypes[] = {DType::Bool, DType::U8, DType::I8,   DType::I16, DType::I32,
-                                   DType::I64,  DType::F16, DType::BF16, DType::F32, DType::F64};
+inline const DType kAllDTypes[] = {DType::Bool, DType::U8,  DType::I8,   DType::I16, DType::I32,
+                                   DType::I64,  DType::F16, DType::BF16, DType::F32, DType::F64,
+                                   DType::U16,  DType::U32, DType::U64};
 
 inline HostTensor tensor(DType dt, std::vector<int64_t> shape, const std::vector<double>& vals) {
   HostTensor t(dt, std::move(shape));

@@ -104,7 +104,7 @@ TEST(Npy, MalformedFilesGiveUserErrors) {
   expect_npy_error(npy_bytes(ok, "").substr(0, 30), "truncated header");
   expect_npy_error(npy_bytes("{'descr': '<f4', 'fortran_order': True, 'shape': (2,), }", std::string(8, '\0')), "Fortran");
   expect_npy_error(npy_bytes("{'descr': '>f4', 'fortran_order': False, 'shape': (2,), }", std::string(8, '\0')), "big-endian");
-  expect_npy_error(npy_bytes("{'descr': '<u2', 'fortran_order': False, 'shape': (2,), }", std::string(4, '\0')), "'<u2'");
+  expect_npy_error(npy_bytes("{'descr': '<m8', 'fortran_order': False, 'shape': (2,), }", std::string(16, '\0')), "'<m8'");
   expect_npy_error(npy_bytes("{'descr': '<c8', 'fortran_order': False, 'shape': (2,), }", std::string(16, '\0')), "'<c8'");
   expect_npy_error(npy_bytes("{'descr': [('a', '<f4')], 'fortran_order': False, 'shape': (2,), }", ""), "structured");
   expect_npy_error(npy_bytes("{'descr': '<f4', 'shape': (2,), }", std::string(8, '\0')), "fortran_order");

@@ -45,7 +45,7 @@ TEST(LlvmDiff, HalfPrecision) {
 
 TEST(LlvmDiff, IntegerEdgeCases) {
   DiffBatch B("llvm");
-  for (DType dt : {DType::I8, DType::I32, DType::I64, DType::U8}) {
+  for (DType dt : {DType::I8, DType::I32, DType::I64, DType::U8, DType::U16, DType::U32, DType::U64}) {
     NodeRef x = prim::input("x", dt, {64});
     NodeRef y = prim::input("y", dt, {64});
     B.add("idiv", Graph::from_outputs({{"y", prim::binary(Op::IDiv, x, y)}}));

@@ -15,8 +15,9 @@ namespace lathe::test_graphs {
 
 using NamedGraph = std::pair<std::string, Graph>;
 
-inline const DType kAllDTypes[] = {DType::Bool, DType::U8, DType::I8,   DType::I16, DType::I32,
-                                   DType::I64,  DType::F16, DType::BF16, DType::F32, DType::F64};
+inline const DType kAllDTypes[] = {DType::Bool, DType::U8,  DType::I8,   DType::I16, DType::I32,
+                                   DType::I64,  DType::F16, DType::BF16, DType::F32, DType::F64,
+                                   DType::U16,  DType::U32, DType::U64};
 
 // y = relu(x @ w + 1.5) with the matmul spelled as broadcast-multiply-reduce.
 inline Graph mlp_graph() {

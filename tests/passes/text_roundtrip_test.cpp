@@ -79,3 +79,17 @@ TEST(TextRoundTrip, EverySample) {
   }
   if (n == 0) GTEST_SKIP() << "no samples/*.lathe yet";
 }
+
+TEST(TextRoundTrip, UnsignedLiteralsAreValuesNotBits) {
+  // u64 prints and parses as 0 … 2^64-1 (not as its bits read as i64); u32 rejects -1
+  const std::string text =
+      "# lathe 1\ngraph {\n  %0 = Const {value=18446744073709551615} : u64[2]\n  out y = %0\n}\n";
+  Graph g = parse_graph(text, "u64.lathe");
+  EXPECT_EQ(static_cast<uint64_t>(g.outputs[0].second->attrs.i), ~uint64_t(0));
+  EXPECT_NE(print_graph(g).find("value=18446744073709551615"), std::string::npos) << print_graph(g);
+  expect_round_trip(g, "u64.lathe");
+  for (const char* bad : {"-1} : u64[2]", "18446744073709551616} : u64[2]", "-1} : u32[2]", "4294967296} : u32[2]"}) {
+    std::string t = "# lathe 1\ngraph {\n  %0 = Const {value=" + std::string(bad) + "\n  out y = %0\n}\n";
+    EXPECT_THROW(parse_graph(t, "bad.lathe"), UserError) << bad;
+  }
+}

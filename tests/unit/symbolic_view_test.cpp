@@ -115,3 +115,19 @@ TEST(DType, HalfRoundTrip) {
   EXPECT_EQ(promote(DType::F16, DType::BF16), DType::F32);
   EXPECT_EQ(promote(DType::I32, DType::F16), DType::F16);
 }
+
+TEST(DType, UnsignedPromotion) {
+  EXPECT_EQ(promote(DType::U16, DType::I16), DType::I32);
+  EXPECT_EQ(promote(DType::U16, DType::I64), DType::I64);
+  EXPECT_EQ(promote(DType::U32, DType::I8), DType::I64);
+  EXPECT_EQ(promote(DType::U64, DType::I32), DType::I64);
+  EXPECT_EQ(promote(DType::U8, DType::U32), DType::U32);
+  EXPECT_EQ(promote(DType::U64, DType::U16), DType::U64);
+  EXPECT_EQ(promote(DType::U32, DType::F16), DType::F16);
+  EXPECT_EQ(promote(DType::Bool, DType::U16), DType::U16);
+  EXPECT_EQ(promote(DType::U8, DType::I8), DType::I16);  // unchanged
+  EXPECT_EQ(dtype_size(DType::U64), 8u);
+  EXPECT_EQ(dtype_from_name("uint32"), DType::U32);
+  EXPECT_EQ(dtype_name(DType::U16), "u16");
+  EXPECT_TRUE(is_unsigned_int(DType::U8) && !is_unsigned_int(DType::Bool) && !is_signed(DType::U64));
+}

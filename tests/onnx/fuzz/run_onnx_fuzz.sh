@@ -60,7 +60,10 @@ if [ -d "$data" ]; then
            "$data"/node/test_scatter_elements_with_duplicate_indices "$data"/node/test_scatternd_add \
            "$data"/node/test_gathernd_example_int32_batch_dim1 "$data"/node/test_det_nd \
            "$data"/node/test_gridsample_bicubic "$data"/node/test_loop11 "$data"/node/test_scan9_sum \
-           "$data"/node/test_if "$data"/simple/test_sequence_model3; do
+           "$data"/node/test_if "$data"/simple/test_sequence_model3 \
+           "$data"/node/test_bitshift_right_uint64 "$data"/node/test_max_uint32 \
+           "$data"/node/test_sequence_map_add_1_sequence_1_tensor "$data"/node/test_loop16_seq_none \
+           "$data"/node/test_if_opt; do
     [ -f "$m/model.onnx" ] && cp "$m/model.onnx" "$out/seeds/$(basename "$m").onnx"
   done
   seeds="$out/seeds"
