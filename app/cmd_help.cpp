@@ -40,6 +40,7 @@ const char* kEnvironment =
     "  LATHE_KEEP_OPENBLAS_CORETYPE  keep OPENBLAS_CORETYPE as set (lathe otherwise picks SkylakeX kernels)\n"
     "  LATHE_MATMUL_TILE=6x16x8 the CPU matmuls' register tile MRxNRxLANES (default from the host: 8x32x16\n"
     "                           with AVX-512, 6x16x8 with AVX/AVX2, 6x8x8 with SSE; LANES 8|16)\n"
+    "  LATHE_PREPACK=0          the CPU matmuls pack constant B operands (weights) on every run, not once\n"
     "  LATHE_MAX_INSTRUCTIONS, LATHE_MAX_MEMORY_MB   limits of the Lua sandbox\n"
     "  LATHE_NO_PROGRESS, NO_COLOR                   plain terminal output\n"
     "  LATHE_CUDA_ARCH          NVRTC target when no GPU is present (default sm_90)\n"

@@ -43,6 +43,11 @@ struct Kernel {
   std::vector<int> inputs;     // buffers it reads (sorted, unique)
   std::vector<NodeRef> nodes;  // primitive nodes computed inside, inputs before users, root last
   NodeRef matmul = nullptr;    // kind "matmul": the contraction (the root, or under an epilogue)
+  // kind "matmul" whose B operand is a constant: a Constant buffer holding B pre-packed once,
+  // when the program was built, in the CPU lowering's panel order for KC = packed_kc and
+  // NR = packed_nr (core/loop/prepack.h); -1 when the kernel packs B itself on every run
+  int packed_b = -1;
+  int64_t packed_kc = 0, packed_nr = 0;
 };
 
 struct KernelGraph {
