@@ -2,7 +2,13 @@
 #include "core/loop/prepack.h"
 
 #include <algorithm>
+#include <map>
 #include <thread>
+
+#if defined(__linux__)
+#include <sys/mman.h>
+#include <unistd.h>
+#endif
 
 #include "core/ir/build.h"
 #include "core/runtime/host_tensor.h"
@@ -43,10 +49,29 @@ std::optional<std::vector<int64_t>> offsets(const Affine& a, const std::vector<i
   return off;
 }
 
+// Hands the whole pages of [p, p + n) back to the OS without losing their contents
+// (MADV_PAGEOUT: clean file-backed pages, a memory-mapped model's weights, are dropped and
+// read again on a later touch; anonymous pages stay unless there is swap), so that a weight
+// whose packed copy replaced it in every kernel that read it does not count twice.
+void page_out(const void* p, size_t n) {
+#if defined(__linux__) && defined(MADV_PAGEOUT)
+  const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  uintptr_t lo = (reinterpret_cast<uintptr_t>(p) + page - 1) / page * page;
+  uintptr_t hi = (reinterpret_cast<uintptr_t>(p) + n) / page * page;
+  if (hi > lo) madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_PAGEOUT);  // a hint: errors are ignored
+#else
+  (void)p, (void)n;
+#endif
+}
+
 }  // namespace
 
 std::vector<int> prepack_constant_b(KernelGraph& kg, const MatmulParams& P) {
   std::vector<int> changed;
+  std::map<int, int> readers;  // buffer -> kernels that read it
+  for (const Kernel& k : kg.kernels)
+    for (int b : k.inputs) ++readers[b];
+  for (const auto& [name, b] : kg.outputs) ++readers[b];
   const int threads = std::max(1u, std::thread::hardware_concurrency());
   for (Kernel& k : kg.kernels) {
     if (k.kind != "matmul" || k.packed_b >= 0) continue;
@@ -94,6 +119,9 @@ std::vector<int> prepack_constant_b(KernelGraph& kg, const MatmulParams& P) {
     k.packed_kc = kc;
     k.packed_nr = nr;
     changed.push_back(k.id);
+    // a weight read by this kernel alone is now read only through its packed copy: its
+    // pages go back at once, so the two never both count (peak memory)
+    if (readers[kg.buffer_of.at(src)] == 1 && mm->a.src != src) page_out(data.data(), data.nbytes());
   }
   return changed;
 }
