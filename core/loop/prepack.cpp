@@ -97,14 +97,24 @@ std::vector<int> prepack_constant_b(KernelGraph& kg, const MatmulParams& P) {
     HostTensor packed(DType::F32, {kblocks * panels * kc * nr});
     const float* b = data.ptr<float>();
     float* out = packed.ptr<float>();
-    for (int64_t pc = 0; pc < kblocks; ++pc)
-      for (int64_t kk = 0; kk < kc && pc * kc + kk < K; ++kk) {  // row by row of B: address order
-        int64_t krow = c0 + (*koff)[pc * kc + kk];
-        for (int64_t jp = 0; jp < panels; ++jp) {
-          float* row = out + ((pc * panels + jp) * kc + kk) * nr;
-          for (int64_t c = 0, n = jp * nr; c < nr && n < N; ++c, ++n) row[c] = b[krow + (*noff)[n]];
-        }
-      }
+    // the threads take equal ranges of panels; each goes through its range 64 panels at a
+    // time, row by row of B (reads in address order, writes within 64 panels' KC block)
+    auto pack = [&](int64_t p_begin, int64_t p_end) {
+      for (int64_t g = p_begin; g < p_end; g += 64)
+        for (int64_t pc = 0; pc < kblocks; ++pc)
+          for (int64_t kk = 0; kk < kc && pc * kc + kk < K; ++kk) {
+            int64_t krow = c0 + (*koff)[pc * kc + kk];
+            for (int64_t jp = g; jp < std::min(g + 64, p_end); ++jp) {
+              float* row = out + ((pc * panels + jp) * kc + kk) * nr;
+              for (int64_t c = 0, n = jp * nr; c < nr && n < N; ++c, ++n) row[c] = b[krow + (*noff)[n]];
+            }
+          }
+    };
+    const int64_t workers = std::min<int64_t>(threads, (panels + 63) / 64);
+    std::vector<std::thread> pool;
+    for (int64_t w = 1; w < workers; ++w) pool.emplace_back(pack, panels * w / workers, panels * (w + 1) / workers);
+    pack(0, panels / std::max<int64_t>(workers, 1));
+    for (auto& t : pool) t.join();
     NodeRef node = prim::constant_tensor(packed);
     BufferDesc desc;
     desc.id = static_cast<int>(kg.buffers.size());
