@@ -12,6 +12,7 @@
 
 #include "core/ir/build.h"
 #include "core/runtime/host_tensor.h"
+#include "core/runtime/machine.h"
 
 namespace lathe::loop {
 
@@ -66,7 +67,7 @@ void page_out(const void* p, size_t n) {
 
 }  // namespace
 
-std::vector<int> prepack_constant_b(KernelGraph& kg, const MatmulParams& P) {
+std::vector<int> prepack_constant_b(KernelGraph& kg, const MatmulParams& P, int64_t min_bytes) {
   std::vector<int> changed;
   std::map<int, int> readers;  // buffer -> kernels that read it
   for (const Kernel& k : kg.kernels)
@@ -87,6 +88,7 @@ std::vector<int> prepack_constant_b(KernelGraph& kg, const MatmulParams& P) {
     auto noff = offsets(B.addr, mm->n_axes, s), koff = offsets(B.addr, mm->k_axes, s);
     if (!noff || !koff) continue;
     const HostTensor& data = *src->attrs.data;
+    if (static_cast<int64_t>(data.nbytes()) < min_bytes) continue;
     const int64_t N = noff->size(), K = koff->size(), total = data.numel(), c0 = B.addr.c0.value();
     const int64_t kc = matmul_blocking(-1, N, K, -1, threads, P).kc, nr = P.nr;
     const int64_t panels = (N + nr - 1) / nr, kblocks = (K + kc - 1) / kc;
@@ -134,6 +136,11 @@ std::vector<int> prepack_constant_b(KernelGraph& kg, const MatmulParams& P) {
     if (readers[kg.buffer_of.at(src)] == 1 && mm->a.src != src) page_out(data.data(), data.nbytes());
   }
   return changed;
+}
+
+int64_t prepack_min_bytes() {
+  int64_t llc = last_level_cache_bytes();
+  return llc > 0 ? llc : int64_t(32) << 20;
 }
 
 }  // namespace lathe::loop

@@ -83,7 +83,8 @@ Program build_program(const Graph& g, const BuildOptions& opts) {
   if (opts.default_schedule && !(prepack_env && std::string(prepack_env) == "0")) {
     // constant GEMM B operands packed now, not on every run
     StageTimer t(p, opts, "prepack");
-    std::vector<int> packed = loop::prepack_constant_b(p.kg, loop::host_matmul_params());
+    bool all = prepack_env && std::string(prepack_env) == "all";
+    std::vector<int> packed = loop::prepack_constant_b(p.kg, loop::host_matmul_params(), all ? 0 : loop::prepack_min_bytes());
     int64_t bytes = 0;
     for (int k : packed) {
       p.funcs[k] = lower_one(p.kg, k, false);

@@ -2,10 +2,12 @@
 // built (core/loop/prepack.h) and the kernel reads the packed panels on every run, on odd,
 // prime and blocked shapes, against the interpreter on the backend under test.
 #include <cmath>
+#include <cstdlib>
 
 #include "core/frontend/nn.h"
 #include "core/frontend/tensor.h"
 #include "core/loop/loop_print.h"
+#include "core/loop/prepack.h"
 #include "diff_util.h"
 
 namespace lathe {
@@ -37,7 +39,24 @@ void expect_matches(const Graph& g, const std::string& what) {
   EXPECT_EQ(test::compare_outputs(compile_graph(g, test::test_backend()).run(in), interpret(g, in)), "") << what;
 }
 
+// By default only weights larger than the last-level cache are prepacked; these tests use
+// small ones, so they ask for all (LATHE_PREPACK=all) while they run.
+struct PrepackAll {
+  PrepackAll() { setenv("LATHE_PREPACK", "all", 1); }
+  ~PrepackAll() { unsetenv("LATHE_PREPACK"); }
+};
+
+TEST(Prepack, OnlyWeightsLargerThanTheCacheByDefault) {
+  EXPECT_GE(loop::prepack_min_bytes(), int64_t(1) << 20);
+  Tensor x = input("x", {6, 37});
+  Graph g = Graph::from_outputs({{"y", matmul(x, from_host(weights({37, 53}, 1))).node()}});
+  EXPECT_EQ(matmul_kernels(build_program(g)).prepacked, 0);
+  PrepackAll all;
+  EXPECT_EQ(matmul_kernels(build_program(g)).prepacked, 1);
+}
+
 TEST(Prepack, ConstantWeightsArePackedOnceNotPerRun) {
+  PrepackAll all;
   // K crosses the KC block (256) and N the NC block; M from two rows to more than the MC
   // block (one row is a matrix-vector product: a plain reduction, nothing packed); primes
   // and odd sizes everywhere
@@ -58,6 +77,7 @@ TEST(Prepack, ConstantWeightsArePackedOnceNotPerRun) {
 }
 
 TEST(Prepack, BatchedInputsShareOnePackedWeight) {
+  PrepackAll all;
   // batch 1 and 64 over a [K, N] weight: one packed copy serves every batch element
   for (int64_t b : {1, 64}) {
     Tensor x = input("x", {b, 3, 41});
@@ -70,6 +90,7 @@ TEST(Prepack, BatchedInputsShareOnePackedWeight) {
 }
 
 TEST(Prepack, OperandsThatChangeOrDependOnTheBatchAreNotPrepacked) {
+  PrepackAll all;
   // B an input (activations), or a constant that differs per batch element: packed per run
   Tensor x = input("x", {6, 23}), y = input("y", {23, 19});
   Graph g1 = Graph::from_outputs({{"z", matmul(x, y).node()}});
