@@ -42,6 +42,8 @@ const char* kEnvironment =
     "                           with AVX-512, 6x16x8 with AVX/AVX2, 6x8x8 with SSE; LANES 8|16)\n"
     "  LATHE_ATTENTION_TILE=64x64  the fused attention kernel's query x key tile BQxBK (flash-attention rules)\n"
     "  LATHE_TUNE_DEBUG=1       `lathe tune` prints every candidate it builds (schedule, model estimate)\n"
+    "  LATHE_PREPACK=0|all      constant matmul B operands (weights) larger than the last-level cache are\n"
+    "                           packed once at build time: 0 = never (packed on every run), all = every one\n"
     "  LATHE_MAX_INSTRUCTIONS, LATHE_MAX_MEMORY_MB   limits of the Lua sandbox\n"
     "  LATHE_NO_PROGRESS, NO_COLOR                   plain terminal output\n"
     "  LATHE_GUI_FULL_REDRAW=1  the app draws its whole window every frame (not only the graph panel\n"

@@ -305,7 +305,12 @@ LoopFunc MatmulLowering::run() {
   tbody.push_back(make_let("nc", DType::I64, min_of(const_int(nc_blk), sub(N, var("n0")))));
   tbody.push_back(make_let("ms0", DType::I64, mul(ms, msz)));
   tbody.push_back(make_let("msz", DType::I64, min_of(msz, sub(M, var("ms0")))));
-  allocs.push_back(make_alloc("Bp", bdt_, 1, kc_blk_ * nc_blk));
+  // B packed once when the program was built (prepack.h), for these very blocks: the
+  // micro-kernel reads its panels in place and there is no per-run copy (f32 panels only)
+  const bool prepacked = G_ == 1 && bdt_ == DType::F32 && k_.packed_b >= 0 && k_.packed_kc == kc_blk_ &&
+                         k_.packed_nr == P.nr;
+  const int pbp = prepacked ? add_param(k_.packed_b, false, "bp") : -1;
+  if (!prepacked) allocs.push_back(make_alloc("Bp", bdt_, 1, kc_blk_ * nc_blk));
   allocs.push_back(make_alloc("Ap", adt_, 1, mc_blk_ * kc_blk_));
   allocs.push_back(make_alloc("tile", acc_, 1, (int64_t)P.mr * P.nr));
 
@@ -404,9 +409,13 @@ LoopFunc MatmulLowering::run() {
   }
   ExprRef bbase = mul(add(mul(var("jr"), const_int(kc_blk_)), kk), const_int(P.nr));
   ExprRef abase = mul(add(mul(var("ir"), const_int(kc_blk_)), kk), const_int(P.mr));
+  if (prepacked)  // panels of all N: this job's start at n0 / NR, KC block pc
+    bbase = add(bbase, mul(add(mul(var("pc"), ceil_div(N, P.nr)), binary(Op::IDiv, n0, const_int(P.nr))),
+                           const_int(kc_blk_ * P.nr)));
   for (int q = 0; G_ == 1 && q < NQ; ++q)
     kbody.push_back(make_let("bq" + std::to_string(q), DType::F32,
-                             local_load("Bp", DType::F32, add(bbase, const_int(q * P.lanes)), P.lanes)));
+                             prepacked ? load(pbp, DType::F32, add(bbase, const_int(q * P.lanes)), nullptr, P.lanes)
+                                       : local_load("Bp", DType::F32, add(bbase, const_int(q * P.lanes)), P.lanes)));
   for (int r = 0; G_ == 1 && r < P.mr; ++r) {
     ExprRef ar = broadcast(local_load("Ap", DType::F32, add(abase, const_int(r))), P.lanes);
     for (int q = 0; q < NQ; ++q) {
@@ -487,7 +496,7 @@ LoopFunc MatmulLowering::run() {
   std::vector<Stmt> pcbody{make_let("k0", DType::I64, mul(var("pc"), const_int(kc_blk_))),
                            make_let("kc", DType::I64, min_of(const_int(kc_blk_), sub(K, k0)))};
   for (auto& st : kfill) pcbody.push_back(st);
-  pcbody.push_back(packb);
+  if (!prepacked) pcbody.push_back(packb);
   pcbody.push_back(ic_loop);
   for (auto& st : allocs) tbody.push_back(st);
   for (auto& st : nfill) tbody.push_back(st);
@@ -499,6 +508,7 @@ LoopFunc MatmulLowering::run() {
   f_.schedule_log.push_back("matmul: MR=" + std::to_string(P.mr) + (G_ == 4 ? " int8 u8xi8 dot4" : G_ == 2 ? " int8 i16 dot2" : "") + " NR=" + std::to_string(P.nr) + " KC=" +
                             std::to_string(kc_blk_) + " MC=" + std::to_string(mc_blk_) + " NC=" + std::to_string(nc_blk) +
                             " msplit=" + std::to_string(msplit) + (epilogue ? " +epilogue" : "") +
+                            (prepacked ? " B prepacked" : "") +
                             (tables_ ? " gather(" + std::to_string(tables_) + " tables)" : ""));
   // K == 0: the loops above write nothing; zero the output first (never with an epilogue)
   if (!(Ks.is_const() && Ks.value() > 0)) {

@@ -2,8 +2,9 @@
 //
 // schedule_graph() decides which nodes are *materialized* (get a buffer): graph inputs,
 // tensor constants, outputs, Copy/Assign/Extern results, matmul-like reductions and their
-// operands, views that cannot be read as index math of the consumer's loop nest, and
-// reductions that more than one kernel would otherwise recompute. Every other node is
+// operands, views that cannot be read as index math of the consumer's loop nest,
+// reductions that more than one kernel would otherwise recompute, and values two or more
+// kernels read in full where such values nest (a residual stream; schedule.cpp). Every other node is
 // *inlined*: recomputed inside each kernel that needs it (elementwise chains fuse; a
 // reduction is fused into its consumer and computed once per row of the loop nest, so
 // softmax and layernorm become one kernel). A matmul-like reduction read by one kernel of
@@ -43,6 +44,11 @@ struct Kernel {
   std::vector<int> inputs;     // buffers it reads (sorted, unique)
   std::vector<NodeRef> nodes;  // primitive nodes computed inside, inputs before users, root last
   NodeRef matmul = nullptr;    // kind "matmul": the contraction (the root, or under an epilogue)
+  // kind "matmul" whose B operand is a constant: a Constant buffer holding B pre-packed once,
+  // when the program was built, in the CPU lowering's panel order for KC = packed_kc and
+  // NR = packed_nr (core/loop/prepack.h); -1 when the kernel packs B itself on every run
+  int packed_b = -1;
+  int64_t packed_kc = 0, packed_nr = 0;
 };
 
 struct KernelGraph {

@@ -2,10 +2,13 @@
 #include "core/schedule/program.h"
 
 #include <chrono>
+#include <cstdlib>
 
 #include "core/ir/diag.h"
 #include "core/ir/verify.h"
 #include "core/loop/lower.h"
+#include "core/loop/prepack.h"
+#include "core/runtime/host_tensor.h"
 
 namespace lathe {
 
@@ -75,6 +78,20 @@ Program build_program(const Graph& g, const BuildOptions& opts) {
     }
     tl.done(std::to_string(p.funcs.size()) + " loop nests");
     break;
+  }
+  const char* prepack_env = std::getenv("LATHE_PREPACK");
+  if (opts.default_schedule && !(prepack_env && std::string(prepack_env) == "0")) {
+    // constant GEMM B operands packed now, not on every run
+    StageTimer t(p, opts, "prepack");
+    bool all = prepack_env && std::string(prepack_env) == "all";
+    std::vector<int> packed = loop::prepack_constant_b(p.kg, loop::host_matmul_params(), all ? 0 : loop::prepack_min_bytes());
+    int64_t bytes = 0;
+    for (int k : packed) {
+      p.funcs[k] = lower_one(p.kg, k, false);
+      bytes += static_cast<int64_t>(p.kg.buffers[p.kg.kernels[k].packed_b].node->attrs.data->nbytes());
+    }
+    t.done(std::to_string(packed.size()) + " constant matmul operand" + (packed.size() == 1 ? "" : "s") + ", " +
+           std::to_string(bytes >> 20) + " MiB");
   }
   if (opts.default_schedule) {
     StageTimer t(p, opts, "default-schedule");

@@ -2,6 +2,7 @@
 // fused kernels (rules in kernel_graph.h). The matmul pattern match is in contraction.cpp.
 #include <algorithm>
 #include <cctype>
+#include <functional>
 
 #include "core/ir/diag.h"
 #include "core/schedule/kernel_graph.h"
@@ -40,7 +41,11 @@ class Scheduler {
 
   KernelGraph run() {
     initial_materialization();
-    while (split_shared_reductions()) {}
+    for (;;) {
+      bool changed = split_shared_reductions();
+      changed |= materialize_shared_values();
+      if (!changed) break;
+    }
     materialize_windowed_epilogues();
     fuse_matmul_epilogues();
     return build();
@@ -132,6 +137,95 @@ class Scheduler {
     for (auto& [n, roots] : roots_of)
       if (n->op == Op::Reduce && roots.size() > 1) changed |= mat_.insert(n).second;
     return changed;
+  }
+
+  // A value computed inline is recomputed by every kernel that reads it. That is cheap for one
+  // shared value, but a residual stream (h1 = x + f(x), h2 = h1 + g(h1), ...) nests them: every
+  // layer's kernels would recompute the chain from the embedding onward, the work growing with
+  // depth, and no two layers' kernels would be the same code (none compiled once for all).
+  // A "shared top" is an inlined value that two or more kernels read in full (a kernel reading
+  // only a slice, like an LSTM step its row of the input projection, recomputes nothing the
+  // others compute) and whose readers are not all inside one bigger shared value. Shared tops
+  // nested in each other are materialized, all of them; a lone one (a bias add read by two
+  // kernels) stays inlined, its recompute bounded and cheaper than a buffer and a launch.
+  bool materialize_shared_values() {
+    // the kernels that read all of each inlined value: a kernel that reads only a slice (an
+    // LSTM step, its row of the input projection) does not recompute the others' part
+    std::unordered_map<NodeRef, std::set<NodeRef>> roots_of;
+    for (NodeRef root : order_) {
+      if (!mat_.count(root) || is_source_buffer(root)) continue;
+      std::vector<std::pair<NodeRef, bool>> stack;
+      for (NodeRef in : root->inputs) stack.push_back({in, false});
+      std::set<std::pair<NodeRef, bool>> seen;
+      while (!stack.empty()) {
+        auto [n, sliced] = stack.back();
+        stack.pop_back();
+        if (mat_.count(n) || !seen.insert({n, sliced}).second) continue;
+        if (!sliced) roots_of[n].insert(root);
+        bool slices = false;
+        if (n->op == Op::View) {
+          SymInt out = shape_numel(n->shape), in = shape_numel(n->inputs[0]->shape);
+          slices = out.is_const() && in.is_const() && out.value() < in.value();
+        }
+        for (NodeRef in : n->inputs) stack.push_back({in, sliced || slices});
+      }
+    }
+    // n is a top when a user is computed by other kernels (or is a kernel root); views are
+    // index math only, so a view's users count as n's own
+    std::function<bool(NodeRef, const std::set<NodeRef>&)> is_top = [&](NodeRef n, const std::set<NodeRef>& roots) {
+      for (NodeRef u : users_[n]) {
+        if (mat_.count(u)) return true;
+        auto it = roots_of.find(u);
+        if (it == roots_of.end() || it->second != roots) return true;
+        if (u->op == Op::View && is_top(u, roots)) return true;
+      }
+      return false;
+    };
+    auto is_scalar = [](NodeRef x) {
+      return std::all_of(x->shape.begin(), x->shape.end(), [](const SymInt& d) { return d == SymInt(1); });
+    };
+    std::unordered_map<NodeRef, int> depth;                    // shared top -> longest chain ending at it
+    std::unordered_map<NodeRef, std::vector<NodeRef>> below;  // shared top -> the tops inside it
+    std::vector<NodeRef> picks;
+    std::set<NodeRef> picked;
+    for (NodeRef n : order_) {
+      auto it = roots_of.find(n);
+      if (it == roots_of.end() || it->second.size() < 2) continue;
+      if (n->op == Op::View || n->op == Op::Const || n->op == Op::Index || !is_top(n, it->second)) continue;
+      bool reads_tensor = false;
+      int d = 1;
+      std::vector<NodeRef> inner;
+      std::set<NodeRef> seen;
+      std::vector<NodeRef> stack(n->inputs.begin(), n->inputs.end());
+      while (!stack.empty()) {
+        NodeRef x = stack.back();
+        stack.pop_back();
+        if (!seen.insert(x).second) continue;
+        if (mat_.count(x)) {
+          reads_tensor |= !is_scalar(x);
+          continue;
+        }
+        if (auto dt = depth.find(x); dt != depth.end()) {
+          d = std::max(d, dt->second + 1);
+          inner.push_back(x);
+        }
+        for (NodeRef in : x->inputs) stack.push_back(in);
+      }
+      if (!reads_tensor) continue;  // computed from indices and scalars: cheaper than a load
+      depth[n] = d;
+      below[n] = std::move(inner);
+      if (d < 2) continue;
+      std::vector<NodeRef> todo{n};
+      while (!todo.empty()) {
+        NodeRef x = todo.back();
+        todo.pop_back();
+        if (!picked.insert(x).second) continue;
+        picks.push_back(x);
+        for (NodeRef y : below[x]) todo.push_back(y);
+      }
+    }
+    for (NodeRef n : picks) mat_.insert(n);
+    return !picks.empty();
   }
 
   // An elementwise chain on a matmul's result (a convolution's bias and activation) that

@@ -2,6 +2,7 @@
 // compiled once (backends/kernel_dedup.h) and still run on their own buffers.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "backends/backend.h"
@@ -67,6 +68,79 @@ TEST(KernelDedup, DifferentCodeIsKept) {
   if (backend != "c" && backend != "llvm") return;
   TensorMap in = random_inputs(g, 5);
   EXPECT_EQ(test::compare_outputs(compile_graph(g, backend).run(in), interpret(g, in)), "");
+}
+
+// A pre-LN residual stack (GPT-2's shape): h = x; h = h + linear(layer_norm(h)) per layer.
+// T and D are odd/prime on purpose.
+Graph residual_stack(int layers, int64_t t, int64_t d) {
+  Tensor h = input("x", {SymInt(t), SymInt(d)});
+  for (int l = 0; l < layers; ++l) {
+    Tensor n = layer_norm(h, 1, from_host(values({d}, 20 + l)), from_host(values({d}, 30 + l)));
+    h = h + (matmul(n, from_host(values({d, d}, l))) + from_host(values({d}, 10 + l)));
+  }
+  Tensor out = layer_norm(h, 1, std::nullopt, std::nullopt);
+  return Graph::from_outputs({{"y", out.node()}});
+}
+
+size_t distinct_kernels(const Program& p) {
+  std::vector<const loop::LoopFunc*> fs;
+  for (auto& f : p.funcs) fs.push_back(&f);
+  return same_code(fs).distinct();
+}
+
+TEST(KernelDedup, ResidualStreamIsReadNotRecomputed) {
+  // Each layer's layernorm kernel reads the residual sum from a buffer instead of
+  // recomputing the chain from x onward (work and code growing with depth), so the layers
+  // compile to the same kernels: more layers, no more distinct code.
+  Program p3 = build_program(residual_stack(3, 7, 13)), p6 = build_program(residual_stack(6, 7, 13));
+  EXPECT_EQ(distinct_kernels(p3), distinct_kernels(p6)) << test::loop_ir_of(p6);
+  EXPECT_GT(p6.funcs.size(), p3.funcs.size());
+  size_t most_nodes = 0;
+  for (auto& k : p6.kg.kernels) most_nodes = std::max(most_nodes, k.nodes.size());
+  for (auto& k : p3.kg.kernels) EXPECT_LE(k.nodes.size(), 40u) << k.name;
+  EXPECT_LE(most_nodes, 40u) << "a kernel grows with depth:\n" << test::loop_ir_of(p6);
+  std::string backend = test::test_backend();
+  for (int64_t t : {1, 7, 64}) {
+    Graph g = residual_stack(4, t, 13);
+    TensorMap in = random_inputs(g, 11);
+    EXPECT_EQ(test::compare_outputs(compile_graph(g, backend).run(in), interpret(g, in)), "") << "T=" << t;
+  }
+}
+
+TEST(KernelDedup, CheapSharedValuesStayInlined) {
+  // a bias add read by two kernels is recomputed in each (no extra buffer or kernel)
+  Tensor a = input("a", {SymInt(11), SymInt(17)});
+  Tensor b = input("b", {SymInt(17)});
+  Tensor s = a + b;
+  Graph g = Graph::from_outputs({{"y1", softmax(s, -1).node()}, {"y2", layer_norm(s, 1, std::nullopt, std::nullopt).node()}});
+  Program p = build_program(g);
+  EXPECT_EQ(p.num_kernels(), 2) << test::loop_ir_of(p);
+  EXPECT_FALSE(p.kg.materialized(s.node()));
+  TensorMap in = random_inputs(g, 4);
+  EXPECT_EQ(test::compare_outputs(compile_graph(g, test::test_backend()).run(in), interpret(g, in)), "");
+}
+
+TEST(KernelDedup, SlicesOfAValueAreNotSharing) {
+  // z is read one row per kernel (a recurrence over its rows, an LSTM's input projection):
+  // no kernel recomputes another's part, so z stays inlined; the recurrence's state s_t,
+  // read in full by the next step and its own output, is nested and materialized.
+  int64_t t = 5, d = 7;
+  Tensor a = input("a", {SymInt(t), SymInt(d)}), b = input("b", {SymInt(d)});
+  Tensor z = a * b;
+  Tensor s = select(z, 0, 0);
+  std::vector<std::pair<std::string, NodeRef>> outs;
+  std::vector<NodeRef> states;
+  for (int64_t i = 1; i < t; ++i) {
+    s = s * 0.5 + tanh(select(z, 0, i));
+    states.push_back(s.node());
+    outs.push_back({"y" + std::to_string(i), (s * s).node()});
+  }
+  Graph g = Graph::from_outputs(outs);
+  Program p = build_program(g);
+  EXPECT_FALSE(p.kg.materialized(z.node())) << test::loop_ir_of(p);
+  for (size_t i = 0; i + 1 < states.size(); ++i) EXPECT_TRUE(p.kg.materialized(states[i])) << i;
+  TensorMap in = random_inputs(g, 2);
+  EXPECT_EQ(test::compare_outputs(compile_graph(g, test::test_backend()).run(in), interpret(g, in)), "");
 }
 
 }  // namespace

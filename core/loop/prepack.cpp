@@ -1,0 +1,146 @@
+// prepack.cpp — see prepack.h.
+#include "core/loop/prepack.h"
+
+#include <algorithm>
+#include <map>
+#include <thread>
+
+#if defined(__linux__)
+#include <sys/mman.h>
+#include <unistd.h>
+#endif
+
+#include "core/ir/build.h"
+#include "core/runtime/host_tensor.h"
+#include "core/runtime/machine.h"
+
+namespace lathe::loop {
+
+namespace {
+
+// The constant coefficient of dim d in a, if it is one.
+std::optional<int64_t> coef(const Affine& a, int d) {
+  SymInt c = 0;
+  for (auto& [x, k] : a.terms)
+    if (x == d) c = c + k;
+  if (!c.is_const()) return std::nullopt;
+  return c.value();
+}
+
+// Offsets of a group's flat indices [0, count): Σ coef(d) · coord_d, coords row-major.
+std::optional<std::vector<int64_t>> offsets(const Affine& a, const std::vector<int>& dims, const Shape& s) {
+  std::vector<int64_t> sizes, coefs;
+  int64_t count = 1;
+  for (int d : dims) {
+    auto c = coef(a, d);
+    if (!c || !s[d].is_const()) return std::nullopt;
+    sizes.push_back(s[d].value());
+    coefs.push_back(*c);
+    count *= s[d].value();
+  }
+  std::vector<int64_t> off(count);
+  for (int64_t f = 0; f < count; ++f) {
+    int64_t rest = f, o = 0;
+    for (size_t i = sizes.size(); i-- > 0;) {
+      o += (rest % sizes[i]) * coefs[i];
+      rest /= sizes[i];
+    }
+    off[f] = o;
+  }
+  return off;
+}
+
+// Hands the whole pages of [p, p + n) back to the OS without losing their contents
+// (MADV_PAGEOUT: clean file-backed pages, a memory-mapped model's weights, are dropped and
+// read again on a later touch; anonymous pages stay unless there is swap), so that a weight
+// whose packed copy replaced it in every kernel that read it does not count twice.
+void page_out(const void* p, size_t n) {
+#if defined(__linux__) && defined(MADV_PAGEOUT)
+  const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  uintptr_t lo = (reinterpret_cast<uintptr_t>(p) + page - 1) / page * page;
+  uintptr_t hi = (reinterpret_cast<uintptr_t>(p) + n) / page * page;
+  if (hi > lo) madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_PAGEOUT);  // a hint: errors are ignored
+#else
+  (void)p, (void)n;
+#endif
+}
+
+}  // namespace
+
+std::vector<int> prepack_constant_b(KernelGraph& kg, const MatmulParams& P, int64_t min_bytes) {
+  std::vector<int> changed;
+  std::map<int, int> readers;  // buffer -> kernels that read it
+  for (const Kernel& k : kg.kernels)
+    for (int b : k.inputs) ++readers[b];
+  for (const auto& [name, b] : kg.outputs) ++readers[b];
+  const int threads = std::max(1u, std::thread::hardware_concurrency());
+  for (Kernel& k : kg.kernels) {
+    if (k.kind != "matmul" || k.packed_b >= 0) continue;
+    auto mm = match_matmul(k.matmul ? k.matmul : k.root);
+    if (!mm) continue;
+    const OperandAccess& B = mm->b;
+    NodeRef src = B.src;
+    if (src->op != Op::Const || !src->attrs.data || src->dtype != DType::F32 || !B.bounds.empty()) continue;
+    if (!B.addr.c0.is_const()) continue;
+    bool batch_free = std::none_of(mm->batch_axes.begin(), mm->batch_axes.end(), [&](int d) { return B.uses(d); });
+    if (!batch_free) continue;
+    const Shape& s = mm->mul->shape;
+    auto noff = offsets(B.addr, mm->n_axes, s), koff = offsets(B.addr, mm->k_axes, s);
+    if (!noff || !koff) continue;
+    const HostTensor& data = *src->attrs.data;
+    if (static_cast<int64_t>(data.nbytes()) < min_bytes) continue;
+    const int64_t N = noff->size(), K = koff->size(), total = data.numel(), c0 = B.addr.c0.value();
+    const int64_t kc = matmul_blocking(-1, N, K, -1, threads, P).kc, nr = P.nr;
+    const int64_t panels = (N + nr - 1) / nr, kblocks = (K + kc - 1) / kc;
+    // every address in range (the access is affine and non-negative at the corners)
+    int64_t lo = c0 + *std::min_element(noff->begin(), noff->end()) + *std::min_element(koff->begin(), koff->end());
+    int64_t hi = c0 + *std::max_element(noff->begin(), noff->end()) + *std::max_element(koff->begin(), koff->end());
+    if (lo < 0 || hi >= total) continue;
+    HostTensor packed(DType::F32, {kblocks * panels * kc * nr});
+    const float* b = data.ptr<float>();
+    float* out = packed.ptr<float>();
+    // the threads take equal ranges of panels; each goes through its range 64 panels at a
+    // time, row by row of B (reads in address order, writes within 64 panels' KC block)
+    auto pack = [&](int64_t p_begin, int64_t p_end) {
+      for (int64_t g = p_begin; g < p_end; g += 64)
+        for (int64_t pc = 0; pc < kblocks; ++pc)
+          for (int64_t kk = 0; kk < kc && pc * kc + kk < K; ++kk) {
+            int64_t krow = c0 + (*koff)[pc * kc + kk];
+            for (int64_t jp = g; jp < std::min(g + 64, p_end); ++jp) {
+              float* row = out + ((pc * panels + jp) * kc + kk) * nr;
+              for (int64_t c = 0, n = jp * nr; c < nr && n < N; ++c, ++n) row[c] = b[krow + (*noff)[n]];
+            }
+          }
+    };
+    const int64_t workers = std::min<int64_t>(threads, (panels + 63) / 64);
+    std::vector<std::thread> pool;
+    for (int64_t w = 1; w < workers; ++w) pool.emplace_back(pack, panels * w / workers, panels * (w + 1) / workers);
+    pack(0, panels / std::max<int64_t>(workers, 1));
+    for (auto& t : pool) t.join();
+    NodeRef node = prim::constant_tensor(packed);
+    BufferDesc desc;
+    desc.id = static_cast<int>(kg.buffers.size());
+    desc.name = "packed_" + kg.buffers[kg.buffer_of.at(src)].name;
+    desc.dtype = DType::F32;
+    desc.shape = node->shape;
+    desc.kind = BufferKind::Constant;
+    desc.node = node;
+    kg.buffer_of[node] = desc.id;
+    kg.buffers.push_back(desc);
+    k.packed_b = desc.id;
+    k.packed_kc = kc;
+    k.packed_nr = nr;
+    changed.push_back(k.id);
+    // a weight read by this kernel alone is now read only through its packed copy: its
+    // pages go back at once, so the two never both count (peak memory)
+    if (readers[kg.buffer_of.at(src)] == 1 && mm->a.src != src) page_out(data.data(), data.nbytes());
+  }
+  return changed;
+}
+
+int64_t prepack_min_bytes() {
+  int64_t llc = last_level_cache_bytes();
+  return llc > 0 ? llc : int64_t(32) << 20;
+}
+
+}  // namespace lathe::loop

@@ -1,0 +1,32 @@
+// prepack.h — constant B operands of the CPU's packed matmuls, packed once when the program
+// is built instead of on every run.
+//
+// The packed lowering (lower_matmul.cpp) copies each KC × NC block of B into NR-wide panels
+// before its micro-kernel reads them. When B is a weight (a constant tensor) that copy is the
+// same on every run, and for a wide B (GPT-2's 768 × 50257 vocabulary projection: each k row
+// of a block a page apart) it costs a large share of the kernel. prepack_constant_b does it
+// once: all of B in panel order, per KC block pc and per NR-wide panel of the whole N range,
+//     packed[((pc · panels + jp) · KC + kk) · NR + c] = B[k = pc·KC + kk, n = jp·NR + c]
+// zero where k >= K or n >= N, so any job's panels for columns n0.. (n0 a multiple of NR)
+// start at ((pc · panels + n0 / NR) · KC) · NR and read exactly as the kernel's own copy.
+#pragma once
+#include <vector>
+
+#include "core/loop/lower.h"
+
+namespace lathe::loop {
+
+// For each matmul kernel whose B operand (the N side) is a constant f32 tensor of at least
+// min_bytes with static sizes, read without range conditions (no padding) and independent of
+// the batch dims: packs it for P (KC as matmul_blocking chooses it, NR = P.nr), adds it to kg
+// as a Constant buffer (Kernel::packed_b) and returns those kernels' ids, to be lowered again.
+std::vector<int> prepack_constant_b(KernelGraph& kg, const MatmulParams& P, int64_t min_bytes = 0);
+
+// The default min_bytes: the last-level cache (32 MiB when unknown). Measured on GPT-2 small
+// (2-core AVX2 host): prepacking the 154 MB vocabulary projection took that kernel from
+// 166–170 to 119–128 ms, while the blocks' 2–9 MB weights showed no difference within noise; packing them too
+// would add ~1.5 s to every start and their size again to memory. LATHE_PREPACK=0 turns
+// prepacking off, LATHE_PREPACK=all applies it to every constant B.
+int64_t prepack_min_bytes();
+
+}  // namespace lathe::loop

@@ -1,0 +1,113 @@
+// prepack_test.cpp — constant GEMM B operands (weights) are packed once when the program is
+// built (core/loop/prepack.h) and the kernel reads the packed panels on every run, on odd,
+// prime and blocked shapes, against the interpreter on the backend under test.
+#include <cmath>
+#include <cstdlib>
+
+#include "core/frontend/nn.h"
+#include "core/frontend/tensor.h"
+#include "core/loop/loop_print.h"
+#include "core/loop/prepack.h"
+#include "diff_util.h"
+
+namespace lathe {
+namespace {
+
+HostTensor weights(std::vector<int64_t> shape, double seed) {
+  HostTensor t(DType::F32, std::move(shape));
+  for (int64_t i = 0; i < t.numel(); ++i) t.set_f64(i, std::sin(seed + 0.61 * static_cast<double>(i)));
+  return t;
+}
+
+// the matmul kernels: (prepacked, loop IR packs B itself)
+struct MatmulKernels {
+  int prepacked = 0, packs_b = 0, total = 0;
+};
+MatmulKernels matmul_kernels(const Program& p) {
+  MatmulKernels r;
+  for (int i = 0; i < p.num_kernels(); ++i) {
+    if (p.kg.kernels[i].kind != "matmul") continue;
+    ++r.total;
+    r.prepacked += p.kg.kernels[i].packed_b >= 0;
+    r.packs_b += loop::print_loop(p.funcs[i]).find("pack B") != std::string::npos;
+  }
+  return r;
+}
+
+void expect_matches(const Graph& g, const std::string& what) {
+  TensorMap in = random_inputs(g, 7);
+  EXPECT_EQ(test::compare_outputs(compile_graph(g, test::test_backend()).run(in), interpret(g, in)), "") << what;
+}
+
+// By default only weights larger than the last-level cache are prepacked; these tests use
+// small ones, so they ask for all (LATHE_PREPACK=all) while they run.
+struct PrepackAll {
+  PrepackAll() { setenv("LATHE_PREPACK", "all", 1); }
+  ~PrepackAll() { unsetenv("LATHE_PREPACK"); }
+};
+
+TEST(Prepack, OnlyWeightsLargerThanTheCacheByDefault) {
+  EXPECT_GE(loop::prepack_min_bytes(), int64_t(1) << 20);
+  Tensor x = input("x", {6, 37});
+  Graph g = Graph::from_outputs({{"y", matmul(x, from_host(weights({37, 53}, 1))).node()}});
+  EXPECT_EQ(matmul_kernels(build_program(g)).prepacked, 0);
+  PrepackAll all;
+  EXPECT_EQ(matmul_kernels(build_program(g)).prepacked, 1);
+}
+
+TEST(Prepack, ConstantWeightsArePackedOnceNotPerRun) {
+  PrepackAll all;
+  // K crosses the KC block (256) and N the NC block; M from two rows to more than the MC
+  // block (one row is a matrix-vector product: a plain reduction, nothing packed); primes
+  // and odd sizes everywhere
+  struct Case { int64_t m, k, n; bool transposed; };
+  for (Case c : {Case{2, 37, 53, false}, Case{7, 300, 1009, false}, Case{64, 257, 17, true}, Case{149, 13, 97, true},
+                 Case{5, 768, 131, false}}) {
+    std::string what = std::to_string(c.m) + "x" + std::to_string(c.k) + "x" + std::to_string(c.n) + (c.transposed ? " (W^T)" : "");
+    Tensor x = input("x", {c.m, c.k});
+    Tensor w = c.transposed ? t(from_host(weights({c.n, c.k}, c.n))) : from_host(weights({c.k, c.n}, c.n));
+    Graph g = Graph::from_outputs({{"y", relu(matmul(x, w) + from_host(weights({c.n}, 3))).node()}});
+    Program p = build_program(g);
+    MatmulKernels mk = matmul_kernels(p);
+    EXPECT_EQ(mk.total, 1) << what;
+    EXPECT_EQ(mk.prepacked, 1) << what;
+    EXPECT_EQ(mk.packs_b, 0) << what << "\n" << test::loop_ir_of(p);
+    expect_matches(g, what);
+  }
+}
+
+TEST(Prepack, BatchedInputsShareOnePackedWeight) {
+  PrepackAll all;
+  // batch 1 and 64 over a [K, N] weight: one packed copy serves every batch element
+  for (int64_t b : {1, 64}) {
+    Tensor x = input("x", {b, 3, 41});
+    Tensor w = from_host(weights({41, 29}, 1));
+    Graph g = Graph::from_outputs({{"y", matmul(x, w).node()}});
+    Program p = build_program(g);
+    EXPECT_EQ(matmul_kernels(p).prepacked, 1) << "batch " << b << "\n" << test::loop_ir_of(p);
+    expect_matches(g, "batch " + std::to_string(b));
+  }
+}
+
+TEST(Prepack, OperandsThatChangeOrDependOnTheBatchAreNotPrepacked) {
+  PrepackAll all;
+  // B an input (activations), or a constant that differs per batch element: packed per run
+  Tensor x = input("x", {6, 23}), y = input("y", {23, 19});
+  Graph g1 = Graph::from_outputs({{"z", matmul(x, y).node()}});
+  Program p1 = build_program(g1);
+  EXPECT_EQ(matmul_kernels(p1).prepacked, 0);
+  EXPECT_EQ(matmul_kernels(p1).packs_b, 1);
+  expect_matches(g1, "input B");
+  Tensor xb = input("xb", {3, 6, 23});
+  Graph g2 = Graph::from_outputs({{"z", bmm(xb, from_host(weights({3, 23, 19}, 2))).node()}});
+  Program p2 = build_program(g2);
+  EXPECT_EQ(matmul_kernels(p2).prepacked, 0) << test::loop_ir_of(p2);
+  expect_matches(g2, "per-batch constant B");
+  // plain loops (no default schedule) never use the packed copy
+  Tensor x3 = input("x", {4, 11});
+  Graph g3 = Graph::from_outputs({{"z", matmul(x3, from_host(weights({11, 9}, 4))).node()}});
+  EXPECT_EQ(matmul_kernels(build_program(g3, BuildOptions{false})).prepacked, 0);
+}
+
+}  // namespace
+}  // namespace lathe
