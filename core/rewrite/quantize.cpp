@@ -43,20 +43,17 @@ struct Chain {
   ViewSpec view;
 };
 
+// Folds the outer views of x's chain into one view of the node below them, as far down
+// as the views compose (a view that does not compose with those above it is the source).
 std::optional<Chain> fold_chain(NodeRef x) {
-  std::vector<NodeRef> views;
-  NodeRef n = x;
-  while (n->op == Op::View) {
-    views.push_back(n);
-    n = n->inputs[0];
-  }
   Chain c;
-  c.src = n;
-  c.view = ViewSpec::contiguous(n->shape);
-  for (auto it = views.rbegin(); it != views.rend(); ++it) {
-    auto v = view_compose(c.view, *(*it)->attrs.view);
-    if (!v) return std::nullopt;
+  c.src = x;
+  c.view = ViewSpec::contiguous(x->shape);
+  while (c.src->op == Op::View) {
+    auto v = view_compose(*c.src->attrs.view, c.view);
+    if (!v) break;
     c.view = *v;
+    c.src = c.src->inputs[0];
   }
   if (c.view.has_mask()) return std::nullopt;
   return c;
@@ -69,7 +66,7 @@ struct Site {
   NodeRef reduce, mul;
   int w_side;         // which Mul input reads the weight
   int k;              // the reduced Mul dim
-  Chain w, p;         // the weight's and the other operand's chains
+  Chain w;            // the weight's chain
   int w_kaxis;        // the weight's K axis (0: [K, N], 1: [N, K])
   int64_t K, C;       // reduction length, output channels
 };
@@ -82,9 +79,7 @@ std::optional<Site> analyse(NodeRef r) {
   for (int side = 0; side < 2; ++side) {
     auto w = fold_chain(mul->inputs[side]);
     if (!w || !is_weight(w->src)) continue;
-    auto p = fold_chain(mul->inputs[1 - side]);
-    if (!p) return std::nullopt;
-    Site s{r, mul, side, r->attrs.axes[0], *w, *p, -1, 0, 0};
+    Site s{r, mul, side, r->attrs.axes[0], *w, -1, 0, 0};
     const Shape& ws = w->src->shape;
     SymInt sk = w->view.strides[s.k];
     SymInt klen = mul->shape[s.k];
@@ -184,10 +179,48 @@ QuantWeight quantize_int4(const HostTensor& w, const Site& s, int64_t B) {
   return r;
 }
 
-std::string node_name(NodeRef n) { return "%" + std::to_string(n->id); }
+// "%12 (fc1/linear/matmul)": the node id and where it came from (an ONNX node's name).
+std::string node_name(NodeRef n) {
+  std::string s = "%" + std::to_string(n->id);
+  if (!n->prov.path.empty()) s += " (" + n->prov.path + ")";
+  return s;
+}
+
+// The activation source whose rows can be quantized on their own: walking down P's View
+// chain, the deepest node X such that the views above it fold into one view of X in which
+// the K dim reads X's last axis with stride 1 and every other stride (and the offset) is a
+// multiple of K, so the scale of a row is found by dividing by K.
+std::optional<Chain> row_source(const Site& s) {
+  auto ok = [&](const Chain& c) {
+    NodeRef a = c.src;
+    if (a->dtype != DType::F32 || a->rank() == 0 || a->shape.back() != SymInt(s.K) || c.view.has_mask()) return false;
+    if (c.view.strides[s.k] != SymInt(1)) return false;
+    auto multiple = [&](const SymInt& v) {
+      auto k = v.try_value();
+      return k ? *k % s.K == 0 : (v % SymInt(s.K)) == SymInt(0);
+    };
+    if (!multiple(c.view.offset)) return false;
+    for (size_t d = 0; d < s.mul->shape.size(); ++d)
+      if ((int)d != s.k && !multiple(c.view.strides[d])) return false;
+    return true;
+  };
+  NodeRef x = s.mul->inputs[1 - s.w_side];
+  Chain c{x, ViewSpec::contiguous(x->shape)};
+  std::optional<Chain> best;
+  while (true) {
+    if (ok(c)) best = c;
+    if (c.src->op != Op::View) break;
+    auto v = view_compose(*c.src->attrs.view, c.view);
+    if (!v) break;
+    c.view = *v;
+    c.src = c.src->inputs[0];
+  }
+  return best;
+}
 
 // The rebuilt Reduce (same shape and dtype as s.reduce).
-NodeRef rebuild(const Site& s, NodeRef p_src, const QuantizeOptions& o, QuantizeResult& res) {
+NodeRef rebuild(const Site& s, const std::optional<Chain>& pc, const QuantizeOptions& o, QuantizeResult& res) {
+  NodeRef p_src = pc ? pc->src : nullptr;
   const HostTensor& w = *s.w.src->attrs.data;
   Tensor p_old(s.mul->inputs[1 - s.w_side]);
   std::string shape = "[" + std::to_string(w.shape()[0]) + ", " + std::to_string(w.shape()[1]) + "]";
@@ -225,7 +258,8 @@ NodeRef rebuild(const Site& s, NodeRef p_src, const QuantizeOptions& o, Quantize
     Tensor wv(prim::view(to(q, DType::F32).node(), s.w.view));
     Tensor prod = s.w_side == 0 ? wv * p_old : p_old * wv;
     Tensor acc(prim::reduce(ReduceOp::Add, prod.node(), {s.k}));
-    res.notes.push_back(node_name(s.reduce) + " weight " + shape + " int8 " + gran + (p_src ? "" : " (activation left float)"));
+    res.notes.push_back(node_name(s.reduce) + " weight " + shape + " int8 " + gran +
+                        (o.mode == QuantMode::Dynamic ? " (activation left float: its rows are not contiguous)" : ""));
     return (acc * wscale).node();
   }
   // dynamic: the activation source quantized per row (symmetric i8) at run time
@@ -234,35 +268,18 @@ NodeRef rebuild(const Site& s, NodeRef p_src, const QuantizeOptions& o, Quantize
   Tensor ascale = maximum(amax, scalar(1e-30, DType::F32)) * (1.0 / 127.0);  // [.., 1]
   Tensor aq = to(clamp(round(a * (127.0 / maximum(amax, scalar(1e-30, DType::F32)))), Scalar(-127.0), Scalar(127.0)), DType::I8);
   aq = Tensor(prim::copy(aq.node()));  // materialized once: the int8 GEMM packs it
-  Tensor av = to(Tensor(prim::view(aq.node(), s.p.view)), DType::I32);
+  Tensor av = to(Tensor(prim::view(aq.node(), pc->view)), DType::I32);
   Tensor wv = to(Tensor(prim::view(q.node(), s.w.view)), DType::I32);
   Tensor prod = s.w_side == 0 ? wv * av : av * wv;
   Tensor acc = to(Tensor(prim::reduce(ReduceOp::Add, prod.node(), {s.k})), DType::F32);
   ViewSpec sv;
   sv.shape = out_shape(s);
   for (size_t d = 0; d < sv.shape.size(); ++d)
-    sv.strides.push_back((int)d == s.k ? SymInt(0) : floordiv(s.p.view.strides[d], SymInt(s.K)));
-  sv.offset = floordiv(s.p.view.offset, SymInt(s.K));
+    sv.strides.push_back((int)d == s.k ? SymInt(0) : floordiv(pc->view.strides[d], SymInt(s.K)));
+  sv.offset = floordiv(pc->view.offset, SymInt(s.K));
   Tensor as(prim::view(ascale.node(), sv));
   res.notes.push_back(node_name(s.reduce) + " weight " + shape + " int8 " + gran + ", activations int8 per row");
   return (acc * as * wscale).node();
-}
-
-// The activation source when its rows can be quantized on their own: the K dim reads it
-// with stride 1 along its last axis, and every other stride (and the offset) is a multiple
-// of K, so the scale of a row is found by dividing by K.
-NodeRef row_source(const Site& s) {
-  NodeRef a = s.p.src;
-  if (a->dtype != DType::F32 || a->rank() == 0 || a->shape.back() != SymInt(s.K)) return nullptr;
-  if (s.p.view.strides[s.k] != SymInt(1)) return nullptr;
-  auto multiple = [&](const SymInt& v) {
-    auto c = v.try_value();
-    return c ? *c % s.K == 0 : (v % SymInt(s.K)) == SymInt(0);
-  };
-  if (!multiple(s.p.view.offset)) return nullptr;
-  for (size_t d = 0; d < s.mul->shape.size(); ++d)
-    if ((int)d != s.k && !multiple(s.p.view.strides[d])) return nullptr;
-  return a;
 }
 
 }  // namespace
@@ -286,9 +303,9 @@ QuantizeResult quantize_graph(const Graph& g, const QuantizeOptions& opts) {
       return r == n ? nullptr : r;
     }
     if (s->K * s->C < opts.min_elements) return r == n ? nullptr : r;
-    NodeRef p_src = opts.mode == QuantMode::Dynamic ? row_source(*s) : nullptr;
+    std::optional<Chain> pc = opts.mode == QuantMode::Dynamic ? row_source(*s) : std::nullopt;
     ++res.quantized;
-    return rebuild(*s, p_src, opts, res);
+    return rebuild(*s, pc, opts, res);
   });
   return res;
 }
