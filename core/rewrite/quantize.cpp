@@ -188,20 +188,25 @@ std::string node_name(NodeRef n) {
 
 // The activation source whose rows can be quantized on their own: walking down P's View
 // chain, the deepest node X such that the views above it fold into one view of X in which
-// the K dim reads X's last axis with stride 1 and every other stride (and the offset) is a
-// multiple of K, so the scale of a row is found by dividing by K.
+// the K dim reads X's row-major elements with stride 1 and every other stride (and the
+// offset) is a multiple of K, so X is [numel / K, K] rows and the scale of the row an
+// element is in is found by dividing its index by K; the output-channel dims must not
+// walk X (no per-channel broadcast copy of the rows gets quantized).
 std::optional<Chain> row_source(const Site& s) {
   auto ok = [&](const Chain& c) {
     NodeRef a = c.src;
-    if (a->dtype != DType::F32 || a->rank() == 0 || a->shape.back() != SymInt(s.K) || c.view.has_mask()) return false;
-    if (c.view.strides[s.k] != SymInt(1)) return false;
     auto multiple = [&](const SymInt& v) {
       auto k = v.try_value();
       return k ? *k % s.K == 0 : (v % SymInt(s.K)) == SymInt(0);
     };
-    if (!multiple(c.view.offset)) return false;
-    for (size_t d = 0; d < s.mul->shape.size(); ++d)
-      if ((int)d != s.k && !multiple(c.view.strides[d])) return false;
+    if (a->dtype != DType::F32 || c.view.has_mask() || !multiple(shape_numel(a->shape))) return false;
+    if (c.view.strides[s.k] != SymInt(1) || !multiple(c.view.offset)) return false;
+    for (size_t d = 0; d < s.mul->shape.size(); ++d) {
+      if ((int)d == s.k || s.mul->shape[d] == SymInt(1)) continue;
+      if (!multiple(c.view.strides[d])) return false;
+      // not a broadcast copy of the rows (the N dims, which the weight walks, read no new rows)
+      if (s.w.view.strides[d] != SymInt(0) && c.view.strides[d] != SymInt(0)) return false;
+    }
     return true;
   };
   NodeRef x = s.mul->inputs[1 - s.w_side];
@@ -263,7 +268,10 @@ NodeRef rebuild(const Site& s, const std::optional<Chain>& pc, const QuantizeOpt
     return (acc * wscale).node();
   }
   // dynamic: the activation source quantized per row (symmetric i8) at run time
-  Tensor a(p_src);
+  // the source materialized once: the row max and the quantization both read it, and
+  // without a buffer each would recompute the chain that produces it (layer norm, residual)
+  Tensor a(p_src->op == Op::Input || p_src->op == Op::Const || p_src->op == Op::Copy ? p_src : prim::copy(p_src));
+  a = reshape(a, {floordiv(shape_numel(a.shape()), SymInt(s.K)), SymInt(s.K)});  // rows of K (row-major)
   Tensor amax = max(abs(a), {-1}, true);                                     // [.., 1]
   Tensor ascale = maximum(amax, scalar(1e-30, DType::F32)) * (1.0 / 127.0);  // [.., 1]
   Tensor aq = to(clamp(round(a * (127.0 / maximum(amax, scalar(1e-30, DType::F32)))), Scalar(-127.0), Scalar(127.0)), DType::I8);
@@ -271,7 +279,9 @@ NodeRef rebuild(const Site& s, const std::optional<Chain>& pc, const QuantizeOpt
   Tensor av = to(Tensor(prim::view(aq.node(), pc->view)), DType::I32);
   Tensor wv = to(Tensor(prim::view(q.node(), s.w.view)), DType::I32);
   Tensor prod = s.w_side == 0 ? wv * av : av * wv;
-  Tensor acc = to(Tensor(prim::reduce(ReduceOp::Add, prod.node(), {s.k})), DType::F32);
+  // the i32 sum materialized (a Copy): without it the scheduler may inline the contraction
+  // into a consumer that reads it twice (the next layer's row scale and quantization)
+  Tensor acc = to(Tensor(prim::copy(prim::reduce(ReduceOp::Add, prod.node(), {s.k}))), DType::F32);
   ViewSpec sv;
   sv.shape = out_shape(s);
   for (size_t d = 0; d < sv.shape.size(); ++d)
