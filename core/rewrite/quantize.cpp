@@ -276,12 +276,39 @@ NodeRef rebuild(const Site& s, const std::optional<Chain>& pc, const QuantizeOpt
   Tensor ascale = maximum(amax, scalar(1e-30, DType::F32)) * (1.0 / 127.0);  // [.., 1]
   Tensor aq = to(clamp(round(a * (127.0 / maximum(amax, scalar(1e-30, DType::F32)))), Scalar(-127.0), Scalar(127.0)), DType::I8);
   aq = Tensor(prim::copy(aq.node()));  // materialized once: the int8 GEMM packs it
-  Tensor av = to(Tensor(prim::view(aq.node(), pc->view)), DType::I32);
-  Tensor wv = to(Tensor(prim::view(q.node(), s.w.view)), DType::I32);
+  // The weight is stored as [K, Cp]: an [N, K] weight transposed, and the channels padded
+  // with zero columns to a multiple of 16 when one Mul dim walks them, the sum sliced back
+  // to C before it is materialized. The int8 GEMM runs a ragged last column block several
+  // times slower (GPT-2's 768 x 50257 head: 229 ms as is, 69 ms padded, 97 ms in f32).
+  int dn = -1, walkers = 0;
+  for (size_t d = 0; d < s.mul->shape.size(); ++d)
+    if ((int)d != s.k && s.mul->shape[d] != SymInt(1) && s.w.view.strides[d] != SymInt(0)) dn = static_cast<int>(d), ++walkers;
+  bool pad = walkers == 1 && s.mul->shape[dn] == SymInt(s.C) && s.C % 16 != 0;
+  int64_t Cp = pad ? (s.C + 15) / 16 * 16 : s.C;
+  ViewSpec wview = s.w.view, aview = pc->view;
+  if (s.w_kaxis == 1 || pad) {
+    HostTensor t(DType::I8, {s.K, Cp});
+    const int8_t* src = qw.q.ptr<int8_t>();
+    int8_t* dst = t.ptr<int8_t>();
+    for (int64_t c = 0; c < s.C; ++c)
+      for (int64_t k = 0; k < s.K; ++k) dst[k * Cp + c] = src[flat(s.w_kaxis, c, k, s.K, s.C)];
+    q = from_host(t);
+    for (size_t d = 0; d < wview.strides.size(); ++d)
+      wview.strides[d] = (int)d == s.k ? SymInt(Cp) : wview.strides[d] == SymInt(0) ? SymInt(0) : SymInt(1);
+    if (pad) wview.shape[dn] = aview.shape[dn] = SymInt(Cp);
+  }
+  Tensor wv = to(Tensor(prim::view(q.node(), wview)), DType::I32);
+  Tensor av = to(Tensor(prim::view(aq.node(), aview)), DType::I32);
   Tensor prod = s.w_side == 0 ? wv * av : av * wv;
+  NodeRef sum = prim::reduce(ReduceOp::Add, prod.node(), {s.k});
+  if (pad) {
+    std::vector<std::pair<SymInt, SymInt>> keep;
+    for (size_t d = 0; d < sum->shape.size(); ++d) keep.push_back({SymInt(0), (int)d == dn ? SymInt(s.C) : sum->shape[d]});
+    sum = prim::view(sum, view_shrink(ViewSpec::contiguous(sum->shape), keep));
+  }
   // the i32 sum materialized (a Copy): without it the scheduler may inline the contraction
   // into a consumer that reads it twice (the next layer's row scale and quantization)
-  Tensor acc = to(Tensor(prim::copy(prim::reduce(ReduceOp::Add, prod.node(), {s.k}))), DType::F32);
+  Tensor acc = to(Tensor(prim::copy(sum)), DType::F32);
   ViewSpec sv;
   sv.shape = out_shape(s);
   for (size_t d = 0; d < sv.shape.size(); ++d)
