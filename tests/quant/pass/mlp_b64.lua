@@ -1,5 +1,5 @@
 -- A small random MLP with odd sizes, batch 64, for the quantize pass tests (weights are
--- seeded constants): x [1, 37] -> linear 53 -> relu -> matmul [53, 29] (ONNX MatMul
+-- seeded constants): x [64, 37] -> linear 53 -> relu -> matmul [53, 29] (ONNX MatMul
 -- layout) -> tanh -> linear 11, and a second output straight from the first layer.
 local x = lathe.input("x", {64, 37})
 local w1 = lathe.randn({53, 37}, 1)
