@@ -192,6 +192,22 @@ std::string node_name(NodeRef n) {
 // offset) is a multiple of K, so X is [numel / K, K] rows and the scale of the row an
 // element is in is found by dividing its index by K; the output-channel dims must not
 // walk X (no per-channel broadcast copy of the rows gets quantized).
+// The number of rows of K elements in a tensor of shape `sh`: the trailing dims must be
+// constants whose product K divides (the leading ones may be symbolic, e.g. a batch dim).
+std::optional<SymInt> rows_of(const Shape& sh, int64_t K) {
+  int64_t suffix = 1;
+  for (size_t i = sh.size(); i-- > 0;) {
+    if (!sh[i].is_const()) return std::nullopt;
+    suffix *= sh[i].value();
+    if (suffix % K == 0) {
+      SymInt rows(suffix / K);
+      for (size_t j = 0; j < i; ++j) rows = rows * sh[j];
+      return rows;
+    }
+  }
+  return std::nullopt;
+}
+
 std::optional<Chain> row_source(const Site& s) {
   auto ok = [&](const Chain& c) {
     NodeRef a = c.src;
@@ -199,7 +215,7 @@ std::optional<Chain> row_source(const Site& s) {
       auto k = v.try_value();
       return k ? *k % s.K == 0 : (v % SymInt(s.K)) == SymInt(0);
     };
-    if (a->dtype != DType::F32 || c.view.has_mask() || !multiple(shape_numel(a->shape))) return false;
+    if (a->dtype != DType::F32 || c.view.has_mask() || !rows_of(a->shape, s.K)) return false;
     if (c.view.strides[s.k] != SymInt(1) || !multiple(c.view.offset)) return false;
     for (size_t d = 0; d < s.mul->shape.size(); ++d) {
       if ((int)d == s.k || s.mul->shape[d] == SymInt(1)) continue;
@@ -271,7 +287,7 @@ NodeRef rebuild(const Site& s, const std::optional<Chain>& pc, const QuantizeOpt
   // the source materialized once: the row max and the quantization both read it, and
   // without a buffer each would recompute the chain that produces it (layer norm, residual)
   Tensor a(p_src->op == Op::Input || p_src->op == Op::Const || p_src->op == Op::Copy ? p_src : prim::copy(p_src));
-  a = reshape(a, {floordiv(shape_numel(a.shape()), SymInt(s.K)), SymInt(s.K)});  // rows of K (row-major)
+  a = reshape(a, {*rows_of(a.shape(), s.K), SymInt(s.K)});  // rows of K (row-major)
   Tensor amax = max(abs(a), {-1}, true);                                     // [.., 1]
   Tensor ascale = maximum(amax, scalar(1e-30, DType::F32)) * (1.0 / 127.0);  // [.., 1]
   Tensor aq = to(clamp(round(a * (127.0 / maximum(amax, scalar(1e-30, DType::F32)))), Scalar(-127.0), Scalar(127.0)), DType::I8);

@@ -54,6 +54,23 @@ for _, batch in ipairs({1, 64}) do
   check("weight-int4 blocks of 8 B=" .. batch, g8, {mode = "weight-int4", block = 8}, 0.2, 0.985, batch, 40)
 end
 
+-- a symbolic batch dim: activation rows are still quantized at run time (not left float)
+do
+  local x = lathe.input("x", {"B", 3, 37})
+  local g = lathe.graph{ y = x:linear(lathe.randn({53, 37}, 1)):relu():matmul(lathe.randn({53, 29}, 2)) }
+  local q, info = lathe.quantize(g, {mode = "dynamic", per_channel = true})
+  assert(info.quantized == 2, "symbolic: quantized " .. info.quantized)
+  for _, n in ipairs(info.notes) do assert(n:find("activations int8 per row"), "symbolic: " .. n) end
+  local xv = lathe.randn({5, 3, 37}, 9)
+  local ref = lathe.run(q, {x = xv})
+  local e = lathe.quantization_error(g, q, 4)[1]
+  assert(e.rel_max > 0 and e.rel_max < 0.03 and e.cosine > 0.9995, "symbolic: error " .. e.rel_max .. ", cosine " .. e.cosine)
+  for _, b in ipairs(backends) do
+    local ok, why = lathe.allclose(lathe.run(q, {x = xv}, {backend = b}).y, ref.y, 1e-5, 1e-5)
+    assert(ok, "symbolic on " .. b .. ": " .. tostring(why))
+  end
+end
+
 -- bad options name the option
 local ok, err = pcall(lathe.quantize, mlp(1, 5, 3, 3, 2), {mode = "int3"})
 assert(not ok and tostring(err):find("unknown %-%-mode 'int3'"), tostring(err))
