@@ -130,6 +130,7 @@ void bind_run(lua_State* L, int module);      // bind_run.cpp: lathe.run (+ lath
 void bind_attention(lua_State* L, int module);  // bind_attention.cpp: lathe.attention/strided/causal_pattern
 void bind_rules(lua_State* L, int module);    // bind_rules.cpp: lathe.rule/ruleset/rules.*
 void bind_session(lua_State* L, int module);  // bind_session.cpp: lathe.rewrite + Session
+void bind_quantize(lua_State* L, int module);  // bind_quantize.cpp: lathe.quantize/quantization_error
 // Builds the whole `lathe` module and sets it as a global (module.cpp).
 void open_lathe(lua_State* L);
 

@@ -52,6 +52,7 @@ void open_lathe(lua_State* L) {
   bind_rules(L, module);
   bind_attention(L, module);
   bind_session(L, module);
+  bind_quantize(L, module);
   lua_setglobal(L, "lathe");
 }
 

@@ -1,0 +1,389 @@
+// quantize.cpp — the quantize pass (see quantize.h): find Reduce-add-over-Mul contractions
+// whose one operand is a View chain of a constant 2-D f32 weight, quantize the weight on
+// the host once, and rebuild the contraction on the quantized weight.
+//
+// The operand chains are folded into one ViewSpec each (view_compose), so the rebuilt
+// operands are single Views of the new sources, and the scales are Views of small scale
+// tensors laid out like the Reduce's output: a per-channel weight scale [C] is read with
+// stride 1 along the Mul dims that walk the weight's channel axis, a per-row activation
+// scale [.., 1] with the activation's row strides divided by K.
+#include "core/rewrite/quantize.h"
+
+#include <cmath>
+#include <optional>
+
+#include "core/frontend/tensor.h"
+#include "core/ir/build.h"
+#include "core/ir/diag.h"
+#include "core/runtime/host_tensor.h"
+
+namespace lathe {
+
+QuantMode parse_quant_mode(const std::string& s) {
+  if (s == "dynamic") return QuantMode::Dynamic;
+  if (s == "weight-int8") return QuantMode::WeightInt8;
+  if (s == "weight-int4") return QuantMode::WeightInt4;
+  throw UserError("quantize: unknown --mode '" + s + "' (expected dynamic, weight-int8 or weight-int4)");
+}
+
+const char* quant_mode_name(QuantMode m) {
+  switch (m) {
+    case QuantMode::Dynamic: return "dynamic";
+    case QuantMode::WeightInt8: return "weight-int8";
+    case QuantMode::WeightInt4: return "weight-int4";
+  }
+  return "?";
+}
+
+namespace {
+
+// A View chain folded into one view of its source; the source itself when there is none.
+struct Chain {
+  NodeRef src = nullptr;
+  ViewSpec view;
+};
+
+// Folds the outer views of x's chain into one view of the node below them, as far down
+// as the views compose (a view that does not compose with those above it is the source).
+std::optional<Chain> fold_chain(NodeRef x) {
+  Chain c;
+  c.src = x;
+  c.view = ViewSpec::contiguous(x->shape);
+  while (c.src->op == Op::View) {
+    auto v = view_compose(*c.src->attrs.view, c.view);
+    if (!v) break;
+    c.view = *v;
+    c.src = c.src->inputs[0];
+  }
+  if (c.view.has_mask()) return std::nullopt;
+  return c;
+}
+
+bool is_weight(NodeRef n) { return n->op == Op::Const && n->attrs.data && n->dtype == DType::F32 && n->rank() == 2; }
+
+// A contraction with a constant weight, analysed.
+struct Site {
+  NodeRef reduce, mul;
+  int w_side;         // which Mul input reads the weight
+  int k;              // the reduced Mul dim
+  Chain w;            // the weight's chain
+  int w_kaxis;        // the weight's K axis (0: [K, N], 1: [N, K])
+  int64_t K, C;       // reduction length, output channels
+};
+
+std::optional<Site> analyse(NodeRef r) {
+  if (r->op != Op::Reduce || r->attrs.reduce != ReduceOp::Add || r->dtype != DType::F32 || r->attrs.axes.size() != 1)
+    return std::nullopt;
+  NodeRef mul = r->inputs[0];
+  if (mul->op != Op::Mul || mul->dtype != DType::F32) return std::nullopt;
+  for (int side = 0; side < 2; ++side) {
+    auto w = fold_chain(mul->inputs[side]);
+    if (!w || !is_weight(w->src)) continue;
+    Site s{r, mul, side, r->attrs.axes[0], *w, -1, 0, 0};
+    const Shape& ws = w->src->shape;
+    SymInt sk = w->view.strides[s.k];
+    SymInt klen = mul->shape[s.k];
+    if (!klen.is_const() || !sk.is_const()) return std::nullopt;
+    if (sk == SymInt(1) && ws[1] == klen) s.w_kaxis = 1;
+    else if (sk == ws[1] && ws[0] == klen) s.w_kaxis = 0;
+    else return std::nullopt;
+    s.K = klen.value();
+    s.C = ws[1 - s.w_kaxis].value();
+    SymInt cstride = s.w_kaxis == 1 ? ws[1] : SymInt(1);
+    if (w->view.offset != SymInt(0)) return std::nullopt;
+    for (size_t d = 0; d < mul->shape.size(); ++d) {
+      if ((int)d == s.k || mul->shape[d] == SymInt(1)) continue;
+      const SymInt& st = w->view.strides[d];
+      if (st != SymInt(0) && st != cstride) return std::nullopt;
+    }
+    return s;
+  }
+  return std::nullopt;
+}
+
+Shape out_shape(const Site& s) {
+  Shape o = s.mul->shape;
+  o[s.k] = SymInt(1);
+  return o;
+}
+
+// The per-channel scale [C] read in the Reduce's output layout.
+Tensor channel_scale_view(const Site& s, const HostTensor& scale) {
+  Tensor sc = from_host(scale);
+  ViewSpec v;
+  v.shape = out_shape(s);
+  SymInt cstride = s.w_kaxis == 1 ? SymInt(s.K) : SymInt(1);
+  for (size_t d = 0; d < v.shape.size(); ++d) {
+    bool walks = (int)d != s.k && s.mul->shape[d] != SymInt(1) && s.w.view.strides[d] == cstride;
+    v.strides.push_back(walks ? SymInt(1) : SymInt(0));
+  }
+  v.offset = SymInt(0);
+  return Tensor(prim::view(sc.node(), v));
+}
+
+float round_half_even(float x) { return std::nearbyint(x); }
+
+struct QuantWeight {
+  HostTensor q;      // i8, the weight's shape
+  HostTensor scale;  // f32: [C] per channel, [1] per tensor, blocks: [C, K/B] (in [N,K] order)
+};
+
+double at(const HostTensor& w, int kaxis, int64_t c, int64_t k, int64_t K, int64_t C) {
+  return w.ptr<float>()[kaxis == 1 ? c * K + k : k * C + c];
+}
+int64_t flat(int kaxis, int64_t c, int64_t k, int64_t K, int64_t C) { return kaxis == 1 ? c * K + k : k * C + c; }
+
+QuantWeight quantize_int8(const HostTensor& w, const Site& s, bool per_channel) {
+  QuantWeight r{HostTensor(DType::I8, w.shape()), HostTensor(DType::F32, {per_channel ? s.C : 1})};
+  auto* q = r.q.ptr<int8_t>();
+  auto* sc = r.scale.ptr<float>();
+  double all = 0;
+  for (int64_t c = 0; c < s.C; ++c)
+    for (int64_t k = 0; k < s.K; ++k) all = std::max(all, std::fabs(at(w, s.w_kaxis, c, k, s.K, s.C)));
+  for (int64_t c = 0; c < s.C; ++c) {
+    double m = all;
+    if (per_channel) {
+      m = 0;
+      for (int64_t k = 0; k < s.K; ++k) m = std::max(m, std::fabs(at(w, s.w_kaxis, c, k, s.K, s.C)));
+    }
+    float scale = m > 0 ? static_cast<float>(m / 127.0) : 1.0f;
+    if (per_channel || c == 0) sc[per_channel ? c : 0] = scale;
+    for (int64_t k = 0; k < s.K; ++k) {
+      float v = round_half_even(static_cast<float>(at(w, s.w_kaxis, c, k, s.K, s.C)) / scale);
+      q[flat(s.w_kaxis, c, k, s.K, s.C)] = static_cast<int8_t>(std::fmax(-127.f, std::fmin(127.f, v)));
+    }
+  }
+  return r;
+}
+
+// q4_0: per block, d = (the element of largest magnitude) / -8, q = clamp(round(x / d), -8, 7).
+QuantWeight quantize_int4(const HostTensor& w, const Site& s, int64_t B) {
+  int64_t nb = s.K / B;
+  QuantWeight r{HostTensor(DType::I8, w.shape()), HostTensor(DType::F32, {s.C, nb})};
+  auto* q = r.q.ptr<int8_t>();
+  auto* sc = r.scale.ptr<float>();
+  for (int64_t c = 0; c < s.C; ++c)
+    for (int64_t b = 0; b < nb; ++b) {
+      double m = 0, amax = 0;
+      for (int64_t k = b * B; k < (b + 1) * B; ++k) {
+        double v = at(w, s.w_kaxis, c, k, s.K, s.C);
+        if (std::fabs(v) > amax) amax = std::fabs(v), m = v;
+      }
+      float d = static_cast<float>(m / -8.0);
+      sc[c * nb + b] = d;
+      for (int64_t k = b * B; k < (b + 1) * B; ++k) {
+        float v = d != 0 ? round_half_even(static_cast<float>(at(w, s.w_kaxis, c, k, s.K, s.C)) / d) : 0.f;
+        q[flat(s.w_kaxis, c, k, s.K, s.C)] = static_cast<int8_t>(std::fmax(-8.f, std::fmin(7.f, v)));
+      }
+    }
+  return r;
+}
+
+// "%12 (fc1/linear/matmul)": the node id and where it came from (an ONNX node's name).
+std::string node_name(NodeRef n) {
+  std::string s = "%" + std::to_string(n->id);
+  if (!n->prov.path.empty()) s += " (" + n->prov.path + ")";
+  return s;
+}
+
+// The activation source whose rows can be quantized on their own: walking down P's View
+// chain, the deepest node X such that the views above it fold into one view of X in which
+// the K dim reads X's row-major elements with stride 1 and every other stride (and the
+// offset) is a multiple of K, so X is [numel / K, K] rows and the scale of the row an
+// element is in is found by dividing its index by K; the output-channel dims must not
+// walk X (no per-channel broadcast copy of the rows gets quantized).
+// The number of rows of K elements in a tensor of shape `sh`: the trailing dims must be
+// constants whose product K divides (the leading ones may be symbolic, e.g. a batch dim).
+std::optional<SymInt> rows_of(const Shape& sh, int64_t K) {
+  int64_t suffix = 1;
+  for (size_t i = sh.size(); i-- > 0;) {
+    if (!sh[i].is_const()) return std::nullopt;
+    suffix *= sh[i].value();
+    if (suffix % K == 0) {
+      SymInt rows(suffix / K);
+      for (size_t j = 0; j < i; ++j) rows = rows * sh[j];
+      return rows;
+    }
+  }
+  return std::nullopt;
+}
+
+std::optional<Chain> row_source(const Site& s) {
+  auto ok = [&](const Chain& c) {
+    NodeRef a = c.src;
+    auto multiple = [&](const SymInt& v) {
+      auto k = v.try_value();
+      return k ? *k % s.K == 0 : (v % SymInt(s.K)) == SymInt(0);
+    };
+    if (a->dtype != DType::F32 || c.view.has_mask() || !rows_of(a->shape, s.K)) return false;
+    if (c.view.strides[s.k] != SymInt(1) || !multiple(c.view.offset)) return false;
+    for (size_t d = 0; d < s.mul->shape.size(); ++d) {
+      if ((int)d == s.k || s.mul->shape[d] == SymInt(1)) continue;
+      if (!multiple(c.view.strides[d])) return false;
+      // not a broadcast copy of the rows (the N dims, which the weight walks, read no new rows)
+      if (s.w.view.strides[d] != SymInt(0) && c.view.strides[d] != SymInt(0)) return false;
+    }
+    return true;
+  };
+  NodeRef x = s.mul->inputs[1 - s.w_side];
+  Chain c{x, ViewSpec::contiguous(x->shape)};
+  std::optional<Chain> best;
+  while (true) {
+    if (ok(c)) best = c;
+    if (c.src->op != Op::View) break;
+    auto v = view_compose(*c.src->attrs.view, c.view);
+    if (!v) break;
+    c.view = *v;
+    c.src = c.src->inputs[0];
+  }
+  return best;
+}
+
+// The rebuilt Reduce (same shape and dtype as s.reduce).
+NodeRef rebuild(const Site& s, const std::optional<Chain>& pc, const QuantizeOptions& o, QuantizeResult& res) {
+  NodeRef p_src = pc ? pc->src : nullptr;
+  const HostTensor& w = *s.w.src->attrs.data;
+  Tensor p_old(s.mul->inputs[1 - s.w_side]);
+  std::string shape = "[" + std::to_string(w.shape()[0]) + ", " + std::to_string(w.shape()[1]) + "]";
+  res.weight_bytes_before += w.numel() * 4;
+  if (o.mode == QuantMode::WeightInt4) {
+    if (s.K % o.block != 0)
+      throw UserError(Diagnostic{"quantize: --block " + std::to_string(o.block) + " does not divide the row of " +
+                                     std::to_string(s.K) + " weights of the contraction " + node_name(s.reduce) +
+                                     " (weight " + node_name(s.w.src) + " " + shape + ")",
+                                 "", 0, 0, static_cast<int>(s.reduce->id)});
+    QuantWeight qw = quantize_int4(w, s, o.block);
+    res.weight_bytes_after += w.numel() / 2 + qw.scale.numel() * 4;
+    int64_t nb = s.K / o.block;
+    Tensor q = to(from_host(qw.q), DType::F32);
+    Tensor sc = from_host(qw.scale);  // [C, nb]
+    Tensor deq;
+    if (s.w_kaxis == 1) {  // [C, K]
+      deq = reshape(reshape(q, {SymInt(s.C), SymInt(nb), SymInt(o.block)}) * reshape(sc, {SymInt(s.C), SymInt(nb), SymInt(1)}),
+                    {SymInt(s.C), SymInt(s.K)});
+    } else {  // [K, C]: the scales transposed to [nb, 1, C]
+      Tensor sct = reshape(permute(sc, {1, 0}), {SymInt(nb), SymInt(1), SymInt(s.C)});
+      deq = reshape(reshape(q, {SymInt(nb), SymInt(o.block), SymInt(s.C)}) * sct, {SymInt(s.K), SymInt(s.C)});
+    }
+    Tensor wv(prim::view(deq.node(), s.w.view));
+    Tensor prod = s.w_side == 0 ? wv * p_old : p_old * wv;
+    res.notes.push_back(node_name(s.reduce) + " weight " + shape + " int4, blocks of " + std::to_string(o.block));
+    return prim::reduce(ReduceOp::Add, prod.node(), {s.k});
+  }
+  QuantWeight qw = quantize_int8(w, s, o.per_channel);
+  res.weight_bytes_after += w.numel() + qw.scale.numel() * 4;
+  Tensor wscale = o.per_channel ? channel_scale_view(s, qw.scale) : scalar(static_cast<double>(qw.scale.ptr<float>()[0]), DType::F32);
+  Tensor q = from_host(qw.q);
+  std::string gran = o.per_channel ? "per-channel" : "per-tensor";
+  if (o.mode == QuantMode::WeightInt8 || !p_src) {
+    Tensor wv(prim::view(to(q, DType::F32).node(), s.w.view));
+    Tensor prod = s.w_side == 0 ? wv * p_old : p_old * wv;
+    Tensor acc(prim::reduce(ReduceOp::Add, prod.node(), {s.k}));
+    res.notes.push_back(node_name(s.reduce) + " weight " + shape + " int8 " + gran +
+                        (o.mode == QuantMode::Dynamic ? " (activation left float: its rows are not contiguous)" : ""));
+    return (acc * wscale).node();
+  }
+  // dynamic: the activation source quantized per row (symmetric i8) at run time
+  // the source materialized once: the row max and the quantization both read it, and
+  // without a buffer each would recompute the chain that produces it (layer norm, residual)
+  Tensor a(p_src->op == Op::Input || p_src->op == Op::Const || p_src->op == Op::Copy ? p_src : prim::copy(p_src));
+  a = reshape(a, {*rows_of(a.shape(), s.K), SymInt(s.K)});  // rows of K (row-major)
+  Tensor amax = max(abs(a), {-1}, true);                                     // [.., 1]
+  Tensor ascale = maximum(amax, scalar(1e-30, DType::F32)) * (1.0 / 127.0);  // [.., 1]
+  Tensor aq = to(clamp(round(a * (127.0 / maximum(amax, scalar(1e-30, DType::F32)))), Scalar(-127.0), Scalar(127.0)), DType::I8);
+  aq = Tensor(prim::copy(aq.node()));  // materialized once: the int8 GEMM packs it
+  // The weight is stored as [K, Cp]: an [N, K] weight transposed, and the channels padded
+  // with zero columns to a multiple of 16 when one Mul dim walks them, the sum sliced back
+  // to C before it is materialized. The int8 GEMM runs a ragged last column block several
+  // times slower (GPT-2's 768 x 50257 head: 229 ms as is, 69 ms padded, 97 ms in f32).
+  int dn = -1, walkers = 0;
+  for (size_t d = 0; d < s.mul->shape.size(); ++d)
+    if ((int)d != s.k && s.mul->shape[d] != SymInt(1) && s.w.view.strides[d] != SymInt(0)) dn = static_cast<int>(d), ++walkers;
+  bool pad = walkers == 1 && s.mul->shape[dn] == SymInt(s.C) && s.C % 16 != 0;
+  int64_t Cp = pad ? (s.C + 15) / 16 * 16 : s.C;
+  ViewSpec wview = s.w.view, aview = pc->view;
+  if (s.w_kaxis == 1 || pad) {
+    HostTensor t(DType::I8, {s.K, Cp});
+    const int8_t* src = qw.q.ptr<int8_t>();
+    int8_t* dst = t.ptr<int8_t>();
+    for (int64_t c = 0; c < s.C; ++c)
+      for (int64_t k = 0; k < s.K; ++k) dst[k * Cp + c] = src[flat(s.w_kaxis, c, k, s.K, s.C)];
+    q = from_host(t);
+    for (size_t d = 0; d < wview.strides.size(); ++d)
+      wview.strides[d] = (int)d == s.k ? SymInt(Cp) : wview.strides[d] == SymInt(0) ? SymInt(0) : SymInt(1);
+    if (pad) wview.shape[dn] = aview.shape[dn] = SymInt(Cp);
+  }
+  Tensor wv = to(Tensor(prim::view(q.node(), wview)), DType::I32);
+  Tensor av = to(Tensor(prim::view(aq.node(), aview)), DType::I32);
+  Tensor prod = s.w_side == 0 ? wv * av : av * wv;
+  NodeRef sum = prim::reduce(ReduceOp::Add, prod.node(), {s.k});
+  if (pad) {
+    std::vector<std::pair<SymInt, SymInt>> keep;
+    for (size_t d = 0; d < sum->shape.size(); ++d) keep.push_back({SymInt(0), (int)d == dn ? SymInt(s.C) : sum->shape[d]});
+    sum = prim::view(sum, view_shrink(ViewSpec::contiguous(sum->shape), keep));
+  }
+  // the i32 sum materialized (a Copy): without it the scheduler may inline the contraction
+  // into a consumer that reads it twice (the next layer's row scale and quantization)
+  Tensor acc = to(Tensor(prim::copy(sum)), DType::F32);
+  ViewSpec sv;
+  sv.shape = out_shape(s);
+  for (size_t d = 0; d < sv.shape.size(); ++d)
+    sv.strides.push_back((int)d == s.k ? SymInt(0) : floordiv(pc->view.strides[d], SymInt(s.K)));
+  sv.offset = floordiv(pc->view.offset, SymInt(s.K));
+  Tensor as(prim::view(ascale.node(), sv));
+  res.notes.push_back(node_name(s.reduce) + " weight " + shape + " int8 " + gran + ", activations int8 per row");
+  return (acc * as * wscale).node();
+}
+
+}  // namespace
+
+QuantizeResult quantize_graph(const Graph& g, const QuantizeOptions& opts) {
+  if (opts.block <= 0) throw UserError("quantize: --block must be positive, got " + std::to_string(opts.block));
+  QuantizeResult res;
+  ProvenanceScope ps("quantize");
+  res.graph = graph_map(g, [&](NodeRef n, const std::vector<NodeRef>& ins) -> NodeRef {
+    if (n->op != Op::Reduce) return nullptr;
+    // analyse the node as rebuilt on its new inputs (the Mul may hold replaced operands)
+    NodeRef mul = ins[0];
+    NodeRef r = ins[0] == n->inputs[0] ? n : make_node(n->op, n->dtype, n->shape, {mul}, n->attrs, n->prov);
+    auto s = analyse(r);
+    if (!s) {
+      if (r->inputs[0]->op == Op::Mul)
+        for (NodeRef x : r->inputs[0]->inputs) {
+          auto c = fold_chain(x);
+          if (c && is_weight(c->src) && r->dtype == DType::F32) ++res.skipped;
+        }
+      return r == n ? nullptr : r;
+    }
+    if (s->K * s->C < opts.min_elements) return r == n ? nullptr : r;
+    std::optional<Chain> pc = opts.mode == QuantMode::Dynamic ? row_source(*s) : std::nullopt;
+    ++res.quantized;
+    return rebuild(*s, pc, opts, res);
+  });
+  return res;
+}
+
+std::vector<QuantError> quantization_error(const Graph& before, const Graph& after, uint64_t seed, Evaluator eval) {
+  NumericChecker chk(before, seed, {}, std::move(eval), 3);
+  TensorMap f = chk.run(before), q = chk.run(after);
+  std::vector<QuantError> out;
+  for (auto& [name, ref] : f) {
+    auto it = q.find(name);
+    if (it == q.end() || !is_float(ref.dtype()) || it->second.numel() != ref.numel()) continue;
+    QuantError e;
+    e.output = name;
+    double mref = 0, md = 0, dot = 0, na = 0, nb = 0;
+    for (int64_t i = 0; i < ref.numel(); ++i) {
+      double a = ref.get_f64(i), b = it->second.get_f64(i);
+      mref = std::max(mref, std::fabs(a));
+      md = std::max(md, std::fabs(a - b));
+      dot += a * b, na += a * a, nb += b * b;
+    }
+    e.rel_max = mref > 0 ? md / mref : md;
+    e.cosine = na > 0 && nb > 0 ? dot / std::sqrt(na * nb) : (na == nb ? 1.0 : 0.0);
+    out.push_back(e);
+  }
+  return out;
+}
+
+}  // namespace lathe

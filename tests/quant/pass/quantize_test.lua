@@ -1,0 +1,77 @@
+-- quantize_test.lua — the quantize pass (lathe.quantize) on small random MLPs with odd sizes:
+-- per mode, the error against the float graph stays within bounds, the quantized graph's
+-- outputs on each compiled backend given as an argument equal the interpreter's, and a
+-- saved-and-reloaded quantized graph computes the same. Prints "ok".
+local backends = {}
+for i = 1, #arg do backends[#backends + 1] = arg[i] end
+local dir = arg[0]:match("(.*/)") or "./"
+
+-- x [B, k1] -> linear h1 (weight [h1, k1]) -> relu -> matmul [h1, h2] (ONNX MatMul layout)
+-- -> tanh -> linear out (weight [out, h2]); outputs y and the first layer a
+local function mlp(batch, k1, h1, h2, out)
+  local x = lathe.input("x", {batch, k1})
+  local w1 = lathe.randn({h1, k1}, 11)
+  local w2 = lathe.randn({h1, h2}, 12)
+  local w3 = lathe.randn({out, h2}, 13)
+  local a = x:linear(w1) * (1 / math.sqrt(k1))
+  local b = (a:relu():matmul(w2) * (1 / math.sqrt(h1))):tanh()
+  return lathe.graph{ y = b:linear(w3), a = a }
+end
+
+local function check(name, g, opts, max_rel, min_cos, batch, k1)
+  local q, info = lathe.quantize(g, opts)
+  assert(info.quantized == 3, name .. ": expected 3 quantized contractions, got " .. info.quantized)
+  assert(info.weight_bytes_after < info.weight_bytes_before, name .. ": weights did not shrink")
+  for _, e in ipairs(lathe.quantization_error(g, q, 5)) do
+    assert(e.rel_max <= max_rel and e.cosine >= min_cos,
+           string.format("%s: output %s: max|d|/max|ref| %.4g, cosine %.6f (bounds %.3g, %.4f)", name, e.output,
+                         e.rel_max, e.cosine, max_rel, min_cos))
+    assert(e.rel_max > 0, name .. ": output " .. e.output .. " unchanged: nothing was quantized")
+  end
+  -- the quantized graph: compiled backends agree with the interpreter
+  local x = lathe.randn({batch, k1}, 7)
+  local ref = lathe.run(q, {x = x})
+  for _, b in ipairs(backends) do
+    local got = lathe.run(q, {x = x}, {backend = b})
+    for o, v in pairs(ref) do
+      local ok, why = lathe.allclose(got[o], v, 1e-5, 1e-5)
+      assert(ok, name .. " on " .. b .. ": output " .. o .. ": " .. tostring(why))
+    end
+  end
+  return q
+end
+
+for _, batch in ipairs({1, 64}) do
+  local g = mlp(batch, 37, 53, 29, 11)  -- primes: no block size but 1 divides the rows
+  check("weight-int8 per-channel B=" .. batch, g, {mode = "weight-int8", per_channel = true}, 0.02, 0.9998, batch, 37)
+  check("weight-int8 per-tensor B=" .. batch, g, {mode = "weight-int8"}, 0.035, 0.9995, batch, 37)
+  check("dynamic per-channel B=" .. batch, g, {mode = "dynamic", per_channel = true}, 0.03, 0.9995, batch, 37)
+  check("dynamic per-tensor B=" .. batch, g, {mode = "dynamic"}, 0.04, 0.999, batch, 37)
+  local g4 = mlp(batch, 40, 56, 29, 11)  -- K = 40, 56, 29... 29 is prime: blocks of 8 fail on it
+  local ok, err = pcall(lathe.quantize, g4, {mode = "weight-int4", block = 8})
+  assert(not ok and tostring(err):find("does not divide the row of 29 weights"), "int4 block error: " .. tostring(err))
+  local g8 = mlp(batch, 40, 56, 24, 11)
+  check("weight-int4 blocks of 8 B=" .. batch, g8, {mode = "weight-int4", block = 8}, 0.2, 0.985, batch, 40)
+end
+
+-- a symbolic batch dim: activation rows are still quantized at run time (not left float)
+do
+  local x = lathe.input("x", {"B", 3, 37})
+  local g = lathe.graph{ y = x:linear(lathe.randn({53, 37}, 1)):relu():matmul(lathe.randn({53, 29}, 2)) }
+  local q, info = lathe.quantize(g, {mode = "dynamic", per_channel = true})
+  assert(info.quantized == 2, "symbolic: quantized " .. info.quantized)
+  for _, n in ipairs(info.notes) do assert(n:find("activations int8 per row"), "symbolic: " .. n) end
+  local xv = lathe.randn({5, 3, 37}, 9)
+  local ref = lathe.run(q, {x = xv})
+  local e = lathe.quantization_error(g, q, 4)[1]
+  assert(e.rel_max > 0 and e.rel_max < 0.03 and e.cosine > 0.9995, "symbolic: error " .. e.rel_max .. ", cosine " .. e.cosine)
+  for _, b in ipairs(backends) do
+    local ok, why = lathe.allclose(lathe.run(q, {x = xv}, {backend = b}).y, ref.y, 1e-5, 1e-5)
+    assert(ok, "symbolic on " .. b .. ": " .. tostring(why))
+  end
+end
+
+-- bad options name the option
+local ok, err = pcall(lathe.quantize, mlp(1, 5, 3, 3, 2), {mode = "int3"})
+assert(not ok and tostring(err):find("unknown %-%-mode 'int3'"), tostring(err))
+print("ok")
