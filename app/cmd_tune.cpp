@@ -6,7 +6,11 @@
 //
 // Progress goes to stderr, one line per measured batch (rewritten in place on a terminal):
 // kernel i/n, trials, best so far, the heuristic's time, time left. Ctrl-C stops the search
-// after the batch in flight; the records found so far are written.
+// after the batch in flight; the records found so far are written (each kernel's record
+// is written as soon as it is final, so a run that is killed keeps what it had found).
+//
+// Under mpirun/srun (app/tune_mpi.h) rank 0 runs the search and writes the records, and the
+// other ranks measure the candidates it sends them.
 #include <CLI/CLI.hpp>
 #include <unistd.h>
 
@@ -18,6 +22,7 @@
 
 #include "app/cli.h"
 #include "app/commands.h"
+#include "app/tune_mpi.h"
 #include "backends/backend.h"
 #include "backends/tune_measure.h"
 #include "core/frontend/samples.h"
@@ -64,6 +69,8 @@ std::vector<int> parse_kernels(const std::string& list, const Program& p) {
   return r;
 }
 
+int report(const tune::TuneResult& r, const std::string& path);
+
 int run_tune(const std::vector<std::string>& args) {
   CLI::App cli{"Searches schedules for a graph's kernels and writes tuning records.\n\n"
                "Each kernel's space is written in Lathe's schedule primitives (reduce_rows, fuse, tile,\n"
@@ -74,7 +81,16 @@ int run_tune(const std::vector<std::string>& args) {
                "schedule, ms, baseline_ms, trials); `lathe run/kernels/bench --tuned R.jsonl` and\n"
                "lathe.compile(g, {tuned = R}) apply them, and the default file (--records) is applied\n"
                "when no --tuned is given. A record applies only on the same kernel and target, and only\n"
-               "when it beat the heuristic. Ctrl-C stops and keeps what was found.",
+               "when it beat the heuristic. Ctrl-C stops and keeps what was found.\n\n"
+               "Over MPI (lathe built with libopenmpi-dev): `mpirun -n N lathe tune FILE …` (or srun)\n"
+               "runs the search on rank 0, which writes the records, while the other ranks compile and\n"
+               "measure its candidates (each beside its own heuristic run) and send the times back. A rank\n"
+               "that does not answer within --rank-timeout seconds per candidate loses its candidates to\n"
+               "another rank (or rank 0 measures them). Open MPI ends the whole job when a rank dies unless\n"
+               "mpirun is given --enable-recovery; records of finished kernels are written as they finish.\n"
+               "As root, Open MPI also wants --allow-run-as-root; more ranks than cores, --oversubscribe.\n"
+               "Ranks that time kernels on one machine share its cores: use one rank per machine\n"
+               "(--map-by ppr:1:node) for --measure time.",
                "lathe tune"};
   std::string file, sample, backend = default_backend(), records, measure = "time", kernels;
   int trials = 48;
@@ -94,6 +110,10 @@ int run_tune(const std::vector<std::string>& args) {
   cli.add_option("--kernels", kernels, "only these kernels, by name or number (k3,k7 or 3,7)");
   cli.add_option("--bind", bind_args, "SYM=N: a symbolic dim's value (repeatable)");
   cli.add_option("--seed", seed, "seed of the search and the random inputs (default 1)");
+  double rank_timeout = 60;
+  cli.add_option("--rank-timeout", rank_timeout,
+                 "under mpirun: seconds per candidate a rank may take before its candidates go elsewhere (default 60)")
+      ->check(CLI::PositiveNumber);
   if (int rc = parse_cli(cli, args); rc >= 0) return rc;
   if (file.empty() && sample.empty()) {
     std::cerr << "lathe tune: give FILE or --sample NAME\n";
@@ -133,15 +153,66 @@ int run_tune(const std::vector<std::string>& args) {
   };
   Bindings dims = binds;
   TensorMap inputs = random_inputs(g, static_cast<uint64_t>(seed), binds);
-  std::unique_ptr<BackendMeasurer> m;
-  if (measure == "time") m = std::make_unique<BackendMeasurer>(p, backend, inputs);
-  g_stop = false;
-  auto old = std::signal(SIGINT, on_sigint);
-  tune::TuneResult r = tune::tune_program(p, dims, tune::target_of(backend), m.get(), o);
-  std::signal(SIGINT, old);
-  for (auto& n : r.notes) std::cerr << "note: " << n << "\n";
   std::string path = records.empty() ? tune::default_records_path() : records;
-  if (!r.records.empty()) tune::merge_records(path, r.records);
+  o.on_record = [&](const tune::Record& rec) { tune::merge_records(path, {rec}); };
+  int launcher_rank = -1;
+  MpiWorld world = mpi_start(&launcher_rank);
+  if (!world.active && launcher_rank > 0) {
+    std::cerr << "lathe tune (rank " << launcher_rank << "): lathe was built without MPI, so only rank 0 tunes\n";
+    return 0;
+  }
+  auto backend_measurer = [&]() -> std::unique_ptr<tune::Measurer> {
+    return std::make_unique<BackendMeasurer>(p, backend, inputs);
+  };
+  int rc = 0;
+  try {
+    if (world.rank > 0) {
+      rc = mpi_worker(world, p, dims, measure, backend_measurer, rank_timeout);
+      mpi_finish(world, rc);
+      return rc;
+    }
+    std::unique_ptr<tune::Measurer> m;
+    std::unique_ptr<MeasurePool> pool;
+    std::vector<std::string> pool_notes;
+    if (world.size > 1) {
+      PoolOptions po;
+      po.rank_timeout_s = rank_timeout;
+      po.machine = o.machine;
+      auto local = [&]() -> std::unique_ptr<tune::Measurer> {
+        if (measure == "time") return backend_measurer();
+        return std::make_unique<tune::ModelMeasurer>(p, dims, o.machine);
+      };
+      pool = make_mpi_pool(world, p, measure, local, po, &pool_notes);
+      if (measure == "time") o.batch = std::max(o.batch, 2 * (world.size - 1));  // every rank gets a share
+      std::cerr << "lathe tune: rank 0 searches, " << world.size - 1 << " rank" << (world.size == 2 ? "" : "s")
+                << " measure\n";
+      if (std::getenv("OMPI_COMM_WORLD_SIZE") && !std::getenv("OMPI_MCA_orte_enable_recovery"))
+        std::cerr << "note: without mpirun --enable-recovery, Open MPI ends the whole job when a rank dies "
+                     "(records of finished kernels are kept)\n";
+    } else if (measure == "time") {
+      m = backend_measurer();
+    }
+    g_stop = false;
+    auto old = std::signal(SIGINT, on_sigint);
+    tune::TuneResult r = tune::tune_program(p, dims, tune::target_of(backend), pool ? pool.get() : m.get(), o);
+    std::signal(SIGINT, old);
+    if (pool) {
+      pool->stop_workers();
+      std::cerr << "ranks:\n" << pool->summary();
+      for (auto& n : pool_notes) std::cerr << "note: " << n << "\n";
+      pool.reset();
+    }
+    rc = report(r, path);
+  } catch (...) {
+    mpi_finish(world, 1);
+    throw;
+  }
+  mpi_finish(world, rc);
+  return rc;
+}
+
+int report(const tune::TuneResult& r, const std::string& path) {
+  for (auto& n : r.notes) std::cerr << "note: " << n << "\n";
   int better = 0;
   for (auto& rec : r.records) better += rec.ms < rec.baseline_ms * tune::kApplyMargin;
   std::cout << (r.interrupted ? "interrupted: " : "") << r.records.size() << " kernel" << (r.records.size() == 1 ? "" : "s")

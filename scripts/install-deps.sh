@@ -10,7 +10,8 @@ PKGS=(cmake ninja-build g++ pkg-config
   libgtest-dev libgmock-dev libbenchmark-dev
   libonnx-dev libprotobuf-dev protobuf-compiler libopenblas-dev libonnx-testdata
   fonts-dejavu-core xvfb xauth tmux clang-14 libclang-rt-14-dev
-  libdlpack-dev python3-numpy python3-pytest python3-venv)
+  libdlpack-dev python3-numpy python3-pytest python3-venv
+  libopenmpi-dev openmpi-bin)
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

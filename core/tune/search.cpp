@@ -44,8 +44,9 @@ struct Cand {
 
 class KernelSearch {
  public:
-  KernelSearch(const Program& p, int kernel, const Bindings& dims, const TuneOptions& o, uint64_t seed)
-      : p_(p), k_(kernel), dims_(dims), o_(o), space_(make_space(p.kg, kernel, o.machine)), rng_{seed} {}
+  // lazy: the Measurer estimates (--measure model), add() only builds
+  KernelSearch(const Program& p, int kernel, const Bindings& dims, const TuneOptions& o, uint64_t seed, bool lazy)
+      : p_(p), k_(kernel), dims_(dims), o_(o), space_(make_space(p.kg, kernel, o.machine)), rng_{seed}, lazy_(lazy) {}
 
   Point random_point() {
     Point pt(space_.knobs.size());
@@ -76,6 +77,10 @@ class KernelSearch {
     c.built.f.name = p_.funcs[k_].name;
     c.key = code_key(c.built.f);
     if (!seen_code_.insert(c.key).second) return nullptr;
+    if (lazy_) {
+      cands_.push_back(std::move(c));
+      return &cands_.back();
+    }
     c.est = estimate(c.built.f, p_.kg, dims_, o_.machine);
     c.predicted = model_.predict(c.est);
     if (std::getenv("LATHE_TUNE_DEBUG")) {
@@ -116,6 +121,7 @@ class KernelSearch {
   const TuneOptions& o_;
   Space space_;
   Rng rng_;
+  bool lazy_;
   CostModel model_;
   std::deque<Cand> cands_;
   std::set<Point> seen_points_;
@@ -126,9 +132,30 @@ bool stopped(const TuneOptions& o) { return o.stop && o.stop->load(); }
 
 }  // namespace
 
+std::vector<Timing> Measurer::measure_each(int kernel, const std::vector<Candidate>& candidates) {
+  std::vector<const loop::LoopFunc*> fs;
+  for (auto& c : candidates) fs.push_back(c.f);
+  double base = -1;
+  std::vector<double> ms = measure(kernel, fs, &base);
+  std::vector<Timing> t(candidates.size());
+  for (size_t i = 0; i < t.size() && i < ms.size(); ++i) t[i] = {ms[i], base};
+  return t;
+}
+
+std::vector<double> ModelMeasurer::measure(int kernel, const std::vector<const loop::LoopFunc*>& candidates,
+                                           double* baseline_ms) {
+  std::vector<double> ms;
+  for (const loop::LoopFunc* f : candidates) ms.push_back(estimate(*f, p_.kg, dims_, m_).ms);
+  if (baseline_ms) *baseline_ms = estimate(p_.funcs.at(kernel), p_.kg, dims_, m_).ms;
+  return ms;
+}
+
 TuneResult tune_program(const Program& p, const Bindings& dims, const std::string& target, Measurer* m,
                         const TuneOptions& o) {
   TuneResult res;
+  ModelMeasurer local(p, dims, o.machine);
+  if (!m) m = &local;
+  const bool model = m->kind() == "model";
   auto t_start = Clock::now();
   auto elapsed = [&] { return std::chrono::duration<double>(Clock::now() - t_start).count(); };
   // distinct kernels to tune (the first of each structural hash)
@@ -156,7 +183,7 @@ TuneResult tune_program(const Program& p, const Bindings& dims, const std::strin
       if (left <= 0) { res.notes.push_back("time budget spent before " + p.kg.kernels[k].name); break; }
       deadline = elapsed() + left / double(todo.size() - n);
     }
-    KernelSearch s(p, k, dims, o, o.seed * 0x9e3779b97f4a7c15ull + (uint64_t)k);
+    KernelSearch s(p, k, dims, o, o.seed * 0x9e3779b97f4a7c15ull + (uint64_t)k, model);
     Progress pr;
     pr.index = (int)n + 1;
     pr.count = (int)todo.size();
@@ -175,25 +202,41 @@ TuneResult tune_program(const Program& p, const Bindings& dims, const std::strin
     rec.kind = p.kg.kernels[k].kind;
     rec.graph = o.graph;
     Cand* best = nullptr;
-    if (!m) {
+    if (model) {
       // --measure model: the estimate is the time; a fixed-seed sample, then hill climbing
+      // in rounds of kClimb mutations of the best; each estimated as one batch
+      constexpr int kClimb = 8;
       rec.measure = "model";
       Estimate base = estimate(p.funcs[k], p.kg, dims, o.machine);
       rec.baseline_ms = base.ms;
+      size_t done = 0;  // cands_[0, done) are estimated
+      auto evaluate = [&] {
+        std::vector<Candidate> batch;
+        for (size_t i = done; i < s.cands_.size(); ++i) batch.push_back({&s.cands_[i].built.f, &s.cands_[i].built.schedule});
+        if (batch.empty()) return;
+        std::vector<Timing> t = m->measure_each(k, batch);
+        for (size_t i = 0; i < batch.size(); ++i) {
+          Cand& c = s.cands_[done + i];
+          c.predicted = i < t.size() && t[i].ms > 0 ? t[i].ms : kInf;
+          c.measured = c.predicted;
+        }
+        done = s.cands_.size();
+      };
       Point zero(s.space_.knobs.size(), 0);
       s.add(zero);
       int budget = std::max(o.trials, 1) * 8;
       for (int i = 0; i < budget; ++i) s.add(s.random_point());
+      evaluate();
       auto pick = [&] {
         Cand* b = nullptr;
         for (auto& c : s.cands_)
-          if (!b || c.predicted < b->predicted) b = &c;
+          if (std::isfinite(c.predicted) && (!b || c.predicted < b->predicted)) b = &c;
         return b;
       };
       best = pick();
-      for (int round = 0; best && round < 4 * std::max(o.trials, 1); ++round) {
-        Point pt = s.mutate(best->point);
-        s.add(pt);
+      for (int round = 0; best && round < std::max(o.trials, 1) * 4 / kClimb + 1 && !stopped(o); ++round) {
+        for (int i = 0; i < kClimb; ++i) s.add(s.mutate(best->point));
+        evaluate();
         best = pick();
       }
       pr.trials = (int)s.cands_.size();
@@ -205,21 +248,21 @@ TuneResult tune_program(const Program& p, const Bindings& dims, const std::strin
       rec.trials = pr.trials;
     } else {
       auto measure = [&](std::vector<Cand*> batch) {
-        std::vector<const loop::LoopFunc*> fs;
-        for (Cand* c : batch) fs.push_back(&c->built.f);
-        double base = -1;
-        std::vector<double> ms;
+        std::vector<Candidate> cs;
+        for (Cand* c : batch) cs.push_back({&c->built.f, &c->built.schedule});
+        std::vector<Timing> t;
         try {
-          ms = m->measure(k, fs, &base);
+          t = m->measure_each(k, cs);
         } catch (const UserError& e) {
           res.notes.push_back(p.kg.kernels[k].name + ": a batch failed to compile or run: " + e.what());
-          ms.assign(batch.size(), -1);
         }
+        t.resize(batch.size());
         for (size_t i = 0; i < batch.size(); ++i) {
-          batch[i]->measured = ms[i] > 0 ? ms[i] : kInf;
+          double ms = t[i].ms, base = t[i].baseline_ms;
+          batch[i]->measured = ms > 0 ? ms : kInf;
           batch[i]->base_ms = base;
-          batch[i]->ratio = ms[i] > 0 && base > 0 ? ms[i] / base : kInf;
-          if (ms[i] > 0) s.model_.add(batch[i]->est.features, std::log(ms[i] / batch[i]->est.ms));
+          batch[i]->ratio = ms > 0 && base > 0 ? ms / base : kInf;
+          if (ms > 0) s.model_.add(batch[i]->est.features, std::log(ms / batch[i]->est.ms));
         }
         pr.trials += (int)batch.size();
         s.repredict();
@@ -253,15 +296,15 @@ TuneResult tune_program(const Program& p, const Bindings& dims, const std::strin
         rec.ms = best->measured;
         rec.baseline_ms = best->base_ms;
         if (!stopped(o)) {
-          double base = -1;
-          std::vector<double> again;
+          std::vector<Timing> again;
           try {
-            again = m->measure(k, {&best->built.f}, &base);
+            again = m->measure_each(k, {{&best->built.f, &best->built.schedule}});
           } catch (const UserError&) {
           }
-          if (!again.empty() && again[0] > 0 && base > 0 && again[0] / base > best->ratio) {
-            rec.ms = again[0];
-            rec.baseline_ms = base;
+          if (!again.empty() && again[0].ms > 0 && again[0].baseline_ms > 0 &&
+              again[0].ms / again[0].baseline_ms > best->ratio) {
+            rec.ms = again[0].ms;
+            rec.baseline_ms = again[0].baseline_ms;
           }
         }
       }
@@ -273,6 +316,7 @@ TuneResult tune_program(const Program& p, const Bindings& dims, const std::strin
     if (best && rec.baseline_ms > 0) {
       rec.schedule = best->built.schedule;
       res.records.push_back(rec);
+      if (o.on_record) o.on_record(rec);
     } else {
       res.notes.push_back(p.kg.kernels[k].name + ": no candidate could be measured");
     }

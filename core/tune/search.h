@@ -4,8 +4,11 @@
 // measured so far and draws fresh points; the model, refitted after every batch, picks
 // which to measure). Candidates rank by their time over the heuristic's measured in the
 // same rounds (so a load change between batches does not pick a winner); the winner is
-// measured again beside the heuristic and the record keeps the less favourable pair. With no Measurer (`--measure model`) the model's estimate is the time, and the
-// search is a fixed-seed random sample plus hill climbing: deterministic.
+// // measured again beside the heuristic and the record keeps the less favourable pair.
+// With --measure model the model's estimate is the time, and the search is a fixed-seed
+// random sample plus hill climbing in rounds (each round: 8 mutations of the best so far),
+// every sample and round estimated as one batch by the Measurer: deterministic, and the
+// same records however many processes share the batches.
 #pragma once
 #include <atomic>
 #include <functional>
@@ -18,6 +21,19 @@
 
 namespace lathe::tune {
 
+// A candidate handed to a Measurer: its loop IR and the schedule lines that rebuild it
+// from the kernel's plain lowering (replay(kg, kernel, *schedule) == *f), so a measurer in
+// another process (app/tune_mpi.h) can rebuild it from text.
+struct Candidate {
+  const loop::LoopFunc* f = nullptr;
+  const std::vector<std::string>* schedule = nullptr;
+};
+// One candidate's time and the heuristic's measured beside it (the same rounds, the same
+// place). ms < 0: it failed to compile, to run, or to match the heuristic's output.
+struct Timing {
+  double ms = -1, baseline_ms = -1;
+};
+
 // Measures candidate schedules of one kernel on the target (backends/tune_measure.h).
 class Measurer {
  public:
@@ -26,6 +42,28 @@ class Measurer {
   // heuristic's kernel measured in the same run. A candidate that fails to compile: < 0.
   virtual std::vector<double> measure(int kernel, const std::vector<const loop::LoopFunc*>& candidates,
                                       double* baseline_ms) = 0;
+  // What the search calls: each candidate's time with its own baseline, so a pool that
+  // measures parts of a batch in different processes or machines (app/tune_mpi.h) reports
+  // each part beside its own heuristic run. Default: measure() over the whole batch.
+  virtual std::vector<Timing> measure_each(int kernel, const std::vector<Candidate>& candidates);
+  // "time", or "model" when the times are the cost model's estimates (--measure model).
+  virtual std::string kind() const { return "time"; }
+};
+
+// --measure model as a Measurer: each candidate's analytic estimate (model.h) on `machine`,
+// the heuristic's estimate as the baseline. Deterministic; what the search uses when it is
+// given no Measurer, and what the other ranks of `mpirun … lathe tune --measure model` run.
+class ModelMeasurer : public Measurer {
+ public:
+  ModelMeasurer(const Program& p, const Bindings& dims, const Machine& m) : p_(p), dims_(dims), m_(m) {}
+  std::vector<double> measure(int kernel, const std::vector<const loop::LoopFunc*>& candidates,
+                              double* baseline_ms) override;
+  std::string kind() const override { return "model"; }
+
+ private:
+  const Program& p_;
+  Bindings dims_;
+  Machine m_;
 };
 
 struct Progress {
@@ -47,6 +85,9 @@ struct TuneOptions {
   Machine machine = host_machine();
   std::function<void(const Progress&)> progress;
   const std::atomic<bool>* stop = nullptr;  // set (Ctrl-C): finish with what was found
+  // called with each kernel's record as soon as it is final (so a caller can write it
+  // before the next kernel: a run that is killed keeps what it had found)
+  std::function<void(const Record&)> on_record;
 };
 
 struct TuneResult {
@@ -55,7 +96,8 @@ struct TuneResult {
   std::vector<std::string> notes;  // kernels skipped, and why
 };
 
-// m = nullptr: --measure model.
+// m = nullptr: --measure model, measured here (a ModelMeasurer); a Measurer whose kind()
+// is "model" runs the same search (the same records) with its estimates.
 TuneResult tune_program(const Program& p, const Bindings& dims, const std::string& target, Measurer* m,
                         const TuneOptions& o);
 

@@ -1,0 +1,41 @@
+#!/bin/sh
+# tune_mpi.sh LATHE SRC WORKDIR MPIEXEC — `mpirun -n 3 lathe tune` on one machine (see
+# CMakeLists.txt): the same records as one process, and a rank that dies or hangs after
+# its first job is survived (its candidates go to the other rank) with the same records.
+set -u
+L=$1; SRC=$2; W=$3; MPIEXEC=$4
+rm -rf "$W"; mkdir -p "$W"
+fail() { echo "FAIL: $*"; exit 1; }
+# as root in a container: Open MPI refuses root unless told, and 3 ranks may exceed the cores
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+G=$SRC/samples/01-mlp.lathe
+ARGS="--measure model --trials 4"
+"$L" tune "$G" $ARGS --records "$W/one.jsonl" > "$W/one.out" 2>&1 || fail "one process: $(cat "$W/one.out")"
+n=$(wc -l < "$W/one.jsonl")
+[ "$n" -ge 2 ] || fail "expected records of 2+ kernels: $(cat "$W/one.jsonl")"
+run3() {  # run3 NAME [mpirun options]: 3 ranks, records in $W/NAME.jsonl, output in $W/NAME.out
+  name=$1; shift
+  timeout 120 "$MPIEXEC" --oversubscribe "$@" -n 3 "$L" tune "$G" $ARGS --rank-timeout 0.1 --records "$W/$name.jsonl" \
+    > "$W/$name.out" 2>&1
+  rc=$?
+  [ "$rc" = 0 ] || fail "$name: mpirun exited $rc: $(cat "$W/$name.out")"
+  cmp -s "$W/one.jsonl" "$W/$name.jsonl" || fail "$name: records differ from one process:
+$(cat "$W/one.jsonl")
+---
+$(cat "$W/$name.jsonl")
+--- output:
+$(cat "$W/$name.out")"
+}
+# the plain run: both ranks measured candidates
+run3 three
+grep -q "rank 0 searches, 2 ranks measure" "$W/three.out" || fail "no pool line: $(cat "$W/three.out")"
+grep -q "rank 1.*: [1-9][0-9]* candidate" "$W/three.out" || fail "rank 1 measured nothing: $(cat "$W/three.out")"
+grep -q "rank 2.*: [1-9][0-9]* candidate" "$W/three.out" || fail "rank 2 measured nothing: $(cat "$W/three.out")"
+# rank 2 dies on its second job: its candidates go elsewhere, the search finishes
+LATHE_TUNE_TEST_RANK_FAIL=2:exit run3 died --enable-recovery
+grep -q "rank 2.*did not answer" "$W/died.out" || fail "died: no note of rank 2: $(cat "$W/died.out")"
+grep -q "rank 2.*lost" "$W/died.out" || fail "died: rank 2 not reported lost: $(cat "$W/died.out")"
+# rank 2 hangs on its second job (and its watchdog ends it later)
+LATHE_TUNE_TEST_RANK_FAIL=2:hang run3 hung --enable-recovery
+grep -q "rank 2.*did not answer" "$W/hung.out" || fail "hung: no note of rank 2: $(cat "$W/hung.out")"
+echo ok
