@@ -90,7 +90,8 @@ int run_tune(const std::vector<std::string>& args) {
                "mpirun is given --enable-recovery; records of finished kernels are written as they finish.\n"
                "As root, Open MPI also wants --allow-run-as-root; more ranks than cores, --oversubscribe.\n"
                "Ranks that time kernels on one machine share its cores: use one rank per machine\n"
-               "(--map-by ppr:1:node) for --measure time.",
+               "(--map-by ppr:1:node) for --measure time." +
+                   std::string(mpi_built() ? "" : "\nThis lathe was built without MPI: it tunes as one process."),
                "lathe tune"};
   std::string file, sample, backend = default_backend(), records, measure = "time", kernels;
   int trials = 48;

@@ -124,6 +124,7 @@ const std::vector<std::pair<std::string, std::string>>& Workbench::command_help(
       {"loop k", "loop IR of kernel k"},
       {"asm k", "assembly of kernel k (backends that can show it)"},
       {"profile [iters|last] [B=N]", "per-kernel timings of p (Ctrl-C stops early); symbolic dims default to 64"},
+      {"tune [trials] [model] [k0,k2] [FILE.jsonl] [B=N]", "search schedules for p's kernels (progress; Ctrl-C keeps what was found); the faster ones replace p's, records go to FILE.jsonl or the cache dir's tuned.jsonl"},
       {"trace FILE.json [iters] [B=N]", "Chrome trace-event JSON of p's kernels (Perfetto opens it)"},
       {"dot FILE.dot [level]", "DOT text of the graph (tensor, primitive, or kernel: p's kernels)"},
       {"gui", "how to open the desktop app on this graph"},
@@ -223,7 +224,7 @@ Workbench::Result Workbench::help(const std::string& topic) {
     s += "Anything else is Lua: the `lathe` module is loaded; g, s, p and rules hold the state.\n"
          "Axes are 0-based (negative from the end), as in PyTorch. `:help lua` lists every Lua function;\n"
          "`:help NAME` documents one (lathe.input, matmul, s:step …), `:help patterns` the rule patterns.\n"
-         "Long work (:step n, :profile,\n"
+         "Long work (:step n, :profile, :tune,\n"
          ":open) shows progress on a terminal and stops between steps on Ctrl-C.";
     r.output = s;
     return r;

@@ -204,7 +204,8 @@ function cmd.kernels()
   local out = {}
   local prog = need_program()
   for i, k in ipairs(prog:kernels()) do
-    out[#out + 1] = string.format("%3d  %-28s %-12s %s", i, k.name, k.kind, plural(k.nodes, "node"))
+    out[#out + 1] = string.format("%3d  %-28s %-12s %s", i, k.name, k.kind, plural(k.nodes, "node")) ..
+                    (k.rescheduled and "  (rescheduled: :loop " .. i .. ")" or "")
   end
   if #out == 0 then return with_note(prog, "no kernels (the interp backend runs the graph as a whole)") end
   return with_note(prog, table.concat(out, "\n"))
@@ -242,6 +243,24 @@ function cmd.profile(...)
   local r = cmd._profile(prog, int_arg(iters, "iters", 20), nil, binds)
   cmd.state.profile = { iters = r.iters, total_ms = r.total_ms, text = r.text }
   return with_note(prog, profile_result(r))
+end
+
+-- :tune [trials] [model|time] [KERNELS] [FILE.jsonl] [budget=S] [B=N]
+function cmd.tune(...)
+  local binds, rest = split_binds(...)
+  local prog = need_program()
+  local o = { binds = binds }
+  for _, w in ipairs(rest) do
+    local secs = w:match("^budget=(%d+%.?%d*)$")
+    if math.tointeger(tonumber(w)) then o.trials = int_arg(w, "trials")
+    elseif w == "model" or w == "time" then o.measure = w
+    elseif secs then o.budget = tonumber(secs)
+    elseif w:match("%.jsonl$") then o.records = w
+    elseif w:match("^[%w_,]+$") then o.kernels = w
+    else fail("usage: :tune [trials] [model|time] [k0,k2…] [FILE.jsonl] [budget=S] [SYM=N…]") end
+  end
+  local r = cmd._tune(prog, o)
+  return with_note(prog, r.text)
 end
 
 function cmd.trace(...)

@@ -280,6 +280,7 @@ void register_long_commands(lua_State* L, int table) {
     push_guarded(L, f->fn);
     lua_setfield(L, table, f->name);
   }
+  register_tune_command(L, table);
 }
 
 }  // namespace lathe::script

@@ -56,5 +56,7 @@ void with_spinner(const std::string& what, const std::function<void()>& fn);
 //   _profile(p, iters)       profile iteration by iteration (progress, Ctrl-C) -> report table
 //   _compile(g, backend)     lathe.compile under a spinner
 void register_long_commands(lua_State* L, int table);
+// lathe.cmd._tune(p, {trials=, measure=, records=, kernels=, binds=, budget=}): :tune (tune_cmd.cpp)
+void register_tune_command(lua_State* L, int table);
 
 }  // namespace lathe::script

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -49,6 +50,12 @@ int run_command(const std::string& cmd, std::string* output) {
   if (output) *output = read_file(log);
   std::remove(log.c_str());
   if (rc == -1) return -1;
+  if ((WIFSIGNALED(rc) && WTERMSIG(rc) == SIGINT) || (WIFEXITED(rc) && WEXITSTATUS(rc) == 128 + SIGINT)) {
+    // Ctrl-C reached the compiler, but system() kept it from this process: pass it on
+    // (`lathe tune` and the REPL stop after the batch; elsewhere it ends the process)
+    std::raise(SIGINT);
+    throw UserError("C backend: the compiler was interrupted (Ctrl-C)");
+  }
   return WIFEXITED(rc) ? WEXITSTATUS(rc) : 128;
 }
 

@@ -238,6 +238,10 @@ TuneResult tune_program(const Program& p, const Bindings& dims, const std::strin
         for (int i = 0; i < kClimb; ++i) s.add(s.mutate(best->point));
         evaluate();
         best = pick();
+        pr.trials = (int)s.cands_.size();
+        if (best) pr.best_ms = best->predicted;
+        pr.baseline_ms = rec.baseline_ms;
+        report(false);  // (and a chance to see Ctrl-C)
       }
       pr.trials = (int)s.cands_.size();
       if (best) {
@@ -309,8 +313,10 @@ TuneResult tune_program(const Program& p, const Bindings& dims, const std::strin
         }
       }
       rec.trials = pr.trials;
-      pr.best_ms = rec.ms;
-      pr.baseline_ms = rec.baseline_ms;
+      if (best) {  // else "-", not the record's 0
+        pr.best_ms = rec.ms;
+        pr.baseline_ms = rec.baseline_ms;
+      }
     }
     report(true);
     if (best && rec.baseline_ms > 0) {

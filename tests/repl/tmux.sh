@@ -3,7 +3,7 @@
 # 120x40) and checks what a user sees: tab completion of `lathe.` and of a session's
 # methods, history recall with the Up arrow, a multi-line function definition, and Ctrl-C
 # at the idle prompt (drops the line), during a long Lua loop and during a long C++ loop
-# (:profile) returning to the prompt with the state intact. Exit 77 (skipped) without tmux. Generous timeouts: the machines
+# (:profile) returning to the prompt with the state intact, and during :tune (keeps what was found). Exit 77 (skipped) without tmux. Generous timeouts: the machines
 # that run this are often loaded.
 set -u
 LATHE=$1
@@ -132,6 +132,15 @@ wait_for '^interrupted: [0-9]+ iterations? measured' 120
 wait_prompt 2
 typ 'tostring(p ~= nil) .. "/" .. s:current()'; key Enter
 wait_for '^true/0$' 30
+
+# 6b. :tune shows a progress line; Ctrl-C keeps what was found (records written, p tuned)
+clear_screen
+typ ':tune 1000000 B=64 '"$T"'/t.jsonl'; key Enter
+wait_for 'tuning \[1/1 k0_add\] trials [0-9]+/1000000' 240
+tm send-keys -t t C-c
+wait_for '^interrupted: 1 kernel tuned \(measured\), [01] applied to p; records in ' 240
+wait_prompt 1 60
+[ -s "$T/t.jsonl" ] || { echo "FAIL: :tune interrupted wrote no records"; screen; exit 1; }
 
 # 7. Ctrl-D leaves; the history file was written
 tm send-keys -t t C-d

@@ -291,5 +291,56 @@ TEST(Tune, StopFlagEndsTheSearchWithWhatWasFound) {
   EXPECT_TRUE(r.records.empty());
 }
 
+// a pool as app/tune_mpi.cpp's ranks see it: each batch cut into parts, each part rebuilt
+// from its schedule lines (replay) and estimated apart, its own baseline beside it: the
+// search writes the same records as with one ModelMeasurer, and every candidate replays
+class SplittingPool : public tune::Measurer {
+ public:
+  SplittingPool(const Program& p, const tune::Machine& m) : p_(p), m_(m) {}
+  std::vector<double> measure(int, const std::vector<const loop::LoopFunc*>&, double*) override {
+    ADD_FAILURE() << "the search must call measure_each";
+    return {};
+  }
+  std::vector<tune::Timing> measure_each(int kernel, const std::vector<tune::Candidate>& cs) override {
+    std::vector<tune::Timing> out;
+    for (size_t i = 0; i < cs.size(); i += 3) {
+      std::vector<loop::LoopFunc> fs;
+      std::vector<tune::Candidate> part;
+      for (size_t j = i; j < std::min(cs.size(), i + 3); ++j) {
+        fs.push_back(tune::replay(p_.kg, kernel, *cs[j].schedule));
+        fs.back().name = cs[j].f->name;
+        EXPECT_EQ(tune::code_key(fs.back()), tune::code_key(*cs[j].f));
+      }
+      for (size_t j = 0; j < fs.size(); ++j) part.push_back({&fs[j], cs[i + j].schedule});
+      tune::ModelMeasurer mm(p_, {}, m_);
+      for (auto& t : mm.measure_each(kernel, part)) out.push_back(t);
+      ++parts;
+    }
+    return out;
+  }
+  std::string kind() const override { return "model"; }
+  int parts = 0;
+
+ private:
+  const Program& p_;
+  tune::Machine m_;
+};
+
+TEST(Tune, ModelSearchGivesTheSameRecordsWhenItsBatchesAreSplit) {
+  for (const Graph& g : {colsum(), softmax77(), odd_bmm()}) {
+    Program p = build_program(g);
+    tune::TuneOptions o = model_opts(4);
+    std::vector<std::string> written;
+    o.on_record = [&](const tune::Record& r) { written.push_back(tune::to_json_line(r)); };
+    auto one = tune::tune_program(p, {}, "T", nullptr, o).records;
+    SplittingPool pool(p, o.machine);
+    auto split = tune::tune_program(p, {}, "T", &pool, o).records;
+    EXPECT_GT(pool.parts, 2);
+    ASSERT_EQ(one.size(), split.size());
+    ASSERT_EQ(written.size(), 2 * one.size());  // on_record: each record as it is final
+    for (size_t i = 0; i < one.size(); ++i) EXPECT_EQ(tune::to_json_line(one[i]), tune::to_json_line(split[i]));
+  }
+}
+
 }  // namespace
 }  // namespace lathe
