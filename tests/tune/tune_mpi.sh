@@ -8,6 +8,8 @@ rm -rf "$W"; mkdir -p "$W"
 fail() { echo "FAIL: $*"; exit 1; }
 # as root in a container: Open MPI refuses root unless told, and 3 ranks may exceed the cores
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+# containers often forbid the cross-process reads of the shared-memory transport (CMA)
+export OMPI_MCA_btl_vader_single_copy_mechanism=none
 G=$SRC/samples/01-mlp.lathe
 ARGS="--measure model --trials 4"
 "$L" tune "$G" $ARGS --records "$W/one.jsonl" > "$W/one.out" 2>&1 || fail "one process: $(cat "$W/one.out")"
