@@ -156,6 +156,7 @@ int run_tune(const std::vector<std::string>& args) {
   TensorMap inputs = random_inputs(g, static_cast<uint64_t>(seed), binds);
   std::string path = records.empty() ? tune::default_records_path() : records;
   o.on_record = [&](const tune::Record& rec) { tune::merge_records(path, {rec}); };
+  if (measure == "time") BackendMeasurer::check_backend(backend);  // every rank, before MPI starts
   int launcher_rank = -1;
   MpiWorld world = mpi_start(&launcher_rank);
   if (!world.active && launcher_rank > 0) {
@@ -166,6 +167,7 @@ int run_tune(const std::vector<std::string>& args) {
     return std::make_unique<BackendMeasurer>(p, backend, inputs);
   };
   int rc = 0;
+  std::unique_ptr<MeasurePool> pool;
   try {
     if (world.rank > 0) {
       rc = mpi_worker(world, p, dims, measure, backend_measurer, rank_timeout);
@@ -173,7 +175,6 @@ int run_tune(const std::vector<std::string>& args) {
       return rc;
     }
     std::unique_ptr<tune::Measurer> m;
-    std::unique_ptr<MeasurePool> pool;
     std::vector<std::string> pool_notes;
     if (world.size > 1) {
       PoolOptions po;
@@ -205,6 +206,8 @@ int run_tune(const std::vector<std::string>& args) {
     }
     rc = report(r, path);
   } catch (...) {
+    if (pool) pool->stop_workers();  // else they wait for jobs, and MPI_Finalize for them
+    pool.reset();
     mpi_finish(world, 1);
     throw;
   }

@@ -130,12 +130,17 @@ double BackendMeasurer::robust_median(std::vector<double> v) {
   return med(kept.empty() ? v : kept);
 }
 
-BackendMeasurer::BackendMeasurer(const Program& p, const std::string& backend, TensorMap inputs, int repeats)
-    : backend_(get_backend(backend)), name_(backend), inputs_(std::move(inputs)), repeats_(repeats) {
+void BackendMeasurer::check_backend(const std::string& backend) {
   if (backend == "interp") throw UserError("lathe tune: the interp backend runs whole graphs; tune for c or llvm");
   if (backend == "cuda")
     throw UserError("lathe tune: measuring on cuda is not supported yet (its launches are queued); use --measure model or a CPU backend");
-  if (auto why = backend_.available(); !why.empty()) throw UserError("backend '" + backend + "' is not available here: " + why);
+  if (auto why = get_backend(backend).available(); !why.empty())
+    throw UserError("backend '" + backend + "' is not available here: " + why);
+}
+
+BackendMeasurer::BackendMeasurer(const Program& p, const std::string& backend, TensorMap inputs, int repeats)
+    : backend_(get_backend(backend)), name_(backend), inputs_(std::move(inputs)), repeats_(repeats) {
+  check_backend(backend);
   base_ = backend_.compile(p);
   exe_ = std::make_unique<Executable>(p, base_, backend);
   exe_->run(inputs_);  // binds, plans memory, checks the inputs

@@ -25,6 +25,9 @@ class BackendMeasurer : public tune::Measurer {
  public:
   BackendMeasurer(const Program& p, const std::string& backend, TensorMap inputs, int repeats = 7);
   std::vector<double> measure(int kernel, const std::vector<const loop::LoopFunc*>& candidates, double* baseline_ms) override;
+  // Throws the UserError the constructor would for a backend it cannot measure on (interp,
+  // cuda, one not available here), before anything is compiled.
+  static void check_backend(const std::string& backend);
   // the robust median used above (exposed for tests)
   static double robust_median(std::vector<double> samples);
 
