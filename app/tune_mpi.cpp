@@ -135,6 +135,11 @@ class MpiPool : public MeasurePool {
   std::vector<tune::Timing> measure_each(int kernel, const std::vector<tune::Candidate>& cands) override {
     std::vector<tune::Timing> out(cands.size());
     if (cands.empty()) return out;
+    if (++batches_ == 2 && test_exit_) {  // LATHE_TUNE_TEST_RANK_FAIL=0:exit
+      std::fprintf(stderr, "lathe tune (rank 0): LATHE_TUNE_TEST_RANK_FAIL: exit\n");
+      std::fflush(stderr);
+      std::_Exit(3);
+    }
     // the jobs: an even share per rank that can still answer (model estimates: at most 8 a job)
     int live = 0;
     for (int r = 1; r < (int)ranks_.size(); ++r) live += ranks_[r].state == St::Pending || ranks_[r].state == St::Ready;
@@ -374,6 +379,11 @@ class MpiPool : public MeasurePool {
   std::vector<Job> jobs_;
   int next_id_ = 1;
   int here_ = 0;
+  int batches_ = 0;
+  bool test_exit_ = [] {
+    const char* f = std::getenv("LATHE_TUNE_TEST_RANK_FAIL");
+    return f && std::string(f) == "0:exit";
+  }();
   std::string fingerprint_;
   Clock::time_point start_;
 };
@@ -480,7 +490,8 @@ int mpi_worker(const MpiWorld& w, const Program& p, const Bindings& dims, const 
     send_text("error " + host + " " + why, 0, kHello);
     m.reset();
   }
-  // a test hook: "R:exit" / "R:hang" makes rank R leave, or hang, on its second job
+  // a test hook: "R:exit" / "R:hang" makes rank R leave, or hang, on its second job (rank 0:
+  // "0:exit" leaves on its second batch)
   std::string fail;
   if (const char* f = std::getenv("LATHE_TUNE_TEST_RANK_FAIL")) {
     std::string s = f;
@@ -488,14 +499,25 @@ int mpi_worker(const MpiWorld& w, const Program& p, const Bindings& dims, const 
   }
   Watchdog dog(w.rank);
   int jobs = 0;
+  // With mpirun --enable-recovery a rank 0 that died does not end the job: a rank that has
+  // heard nothing from it for this long leaves rather than wait forever.
+  const bool recovery = std::getenv("OMPI_MCA_orte_enable_recovery") != nullptr;
+  const double idle_limit = std::max(10.0, 10 * rank_timeout_s);
+  auto last = Clock::now();
   for (;;) {
     int flag = 0;
     MPI_Status st;
     if (MPI_Iprobe(0, MPI_ANY_TAG, MPI_COMM_WORLD, &flag, &st) != MPI_SUCCESS) return 1;  // rank 0 is gone
     if (!flag) {
+      if (recovery && secs_since(last) > idle_limit) {
+        std::fprintf(stderr, "lathe tune (rank %d): no word from rank 0 in %.3g s; leaving\n", w.rank, idle_limit);
+        std::fflush(stderr);
+        std::_Exit(3);
+      }
       std::this_thread::sleep_for(std::chrono::microseconds(500));
       continue;
     }
+    last = Clock::now();
     std::string msg = recv_text(st);
     if (st.MPI_TAG == kStop) return 0;
     if (st.MPI_TAG != kJob) continue;

@@ -1,7 +1,8 @@
 #!/bin/sh
 # tune_mpi.sh LATHE SRC WORKDIR MPIEXEC — `mpirun -n 3 lathe tune` on one machine (see
 # CMakeLists.txt): the same records as one process, and a rank that dies or hangs after
-# its first job is survived (its candidates go to the other rank) with the same records.
+# its first job is survived (its candidates go to the other rank) with the same records,
+# and when rank 0 dies the others leave instead of waiting forever.
 set -u
 L=$1; SRC=$2; W=$3; MPIEXEC=$4
 rm -rf "$W"; mkdir -p "$W"
@@ -40,4 +41,9 @@ grep -q "rank 2.*lost" "$W/died.out" || fail "died: rank 2 not reported lost: $(
 # rank 2 hangs on its second job (and its watchdog ends it later)
 LATHE_TUNE_TEST_RANK_FAIL=2:hang run3 hung --enable-recovery
 grep -q "rank 2.*did not answer" "$W/hung.out" || fail "hung: no note of rank 2: $(cat "$W/hung.out")"
+# rank 0 dies (with --enable-recovery the job goes on): the other ranks leave, nothing hangs
+LATHE_TUNE_TEST_RANK_FAIL=0:exit timeout 100 "$MPIEXEC" --oversubscribe --enable-recovery -n 3 "$L" tune "$G" $ARGS \
+  --rank-timeout 0.1 --records "$W/r0.jsonl" > "$W/r0.out" 2>&1
+[ $? != 124 ] || fail "rank 0 died: the job hung: $(cat "$W/r0.out")"
+[ "$(grep -c 'no word from rank 0' "$W/r0.out")" = 2 ] || fail "rank 0 died: ranks 1 and 2 did not leave: $(cat "$W/r0.out")"
 echo ok
