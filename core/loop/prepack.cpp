@@ -78,6 +78,7 @@ std::vector<int> prepack_constant_b(KernelGraph& kg, const MatmulParams& P, int6
     if (k.kind != "matmul" || k.packed_b >= 0) continue;
     auto mm = match_matmul(k.matmul ? k.matmul : k.root);
     if (!mm) continue;
+    orient_matmul(*mm, P);
     const OperandAccess& B = mm->b;
     NodeRef src = B.src;
     if (src->op != Op::Const || !src->attrs.data || src->dtype != DType::F32 || !B.bounds.empty()) continue;

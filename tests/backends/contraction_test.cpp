@@ -276,6 +276,77 @@ TEST(Contraction, ResidualEpiloguesMatchInterpreter) {
   EXPECT_EQ(batch.run(), 0);
 }
 
+// A late layer (few positions, in rows shorter than NR, many channels) swaps the GEMM's
+// sides: the positions become the rows (A, gathered MR at a time) and the weights the
+// NR-wide columns, so 49 positions pad to 54 rows rather than 64 columns. Early layers,
+// plain matmuls and sides that pad no better keep the output's innermost dim on B.
+TEST(Contraction, LateConvLayersSwapSides) {
+  loop::MatmulParams p;
+  p.mr = 6, p.nr = 16, p.lanes = 8;
+  auto swaps = [&](const Graph& g) {
+    for (auto& n : g.toposort())
+      if (auto mm = match_matmul(n)) return loop::orient_matmul(*mm, p);
+    return false;
+  };
+  EXPECT_TRUE(swaps(conv_graph({1, 512, 7, 7, 512, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, true})));
+  EXPECT_TRUE(swaps(conv_graph({1, 23, 7, 7, 130, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, true})));
+  EXPECT_TRUE(swaps(conv_graph({1, 512, 7, 7, 2048, 1, 1, {1, 1}, {0, 0}, {1, 1}, 1, false})));
+  EXPECT_TRUE(swaps(conv_graph({2, 37, 3, 3, 61, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, false})));
+  EXPECT_FALSE(swaps(conv_graph({1, 64, 56, 56, 64, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, false})));   // rows of 56
+  EXPECT_FALSE(swaps(conv_graph({1, 256, 14, 14, 256, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, false})));  // 196 positions
+  EXPECT_FALSE(swaps(conv_graph({64, 512, 7, 7, 512, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, false})));  // batch 64
+  EXPECT_FALSE(swaps(conv_graph({1, 31, 5, 5, 67, 1, 1, {1, 1}, {0, 0}, {1, 1}, 1, false})));    // 80 x 30 > 32 x 72
+  Tensor x = input("x", {1000, 768}), w = input("w", {768, 10});
+  EXPECT_FALSE(swaps(Graph::from_outputs({{"y", matmul(x, w).node()}})));  // a plain matmul
+  // the swapped nest packs the weights as B^T panels and gathers the positions into A
+  Program prog = build_program(conv_graph({1, 23, 7, 7, 130, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, true}));
+  if (loop::host_matmul_params().nr == 16) {
+    std::string ir = test::loop_ir_of(prog);
+    EXPECT_NE(ir.find("(B^T)"), std::string::npos) << ir;
+  }
+}
+
+TEST(Contraction, SwappedSidesMatchInterpreter) {
+  test::DiffBatch batch;
+  Conv2dOptions same;
+  same.padding = {1, 1};
+  Conv2dOptions s2 = same;
+  s2.stride = {2, 2};
+  // {n, c, h, w, k, r, stride 2}: 7x7 and smaller, prime channels, batch 1, 2 and 64
+  for (auto [n, c, h, wd, k, r, st] : std::vector<std::array<int64_t, 7>>{{1, 23, 7, 7, 130, 3, 0},
+                                                                         {1, 29, 7, 7, 97, 3, 0},
+                                                                         {1, 13, 7, 7, 256, 1, 0},
+                                                                         {2, 37, 3, 3, 61, 3, 0},
+                                                                         {1, 11, 9, 9, 101, 3, 1},
+                                                                         {1, 7, 5, 3, 67, 3, 0},
+                                                                         {64, 5, 2, 2, 19, 3, 0}}) {
+    Tensor x = input("x", {n, c, h, wd}), w = input("w", {k, c, r, r}), b = input("b", {k});
+    Tensor res = input("res", {n, k, st ? (h + 1) / 2 : h, st ? (wd + 1) / 2 : wd});
+    std::string label = "conv n" + std::to_string(n) + " c" + std::to_string(c) + " " + std::to_string(h) + "x" +
+                        std::to_string(wd) + " k" + std::to_string(k) + " " + std::to_string(r) + "x" + std::to_string(r) +
+                        (st ? " stride 2" : "");
+    Conv2dOptions o = r == 3 ? (st ? s2 : same) : Conv2dOptions{};
+    batch.add(label + " + bias + relu", Graph::from_outputs({{"y", relu(conv2d(x, w, b, o)).node()}}));
+    batch.add(label + " + residual", Graph::from_outputs({{"y", (conv2d(x, w, std::nullopt, o) + res).node()}}));
+  }
+  EXPECT_EQ(batch.run(), 0);
+}
+
+// Rows of at least NR positions: an interior panel inside the padding is one fixed NR-wide
+// copy (no zeroing, no variable-length loop); panels at a row's ends or across two rows
+// take the general path. Both against the interpreter.
+TEST(Contraction, WholePanelsAreOneCopy) {
+  std::string ir = test::loop_ir_of(build_program(conv_graph({1, 3, 5, 64, 5, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, false})));
+  EXPECT_NE(ir.find("pack B: copy a whole panel"), std::string::npos) << ir;
+  test::DiffBatch batch;
+  for (const ConvCase& c : std::vector<ConvCase>{{1, 3, 5, 64, 5, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, false},
+                                                 {2, 4, 6, 50, 7, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, true},
+                                                 {1, 3, 9, 83, 11, 5, 5, {2, 2}, {2, 2}, {1, 1}, 1, false},
+                                                 {1, 2, 4, 37, 3, 3, 3, {1, 1}, {0, 0}, {1, 1}, 1, false}})
+    batch.add("whole panels " + std::to_string(c.h) + "x" + std::to_string(c.w), conv_graph(c));
+  EXPECT_EQ(batch.run(), 0);
+}
+
 // The register tile fits the host's vector registers (MR × NR/lanes accumulators, the B row
 // and a broadcast): 16 registers without AVX-512, 32 with it.
 TEST(Contraction, HostTileFitsTheRegisters) {
