@@ -78,7 +78,9 @@ std::vector<int> prepack_constant_b(KernelGraph& kg, const MatmulParams& P, int6
     if (k.kind != "matmul" || k.packed_b >= 0) continue;
     auto mm = match_matmul(k.matmul ? k.matmul : k.root);
     if (!mm) continue;
-    orient_matmul(*mm, P);
+    // a late conv layer's weights on the B side: few rows (its positions) share each packed
+    // element, so the per-run copy is a large share of the kernel at any size
+    const bool few_rows = orient_matmul(*mm, P);
     const OperandAccess& B = mm->b;
     NodeRef src = B.src;
     if (src->op != Op::Const || !src->attrs.data || src->dtype != DType::F32 || !B.bounds.empty()) continue;
@@ -89,7 +91,7 @@ std::vector<int> prepack_constant_b(KernelGraph& kg, const MatmulParams& P, int6
     auto noff = offsets(B.addr, mm->n_axes, s), koff = offsets(B.addr, mm->k_axes, s);
     if (!noff || !koff) continue;
     const HostTensor& data = *src->attrs.data;
-    if (static_cast<int64_t>(data.nbytes()) < min_bytes) continue;
+    if (static_cast<int64_t>(data.nbytes()) < min_bytes && !few_rows) continue;
     const int64_t N = noff->size(), K = koff->size(), total = data.numel(), c0 = B.addr.c0.value();
     const int64_t kc = matmul_blocking(-1, N, K, -1, threads, P).kc, nr = P.nr;
     const int64_t panels = (N + nr - 1) / nr, kblocks = (K + kc - 1) / kc;
