@@ -183,14 +183,21 @@ class MatmulLowering {
   }
 
   // Pack B run by run: a panel of NR columns spans at most two runs of the innermost N dim
-  // (when that dim has >= NR elements); along a run every address and bound is affine in
+  // when that dim has >= NR elements (1 + ceil((NR - 1) / rows) runs for shorter rows, up
+  // to 4); along a run every address and bound is affine in
   // the column, so each run is one contiguous (or constant-stride) copy of the columns whose
   // bounds hold, and the rest of the panel is zero. No per-element gather or mask.
   std::optional<Stmt> pack_b_runs(const OperandParts& B, int pb) {
     const OperandAccess& acc = *B.acc;
-    if (acc.bounds.empty() && mm_.n_axes.size() == 1) return std::nullopt;  // already contiguous
+    if (acc.bounds.empty() && (mm_.n_axes.size() == 1 || collapsed(acc.addr, mm_.n_axes)))
+      return std::nullopt;  // already contiguous
     int din = mm_.n_axes.back();
-    if (!s_[din].is_const() || s_[din].value() < P_.nr) return std::nullopt;
+    if (!s_[din].is_const()) return std::nullopt;
+    // a panel spans at most `segs` runs: 2 for rows of >= NR positions, more for shorter
+    // rows (3 for a 14-wide feature map); rows shorter than NR / 3 stay with the gather
+    const int64_t inner = s_[din].value();
+    const int segs = static_cast<int>(1 + ceil_div(P_.nr - 1, inner));
+    if (inner < 1 || segs > 4) return std::nullopt;
     auto ca = coef_of(acc.addr, din);
     if (!ca) return std::nullopt;
     std::vector<int64_t> cb;
@@ -213,11 +220,11 @@ class MatmulLowering {
     auto clamp0 = [](ExprRef x) { return binary(Op::Max, x, const_int(0)); };
     Stmt fast;
     ExprRef full_cond;
-    for (int seg = 0; seg < 2; ++seg) {
+    for (int seg = 0; seg < segs; ++seg) {
       std::vector<Stmt>& out = seg == 0 ? body : general;
       std::string sg = "g" + std::to_string(seg) + "_";
-      ExprRef cs = seg == 0 ? const_int(0) : var("g0_ce");
-      ExprRef ce = seg == 0 ? e1 : pend;
+      ExprRef cs = seg == 0 ? const_int(0) : var("g" + std::to_string(seg - 1) + "_ce");
+      ExprRef ce = seg == 0 ? e1 : min_of(add(cs, sin), pend);  // the next row's run
       out.push_back(make_let(sg + "ce", DType::I64, ce));
       ExprRef lo = cs, hi = var(sg + "ce"), ok;
       for (size_t j = 0; j < acc.bounds.size(); ++j) {
@@ -245,7 +252,7 @@ class MatmulLowering {
       // the common case: the whole panel is one run inside the bounds (an interior panel of
       // a row at least NR wide): a fixed NR-wide copy, no zeroing, no variable-length loop
       // (whose short trip counts the vectorizer leaves to its scalar remainder)
-      if (seg == 0) {
+      if (seg == 0 && inner >= NR) {
         Stmt whole = make_for("c", const_int(NR),
                               {make_local_store("Bp", add(dst, var("c")), load(pb, DType::F32, add(var(sg + "a"), mul(var("c"), const_int(*ca)))))},
                               "pack B: copy a whole panel");
@@ -257,9 +264,10 @@ class MatmulLowering {
         general.push_back(ok ? make_if(ok, {copy}) : copy);
         continue;
       }
-      out.push_back(ok ? make_if(ok, {copy}) : copy);
+      general.push_back(ok ? make_if(ok, {copy}) : copy);  // after the zeroing
     }
-    body.push_back(make_if(full_cond, {fast}, std::move(general)));
+    if (full_cond) body.push_back(make_if(full_cond, {fast}, std::move(general)));
+    else body.insert(body.end(), general.begin(), general.end());
     return make_for("jp", ceil_div(nc, P_.nr), {make_for("kk", var("kc"), std::move(body))}, "pack B: NR-wide panels, by runs");
   }
 };

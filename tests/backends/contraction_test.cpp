@@ -347,6 +347,25 @@ TEST(Contraction, WholePanelsAreOneCopy) {
   EXPECT_EQ(batch.run(), 0);
 }
 
+// Rows shorter than NR (a 14 x 14 feature map): a panel spans up to 4 rows' runs, each still
+// one copy; rows shorter than NR / 3 keep the per-element gather.
+TEST(Contraction, ShortRowsArePackedRunByRun) {
+  if (loop::host_matmul_params().nr != 16) GTEST_SKIP() << "the run counts are for NR 16";
+  auto ir = [](const ConvCase& c) { return test::loop_ir_of(build_program(conv_graph(c))); };
+  EXPECT_NE(ir({1, 37, 14, 14, 41, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, false}).find("pack B: copy a run"), std::string::npos);
+  EXPECT_NE(ir({1, 3, 6, 6, 5, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, false}).find("pack B: copy a run"), std::string::npos);
+  EXPECT_EQ(ir({1, 3, 4, 4, 5, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, false}).find("pack B: copy a run"), std::string::npos);
+  test::DiffBatch batch;
+  for (const ConvCase& c : std::vector<ConvCase>{{1, 37, 14, 14, 41, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, true},
+                                                 {2, 5, 9, 9, 7, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, false},
+                                                 {1, 3, 6, 6, 5, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, false},
+                                                 {3, 4, 11, 10, 6, 3, 3, {2, 2}, {1, 1}, {1, 1}, 1, false},
+                                                 {1, 2, 13, 13, 3, 5, 5, {1, 1}, {2, 2}, {1, 1}, 1, false},
+                                                 {2, 3, 12, 12, 4, 3, 3, {1, 1}, {2, 2}, {2, 2}, 1, true}})
+    batch.add("short rows " + std::to_string(c.h) + "x" + std::to_string(c.w) + " n" + std::to_string(c.n), conv_graph(c));
+  EXPECT_EQ(batch.run(), 0);
+}
+
 // The register tile fits the host's vector registers (MR × NR/lanes accumulators, the B row
 // and a broadcast): 16 registers without AVX-512, 32 with it.
 TEST(Contraction, HostTileFitsTheRegisters) {
