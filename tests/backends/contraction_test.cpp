@@ -3,6 +3,7 @@
 // (bias, GELU, residual), against the interpreter on the backend under test.
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <cstdlib>
 
 #include "core/frontend/nn.h"
@@ -363,6 +364,31 @@ TEST(Contraction, ShortRowsArePackedRunByRun) {
                                                  {1, 2, 13, 13, 3, 5, 5, {1, 1}, {2, 2}, {1, 1}, 1, false},
                                                  {2, 3, 12, 12, 4, 3, 3, {1, 1}, {2, 2}, {2, 2}, 1, true}})
     batch.add("short rows " + std::to_string(c.h) + "x" + std::to_string(c.w) + " n" + std::to_string(c.n), conv_graph(c));
+  EXPECT_EQ(batch.run(), 0);
+}
+
+// Inference BatchNorm after a convolution with constant statistics (a model exported
+// without folding): the per-channel scale and shift run in the GEMM's epilogue, one kernel,
+// not a second pass over the output.
+TEST(Contraction, BatchNormAfterConvIsTheEpilogue) {
+  auto vec = [](int64_t n, double seed, double lo) {
+    HostTensor t(DType::F32, {n});
+    for (int64_t i = 0; i < n; ++i) t.set_f64(i, lo + 0.5 + 0.5 * std::sin(seed + 1.3 * static_cast<double>(i)));
+    return from_host(t);
+  };
+  Conv2dOptions same;
+  same.padding = {1, 1};
+  test::DiffBatch batch;
+  for (auto [n, c, h, k] : std::vector<std::array<int64_t, 4>>{{1, 13, 17, 29}, {2, 8, 7, 131}}) {
+    Tensor x = input("x", {n, c, h, h});
+    HostTensor wt(DType::F32, {k, c, 3, 3});
+    for (int64_t i = 0; i < wt.numel(); ++i) wt.set_f64(i, std::cos(0.37 * static_cast<double>(i)));
+    Tensor y = batch_norm(conv2d(x, from_host(wt), std::nullopt, same), vec(k, 1, -1), vec(k, 2, 0.1), vec(k, 3, 0), vec(k, 4, -1), 1e-5);
+    Graph g = Graph::from_outputs({{"y", relu(y).node()}});
+    Program p = build_program(g);
+    EXPECT_EQ(p.num_kernels(), 1) << test::loop_ir_of(p);
+    batch.add("conv + batch_norm + relu " + std::to_string(h) + "x" + std::to_string(h) + " k" + std::to_string(k), g);
+  }
   EXPECT_EQ(batch.run(), 0);
 }
 
