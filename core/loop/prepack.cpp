@@ -104,7 +104,21 @@ std::vector<int> prepack_constant_b(KernelGraph& kg, const MatmulParams& P, int6
     float* out = packed.ptr<float>();
     // the threads take equal ranges of panels; each goes through its range 64 panels at a
     // time, row by row of B (reads in address order, writes within 64 panels' KC block)
+    // B read across its rows (W^T: consecutive k adjacent, columns a row apart, a conv's
+    // weights after the swap): panel by panel, each of its NR rows read along k in address
+    // order into the panel's KC block (16 KB, in L1); row by row of B would touch a page
+    // per column for every k.
+    const bool k_contiguous = K > 1 && N > 1 && (*koff)[1] - (*koff)[0] == 1 && (*noff)[1] - (*noff)[0] != 1;
+    auto pack_by_panel = [&](int64_t p_begin, int64_t p_end) {
+      for (int64_t jp = p_begin; jp < p_end; ++jp)
+        for (int64_t c = 0, n = jp * nr; c < nr && n < N; ++c, ++n)
+          for (int64_t pc = 0; pc < kblocks; ++pc) {
+            float* blk = out + (pc * panels + jp) * kc * nr + c;
+            for (int64_t kk = 0; kk < kc && pc * kc + kk < K; ++kk) blk[kk * nr] = b[c0 + (*koff)[pc * kc + kk] + (*noff)[n]];
+          }
+    };
     auto pack = [&](int64_t p_begin, int64_t p_end) {
+      if (k_contiguous) return pack_by_panel(p_begin, p_end);
       for (int64_t g = p_begin; g < p_end; g += 64)
         for (int64_t pc = 0; pc < kblocks; ++pc)
           for (int64_t kk = 0; kk < kc && pc * kc + kk < K; ++kk) {
