@@ -8,6 +8,7 @@
 
 #include "core/ir/diag.h"
 #include "core/loop/lower_value.h"
+#include "core/runtime/host_tensor.h"
 
 namespace lathe::loop {
 
@@ -294,10 +295,37 @@ class Lowerer : public ValueLowering {
     }
   }
 
+  // The range [lo, hi] of constant integer indices (read through views: a masked view adds
+  // its 0), e.g. the source rows of a Resize or an embedding's ids folded in; nullopt else.
+  static std::optional<std::pair<int64_t, int64_t>> const_index_range(NodeRef i) {
+    bool zero = false;
+    for (; i->op == Op::View; i = i->inputs[0]) zero |= i->attrs.view->has_mask();
+    if (i->op != Op::Const || !i->attrs.data || !is_int(i->dtype)) return std::nullopt;
+    const HostTensor& d = *i->attrs.data;
+    if (d.numel() == 0 || d.numel() > (int64_t(1) << 22)) return std::nullopt;  // keep the build quick
+    int64_t lo = zero ? 0 : d.get_i64(0), hi = lo;
+    for (int64_t k = 0; k < d.numel(); ++k) {
+      lo = std::min(lo, d.get_i64(k));
+      hi = std::max(hi, d.get_i64(k));
+    }
+    return std::make_pair(lo, hi);
+  }
+
   ExprRef take_value(NodeRef n, const Index& idx) {
     NodeRef x = n->inputs[0];
     int axis = n->attrs.axis;
     ExprRef dim = from_sym(x->shape[axis]);
+    // constant indices known to be in range: no wrap of negatives, no bounds check (a
+    // gather the vectorizer can keep as plain indexed loads)
+    if (x->shape[axis].is_const()) {
+      auto r = const_index_range(n->inputs[1]);
+      if (r && r->first >= 0 && r->second < x->shape[axis].value()) {
+        Index in_idx = idx;
+        ExprRef raw = cast(value(n->inputs[1], idx), DType::I64);
+        in_idx[axis] = bind("t", DType::I64, raw, depth_of(raw));
+        return value(x, in_idx);
+      }
+    }
     ExprRef raw = cast(value(n->inputs[1], idx), DType::I64);
     ExprRef pos = bind("t", DType::I64, select(lt(raw, const_int(0)), add(raw, dim), raw), depth_of(raw));
     ExprRef ok = logical_and(le(const_int(0), pos), lt(pos, dim));

@@ -62,6 +62,12 @@ int host_int8_dot_group();
 // Its LoopFunc keeps kind "matmul". Loop names are unique within the returned kernel.
 LoopFunc lower_kernel(const KernelGraph& kg, int kernel, bool plain = false);
 LoopFunc lower_matmul_kernel(const KernelGraph& kg, int kernel, const MatmulParams& params = {});
+// The CPU lowering's choice of sides for a contraction match_matmul found: B (the NR-wide
+// vector side) holds the output's innermost dim, except for a convolution whose positions
+// are few and in rows shorter than NR (a late layer at 7 × 7) and whose other side pads
+// less: then the positions are the rows (A, gathered MR at a time) and the weights the
+// columns (B), and the output is written a column stride apart. Returns whether it swapped.
+bool orient_matmul(MatmulMatch& mm, const MatmulParams& params);
 // Tile sizes of the fused attention kernel (lower_attention.cpp): BQ query rows per job, BK
 // keys per K/V tile. LATHE_ATTENTION_TILE=BQxBK overrides the host's (A/B runs, tuning).
 // MR query rows share each K/V vector load in the register-tiled inner products.

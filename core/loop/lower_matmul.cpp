@@ -183,14 +183,21 @@ class MatmulLowering {
   }
 
   // Pack B run by run: a panel of NR columns spans at most two runs of the innermost N dim
-  // (when that dim has >= NR elements); along a run every address and bound is affine in
+  // when that dim has >= NR elements (1 + ceil((NR - 1) / rows) runs for shorter rows, up
+  // to 4); along a run every address and bound is affine in
   // the column, so each run is one contiguous (or constant-stride) copy of the columns whose
   // bounds hold, and the rest of the panel is zero. No per-element gather or mask.
   std::optional<Stmt> pack_b_runs(const OperandParts& B, int pb) {
     const OperandAccess& acc = *B.acc;
-    if (acc.bounds.empty() && mm_.n_axes.size() == 1) return std::nullopt;  // already contiguous
+    if (acc.bounds.empty() && (mm_.n_axes.size() == 1 || collapsed(acc.addr, mm_.n_axes)))
+      return std::nullopt;  // already contiguous
     int din = mm_.n_axes.back();
-    if (!s_[din].is_const() || s_[din].value() < P_.nr) return std::nullopt;
+    if (!s_[din].is_const()) return std::nullopt;
+    // a panel spans at most `segs` runs: 2 for rows of >= NR positions, more for shorter
+    // rows (3 for a 14-wide feature map); rows shorter than NR / 3 stay with the gather
+    const int64_t inner = s_[din].value();
+    const int segs = static_cast<int>(1 + ceil_div(P_.nr - 1, inner));
+    if (inner < 1 || segs > 4) return std::nullopt;
     auto ca = coef_of(acc.addr, din);
     if (!ca) return std::nullopt;
     std::vector<int64_t> cb;
@@ -202,25 +209,28 @@ class MatmulLowering {
     const int64_t NR = P_.nr;
     ExprRef kk = var("kk"), p0 = mul(var("jp"), const_int(NR)), nc = var("nc"), n0 = var("n0");
     ExprRef dst = mul(add(mul(var("jp"), const_int(kc_blk_)), kk), const_int(NR));
-    std::vector<Stmt> body;
+    std::vector<Stmt> body, general;
     Stmt zero = make_for("c", const_int(NR), {make_local_store("Bp", add(dst, var("c")), const_float(0, DType::F32))},
                          "pack B: zero the panel");
     zero.annot.vectorize = true;
-    body.push_back(zero);
+    general.push_back(zero);
     ExprRef sin = const_int(s_[din].value());
     ExprRef pend = min_of(const_int(NR), sub(nc, p0));
     ExprRef e1 = min_of(min_of(const_int(NR), sub(sin, binary(Op::Mod, add(n0, p0), sin))), pend);
     auto clamp0 = [](ExprRef x) { return binary(Op::Max, x, const_int(0)); };
-    for (int seg = 0; seg < 2; ++seg) {
+    Stmt fast;
+    ExprRef full_cond;
+    for (int seg = 0; seg < segs; ++seg) {
+      std::vector<Stmt>& out = seg == 0 ? body : general;
       std::string sg = "g" + std::to_string(seg) + "_";
-      ExprRef cs = seg == 0 ? const_int(0) : var("g0_ce");
-      ExprRef ce = seg == 0 ? e1 : pend;
-      body.push_back(make_let(sg + "ce", DType::I64, ce));
+      ExprRef cs = seg == 0 ? const_int(0) : var("g" + std::to_string(seg - 1) + "_ce");
+      ExprRef ce = seg == 0 ? e1 : min_of(add(cs, sin), pend);  // the next row's run
+      out.push_back(make_let(sg + "ce", DType::I64, ce));
       ExprRef lo = cs, hi = var(sg + "ce"), ok;
       for (size_t j = 0; j < acc.bounds.size(); ++j) {
         auto& b = acc.bounds[j];
         ExprRef base = add(batch_part(b.coord), add(at(B.rows[j + 1], add(p0, cs)), at(B.ks[j + 1], kk)));
-        body.push_back(make_let(sg + "b" + std::to_string(j), DType::I64, base));
+        out.push_back(make_let(sg + "b" + std::to_string(j), DType::I64, base));
         base = var(sg + "b" + std::to_string(j));
         ExprRef blo = from_sym(b.lo), bhi = from_sym(b.hi);
         if (cb[j] == 0) {
@@ -230,17 +240,34 @@ class MatmulLowering {
         lo = binary(Op::Max, lo, add(cs, ceil_div(clamp0(sub(blo, base)), cb[j])));
         hi = min_of(hi, add(cs, ceil_div(clamp0(sub(bhi, base)), cb[j])));
       }
-      body.push_back(make_let(sg + "lo", DType::I64, lo));
-      body.push_back(make_let(sg + "hi", DType::I64, hi));
+      out.push_back(make_let(sg + "lo", DType::I64, lo));
+      out.push_back(make_let(sg + "hi", DType::I64, hi));
       ExprRef addr = add(batch_part(acc.addr), add(at(B.rows[0], add(p0, cs)), at(B.ks[0], kk)));
-      body.push_back(make_let(sg + "a", DType::I64, addr));
+      out.push_back(make_let(sg + "a", DType::I64, addr));
       ExprRef c = add(var(sg + "lo"), var("c"));
       Stmt copy = make_for("c", sub(var(sg + "hi"), var(sg + "lo")),
                            {make_local_store("Bp", add(dst, c), load(pb, DType::F32, add(var(sg + "a"), mul(sub(c, cs), const_int(*ca)))))},
                            "pack B: copy a run");
       copy.annot.vectorize = true;
-      body.push_back(ok ? make_if(ok, {copy}) : copy);
+      // the common case: the whole panel is one run inside the bounds (an interior panel of
+      // a row at least NR wide): a fixed NR-wide copy, no zeroing, no variable-length loop
+      // (whose short trip counts the vectorizer leaves to its scalar remainder)
+      if (seg == 0 && inner >= NR) {
+        Stmt whole = make_for("c", const_int(NR),
+                              {make_local_store("Bp", add(dst, var("c")), load(pb, DType::F32, add(var(sg + "a"), mul(var("c"), const_int(*ca)))))},
+                              "pack B: copy a whole panel");
+        whole.annot.vectorize = true;
+        fast = whole;
+        ExprRef full = logical_and(ok, logical_and(le(const_int(NR), var(sg + "ce")),
+                                                   logical_and(le(var(sg + "lo"), const_int(0)), le(const_int(NR), var(sg + "hi")))));
+        full_cond = full;
+        general.push_back(ok ? make_if(ok, {copy}) : copy);
+        continue;
+      }
+      general.push_back(ok ? make_if(ok, {copy}) : copy);  // after the zeroing
     }
+    if (full_cond) body.push_back(make_if(full_cond, {fast}, std::move(general)));
+    else body.insert(body.end(), general.begin(), general.end());
     return make_for("jp", ceil_div(nc, P_.nr), {make_for("kk", var("kc"), std::move(body))}, "pack B: NR-wide panels, by runs");
   }
 };
@@ -613,10 +640,36 @@ int host_int8_dot_group() {
   return g;
 }
 
+bool orient_matmul(MatmulMatch& mm, const MatmulParams& P) {
+  if (mm.reduce->dtype != DType::F32) return false;  // int8: A holds the u8 side, B the i8 one
+  const Shape& s = mm.mul->shape;
+  auto size = [&](const std::vector<int>& g) -> int64_t {
+    int64_t n = 1;
+    for (int d : g) {
+      if (!s[d].is_const()) return -1;
+      n *= s[d].value();
+    }
+    return n;
+  };
+  const int64_t M = size(mm.m_axes), N = size(mm.n_axes);
+  if (M < 0 || N < 0 || mm.n_axes.empty()) return false;
+  // a convolution's im2col side: a window (range conditions) or a group of positions
+  const bool conv_like = !mm.b.bounds.empty() || mm.n_axes.size() > 1 || mm.k_axes.size() > 1;
+  if (!conv_like || !mm.a.bounds.empty() || N >= 4 * P.nr) return false;
+  const int64_t inner = s[mm.n_axes.back()].value();
+  if (inner >= P.nr) return false;  // rows of >= NR positions: B is packed run by run
+  const int64_t now = round_up(N, P.nr) * round_up(M, P.mr), swapped = round_up(M, P.nr) * round_up(N, P.mr);
+  if (swapped * 20 > now * 19) return false;
+  std::swap(mm.a, mm.b);
+  std::swap(mm.m_axes, mm.n_axes);
+  return true;
+}
+
 LoopFunc lower_matmul_kernel(const KernelGraph& kg, int kernel, const MatmulParams& P) {
   const Kernel& k = kg.kernels.at(kernel);
   auto mm = match_matmul(k.matmul ? k.matmul : k.root);
   LATHE_CHECK(mm.has_value(), "lower_matmul_kernel on a kernel that is not a matmul");
+  orient_matmul(*mm, P);
   LATHE_CHECK(P.nr % P.lanes == 0 && P.mc % P.mr == 0 && P.nc % P.nr == 0, "matmul block sizes must nest");
   return MatmulLowering(kg, k, *mm, P).run();
 }

@@ -78,6 +78,9 @@ std::vector<int> prepack_constant_b(KernelGraph& kg, const MatmulParams& P, int6
     if (k.kind != "matmul" || k.packed_b >= 0) continue;
     auto mm = match_matmul(k.matmul ? k.matmul : k.root);
     if (!mm) continue;
+    // a late conv layer's weights on the B side: few rows (its positions) share each packed
+    // element, so the per-run copy is a large share of the kernel at any size
+    const bool few_rows = orient_matmul(*mm, P);
     const OperandAccess& B = mm->b;
     NodeRef src = B.src;
     if (src->op != Op::Const || !src->attrs.data || src->dtype != DType::F32 || !B.bounds.empty()) continue;
@@ -88,7 +91,7 @@ std::vector<int> prepack_constant_b(KernelGraph& kg, const MatmulParams& P, int6
     auto noff = offsets(B.addr, mm->n_axes, s), koff = offsets(B.addr, mm->k_axes, s);
     if (!noff || !koff) continue;
     const HostTensor& data = *src->attrs.data;
-    if (static_cast<int64_t>(data.nbytes()) < min_bytes) continue;
+    if (static_cast<int64_t>(data.nbytes()) < min_bytes && !few_rows) continue;
     const int64_t N = noff->size(), K = koff->size(), total = data.numel(), c0 = B.addr.c0.value();
     const int64_t kc = matmul_blocking(-1, N, K, -1, threads, P).kc, nr = P.nr;
     const int64_t panels = (N + nr - 1) / nr, kblocks = (K + kc - 1) / kc;
@@ -101,7 +104,21 @@ std::vector<int> prepack_constant_b(KernelGraph& kg, const MatmulParams& P, int6
     float* out = packed.ptr<float>();
     // the threads take equal ranges of panels; each goes through its range 64 panels at a
     // time, row by row of B (reads in address order, writes within 64 panels' KC block)
+    // B read across its rows (W^T: consecutive k adjacent, columns a row apart, a conv's
+    // weights after the swap): panel by panel, each of its NR rows read along k in address
+    // order into the panel's KC block (16 KB, in L1); row by row of B would touch a page
+    // per column for every k.
+    const bool k_contiguous = K > 1 && N > 1 && (*koff)[1] - (*koff)[0] == 1 && (*noff)[1] - (*noff)[0] != 1;
+    auto pack_by_panel = [&](int64_t p_begin, int64_t p_end) {
+      for (int64_t jp = p_begin; jp < p_end; ++jp)
+        for (int64_t c = 0, n = jp * nr; c < nr && n < N; ++c, ++n)
+          for (int64_t pc = 0; pc < kblocks; ++pc) {
+            float* blk = out + (pc * panels + jp) * kc * nr + c;
+            for (int64_t kk = 0; kk < kc && pc * kc + kk < K; ++kk) blk[kk * nr] = b[c0 + (*koff)[pc * kc + kk] + (*noff)[n]];
+          }
+    };
     auto pack = [&](int64_t p_begin, int64_t p_end) {
+      if (k_contiguous) return pack_by_panel(p_begin, p_end);
       for (int64_t g = p_begin; g < p_end; g += 64)
         for (int64_t pc = 0; pc < kblocks; ++pc)
           for (int64_t kk = 0; kk < kc && pc * kc + kk < K; ++kk) {

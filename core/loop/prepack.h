@@ -25,8 +25,10 @@ std::vector<int> prepack_constant_b(KernelGraph& kg, const MatmulParams& P, int6
 // The default min_bytes: the last-level cache (32 MiB when unknown). Measured on GPT-2 small
 // (2-core AVX2 host): prepacking the 154 MB vocabulary projection took that kernel from
 // 166–170 to 119–128 ms, while the blocks' 2–9 MB weights showed no difference within noise; packing them too
-// would add ~1.5 s to every start and their size again to memory. LATHE_PREPACK=0 turns
-// prepacking off, LATHE_PREPACK=all applies it to every constant B.
+// would add ~1.5 s to every start and their size again to memory. A convolution whose sides
+// orient_matmul swapped (a late layer: its weights are B, its few positions the rows) is
+// prepacked at any size: each packed element serves only those few rows per run.
+// LATHE_PREPACK=0 turns prepacking off, LATHE_PREPACK=all applies it to every constant B.
 int64_t prepack_min_bytes();
 
 }  // namespace lathe::loop

@@ -6,6 +6,7 @@
 #include <cstdio>
 
 #include "core/loop/cost.h"
+#include "core/loop/lower.h"
 
 namespace lathe::tune {
 
@@ -183,6 +184,9 @@ bool packed_estimate(const loop::LoopFunc& f, const KernelGraph& kg, const Bindi
   const Kernel& k = kg.kernels.at(f.kernel);
   auto mm = match_matmul(k.matmul ? k.matmul : k.root);
   if (!mm) return false;
+  loop::MatmulParams op;  // the sides the lowering chose
+  op.mr = static_cast<int>(mr), op.nr = static_cast<int>(nr);
+  loop::orient_matmul(*mm, op);
   const Shape& s = mm->mul->shape;
   double M = product(s, mm->m_axes, dims), N = product(s, mm->n_axes, dims), K = product(s, mm->k_axes, dims);
   double B = product(s, mm->batch_axes, dims);

@@ -3,6 +3,7 @@
 // (bias, GELU, residual), against the interpreter on the backend under test.
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <cstdlib>
 
 #include "core/frontend/nn.h"
@@ -272,6 +273,121 @@ TEST(Contraction, ResidualEpiloguesMatchInterpreter) {
     std::string label = "conv + bias + residual + relu n" + std::to_string(n) + " " + std::to_string(h) + "x" +
                         std::to_string(wd) + " " + std::to_string(r) + "x" + std::to_string(r);
     batch.add(label, Graph::from_outputs({{"y", relu(conv2d(x, w, b, r == 3 ? same : Conv2dOptions{}) + res).node()}}));
+  }
+  EXPECT_EQ(batch.run(), 0);
+}
+
+// A late layer (few positions, in rows shorter than NR, many channels) swaps the GEMM's
+// sides: the positions become the rows (A, gathered MR at a time) and the weights the
+// NR-wide columns, so 49 positions pad to 54 rows rather than 64 columns. Early layers,
+// plain matmuls and sides that pad no better keep the output's innermost dim on B.
+TEST(Contraction, LateConvLayersSwapSides) {
+  loop::MatmulParams p;
+  p.mr = 6, p.nr = 16, p.lanes = 8;
+  auto swaps = [&](const Graph& g) {
+    for (auto& n : g.toposort())
+      if (auto mm = match_matmul(n)) return loop::orient_matmul(*mm, p);
+    return false;
+  };
+  EXPECT_TRUE(swaps(conv_graph({1, 512, 7, 7, 512, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, true})));
+  EXPECT_TRUE(swaps(conv_graph({1, 23, 7, 7, 130, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, true})));
+  EXPECT_TRUE(swaps(conv_graph({1, 512, 7, 7, 2048, 1, 1, {1, 1}, {0, 0}, {1, 1}, 1, false})));
+  EXPECT_TRUE(swaps(conv_graph({2, 37, 3, 3, 61, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, false})));
+  EXPECT_FALSE(swaps(conv_graph({1, 64, 56, 56, 64, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, false})));   // rows of 56
+  EXPECT_FALSE(swaps(conv_graph({1, 256, 14, 14, 256, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, false})));  // 196 positions
+  EXPECT_FALSE(swaps(conv_graph({64, 512, 7, 7, 512, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, false})));  // batch 64
+  EXPECT_FALSE(swaps(conv_graph({1, 31, 5, 5, 67, 1, 1, {1, 1}, {0, 0}, {1, 1}, 1, false})));    // 80 x 30 > 32 x 72
+  Tensor x = input("x", {1000, 768}), w = input("w", {768, 10});
+  EXPECT_FALSE(swaps(Graph::from_outputs({{"y", matmul(x, w).node()}})));  // a plain matmul
+  // the swapped nest packs the weights as B^T panels and gathers the positions into A
+  Program prog = build_program(conv_graph({1, 23, 7, 7, 130, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, true}));
+  if (loop::host_matmul_params().nr == 16) {
+    std::string ir = test::loop_ir_of(prog);
+    EXPECT_NE(ir.find("(B^T)"), std::string::npos) << ir;
+  }
+}
+
+TEST(Contraction, SwappedSidesMatchInterpreter) {
+  test::DiffBatch batch;
+  Conv2dOptions same;
+  same.padding = {1, 1};
+  Conv2dOptions s2 = same;
+  s2.stride = {2, 2};
+  // {n, c, h, w, k, r, stride 2}: 7x7 and smaller, prime channels, batch 1, 2 and 64
+  for (auto [n, c, h, wd, k, r, st] : std::vector<std::array<int64_t, 7>>{{1, 23, 7, 7, 130, 3, 0},
+                                                                         {1, 29, 7, 7, 97, 3, 0},
+                                                                         {1, 13, 7, 7, 256, 1, 0},
+                                                                         {2, 37, 3, 3, 61, 3, 0},
+                                                                         {1, 11, 9, 9, 101, 3, 1},
+                                                                         {1, 7, 5, 3, 67, 3, 0},
+                                                                         {64, 5, 2, 2, 19, 3, 0}}) {
+    Tensor x = input("x", {n, c, h, wd}), w = input("w", {k, c, r, r}), b = input("b", {k});
+    Tensor res = input("res", {n, k, st ? (h + 1) / 2 : h, st ? (wd + 1) / 2 : wd});
+    std::string label = "conv n" + std::to_string(n) + " c" + std::to_string(c) + " " + std::to_string(h) + "x" +
+                        std::to_string(wd) + " k" + std::to_string(k) + " " + std::to_string(r) + "x" + std::to_string(r) +
+                        (st ? " stride 2" : "");
+    Conv2dOptions o = r == 3 ? (st ? s2 : same) : Conv2dOptions{};
+    batch.add(label + " + bias + relu", Graph::from_outputs({{"y", relu(conv2d(x, w, b, o)).node()}}));
+    batch.add(label + " + residual", Graph::from_outputs({{"y", (conv2d(x, w, std::nullopt, o) + res).node()}}));
+  }
+  EXPECT_EQ(batch.run(), 0);
+}
+
+// Rows of at least NR positions: an interior panel inside the padding is one fixed NR-wide
+// copy (no zeroing, no variable-length loop); panels at a row's ends or across two rows
+// take the general path. Both against the interpreter.
+TEST(Contraction, WholePanelsAreOneCopy) {
+  std::string ir = test::loop_ir_of(build_program(conv_graph({1, 3, 5, 64, 5, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, false})));
+  EXPECT_NE(ir.find("pack B: copy a whole panel"), std::string::npos) << ir;
+  test::DiffBatch batch;
+  for (const ConvCase& c : std::vector<ConvCase>{{1, 3, 5, 64, 5, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, false},
+                                                 {2, 4, 6, 50, 7, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, true},
+                                                 {1, 3, 9, 83, 11, 5, 5, {2, 2}, {2, 2}, {1, 1}, 1, false},
+                                                 {1, 2, 4, 37, 3, 3, 3, {1, 1}, {0, 0}, {1, 1}, 1, false}})
+    batch.add("whole panels " + std::to_string(c.h) + "x" + std::to_string(c.w), conv_graph(c));
+  EXPECT_EQ(batch.run(), 0);
+}
+
+// Rows shorter than NR (a 14 x 14 feature map): a panel spans up to 4 rows' runs, each still
+// one copy; rows shorter than NR / 3 keep the per-element gather.
+TEST(Contraction, ShortRowsArePackedRunByRun) {
+  if (loop::host_matmul_params().nr != 16) GTEST_SKIP() << "the run counts are for NR 16";
+  auto ir = [](const ConvCase& c) { return test::loop_ir_of(build_program(conv_graph(c))); };
+  EXPECT_NE(ir({1, 37, 14, 14, 41, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, false}).find("pack B: copy a run"), std::string::npos);
+  EXPECT_NE(ir({1, 3, 6, 6, 5, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, false}).find("pack B: copy a run"), std::string::npos);
+  EXPECT_EQ(ir({1, 3, 4, 4, 5, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, false}).find("pack B: copy a run"), std::string::npos);
+  test::DiffBatch batch;
+  for (const ConvCase& c : std::vector<ConvCase>{{1, 37, 14, 14, 41, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, true},
+                                                 {2, 5, 9, 9, 7, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, false},
+                                                 {1, 3, 6, 6, 5, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, false},
+                                                 {3, 4, 11, 10, 6, 3, 3, {2, 2}, {1, 1}, {1, 1}, 1, false},
+                                                 {1, 2, 13, 13, 3, 5, 5, {1, 1}, {2, 2}, {1, 1}, 1, false},
+                                                 {2, 3, 12, 12, 4, 3, 3, {1, 1}, {2, 2}, {2, 2}, 1, true}})
+    batch.add("short rows " + std::to_string(c.h) + "x" + std::to_string(c.w) + " n" + std::to_string(c.n), conv_graph(c));
+  EXPECT_EQ(batch.run(), 0);
+}
+
+// Inference BatchNorm after a convolution with constant statistics (a model exported
+// without folding): the per-channel scale and shift run in the GEMM's epilogue, one kernel,
+// not a second pass over the output.
+TEST(Contraction, BatchNormAfterConvIsTheEpilogue) {
+  auto vec = [](int64_t n, double seed, double lo) {
+    HostTensor t(DType::F32, {n});
+    for (int64_t i = 0; i < n; ++i) t.set_f64(i, lo + 0.5 + 0.5 * std::sin(seed + 1.3 * static_cast<double>(i)));
+    return from_host(t);
+  };
+  Conv2dOptions same;
+  same.padding = {1, 1};
+  test::DiffBatch batch;
+  for (auto [n, c, h, k] : std::vector<std::array<int64_t, 4>>{{1, 13, 17, 29}, {2, 8, 7, 131}}) {
+    Tensor x = input("x", {n, c, h, h});
+    HostTensor wt(DType::F32, {k, c, 3, 3});
+    for (int64_t i = 0; i < wt.numel(); ++i) wt.set_f64(i, std::cos(0.37 * static_cast<double>(i)));
+    Tensor y = batch_norm(conv2d(x, from_host(wt), std::nullopt, same), vec(k, 1, -1), vec(k, 2, 0.1), vec(k, 3, 0), vec(k, 4, -1), 1e-5);
+    Graph g = Graph::from_outputs({{"y", relu(y).node()}});
+    Program p = build_program(g);
+    EXPECT_EQ(p.num_kernels(), 1) << test::loop_ir_of(p);
+    batch.add("conv + batch_norm + relu " + std::to_string(h) + "x" + std::to_string(h) + " k" + std::to_string(k), g);
   }
   EXPECT_EQ(batch.run(), 0);
 }

@@ -109,5 +109,30 @@ TEST(Prepack, OperandsThatChangeOrDependOnTheBatchAreNotPrepacked) {
   EXPECT_EQ(matmul_kernels(build_program(g3, BuildOptions{false})).prepacked, 0);
 }
 
+// A late convolution layer (few positions, its sides swapped by orient_matmul) has its
+// weights on the B side: they are prepacked by default at any size, the positions gathered
+// per run; an early layer (positions on B) packs its input per run as before. Batch 1 and 2,
+// prime channel counts, 1x1 and 3x3, bias and relu epilogues, against the interpreter.
+TEST(Prepack, LateConvWeightsArePackedOnceByDefault) {
+  if (loop::host_matmul_params().nr != 16) GTEST_SKIP() << "the swap is sized for NR 16 (AVX2)";
+  Conv2dOptions same;
+  same.padding = {1, 1};
+  struct Case { int64_t n, c, h, k, r; bool late; };
+  for (Case t : {Case{1, 23, 7, 131, 3, true}, Case{1, 41, 7, 257, 1, true}, Case{2, 19, 3, 67, 3, true},
+                 Case{1, 5, 17, 13, 3, false}}) {
+    std::string what = "n" + std::to_string(t.n) + " c" + std::to_string(t.c) + " " + std::to_string(t.h) + "x" +
+                       std::to_string(t.h) + " k" + std::to_string(t.k) + " " + std::to_string(t.r) + "x" + std::to_string(t.r);
+    Tensor x = input("x", {t.n, t.c, t.h, t.h});
+    Tensor w = from_host(weights({t.k, t.c, t.r, t.r}, static_cast<double>(t.k)));
+    Graph g = Graph::from_outputs({{"y", relu(conv2d(x, w, from_host(weights({t.k}, 5)), t.r == 3 ? same : Conv2dOptions{})).node()}});
+    Program p = build_program(g);
+    MatmulKernels mk = matmul_kernels(p);
+    EXPECT_EQ(mk.total, 1) << what;
+    EXPECT_EQ(mk.prepacked, t.late ? 1 : 0) << what << "\n" << test::loop_ir_of(p);
+    EXPECT_EQ(mk.packs_b, t.late ? 0 : 1) << what;
+    expect_matches(g, what);
+  }
+}
+
 }  // namespace
 }  // namespace lathe
