@@ -134,6 +134,9 @@ std::optional<Plan> analyse(const KernelGraph& kg, const Kernel& k, int L) {
   for (int d : outs)
     if (d != p.oh && d != p.ow) p.sel.push_back(d);
   if (p.w.uses(p.oh) || p.w.uses(p.ow)) return std::nullopt;
+  // per-channel taps: W reads a different filter for some plane dim (a vector-matrix
+  // product, x[k] · W[k, n], has the same shape of reduction with the matrix as "X")
+  if (std::none_of(p.sel.begin(), p.sel.end(), [&](int d) { return p.w.uses(d); })) return std::nullopt;
   if (p.kh >= 0) {
     auto c = coef(p.w.addr, p.kh);
     if (!c) return std::nullopt;
@@ -254,7 +257,6 @@ class DepthwiseLowering {
         body.push_back(make_let(wname(i, j), DType::F32,
                                 load(pw, DType::F32, add(var("wa"), const_int(p.ckh * i + p.ckw * j)))));
     body.push_back(make_alloc("pb", DType::F32, 1, p.UB * S * Q));
-    body.push_back(make_alloc("rowt", DType::F32, 1, owv));
 
     // fill: buffer row u = input row u0 + u, split into S phases of Q
     ExprRef u = var("u"), ug = add(u0, u);
@@ -293,45 +295,63 @@ class DepthwiseLowering {
     ExprRef nu = add(mul(sub(var("nh"), const_int(1)), const_int(p.uh)), const_int(p.ukh * (p.KH - 1) + 1));
     body.push_back(make_for("u", nu, std::move(fill_body), "fill the band's input rows (zero padded, split by stride)"));
 
-    // compute: one output row at a time, L outputs per vector, one chain per tap row
-    ExprRef i = var("i"), v = var("v");
-    ExprRef acc;
-    for (int64_t kh = 0; kh < p.KH; ++kh) {
-      ExprRef chain;
-      for (int64_t kw = 0; kw < p.KW; ++kw) {
-        ExprRef row = add(mul(add(mul(i, const_int(p.uh)), const_int(p.ukh * kh)), const_int(S)), const_int(p.akw * kw % S));
-        ExprRef idx = add(add(mul(row, const_int(Q)), mul(v, const_int(L_))), const_int(p.akw * kw / S));
-        ExprRef term = binary(Op::Mul, broadcast(var(wname(kh, kw), DType::F32), L_), local_load("pb", DType::F32, idx, L_));
-        chain = chain ? binary(Op::Add, chain, term) : term;
+    // compute: two output rows at a time (they share the loads of the input rows both
+    // read), L outputs per vector, one chain per tap row; then the epilogue of each row
+    ExprRef v = var("v");
+    auto row_sum = [&](ExprRef i) {
+      ExprRef acc;
+      for (int64_t kh = 0; kh < p.KH; ++kh) {
+        ExprRef chain;
+        for (int64_t kw = 0; kw < p.KW; ++kw) {
+          ExprRef row = add(mul(add(mul(i, const_int(p.uh)), const_int(p.ukh * kh)), const_int(S)), const_int(p.akw * kw % S));
+          ExprRef idx = add(add(mul(row, const_int(Q)), mul(v, const_int(L_))), const_int(p.akw * kw / S));
+          ExprRef term = binary(Op::Mul, broadcast(var(wname(kh, kw), DType::F32), L_), local_load("pb", DType::F32, idx, L_));
+          chain = chain ? binary(Op::Add, chain, term) : term;
+        }
+        acc = acc ? binary(Op::Add, acc, chain) : chain;
       }
-      acc = acc ? binary(Op::Add, acc, chain) : chain;
-    }
-    Stmt vloop = make_for("v", const_int(owv / L_), {make_local_store("rowt", mul(v, const_int(L_)), acc)},
-                          "vectors of the output row");
-    // epilogue and store
-    ExprRef oh = add(var("oh0"), i), ow = var("ow");
-    std::vector<ExprRef> ridx(p.R->shape.size(), const_int(0));
-    for (auto& [d, e] : co) ridx[d] = e;
-    if (p.oh >= 0) ridx[p.oh] = oh;
-    ridx[p.ow] = ow;
+      return acc;
+    };
     auto cstr = contiguous_strides(p.R->shape);
-    ExprRef caddr = const_int(0);
-    for (int d = 0; d < (int)p.R->shape.size(); ++d)
-      if (p.R->shape[d] != SymInt(1)) caddr = add(caddr, mul(ridx[d], from_sym(cstr[d])));
-    std::vector<Stmt> ep{make_let("a", DType::F32, local_load("rowt", DType::F32, ow))};
-    ExprRef val = var("a", DType::F32);
-    if (k_.root != p.R) val = build_epilogue(kg_, k_.root, p.R, ridx, val, param_of_, ep, "e");
-    ep.push_back(make_store(pout, caddr, val));
-    Stmt eloop = make_for("ow", const_int(p.OW), std::move(ep), "epilogue: the output row");
-    eloop.annot.vectorize = true;
-    body.push_back(make_for("i", var("nh"), {std::move(vloop), std::move(eloop)}, "output rows of the band"));
+    int variants = 0;
+    auto epilogue = [&](ExprRef i, int64_t slot) {  // output row i from rowt[slot · owv …]
+      std::string a = "a" + std::to_string(variants);
+      ExprRef ow = var("ow");
+      std::vector<ExprRef> ridx(p.R->shape.size(), const_int(0));
+      for (auto& [d, e] : co) ridx[d] = e;
+      if (p.oh >= 0) ridx[p.oh] = add(var("oh0"), i);
+      ridx[p.ow] = ow;
+      ExprRef caddr = const_int(0);
+      for (int d = 0; d < (int)p.R->shape.size(); ++d)
+        if (p.R->shape[d] != SymInt(1)) caddr = add(caddr, mul(ridx[d], from_sym(cstr[d])));
+      std::vector<Stmt> ep{make_let(a, DType::F32, local_load("rowt", DType::F32, add(ow, const_int(slot * owv))))};
+      ExprRef val = var(a, DType::F32);
+      if (k_.root != p.R) val = build_epilogue(kg_, k_.root, p.R, ridx, val, param_of_, ep, "e" + std::to_string(variants) + "_");
+      ++variants;
+      ep.push_back(make_store(pout, caddr, val));
+      Stmt eloop = make_for("ow", const_int(p.OW), std::move(ep), "epilogue: the output row");
+      eloop.annot.vectorize = true;
+      return eloop;
+    };
+    body.push_back(make_alloc("rowt", DType::F32, 1, 2 * owv));
+    ExprRef i0 = mul(var("ip"), const_int(2)), i1 = add(i0, const_int(1));
+    Stmt pair_v = make_for("v", const_int(owv / L_),
+                           {make_local_store("rowt", mul(v, const_int(L_)), row_sum(i0)),
+                            make_local_store("rowt", add(mul(v, const_int(L_)), const_int(owv)), row_sum(i1))},
+                           "vectors of two output rows");
+    body.push_back(make_for("ip", binary(Op::IDiv, var("nh"), const_int(2)),
+                            {std::move(pair_v), epilogue(i0, 0), epilogue(i1, 1)}, "pairs of output rows of the band"));
+    ExprRef il = sub(var("nh"), const_int(1));
+    Stmt last_v = make_for("v", const_int(owv / L_), {make_local_store("rowt", mul(v, const_int(L_)), row_sum(il))},
+                           "vectors of the last output row");
+    body.push_back(make_if(lt(const_int(0), binary(Op::Mod, var("nh"), const_int(2))), {std::move(last_v), epilogue(il, 0)}));
 
     Stmt tl = make_for("t", mul(from_sym(planes), const_int(p.NB)), std::move(body), "planes × row bands");
     tl.annot.parallel = true;
     f_.body.push_back(std::move(tl));
     f_.schedule_log.push_back("depthwise: " + std::to_string(p.KH) + "x" + std::to_string(p.KW) + " taps, stride " +
                               std::to_string(p.s) + ", " + std::to_string(L_) + " lanes, bands of " +
-                              std::to_string(p.BH) + " rows");
+                              std::to_string(p.BH) + " rows, rows in pairs");
     unique_loop_names(f_);
     return std::move(f_);
   }

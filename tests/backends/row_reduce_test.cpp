@@ -6,6 +6,7 @@
 #include "core/frontend/nn.h"
 #include "core/ir/build.h"
 #include "core/frontend/tensor.h"
+#include "core/loop/lower_depthwise.h"
 #include "core/loop/row_reduce.h"
 #include "diff_util.h"
 
@@ -52,10 +53,13 @@ const std::vector<Dw> kDepthwise = {
     {1, 2, 10, 97, 3, 11, 1, 5, 1, 1},   // a window wider than 8: not unrolled
 };
 
-TEST(RowReduce, DepthwiseConvTakesRows) {
+// a depthwise convolution (one output per channel) takes the direct nest
+// (depthwise_test.cpp); with two outputs per channel it is a batched GEMM; rows serve the rest
+TEST(RowReduce, DepthwiseConvTakesTheDirectNest) {
   for (bool ep : {false, true}) {
     Program p = build_program(one(depthwise(kDepthwise[1], ep)));
-    EXPECT_TRUE(has_rows(p)) << test::loop_ir_of(p);
+    EXPECT_FALSE(has_rows(p)) << test::loop_ir_of(p);
+    EXPECT_TRUE(loop::is_depthwise(p.funcs.at(0))) << test::loop_ir_of(p);
     EXPECT_EQ(p.num_kernels(), 1) << test::loop_ir_of(p);  // the epilogue stays fused
   }
 }
