@@ -257,6 +257,7 @@ class DepthwiseLowering {
         body.push_back(make_let(wname(i, j), DType::F32,
                                 load(pw, DType::F32, add(var("wa"), const_int(p.ckh * i + p.ckw * j)))));
     body.push_back(make_alloc("pb", DType::F32, 1, p.UB * S * Q));
+    body.push_back(make_alloc("rowt", DType::F32, 1, 2 * owv));
 
     // fill: buffer row u = input row u0 + u, split into S phases of Q
     ExprRef u = var("u"), ug = add(u0, u);
@@ -333,7 +334,6 @@ class DepthwiseLowering {
       eloop.annot.vectorize = true;
       return eloop;
     };
-    body.push_back(make_alloc("rowt", DType::F32, 1, 2 * owv));
     ExprRef i0 = mul(var("ip"), const_int(2)), i1 = add(i0, const_int(1));
     Stmt pair_v = make_for("v", const_int(owv / L_),
                            {make_local_store("rowt", mul(v, const_int(L_)), row_sum(i0)),
