@@ -282,16 +282,17 @@ class DepthwiseLowering {
       }
       return st;
     };
-    std::vector<Stmt> valid;
-    valid.push_back(make_for("ql", var("qlo"), copy("ql", var("ql"), true), "fill: left padding"));
+    // a row: zeros, the run of whole stride groups copied (vectorized), and with a stride
+    // above 1 the partly valid group at each end (masked); every other group is padding
+    Stmt zero = make_for("z", const_int(S * Q), {make_local_store("pb", add(rb, var("z")), const_float(0, DType::F32))},
+                         "fill: zeros");
+    zero.annot.vectorize = true;
+    std::vector<Stmt> valid{zero};
+    if (S > 1) valid.push_back(make_if(lt(const_int(0), var("qlo")), copy("ql", sub(var("qlo"), const_int(1)), true)));
     Stmt mid = make_for("qm", sub(var("qhi"), var("qlo")), copy("qm", add(var("qlo"), var("qm")), false), "fill: the row");
     mid.annot.vectorize = true;
     valid.push_back(std::move(mid));
-    valid.push_back(make_for("qr", sub(const_int(Q), var("qhi")), copy("qr", add(var("qhi"), var("qr")), true),
-                             "fill: right padding"));
-    Stmt zero = make_for("z", const_int(S * Q), {make_local_store("pb", add(rb, var("z")), const_float(0, DType::F32))},
-                         "fill: a padding row");
-    zero.annot.vectorize = true;
+    if (S > 1) valid.push_back(make_if(lt(var("qhi"), const_int(Q)), copy("qr", var("qhi"), true)));
     std::vector<Stmt> fill_body = hv ? std::vector<Stmt>{make_if(hv, std::move(valid), {zero})} : std::move(valid);
     ExprRef nu = add(mul(sub(var("nh"), const_int(1)), const_int(p.uh)), const_int(p.ukh * (p.KH - 1) + 1));
     body.push_back(make_for("u", nu, std::move(fill_body), "fill the band's input rows (zero padded, split by stride)"));
