@@ -38,8 +38,8 @@ struct Plan {
   NodeRef R = nullptr, mul = nullptr;
   OperandAccess x, w;
   std::vector<int> sel;
-  int oh = -1, ow = -1, kh = -1, kw = -1;
-  int64_t OH = 1, OW = 1, KH = 1, KW = 1;
+  int oh = -1, ow = -1, kh = -1, kw = -1, kc = -1;  // kc: a grouped convolution's input channels
+  int64_t OH = 1, OW = 1, KH = 1, KW = 1, CG = 1, ackc = 0, ckc = 0;
   int64_t s = 1, akw = 0, RW = 1, uh = 0, ukh = 0, ckh = 0, ckw = 0;
   std::vector<size_t> col_b, row_b, plane_b;  // X bounds by kind
   int64_t E = 0, Q = 0, BH = 1, NB = 1, UB = 1;
@@ -71,7 +71,7 @@ std::optional<Plan> analyse(const KernelGraph& kg, const Kernel& k, int L) {
     if (s[d] == SymInt(1)) continue;
     (std::find(axes.begin(), axes.end(), d) != axes.end() ? taps : outs).push_back(d);
   }
-  if (outs.empty() || taps.empty() || taps.size() > 2) return std::nullopt;
+  if (outs.empty() || taps.empty() || taps.size() > 3) return std::nullopt;
   p.ow = outs.back();
   if (a.uses(p.ow) && !b.uses(p.ow)) p.x = a, p.w = b;
   else if (b.uses(p.ow) && !a.uses(p.ow)) p.x = b, p.w = a;
@@ -90,6 +90,22 @@ std::optional<Plan> analyse(const KernelGraph& kg, const Kernel& k, int L) {
   for (int t : taps) {
     auto c = coef(p.x.addr, t);
     if (!c || *c < 0 || !s[t].is_const()) return std::nullopt;
+  }
+  // three taps: a grouped convolution's input channels (C/groups of them) are the one no
+  // condition names with the largest step in X (a plane apart); each is a plane of its own
+  if (taps.size() == 3) {
+    for (int t : taps) {
+      bool bounded = false;
+      for (auto& bd : p.x.bounds) bounded |= bd.coord.uses(t);
+      if (!bounded && (p.kc < 0 || *coef(p.x.addr, t) > *coef(p.x.addr, p.kc))) p.kc = t;
+    }
+    if (p.kc < 0) return std::nullopt;
+    p.CG = s[p.kc].value();
+    p.ackc = *coef(p.x.addr, p.kc);
+    auto c = coef(p.w.addr, p.kc);
+    if (!c) return std::nullopt;
+    p.ckc = *c;
+    taps.erase(std::find(taps.begin(), taps.end(), p.kc));
   }
   // kw: the tap that moves along the row with ow (named by a column condition when there is one)
   auto uses_tap = [&](const Affine& c) {
@@ -128,7 +144,7 @@ std::optional<Plan> analyse(const KernelGraph& kg, const Kernel& k, int L) {
   if (p.oh >= 0) p.OH = s[p.oh].value();
   if (p.kh >= 0) p.KH = s[p.kh].value();
   if (p.kw >= 0) p.KW = s[p.kw].value();
-  if (p.KH * p.KW > kMaxTaps) return std::nullopt;
+  if (p.CG * p.KH * p.KW > kMaxTaps) return std::nullopt;
   p.akw = p.kw >= 0 ? *coef(p.x.addr, p.kw) : 0;
   int64_t ah = p.oh >= 0 ? *coef(p.x.addr, p.oh) : 0, akh = p.kh >= 0 ? *coef(p.x.addr, p.kh) : 0;
   for (int d : outs)
@@ -188,14 +204,14 @@ std::optional<Plan> analyse(const KernelGraph& kg, const Kernel& k, int L) {
   p.Q = std::max(cdiv(p.E, p.s), owv + p.akw * (p.KW - 1) / p.s);
   auto rows = [&](int64_t bh) { return p.uh * (bh - 1) + p.ukh * (p.KH - 1) + 1; };
   p.BH = p.OH;
-  if (rows(p.BH) * p.s * p.Q > kBandFloats && p.uh > 0)
-    p.BH = std::clamp<int64_t>((kBandFloats / (p.s * p.Q) - p.ukh * (p.KH - 1) - 1) / p.uh + 1, 1, p.OH);
+  if (rows(p.BH) * p.CG * p.s * p.Q > kBandFloats && p.uh > 0)
+    p.BH = std::clamp<int64_t>((kBandFloats / (p.CG * p.s * p.Q) - p.ukh * (p.KH - 1) - 1) / p.uh + 1, 1, p.OH);
   p.NB = cdiv(p.OH, p.BH);
   p.BH = cdiv(p.OH, p.NB);
   p.UB = rows(p.BH);
-  if (p.UB * p.s * p.Q > kMaxBandFloats) return std::nullopt;
+  if (p.CG * p.UB * p.s * p.Q > kMaxBandFloats) return std::nullopt;
   // the copy must not cost more than the taps it serves
-  if (p.NB * p.UB * p.s * p.Q > 4 * p.KH * p.KW * p.OH * p.OW + 4096) return std::nullopt;
+  if (p.NB * p.UB * p.s * p.Q > 4 * p.KH * p.KW * p.OH * p.OW + 4096) return std::nullopt;  // per input channel
   return p;
 }
 
@@ -252,16 +268,19 @@ class DepthwiseLowering {
     body.push_back(make_let("qlo", DType::I64, binary(Op::IDiv, add(var("elo"), const_int(S - 1)), const_int(S))));
     body.push_back(make_let("qhi", DType::I64, binary(Op::Max, var("qlo"), binary(Op::IDiv, var("ehi"), const_int(S)))));
     // the taps' weights, once per plane
-    for (int64_t i = 0; i < p.KH; ++i)
-      for (int64_t j = 0; j < p.KW; ++j)
-        body.push_back(make_let(wname(i, j), DType::F32,
-                                load(pw, DType::F32, add(var("wa"), const_int(p.ckh * i + p.ckw * j)))));
-    body.push_back(make_alloc("pb", DType::F32, 1, p.UB * S * Q));
+    for (int64_t c = 0; c < p.CG; ++c)
+      for (int64_t i = 0; i < p.KH; ++i)
+        for (int64_t j = 0; j < p.KW; ++j)
+          body.push_back(make_let(wname(c, i, j), DType::F32,
+                                  load(pw, DType::F32, add(var("wa"), const_int(p.ckc * c + p.ckh * i + p.ckw * j)))));
+    body.push_back(make_alloc("pb", DType::F32, 1, p.CG * p.UB * S * Q));
     body.push_back(make_alloc("rowt", DType::F32, 1, 2 * owv));
 
     // fill: buffer row u = input row u0 + u, split into S phases of Q
     ExprRef u = var("u"), ug = add(u0, u);
-    ExprRef rb = mul(u, const_int(S * Q)), xr = add(var("xa"), mul(u, const_int(p.RW)));
+    ExprRef cc = p.CG > 1 ? var("cc") : const_int(0);  // the input channel of a group
+    ExprRef rb = mul(add(mul(cc, const_int(p.UB)), u), const_int(S * Q));
+    ExprRef xr = add(add(var("xa"), mul(cc, const_int(p.ackc))), mul(u, const_int(p.RW)));
     ExprRef hv;
     for (size_t j : p.plane_b) {
       auto& bd = p.x.bounds[j];
@@ -295,19 +314,21 @@ class DepthwiseLowering {
     if (S > 1) valid.push_back(make_if(lt(var("qhi"), const_int(Q)), copy("qr", var("qhi"), true)));
     std::vector<Stmt> fill_body = hv ? std::vector<Stmt>{make_if(hv, std::move(valid), {zero})} : std::move(valid);
     ExprRef nu = add(mul(sub(var("nh"), const_int(1)), const_int(p.uh)), const_int(p.ukh * (p.KH - 1) + 1));
-    body.push_back(make_for("u", nu, std::move(fill_body), "fill the band's input rows (zero padded, split by stride)"));
+    Stmt fill = make_for("u", nu, std::move(fill_body), "fill the band's input rows (zero padded, split by stride)");
+    body.push_back(p.CG > 1 ? make_for("cc", const_int(p.CG), {std::move(fill)}, "input channels of the group") : std::move(fill));
 
     // compute: two output rows at a time (they share the loads of the input rows both
     // read), L outputs per vector, one chain per tap row; then the epilogue of each row
     ExprRef v = var("v");
     auto row_sum = [&](ExprRef i) {
       ExprRef acc;
+      for (int64_t c = 0; c < p.CG; ++c)
       for (int64_t kh = 0; kh < p.KH; ++kh) {
         ExprRef chain;
         for (int64_t kw = 0; kw < p.KW; ++kw) {
-          ExprRef row = add(mul(add(mul(i, const_int(p.uh)), const_int(p.ukh * kh)), const_int(S)), const_int(p.akw * kw % S));
+          ExprRef row = add(mul(add(mul(i, const_int(p.uh)), const_int(c * p.UB + p.ukh * kh)), const_int(S)), const_int(p.akw * kw % S));
           ExprRef idx = add(add(mul(row, const_int(Q)), mul(v, const_int(L_))), const_int(p.akw * kw / S));
-          ExprRef term = binary(Op::Mul, broadcast(var(wname(kh, kw), DType::F32), L_), local_load("pb", DType::F32, idx, L_));
+          ExprRef term = binary(Op::Mul, broadcast(var(wname(c, kh, kw), DType::F32), L_), local_load("pb", DType::F32, idx, L_));
           chain = chain ? binary(Op::Add, chain, term) : term;
         }
         acc = acc ? binary(Op::Add, acc, chain) : chain;
@@ -350,7 +371,7 @@ class DepthwiseLowering {
     Stmt tl = make_for("t", mul(from_sym(planes), const_int(p.NB)), std::move(body), "planes × row bands");
     tl.annot.parallel = true;
     f_.body.push_back(std::move(tl));
-    f_.schedule_log.push_back("depthwise: " + std::to_string(p.KH) + "x" + std::to_string(p.KW) + " taps, stride " +
+    f_.schedule_log.push_back("depthwise: " + (p.CG > 1 ? std::to_string(p.CG) + " channels x " : std::string()) + std::to_string(p.KH) + "x" + std::to_string(p.KW) + " taps, stride " +
                               std::to_string(p.s) + ", " + std::to_string(L_) + " lanes, bands of " +
                               std::to_string(p.BH) + " rows, rows in pairs");
     unique_loop_names(f_);
@@ -365,7 +386,9 @@ class DepthwiseLowering {
   LoopFunc f_;
   std::unordered_map<int, int> param_of_;
 
-  static std::string wname(int64_t i, int64_t j) { return "w" + std::to_string(i) + "_" + std::to_string(j); }
+  static std::string wname(int64_t c, int64_t i, int64_t j) {
+    return "w" + std::to_string(c) + "_" + std::to_string(i) + "_" + std::to_string(j);
+  }
 
   int add_param(int buffer, bool written, const std::string& name) {
     auto it = param_of_.find(buffer);

@@ -1,5 +1,5 @@
 // depthwise_test.cpp — the direct depthwise convolution nest (core/loop/lower_depthwise.h):
-// 3x3 and 5x5 windows, stride 1, 2 and 3, dilation, padding wider than the window's reach,
+// 3x3 and 5x5 windows (and grouped convolutions with one output per group), stride 1, 2 and 3, dilation, padding wider than the window's reach,
 // odd and prime sizes, channels 7, 13 and 96, batch 1 and 64, with and without the fused
 // BatchNorm + ReLU6 epilogue, constant (ONNX-style) and input weights, against the
 // interpreter on the backend under test; and that the default schedule takes the path.
@@ -76,6 +76,24 @@ TEST(Depthwise, MatchesInterpreter) {
       EXPECT_EQ(direct_kernels(build_program(g)), 1) << "case " << i << "\n" << test::loop_ir_of(build_program(g));
       batch.add("depthwise " + std::to_string(i++), g);
     }
+  EXPECT_EQ(batch.run(), 0);
+}
+
+// grouped convolutions with one output channel per group: each output reads C/groups planes
+TEST(Depthwise, GroupedWithOneOutputPerGroup) {
+  test::DiffBatch batch;
+  for (auto [n, c, g, h, w, k, s] : std::vector<std::array<int64_t, 7>>{
+           {1, 14, 7, 9, 11, 3, 1}, {2, 26, 13, 13, 17, 3, 2}, {64, 6, 2, 5, 7, 3, 1}, {1, 12, 6, 11, 13, 5, 2}}) {
+    Conv2dOptions o;
+    o.stride = {s, s};
+    o.padding = {k / 2, k / 2};
+    o.groups = g;
+    Tensor x = input("x", {n, c, h, w});
+    Tensor wt = from_host(random_tensor(DType::F32, {g, c / g, k, k}, static_cast<uint64_t>(c * 100 + k)));
+    Graph gr = one(clamp(conv2d(x, wt, input("b", {g}), o), Scalar(0.0), Scalar(6.0)));
+    EXPECT_EQ(direct_kernels(build_program(gr)), 1) << test::loop_ir_of(build_program(gr));
+    batch.add("grouped " + std::to_string(c) + "/" + std::to_string(g), gr);
+  }
   EXPECT_EQ(batch.run(), 0);
 }
 
