@@ -290,7 +290,7 @@ int run_bench(const std::vector<std::string>& args) {
   Backend& b = get_backend(backend);
   if (auto why = b.available(); !why.empty()) throw UserError("backend '" + backend + "' is not available: " + why);
   std::vector<tune::Record> tuned = tune::load_tuned(tuned_path);
-  std::vector<std::string> names = {"eltwise", "softmax", "layernorm", "matmul", "matmul-int8", "matmul-lib", "conv2d", "mlp", "gpt2-block", "attention-long", "compile", "rewrite"};
+  std::vector<std::string> names = {"eltwise", "softmax", "layernorm", "matmul", "matmul-int8", "matmul-lib", "conv2d", "dwconv", "mlp", "gpt2-block", "attention-long", "compile", "rewrite"};
   if (!only.empty() && std::find(names.begin(), names.end(), only) == names.end()) {
     std::string known;
     for (auto& n : names) known += " " + n;

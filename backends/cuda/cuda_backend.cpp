@@ -25,6 +25,7 @@
 #include "core/runtime/kernel_cache.h"
 #include "core/loop/cost.h"
 #include "core/loop/lower.h"
+#include "core/loop/lower_depthwise.h"
 
 namespace lathe::cuda {
 
@@ -42,6 +43,8 @@ loop::LoopFunc gpu_loop_func(const Program& p, int kernel) {
     g.schedule_log.push_back("cuda: re-lowered as a reduction (one output element per thread)");
     return g;
   }
+  // the CPU's direct depthwise nest (vectors, per-thread copies): the plain loops, as before it
+  if (loop::is_depthwise(f)) return loop::lower_kernel(kg, kernel, /*plain=*/true);
   if (f.kind == "matmul") return f;  // the plain reduction (p:kernel(i):reset(true)), maybe hand-scheduled
   // The CPU's default schedule (fused outer loops, parallel, vectorize) means nothing on the
   // GPU, where the renderer flattens the output loops itself: start from the plain loops

@@ -336,7 +336,8 @@ class FunctionEmitter {
         llvm::Value* idx = emit(e->args[0]);
         llvm::Value* p = b_.CreateGEP(v.type, v.slot, idx);
         if (e->lanes == v.lanes) return b_.CreateLoad(v.type, p);
-        return b_.CreateLoad(reg_type(e->dtype, e->lanes), p);
+        // a run of a scalar array starts at any element: the element's alignment, not the vector's
+        return b_.CreateAlignedLoad(reg_type(e->dtype, e->lanes), p, llvm::Align(dtype_size(e->dtype)));
       }
       case ExprKind::Unary: return emit_unary(e);
       case ExprKind::Binary: return emit_binary(e);
@@ -606,7 +607,10 @@ class FunctionEmitter {
       case StmtKind::LocalStore: {
         Var& v = array_var(s.var);
         llvm::Value* val = emit(s.value);
-        b_.CreateStore(val, b_.CreateGEP(v.type, v.slot, emit(s.index)));
+        if (s.value->lanes != v.lanes)  // a vector into a scalar array, at any element
+          b_.CreateAlignedStore(val, b_.CreateGEP(v.type, v.slot, emit(s.index)), llvm::Align(dtype_size(s.value->dtype)));
+        else
+          b_.CreateStore(val, b_.CreateGEP(v.type, v.slot, emit(s.index)));
         return;
       }
     }

@@ -140,6 +140,15 @@ Graph bench_conv2d() {
   o.padding = {1, 1};
   return graph_of({{"y", conv2d(input("x", {8, 64, 56, 56}), input("w", {64, 64, 3, 3}), std::nullopt, o).node()}});
 }
+// MobileNet's inner layer: a depthwise 3x3 convolution, folded BatchNorm, ReLU6 (issue 12)
+Graph bench_dwconv() {
+  Conv2dOptions o;
+  o.padding = {1, 1};
+  o.groups = 144;
+  Tensor y = conv2d(input("x", {8, 144, 56, 56}), input("w", {144, 1, 3, 3}), input("b", {144}), o);
+  y = clamp(y * input("scale", {144, 1, 1}) + input("shift", {144, 1, 1}), Scalar(0.0), Scalar(6.0));
+  return graph_of({{"y", y.node()}});
+}
 Graph bench_mlp() {
   Tensor x = input("x", {256, 1024});
   Tensor y = dense(gelu(dense(x, 1024, 4096, "fc1")), 4096, 1024, "fc2");
@@ -179,6 +188,7 @@ const std::vector<Entry>& bench() {
       {"matmul", "1024x1024x1024 f32 matmul", bench_matmul},
       {"matmul-int8", "1024x1024x1024 u8 x s8 -> s32 matmul", bench_matmul_int8},
       {"conv2d", "conv2d N8 C64 56x56, K64 3x3, pad 1, f32", bench_conv2d},
+      {"dwconv", "depthwise conv2d N8 C144 56x56 3x3, pad 1, BatchNorm + ReLU6, f32", bench_dwconv},
       {"mlp", "MLP batch 256, 1024-4096-1024 with GELU", bench_mlp},
       {"gpt2-block", "one GPT-2-small block forward, T=128, d=768, 12 heads", gpt2_block_sample},
       {"attention-long", "causal attention, 12 heads, T=4096, d=64, f32 (flash-attention rules)", bench_attention_long},

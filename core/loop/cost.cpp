@@ -1,6 +1,8 @@
 // cost.cpp — estimate_cost: FLOPs and bytes per kernel (see cost.h).
 #include "core/loop/cost.h"
 
+#include "core/loop/lower_depthwise.h"
+
 namespace lathe::loop {
 
 bool eval_index(const ExprRef& e, const std::map<std::string, int64_t, std::less<>>& env, int64_t& out) {
@@ -108,6 +110,14 @@ KernelCost estimate_cost(const LoopFunc& f, const KernelGraph& kg, const Binding
     for (auto& d : q) n *= ev(d);
     if (k.root->attrs.ints.size() >= 1 && k.root->attrs.ints[0]) n /= 2;
     c.flops = n;
+    return c;
+  }
+  if (is_depthwise(f)) {  // 2 per tap and output, as the plain reduction counts them (not the padding lanes)
+    double n = 1;
+    for (NodeRef r : k.nodes)
+      if (r->op == Op::Reduce)
+        for (auto& d : r->inputs[0]->shape) n *= static_cast<double>(d.eval(dims).value_or(1));
+    c.flops = 2 * n;
     return c;
   }
   if (f.kind == "matmul") {

@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "core/ir/diag.h"
+#include "core/loop/lower_depthwise.h"
 #include "core/loop/row_reduce.h"
 #include "core/loop/transform.h"
 
@@ -32,6 +33,7 @@ std::vector<Stmt*> outer_chain(std::vector<Stmt>& body) {
 
 void apply_default_schedule(LoopFunc& f, const ScheduleOptions& opts) {
   if (f.kind == "matmul" || f.kind == "attention") return;  // lowering chose the blocked schedule
+  if (is_depthwise(f)) return;                                // and the direct depthwise nest
   // reductions that do not run along contiguous memory: rows of accumulators (row_reduce.h)
   apply_row_reductions(f);
   int threads = opts.threads > 0 ? opts.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));

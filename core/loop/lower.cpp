@@ -7,6 +7,7 @@
 #include <unordered_set>
 
 #include "core/ir/diag.h"
+#include "core/loop/lower_depthwise.h"
 #include "core/loop/lower_value.h"
 #include "core/runtime/host_tensor.h"
 
@@ -407,6 +408,8 @@ LoopFunc lower_kernel(const KernelGraph& kg, int kernel, bool plain) {
     return lower_attention_kernel(kg, kernel, ap);
   }
   LATHE_CHECK(k.kind != "extern", "extern kernels have no loop IR; the backend calls the library");
+  if (!plain)  // a depthwise convolution: the direct vectorized nest (lower_depthwise.h)
+    if (auto f = lower_depthwise_kernel(kg, kernel, host_matmul_params().lanes)) return std::move(*f);
   Kernel as_reduce = k;  // a plain matmul: the reduction (and epilogue) as any fused reduce
   if (k.kind == "matmul") as_reduce.kind = "reduce";
   // a stash that no output loop read back would be a wasted store: lower again without it

@@ -147,6 +147,8 @@ std::optional<MatmulMatch> match_matmul(NodeRef r) {
   return m;
 }
 
+OperandAccess operand_access(NodeRef x) { return access_of(x); }
+
 bool fusable_epilogue(NodeRef root, NodeRef reduce, const std::set<NodeRef>& mat) {
   // (partial sums over K blocks are kept in the output buffer: the root has the sum's dtype)
   if (root == reduce || root->dtype != reduce->dtype || non_unit(root->shape) != non_unit(reduce->shape)) return false;

@@ -92,6 +92,9 @@ struct MatmulMatch {
   std::vector<int> m_axes, n_axes, k_axes, batch_axes;  // Mul dims of size != 1, outer first
 };
 std::optional<MatmulMatch> match_matmul(NodeRef reduce);
+// How the Mul operand x (a chain of Views down to the tensor read) addresses that tensor, as
+// match_matmul sees each operand (the depthwise lowering reads its operands the same way).
+OperandAccess operand_access(NodeRef x);
 
 // Can kernel root `root` be computed as an epilogue of the contraction `reduce` inside the
 // matmul kernel (elementwise ops and squeeze/unsqueeze views between them, other inputs read

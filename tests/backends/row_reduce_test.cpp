@@ -6,6 +6,7 @@
 #include "core/frontend/nn.h"
 #include "core/ir/build.h"
 #include "core/frontend/tensor.h"
+#include "core/loop/lower_depthwise.h"
 #include "core/loop/row_reduce.h"
 #include "diff_util.h"
 
@@ -52,10 +53,13 @@ const std::vector<Dw> kDepthwise = {
     {1, 2, 10, 97, 3, 11, 1, 5, 1, 1},   // a window wider than 8: not unrolled
 };
 
-TEST(RowReduce, DepthwiseConvTakesRows) {
+// a depthwise convolution (one output per channel) takes the direct nest
+// (depthwise_test.cpp); with two outputs per channel it is a batched GEMM; rows serve the rest
+TEST(RowReduce, DepthwiseConvTakesTheDirectNest) {
   for (bool ep : {false, true}) {
     Program p = build_program(one(depthwise(kDepthwise[1], ep)));
-    EXPECT_TRUE(has_rows(p)) << test::loop_ir_of(p);
+    EXPECT_FALSE(has_rows(p)) << test::loop_ir_of(p);
+    EXPECT_TRUE(loop::is_depthwise(p.funcs.at(0))) << test::loop_ir_of(p);
     EXPECT_EQ(p.num_kernels(), 1) << test::loop_ir_of(p);  // the epilogue stays fused
   }
 }
@@ -69,7 +73,8 @@ TEST(RowReduce, DepthwiseConvMatchesInterpreter) {
 }
 
 TEST(RowReduce, GroupedConvWithOneOutputPerGroup) {
-  // groups = C / 3, one output channel per group: no matmul rows, a reduction over (3, R, S)
+  // groups = C / 3, one output channel per group: no matmul rows, a reduction over (3, R, S),
+  // which the direct depthwise nest takes (three input planes per output)
   test::DiffBatch batch;
   for (auto [n, c, h, w, s] : std::vector<std::array<int64_t, 5>>{{1, 6, 9, 13, 1}, {2, 9, 7, 30, 2}}) {
     Conv2dOptions o;
@@ -80,7 +85,7 @@ TEST(RowReduce, GroupedConvWithOneOutputPerGroup) {
     Tensor wt = input("w", {c / 3, 3, 3, 3});
     Tensor b = input("b", {c / 3});
     Graph g = one(relu(conv2d(x, wt, b, o)));
-    EXPECT_TRUE(has_rows(build_program(g)));
+    EXPECT_TRUE(loop::is_depthwise(build_program(g).funcs.at(0)));  // the direct nest (depthwise_test.cpp)
     batch.add("grouped " + std::to_string(c), g);
   }
   EXPECT_EQ(batch.run(), 0);

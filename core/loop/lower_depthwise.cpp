@@ -1,0 +1,419 @@
+// lower_depthwise.cpp — lower_depthwise_kernel: a depthwise convolution kernel → a direct,
+// vectorized loop nest over zero-padded, stride-split copies of its input rows (see
+// lower_depthwise.h for the scheme).
+//
+// The model, in the Mul's dims: out dims sel… (planes: batch, channel), oh, ow (the
+// innermost); tap dims kh, kw (the reduced ones). The input X is read at
+//   c0 + sel part + RW·u + e,  u = uh·oh + ukh·kh (a row),  e = s·ow + akw·kw (along the row)
+// with range conditions of three kinds: per column (on e), per row (on u) and per plane.
+// The weight W is read at c0 + sel part + ckh·kh + ckw·kw, without conditions.
+#include "core/loop/lower_depthwise.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <numeric>
+#include <unordered_map>
+
+#include "core/loop/lower.h"
+#include "core/loop/matmul_epilogue.h"
+
+namespace lathe::loop {
+
+namespace {
+
+std::optional<int64_t> coef(const Affine& a, int d) {
+  SymInt c = 0;
+  for (auto& [x, k] : a.terms)
+    if (x == d) c = c + k;
+  if (!c.is_const()) return std::nullopt;
+  return c.value();
+}
+int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+constexpr int64_t kBandFloats = 16384;     // a band's input copy: 64 KiB (L2, and the C backend's stack)
+constexpr int64_t kMaxBandFloats = 1 << 18;  // one row band larger than this: the generic lowering
+constexpr int64_t kMaxTaps = 64;
+
+struct Plan {
+  NodeRef R = nullptr, mul = nullptr;
+  OperandAccess x, w;
+  std::vector<int> sel;
+  int oh = -1, ow = -1, kh = -1, kw = -1, kc = -1;  // kc: a grouped convolution's input channels
+  int64_t OH = 1, OW = 1, KH = 1, KW = 1, CG = 1, ackc = 0, ckc = 0;
+  int64_t s = 1, akw = 0, RW = 1, uh = 0, ukh = 0, ckh = 0, ckw = 0;
+  std::vector<size_t> col_b, row_b, plane_b;  // X bounds by kind
+  int64_t E = 0, Q = 0, BH = 1, NB = 1, UB = 1;
+};
+
+std::optional<Plan> analyse(const KernelGraph& kg, const Kernel& k, int L) {
+  if (k.kind != "reduce") return std::nullopt;
+  Plan p;
+  for (NodeRef n : k.nodes)
+    if (n->op == Op::Reduce) {
+      if (p.R) return std::nullopt;
+      p.R = n;
+    }
+  if (!p.R || p.R->attrs.reduce != ReduceOp::Add || p.R->dtype != DType::F32) return std::nullopt;
+  p.mul = p.R->inputs[0];
+  if (p.mul->op != Op::Mul || p.mul->dtype != DType::F32) return std::nullopt;
+  if (k.root != p.R) {
+    std::set<NodeRef> mat;
+    for (auto& [n, b] : kg.buffer_of) mat.insert(n);
+    if (!fusable_epilogue(k.root, p.R, mat)) return std::nullopt;
+  }
+  OperandAccess a = operand_access(p.mul->inputs[0]), b = operand_access(p.mul->inputs[1]);
+  for (auto* acc : {&a, &b})
+    if (!kg.materialized(acc->src) || acc->src->dtype != DType::F32) return std::nullopt;
+  const Shape& s = p.mul->shape;
+  const auto& axes = p.R->attrs.axes;
+  std::vector<int> outs, taps;
+  for (int d = 0; d < (int)s.size(); ++d) {
+    if (s[d] == SymInt(1)) continue;
+    (std::find(axes.begin(), axes.end(), d) != axes.end() ? taps : outs).push_back(d);
+  }
+  if (outs.empty() || taps.empty() || taps.size() > 3) return std::nullopt;
+  p.ow = outs.back();
+  if (a.uses(p.ow) && !b.uses(p.ow)) p.x = a, p.w = b;
+  else if (b.uses(p.ow) && !a.uses(p.ow)) p.x = b, p.w = a;
+  else return std::nullopt;
+  if (!p.w.bounds.empty() || !s[p.ow].is_const()) return std::nullopt;
+  p.OW = s[p.ow].value();
+  auto aw = coef(p.x.addr, p.ow);
+  if (!aw || *aw < 1) return std::nullopt;
+  p.s = *aw;
+  // oh: the next output dim out, when only X reads it
+  if (outs.size() >= 2) {
+    int d = outs[outs.size() - 2];
+    auto c = coef(p.x.addr, d);
+    if (c && *c > 0 && !p.w.uses(d) && s[d].is_const()) p.oh = d;
+  }
+  for (int t : taps) {
+    auto c = coef(p.x.addr, t);
+    if (!c || *c < 0 || !s[t].is_const()) return std::nullopt;
+  }
+  // three taps: a grouped convolution's input channels (C/groups of them) are the one no
+  // condition names with the largest step in X (a plane apart); each is a plane of its own
+  if (taps.size() == 3) {
+    for (int t : taps) {
+      bool bounded = false;
+      for (auto& bd : p.x.bounds) bounded |= bd.coord.uses(t);
+      if (!bounded && (p.kc < 0 || *coef(p.x.addr, t) > *coef(p.x.addr, p.kc))) p.kc = t;
+    }
+    if (p.kc < 0) return std::nullopt;
+    p.CG = s[p.kc].value();
+    p.ackc = *coef(p.x.addr, p.kc);
+    auto c = coef(p.w.addr, p.kc);
+    if (!c) return std::nullopt;
+    p.ckc = *c;
+    taps.erase(std::find(taps.begin(), taps.end(), p.kc));
+  }
+  // kw: the tap that moves along the row with ow (named by a column condition when there is one)
+  auto uses_tap = [&](const Affine& c) {
+    int found = -1;
+    for (int t : taps)
+      if (c.uses(t)) found = found < 0 ? t : -2;
+    return found;
+  };
+  for (auto& bd : p.x.bounds) {
+    if (!bd.coord.uses(p.ow)) continue;
+    int t = uses_tap(bd.coord);
+    if (t == -2 || (t >= 0 && p.kw >= 0 && t != p.kw)) return std::nullopt;
+    if (t >= 0) p.kw = t;
+  }
+  if (p.kw < 0)
+    for (auto& bd : p.x.bounds) {
+      int t = uses_tap(bd.coord);
+      if (!bd.coord.uses(p.ow) && t >= 0 && p.kh < 0) p.kh = t;
+    }
+  if (p.kw < 0 && p.kh < 0) {
+    if (taps.size() == 2) {
+      bool first_smaller = *coef(p.x.addr, taps[0]) < *coef(p.x.addr, taps[1]);
+      p.kw = first_smaller ? taps[0] : taps[1];
+    } else {
+      int t = taps[0];
+      if (p.oh < 0 || *coef(p.x.addr, t) < *coef(p.x.addr, p.oh)) p.kw = t;
+      else p.kh = t;
+    }
+  }
+  for (int t : taps)
+    if (t != p.kw && t != p.kh) {
+      if (p.kh < 0 && t != p.kw) p.kh = t;
+      else if (p.kw < 0 && t != p.kh) p.kw = t;
+      else return std::nullopt;
+    }
+  if (p.oh >= 0) p.OH = s[p.oh].value();
+  if (p.kh >= 0) p.KH = s[p.kh].value();
+  if (p.kw >= 0) p.KW = s[p.kw].value();
+  if (p.CG * p.KH * p.KW > kMaxTaps) return std::nullopt;
+  p.akw = p.kw >= 0 ? *coef(p.x.addr, p.kw) : 0;
+  int64_t ah = p.oh >= 0 ? *coef(p.x.addr, p.oh) : 0, akh = p.kh >= 0 ? *coef(p.x.addr, p.kh) : 0;
+  for (int d : outs)
+    if (d != p.oh && d != p.ow) p.sel.push_back(d);
+  if (p.w.uses(p.oh) || p.w.uses(p.ow)) return std::nullopt;
+  // per-channel taps: W reads a different filter for some plane dim (a vector-matrix
+  // product, x[k] · W[k, n], has the same shape of reduction with the matrix as "X")
+  if (std::none_of(p.sel.begin(), p.sel.end(), [&](int d) { return p.w.uses(d); })) return std::nullopt;
+  if (p.kh >= 0) {
+    auto c = coef(p.w.addr, p.kh);
+    if (!c) return std::nullopt;
+    p.ckh = *c;
+  }
+  if (p.kw >= 0) {
+    auto c = coef(p.w.addr, p.kw);
+    if (!c) return std::nullopt;
+    p.ckw = *c;
+  }
+  // the X conditions: per column (e), per row (u) or per plane
+  auto cf = [](const Affine& c, int d) -> std::optional<int64_t> { return d < 0 ? std::optional<int64_t>(0) : coef(c, d); };
+  bool have_row = false;
+  for (size_t j = 0; j < p.x.bounds.size(); ++j) {
+    const Affine& c = p.x.bounds[j].coord;
+    bool on_col = c.uses(p.ow) || (p.kw >= 0 && c.uses(p.kw));
+    bool on_row = (p.oh >= 0 && c.uses(p.oh)) || (p.kh >= 0 && c.uses(p.kh));
+    if (on_col && on_row) return std::nullopt;
+    if (on_col) {
+      if (cf(c, p.ow) != p.s || cf(c, p.kw) != p.akw) return std::nullopt;
+      p.col_b.push_back(j);
+    } else if (on_row) {
+      auto bh = cf(c, p.oh), bkh = cf(c, p.kh);
+      if (!bh || !bkh || *bh < 0 || *bkh < 0) return std::nullopt;
+      if (have_row && (*bh != p.uh || *bkh != p.ukh)) return std::nullopt;
+      have_row = true;
+      p.uh = *bh, p.ukh = *bkh;
+      p.row_b.push_back(j);
+    } else {
+      p.plane_b.push_back(j);
+    }
+  }
+  if (have_row) {
+    if (p.uh > 0) {
+      if (ah % p.uh) return std::nullopt;
+      p.RW = ah / p.uh;
+    } else {
+      if (p.ukh == 0 || akh % p.ukh) return std::nullopt;
+      p.RW = akh / p.ukh;
+    }
+    if (p.uh * p.RW != ah || p.ukh * p.RW != akh || p.RW <= 0) return std::nullopt;
+  } else {
+    int64_t g = std::gcd(ah, akh);
+    if (g > 0) p.RW = g, p.uh = ah / g, p.ukh = akh / g;
+  }
+  if (p.oh >= 0 && p.uh == 0) return std::nullopt;
+  p.E = p.s * (p.OW - 1) + p.akw * (p.KW - 1) + 1;
+  int64_t owv = cdiv(p.OW, L) * L;
+  p.Q = std::max(cdiv(p.E, p.s), owv + p.akw * (p.KW - 1) / p.s);
+  auto rows = [&](int64_t bh) { return p.uh * (bh - 1) + p.ukh * (p.KH - 1) + 1; };
+  p.BH = p.OH;
+  if (rows(p.BH) * p.CG * p.s * p.Q > kBandFloats && p.uh > 0)
+    p.BH = std::clamp<int64_t>((kBandFloats / (p.CG * p.s * p.Q) - p.ukh * (p.KH - 1) - 1) / p.uh + 1, 1, p.OH);
+  p.NB = cdiv(p.OH, p.BH);
+  p.BH = cdiv(p.OH, p.NB);
+  p.UB = rows(p.BH);
+  if (p.CG * p.UB * p.s * p.Q > kMaxBandFloats) return std::nullopt;
+  // the copy must not cost more than the taps it serves
+  if (p.NB * p.UB * p.s * p.Q > 4 * p.KH * p.KW * p.OH * p.OW + 4096) return std::nullopt;  // per input channel
+  return p;
+}
+
+class DepthwiseLowering {
+ public:
+  DepthwiseLowering(const KernelGraph& kg, const Kernel& k, const Plan& p, int lanes) : kg_(kg), k_(k), p_(p), L_(lanes) {}
+
+  LoopFunc run() {
+    const Plan& p = p_;
+    f_.name = k_.name;
+    f_.kernel = k_.id;
+    f_.dims = kg_.symbols;
+    f_.kind = k_.kind;
+    int pout = add_param(k_.output, true, "out");
+    int px = add_param(kg_.buffer_of.at(p.x.src), false, "x");
+    int pw = add_param(kg_.buffer_of.at(p.w.src), false, "w");
+    for (int b : k_.inputs) add_param(b, false, "in" + std::to_string(f_.buffers.size()));
+    const Shape& s = p.mul->shape;
+    const int64_t S = p.s, Q = p.Q, owv = cdiv(p.OW, L_) * L_;
+
+    std::vector<Stmt> body;
+    SymInt planes = 1;
+    for (int d : p.sel) planes = planes * s[d];
+    ExprRef t = var("t"), plane = t, band = const_int(0);
+    if (p.NB > 1) {
+      body.push_back(make_let("band", DType::I64, binary(Op::Mod, t, const_int(p.NB))));
+      body.push_back(make_let("plane", DType::I64, binary(Op::IDiv, t, const_int(p.NB))));
+      band = var("band"), plane = var("plane");
+    }
+    std::map<int, ExprRef> co;
+    if (!p.sel.empty()) co = group_coords(p.sel, s, plane);
+    for (auto& [d, e] : co)
+      if (e->kind != ExprKind::Var) {
+        std::string n = "c" + std::to_string(d);
+        body.push_back(make_let(n, DType::I64, e));
+        e = var(n);
+      }
+    auto part = [&](const Affine& a) { return add(from_sym(a.c0), affine_part(a, co)); };
+    body.push_back(make_let("oh0", DType::I64, mul(band, const_int(p.BH))));
+    body.push_back(make_let("nh", DType::I64, min_of(const_int(p.BH), sub(const_int(p.OH), var("oh0")))));
+    ExprRef u0 = mul(var("oh0"), const_int(p.uh));  // the band's first input row
+    body.push_back(make_let("xa", DType::I64, add(part(p.x.addr), mul(u0, const_int(p.RW)))));
+    body.push_back(make_let("wa", DType::I64, part(p.w.addr)));
+    // the valid part of a row, [elo, ehi) along e: the column conditions
+    ExprRef elo = const_int(0), ehi = const_int(p.E);
+    for (size_t j : p.col_b) {
+      auto& bd = p.x.bounds[j];
+      ExprRef base = part(bd.coord);
+      elo = binary(Op::Max, elo, sub(from_sym(bd.lo), base));
+      ehi = min_of(ehi, sub(from_sym(bd.hi), base));
+    }
+    body.push_back(make_let("elo", DType::I64, min_of(elo, const_int(p.E))));
+    body.push_back(make_let("ehi", DType::I64, binary(Op::Max, ehi, var("elo"))));
+    body.push_back(make_let("qlo", DType::I64, binary(Op::IDiv, add(var("elo"), const_int(S - 1)), const_int(S))));
+    body.push_back(make_let("qhi", DType::I64, binary(Op::Max, var("qlo"), binary(Op::IDiv, var("ehi"), const_int(S)))));
+    // the taps' weights, once per plane
+    for (int64_t c = 0; c < p.CG; ++c)
+      for (int64_t i = 0; i < p.KH; ++i)
+        for (int64_t j = 0; j < p.KW; ++j)
+          body.push_back(make_let(wname(c, i, j), DType::F32,
+                                  load(pw, DType::F32, add(var("wa"), const_int(p.ckc * c + p.ckh * i + p.ckw * j)))));
+    body.push_back(make_alloc("pb", DType::F32, 1, p.CG * p.UB * S * Q));
+    body.push_back(make_alloc("rowt", DType::F32, 1, 2 * owv));
+
+    // fill: buffer row u = input row u0 + u, split into S phases of Q
+    ExprRef u = var("u"), ug = add(u0, u);
+    ExprRef cc = p.CG > 1 ? var("cc") : const_int(0);  // the input channel of a group
+    ExprRef rb = mul(add(mul(cc, const_int(p.UB)), u), const_int(S * Q));
+    ExprRef xr = add(add(var("xa"), mul(cc, const_int(p.ackc))), mul(u, const_int(p.RW)));
+    ExprRef hv;
+    for (size_t j : p.plane_b) {
+      auto& bd = p.x.bounds[j];
+      ExprRef c = part(bd.coord);
+      hv = logical_and(hv, logical_and(le(from_sym(bd.lo), c), lt(c, from_sym(bd.hi))));
+    }
+    for (size_t j : p.row_b) {
+      auto& bd = p.x.bounds[j];
+      ExprRef c = add(part(bd.coord), ug);
+      hv = logical_and(hv, logical_and(le(from_sym(bd.lo), c), lt(c, from_sym(bd.hi))));
+    }
+    auto copy = [&](const std::string& q, ExprRef qv, bool masked) {
+      std::vector<Stmt> st;
+      for (int64_t r = 0; r < S; ++r) {
+        ExprRef e = add(mul(qv, const_int(S)), const_int(r));
+        ExprRef m = masked ? logical_and(le(var("elo"), e), lt(e, var("ehi"))) : nullptr;
+        st.push_back(make_local_store("pb", add(rb, add(const_int(r * Q), qv)), load(px, DType::F32, add(xr, e), m)));
+      }
+      return st;
+    };
+    // a row: zeros, the run of whole stride groups copied (vectorized), and with a stride
+    // above 1 the partly valid group at each end (masked); every other group is padding
+    Stmt zero = make_for("z", const_int(S * Q), {make_local_store("pb", add(rb, var("z")), const_float(0, DType::F32))},
+                         "fill: zeros");
+    zero.annot.vectorize = true;
+    std::vector<Stmt> valid{zero};
+    if (S > 1) valid.push_back(make_if(lt(const_int(0), var("qlo")), copy("ql", sub(var("qlo"), const_int(1)), true)));
+    Stmt mid = make_for("qm", sub(var("qhi"), var("qlo")), copy("qm", add(var("qlo"), var("qm")), false), "fill: the row");
+    mid.annot.vectorize = true;
+    valid.push_back(std::move(mid));
+    if (S > 1) valid.push_back(make_if(lt(var("qhi"), const_int(Q)), copy("qr", var("qhi"), true)));
+    std::vector<Stmt> fill_body = hv ? std::vector<Stmt>{make_if(hv, std::move(valid), {zero})} : std::move(valid);
+    ExprRef nu = add(mul(sub(var("nh"), const_int(1)), const_int(p.uh)), const_int(p.ukh * (p.KH - 1) + 1));
+    Stmt fill = make_for("u", nu, std::move(fill_body), "fill the band's input rows (zero padded, split by stride)");
+    body.push_back(p.CG > 1 ? make_for("cc", const_int(p.CG), {std::move(fill)}, "input channels of the group") : std::move(fill));
+
+    // compute: two output rows at a time (they share the loads of the input rows both
+    // read), L outputs per vector, one chain per tap row; then the epilogue of each row
+    ExprRef v = var("v");
+    auto row_sum = [&](ExprRef i) {
+      ExprRef acc;
+      for (int64_t c = 0; c < p.CG; ++c)
+      for (int64_t kh = 0; kh < p.KH; ++kh) {
+        ExprRef chain;
+        for (int64_t kw = 0; kw < p.KW; ++kw) {
+          ExprRef row = add(mul(add(mul(i, const_int(p.uh)), const_int(c * p.UB + p.ukh * kh)), const_int(S)), const_int(p.akw * kw % S));
+          ExprRef idx = add(add(mul(row, const_int(Q)), mul(v, const_int(L_))), const_int(p.akw * kw / S));
+          ExprRef term = binary(Op::Mul, broadcast(var(wname(c, kh, kw), DType::F32), L_), local_load("pb", DType::F32, idx, L_));
+          chain = chain ? binary(Op::Add, chain, term) : term;
+        }
+        acc = acc ? binary(Op::Add, acc, chain) : chain;
+      }
+      return acc;
+    };
+    auto cstr = contiguous_strides(p.R->shape);
+    int variants = 0;
+    auto epilogue = [&](ExprRef i, int64_t slot) {  // output row i from rowt[slot · owv …]
+      std::string a = "a" + std::to_string(variants);
+      ExprRef ow = var("ow");
+      std::vector<ExprRef> ridx(p.R->shape.size(), const_int(0));
+      for (auto& [d, e] : co) ridx[d] = e;
+      if (p.oh >= 0) ridx[p.oh] = add(var("oh0"), i);
+      ridx[p.ow] = ow;
+      ExprRef caddr = const_int(0);
+      for (int d = 0; d < (int)p.R->shape.size(); ++d)
+        if (p.R->shape[d] != SymInt(1)) caddr = add(caddr, mul(ridx[d], from_sym(cstr[d])));
+      std::vector<Stmt> ep{make_let(a, DType::F32, local_load("rowt", DType::F32, add(ow, const_int(slot * owv))))};
+      ExprRef val = var(a, DType::F32);
+      if (k_.root != p.R) val = build_epilogue(kg_, k_.root, p.R, ridx, val, param_of_, ep, "e" + std::to_string(variants) + "_");
+      ++variants;
+      ep.push_back(make_store(pout, caddr, val));
+      Stmt eloop = make_for("ow", const_int(p.OW), std::move(ep), "epilogue: the output row");
+      eloop.annot.vectorize = true;
+      return eloop;
+    };
+    ExprRef i0 = mul(var("ip"), const_int(2)), i1 = add(i0, const_int(1));
+    Stmt pair_v = make_for("v", const_int(owv / L_),
+                           {make_local_store("rowt", mul(v, const_int(L_)), row_sum(i0)),
+                            make_local_store("rowt", add(mul(v, const_int(L_)), const_int(owv)), row_sum(i1))},
+                           "vectors of two output rows");
+    body.push_back(make_for("ip", binary(Op::IDiv, var("nh"), const_int(2)),
+                            {std::move(pair_v), epilogue(i0, 0), epilogue(i1, 1)}, "pairs of output rows of the band"));
+    ExprRef il = sub(var("nh"), const_int(1));
+    Stmt last_v = make_for("v", const_int(owv / L_), {make_local_store("rowt", mul(v, const_int(L_)), row_sum(il))},
+                           "vectors of the last output row");
+    body.push_back(make_if(lt(const_int(0), binary(Op::Mod, var("nh"), const_int(2))), {std::move(last_v), epilogue(il, 0)}));
+
+    Stmt tl = make_for("t", mul(from_sym(planes), const_int(p.NB)), std::move(body), "planes × row bands");
+    tl.annot.parallel = true;
+    f_.body.push_back(std::move(tl));
+    f_.schedule_log.push_back("depthwise: " + (p.CG > 1 ? std::to_string(p.CG) + " channels x " : std::string()) + std::to_string(p.KH) + "x" + std::to_string(p.KW) + " taps, stride " +
+                              std::to_string(p.s) + ", " + std::to_string(L_) + " lanes, bands of " +
+                              std::to_string(p.BH) + " rows, rows in pairs");
+    unique_loop_names(f_);
+    return std::move(f_);
+  }
+
+ private:
+  const KernelGraph& kg_;
+  const Kernel& k_;
+  const Plan& p_;
+  const int L_;
+  LoopFunc f_;
+  std::unordered_map<int, int> param_of_;
+
+  static std::string wname(int64_t c, int64_t i, int64_t j) {
+    return "w" + std::to_string(c) + "_" + std::to_string(i) + "_" + std::to_string(j);
+  }
+
+  int add_param(int buffer, bool written, const std::string& name) {
+    auto it = param_of_.find(buffer);
+    if (it != param_of_.end()) return it->second;
+    f_.buffers.push_back({buffer, name, kg_.buffers[buffer].dtype, written});
+    return param_of_[buffer] = (int)f_.buffers.size() - 1;
+  }
+};
+
+}  // namespace
+
+std::optional<LoopFunc> lower_depthwise_kernel(const KernelGraph& kg, int kernel, int lanes) {
+  static const bool off = [] {
+    const char* e = std::getenv("LATHE_DEPTHWISE");
+    return e && std::string(e) == "0";
+  }();
+  if (off) return std::nullopt;  // LATHE_DEPTHWISE=0: the generic reduction (A/B runs)
+  const Kernel& k = kg.kernels.at(kernel);
+  auto plan = analyse(kg, k, lanes);
+  if (!plan) return std::nullopt;
+  return DepthwiseLowering(kg, k, *plan, lanes).run();
+}
+
+bool is_depthwise(const LoopFunc& f) {
+  return !f.schedule_log.empty() && f.schedule_log.front().rfind("depthwise: ", 0) == 0;
+}
+
+}  // namespace lathe::loop

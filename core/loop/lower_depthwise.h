@@ -1,0 +1,37 @@
+// lower_depthwise.h — the direct convolution lowering for depthwise convolutions.
+//
+// A depthwise (per-channel) convolution is a reduction with no channel contraction: every
+// output plane reads one input plane and its own KH × KW taps, so it is no GEMM (there is no
+// N side for match_matmul) and the generic reduce lowering computes it one element at a time
+// through masked window loads. lower_depthwise_kernel() recognises the reduction (a Reduce add
+// over Mul(X window, W taps), each read through Views of a buffer, with the kernel root an
+// elementwise epilogue of it: bias, BatchNorm, ReLU6) and lowers it as:
+//
+//   parallel for t in [planes × row bands]:
+//     fill a local copy of the band's input rows, zero-padded, and split by the W stride
+//       into s phases (pb[row][phase][q] = x[row, q·s + phase]): every tap then reads a
+//       contiguous run, with no bounds checks (the padding is the zeros of the copy)
+//     for each output row: for each vector of L outputs along W:
+//       acc = Σ_taps broadcast(w[tap]) · pb[tap row][tap phase][v·L + tap offset : L]
+//     then the epilogue over the row, stored to the output
+//
+// Stride, dilation and padding come from the operands' affine addresses and range
+// conditions (operand_access), not from the importer, so any graph with that shape of
+// reduction (the ONNX Conv with group = channels, the frontend's conv) takes this path.
+// Anything else (symbolic spatial sizes, more than 64 taps, a channel contraction, bounds
+// that are not per-row / per-column) returns nullopt and the generic lowering runs, as it
+// does for every kernel under LATHE_DEPTHWISE=0 (A/B comparisons).
+#pragma once
+#include <optional>
+
+#include "core/loop/loop_ir.h"
+#include "core/schedule/kernel_graph.h"
+
+namespace lathe::loop {
+
+// `lanes`: the vector width of the output rows (8 on AVX2).
+std::optional<LoopFunc> lower_depthwise_kernel(const KernelGraph& kg, int kernel, int lanes = 8);
+// Is f the direct depthwise nest of lower_depthwise_kernel (its first schedule log line)?
+bool is_depthwise(const LoopFunc& f);
+
+}  // namespace lathe::loop
