@@ -37,6 +37,11 @@ loop::LoopFunc gpu_loop_func(const Program& p, int kernel) {
     g.schedule_log.push_back("cuda: one query row per thread");
     return g;
   }
+  if (f.kind == "attention_bwd") {  // one query row (dQ, dS) or one key row (dK|dV) per thread
+    loop::LoopFunc g = loop::lower_kernel(kg, kernel, /*plain=*/true);
+    g.schedule_log.push_back("cuda: one row per thread");
+    return g;
+  }
   if (loop::is_packed_matmul(f)) {  // lower the matmul as the plain reduction it is
     loop::LoopFunc g = loop::lower_kernel(kg, kernel, /*plain=*/true);
     g.schedule_log.push_back("cuda: re-lowered as a reduction (one output element per thread)");
@@ -354,7 +359,7 @@ class CudaBackend : public Backend {
   double device_sgemm_ms(int n, int iters, std::string* why) override { return cublas_sgemm_ms(n, iters, why); }
   double device_peak_gflops(std::string* why) override { return peak_gflops(why); }
   std::string supports(NodeRef n) const override {
-    if (n->op == Op::Extern && n->attrs.name != "attention") return "Extern library calls are not supported by the cuda backend yet (use interp)";
+    if (n->op == Op::Extern && n->attrs.name != "attention" && n->attrs.name != "attention_bwd") return "Extern library calls are not supported by the cuda backend yet (use interp)";
     return "";
   }
   std::string render(const Program& p, int kernel) const override {

@@ -378,6 +378,11 @@ LoopFunc lower_kernel(const KernelGraph& kg, int kernel, bool plain) {
     if (plain) ap.bq = 1, ap.bk = 8, ap.mr = 1, ap.vector = false;
     return lower_attention_kernel(kg, kernel, ap);
   }
+  if (k.kind == "attention_bwd") {
+    AttentionParams ap = host_attention_params();
+    if (plain) ap.bq = 1, ap.bk = 1, ap.mr = 1, ap.vector = false;
+    return lower_attention_bwd_kernel(kg, kernel, ap);
+  }
   LATHE_CHECK(k.kind != "extern", "extern kernels have no loop IR; the backend calls the library");
   Kernel as_reduce = k;  // a plain matmul: the reduction (and epilogue) as any fused reduce
   if (k.kind == "matmul") as_reduce.kind = "reduce";

@@ -13,6 +13,7 @@
 //                m' = max(m, max x); p = 2^(x - m'); alpha = 2^(m - m')
 //                l = l·alpha + Σp;  o = o·alpha + p · V tile
 //     out rows = o / l
+// The stats form (autodiff's forward) writes rows of Ev + 1: the output, then m + log2(l).
 // A row whose scores so far are all -inf shifts by 0 instead of -inf (so p and alpha are 0,
 // not NaN); a row that stays so to the end gives 0/0 = NaN, as the unfused softmax does.
 // `plain` lowers with BQ = 1 (one query row per iteration), the CUDA backend's form: its
@@ -24,6 +25,7 @@
 
 #include "core/ir/attention_op.h"
 #include "core/ir/diag.h"
+#include "core/loop/attention_layout.h"
 #include "core/loop/lower.h"
 
 namespace lathe::loop {
@@ -34,16 +36,9 @@ ExprRef ceil_div(ExprRef a, int64_t b) { return binary(Op::IDiv, add(a, const_in
 ExprRef f32(double v) { return const_float(v, DType::F32); }
 ExprRef fvar(const std::string& n) { return var(n, DType::F32); }
 
-// Where an operand's elements are: its buffer, an offset and a stride per dim (0 on size-1
-// dims, which broadcast). A materialized operand is row-major; a View the scheduler left
-// unmaterialized (a head split or transpose of a buffer: schedule.cpp) is read in place.
-struct Layout {
-  int buffer = -1;
-  ExprRef offset;
-  std::vector<ExprRef> strides;
-};
+}  // namespace
 
-Layout layout_of(const KernelGraph& kg, NodeRef n) {
+Layout attention_layout(const KernelGraph& kg, NodeRef n) {
   Layout l;
   const Shape& s = n->shape;
   l.strides.resize(s.size());
@@ -66,7 +61,6 @@ Layout layout_of(const KernelGraph& kg, NodeRef n) {
   return l;
 }
 
-}  // namespace
 
 AttentionParams host_attention_params() {
   AttentionParams p;
@@ -99,7 +93,7 @@ LoopFunc lower_attention_kernel(const KernelGraph& kg, int kernel, const Attenti
   std::vector<Layout> lay;
   std::vector<int> param;  // per operand: its buffer parameter (two views of one buffer share it)
   for (size_t i = 0; i < R->inputs.size(); ++i) {
-    lay.push_back(layout_of(kg, R->inputs[i]));
+    lay.push_back(attention_layout(kg, R->inputs[i]));
     int p = -1;
     for (size_t b = 0; b < f.buffers.size(); ++b)
       if (f.buffers[b].buffer == lay.back().buffer) p = (int)b;
@@ -322,19 +316,22 @@ LoopFunc lower_attention_kernel(const KernelGraph& kg, int kernel, const Attenti
   // write back
   {
     ExprRef oidx = add(mul(i, const_int(Evc)), c);
-    job.push_back(make_for("i", var("qn"),
-                           {make_let("inv", DType::F32, unary(Op::Recip, local_load("lrow", DType::F32, i))),
-                            vec_for("c", const_int(Evc),
-                                    {make_store(0, add(mul(add(mul(bh, L), qrow), Ev), c),
-                                                binary(Op::Mul, local_load("o", DType::F32, oidx), fvar("inv")))},
-                                    "output row / row sum")},
-                           "write the output tile"));
+    ExprRef ow = spec->stats ? add(Ev, const_int(1)) : Ev;  // the stats form: the row's log-sum-exp after it
+    ExprRef orow = mul(add(mul(bh, L), qrow), ow);
+    std::vector<Stmt> wr{make_let("inv", DType::F32, unary(Op::Recip, local_load("lrow", DType::F32, i))),
+                         vec_for("c", const_int(Evc),
+                                 {make_store(0, add(orow, c), binary(Op::Mul, local_load("o", DType::F32, oidx), fvar("inv")))},
+                                 "output row / row sum")};
+    if (spec->stats)
+      wr.push_back(make_store(0, add(orow, Ev),
+                              binary(Op::Add, local_load("mrow", DType::F32, i), unary(Op::Log2, local_load("lrow", DType::F32, i)))));
+    job.push_back(make_for("i", var("qn"), std::move(wr), "write the output tile"));
   }
   Stmt tloop = make_for("t", mul(B, ceil_div(L, BQ)), std::move(job), "jobs: batch·heads × query tiles");
   tloop.annot.parallel = true;
   f.body.push_back(std::move(tloop));
   f.schedule_log.push_back("attention: BQ=" + std::to_string(BQ) + " BK=" + std::to_string(BK) +
-                           (spec->causal ? " causal" : "") + (ms ? " +mask" : ""));
+                           (spec->causal ? " causal" : "") + (ms ? " +mask" : "") + (spec->stats ? " +lse" : ""));
   unique_loop_names(f);
   return f;
 }

@@ -7,7 +7,9 @@
 #include <vector>
 
 #include "../passes/test_graphs.h"
+#include "core/frontend/autodiff.h"
 #include "core/frontend/samples.h"
+#include "core/frontend/tensor.h"
 #include "core/ir/attention_op.h"
 #include "core/ir/build.h"
 
@@ -82,6 +84,18 @@ inline std::vector<Named> pattern_graphs() {
     NodeRef q5 = prim::input("q5", DType::F32, {1, 2, 9, 5}), k5 = prim::input("k5", DType::F32, {1, 1, 11, 5});
     NodeRef v3 = prim::input("v3", DType::F32, {1, 1, 11, 3});
     r.push_back({"attention_odd_dims", one(attention_call(q5, k5, v3, nullptr, true, 0.5))});
+    // the fused backward (Extern "attention_bwd": dQ, dK|dV, dS) and the stats forward
+    for (bool causal : {true, false}) {
+      Tensor tq(q), tk(k), tv(v), tm(m), tq5(q5), tk5(k5), tv3(v3);
+      Tensor y(attention_call(q, k, v, m, causal, 0.25));
+      auto g = grad(sum(y * y), {tq, tk, tv, tm});
+      std::string c = causal ? "_causal" : "";
+      r.push_back({"attention_grad" + c, Graph::from_outputs({{"dq", g[0].node()}, {"dk", g[1].node()}, {"dv", g[2].node()}, {"dm", g[3].node()}})});
+      Tensor y5(attention_call(q5, k5, v3, nullptr, causal, 0.5));
+      auto g5 = grad(sum(y5), {tq5, tk5, tv3});
+      r.push_back({"attention_grad_odd_dims" + c,
+                   Graph::from_outputs({{"dq", g5[0].node()}, {"dk", g5[1].node()}, {"dv", g5[2].node()}})});
+    }
   }
   return r;
 }
