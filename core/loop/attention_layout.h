@@ -19,4 +19,19 @@ struct Layout {
 
 Layout attention_layout(const KernelGraph& kg, NodeRef n);
 
+// What a hand-written fused attention kernel (the CUDA backend's shared-memory FlashAttention,
+// backends/cuda/render_attention.cpp) needs of a forward attention kernel: where Q, K, V and
+// the mask live, as parameters of the LoopFunc lower_attention_kernel gives (its buffers and
+// dims) and i64 expressions over the var "bh" (batch·head) and the runtime dims.
+struct AttentionDesc {
+  bool causal = false, has_mask = false, stats = false;
+  float scale = 1;
+  int64_t E = 0, Ev = 0;             // head dims (constant)
+  ExprRef B, L, S;                   // batch·heads, query and key lengths
+  int q = -1, k = -1, v = -1, mask = -1;  // buffer parameters (0 is the output)
+  ExprRef qoff, koff, voff, moff;    // element offsets of bh's matrices
+  ExprRef qsL, qsE, ksS, ksE, vsS, vsC, msL, msS;  // row and column strides
+};
+AttentionDesc attention_desc(const KernelGraph& kg, int kernel);
+
 }  // namespace lathe::loop

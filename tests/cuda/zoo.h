@@ -84,6 +84,14 @@ inline std::vector<Named> pattern_graphs() {
     NodeRef q5 = prim::input("q5", DType::F32, {1, 2, 9, 5}), k5 = prim::input("k5", DType::F32, {1, 1, 11, 5});
     NodeRef v3 = prim::input("v3", DType::F32, {1, 1, 11, 3});
     r.push_back({"attention_odd_dims", one(attention_call(q5, k5, v3, nullptr, true, 0.5))});
+    // several query tiles (64 rows) and key tiles (32 keys) of the FlashAttention kernel, a full
+    // mask, K/V shared by heads, L != S
+    NodeRef ql = prim::input("ql", DType::F32, {1, 2, 130, 24}), kl = prim::input("kl", DType::F32, {1, 1, 130, 24});
+    NodeRef vl = prim::input("vl", DType::F32, {1, 1, 130, 20}), ml = prim::input("ml", DType::F32, {1, 2, 130, 130});
+    r.push_back({"attention_tiles_causal_full_mask", one(attention_call(ql, kl, vl, ml, true, 0.2))});
+    NodeRef ks = prim::input("ks", DType::F32, {1, 2, 70, 24}), vs = prim::input("vs", DType::F32, {1, 2, 70, 20});
+    r.push_back({"attention_tiles_L130_S70", one(attention_call(ql, ks, vs, nullptr, false, 0.2))});
+    r.push_back({"attention_tiles_L130_S70_causal_stats", one(attention_call(ql, ks, vs, nullptr, true, 0.2, true))});
     // the fused backward (Extern "attention_bwd": dQ, dK|dV, dS) and the stats forward
     for (bool causal : {true, false}) {
       Tensor tq(q), tk(k), tv(v), tm(m), tq5(q5), tk5(k5), tv3(v3);
