@@ -17,6 +17,7 @@
 // `plain` (the GPU's form) lowers with one row per job.
 #include <algorithm>
 #include <cmath>
+#include <functional>
 
 #include "core/ir/attention_op.h"
 #include "core/ir/diag.h"
@@ -85,8 +86,18 @@ LoopFunc lower_attention_bwd_kernel(const KernelGraph& kg, int kernel, const Att
   const size_t ios = R->inputs.size() - 2, ido = R->inputs.size() - 1;
   const int pos = param[ios], pdo = param[ido];
   int64_t BQ = std::max(P.bq, 1), BK = std::max(P.bk, 1);
-  if (qs[r - 2].is_const() && qs[r - 2].value() > 0) BQ = std::min<int64_t>(BQ, qs[r - 2].value());
-  if (ks[r - 2].is_const() && ks[r - 2].value() > 0) BK = std::min<int64_t>(BK, ks[r - 2].value());
+  const int MR = std::max(P.mr, 1), LN = 8;
+  // register-tiled products (the forward's micro-kernels) when every product's columns are
+  // whole 8-lane vectors; else plain row loops (the GPU's form and odd head dims)
+  bool tiled = P.vector && Ec % LN == 0 && Evc % LN == 0 && BK % LN == 0 && BQ % MR == 0 && BK % MR == 0;
+  auto round_up = [](int64_t a, int64_t b) { return (a + b - 1) / b * b; };
+  auto clamp = [&](bool t) {  // tiles no larger than the sequences (rounded to the register tile)
+    BQ = std::max(P.bq, 1), BK = std::max(P.bk, 1);
+    if (qs[r - 2].is_const() && qs[r - 2].value() > 0) BQ = std::min<int64_t>(BQ, t ? round_up(qs[r - 2].value(), MR) : qs[r - 2].value());
+    if (ks[r - 2].is_const() && ks[r - 2].value() > 0) BK = std::min<int64_t>(BK, t ? round_up(ks[r - 2].value(), LN) : ks[r - 2].value());
+  };
+  clamp(tiled);
+  if (tiled && (BK % MR != 0 || BQ % MR != 0)) clamp(tiled = false);
   ExprRef L = from_sym(qs[r - 2]), S = from_sym(ks[r - 2]), E = const_int(Ec), Ev = const_int(Evc);
   SymInt Bs = 1;
   for (size_t d = 0; d + 2 < r; ++d) Bs = Bs * qs[d];
@@ -164,6 +175,157 @@ LoopFunc lower_attention_bwd_kernel(const KernelGraph& kg, int kernel, const Att
                           "V tile: key"));
     return st;
   };
+  // C[m, n] (=|+=) Σ_k A(m, k) · B[k, n] over m < Mn (in blocks of MR rows), n < N (whole
+  // vectors), k < K: an MR × NQ·8 register tile per step, as the forward's micro-kernels.
+  // A(m, k) is a scalar local load (broadcast), B's rows are vectors of the local array Bn.
+  auto product = [&](const std::string& C, int64_t N, ExprRef Mn, ExprRef K, const std::function<ExprRef(ExprRef, ExprRef)>& A,
+                     const std::string& Bn, bool accumulate, const std::string& note) {
+    const int NQ = N % (2 * LN) == 0 ? 2 : 1;
+    const int64_t NR = (int64_t)NQ * LN;
+    std::string u = C + "_";  // names unique per product
+    ExprRef m0 = mul(var(u + "mb"), const_int(MR)), n0 = mul(var(u + "nb"), const_int(NR)), kk = var(u + "k");
+    std::vector<Stmt> micro;
+    micro.push_back(make_alloc(u + "acc", DType::F32, LN, (int64_t)MR * NQ, /*registers=*/true));
+    for (int a = 0; a < MR * NQ; ++a) micro.push_back(make_local_store(u + "acc", const_int(a), broadcast(f32(0), LN)));
+    std::vector<Stmt> kb;
+    for (int q = 0; q < NQ; ++q)
+      kb.push_back(make_let(u + "b" + std::to_string(q), DType::F32,
+                            local_load(Bn, DType::F32, add(add(mul(kk, const_int(N)), n0), const_int(q * LN)), LN)));
+    for (int rr = 0; rr < MR; ++rr) {
+      ExprRef a = broadcast(A(add(m0, const_int(rr)), kk), LN);
+      for (int q = 0; q < NQ; ++q) {
+        ExprRef cur = local_load(u + "acc", DType::F32, const_int(rr * NQ + q), LN);
+        kb.push_back(make_local_store(u + "acc", const_int(rr * NQ + q),
+                                      fadd(cur, fmul(a, var(u + "b" + std::to_string(q), DType::F32, LN)))));
+      }
+    }
+    Stmt kloop = make_for(u + "k", std::move(K), std::move(kb), note + " (micro-kernel)");
+    kloop.reduces = {u + "acc"};
+    micro.push_back(std::move(kloop));
+    for (int rr = 0; rr < MR; ++rr)
+      for (int q = 0; q < NQ; ++q) {
+        ExprRef ci = add(add(mul(add(m0, const_int(rr)), const_int(N)), n0), const_int(q * LN));
+        ExprRef v = local_load(u + "acc", DType::F32, const_int(rr * NQ + q), LN);
+        micro.push_back(make_local_store(C, ci, accumulate ? fadd(local_load(C, DType::F32, ci, LN), v) : v));
+      }
+    return make_for(u + "mb", ceil_div(std::move(Mn), MR), {make_for(u + "nb", const_int(N / NR), std::move(micro), note + ": columns")},
+                    note + ": MR rows");
+  };
+  // the probabilities and dS of a BQ × BK tile in place: sc = p, dp = ds (rows i < qn, the
+  // query at qbase + i; lse and D of row i in the local arrays lses and dds)
+  auto tile_probs = [&](ExprRef qbase) {
+    ExprRef qpos = add(qbase, i), idx = add(mul(i, const_int(BK)), j);
+    ExprRef valid = lt(j, var("kn"));
+    if (spec->causal) valid = logical_and(valid, le(add(var("k0"), j), qpos));
+    ExprRef x = local_load("sc", DType::F32, idx);
+    if (spec->has_mask) x = fadd(x, fmul(load(pm, DType::F32, at(3, qpos, add(var("k0"), j)), valid), f32(log2e)));
+    return make_for("i", var("qn"),
+                    {make_let("lse", DType::F32, local_load("lses", DType::F32, i)), make_let("dd", DType::F32, local_load("dds", DType::F32, i)),
+                     vec_for("j", const_int(BK),
+                             {make_let("p", DType::F32, select(valid, unary(Op::Exp2, fsub(x, fvar("lse"))), f32(0))),
+                              make_local_store("sc", idx, fvar("p")),
+                              make_local_store("dp", idx, fmul(fvar("p"), fsub(local_load("dp", DType::F32, idx), fvar("dd"))))},
+                             "p = 2^(x - lse), ds = p·(dp - D)")},
+                    "probabilities of the tile: query rows");
+  };
+  // the query tile at qbase (qn rows): Q × scale·log2 e, dO, lse, D
+  auto load_queries = [&](ExprRef qbase) {
+    ExprRef qpos = add(qbase, i);
+    std::vector<Stmt> row;
+    row.push_back(vec_for("e", E, {make_local_store("qs", add(mul(i, E), e), fmul(load(pq, DType::F32, at(0, qpos, e)), f32(c2)))},
+                          "Q row × scale·log2(e)"));
+    row.push_back(vec_for("c", Ev, {make_local_store("gs", add(mul(i, Ev), c), load(pdo, DType::F32, at(ido, qpos, c)))}, "dO row"));
+    for (auto& st : row_d(qpos, "gs", mul(i, Ev))) row.push_back(std::move(st));
+    row.push_back(make_local_store("lses", i, fvar("lse")));
+    row.push_back(make_local_store("dds", i, fvar("dd")));
+    return make_for("i", var("qn"), std::move(row), "load the query tile");
+  };
+  auto scores_and_dp = [&](std::vector<Stmt>& out) {  // sc = qs·kt, dp = gs·vt over the tile
+    out.push_back(product("sc", BK, var("qn"), E, [&](ExprRef m, ExprRef k) { return local_load("qs", DType::F32, add(mul(m, E), k)); },
+                          "kt", false, "scores Q·Kᵀ"));
+    out.push_back(product("dp", BK, var("qn"), Ev, [&](ExprRef m, ExprRef k) { return local_load("gs", DType::F32, add(mul(m, Ev), k)); },
+                          "vt", false, "dP = dO·Vᵀ"));
+  };
+  if (tiled) {
+    job.push_back(make_alloc("kt", DType::F32, 1, Ec * BK));
+    job.push_back(make_alloc("vt", DType::F32, 1, Evc * BK));
+    job.push_back(make_alloc("sc", DType::F32, 1, BQ * BK));
+    job.push_back(make_alloc("dp", DType::F32, 1, BQ * BK));
+    job.push_back(make_alloc("qs", DType::F32, 1, BQ * Ec));
+    job.push_back(make_alloc("gs", DType::F32, 1, BQ * Evc));
+    job.push_back(make_alloc("lses", DType::F32, 1, BQ));
+    job.push_back(make_alloc("dds", DType::F32, 1, BQ));
+    if (by_query) {
+      job.push_back(make_let("q0", DType::I64, mul(binary(Op::Mod, var("t"), ntiles), const_int(BQ))));
+      job.push_back(make_let("qn", DType::I64, min_of(const_int(BQ), sub(L, var("q0")))));
+      if (part == 0) job.push_back(make_alloc("kr", DType::F32, 1, BK * Ec));
+      if (part == 0) job.push_back(make_alloc("dq", DType::F32, 1, BQ * Ec));
+      job.push_back(load_queries(var("q0")));
+      if (part == 0)
+        job.push_back(make_for("i", const_int(BQ), {vec_for("e", E, {make_local_store("dq", add(mul(i, E), e), f32(0))}, "zero")}, "zero dQ"));
+      job.push_back(make_let("kend", DType::I64, spec->causal && part == 0 ? min_of(S, add(var("q0"), var("qn"))) : S));
+      std::vector<Stmt> tile;
+      tile.push_back(make_let("k0", DType::I64, mul(var("kb"), const_int(BK))));
+      tile.push_back(make_let("kn", DType::I64, min_of(const_int(BK), sub(var("kend"), var("k0")))));
+      for (auto& st : stage_kv(part == 0)) tile.push_back(std::move(st));
+      scores_and_dp(tile);
+      tile.push_back(tile_probs(var("q0")));
+      if (part == 0) {
+        tile.push_back(product("dq", Ec, var("qn"), var("kn"),
+                               [&](ExprRef m, ExprRef k) { return local_load("dp", DType::F32, add(mul(m, const_int(BK)), k)); }, "kr", true,
+                               "dQ += dS·K"));
+      } else {
+        ExprRef qpos = add(var("q0"), i);
+        tile.push_back(make_for("i", var("qn"),
+                                {make_for("j", var("kn"),
+                                          {make_store(0, add(mul(add(mul(var("bh"), L), qpos), S), add(var("k0"), j)),
+                                                      local_load("dp", DType::F32, add(mul(i, const_int(BK)), j)))},
+                                          "write dS: keys")},
+                                "write dS: query rows"));
+      }
+      job.push_back(make_for("kb", ceil_div(var("kend"), BK), std::move(tile), spec->causal && part == 0 ? "K/V tiles up to the diagonal" : "K/V tiles"));
+      if (part == 0) {
+        ExprRef qpos = add(var("q0"), i);
+        job.push_back(make_for("i", var("qn"),
+                               {vec_for("e", E,
+                                        {make_store(0, add(mul(add(mul(var("bh"), L), qpos), E), e),
+                                                    fmul(local_load("dq", DType::F32, add(mul(i, E), e)), f32(spec->scale)))},
+                                        "dQ row × scale")},
+                               "write dQ"));
+      }
+    } else {
+      job.push_back(make_let("k0", DType::I64, mul(binary(Op::Mod, var("t"), ntiles), const_int(BK))));
+      job.push_back(make_let("kn", DType::I64, min_of(const_int(BK), sub(S, var("k0")))));
+      job.push_back(make_alloc("dk", DType::F32, 1, BK * Ec));
+      job.push_back(make_alloc("dv", DType::F32, 1, BK * Evc));
+      for (auto& st : stage_kv(false)) job.push_back(std::move(st));
+      job.push_back(make_for("j", const_int(BK),
+                             {vec_for("e", E, {make_local_store("dk", add(mul(j, E), e), f32(0))}, "zero dK"),
+                              vec_for("c", Ev, {make_local_store("dv", add(mul(j, Ev), c), f32(0))}, "zero dV")},
+                             "zero the dK|dV tile"));
+      job.push_back(make_let("qst", DType::I64, spec->causal ? min_of(var("k0"), L) : const_int(0)));
+      std::vector<Stmt> qt;
+      qt.push_back(make_let("q0", DType::I64, add(var("qst"), mul(var("qb"), const_int(BQ)))));
+      qt.push_back(make_let("qn", DType::I64, min_of(const_int(BQ), sub(L, var("q0")))));
+      qt.push_back(load_queries(var("q0")));
+      scores_and_dp(qt);
+      qt.push_back(tile_probs(var("q0")));
+      qt.push_back(product("dv", Evc, var("kn"), var("qn"),
+                           [&](ExprRef m, ExprRef k) { return local_load("sc", DType::F32, add(mul(k, const_int(BK)), m)); }, "gs", true,
+                           "dV += Pᵀ·dO"));
+      qt.push_back(product("dk", Ec, var("kn"), var("qn"),
+                           [&](ExprRef m, ExprRef k) { return local_load("dp", DType::F32, add(mul(k, const_int(BK)), m)); }, "qs", true,
+                           "dK += dSᵀ·Q"));
+      job.push_back(make_for("qb", ceil_div(sub(L, var("qst")), BQ), std::move(qt),
+                             spec->causal ? "query tiles from the tile's first key" : "query tiles"));
+      ExprRef orow = mul(add(mul(var("bh"), S), add(var("k0"), j)), add(E, Ev));
+      job.push_back(make_for("j", var("kn"),
+                             {vec_for("e", E, {make_store(0, add(orow, e), fmul(local_load("dk", DType::F32, add(mul(j, E), e)), f32(1 / log2e)))},
+                                      "dK row"),
+                              vec_for("c", Ev, {make_store(0, add(add(orow, E), c), local_load("dv", DType::F32, add(mul(j, Ev), c)))}, "dV row")},
+                             "write dK|dV"));
+    }
+  } else {
   job.push_back(make_alloc("kt", DType::F32, 1, Ec * BK));
   job.push_back(make_alloc("vt", DType::F32, 1, Evc * BK));
   job.push_back(make_alloc("sc", DType::F32, 1, BK));
@@ -255,11 +417,13 @@ LoopFunc lower_attention_bwd_kernel(const KernelGraph& kg, int kernel, const Att
                             vec_for("c", Ev, {make_store(0, add(add(orow, E), c), local_load("dv", DType::F32, add(mul(j, Ev), c)))}, "dV row")},
                            "write dK|dV"));
   }
+  }  // plain row loops
   Stmt tloop = make_for("t", mul(B, ntiles), std::move(job), by_query ? "jobs: batch·heads × query tiles" : "jobs: batch·heads × key tiles");
   tloop.annot.parallel = true;
   f.body.push_back(std::move(tloop));
   f.schedule_log.push_back(std::string("attention backward (") + (part == 0 ? "dQ" : part == 1 ? "dK|dV" : "dS") +
-                           "): BQ=" + std::to_string(BQ) + " BK=" + std::to_string(BK) + (spec->causal ? " causal" : "") +
+                           "): BQ=" + std::to_string(BQ) + " BK=" + std::to_string(BK) + (tiled ? " MR=" + std::to_string(MR) + " tiled" : "") +
+                           (spec->causal ? " causal" : "") +
                            (spec->has_mask ? " +mask" : ""));
   unique_loop_names(f);
   return f;
