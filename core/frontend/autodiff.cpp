@@ -89,7 +89,15 @@ Tensor sum_to(const Tensor& g, const Shape& s) {
   std::vector<int> axes;
   for (size_t d = 0; d < s.size(); ++d)
     if (s[d] == SymInt(1) && g.shape()[d] != SymInt(1)) axes.push_back(static_cast<int>(d));
-  return axes.empty() ? g : sum(g, axes, true);
+  Tensor r = axes.empty() ? g : sum(g, axes, true);
+  for (size_t d = 0; d < s.size(); ++d) {  // grouped heads: [.., H, ..] → [.., Hkv, H/Hkv, ..] summed over the group
+    if (r.shape()[d] == s[d]) continue;
+    Shape split = r.shape();
+    split[d] = s[d];
+    split.insert(split.begin() + static_cast<long>(d) + 1, SymInt(r.shape()[d].value() / s[d].value()));
+    r = sum(reshape(r, split), {static_cast<int>(d) + 1}, false);
+  }
+  return r;
 }
 
 std::vector<Tensor> attention_backward(NodeRef n, const Tensor& g) {

@@ -60,7 +60,7 @@ HostTensor kernel_attention(const std::vector<HostTensor>& in, const std::vector
     for (size_t d = batch.size(); d-- > 0;) {
       int64_t i = rem % batch[d];
       rem /= batch[d];
-      kvb += i * kv_st[d];
+      kvb += i / (kv_shape[d] > 1 ? batch[d] / kv_shape[d] : 1) * kv_st[d];  // grouped heads share K/V
       if (M) mb += i * m_st[d];
     }
     const float* Kb = K + kvb * S * E;
@@ -126,7 +126,7 @@ HostTensor kernel_attention_bwd(const std::vector<HostTensor>& in, const std::ve
     for (size_t d = batch.size(); d-- > 0;) {
       int64_t i = rem % batch[d];
       rem /= batch[d];
-      kvb += i * kv_st[d];
+      kvb += i / (kv_shape[d] > 1 ? batch[d] / kv_shape[d] : 1) * kv_st[d];  // grouped heads share K/V
       if (M) mb += i * m_st[d];
     }
     const float* Kb = K + kvb * S * E;

@@ -59,9 +59,12 @@ std::string check_attention(const std::vector<NodeRef>& in, DType dt, const Shap
     return "Extern attention: Q, K, V must have the same rank >= 2, got " + shape_to_string(q) + ", " + shape_to_string(k) +
            ", " + shape_to_string(v);
   for (size_t d = 0; d + 2 < r; ++d) {
-    for (const Shape* s : {&k, &v})
-      if ((*s)[d] != q[d] && (*s)[d] != SymInt(1))
-        return "Extern attention: batch dim " + std::to_string(d) + " of K/V must equal Q's or be 1";
+    for (const Shape* s : {&k, &v}) {
+      const SymInt &a = (*s)[d], &b = q[d];
+      bool grouped = a.is_const() && b.is_const() && a.value() > 0 && b.value() % a.value() == 0;  // GQA: heads share K/V
+      if (a != b && a != SymInt(1) && !grouped)
+        return "Extern attention: batch dim " + std::to_string(d) + " of K/V must equal Q's, be 1 or divide it (grouped heads)";
+    }
     if (k[d] != v[d]) return "Extern attention: K and V differ in batch dim " + std::to_string(d);
   }
   if (k[r - 1] != q[r - 1]) return "Extern attention: Q and K differ in the embedding dim";

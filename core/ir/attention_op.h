@@ -2,7 +2,8 @@
 //
 //   Extern{name="attention", ints=[causal, scale_bits]}(Q, K, V [, mask])
 //     Q [P.., L, E], K [P'.., S, E], V [P'.., S, Ev] f32, the same rank; each batch dim of K
-//     and V equals Q's or is 1 (broadcast over it).  mask (optional, f32, additive) has
+//     and V equals Q's, is 1 (broadcast over it) or divides it (grouped heads, GQA: Q's index
+//     i reads K/V's i / (P / P'), as PyTorch's repeat_interleave / enable_gqa).  mask (optional, f32, additive) has
 //     Q's rank and each dim equal to the scores' [P.., L, S] or 1.
 //     result [P.., L, Ev]:  softmax(Q·Kᵀ·scale + mask, masked to j <= i when causal) · V
 //   scale_bits is the f32 bit pattern of the scale read as a signed int32 (so the text IR

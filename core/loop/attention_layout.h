@@ -19,6 +19,14 @@ struct Layout {
 
 Layout attention_layout(const KernelGraph& kg, NodeRef n);
 
+// K/V's index along a batch dim for Q's index c: c, or c / G when G = qd / kd query heads share
+// each K/V head (grouped heads; a size-1 dim has stride 0 and needs none).
+inline ExprRef kv_index(ExprRef c, const SymInt& qd, const SymInt& kd) {
+  if (kd.is_const() && qd.is_const() && kd.value() > 1 && kd.value() != qd.value())
+    return binary(Op::IDiv, c, const_int(qd.value() / kd.value()));
+  return c;
+}
+
 // What a hand-written fused attention kernel (the CUDA backend's shared-memory FlashAttention,
 // backends/cuda/render_attention.cpp) needs of a forward attention kernel: where Q, K, V and
 // the mask live, as parameters of the LoopFunc lower_attention_kernel gives (its buffers and

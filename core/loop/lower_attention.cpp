@@ -94,7 +94,8 @@ AttentionDesc attention_desc(const KernelGraph& kg, int kernel) {
   for (size_t i = r - 2; i-- > 0;) {
     ExprRef c = i == 0 ? rem : binary(Op::Mod, rem, from_sym(qs[i]));
     if (i > 0) rem = binary(Op::IDiv, rem, from_sym(qs[i]));
-    for (size_t o = 0; o < lay.size(); ++o) off[o] = add(off[o], mul(c, lay[o].strides[i]));
+    for (size_t o = 0; o < lay.size(); ++o)
+      off[o] = add(off[o], mul(o == 1 || o == 2 ? kv_index(c, qs[i], R->inputs[o]->shape[i]) : c, lay[o].strides[i]));
   }
   d.qoff = off[0], d.koff = off[1], d.voff = off[2];
   d.qsL = lay[0].strides[r - 2], d.qsE = lay[0].strides[r - 1], d.ksS = lay[1].strides[r - 2], d.ksE = lay[1].strides[r - 1];
@@ -172,8 +173,8 @@ LoopFunc lower_attention_kernel(const KernelGraph& kg, int kernel, const Attenti
     ExprRef c = d == 0 ? rem : binary(Op::Mod, rem, n);
     if (d > 0) rem = binary(Op::IDiv, rem, n);
     qoff = add(qoff, mul(c, lay[0].strides[d]));
-    koff = add(koff, mul(c, lay[1].strides[d]));
-    voff = add(voff, mul(c, lay[2].strides[d]));
+    koff = add(koff, mul(kv_index(c, qs[d], ks[d]), lay[1].strides[d]));
+    voff = add(voff, mul(kv_index(c, qs[d], vs[d]), lay[2].strides[d]));
     if (ms) moff = add(moff, mul(c, mst[d]));
   }
   ExprRef qsL = lay[0].strides[r - 2], qsE = lay[0].strides[r - 1], ksS = lay[1].strides[r - 2], ksE = lay[1].strides[r - 1];

@@ -112,7 +112,8 @@ LoopFunc lower_attention_bwd_kernel(const KernelGraph& kg, int kernel, const Att
   for (size_t d = r - 2; d-- > 0;) {
     ExprRef c = d == 0 ? rem : binary(Op::Mod, rem, from_sym(qs[d]));
     if (d > 0) rem = binary(Op::IDiv, rem, from_sym(qs[d]));
-    for (size_t o = 0; o < lay.size(); ++o) off[o] = add(off[o], mul(c, lay[o].strides[d]));
+    for (size_t o = 0; o < lay.size(); ++o)
+      off[o] = add(off[o], mul(o == 1 || o == 2 ? kv_index(c, qs[d], R->inputs[o]->shape[d]) : c, lay[o].strides[d]));
   }
   auto at = [&](size_t o, ExprRef row, ExprRef col) {  // operand o's element (row, col) of this batch
     return add(var("off" + std::to_string(o)), add(mul(row, lay[o].strides[r - 2]), mul(col, lay[o].strides[r - 1])));

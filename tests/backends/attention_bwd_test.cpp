@@ -3,7 +3,7 @@
 // whole training graphs (the loss's forward, the shared stats forward and dQ, dK, dV, dMask)
 // with causal and masked attention, odd sequence lengths (1, 13, 70, 129: one and several
 // tiles), head dims that are not powers of two, batch 1 and several heads, K/V shared across
-// heads, L != S. The interpreter's fused backward is checked against the unfused graph's
+// heads or grouped (GQA), L != S. The interpreter's fused backward is checked against the unfused graph's
 // gradients in tests/autodiff/attention_grad_test.cpp.
 #include <gtest/gtest.h>
 
@@ -16,8 +16,10 @@
 namespace lathe {
 namespace {
 
-Graph training(int64_t B, int64_t H, int64_t L, int64_t S, int64_t E, int64_t Ev, bool causal, int mask_kind, bool shared_kv = false) {
-  Tensor q = input("q", {B, H, L, E}), k = input("k", {B, shared_kv ? 1 : H, S, E}), v = input("v", {B, shared_kv ? 1 : H, S, Ev});
+Graph training(int64_t B, int64_t H, int64_t L, int64_t S, int64_t E, int64_t Ev, bool causal, int mask_kind, bool shared_kv = false,
+               int64_t kv_heads = 0) {
+  int64_t kvh = kv_heads ? kv_heads : shared_kv ? 1 : H;
+  Tensor q = input("q", {B, H, L, E}), k = input("k", {B, kvh, S, E}), v = input("v", {B, kvh, S, Ev});
   Tensor w = input("w", {B, H, L, Ev});
   std::optional<Tensor> m;
   if (mask_kind == 1) m = input("m", {B, 1, 1, S});
@@ -47,6 +49,8 @@ TEST(FusedAttentionBackward, MatchesTheInterpreter) {
   batch.add("T=70 E=12 (row loops)", training(1, 2, 70, 70, 12, 12, true, 0));
   batch.add("T=129 causal (several tiles)", training(1, 2, 129, 129, 16, 16, true, 1));
   batch.add("K/V shared by heads", training(2, 3, 17, 17, 16, 16, true, 0, true));
+  batch.add("grouped heads (GQA 6/2)", training(2, 6, 70, 70, 16, 8, true, 1, false, 2));
+  batch.add("grouped heads (GQA 4/2) row loops", training(1, 4, 9, 9, 5, 3, false, 2, false, 2));
   batch.add("L=5 S=40", training(1, 2, 5, 40, 16, 16, false, 1));
   batch.add("L=40 S=5 causal", training(1, 2, 40, 5, 16, 16, true, 2));
   EXPECT_EQ(batch.run(), 0);

@@ -92,6 +92,9 @@ inline std::vector<Named> pattern_graphs() {
     NodeRef ks = prim::input("ks", DType::F32, {1, 2, 70, 24}), vs = prim::input("vs", DType::F32, {1, 2, 70, 20});
     r.push_back({"attention_tiles_L130_S70", one(attention_call(ql, ks, vs, nullptr, false, 0.2))});
     r.push_back({"attention_tiles_L130_S70_causal_stats", one(attention_call(ql, ks, vs, nullptr, true, 0.2, true))});
+    NodeRef qg = prim::input("qg", DType::F32, {2, 6, 40, 16}), kg = prim::input("kg", DType::F32, {2, 2, 40, 16});
+    NodeRef vg = prim::input("vg", DType::F32, {2, 2, 40, 16});
+    r.push_back({"attention_grouped_heads", one(attention_call(qg, kg, vg, nullptr, true, 0.25))});
     // the fused backward (Extern "attention_bwd": dQ, dK|dV, dS) and the stats forward
     for (bool causal : {true, false}) {
       Tensor tq(q), tk(k), tv(v), tm(m), tq5(q5), tk5(k5), tv3(v3);
