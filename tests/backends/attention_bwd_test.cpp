@@ -44,12 +44,15 @@ TEST(FusedAttentionBackward, MatchesTheInterpreter) {
         batch.add(label + " B=1 H=2", training(1, 2, T, T, 16, 24, causal, mk));
         if (T == 13) batch.add(label + " B=2 H=3 E=7 Ev=5", training(2, 3, T, T, 7, 5, causal, mk));
       }
-  batch.add("T=70 causal mask=1", training(1, 2, 70, 70, 16, 8, true, 1));
-  batch.add("T=70 mask=2", training(1, 2, 70, 70, 8, 16, false, 2));
-  batch.add("T=70 E=12 (row loops)", training(1, 2, 70, 70, 12, 12, true, 0));
-  batch.add("T=129 causal (several tiles)", training(1, 2, 129, 129, 16, 16, true, 1));
+  if (test::test_backend() != "cuda-emulated") {  // several tiles: the CPU kernels (the emulator is slow)
+    batch.add("T=70 causal mask=1", training(1, 2, 70, 70, 16, 8, true, 1));
+    batch.add("T=70 mask=2", training(1, 2, 70, 70, 8, 16, false, 2));
+    batch.add("T=70 E=12 (row loops)", training(1, 2, 70, 70, 12, 12, true, 0));
+    batch.add("T=129 causal (several tiles)", training(1, 2, 129, 129, 16, 16, true, 1));
+    batch.add("grouped heads (GQA 6/2)", training(2, 6, 70, 70, 16, 8, true, 1, false, 2));
+  }
   batch.add("K/V shared by heads", training(2, 3, 17, 17, 16, 16, true, 0, true));
-  batch.add("grouped heads (GQA 6/2)", training(2, 6, 70, 70, 16, 8, true, 1, false, 2));
+  batch.add("grouped heads (GQA 4/2)", training(1, 4, 20, 20, 16, 8, true, 1, false, 2));
   batch.add("grouped heads (GQA 4/2) row loops", training(1, 4, 9, 9, 5, 3, false, 2, false, 2));
   batch.add("L=5 S=40", training(1, 2, 5, 40, 16, 16, false, 1));
   batch.add("L=40 S=5 causal", training(1, 2, 40, 5, 16, 16, true, 2));
