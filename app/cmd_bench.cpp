@@ -25,7 +25,10 @@
 #include "backends/backend.h"
 #include "backends/library.h"
 #include "backends/tune_measure.h"
+#include "core/frontend/autodiff.h"
 #include "core/frontend/samples.h"
+#include "core/frontend/tensor.h"
+#include "core/ir/attention_op.h"
 #include "core/ir/diag.h"
 #include "core/loop/cost.h"
 #include "core/runtime/machine.h"
@@ -78,9 +81,30 @@ Ruleset builtin_rules(const std::string& name) {
 #endif
 }
 
+// attention-grad: one causal attention's backward (12 heads, T = $LATHE_BENCH_ATTENTION_T or
+// 1024, d 64, f32): dQ, dK, dV of sum(attention(q, k, v) · w) by the fused backward, or with
+// `definition` by differentiating the op's definition (LATHE_ATTENTION_BWD=unfused: the L×S
+// matrices materialized), its peer.
+Graph attention_grad_graph(bool definition) {
+  int64_t T = 1024;
+  if (const char* e = std::getenv("LATHE_BENCH_ATTENTION_T"); e && *e) T = std::atoll(e);
+  if (T < 1 || T > 65536) throw UserError("LATHE_BENCH_ATTENTION_T must be in 1..65536");
+  Tensor q = input("q", {1, 12, T, 64}), k = input("k", {1, 12, T, 64}), v = input("v", {1, 12, T, 64}), w = input("w", {1, 12, T, 64});
+  Tensor y(attention_call(q.node(), k.node(), v.node(), nullptr, true, 0.125));
+  const char* prev = std::getenv("LATHE_ATTENTION_BWD");
+  std::string saved = prev ? prev : "";
+  if (definition) setenv("LATHE_ATTENTION_BWD", "unfused", 1);
+  else unsetenv("LATHE_ATTENTION_BWD");
+  auto g = grad(sum(y * w), {q, k, v});
+  if (prev) setenv("LATHE_ATTENTION_BWD", saved.c_str(), 1);
+  else unsetenv("LATHE_ATTENTION_BWD");
+  return Graph::from_outputs({{"dq", g[0].node()}, {"dk", g[1].node()}, {"dv", g[2].node()}});
+}
+
 // The workload's graph; matmul-lib is matmul with the BLAS rule applied to a fixpoint,
 // attention-long the sample with the flash-attention rules applied (its peer is the sample).
 Graph workload_graph(const std::string& name) {
+  if (name == "attention-grad") return attention_grad_graph(false);
   if (name == "attention-long") {
     RewriteSession s(build_sample(name), builtin_rules("flash-attention"), SessionOptions{});
     s.run();
@@ -137,7 +161,7 @@ Result bench_graph(const std::string& name, const std::string& backend, int iter
   std::vector<std::string> notes;
   Executable exe = compile_tuned(g, backend, tuned, &notes);
   for (auto& n : notes) std::fprintf(stderr, "note: %s\n", n.c_str());
-  bool long_attention = name == "attention-long";
+  bool long_attention = name == "attention-long" || name == "attention-grad";
   if (long_attention) iters = std::min(iters, 3);  // seconds per run for the unfused peer
   r.median_ms = exe.time_ms(inputs, iters, long_attention ? 1 : 2);
   if (long_attention) r.arena_mb = static_cast<double>(exe.memory_plan().arena_bytes) / (1 << 20);
@@ -155,7 +179,7 @@ Result bench_graph(const std::string& name, const std::string& backend, int iter
   r.gflops = flops / s / 1e9;
   r.gbps = bytes / s / 1e9;
   bool compute = name == "matmul" || name == "matmul-int8" || name == "matmul-lib" || name == "conv2d" || name == "mlp" ||
-                 name == "gpt2-block" || name == "attention-long";
+                 name == "gpt2-block" || long_attention;
   r.ceiling_ratio = compute ? r.gflops / peers.ceil_gflops : r.gbps / peers.ceil_gbps;
   if (r.ceiling_ratio > 1) {  // above the roof: measure the host's ceiling again (it only rises), else say why
     if (!peers.device) {
@@ -180,6 +204,12 @@ Result bench_graph(const std::string& name, const std::string& backend, int iter
     } else {
       r.note += (r.note.empty() ? "" : "; ") + ("no peer: " + why);
     }
+  } else if (name == "attention-grad") {  // the peer: the definition's gradient (the L×S matrices materialized)
+    Executable pe = compile_graph(attention_grad_graph(true), backend);
+    r.peer = "lathe-definition-grad";
+    r.peer_median_ms = pe.time_ms(inputs, iters, 1);
+    r.peer_ratio = r.peer_median_ms / r.median_ms;
+    r.note += (r.note.empty() ? "" : "; ") + ("peer arena " + std::to_string((int)(pe.memory_plan().arena_bytes >> 20)) + " MiB");
   } else if (long_attention) {  // the peer: Lathe's unfused path (the score matrix materialized)
     Graph unfused = build_sample(name);
     Executable pe = compile_graph(unfused, backend);
@@ -290,7 +320,7 @@ int run_bench(const std::vector<std::string>& args) {
   Backend& b = get_backend(backend);
   if (auto why = b.available(); !why.empty()) throw UserError("backend '" + backend + "' is not available: " + why);
   std::vector<tune::Record> tuned = tune::load_tuned(tuned_path);
-  std::vector<std::string> names = {"eltwise", "softmax", "layernorm", "matmul", "matmul-int8", "matmul-lib", "conv2d", "dwconv", "mlp", "gpt2-block", "attention-long", "compile", "rewrite"};
+  std::vector<std::string> names = {"eltwise", "softmax", "layernorm", "matmul", "matmul-int8", "matmul-lib", "conv2d", "dwconv", "mlp", "gpt2-block", "attention-long", "attention-grad", "compile", "rewrite"};
   if (!only.empty() && std::find(names.begin(), names.end(), only) == names.end()) {
     std::string known;
     for (auto& n : names) known += " " + n;

@@ -41,6 +41,9 @@ const char* kEnvironment =
     "  LATHE_MATMUL_TILE=6x16x8 the CPU matmuls' register tile MRxNRxLANES (default from the host: 8x32x16\n"
     "                           with AVX-512, 6x16x8 with AVX/AVX2, 6x8x8 with SSE; LANES 8|16)\n"
     "  LATHE_ATTENTION_TILE=64x64  the fused attention kernel's query x key tile BQxBK (flash-attention rules)\n"
+    "  LATHE_ATTENTION_BWD=unfused  grad() of the fused attention differentiates its definition (default\n"
+    "                           fused: Extern attention_bwd recomputes the probabilities tile by tile)\n"
+    "  LATHE_BENCH_ATTENTION_T=1024  sequence length of the attention-grad bench workload\n"
     "  LATHE_TUNE_DEBUG=1       `lathe tune` prints every candidate it builds (schedule, model estimate)\n"
     "  LATHE_PREPACK=0|all      constant matmul B operands (weights) larger than the last-level cache are\n"
     "                           packed once at build time: 0 = never (packed on every run), all = every one\n"
@@ -57,6 +60,7 @@ const char* kEnvironment =
     "  LATHE_CUDA_SPLIT_K=0     never split K of a tiled contraction over blocks\n"
     "  LATHE_CUDA_TILE=8x4      force the tiled contractions' register tile per thread (4x4, 4x8, 8x4, 8x8)\n"
     "  LATHE_CUDA_ROW_CACHE=0   block-per-row kernels re-read rows from global memory\n"
+    "  LATHE_CUDA_FLASH=0       the fused attention one query row per thread (default: shared-memory K/V tiles)\n"
     "  LATHE_TEST_BACKEND       the backend the differential tests run on (c, llvm, cuda)\n";
 
 int run_help(const std::vector<std::string>& args) {

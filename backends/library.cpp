@@ -29,7 +29,7 @@ SgemmFn openblas_sgemm(std::string* why) {
 
 std::string library_kernel_available(NodeRef n) {
   if (n->op != Op::Extern) return "";
-  if (n->attrs.name == "attention") return "";  // generated code (loop IR), not a library call
+  if (n->attrs.name == "attention" || n->attrs.name == "attention_bwd") return "";  // generated code (loop IR), not a library call
   if (n->attrs.name != "sgemm") return "unknown library kernel '" + n->attrs.name + "'";
   std::string why;
   if (!openblas_sgemm(&why)) return "Extern sgemm needs OpenBLAS: " + why;

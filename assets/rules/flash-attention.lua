@@ -20,6 +20,7 @@
 -- Q and K (and V) are taken as strided views of what the matmul views read, so head
 -- splits and transposes stay index math; a constant factor on Q's source joins the scale.
 -- Masks keep their broadcast (size-1) dims: BERT's [B, 1, 1, S] mask stays that small.
+-- Grouped K/V heads (GQA: K/V with fewer heads repeated to Q's) are read unrepeated.
 local LOG2E = 1.4426950408889634
 -- When to fuse (measured on the llvm backend, 12 heads, d 64, causal, 2 cores): the fused
 -- kernel wins from 4×4 scores up (T=4: 0.016 vs 0.025 ms, T=16: 0.033 vs 0.048, T=128:
@@ -215,6 +216,52 @@ local function reads_whole(mm)
   return true
 end
 
+-- Grouped heads (GQA): t ([.., H, S, E]) reads the materialized repeat of a K/V with fewer
+-- heads: Copy(View(x)) where the View broadcasts x's heads over a group dim (what
+-- repeat_interleave / expand + reshape give). Returns t as a strided view of x itself with
+-- Hkv heads (the fused op maps query head h to K/V head h / (H / Hkv)), or nil.
+local function ungroup(t)
+  if not is_view(t) or t.view_spec.offset ~= 0 then return nil end
+  local src = t.inputs[1]
+  if src.op ~= "Copy" or not is_view(src.inputs[1]) then return nil end
+  local c = src.inputs[1]
+  local cs = c.view_spec
+  local n = #cs.shape
+  if rank(t) ~= n - 1 then return nil end
+  local rm, st = {}, 1  -- the Copy's row-major strides
+  for d = n, 1, -1 do
+    if type(cs.shape[d]) ~= "number" then return nil end
+    rm[d], st = st, st * cs.shape[d]
+  end
+  local g = nil  -- the group dim: broadcast (stride 0, size > 1) right after a head dim
+  for d = 2, n do
+    if cs.strides[d] == 0 and cs.shape[d] > 1 and cs.shape[d - 1] > 1 and cs.strides[d - 1] ~= 0 then g = d break end
+  end
+  if not g then return nil end
+  local ts = t.view_spec
+  local shape, strides, used = {}, {}, {}
+  for d = 1, #ts.shape do
+    local size, s = ts.shape[d], ts.strides[d]
+    if type(size) ~= "number" then return nil end
+    if size == 1 then
+      shape[d], strides[d] = 1, 0
+    elseif s == rm[g] and size == cs.shape[g - 1] * cs.shape[g] and not used[g] then  -- the merged heads
+      shape[d], strides[d], used[g] = cs.shape[g - 1], cs.strides[g - 1], true
+    else
+      local e = nil
+      for x = 1, n do
+        if x ~= g and x ~= g - 1 and not used[x] and rm[x] == s and cs.shape[x] == size then e = x break end
+      end
+      if not e then return nil end
+      shape[d], strides[d], used[e] = size, cs.strides[e], true
+    end
+  end
+  for x = 1, n do  -- t reads every element of the repeat exactly as the reshape laid it out
+    if x ~= g - 1 and cs.shape[x] > 1 and not used[x] then return nil end
+  end
+  return lathe.strided(c.inputs[1], shape, strides, cs.offset)
+end
+
 local function to_attention(m)
   local r = m.root
   if r.dtype ~= "f32" then return nil end
@@ -226,6 +273,8 @@ local function to_attention(m)
   if not s then return nil end
   local v = kn_of(mm)
   local q, k = s.q, s.k
+  local kg, vg = ungroup(k), ungroup(v)  -- grouped heads: read the smaller K/V, not their repeat
+  if kg and vg and kg.shape[rank(kg) - 2] == vg.shape[rank(vg) - 2] then k, v = kg, vg end
   if rank(q) ~= rank(v) or rank(k) ~= rank(v) then return nil end
   local L, S = q.shape[rank(q) - 1], k.shape[rank(k) - 1]
   if type(L) == "number" and type(S) == "number" and L * S < MIN_SCORES then return nil end

@@ -20,6 +20,12 @@ namespace lathe::cuda {
 // packing buffers) is re-lowered as a plain reduction, one output element per thread.
 loop::LoopFunc gpu_loop_func(const Program& p, int kernel);
 
+// Kernel i of p rendered, named `prefix` + its name: the fused attention forward as the
+// shared-memory FlashAttention kernel (render_attention.cpp; LATHE_CUDA_FLASH=0 keeps the
+// one-row-per-thread loop IR kernel), the rest from gpu_loop_func. `f` receives the loop IR.
+CudaKernel render_program_kernel(const Program& p, int kernel, const std::string& prefix = "", const RenderOptions& o = {},
+                                 loop::LoopFunc* f = nullptr);
+
 // The whole translation unit for p (prelude + every kernel) and each kernel's launch.
 struct CudaUnit {
   std::string source;

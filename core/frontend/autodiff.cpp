@@ -3,6 +3,7 @@
 #include "core/frontend/autodiff.h"
 
 #include <cmath>
+#include <cstdlib>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -77,17 +78,53 @@ Tensor reduce_backward(const Tensor& g, NodeRef n) {
   return {};
 }
 
-// The fused attention (core/ir/attention_op.h): the gradient of its definition, rebuilt from
-// its operands (the probabilities are recomputed, not read from the forward, which keeps
-// none): softmax(Q·Kᵀ·scale + mask, causal) · V differentiated as the composite is.
+// The fused attention (core/ir/attention_op.h). By default the fused backward: the forward is
+// asked for its row log-sum-exp (the stats form; build_program computes it once, shared with
+// the plain forward) and Extern "attention_bwd" recomputes the probabilities tile by tile:
+// part 0 gives dQ, part 1 dK and dV side by side (per query head: heads that share a
+// broadcast K/V are summed here), part 2 dS for the mask (its broadcast dims summed here).
+// LATHE_ATTENTION_BWD=unfused differentiates the op's definition instead (the L×S matrices
+// are then materialized): the reference the fused backward is checked and timed against.
+Tensor sum_to(const Tensor& g, const Shape& s) {
+  std::vector<int> axes;
+  for (size_t d = 0; d < s.size(); ++d)
+    if (s[d] == SymInt(1) && g.shape()[d] != SymInt(1)) axes.push_back(static_cast<int>(d));
+  Tensor r = axes.empty() ? g : sum(g, axes, true);
+  for (size_t d = 0; d < s.size(); ++d) {  // grouped heads: [.., H, ..] → [.., Hkv, H/Hkv, ..] summed over the group
+    if (r.shape()[d] == s[d]) continue;
+    Shape split = r.shape();
+    split[d] = s[d];
+    split.insert(split.begin() + static_cast<long>(d) + 1, SymInt(r.shape()[d].value() / s[d].value()));
+    r = sum(reshape(r, split), {static_cast<int>(d) + 1}, false);
+  }
+  return r;
+}
+
 std::vector<Tensor> attention_backward(NodeRef n, const Tensor& g) {
   auto spec = attention_spec(n);
   std::vector<Tensor> ins;
   for (NodeRef i : n->inputs) ins.emplace_back(i);
-  std::optional<Tensor> mask;
-  if (spec->has_mask) mask = ins[3];
-  Tensor y = scaled_dot_product_attention(ins[0], ins[1], ins[2], mask, spec->causal, static_cast<double>(spec->scale));
-  return grad(y, ins, g);
+  const char* mode = std::getenv("LATHE_ATTENTION_BWD");
+  if (mode && std::string(mode) == "unfused") {
+    std::optional<Tensor> mask;
+    if (spec->has_mask) mask = ins[3];
+    Tensor y = scaled_dot_product_attention(ins[0], ins[1], ins[2], mask, spec->causal, static_cast<double>(spec->scale));
+    return grad(y, ins, g);
+  }
+  if (mode && *mode && std::string(mode) != "fused")
+    fail("grad", "LATHE_ATTENTION_BWD='" + std::string(mode) + "': expected fused or unfused");
+  NodeRef q = n->inputs[0], k = n->inputs[1], v = n->inputs[2], m = spec->has_mask ? n->inputs[3] : nullptr;
+  NodeRef os = attention_call(q, k, v, m, spec->causal, spec->scale, /*stats=*/true);
+  Tensor dout = to(g, DType::F32);
+  auto part = [&](int p) { return Tensor(attention_bwd_call(q, k, v, m, os, dout.node(), spec->causal, spec->scale, p)); };
+  int r = static_cast<int>(q->shape.size());
+  SymInt E = q->shape[r - 1], Ev = v->shape[r - 1];
+  std::vector<Tensor> out{part(0)};
+  Tensor dkv = part(1);
+  out.push_back(sum_to(narrow(dkv, r - 1, 0, E), k->shape));
+  out.push_back(sum_to(narrow(dkv, r - 1, E, Ev), v->shape));
+  if (m) out.push_back(sum_to(part(2), m->shape));
+  return out;
 }
 
 // Gradients for the inputs of n (undefined Tensor = none).

@@ -232,5 +232,7 @@ void check_view_bounds(const ConcreteView& v, int64_t n);
 HostTensor kernel_sgemm(const HostTensor& a, const HostTensor& b, const std::vector<int64_t>& ints);
 // Extern "attention" (core/ir/attention_op.h): in = Q, K, V [, mask]; ints = {causal, scale bits}.
 HostTensor kernel_attention(const std::vector<HostTensor>& in, const std::vector<int64_t>& ints);
+// Extern "attention_bwd": in = Q, K, V [, mask], OS, dO; ints = {causal, scale bits, part}.
+HostTensor kernel_attention_bwd(const std::vector<HostTensor>& in, const std::vector<int64_t>& ints);
 
 }  // namespace lathe::interp

@@ -52,7 +52,7 @@ bool dtype_ok_for(Op op, DType dt) {
 
 }  // namespace
 
-bool extern_known(const std::string& name) { return name == "sgemm" || name == "attention"; }
+bool extern_known(const std::string& name) { return name == "sgemm" || name == "attention" || name == "attention_bwd"; }
 
 std::string check_node(Op op, DType dt, const Shape& shape, const std::vector<NodeRef>& in, const Attrs& a) {
   const OpInfo& info = op_info(op);
@@ -153,8 +153,9 @@ std::string check_node(Op op, DType dt, const Shape& shape, const std::vector<No
       return "";
     }
     case OpCategory::Extern:
-      if (!extern_known(a.name)) return "Extern: unknown library kernel '" + a.name + "' (known: sgemm, attention)";
+      if (!extern_known(a.name)) return "Extern: unknown library kernel '" + a.name + "' (known: sgemm, attention, attention_bwd)";
       if (a.name == "attention") return check_attention(in, dt, shape, a.ints);
+      if (a.name == "attention_bwd") return check_attention_bwd(in, dt, shape, a.ints);
       if (a.name == "sgemm") {
         if (in.size() != 2 || a.ints.size() != 5) return "Extern sgemm takes (A, B) and ints {M, N, K, transA, transB}";
         if (dt != DType::F32 || in[0]->dtype != DType::F32 || in[1]->dtype != DType::F32) return "Extern sgemm is f32 only";

@@ -32,7 +32,7 @@ std::vector<Stmt*> outer_chain(std::vector<Stmt>& body) {
 }  // namespace
 
 void apply_default_schedule(LoopFunc& f, const ScheduleOptions& opts) {
-  if (f.kind == "matmul" || f.kind == "attention") return;  // lowering chose the blocked schedule
+  if (f.kind == "matmul" || f.kind == "attention" || f.kind == "attention_bwd") return;  // lowering chose the blocked schedule
   if (is_depthwise(f)) return;                                // and the direct depthwise nest
   // reductions that do not run along contiguous memory: rows of accumulators (row_reduce.h)
   apply_row_reductions(f);

@@ -407,6 +407,11 @@ LoopFunc lower_kernel(const KernelGraph& kg, int kernel, bool plain) {
     if (plain) ap.bq = 1, ap.bk = 8, ap.mr = 1, ap.vector = false;
     return lower_attention_kernel(kg, kernel, ap);
   }
+  if (k.kind == "attention_bwd") {
+    AttentionParams ap = host_attention_params();
+    if (plain) ap.bq = 1, ap.bk = 1, ap.mr = 1, ap.vector = false;
+    return lower_attention_bwd_kernel(kg, kernel, ap);
+  }
   LATHE_CHECK(k.kind != "extern", "extern kernels have no loop IR; the backend calls the library");
   if (!plain)  // a depthwise convolution: the direct vectorized nest (lower_depthwise.h)
     if (auto f = lower_depthwise_kernel(kg, kernel, host_matmul_params().lanes)) return std::move(*f);

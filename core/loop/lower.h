@@ -77,6 +77,9 @@ struct AttentionParams {
 };
 AttentionParams host_attention_params();
 LoopFunc lower_attention_kernel(const KernelGraph& kg, int kernel, const AttentionParams& params);
+// The fused backward (Extern "attention_bwd", lower_attention_bwd.cpp): dQ or dS jobs per query
+// tile of BQ rows, dK|dV jobs per key tile of BK rows; plain = one row per job (the GPU's form).
+LoopFunc lower_attention_bwd_kernel(const KernelGraph& kg, int kernel, const AttentionParams& params);
 // Is f the packed GEMM nest of lower_matmul_kernel (not the plain reduction of a matmul)?
 bool is_packed_matmul(const LoopFunc& f);
 

@@ -13,6 +13,7 @@
 //                m' = max(m, max x); p = 2^(x - m'); alpha = 2^(m - m')
 //                l = l·alpha + Σp;  o = o·alpha + p · V tile
 //     out rows = o / l
+// The stats form (autodiff's forward) writes rows of Ev + 1: the output, then m + log2(l).
 // A row whose scores so far are all -inf shifts by 0 instead of -inf (so p and alpha are 0,
 // not NaN); a row that stays so to the end gives 0/0 = NaN, as the unfused softmax does.
 // `plain` lowers with BQ = 1 (one query row per iteration), the CUDA backend's form: its
@@ -24,6 +25,7 @@
 
 #include "core/ir/attention_op.h"
 #include "core/ir/diag.h"
+#include "core/loop/attention_layout.h"
 #include "core/loop/lower.h"
 
 namespace lathe::loop {
@@ -34,16 +36,9 @@ ExprRef ceil_div(ExprRef a, int64_t b) { return binary(Op::IDiv, add(a, const_in
 ExprRef f32(double v) { return const_float(v, DType::F32); }
 ExprRef fvar(const std::string& n) { return var(n, DType::F32); }
 
-// Where an operand's elements are: its buffer, an offset and a stride per dim (0 on size-1
-// dims, which broadcast). A materialized operand is row-major; a View the scheduler left
-// unmaterialized (a head split or transpose of a buffer: schedule.cpp) is read in place.
-struct Layout {
-  int buffer = -1;
-  ExprRef offset;
-  std::vector<ExprRef> strides;
-};
+}  // namespace
 
-Layout layout_of(const KernelGraph& kg, NodeRef n) {
+Layout attention_layout(const KernelGraph& kg, NodeRef n) {
   Layout l;
   const Shape& s = n->shape;
   l.strides.resize(s.size());
@@ -66,7 +61,48 @@ Layout layout_of(const KernelGraph& kg, NodeRef n) {
   return l;
 }
 
-}  // namespace
+
+AttentionDesc attention_desc(const KernelGraph& kg, int kernel) {
+  const Kernel& k = kg.kernels.at(kernel);
+  auto spec = attention_spec(k.root);
+  LATHE_CHECK(spec.has_value(), "attention_desc on a kernel that is not fused attention");
+  NodeRef R = k.root;
+  const Shape &qs = R->inputs[0]->shape, &ks = R->inputs[1]->shape, &vs = R->inputs[2]->shape;
+  size_t r = qs.size();
+  LATHE_CHECK(qs[r - 1].is_const() && vs[r - 1].is_const(), "attention: the head dims must be constant");
+  AttentionDesc d;
+  d.causal = spec->causal, d.has_mask = spec->has_mask, d.stats = spec->stats, d.scale = spec->scale;
+  d.E = qs[r - 1].value(), d.Ev = vs[r - 1].value();
+  d.L = from_sym(qs[r - 2]), d.S = from_sym(ks[r - 2]);
+  SymInt Bs = 1;
+  for (size_t i = 0; i + 2 < r; ++i) Bs = Bs * qs[i];
+  d.B = from_sym(Bs);
+  // the buffer parameters as lower_attention_kernel numbers them: out, then each new buffer
+  std::vector<int> bufs{k.output};
+  std::vector<Layout> lay;
+  std::vector<int> param;
+  for (NodeRef in : R->inputs) {
+    lay.push_back(attention_layout(kg, in));
+    auto it = std::find(bufs.begin(), bufs.end(), lay.back().buffer);
+    param.push_back((int)(it - bufs.begin()));
+    if (it == bufs.end()) bufs.push_back(lay.back().buffer);
+  }
+  d.q = param[0], d.k = param[1], d.v = param[2], d.mask = spec->has_mask ? param[3] : -1;
+  std::vector<ExprRef> off;
+  for (auto& l : lay) off.push_back(l.offset);
+  ExprRef rem = var("bh");
+  for (size_t i = r - 2; i-- > 0;) {
+    ExprRef c = i == 0 ? rem : binary(Op::Mod, rem, from_sym(qs[i]));
+    if (i > 0) rem = binary(Op::IDiv, rem, from_sym(qs[i]));
+    for (size_t o = 0; o < lay.size(); ++o)
+      off[o] = add(off[o], mul(o == 1 || o == 2 ? kv_index(c, qs[i], R->inputs[o]->shape[i]) : c, lay[o].strides[i]));
+  }
+  d.qoff = off[0], d.koff = off[1], d.voff = off[2];
+  d.qsL = lay[0].strides[r - 2], d.qsE = lay[0].strides[r - 1], d.ksS = lay[1].strides[r - 2], d.ksE = lay[1].strides[r - 1];
+  d.vsS = lay[2].strides[r - 2], d.vsC = lay[2].strides[r - 1];
+  if (spec->has_mask) d.moff = off[3], d.msL = lay[3].strides[r - 2], d.msS = lay[3].strides[r - 1];
+  return d;
+}
 
 AttentionParams host_attention_params() {
   AttentionParams p;
@@ -99,7 +135,7 @@ LoopFunc lower_attention_kernel(const KernelGraph& kg, int kernel, const Attenti
   std::vector<Layout> lay;
   std::vector<int> param;  // per operand: its buffer parameter (two views of one buffer share it)
   for (size_t i = 0; i < R->inputs.size(); ++i) {
-    lay.push_back(layout_of(kg, R->inputs[i]));
+    lay.push_back(attention_layout(kg, R->inputs[i]));
     int p = -1;
     for (size_t b = 0; b < f.buffers.size(); ++b)
       if (f.buffers[b].buffer == lay.back().buffer) p = (int)b;
@@ -137,8 +173,8 @@ LoopFunc lower_attention_kernel(const KernelGraph& kg, int kernel, const Attenti
     ExprRef c = d == 0 ? rem : binary(Op::Mod, rem, n);
     if (d > 0) rem = binary(Op::IDiv, rem, n);
     qoff = add(qoff, mul(c, lay[0].strides[d]));
-    koff = add(koff, mul(c, lay[1].strides[d]));
-    voff = add(voff, mul(c, lay[2].strides[d]));
+    koff = add(koff, mul(kv_index(c, qs[d], ks[d]), lay[1].strides[d]));
+    voff = add(voff, mul(kv_index(c, qs[d], vs[d]), lay[2].strides[d]));
     if (ms) moff = add(moff, mul(c, mst[d]));
   }
   ExprRef qsL = lay[0].strides[r - 2], qsE = lay[0].strides[r - 1], ksS = lay[1].strides[r - 2], ksE = lay[1].strides[r - 1];
@@ -322,19 +358,22 @@ LoopFunc lower_attention_kernel(const KernelGraph& kg, int kernel, const Attenti
   // write back
   {
     ExprRef oidx = add(mul(i, const_int(Evc)), c);
-    job.push_back(make_for("i", var("qn"),
-                           {make_let("inv", DType::F32, unary(Op::Recip, local_load("lrow", DType::F32, i))),
-                            vec_for("c", const_int(Evc),
-                                    {make_store(0, add(mul(add(mul(bh, L), qrow), Ev), c),
-                                                binary(Op::Mul, local_load("o", DType::F32, oidx), fvar("inv")))},
-                                    "output row / row sum")},
-                           "write the output tile"));
+    ExprRef ow = spec->stats ? add(Ev, const_int(1)) : Ev;  // the stats form: the row's log-sum-exp after it
+    ExprRef orow = mul(add(mul(bh, L), qrow), ow);
+    std::vector<Stmt> wr{make_let("inv", DType::F32, unary(Op::Recip, local_load("lrow", DType::F32, i))),
+                         vec_for("c", const_int(Evc),
+                                 {make_store(0, add(orow, c), binary(Op::Mul, local_load("o", DType::F32, oidx), fvar("inv")))},
+                                 "output row / row sum")};
+    if (spec->stats)
+      wr.push_back(make_store(0, add(orow, Ev),
+                              binary(Op::Add, local_load("mrow", DType::F32, i), unary(Op::Log2, local_load("lrow", DType::F32, i)))));
+    job.push_back(make_for("i", var("qn"), std::move(wr), "write the output tile"));
   }
   Stmt tloop = make_for("t", mul(B, ceil_div(L, BQ)), std::move(job), "jobs: batch·heads × query tiles");
   tloop.annot.parallel = true;
   f.body.push_back(std::move(tloop));
   f.schedule_log.push_back("attention: BQ=" + std::to_string(BQ) + " BK=" + std::to_string(BK) +
-                           (spec->causal ? " causal" : "") + (ms ? " +mask" : ""));
+                           (spec->causal ? " causal" : "") + (ms ? " +mask" : "") + (spec->stats ? " +lse" : ""));
   unique_loop_names(f);
   return f;
 }

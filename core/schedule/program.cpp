@@ -4,7 +4,9 @@
 #include <chrono>
 #include <cstdlib>
 
+#include "core/ir/attention_op.h"
 #include "core/ir/diag.h"
+#include "core/ir/graph.h"
 #include "core/ir/verify.h"
 #include "core/loop/lower.h"
 #include "core/loop/prepack.h"
@@ -50,9 +52,10 @@ loop::LoopFunc lower_one(const KernelGraph& kg, int i, bool plain) {
 
 }  // namespace
 
-Program build_program(const Graph& g, const BuildOptions& opts) {
+Program build_program(const Graph& given, const BuildOptions& opts) {
   Program p;
-  p.graph = g;
+  p.graph = share_attention_stats(given);  // a training graph's two attention forwards computed once
+  const Graph& g = p.graph;
   {
     StageTimer t(p, opts, "verify");
     verify_or_throw(g, "compile");

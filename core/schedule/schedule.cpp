@@ -72,7 +72,7 @@ class Scheduler {
           for (NodeRef in : n->inputs) {
             // the fused attention reads a strided view of a buffer in place (a head split or
             // transpose: no copy); lower_attention.cpp addresses it through the view
-            if (n->attrs.name == "attention" && in->op == Op::View && in->attrs.view && !in->attrs.view->has_mask() &&
+            if ((n->attrs.name == "attention" || n->attrs.name == "attention_bwd") && in->op == Op::View && in->attrs.view && !in->attrs.view->has_mask() &&
                 in->inputs[0]->op != Op::View) {
               mat_.insert(in->inputs[0]);
               continue;
@@ -320,7 +320,8 @@ class Scheduler {
         if (inside.count(n)) k.nodes.push_back(n);
       k.inputs.assign(reads.begin(), reads.end());
       bool has_reduce = std::any_of(k.nodes.begin(), k.nodes.end(), [](NodeRef n) { return n->op == Op::Reduce; });
-      if (root->op == Op::Extern) k.kind = root->attrs.name == "attention" ? "attention" : "extern";
+      if (root->op == Op::Extern)
+        k.kind = root->attrs.name == "attention" || root->attrs.name == "attention_bwd" ? root->attrs.name : "extern";
       else if (epilogue_of_.count(root)) {
         k.kind = "matmul";
         k.matmul = epilogue_of_.at(root);

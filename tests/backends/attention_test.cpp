@@ -16,10 +16,12 @@
 namespace lathe {
 namespace {
 
-Graph fused(int64_t B, int64_t H, int64_t L, int64_t S, int64_t E, int64_t Ev, bool causal, int mask_kind, bool shared_kv = false) {
+Graph fused(int64_t B, int64_t H, int64_t L, int64_t S, int64_t E, int64_t Ev, bool causal, int mask_kind, bool shared_kv = false,
+            int64_t kv_heads = 0) {
+  int64_t kvh = kv_heads ? kv_heads : shared_kv ? 1 : H;
   NodeRef q = prim::input("q", DType::F32, {B, H, L, E});
-  NodeRef k = prim::input("k", DType::F32, {B, shared_kv ? 1 : H, S, E});
-  NodeRef v = prim::input("v", DType::F32, {B, shared_kv ? 1 : H, S, Ev});
+  NodeRef k = prim::input("k", DType::F32, {B, kvh, S, E});
+  NodeRef v = prim::input("v", DType::F32, {B, kvh, S, Ev});
   NodeRef m = nullptr;
   if (mask_kind == 1) m = prim::input("m", DType::F32, {B, 1, 1, S});  // padding-style, broadcast
   if (mask_kind == 2) m = prim::input("m", DType::F32, {B, H, L, S});
@@ -40,6 +42,8 @@ TEST(FusedAttention, MatchesTheInterpreter) {
   batch.add("E=64 Ev=64 T=70", fused(1, 1, 70, 70, 64, 64, true, 1));
   batch.add("Ev=8 (one vector)", fused(2, 1, 20, 20, 12, 8, false, 1));
   batch.add("K/V shared by heads", fused(2, 3, 17, 17, 16, 16, true, 0, true));
+  batch.add("grouped heads (GQA 6/2)", fused(2, 6, 33, 33, 16, 16, true, 1, false, 2));
+  batch.add("grouped heads (GQA 6/3) E=5", fused(1, 6, 9, 12, 5, 3, false, 2, false, 3));
   batch.add("L=5 S=40", fused(1, 2, 5, 40, 16, 16, false, 1));
   batch.add("L=40 S=5 causal", fused(1, 2, 40, 5, 16, 16, true, 0));
   EXPECT_EQ(batch.run(), 0);

@@ -12,6 +12,7 @@
 
 #include "backends/cuda/cuda_backend.h"
 #include "backends/cuda/driver.h"
+#include "core/ir/attention_op.h"
 #include "core/ir/build.h"
 #include "core/ir/diag.h"
 #include "zoo.h"
@@ -31,9 +32,7 @@ struct Batch {
     Program p = build_program(g);
     for (int k = 0; k < p.num_kernels(); ++k) {
       if (p.funcs[k].kind == "extern") continue;
-      loop::LoopFunc f = cuda::gpu_loop_func(p, k);
-      f.name = "g" + std::to_string(programs) + "_" + f.name;
-      source += "\n" + cuda::render_cuda_kernel(f).source;
+      source += "\n" + cuda::render_program_kernel(p, k, "g" + std::to_string(programs) + "_").source;
       ++kernels;
     }
     ++programs;
@@ -113,6 +112,30 @@ void expect_golden(const std::string& name, const Graph& g) {
   }
   ASSERT_TRUE(fs::exists(path)) << path << " is missing (run with LATHE_BLESS=1)";
   EXPECT_EQ(got, read_file(path)) << path;
+}
+
+// The fused attention forward renders as the FlashAttention kernel: one block per query
+// tile, K/V tiles staged in shared memory, tiles above the diagonal skipped when causal; with
+// LATHE_CUDA_FLASH=0 (or head dims past 128) the one-row-per-thread loop IR kernel.
+TEST(CudaRender, FlashAttentionStagesKVTilesInSharedMemory) {
+  NodeRef q = prim::input("q", DType::F32, {2, 3, 37, 16}), k = prim::input("k", DType::F32, {2, 3, 37, 16});
+  NodeRef v = prim::input("v", DType::F32, {2, 3, 37, 16}), m = prim::input("m", DType::F32, {2, 1, 1, 37});
+  Program p = build_program(Graph::from_outputs({{"y", attention_call(q, k, v, m, true, 0.25)}}));
+  ASSERT_EQ(p.num_kernels(), 1);
+  cuda::CudaKernel kern = cuda::render_program_kernel(p, 0);
+  EXPECT_NE(kern.source.find("__shared__ float lathe_Ks[32][16]"), std::string::npos) << kern.source;
+  EXPECT_NE(kern.source.find("__syncthreads()"), std::string::npos);
+  EXPECT_NE(kern.source.find("keys up to the tile's last query"), std::string::npos);
+  EXPECT_TRUE(kern.launch.per_block);
+  EXPECT_EQ(kern.launch.block, 64);
+  setenv("LATHE_CUDA_FLASH", "0", 1);
+  cuda::CudaKernel plain = cuda::render_program_kernel(p, 0);
+  unsetenv("LATHE_CUDA_FLASH");
+  EXPECT_EQ(plain.source.find("__shared__"), std::string::npos);
+  // a head dim past 128: the loop IR kernel
+  NodeRef qb = prim::input("qb", DType::F32, {1, 1, 5, 130});
+  Program pb = build_program(Graph::from_outputs({{"y", attention_call(qb, qb, qb, nullptr, false, 0.1)}}));
+  EXPECT_EQ(cuda::render_program_kernel(pb, 0).source.find("lathe_Ks"), std::string::npos);
 }
 
 TEST(CudaGolden, ElementwiseAddFlattensIntoAGridStrideLoop) {

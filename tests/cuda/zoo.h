@@ -7,7 +7,9 @@
 #include <vector>
 
 #include "../passes/test_graphs.h"
+#include "core/frontend/autodiff.h"
 #include "core/frontend/samples.h"
+#include "core/frontend/tensor.h"
 #include "core/ir/attention_op.h"
 #include "core/ir/build.h"
 
@@ -82,6 +84,29 @@ inline std::vector<Named> pattern_graphs() {
     NodeRef q5 = prim::input("q5", DType::F32, {1, 2, 9, 5}), k5 = prim::input("k5", DType::F32, {1, 1, 11, 5});
     NodeRef v3 = prim::input("v3", DType::F32, {1, 1, 11, 3});
     r.push_back({"attention_odd_dims", one(attention_call(q5, k5, v3, nullptr, true, 0.5))});
+    // several query tiles (64 rows) and key tiles (32 keys) of the FlashAttention kernel, a full
+    // mask, K/V shared by heads, L != S
+    NodeRef ql = prim::input("ql", DType::F32, {1, 2, 130, 24}), kl = prim::input("kl", DType::F32, {1, 1, 130, 24});
+    NodeRef vl = prim::input("vl", DType::F32, {1, 1, 130, 20}), ml = prim::input("ml", DType::F32, {1, 2, 130, 130});
+    r.push_back({"attention_tiles_causal_full_mask", one(attention_call(ql, kl, vl, ml, true, 0.2))});
+    NodeRef ks = prim::input("ks", DType::F32, {1, 2, 70, 24}), vs = prim::input("vs", DType::F32, {1, 2, 70, 20});
+    r.push_back({"attention_tiles_L130_S70", one(attention_call(ql, ks, vs, nullptr, false, 0.2))});
+    r.push_back({"attention_tiles_L130_S70_causal_stats", one(attention_call(ql, ks, vs, nullptr, true, 0.2, true))});
+    NodeRef qg = prim::input("qg", DType::F32, {2, 6, 40, 16}), kg = prim::input("kg", DType::F32, {2, 2, 40, 16});
+    NodeRef vg = prim::input("vg", DType::F32, {2, 2, 40, 16});
+    r.push_back({"attention_grouped_heads", one(attention_call(qg, kg, vg, nullptr, true, 0.25))});
+    // the fused backward (Extern "attention_bwd": dQ, dK|dV, dS) and the stats forward
+    for (bool causal : {true, false}) {
+      Tensor tq(q), tk(k), tv(v), tm(m), tq5(q5), tk5(k5), tv3(v3);
+      Tensor y(attention_call(q, k, v, m, causal, 0.25));
+      auto g = grad(sum(y * y), {tq, tk, tv, tm});
+      std::string c = causal ? "_causal" : "";
+      r.push_back({"attention_grad" + c, Graph::from_outputs({{"dq", g[0].node()}, {"dk", g[1].node()}, {"dv", g[2].node()}, {"dm", g[3].node()}})});
+      Tensor y5(attention_call(q5, k5, v3, nullptr, causal, 0.5));
+      auto g5 = grad(sum(y5), {tq5, tk5, tv3});
+      r.push_back({"attention_grad_odd_dims" + c,
+                   Graph::from_outputs({{"dq", g5[0].node()}, {"dk", g5[1].node()}, {"dv", g5[2].node()}})});
+    }
   }
   return r;
 }

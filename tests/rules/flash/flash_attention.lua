@@ -1,6 +1,6 @@
 -- The flash-attention rule set fires once per attention layer on the small GPT-2 and BERT
 -- exports (causal Where mask; additive padding mask) and on the Lua composite (causal,
--- boolean and additive masks, scaled Q), and the rewritten graphs match: the models
+-- boolean and additive masks, scaled Q, grouped K/V heads), and the rewritten graphs match: the models
 -- PyTorch's outputs (max|d| / max|ref| <= 1e-3), the composites the interpreter, on the
 -- interpreter and the llvm backend (the fused kernel).
 -- usage: lathe script flash_attention.lua MODELS_DIR
@@ -98,4 +98,25 @@ check("scaled q + masked_fill", function()
   local p = sc:masked_fill(tri, -math.huge):softmax(-1)
   return lathe.graph{ out = p:matmul(v) }
 end, { q = s, k = s, v = s }, 1, 1)
+-- grouped K/V heads (GQA: 6 query heads, 2 K/V heads repeated with expand + reshape, as
+-- repeat_interleave): fused reading the 2-head K and V themselves, not their repeat
+for _, causal in ipairs({ false, true }) do
+  local qs, kvs = { 2, 6, 11, 8 }, { 2, 2, 11, 8 }
+  local function rep(t) return t:unsqueeze(2):expand({ 2, 2, 3, 11, 8 }):reshape({ 2, 6, 11, 8 }) end
+  local build = function()
+    local q, k, v = lathe.input("q", qs), lathe.input("k", kvs), lathe.input("v", kvs)
+    return lathe.graph{ out = lathe.scaled_dot_product_attention(q, rep(k), rep(v), nil, 0, causal) }
+  end
+  check("grouped heads" .. (causal and " causal" or ""), build, { q = qs, k = kvs, v = kvs }, 1, causal and 1 or 0)
+  local s = lathe.rewrite(build(), fa)
+  s:run()
+  local by_id = {}
+  for _, node in ipairs(s:graph():nodes()) do by_id[node.id] = node end
+  for _, node in ipairs(s:graph():nodes()) do
+    if node.op == "Extern" then
+      local k, v = by_id[node.inputs[2]], by_id[node.inputs[3]]
+      assert(k.op == "Input" and v.op == "Input", "grouped heads: the fused op should read K and V unrepeated: " .. node.text)
+    end
+  end
+end
 print("ok")

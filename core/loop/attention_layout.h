@@ -1,0 +1,45 @@
+// attention_layout.h — how the fused attention kernels (lower_attention.cpp, and the backward's
+// lower_attention_bwd.cpp) address their operands.
+#pragma once
+#include <vector>
+
+#include "core/loop/loop_ir.h"
+#include "core/schedule/kernel_graph.h"
+
+namespace lathe::loop {
+
+// Where an operand's elements are: its buffer, an offset and a stride per dim (0 on size-1
+// dims, which broadcast). A materialized operand is row-major; a View the scheduler left
+// unmaterialized (a head split or transpose of a buffer: schedule.cpp) is read in place.
+struct Layout {
+  int buffer = -1;
+  ExprRef offset;
+  std::vector<ExprRef> strides;
+};
+
+Layout attention_layout(const KernelGraph& kg, NodeRef n);
+
+// K/V's index along a batch dim for Q's index c: c, or c / G when G = qd / kd query heads share
+// each K/V head (grouped heads; a size-1 dim has stride 0 and needs none).
+inline ExprRef kv_index(ExprRef c, const SymInt& qd, const SymInt& kd) {
+  if (kd.is_const() && qd.is_const() && kd.value() > 1 && kd.value() != qd.value())
+    return binary(Op::IDiv, c, const_int(qd.value() / kd.value()));
+  return c;
+}
+
+// What a hand-written fused attention kernel (the CUDA backend's shared-memory FlashAttention,
+// backends/cuda/render_attention.cpp) needs of a forward attention kernel: where Q, K, V and
+// the mask live, as parameters of the LoopFunc lower_attention_kernel gives (its buffers and
+// dims) and i64 expressions over the var "bh" (batch·head) and the runtime dims.
+struct AttentionDesc {
+  bool causal = false, has_mask = false, stats = false;
+  float scale = 1;
+  int64_t E = 0, Ev = 0;             // head dims (constant)
+  ExprRef B, L, S;                   // batch·heads, query and key lengths
+  int q = -1, k = -1, v = -1, mask = -1;  // buffer parameters (0 is the output)
+  ExprRef qoff, koff, voff, moff;    // element offsets of bh's matrices
+  ExprRef qsL, qsE, ksS, ksE, vsS, vsC, msL, msS;  // row and column strides
+};
+AttentionDesc attention_desc(const KernelGraph& kg, int kernel);
+
+}  // namespace lathe::loop
