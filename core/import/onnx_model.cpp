@@ -11,6 +11,7 @@
 #include <unordered_map>
 
 #include "core/import/onnx_lower.h"
+#include "core/import/onnx_stage.h"
 #include "core/import/onnx_tensor.h"
 #include "core/import/onnx_weights.h"
 #include "core/ir/loader.h"
@@ -184,6 +185,8 @@ struct Lowerer {
   std::unordered_map<std::string, std::vector<NodeRef>> seqs = {};
   // optional values that hold nothing (None), by name
   std::set<std::string> nones = {};
+  // lowering one segment of a staged model (onnx_staged.h): the graph's own nodes only
+  StageCtx* stage = nullptr;
 
   // prefix: "" for the model's graph; for a body, the enclosing node's where + " > ".
   void lower_nodes(const onnx::GraphProto& g, std::unordered_map<std::string, NodeRef>& values,
@@ -192,9 +195,15 @@ struct Lowerer {
     for (auto& [k, v] : values) defined.insert(k);
     for (auto& [k, v] : seqs) defined.insert(k);
     for (auto& k : nones) defined.insert(k);
+    if (stage && depth == 0)  // a segment after the first: earlier nodes' results are bound already
+      for (const auto& n : g.node())
+        for (const auto& o : n.output()) defined.erase(o);
     std::vector<int> order = schedule_nodes(g, defined, file);
     const OpTable& table = op_table();
-    for (int k : order) {
+    const bool staged = stage && depth == 0;
+    for (size_t pos = 0; pos < order.size(); ++pos) {
+      const int k = order[pos];
+      if (staged && stage->done.count(k)) continue;
       const onnx::NodeProto& np = g.node(k);
       std::string label = np.name().empty() ? np.op_type() + "#" + std::to_string(k) : np.name() + ":" + np.op_type();
       std::string where = prefix + "node '" + (np.name().empty() ? "#" + std::to_string(k) : np.name()) + "' (" + np.op_type() + ")";
@@ -231,7 +240,22 @@ struct Lowerer {
       });
       try {
         ProvenanceScope scope(label);
-        fn->second(ctx);
+        bool boundary = false;
+        try {
+          fn->second(ctx);
+        } catch (const OnnxUnsupported& e) {
+          if (!staged || !stageable(np, e.diag().message)) throw;
+          boundary = true;
+        }
+        if (boundary) {
+          if (!host_evaluable(np, values)) {
+            stop_at(g, order, pos, values);
+            return;
+          }
+          host_eval(np, k, values, where);
+          continue;
+        }
+        if (staged) stage->lowered.push_back(k);
       } catch (const OnnxUnsupported& e) {
         throw OnnxUnsupported(located(e.diag().message));
       } catch (const UserError& e) {
@@ -257,6 +281,95 @@ struct Lowerer {
                                   std::to_string(opt.max_elements) + " elements"));
         values[np.output(i)] = ctx.outputs()[i];
       }
+    }
+  }
+
+  // ---- staged segments (onnx_staged.h) ----
+  // A node that could not be lowered for want of a run-time value, or a Loop / If the
+  // importer cannot unroll or select at import time.
+  static bool stageable(const onnx::NodeProto& np, const std::string& why) {
+    if (why.find("dynamic shape input not supported") != std::string::npos) return true;
+    return np.op_type() == "Loop" && why.find("(unrolled") != std::string::npos;
+  }
+
+  // The host value of `name`: known at run time or foldable at import time.
+  std::optional<HostTensor> host_value(const std::string& name, const std::unordered_map<std::string, NodeRef>& values) {
+    if (auto it = stage->host.find(name); it != stage->host.end()) return it->second;
+    if (seqs.count(name) || nones.count(name)) return std::nullopt;
+    auto v = values.find(name);
+    if (v == values.end()) return std::nullopt;
+    return folder.try_fold(v->second);
+  }
+
+  bool host_evaluable(const onnx::NodeProto& np, const std::unordered_map<std::string, NodeRef>& values) {
+    for (const std::string& name : node_reads(np))
+      if (!host_value(name, values)) return false;
+    return true;
+  }
+
+  // Runs node np on the host over its inputs' values; its outputs become host values,
+  // bound in this segment as inputs of their true shapes.
+  void host_eval(const onnx::NodeProto& np, int k, std::unordered_map<std::string, NodeRef>& values,
+                 const std::string& where) {
+    std::vector<HostTensor> outs;
+    if (np.op_type() == "Loop" || np.op_type() == "If") {
+      HostValues reads;
+      for (const std::string& name : node_reads(np)) reads[name] = *host_value(name, values);
+      outs = stage->run_control(np, where, reads);
+    } else {
+      std::vector<NodeRef> ins;
+      for (const auto& name : np.input())
+        ins.push_back(name.empty() ? nullptr : prim::constant_tensor(*host_value(name, values)));
+      NodeCtx ctx(np, opset, std::move(ins), folder, where);
+      op_table().at(np.op_type())(ctx);
+      for (int i = 0; i < np.output_size(); ++i) {
+        if (np.output(i).empty()) {
+          outs.emplace_back();
+          continue;
+        }
+        if (ctx.seq_out(static_cast<size_t>(i)) || ctx.none_out(static_cast<size_t>(i)) || !ctx.outputs()[i])
+          throw OnnxUnsupported(where + ": output " + std::to_string(i) + " is not a tensor (not supported in a staged run)");
+        std::optional<HostTensor> v = folder.try_fold(ctx.outputs()[i]);
+        if (!v) throw OnnxUnsupported(where + ": output " + std::to_string(i) + " could not be evaluated on the host");
+        outs.push_back(*v);
+      }
+    }
+    if (static_cast<int>(outs.size()) != np.output_size())
+      throw UserError(where + ": produced " + std::to_string(outs.size()) + " outputs for " + std::to_string(np.output_size()));
+    for (int i = 0; i < np.output_size(); ++i) {
+      const std::string& name = np.output(i);
+      if (name.empty()) continue;
+      const HostTensor& t = outs[static_cast<size_t>(i)];
+      if (t.numel() > opt.max_elements)
+        throw UserError(where + ": output '" + name + "' has shape " + t.shape_string() + ", more than the limit of " +
+                        std::to_string(opt.max_elements) + " elements");
+      stage->host[name] = t;
+      values[name] = prim::input(name, t.dtype(), shape_from(t.shape()));
+    }
+    stage->lowered.push_back(k);
+    ++stage->host_evals;
+  }
+
+  // Ends the segment before order[pos]: its outputs are the values computed in it that the
+  // nodes from pos on (or the graph's outputs) read.
+  void stop_at(const onnx::GraphProto& g, const std::vector<int>& order, size_t pos,
+               const std::unordered_map<std::string, NodeRef>& values) {
+    std::set<std::string> read;
+    for (size_t p = pos; p < order.size(); ++p)
+      if (!stage->done.count(order[p]))
+        for (const std::string& name : node_reads(g.node(order[p]))) read.insert(name);
+    for (const auto& vi : g.output()) read.insert(vi.name());
+    stage->barrier = order[pos];
+    stage->live.clear();
+    for (const std::string& name : read) {
+      if (stage->host.count(name)) continue;
+      if (seqs.count(name) || nones.count(name))
+        throw OnnxUnsupported(stage->prefix + "the sequence or optional '" + name +
+                              "' crosses a run-time segment boundary (not supported)");
+      auto v = values.find(name);
+      if (v == values.end()) continue;  // not yet computed
+      if (auto c = folder.try_fold(v->second)) stage->consts[name] = *c;
+      else stage->live.push_back(name);
     }
   }
 
@@ -313,6 +426,64 @@ struct Lowerer {
     return r;
   }
 };
+
+}  // namespace
+
+std::set<std::string> free_names(const onnx::GraphProto& g) {
+  std::set<std::string> defined, used;
+  for (const auto& vi : g.input()) defined.insert(vi.name());
+  for (const auto& t : g.initializer()) defined.insert(t.name());
+  for (const auto& n : g.node()) {
+    for (const auto& o : n.output()) defined.insert(o);
+    for (const std::string& r : node_reads(n)) used.insert(r);
+  }
+  std::set<std::string> r;
+  for (const auto& u : used)
+    if (!defined.count(u)) r.insert(u);
+  return r;
+}
+
+std::set<std::string> node_reads(const onnx::NodeProto& np) {
+  std::set<std::string> r;
+  for (const auto& in : np.input())
+    if (!in.empty()) r.insert(in);
+  for (const auto& a : np.attribute()) {
+    if (a.has_g())
+      for (const auto& f : free_names(a.g())) r.insert(f);
+    for (const auto& sub : a.graphs())
+      for (const auto& f : free_names(sub)) r.insert(f);
+  }
+  return r;
+}
+
+Segment lower_segment(const onnx::GraphProto& g, int opset, const OnnxOptions& opt, const std::string& file, StageCtx& st) {
+  std::unordered_map<std::string, NodeRef> values;
+  for (const auto& [name, t] : st.consts) values[name] = prim::constant_tensor(t);
+  for (const auto& [name, t] : st.host) values[name] = prim::input(name, t.dtype(), shape_from(t.shape()));
+  Lowerer low{opset, opt, file, Folder(opt.max_elements), 0};
+  low.stage = &st;
+  low.lower_nodes(g, values, st.prefix, 0);
+  Segment seg;
+  seg.lowered = st.lowered;
+  seg.barrier = st.barrier;
+  std::vector<std::pair<std::string, NodeRef>> outs;
+  if (st.barrier >= 0) {
+    for (const std::string& name : st.live) outs.emplace_back(name, values.at(name));
+  } else {
+    for (const auto& vi : g.output()) {
+      if (st.host.count(vi.name())) continue;  // known on the host already
+      if (low.seqs.count(vi.name()) || low.nones.count(vi.name()))
+        throw OnnxUnsupported(st.prefix + "graph output '" + vi.name() + "' is a sequence or optional (not supported in a staged run)");
+      auto it = values.find(vi.name());
+      if (it == values.end()) throw UserError(st.prefix + "graph output '" + vi.name() + "' is never produced");
+      outs.emplace_back(vi.name(), it->second);
+    }
+  }
+  if (!outs.empty()) seg.graph = Graph::from_outputs(outs);
+  return seg;
+}
+
+namespace {
 
 // Where the initializers' raw_data lie when the model was read from a mapped file.
 struct MappedWeights {
@@ -465,6 +636,14 @@ Graph import_bytes(const uint8_t* bytes, size_t size, const OnnxOptions& opt, co
 }
 
 }  // namespace
+
+onnx::ModelProto read_model_file(const std::string& path) {
+  auto file = MappedFile::open(path);
+  return parse_model(file->data(), file->size(), path);
+}
+
+int model_opset_of(const onnx::ModelProto& m, const std::string& file) { return model_opset(m, file); }
+
 }  // namespace onnx_import
 
 Graph load_onnx_bytes(const void* data, size_t size, const OnnxOptions& opt, const std::string& name) {
