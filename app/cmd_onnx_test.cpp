@@ -230,6 +230,10 @@ std::string check_test(const fs::path& dir, const std::string& backend, const To
     Graph g;
     if (staged) {
       if (structured) throw OnnxUnsupported("sequence and optional inputs are not supported in a staged run");
+      for (const auto& [name, dt] : staged->input_dtypes()) {
+        auto it = inputs.find(name);
+        if (it != inputs.end() && dt == DType::BF16 && it->second.dtype() == DType::U16) it->second = bf16_from_bits(it->second);
+      }
     } else if (generic) {
       g = *generic;
     } else {

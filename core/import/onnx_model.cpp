@@ -248,6 +248,7 @@ struct Lowerer {
           boundary = true;
         }
         if (boundary) {
+          if (specialize(np, k, ctx, values, where)) continue;
           if (!host_evaluable(np, values)) {
             stop_at(g, order, pos, values);
             return;
@@ -299,6 +300,54 @@ struct Lowerer {
     auto v = values.find(name);
     if (v == values.end()) return std::nullopt;
     return folder.try_fold(v->second);
+  }
+
+  // A shape-deciding input known on the host (a Reshape's target, TopK's k, an Expand's
+  // shape: small integer tensors) is bound as a constant and the node lowers into the
+  // segment, which is then specialized on those values (they enter the program's key).
+  // Not for the ops whose output size is data-dependent: those run on the host, so that
+  // later segments depend on the size only.
+  bool specialize(const onnx::NodeProto& np, int k, NodeCtx& failed, std::unordered_map<std::string, NodeRef>& values,
+                  const std::string& where) {
+    static const std::set<std::string> on_host = {"NonZero", "Compress", "Unique", "NonMaxSuppression", "Loop", "If", "Scan"};
+    if (on_host.count(np.op_type())) return false;
+    std::vector<NodeRef> ins;
+    std::string spec;
+    for (size_t i = 0; i < failed.num_inputs(); ++i) {
+      if (failed.is_seq(i) || failed.is_none(i)) return false;
+      NodeRef n = failed.has(i) ? failed.in(i).node() : nullptr;
+      const std::string& name = np.input(static_cast<int>(i));
+      if (n && stage->host.count(name)) {
+        const HostTensor& h = stage->host.at(name);
+        if ((is_int(h.dtype()) || h.dtype() == DType::Bool) && h.numel() <= 64) {
+          n = prim::constant_tensor(h);
+          spec += name + "=";
+          for (int64_t e = 0; e < h.numel(); ++e) spec += std::to_string(h.get_i64(e)) + ",";
+          spec += ";";
+        }
+      }
+      ins.push_back(n);
+    }
+    if (spec.empty() || (stage->may_specialize && !stage->may_specialize(k, spec))) return false;
+    NodeCtx ctx(np, opset, std::move(ins), folder, where);
+    try {
+      op_table().at(np.op_type())(ctx);
+    } catch (const OnnxUnsupported& e) {
+      if (e.diag().message.find("dynamic shape input not supported") != std::string::npos) return false;
+      throw;
+    }
+    for (int i = 0; i < np.output_size(); ++i) {
+      if (np.output(i).empty()) continue;
+      if (!ctx.outputs()[i] || ctx.seq_out(static_cast<size_t>(i)) || ctx.none_out(static_cast<size_t>(i))) return false;
+      if (too_large(ctx.outputs()[i]->shape, opt.max_elements))
+        throw UserError(where + ": output '" + np.output(i) + "' would have shape " + shape_to_string(ctx.outputs()[i]->shape) +
+                        ", more than the limit of " + std::to_string(opt.max_elements) + " elements");
+    }
+    for (int i = 0; i < np.output_size(); ++i)
+      if (!np.output(i).empty()) values[np.output(i)] = ctx.outputs()[i];
+    stage->spec += spec;
+    stage->lowered.push_back(k);
+    return true;
   }
 
   bool host_evaluable(const onnx::NodeProto& np, const std::unordered_map<std::string, NodeRef>& values) {
@@ -466,6 +515,7 @@ Segment lower_segment(const onnx::GraphProto& g, int opset, const OnnxOptions& o
   Segment seg;
   seg.lowered = st.lowered;
   seg.barrier = st.barrier;
+  seg.spec = st.spec;
   std::vector<std::pair<std::string, NodeRef>> outs;
   if (st.barrier >= 0) {
     for (const std::string& name : st.live) outs.emplace_back(name, values.at(name));

@@ -28,17 +28,22 @@ struct StageCtx {
   // (its inputs and its bodies' free names) by name.
   std::function<std::vector<HostTensor>(const onnx::NodeProto& np, const std::string& where, const HostValues& reads)>
       run_control;
+  // Whether node k may be specialized on these values once more (a node seen with many
+  // values — a Slice whose start is the loop counter — runs on the host instead).
+  std::function<bool(int k, const std::string& spec)> may_specialize;
   // results
   std::vector<int> lowered;         // nodes lowered or host-evaluated in this segment
   int barrier = -1;                 // the node the segment stops at, or -1 (ran to the end)
   std::vector<std::string> live;    // at a barrier: values the rest of the graph reads
   int host_evals = 0;
+  std::string spec;                 // host values the segment was specialized on ("name=1,2,;")
 };
 
 struct Segment {
   Graph graph;                      // outputs named by ONNX value (empty: nothing to run)
   std::vector<int> lowered;
   int barrier = -1;
+  std::string spec;                 // StageCtx::spec: part of the program's key
 };
 
 Segment lower_segment(const onnx::GraphProto& g, int opset, const OnnxOptions& opt, const std::string& file, StageCtx& st);

@@ -2,7 +2,9 @@
 // boundaries (data-dependent shapes, run-time Loop / If). The design is in onnx_staged.h.
 #include "core/import/onnx_staged.h"
 
+#include <cstdlib>
 #include <cstring>
+#include <iostream>
 
 #include "core/import/onnx_stage.h"
 #include "core/import/onnx_tensor.h"
@@ -15,6 +17,7 @@ namespace {
 
 constexpr int kMaxDepth = 16;         // bodies nested in bodies (as the importer's)
 constexpr int kMaxSegments = 1 << 16;  // segments of one graph run (each does a node at least)
+constexpr int kMaxSpecializations = 4;  // programs per node specialized on shape values; then the host
 
 std::string value_key(const std::string& name, const HostTensor& t) {
   return name + ":" + std::string(dtype_name(t.dtype())) + t.shape_string() + ";";
@@ -61,6 +64,11 @@ struct StagedOnnx::Impl {
   StagedStats stats;
   std::map<const onnx::GraphProto*, HostValues> inits;  // per graph, converted once
   std::map<std::string, Segment> imported;              // segments with no host evaluation, by key
+  std::map<std::string, std::set<std::string>> specialized;  // per node: the values it was specialized on
+  bool trace = [] {
+    const char* e = std::getenv("LATHE_STAGED_TRACE");
+    return e && *e && std::string(e) != "0";
+  }();
 
   const HostValues& initializers(const onnx::GraphProto& g, const std::string& prefix) {
     auto it = inits.find(&g);
@@ -76,12 +84,13 @@ struct StagedOnnx::Impl {
   std::vector<HostTensor> run_graph(const onnx::GraphProto& g, HostValues host, int depth, const std::string& prefix) {
     HostValues consts = initializers(g, prefix);
     std::set<int> done;
+    std::string spec;  // the values earlier segments were specialized on (constants they folded depend on them)
     const std::string gid = std::to_string(reinterpret_cast<uintptr_t>(&g)) + "|";
     for (int seg = 0;; ++seg) {
       if (seg >= kMaxSegments) throw UserError(prefix + "more than " + std::to_string(kMaxSegments) + " run-time segments");
       std::string pre = gid;
       for (int k : done) pre += std::to_string(k) + ",";
-      pre += "|";
+      pre += "|" + spec + "|";
       for (const auto& [name, t] : host) pre += value_key(name, t);
       Segment s;
       size_t consts_before = consts.size();
@@ -94,11 +103,18 @@ struct StagedOnnx::Impl {
             throw UserError(where + ": control-flow bodies nest more than " + std::to_string(kMaxDepth) + " deep");
           return np.op_type() == "Loop" ? run_loop(np, where, reads, depth + 1) : run_if(np, where, reads, depth + 1);
         };
+        st.may_specialize = [&](int k, const std::string& values) {
+          std::set<std::string>& seen = specialized[gid + std::to_string(k)];
+          if (seen.count(values)) return true;
+          if (static_cast<int>(seen.size()) >= kMaxSpecializations) return false;
+          seen.insert(values);
+          return true;
+        };
         s = lower_segment(g, opset, opt.onnx, path, st);
         ++stats.imports;
         stats.host_ops += st.host_evals;
         // the import is a function of the key unless it evaluated something on the host
-        if (st.host_evals == 0 && consts.size() == consts_before) imported[pre] = s;
+        if (st.host_evals == 0 && st.spec.empty() && consts.size() == consts_before) imported[pre] = s;
       }
       if (!s.graph.outputs.empty()) {
         std::string key = pre + "#";
@@ -108,12 +124,18 @@ struct StagedOnnx::Impl {
           ins[in->attrs.name] = t;
           key += value_key(in->attrs.name, t);
         }
-        key += "#" + std::to_string(s.barrier);
+        key += "#" + std::to_string(s.barrier) + "#" + s.spec;
+        if (trace)
+          std::cerr << "staged: " << (prefix.empty() ? "graph" : prefix) << " segment " << seg << ": " << s.graph.size()
+                    << " nodes, " << s.graph.inputs.size() << " inputs, " << s.graph.outputs.size() << " outputs"
+                    << (s.barrier >= 0 ? ", stops before node " + std::to_string(s.barrier) : "")
+                    << (s.spec.empty() ? "" : ", specialized on " + s.spec) << "\n";
         TensorMap outs = runner(s.graph, key, ins);
         ++stats.segments;
         for (const auto& [name, node] : s.graph.outputs) host[name] = outs.at(name);
       }
       done.insert(s.lowered.begin(), s.lowered.end());
+      spec += s.spec;
       if (s.barrier < 0) break;
       if (s.lowered.empty() && s.graph.outputs.empty())
         throw InternalError(prefix + "a run-time segment made no progress");
@@ -241,6 +263,14 @@ StagedOnnx::StagedOnnx(const std::string& path, StagedOptions opt, SegmentRunner
 StagedOnnx::~StagedOnnx() = default;
 
 const StagedStats& StagedOnnx::stats() const { return impl_->stats; }
+
+std::map<std::string, DType> StagedOnnx::input_dtypes() const {
+  std::map<std::string, DType> r;
+  for (const auto& vi : impl_->model.graph().input())
+    if (vi.type().has_tensor_type())
+      if (auto dt = dtype_from_onnx(vi.type().tensor_type().elem_type())) r[vi.name()] = *dt;
+  return r;
+}
 
 TensorMap StagedOnnx::run(const TensorMap& inputs) {
   const onnx::GraphProto& g = impl_->model.graph();

@@ -25,7 +25,11 @@
 //     StagedOptions::max_loop_iterations (error naming the Loop); a negative trip count is
 //     an error. If with a run-time condition runs the branch taken (its outputs may differ
 //     in shape from the other branch's). Bodies nest at most 16 deep.
-//   * Every tensor made on the host obeys OnnxOptions::max_elements.
+//   * A shape-deciding input known on the host (a Reshape's target, an Expand's shape, TopK's
+//     k: a small integer tensor) does not force the node onto the host: it is bound as a
+//     constant, the node lowers into the segment, and the values join the program's key.
+//   * Every tensor made on the host obeys OnnxOptions::max_elements. LATHE_STAGED_TRACE=1
+//     prints each segment run, host op and Loop to stderr.
 //
 // Not staged: sequences and optionals crossing a boundary, boundary ops inside an
 // unrolled (import-time) If / Scan body.
@@ -64,6 +68,8 @@ class StagedOnnx {
   // inputs by the model's graph input names; returns the graph outputs by name
   TensorMap run(const TensorMap& inputs);
   const StagedStats& stats() const;
+  // The model's tensor graph inputs and their declared dtypes.
+  std::map<std::string, DType> input_dtypes() const;
 
  private:
   struct Impl;
