@@ -234,6 +234,11 @@ std::string check_test(const fs::path& dir, const std::string& backend, const To
         auto it = inputs.find(name);
         if (it != inputs.end() && dt == DType::BF16 && it->second.dtype() == DType::U16) it->second = bf16_from_bits(it->second);
       }
+      try {  // data that contradicts the model is the data's defect, as below
+        staged->check_inputs(inputs);
+      } catch (const UserError& e) {
+        throw OnnxUnsupported(set_name + ": the test data does not fit the model: " + e.diag().message);
+      }
     } else if (generic) {
       g = *generic;
     } else {

@@ -274,6 +274,15 @@ std::map<std::string, DType> StagedOnnx::input_dtypes() const {
 
 TensorMap StagedOnnx::run(const TensorMap& inputs) {
   const onnx::GraphProto& g = impl_->model.graph();
+  HostValues host = check_inputs(inputs);
+  std::vector<HostTensor> outs = impl_->run_graph(g, std::move(host), 0, "");
+  TensorMap r;
+  for (int i = 0; i < g.output_size(); ++i) r[g.output(i).name()] = outs[static_cast<size_t>(i)];
+  return r;
+}
+
+TensorMap StagedOnnx::check_inputs(const TensorMap& inputs) const {
+  const onnx::GraphProto& g = impl_->model.graph();
   const std::string& file = impl_->path;
   std::set<std::string> inits;
   for (const auto& t : g.initializer()) inits.insert(t.name());
@@ -301,10 +310,7 @@ TensorMap StagedOnnx::run(const TensorMap& inputs) {
     }
     host[vi.name()] = t;
   }
-  std::vector<HostTensor> outs = impl_->run_graph(g, std::move(host), 0, "");
-  TensorMap r;
-  for (int i = 0; i < g.output_size(); ++i) r[g.output(i).name()] = outs[static_cast<size_t>(i)];
-  return r;
+  return host;
 }
 
 }  // namespace lathe

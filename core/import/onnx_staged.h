@@ -67,6 +67,9 @@ class StagedOnnx {
   ~StagedOnnx();
   // inputs by the model's graph input names; returns the graph outputs by name
   TensorMap run(const TensorMap& inputs);
+  // The inputs run() would use (the model's graph inputs), checked against the declared
+  // dtypes and static dims: a UserError naming the input that does not fit.
+  TensorMap check_inputs(const TensorMap& inputs) const;
   const StagedStats& stats() const;
   // The model's tensor graph inputs and their declared dtypes.
   std::map<std::string, DType> input_dtypes() const;
