@@ -41,6 +41,7 @@ const char* kEnvironment =
     "  LATHE_MATMUL_TILE=6x16x8 the CPU matmuls' register tile MRxNRxLANES (default from the host: 8x32x16\n"
     "                           with AVX-512, 6x16x8 with AVX/AVX2, 6x8x8 with SSE; LANES 8|16)\n"
     "  LATHE_ATTENTION_TILE=64x64  the fused attention kernel's query x key tile BQxBK (flash-attention rules)\n"
+    "  LATHE_STAGED_TRACE=1     ONNX models run staged (`onnx-test --staged`, `run`): print each segment\n"
     "  LATHE_TUNE_DEBUG=1       `lathe tune` prints every candidate it builds (schedule, model estimate)\n"
     "  LATHE_PREPACK=0|all      constant matmul B operands (weights) larger than the last-level cache are\n"
     "                           packed once at build time: 0 = never (packed on every run), all = every one\n"
