@@ -53,6 +53,7 @@ struct Model {
     if (!scalar) p->add_dims(static_cast<int64_t>(v.size()));
     for (int64_t x : v) p->add_int64_data(x);
   }
+  void save_to(const std::string& path) { std::ofstream(path, std::ios::binary) << m.SerializeAsString(); }
   // written to a file (StagedOnnx reads a path)
   std::string save(const std::string& tag) {
     auto dir = std::filesystem::temp_directory_path() / ("lathe_staged_" + std::to_string(::getpid()));
@@ -172,6 +173,48 @@ inline Model topk_reshape_model() {
   m.node("Reshape", {"v", "shape"}, {"y"});
   m.output("y");
   m.output("i");
+  return m;
+}
+
+// v (i64[4]) -> NonZero -> Shape · 2^30 -> ConstantOfShape 'huge_fill': a count that becomes a huge shape.
+inline Model nonzero_huge_model() {
+  Model m;
+  m.input("v", {4}, onnx::TensorProto::INT64);
+  m.node("NonZero", {"v"}, {"nz"});
+  m.node("Shape", {"nz"}, {"s"});
+  Model::init_i64(m.g(), "big", {int64_t(1) << 30, int64_t(1) << 30});
+  m.node("Mul", {"s", "big"}, {"shape"});
+  m.node("ConstantOfShape", {"shape"}, {"y"}, "huge_fill");
+  m.output("y");
+  return m;
+}
+
+// Loops nested kDeep deep, each with the run-time trip count M read from the outer scope.
+inline Model deep_loop_model(int kDeep) {
+  Model m;
+  m.input("M", {}, onnx::TensorProto::INT64);
+  m.input("x", {2});
+  onnx::GraphProto* g = m.g();
+  std::string carried = "x";
+  for (int d = 0; d < kDeep; ++d) {
+    auto* n = Model::node(g, "Loop", {"M", "", carried}, {"out" + std::to_string(d)}, "loop" + std::to_string(d));
+    auto* b = attr_g(n, "body");
+    std::string s = std::to_string(d);
+    Model::input(b, "i" + s, {}, onnx::TensorProto::INT64);
+    Model::input(b, "c" + s, {}, onnx::TensorProto::BOOL);
+    Model::input(b, "v" + s, {2}, onnx::TensorProto::FLOAT);
+    Model::node(b, "Identity", {"c" + s}, {"co" + s}, "cid" + s);
+    b->add_output()->set_name("co" + s);
+    if (d == kDeep - 1) {
+      Model::node(b, "Neg", {"v" + s}, {"vo" + s}, "neg");
+      b->add_output()->set_name("vo" + s);
+    } else {
+      b->add_output()->set_name("out" + std::to_string(d + 1));
+    }
+    carried = "v" + s;
+    g = b;
+  }
+  m.output("out0");
   return m;
 }
 

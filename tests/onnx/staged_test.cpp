@@ -147,14 +147,7 @@ TEST(OnnxStaged, HostileLoopTripCounts) {
 
 // A NonZero whose count, scaled, becomes a shape: the element cap, naming the node.
 TEST(OnnxStaged, NonZeroFeedingAHugeShapeNamesTheNode) {
-  Model m;
-  m.input("v", {4}, onnx::TensorProto::INT64);
-  m.node("NonZero", {"v"}, {"nz"});
-  m.node("Shape", {"nz"}, {"s"});
-  Model::init_i64(m.g(), "big", {int64_t(1) << 30, int64_t(1) << 30});
-  m.node("Mul", {"s", "big"}, {"shape"});
-  m.node("ConstantOfShape", {"shape"}, {"y"}, "huge_fill");
-  m.output("y");
+  Model m = nonzero_huge_model();
   std::string e = run_error(m.save("nz_huge"), {{"v", i64({4}, {0, 3, 0, 1})}});
   EXPECT_NE(e.find("huge_fill"), std::string::npos) << e;
   EXPECT_NE(e.find("elements"), std::string::npos) << e;
@@ -171,31 +164,7 @@ TEST(OnnxStaged, NonZeroFeedingAHugeShapeNamesTheNode) {
 // Loops nested 18 deep (about what the protobuf parser's recursion limit of 64 lets through),
 // each with a run-time trip count: the nesting limit, not a stack overflow.
 TEST(OnnxStaged, BodiesNestedTooDeepNameTheNode) {
-  Model m;
-  m.input("M", {}, onnx::TensorProto::INT64);
-  m.input("x", {2});
-  onnx::GraphProto* g = m.g();
-  std::string carried = "x";
-  const int kDeep = 18;
-  for (int d = 0; d < kDeep; ++d) {
-    auto* n = Model::node(g, "Loop", {"M", "", carried}, {"out" + std::to_string(d)}, "loop" + std::to_string(d));
-    auto* b = attr_g(n, "body");
-    std::string s = std::to_string(d);
-    Model::input(b, "i" + s, {}, onnx::TensorProto::INT64);
-    Model::input(b, "c" + s, {}, onnx::TensorProto::BOOL);
-    Model::input(b, "v" + s, {2}, onnx::TensorProto::FLOAT);
-    Model::node(b, "Identity", {"c" + s}, {"co" + s}, "cid" + s);
-    b->add_output()->set_name("co" + s);
-    if (d == kDeep - 1) {
-      Model::node(b, "Neg", {"v" + s}, {"vo" + s}, "neg");
-      b->add_output()->set_name("vo" + s);
-    } else {
-      b->add_output()->set_name("out" + std::to_string(d + 1));
-    }
-    carried = "v" + s;
-    g = b;
-  }
-  m.output("out0");
+  Model m = deep_loop_model(18);
   std::string e = run_error(m.save("deep"), {{"M", scalar_i64(1)}, {"x", f32({2}, {1, 2})}});
   EXPECT_NE(e.find("nest more than"), std::string::npos) << e;
   EXPECT_NE(e.find("node 'loop"), std::string::npos) << e;
