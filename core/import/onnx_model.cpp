@@ -692,6 +692,10 @@ onnx::ModelProto read_model_file(const std::string& path) {
   return parse_model(file->data(), file->size(), path);
 }
 
+onnx::ModelProto read_model_bytes(const void* data, size_t size, const std::string& name) {
+  return parse_model(data, size, name);
+}
+
 int model_opset_of(const onnx::ModelProto& m, const std::string& file) { return model_opset(m, file); }
 
 }  // namespace onnx_import

@@ -54,6 +54,7 @@ std::set<std::string> free_names(const onnx::GraphProto& g);
 std::set<std::string> node_reads(const onnx::NodeProto& np);
 
 onnx::ModelProto read_model_file(const std::string& path);
+onnx::ModelProto read_model_bytes(const void* data, size_t size, const std::string& name);
 int model_opset_of(const onnx::ModelProto& m, const std::string& file);
 
 }  // namespace lathe::onnx_import

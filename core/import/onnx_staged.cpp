@@ -251,10 +251,20 @@ struct StagedOnnx::Impl {
 };
 
 StagedOnnx::StagedOnnx(const std::string& path, StagedOptions opt, SegmentRunner run) : impl_(std::make_unique<Impl>()) {
+  impl_->model = read_model_file(path);
+  init(path, std::move(opt), std::move(run));
+}
+
+StagedOnnx::StagedOnnx(const void* data, size_t size, const std::string& name, StagedOptions opt, SegmentRunner run)
+    : impl_(std::make_unique<Impl>()) {
+  impl_->model = read_model_bytes(data, size, name);
+  init(name, std::move(opt), std::move(run));
+}
+
+void StagedOnnx::init(const std::string& path, StagedOptions opt, SegmentRunner run) {
   impl_->path = path;
   impl_->opt = std::move(opt);
   impl_->runner = std::move(run);
-  impl_->model = read_model_file(path);
   if (!impl_->model.has_graph()) throw UserError(path + ": the model has no graph");
   impl_->opset = model_opset_of(impl_->model, path);
   if (impl_->model.graph().sparse_initializer_size()) throw OnnxUnsupported(path + ": sparse initializers are not supported");
@@ -263,6 +273,16 @@ StagedOnnx::StagedOnnx(const std::string& path, StagedOptions opt, SegmentRunner
 StagedOnnx::~StagedOnnx() = default;
 
 const StagedStats& StagedOnnx::stats() const { return impl_->stats; }
+
+std::map<std::string, std::vector<int64_t>> StagedOnnx::input_dims() const {
+  std::map<std::string, std::vector<int64_t>> r;
+  for (const auto& vi : impl_->model.graph().input()) {
+    if (!vi.type().has_tensor_type() || !vi.type().tensor_type().has_shape()) continue;
+    std::vector<int64_t>& dims = r[vi.name()];
+    for (const auto& d : vi.type().tensor_type().shape().dim()) dims.push_back(d.has_dim_value() ? d.dim_value() : -1);
+  }
+  return r;
+}
 
 std::map<std::string, DType> StagedOnnx::input_dtypes() const {
   std::map<std::string, DType> r;

@@ -64,6 +64,8 @@ struct StagedStats {
 class StagedOnnx {
  public:
   StagedOnnx(const std::string& path, StagedOptions opt, SegmentRunner run);
+  // The same from bytes in memory (fuzzing); `name` is used in messages.
+  StagedOnnx(const void* data, size_t size, const std::string& name, StagedOptions opt, SegmentRunner run);
   ~StagedOnnx();
   // inputs by the model's graph input names; returns the graph outputs by name
   TensorMap run(const TensorMap& inputs);
@@ -73,8 +75,11 @@ class StagedOnnx {
   const StagedStats& stats() const;
   // The model's tensor graph inputs and their declared dtypes.
   std::map<std::string, DType> input_dtypes() const;
+  // Their declared dims (-1 where the model gives none or a name), for inputs with a shape.
+  std::map<std::string, std::vector<int64_t>> input_dims() const;
 
  private:
+  void init(const std::string& path, StagedOptions opt, SegmentRunner run);
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
