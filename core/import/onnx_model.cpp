@@ -233,6 +233,13 @@ struct Lowerer {
       }
       NodeCtx ctx(np, opset, std::move(ins), folder, where);
       ctx.set_sequence_inputs(std::move(seq_ins));
+      if (staged)
+        ctx.set_host_lookup([this](const std::string& name) -> std::optional<HostTensor> {
+          auto it = stage->host.find(name);
+          if (it == stage->host.end()) return std::nullopt;
+          ++stage->host_checks;  // this import now depends on a value: not cached
+          return it->second;
+        });
       ctx.set_subgraph_runner([&, where, depth](const onnx::GraphProto& body, const std::vector<BodyValue>& args) {
         if (depth + 1 > kMaxDepth)
           throw UserError(where + ": control-flow bodies nest more than " + std::to_string(kMaxDepth) + " deep");

@@ -36,6 +36,7 @@ struct StageCtx {
   int barrier = -1;                 // the node the segment stops at, or -1 (ran to the end)
   std::vector<std::string> live;    // at a barrier: values the rest of the graph reads
   int host_evals = 0;
+  int host_checks = 0;              // host values read for checks (NodeCtx::known_in)
   std::string spec;                 // host values the segment was specialized on ("name=1,2,;")
 };
 

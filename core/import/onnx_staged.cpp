@@ -114,7 +114,7 @@ struct StagedOnnx::Impl {
         ++stats.imports;
         stats.host_ops += st.host_evals;
         // the import is a function of the key unless it evaluated something on the host
-        if (st.host_evals == 0 && st.spec.empty() && consts.size() == consts_before) imported[pre] = s;
+        if (st.host_evals == 0 && st.host_checks == 0 && st.spec.empty() && consts.size() == consts_before) imported[pre] = s;
       }
       if (!s.graph.outputs.empty()) {
         std::string key = pre + "#";

@@ -196,3 +196,59 @@ TEST(OnnxStaged, IfWithBranchesOfDifferentShapes) {
 
 }  // namespace
 }  // namespace lathe
+
+namespace lathe {
+namespace {
+
+using namespace staged_test;
+
+// Indices given at run time are checked on the host every run (a valid run first, so a
+// cached import cannot skip the check), and a Resize to a run-time size of 0 or 2^40.
+TEST(OnnxStaged, RunTimeIndicesAndSizesOutOfRangeNameTheNode) {
+  Model m(16);
+  m.input("x", {3, 4});
+  m.input("i", {1, 2}, onnx::TensorProto::INT64);
+  m.input("u", {1, 2});
+  m.node("ScatterElements", {"x", "i", "u"}, {"y"});
+  m.node("Gather", {"x", "i"}, {"g"});
+  m.output("y");
+  m.output("g");
+  std::string path = m.save("scatter");
+  Runner r;
+  StagedOnnx s(path, {}, r.fn());
+  HostTensor x(DType::F32, {3, 4});
+  TensorMap out = s.run({{"x", x}, {"i", i64({1, 2}, {2, 1})}, {"u", f32({1, 2}, {5, 6})}});
+  EXPECT_EQ(out.at("y").get_f64(2 * 4 + 0), 5.0);
+  EXPECT_EQ(out.at("y").get_f64(1 * 4 + 1), 6.0);
+  for (int64_t bad : {int64_t(7), int64_t(-4), int64_t(1) << 40}) {
+    try {
+      s.run({{"x", x}, {"i", i64({1, 2}, {1, bad})}, {"u", f32({1, 2}, {5, 6})}});
+      ADD_FAILURE() << "index " << bad << " was accepted";
+    } catch (const UserError& e) {
+      std::string msg = e.what();
+      EXPECT_NE(msg.find("the_ScatterElements"), std::string::npos) << msg;
+      EXPECT_NE(msg.find("out of range"), std::string::npos) << msg;
+    }
+  }
+  Model rs(13);
+  rs.input("x", {1, 1, 4, 4});
+  rs.input("sizes", {4}, onnx::TensorProto::INT64);
+  rs.node("Resize", {"x", "", "", "sizes"}, {"y"});
+  rs.output("y");
+  std::string rpath = rs.save("resize");
+  StagedOnnx rsz(rpath, {}, r.fn());
+  HostTensor xr(DType::F32, {1, 1, 4, 4});
+  EXPECT_EQ(rsz.run({{"x", xr}, {"sizes", i64({4}, {1, 1, 8, 6})}}).at("y").shape(), (std::vector<int64_t>{1, 1, 8, 6}));
+  for (int64_t bad : {int64_t(0), int64_t(1) << 40}) {
+    try {
+      rsz.run({{"x", xr}, {"sizes", i64({4}, {1, 1, bad, 4})}});
+      ADD_FAILURE() << "size " << bad << " was accepted";
+    } catch (const UserError& e) {
+      std::string msg = e.what();
+      EXPECT_NE(msg.find("the_Resize"), std::string::npos) << msg;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace lathe
