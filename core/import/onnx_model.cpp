@@ -10,7 +10,7 @@
 #include <sstream>
 #include <unordered_map>
 
-#include "core/import/onnx_lower.h"
+#include "core/import/onnx_lowerer.h"
 #include "core/import/onnx_stage.h"
 #include "core/import/onnx_tensor.h"
 #include "core/import/onnx_weights.h"
@@ -28,17 +28,6 @@ std::string sanitize_symbol(const std::string& s) {
   for (char c : s) r += (std::isalnum(static_cast<unsigned char>(c)) || c == '_') ? c : '_';
   if (r.empty() || std::isdigit(static_cast<unsigned char>(r[0]))) r = "d_" + r;
   return r;
-}
-
-// Whether the constant part of a shape already exceeds the element cap (overflow-safe).
-bool too_large(const Shape& s, int64_t cap) {
-  int64_t n = 1;
-  for (const auto& d : s) {
-    if (!d.is_const() || d.value() <= 0) continue;
-    if (n > cap / d.value()) return true;
-    n *= d.value();
-  }
-  return false;
 }
 
 int model_opset(const onnx::ModelProto& m, const std::string& file) {
@@ -123,424 +112,6 @@ OnnxValueKind value_kind(const onnx::ValueInfoProto& vi) {
   if (vi.type().has_optional_type()) return OnnxValueKind::Optional;
   return OnnxValueKind::Tensor;
 }
-
-// Node indices in an order where every input is defined before use (Kahn's algorithm,
-// preferring the file's order). Undefined inputs and cycles are user errors.
-std::vector<int> schedule_nodes(const onnx::GraphProto& g, const std::set<std::string>& defined,
-                                const std::string& file) {
-  const int n = g.node_size();
-  std::unordered_map<std::string, int> producer;
-  for (int k = 0; k < n; ++k)
-    for (const auto& o : g.node(k).output()) {
-      if (o.empty()) continue;
-      if (defined.count(o) || !producer.emplace(o, k).second)
-        throw UserError(file + ": value '" + o + "' is defined more than once (node " + std::to_string(k) + ")");
-    }
-  std::vector<int> pending(n, 0);
-  std::vector<std::vector<int>> users(n);
-  for (int k = 0; k < n; ++k)
-    for (const auto& in : g.node(k).input()) {
-      if (in.empty() || defined.count(in)) continue;
-      auto it = producer.find(in);
-      if (it == producer.end())
-        throw UserError(file + ": node " + std::to_string(k) + " ('" + g.node(k).name() + "', " + g.node(k).op_type() +
-                        ") uses '" + in + "', which is not a graph input, an initializer or any node's output");
-      ++pending[k];
-      users[it->second].push_back(k);
-    }
-  std::priority_queue<int, std::vector<int>, std::greater<int>> ready;
-  for (int k = 0; k < n; ++k)
-    if (!pending[k]) ready.push(k);
-  std::vector<int> order;
-  while (!ready.empty()) {
-    int k = ready.top();
-    ready.pop();
-    order.push_back(k);
-    for (int u : users[k])
-      if (--pending[u] == 0) ready.push(u);
-  }
-  if (static_cast<int>(order.size()) != n) {
-    for (int k = 0; k < n; ++k)
-      if (pending[k])
-        throw UserError(file + ": the graph has a cycle through node " + std::to_string(k) + " ('" +
-                        g.node(k).name() + "', " + g.node(k).op_type() + ")");
-  }
-  return order;
-}
-
-// Lowers the nodes of a graph (the model's, or a control-flow body with the enclosing
-// scope's values visible) into `values`. Bodies nest at most kMaxDepth deep, and all the
-// bodies of one model lower at most kMaxBodyNodes nodes in all (unrolled loops count each
-// iteration), so a hostile model cannot make the importer run away.
-constexpr int kMaxDepth = 16;
-constexpr int64_t kMaxBodyNodes = 1 << 20;
-
-struct Lowerer {
-  int opset;
-  const OnnxOptions& opt;
-  std::string file;
-  Folder folder;
-  int64_t body_nodes;
-  // sequence values (import-time lists of tensors), by name; names are unique across scopes
-  std::unordered_map<std::string, std::vector<NodeRef>> seqs = {};
-  // optional values that hold nothing (None), by name
-  std::set<std::string> nones = {};
-  // lowering one segment of a staged model (onnx_staged.h): the graph's own nodes only
-  StageCtx* stage = nullptr;
-
-  // prefix: "" for the model's graph; for a body, the enclosing node's where + " > ".
-  void lower_nodes(const onnx::GraphProto& g, std::unordered_map<std::string, NodeRef>& values,
-                   const std::string& prefix, int depth) {
-    std::set<std::string> defined;
-    for (auto& [k, v] : values) defined.insert(k);
-    for (auto& [k, v] : seqs) defined.insert(k);
-    for (auto& k : nones) defined.insert(k);
-    if (stage && depth == 0)  // a segment after the first: earlier nodes' results are bound already
-      for (const auto& n : g.node())
-        for (const auto& o : n.output()) defined.erase(o);
-    std::vector<int> order = schedule_nodes(g, defined, file);
-    const OpTable& table = op_table();
-    const bool staged = stage && depth == 0;
-    for (size_t pos = 0; pos < order.size(); ++pos) {
-      const int k = order[pos];
-      if (staged && stage->done.count(k)) continue;
-      const onnx::NodeProto& np = g.node(k);
-      std::string label = np.name().empty() ? np.op_type() + "#" + std::to_string(k) : np.name() + ":" + np.op_type();
-      std::string where = prefix + "node '" + (np.name().empty() ? "#" + std::to_string(k) : np.name()) + "' (" + np.op_type() + ")";
-      auto located = [&](const std::string& m) { return prefix.empty() ? file + ": " + m : m; };
-      if (!np.domain().empty() && np.domain() != "ai.onnx")
-        throw OnnxUnsupported(located("unsupported ONNX op '" + np.domain() + "." + np.op_type() + "' (" + where + ")"));
-      auto fn = table.find(np.op_type());
-      if (fn == table.end())
-        throw OnnxUnsupported(located("unsupported ONNX op '" + np.op_type() + "' (" + where + ")"));
-      if (depth > 0 && ++body_nodes > kMaxBodyNodes)
-        throw UserError(located(where + ": the control-flow bodies would lower more than " +
-                                std::to_string(kMaxBodyNodes) + " nodes"));
-      std::vector<NodeRef> ins;
-      std::vector<const std::vector<NodeRef>*> seq_ins;
-      for (const auto& name : np.input()) {
-        auto sq = name.empty() ? seqs.end() : seqs.find(name);
-        if (sq != seqs.end()) {
-          ins.push_back(nullptr);
-          seq_ins.push_back(&sq->second);
-        } else if (!name.empty() && nones.count(name)) {
-          ins.push_back(nullptr);  // NodeCtx::is_none
-          seq_ins.push_back(nullptr);
-        } else {
-          ins.push_back(name.empty() ? nullptr : values.at(name));
-          seq_ins.push_back(nullptr);
-        }
-      }
-      NodeCtx ctx(np, opset, std::move(ins), folder, where);
-      ctx.set_sequence_inputs(std::move(seq_ins));
-      if (staged)
-        ctx.set_host_lookup([this](const std::string& name) -> std::optional<HostTensor> {
-          auto it = stage->host.find(name);
-          if (it == stage->host.end()) return std::nullopt;
-          ++stage->host_checks;  // this import now depends on a value: not cached
-          return it->second;
-        });
-      ctx.set_subgraph_runner([&, where, depth](const onnx::GraphProto& body, const std::vector<BodyValue>& args) {
-        if (depth + 1 > kMaxDepth)
-          throw UserError(where + ": control-flow bodies nest more than " + std::to_string(kMaxDepth) + " deep");
-        return run_body(body, values, args, where + " > ", depth + 1);
-      });
-      try {
-        ProvenanceScope scope(label);
-        bool boundary = false;
-        try {
-          fn->second(ctx);
-        } catch (const OnnxUnsupported& e) {
-          if (!staged || !stageable(np, e.diag().message)) throw;
-          boundary = true;
-        }
-        if (boundary) {
-          if (specialize(np, k, ctx, values, where)) continue;
-          if (!host_evaluable(np, values)) {
-            stop_at(g, order, pos, values);
-            return;
-          }
-          host_eval(np, k, values, where);
-          continue;
-        }
-        if (staged) stage->lowered.push_back(k);
-      } catch (const OnnxUnsupported& e) {
-        throw OnnxUnsupported(located(e.diag().message));
-      } catch (const UserError& e) {
-        std::string msg = e.diag().message;
-        if (msg.rfind(where, 0) != 0 && msg.rfind(prefix.empty() ? where : prefix, 0) != 0) msg = where + ": " + msg;
-        throw UserError(located(msg));
-      }
-      for (int i = 0; i < np.output_size(); ++i) {
-        if (np.output(i).empty()) continue;
-        if (ctx.seq_out(static_cast<size_t>(i))) {
-          seqs[np.output(i)] = *ctx.seq_out(static_cast<size_t>(i));
-          continue;
-        }
-        if (ctx.none_out(static_cast<size_t>(i))) {
-          nones.insert(np.output(i));
-          continue;
-        }
-        if (!ctx.outputs()[i])
-          throw OnnxUnsupported(located(where + ": output " + std::to_string(i) + " is not supported"));
-        if (too_large(ctx.outputs()[i]->shape, opt.max_elements))
-          throw UserError(located(where + ": output '" + np.output(i) + "' would have shape " +
-                                  shape_to_string(ctx.outputs()[i]->shape) + ", more than the limit of " +
-                                  std::to_string(opt.max_elements) + " elements"));
-        values[np.output(i)] = ctx.outputs()[i];
-      }
-    }
-  }
-
-  // ---- staged segments (onnx_staged.h) ----
-  // A node that could not be lowered for want of a run-time value, or a Loop / If the
-  // importer cannot unroll or select at import time.
-  static bool stageable(const onnx::NodeProto& np, const std::string& why) {
-    if (why.find("dynamic shape input not supported") != std::string::npos) return true;
-    return np.op_type() == "Loop" && why.find("(unrolled") != std::string::npos;
-  }
-
-  // The host value of `name`: known at run time or foldable at import time.
-  std::optional<HostTensor> host_value(const std::string& name, const std::unordered_map<std::string, NodeRef>& values) {
-    if (auto it = stage->host.find(name); it != stage->host.end()) return it->second;
-    if (seqs.count(name) || nones.count(name)) return std::nullopt;
-    auto v = values.find(name);
-    if (v == values.end()) return std::nullopt;
-    return folder.try_fold(v->second);
-  }
-
-  // A shape-deciding input known on the host (a Reshape's target, TopK's k, an Expand's
-  // shape: small integer tensors) is bound as a constant and the node lowers into the
-  // segment, which is then specialized on those values (they enter the program's key).
-  // Not for the ops whose output size is data-dependent: those run on the host, so that
-  // later segments depend on the size only.
-  bool specialize(const onnx::NodeProto& np, int k, NodeCtx& failed, std::unordered_map<std::string, NodeRef>& values,
-                  const std::string& where) {
-    static const std::set<std::string> on_host = {"NonZero", "Compress", "Unique", "NonMaxSuppression", "Loop", "If", "Scan"};
-    if (on_host.count(np.op_type())) return false;
-    std::vector<NodeRef> ins;
-    std::string spec;
-    for (size_t i = 0; i < failed.num_inputs(); ++i) {
-      if (failed.is_seq(i) || failed.is_none(i)) return false;
-      NodeRef n = failed.has(i) ? failed.in(i).node() : nullptr;
-      const std::string& name = np.input(static_cast<int>(i));
-      if (n && stage->host.count(name)) {
-        const HostTensor& h = stage->host.at(name);
-        if ((is_int(h.dtype()) || h.dtype() == DType::Bool) && h.numel() <= 64) {
-          n = prim::constant_tensor(h);
-          spec += name + "=";
-          for (int64_t e = 0; e < h.numel(); ++e) spec += std::to_string(h.get_i64(e)) + ",";
-          spec += ";";
-        }
-      }
-      ins.push_back(n);
-    }
-    if (spec.empty() || (stage->may_specialize && !stage->may_specialize(k, spec))) return false;
-    NodeCtx ctx(np, opset, std::move(ins), folder, where);
-    try {
-      op_table().at(np.op_type())(ctx);
-    } catch (const OnnxUnsupported& e) {
-      if (e.diag().message.find("dynamic shape input not supported") != std::string::npos) return false;
-      throw;
-    }
-    for (int i = 0; i < np.output_size(); ++i) {
-      if (np.output(i).empty()) continue;
-      if (!ctx.outputs()[i] || ctx.seq_out(static_cast<size_t>(i)) || ctx.none_out(static_cast<size_t>(i))) return false;
-      if (too_large(ctx.outputs()[i]->shape, opt.max_elements))
-        throw UserError(where + ": output '" + np.output(i) + "' would have shape " + shape_to_string(ctx.outputs()[i]->shape) +
-                        ", more than the limit of " + std::to_string(opt.max_elements) + " elements");
-    }
-    for (int i = 0; i < np.output_size(); ++i)
-      if (!np.output(i).empty()) values[np.output(i)] = ctx.outputs()[i];
-    stage->spec += spec;
-    stage->lowered.push_back(k);
-    return true;
-  }
-
-  bool host_evaluable(const onnx::NodeProto& np, const std::unordered_map<std::string, NodeRef>& values) {
-    for (const std::string& name : node_reads(np))
-      if (!host_value(name, values)) return false;
-    return true;
-  }
-
-  // Runs node np on the host over its inputs' values; its outputs become host values,
-  // bound in this segment as inputs of their true shapes.
-  void host_eval(const onnx::NodeProto& np, int k, std::unordered_map<std::string, NodeRef>& values,
-                 const std::string& where) {
-    std::vector<HostTensor> outs;
-    if (np.op_type() == "Loop" || np.op_type() == "If") {
-      HostValues reads;
-      for (const std::string& name : node_reads(np)) reads[name] = *host_value(name, values);
-      outs = stage->run_control(np, where, reads);
-    } else {
-      std::vector<NodeRef> ins;
-      for (const auto& name : np.input())
-        ins.push_back(name.empty() ? nullptr : prim::constant_tensor(*host_value(name, values)));
-      NodeCtx ctx(np, opset, std::move(ins), folder, where);
-      op_table().at(np.op_type())(ctx);
-      for (int i = 0; i < np.output_size(); ++i) {
-        if (np.output(i).empty()) {
-          outs.emplace_back();
-          continue;
-        }
-        if (ctx.seq_out(static_cast<size_t>(i)) || ctx.none_out(static_cast<size_t>(i)) || !ctx.outputs()[i])
-          throw OnnxUnsupported(where + ": output " + std::to_string(i) + " is not a tensor (not supported in a staged run)");
-        std::optional<HostTensor> v = folder.try_fold(ctx.outputs()[i]);
-        if (!v) throw OnnxUnsupported(where + ": output " + std::to_string(i) + " could not be evaluated on the host");
-        outs.push_back(*v);
-      }
-    }
-    if (static_cast<int>(outs.size()) != np.output_size())
-      throw UserError(where + ": produced " + std::to_string(outs.size()) + " outputs for " + std::to_string(np.output_size()));
-    for (int i = 0; i < np.output_size(); ++i) {
-      const std::string& name = np.output(i);
-      if (name.empty()) continue;
-      const HostTensor& t = outs[static_cast<size_t>(i)];
-      if (t.numel() > opt.max_elements)
-        throw UserError(where + ": output '" + name + "' has shape " + t.shape_string() + ", more than the limit of " +
-                        std::to_string(opt.max_elements) + " elements");
-      stage->host[name] = t;
-      values[name] = prim::input(name, t.dtype(), shape_from(t.shape()));
-    }
-    stage->lowered.push_back(k);
-    ++stage->host_evals;
-  }
-
-  // Ends the segment before order[pos]: its outputs are the values computed in it that the
-  // nodes from pos on (or the graph's outputs) read.
-  void stop_at(const onnx::GraphProto& g, const std::vector<int>& order, size_t pos,
-               const std::unordered_map<std::string, NodeRef>& values) {
-    std::set<std::string> read;
-    for (size_t p = pos; p < order.size(); ++p)
-      if (!stage->done.count(order[p]))
-        for (const std::string& name : node_reads(g.node(order[p]))) read.insert(name);
-    for (const auto& vi : g.output()) read.insert(vi.name());
-    stage->barrier = order[pos];
-    stage->live.clear();
-    for (const std::string& name : read) {
-      if (stage->host.count(name)) continue;
-      if (seqs.count(name) || nones.count(name))
-        throw OnnxUnsupported(stage->prefix + "the sequence or optional '" + name +
-                              "' crosses a run-time segment boundary (not supported)");
-      auto v = values.find(name);
-      if (v == values.end()) continue;  // not yet computed
-      if (auto c = folder.try_fold(v->second)) stage->consts[name] = *c;
-      else stage->live.push_back(name);
-    }
-  }
-
-  // One instance of a body: its inputs bound to args, the enclosing scope visible.
-  // Sequence and None arguments bind in seqs / nones (names are unique across scopes).
-  std::vector<BodyValue> run_body(const onnx::GraphProto& body, const std::unordered_map<std::string, NodeRef>& outer,
-                                  const std::vector<BodyValue>& args, const std::string& prefix, int depth) {
-    if (body.input_size() != static_cast<int>(args.size()))
-      throw UserError(prefix + "the body takes " + std::to_string(body.input_size()) + " inputs, given " +
-                      std::to_string(args.size()));
-    std::unordered_map<std::string, NodeRef> values = outer;
-    for (int i = 0; i < body.input_size(); ++i) {
-      const std::string& name = body.input(i).name();
-      const BodyValue& a = args[static_cast<size_t>(i)];
-      values.erase(name);
-      seqs.erase(name);
-      nones.erase(name);
-      if (a.kind == BodyValue::Kind::Tensor) {
-        values[name] = a.tensor->node();
-      } else if (a.kind == BodyValue::Kind::Sequence) {
-        std::vector<NodeRef> ns;
-        for (const Tensor& t : a.seq) ns.push_back(t.node());
-        seqs[name] = std::move(ns);
-      } else {
-        nones.insert(name);
-      }
-    }
-    for (const auto& t : body.initializer())
-      values[t.name()] = prim::constant_tensor(
-          tensor_from_proto(t, opt.max_elements, prefix + "initializer '" + t.name() + "'"));
-    // values produced by an earlier instance of this body must not satisfy this one's nodes
-    for (const auto& n : body.node())
-      for (const auto& o : n.output()) {
-        seqs.erase(o);
-        nones.erase(o);
-      }
-    lower_nodes(body, values, prefix, depth);
-    std::vector<BodyValue> r;
-    for (const auto& vi : body.output()) {
-      auto it = values.find(vi.name());
-      if (auto sq = seqs.find(vi.name()); sq != seqs.end()) {
-        std::vector<Tensor> ts;
-        for (NodeRef n : sq->second) ts.emplace_back(n);
-        r.push_back(BodyValue::of_seq(std::move(ts)));
-        continue;
-      }
-      if (nones.count(vi.name())) {
-        r.push_back(BodyValue::none());
-        continue;
-      }
-      if (it == values.end()) throw UserError(prefix + "body output '" + vi.name() + "' is never produced");
-      r.push_back(BodyValue::of(Tensor(it->second)));
-    }
-    return r;
-  }
-};
-
-}  // namespace
-
-std::set<std::string> free_names(const onnx::GraphProto& g) {
-  std::set<std::string> defined, used;
-  for (const auto& vi : g.input()) defined.insert(vi.name());
-  for (const auto& t : g.initializer()) defined.insert(t.name());
-  for (const auto& n : g.node()) {
-    for (const auto& o : n.output()) defined.insert(o);
-    for (const std::string& r : node_reads(n)) used.insert(r);
-  }
-  std::set<std::string> r;
-  for (const auto& u : used)
-    if (!defined.count(u)) r.insert(u);
-  return r;
-}
-
-std::set<std::string> node_reads(const onnx::NodeProto& np) {
-  std::set<std::string> r;
-  for (const auto& in : np.input())
-    if (!in.empty()) r.insert(in);
-  for (const auto& a : np.attribute()) {
-    if (a.has_g())
-      for (const auto& f : free_names(a.g())) r.insert(f);
-    for (const auto& sub : a.graphs())
-      for (const auto& f : free_names(sub)) r.insert(f);
-  }
-  return r;
-}
-
-Segment lower_segment(const onnx::GraphProto& g, int opset, const OnnxOptions& opt, const std::string& file, StageCtx& st) {
-  std::unordered_map<std::string, NodeRef> values;
-  for (const auto& [name, t] : st.consts) values[name] = prim::constant_tensor(t);
-  for (const auto& [name, t] : st.host) values[name] = prim::input(name, t.dtype(), shape_from(t.shape()));
-  Lowerer low{opset, opt, file, Folder(opt.max_elements), 0};
-  low.stage = &st;
-  low.lower_nodes(g, values, st.prefix, 0);
-  Segment seg;
-  seg.lowered = st.lowered;
-  seg.barrier = st.barrier;
-  seg.spec = st.spec;
-  std::vector<std::pair<std::string, NodeRef>> outs;
-  if (st.barrier >= 0) {
-    for (const std::string& name : st.live) outs.emplace_back(name, values.at(name));
-  } else {
-    for (const auto& vi : g.output()) {
-      if (st.host.count(vi.name())) continue;  // known on the host already
-      if (low.seqs.count(vi.name()) || low.nones.count(vi.name()))
-        throw OnnxUnsupported(st.prefix + "graph output '" + vi.name() + "' is a sequence or optional (not supported in a staged run)");
-      auto it = values.find(vi.name());
-      if (it == values.end()) throw UserError(st.prefix + "graph output '" + vi.name() + "' is never produced");
-      outs.emplace_back(vi.name(), it->second);
-    }
-  }
-  if (!outs.empty()) seg.graph = Graph::from_outputs(outs);
-  return seg;
-}
-
-namespace {
 
 // Where the initializers' raw_data lie when the model was read from a mapped file.
 struct MappedWeights {
@@ -693,6 +264,61 @@ Graph import_bytes(const uint8_t* bytes, size_t size, const OnnxOptions& opt, co
 }
 
 }  // namespace
+
+// Whether the constant part of a shape already exceeds the element cap (overflow-safe).
+bool too_large(const Shape& s, int64_t cap) {
+  int64_t n = 1;
+  for (const auto& d : s) {
+    if (!d.is_const() || d.value() <= 0) continue;
+    if (n > cap / d.value()) return true;
+    n *= d.value();
+  }
+  return false;
+}
+
+// Node indices in an order where every input is defined before use (Kahn's algorithm,
+// preferring the file's order). Undefined inputs and cycles are user errors.
+std::vector<int> schedule_nodes(const onnx::GraphProto& g, const std::set<std::string>& defined,
+                                const std::string& file) {
+  const int n = g.node_size();
+  std::unordered_map<std::string, int> producer;
+  for (int k = 0; k < n; ++k)
+    for (const auto& o : g.node(k).output()) {
+      if (o.empty()) continue;
+      if (defined.count(o) || !producer.emplace(o, k).second)
+        throw UserError(file + ": value '" + o + "' is defined more than once (node " + std::to_string(k) + ")");
+    }
+  std::vector<int> pending(n, 0);
+  std::vector<std::vector<int>> users(n);
+  for (int k = 0; k < n; ++k)
+    for (const auto& in : g.node(k).input()) {
+      if (in.empty() || defined.count(in)) continue;
+      auto it = producer.find(in);
+      if (it == producer.end())
+        throw UserError(file + ": node " + std::to_string(k) + " ('" + g.node(k).name() + "', " + g.node(k).op_type() +
+                        ") uses '" + in + "', which is not a graph input, an initializer or any node's output");
+      ++pending[k];
+      users[it->second].push_back(k);
+    }
+  std::priority_queue<int, std::vector<int>, std::greater<int>> ready;
+  for (int k = 0; k < n; ++k)
+    if (!pending[k]) ready.push(k);
+  std::vector<int> order;
+  while (!ready.empty()) {
+    int k = ready.top();
+    ready.pop();
+    order.push_back(k);
+    for (int u : users[k])
+      if (--pending[u] == 0) ready.push(u);
+  }
+  if (static_cast<int>(order.size()) != n) {
+    for (int k = 0; k < n; ++k)
+      if (pending[k])
+        throw UserError(file + ": the graph has a cycle through node " + std::to_string(k) + " ('" +
+                        g.node(k).name() + "', " + g.node(k).op_type() + ")");
+  }
+  return order;
+}
 
 onnx::ModelProto read_model_file(const std::string& path) {
   auto file = MappedFile::open(path);
