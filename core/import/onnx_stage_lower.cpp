@@ -122,6 +122,18 @@ void Lowerer::host_eval(const onnx::NodeProto& np, int k, std::unordered_map<std
 // nodes from pos on (or the graph's outputs) read.
 void Lowerer::stop_at(const onnx::GraphProto& g, const std::vector<int>& order, size_t pos,
              const std::unordered_map<std::string, NodeRef>& values) {
+  // The boundary node waits for values this segment computes; anything else it reads must
+  // be known already, or waiting makes no progress.
+  const onnx::NodeProto& np = g.node(order[pos]);
+  const std::string where = stage->prefix + "node '" + (np.name().empty() ? "#" + std::to_string(order[pos]) : np.name()) +
+                            "' (" + np.op_type() + ")";
+  for (const std::string& name : node_reads(np)) {
+    if (host_value(name, values)) continue;
+    if (seqs.count(name) || nones.count(name))
+      throw OnnxUnsupported(where + ": reads the sequence or optional '" + name + "' at a run-time boundary (not supported)");
+    if (!values.count(name))
+      throw UserError(where + ": reads '" + name + "', which no earlier node, input or initializer defines");
+  }
   std::set<std::string> read;
   for (size_t p = pos; p < order.size(); ++p)
     if (!stage->done.count(order[p]))

@@ -252,3 +252,38 @@ TEST(OnnxStaged, RunTimeIndicesAndSizesOutOfRangeNameTheNode) {
 
 }  // namespace
 }  // namespace lathe
+
+namespace lathe {
+namespace {
+
+using namespace staged_test;
+
+// Fuzzer find (tests/onnx/fuzz/finds/staged_no_progress.onnx): a Loop with a run-time trip
+// count whose body reads 'conD_in', which nothing defines (a mutated name).
+// The segment waited for a value it could never compute: an InternalError. Now a UserError
+// naming the Loop and the name.
+TEST(OnnxStaged, FuzzFindUndefinedBodyNameIsAUserError) {
+  std::string path = std::string(LATHE_SOURCE_DIR) + "/tests/onnx/fuzz/finds/staged_no_progress.onnx";
+  Runner r;
+  StagedOnnx s(path, {}, r.fn());
+  TensorMap ins;
+  auto dtypes = s.input_dtypes();
+  for (const auto& [name, dims] : s.input_dims()) {
+    std::vector<int64_t> shape;
+    for (int64_t d : dims) shape.push_back(d < 0 ? 2 : d);
+    HostTensor t(dtypes.at(name), shape);
+    for (int64_t i = 0; i < t.numel(); ++i) t.set_i64(i, 1);
+    ins[name] = t;
+  }
+  try {
+    s.run(ins);
+    ADD_FAILURE() << "no error";
+  } catch (const UserError& e) {
+    std::string msg = e.what();
+    EXPECT_NE(msg.find("(Loop)"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("'conD_in'"), std::string::npos) << msg;
+  }
+}
+
+}  // namespace
+}  // namespace lathe
