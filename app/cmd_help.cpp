@@ -44,6 +44,7 @@ const char* kEnvironment =
     "  LATHE_ATTENTION_BWD=unfused  grad() of the fused attention differentiates its definition (default\n"
     "                           fused: Extern attention_bwd recomputes the probabilities tile by tile)\n"
     "  LATHE_BENCH_ATTENTION_T=1024  sequence length of the attention-grad bench workload\n"
+    "  LATHE_STAGED_TRACE=1     ONNX models run staged (`onnx-test --staged`, `run`): print each segment\n"
     "  LATHE_TUNE_DEBUG=1       `lathe tune` prints every candidate it builds (schedule, model estimate)\n"
     "  LATHE_PREPACK=0|all      constant matmul B operands (weights) larger than the last-level cache are\n"
     "                           packed once at build time: 0 = never (packed on every run), all = every one\n"

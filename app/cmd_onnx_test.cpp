@@ -42,6 +42,7 @@
 #ifdef HAVE_LATHE_IMPORT
 #include "backends/backend.h"
 #include "core/import/onnx_import.h"
+#include "core/import/onnx_staged.h"
 #endif
 
 namespace lathe::app {
@@ -113,6 +114,7 @@ double max_rel_error(const HostTensor& got, const HostTensor& want) {
 struct Tolerance {
   double rtol = 1e-3, atol = 1e-7;
   bool max_rel = false;  // max|got - want| <= atol + rtol * max|want| (per output)
+  bool staged = false;   // --staged: every input stays a run-time input (StagedOnnx)
 };
 
 // max|got - want| <= atol + rtol * max|want|; NaN anywhere in got (not in want) fails.
@@ -147,14 +149,33 @@ HostTensor bf16_from_bits(const HostTensor& t) {
   return r;
 }
 
+// --staged: one StagedOnnx per test, its segment programs compiled once per key.
+std::unique_ptr<StagedOnnx> make_staged(const std::string& model, const std::string& backend,
+                                        std::map<std::string, std::shared_ptr<Executable>>& cache) {
+  SegmentRunner run = [&cache, backend](const Graph& g, const std::string& key, const TensorMap& ins) {
+    if (backend == "interp") return interpret(g, ins);
+    auto it = cache.find(key);
+    if (it == cache.end()) {
+      std::string why = get_backend(backend).supports_graph(g);
+      if (!why.empty()) throw OnnxUnsupported("backend '" + backend + "' cannot run " + why);
+      it = cache.emplace(key, std::make_shared<Executable>(compile_graph(g, backend))).first;
+    }
+    return it->second->run(ins);
+  };
+  return std::make_unique<StagedOnnx>(model, StagedOptions{}, run);
+}
+
 std::string check_test(const fs::path& dir, const std::string& backend, const Tolerance& tol) {
   std::string model = (dir / "model.onnx").string();
   OnnxSignature sig = onnx_signature(model);
+  std::map<std::string, std::shared_ptr<Executable>> staged_cache;
+  std::unique_ptr<StagedOnnx> staged;
+  if (tol.staged) staged = make_staged(model, backend, staged_cache);
   // sequence and optional inputs are structure fixed at import (OnnxOptions): no generic graph
   bool structured = false;
   for (auto& [name, kind] : sig.inputs) structured |= kind != OnnxValueKind::Tensor;
   std::optional<Graph> generic;
-  if (!structured) {
+  if (!structured && !staged) {
     try {
       generic = load_onnx(model);
     } catch (const OnnxUnsupported& e) {
@@ -207,7 +228,18 @@ std::string check_test(const fs::path& dir, const std::string& backend, const To
                                 " but the model declares " + shape_to_string(in->shape));
       }
     Graph g;
-    if (generic) {
+    if (staged) {
+      if (structured) throw OnnxUnsupported("sequence and optional inputs are not supported in a staged run");
+      for (const auto& [name, dt] : staged->input_dtypes()) {
+        auto it = inputs.find(name);
+        if (it != inputs.end() && dt == DType::BF16 && it->second.dtype() == DType::U16) it->second = bf16_from_bits(it->second);
+      }
+      try {  // data that contradicts the model is the data's defect, as below
+        staged->check_inputs(inputs);
+      } catch (const UserError& e) {
+        throw OnnxUnsupported(set_name + ": the test data does not fit the model: " + e.diag().message);
+      }
+    } else if (generic) {
       g = *generic;
     } else {
       // fix the integer/bool inputs first; if that is not enough, every input
@@ -236,11 +268,13 @@ std::string check_test(const fs::path& dir, const std::string& backend, const To
       else
         for (size_t k = 0; k < v.elements.size(); ++k) expected.emplace_back(name + "[" + std::to_string(k) + "]", v.elements[k]);
     }
-    if (expected.size() != g.outputs.size())
+    if (!staged && expected.size() != g.outputs.size())
       return set_name + ": the model produces " + std::to_string(g.outputs.size()) + " output tensors, the test data has " +
              std::to_string(expected.size());
     TensorMap outputs;
-    if (backend == "interp") {
+    if (staged) {
+      outputs = staged->run(inputs);
+    } else if (backend == "interp") {
       outputs = interpret(g, inputs);
     } else {
       if (!exe) {
@@ -415,6 +449,10 @@ int run_onnx_test(const std::vector<std::string>& args) {
   app.add_option("--rtol", tol.rtol, "relative tolerance")->capture_default_str();
   app.add_option("--atol", tol.atol, "absolute tolerance")->capture_default_str();
   app.add_flag("--max-rel", tol.max_rel, "per output, max|got - want| <= atol + rtol * max|want| (real-size models)");
+  app.add_flag("--staged", tol.staged,
+               "leave every input a run-time input: data-dependent shapes and run-time Loop / If run through\n"
+               "the staged executor (segments split at host-side boundaries) instead of specializing the\n"
+               "model on the test data's values");
   app.add_option("--timeout", timeout, "seconds per test; runs each test in a child process (0: in-process)");
   if (int rc = parse_cli(app, args); rc >= 0) return rc;
   if (timeout < 0) {

@@ -40,6 +40,9 @@
 #include "core/runtime/npy.h"
 #include "core/runtime/random.h"
 #include "core/tune/records.h"
+#ifdef HAVE_LATHE_IMPORT
+#include "core/import/onnx_staged.h"
+#endif
 
 namespace lathe::app {
 namespace {
@@ -285,6 +288,49 @@ int run_parsed(const Graph& g, const std::string& file, const std::string& backe
                const std::vector<std::string>& bind_args, const std::string& output_dir, uint64_t seed, bool profile,
                const std::string& trace, RunFlags& flags);
 
+// An ONNX model whose shapes depend on its input values (load_onnx reports a dynamic
+// shape) runs through the staged executor (core/import/onnx_staged.h): segment programs
+// compiled per input shapes, data-dependent ops and run-time Loop / If on the host.
+// Every input must be given (--input).
+int run_staged_onnx(const std::string& file, const std::string& backend, const std::vector<std::string>& input_args,
+                    const std::string& output_dir) {
+#ifdef HAVE_LATHE_IMPORT
+  std::map<std::string, std::shared_ptr<Executable>> cache;
+  SegmentRunner run = [&](const Graph& g, const std::string& key, const TensorMap& ins) {
+    if (backend == "interp") return interpret(g, ins);
+    auto it = cache.find(key);
+    if (it == cache.end()) it = cache.emplace(key, std::make_shared<Executable>(compile_graph(g, backend))).first;
+    return it->second->run(ins);
+  };
+  StagedOnnx model(file, {}, run);
+  TensorMap inputs;
+  for (auto& s : input_args) {
+    auto [name, path] = split_pair(s, "--input");
+    inputs[name] = read_npy(path);
+  }
+  std::string missing;
+  for (auto& [name, dt] : model.input_dtypes())
+    if (!inputs.count(name)) missing += (missing.empty() ? "" : ", ") + name;
+  if (!missing.empty())
+    throw UserError(file + " decides shapes from its input values, so it runs staged with every input given: "
+                    "--input NAME=PATH.npy is missing for " + missing);
+  TensorMap out = model.run(inputs);
+  std::filesystem::path dir(output_dir);
+  if (!output_dir.empty()) std::filesystem::create_directories(dir);
+  for (auto& [name, t] : out) {
+    print_tensor(name, t);
+    if (!output_dir.empty()) write_output(dir, name, t);
+  }
+  const StagedStats& st = model.stats();
+  std::cout << "staged: " << st.segments << " segment runs, " << cache.size() << " programs compiled, " << st.host_ops
+            << " host ops, " << st.iterations << " loop iterations\n";
+  return 0;
+#else
+  (void)backend, (void)input_args, (void)output_dir;
+  throw UserError(file + " decides shapes from its input values; running it staged needs ONNX support (libonnx-dev)");
+#endif
+}
+
 int run_run(const std::vector<std::string>& args) {
   CLI::App app{"Compile and run a graph. Inputs not given are filled with seeded random data\n"
                "(floats: standard normal; integers: uniform in [0, 10); bool: coin flips).",
@@ -294,7 +340,7 @@ int run_run(const std::vector<std::string>& args) {
   int64_t seed = 0;
   bool profile = false;
   std::string sample;
-  auto* file_opt = app.add_option("FILE", file, "graph to run: .lathe, .lua or .onnx");
+  auto* file_opt = app.add_option("FILE", file, "graph to run: .lathe, .lua or .onnx (an ONNX model that decides shapes from its input values runs staged: give every --input)");
   auto* sample_opt = app.add_option("--sample", sample, "a built-in sample or bench workload instead of FILE (e.g. mlp, gpt2-block)");
   file_opt->excludes(sample_opt);
   app.add_option("--backend", backend, "interp | c | llvm | cuda (see `lathe help`)")->capture_default_str();
@@ -318,7 +364,14 @@ int run_run(const std::vector<std::string>& args) {
   }
   try {
     auto t0 = Clock::now();
-    Graph g = sample.empty() ? load_graph(file) : build_sample(sample);
+    Graph g;
+    try {
+      g = sample.empty() ? load_graph(file) : build_sample(sample);
+    } catch (const UserError& e) {
+      bool onnx = file.size() > 5 && file.compare(file.size() - 5, 5, ".onnx") == 0;
+      if (!onnx || std::string(e.what()).find("dynamic shape input not supported") == std::string::npos) throw;
+      return run_staged_onnx(file, backend, input_args, output_dir);
+    }
     flags.st.load_ms = ms_since(t0);
     return run_parsed(g, sample.empty() ? file : "sample " + sample, backend, input_args, bind_args, output_dir,
                       static_cast<uint64_t>(seed), profile, trace, flags);

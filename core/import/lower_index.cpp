@@ -2,7 +2,8 @@
 //
 // Gather with an index of rank q is one Take: the data gets q-1 broadcast dims after the
 // gather axis and the index is broadcast over the data's other dims, so both have the
-// output's rank. Slice follows ONNX's clamping rules (starts/ends clamp to the dim, with
+// output's rank. Indices known at import time (or on the host in a staged run) out of
+// range are an error naming the node. Slice follows ONNX's clamping rules (starts/ends clamp to the dim, with
 // [-1, dim-1] for negative steps) and is one strided View per sliced axis.
 #include <limits>
 
@@ -16,12 +17,25 @@ void check_index_dtype(const NodeCtx& c, const Tensor& idx) {
     c.fail("indices must be int32 or int64, got " + idx.describe());
 }
 
+// Indices known at import time, or on the host in a staged run, must lie in [-n, n).
+void check_known_indices(const NodeCtx& c, const SymInt& n) {
+  std::optional<HostTensor> h = n.is_const() ? c.known_in(1) : std::nullopt;
+  if (!h) return;
+  for (int64_t e = 0; e < h->numel(); ++e) {
+    int64_t v = h->get_i64(e);
+    if (v < -n.value() || v >= n.value())
+      c.fail("index " + std::to_string(v) + " (element " + std::to_string(e) + ") is out of range for a dim of " +
+             std::to_string(n.value()));
+  }
+}
+
 void gather_op(NodeCtx& c) {
   c.only_outputs(1);
   Tensor data = c.in(0), idx = c.in(1);
   check_index_dtype(c, idx);
   if (data.rank() == 0) c.fail("data must have rank >= 1");
   int ax = c.axis(c.attr_int("axis", 0), data.rank());
+  check_known_indices(c, data.shape()[ax]);
   bool scalar_index = idx.rank() == 0;
   if (scalar_index) idx = reshape(idx, {1});
   const Shape& ds = data.shape();
@@ -48,6 +62,7 @@ void gather_elements_op(NodeCtx& c) {
   check_index_dtype(c, idx);
   if (idx.rank() != data.rank()) c.fail("indices " + idx.describe() + " must have the rank of data " + data.describe());
   int ax = c.axis(c.attr_int("axis", 0), data.rank());
+  check_known_indices(c, data.shape()[ax]);
   c.set(0, gather(data, ax, idx));
 }
 

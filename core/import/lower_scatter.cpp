@@ -11,9 +11,10 @@
 // models (embedding updates, unpooling), and exact on every backend.
 // ScatterND and GatherND linearize the first k dims of data, so they are the same
 // along-one-axis operations on a [P, R] view (ScatterND) or a Take (GatherND).
-// Constant indices are checked at import time: one out of range is an error naming the
-// node. Indices known only at run time that fall outside the axis match no position (the
-// update is dropped), as an out-of-range Take gives 0.
+// Constant indices are checked at import time, and in a staged run (onnx_staged.h) indices
+// known on the host are checked each run: one out of range is an error naming the node.
+// Indices computed inside a compiled program that fall outside the axis match no position
+// (the update is dropped), as an out-of-range Take gives 0.
 #include <limits>
 
 #include "core/import/onnx_lower.h"
@@ -28,8 +29,8 @@ void check_index_dtype(const NodeCtx& c, const Tensor& idx) {
 
 // Fails when constant indices (input i) leave [-n, n).
 void check_const_indices(const NodeCtx& c, size_t i, int64_t n, const char* what) {
-  std::optional<HostTensor> h;
-  try { h = c.const_in(i); } catch (const OnnxUnsupported&) { return; }
+  std::optional<HostTensor> h = c.known_in(i);
+  if (!h) return;
   for (int64_t k = 0; k < h->numel(); ++k) {
     int64_t v = h->get_i64(k);
     if (v < -n || v >= n)
@@ -138,8 +139,8 @@ Tensor linearize(const NodeCtx& c, const Tensor& idx, const Shape& shape, int fi
 }
 
 void check_nd_indices(const NodeCtx& c, const Shape& shape, int first, int k) {
-  std::optional<HostTensor> h;
-  try { h = c.const_in(1); } catch (const OnnxUnsupported&) { return; }
+  std::optional<HostTensor> h = c.known_in(1);
+  if (!h) return;
   for (int64_t e = 0; e < h->numel(); ++e) {
     int64_t n = shape[first + e % k].value(), v = h->get_i64(e);
     if (v < -n || v >= n)

@@ -86,6 +86,13 @@ std::vector<Tensor> NodeCtx::all_inputs() const {
   return r;
 }
 
+std::optional<HostTensor> NodeCtx::known_in(size_t i) const {
+  if (!has(i)) return std::nullopt;
+  if (auto v = folder_.try_fold(in(i).node())) return v;
+  if (host_lookup_) return host_lookup_(proto_.input(static_cast<int>(i)));
+  return std::nullopt;
+}
+
 HostTensor NodeCtx::const_in(size_t i) const {
   NodeRef n = in(i).node();
   auto v = folder_.try_fold(n);

@@ -88,6 +88,11 @@ class NodeCtx {
   double scalar_in(size_t i) const;               // one-element constant input
   // Any tensor's value when it is computable at import time (no graph input reachable).
   std::optional<HostTensor> fold(const Tensor& t) const { return folder_.try_fold(t.node()); }
+  // Input i's value for a check (indices in range): known at import time, or in a staged
+  // run (onnx_staged.h) on the host for this run. Never to shape the program.
+  std::optional<HostTensor> known_in(size_t i) const;
+  using HostLookup = std::function<std::optional<HostTensor>(const std::string& name)>;
+  void set_host_lookup(HostLookup f) { host_lookup_ = std::move(f); }
 
   // ---- attributes (wrong field types are user errors) ----
   bool has_attr(const std::string& name) const { return find_attr(name) != nullptr; }
@@ -147,6 +152,7 @@ class NodeCtx {
   std::string where_;
   std::vector<NodeRef> outputs_;
   SubgraphFn subgraph_;
+  HostLookup host_lookup_;
   std::vector<const std::vector<NodeRef>*> seq_in_;
   std::vector<std::optional<std::vector<NodeRef>>> seq_out_;
   std::vector<bool> none_out_;

@@ -10,7 +10,8 @@
 #include <sstream>
 #include <unordered_map>
 
-#include "core/import/onnx_lower.h"
+#include "core/import/onnx_lowerer.h"
+#include "core/import/onnx_stage.h"
 #include "core/import/onnx_tensor.h"
 #include "core/import/onnx_weights.h"
 #include "core/ir/loader.h"
@@ -27,17 +28,6 @@ std::string sanitize_symbol(const std::string& s) {
   for (char c : s) r += (std::isalnum(static_cast<unsigned char>(c)) || c == '_') ? c : '_';
   if (r.empty() || std::isdigit(static_cast<unsigned char>(r[0]))) r = "d_" + r;
   return r;
-}
-
-// Whether the constant part of a shape already exceeds the element cap (overflow-safe).
-bool too_large(const Shape& s, int64_t cap) {
-  int64_t n = 1;
-  for (const auto& d : s) {
-    if (!d.is_const() || d.value() <= 0) continue;
-    if (n > cap / d.value()) return true;
-    n *= d.value();
-  }
-  return false;
 }
 
 int model_opset(const onnx::ModelProto& m, const std::string& file) {
@@ -122,197 +112,6 @@ OnnxValueKind value_kind(const onnx::ValueInfoProto& vi) {
   if (vi.type().has_optional_type()) return OnnxValueKind::Optional;
   return OnnxValueKind::Tensor;
 }
-
-// Node indices in an order where every input is defined before use (Kahn's algorithm,
-// preferring the file's order). Undefined inputs and cycles are user errors.
-std::vector<int> schedule_nodes(const onnx::GraphProto& g, const std::set<std::string>& defined,
-                                const std::string& file) {
-  const int n = g.node_size();
-  std::unordered_map<std::string, int> producer;
-  for (int k = 0; k < n; ++k)
-    for (const auto& o : g.node(k).output()) {
-      if (o.empty()) continue;
-      if (defined.count(o) || !producer.emplace(o, k).second)
-        throw UserError(file + ": value '" + o + "' is defined more than once (node " + std::to_string(k) + ")");
-    }
-  std::vector<int> pending(n, 0);
-  std::vector<std::vector<int>> users(n);
-  for (int k = 0; k < n; ++k)
-    for (const auto& in : g.node(k).input()) {
-      if (in.empty() || defined.count(in)) continue;
-      auto it = producer.find(in);
-      if (it == producer.end())
-        throw UserError(file + ": node " + std::to_string(k) + " ('" + g.node(k).name() + "', " + g.node(k).op_type() +
-                        ") uses '" + in + "', which is not a graph input, an initializer or any node's output");
-      ++pending[k];
-      users[it->second].push_back(k);
-    }
-  std::priority_queue<int, std::vector<int>, std::greater<int>> ready;
-  for (int k = 0; k < n; ++k)
-    if (!pending[k]) ready.push(k);
-  std::vector<int> order;
-  while (!ready.empty()) {
-    int k = ready.top();
-    ready.pop();
-    order.push_back(k);
-    for (int u : users[k])
-      if (--pending[u] == 0) ready.push(u);
-  }
-  if (static_cast<int>(order.size()) != n) {
-    for (int k = 0; k < n; ++k)
-      if (pending[k])
-        throw UserError(file + ": the graph has a cycle through node " + std::to_string(k) + " ('" +
-                        g.node(k).name() + "', " + g.node(k).op_type() + ")");
-  }
-  return order;
-}
-
-// Lowers the nodes of a graph (the model's, or a control-flow body with the enclosing
-// scope's values visible) into `values`. Bodies nest at most kMaxDepth deep, and all the
-// bodies of one model lower at most kMaxBodyNodes nodes in all (unrolled loops count each
-// iteration), so a hostile model cannot make the importer run away.
-constexpr int kMaxDepth = 16;
-constexpr int64_t kMaxBodyNodes = 1 << 20;
-
-struct Lowerer {
-  int opset;
-  const OnnxOptions& opt;
-  std::string file;
-  Folder folder;
-  int64_t body_nodes;
-  // sequence values (import-time lists of tensors), by name; names are unique across scopes
-  std::unordered_map<std::string, std::vector<NodeRef>> seqs = {};
-  // optional values that hold nothing (None), by name
-  std::set<std::string> nones = {};
-
-  // prefix: "" for the model's graph; for a body, the enclosing node's where + " > ".
-  void lower_nodes(const onnx::GraphProto& g, std::unordered_map<std::string, NodeRef>& values,
-                   const std::string& prefix, int depth) {
-    std::set<std::string> defined;
-    for (auto& [k, v] : values) defined.insert(k);
-    for (auto& [k, v] : seqs) defined.insert(k);
-    for (auto& k : nones) defined.insert(k);
-    std::vector<int> order = schedule_nodes(g, defined, file);
-    const OpTable& table = op_table();
-    for (int k : order) {
-      const onnx::NodeProto& np = g.node(k);
-      std::string label = np.name().empty() ? np.op_type() + "#" + std::to_string(k) : np.name() + ":" + np.op_type();
-      std::string where = prefix + "node '" + (np.name().empty() ? "#" + std::to_string(k) : np.name()) + "' (" + np.op_type() + ")";
-      auto located = [&](const std::string& m) { return prefix.empty() ? file + ": " + m : m; };
-      if (!np.domain().empty() && np.domain() != "ai.onnx")
-        throw OnnxUnsupported(located("unsupported ONNX op '" + np.domain() + "." + np.op_type() + "' (" + where + ")"));
-      auto fn = table.find(np.op_type());
-      if (fn == table.end())
-        throw OnnxUnsupported(located("unsupported ONNX op '" + np.op_type() + "' (" + where + ")"));
-      if (depth > 0 && ++body_nodes > kMaxBodyNodes)
-        throw UserError(located(where + ": the control-flow bodies would lower more than " +
-                                std::to_string(kMaxBodyNodes) + " nodes"));
-      std::vector<NodeRef> ins;
-      std::vector<const std::vector<NodeRef>*> seq_ins;
-      for (const auto& name : np.input()) {
-        auto sq = name.empty() ? seqs.end() : seqs.find(name);
-        if (sq != seqs.end()) {
-          ins.push_back(nullptr);
-          seq_ins.push_back(&sq->second);
-        } else if (!name.empty() && nones.count(name)) {
-          ins.push_back(nullptr);  // NodeCtx::is_none
-          seq_ins.push_back(nullptr);
-        } else {
-          ins.push_back(name.empty() ? nullptr : values.at(name));
-          seq_ins.push_back(nullptr);
-        }
-      }
-      NodeCtx ctx(np, opset, std::move(ins), folder, where);
-      ctx.set_sequence_inputs(std::move(seq_ins));
-      ctx.set_subgraph_runner([&, where, depth](const onnx::GraphProto& body, const std::vector<BodyValue>& args) {
-        if (depth + 1 > kMaxDepth)
-          throw UserError(where + ": control-flow bodies nest more than " + std::to_string(kMaxDepth) + " deep");
-        return run_body(body, values, args, where + " > ", depth + 1);
-      });
-      try {
-        ProvenanceScope scope(label);
-        fn->second(ctx);
-      } catch (const OnnxUnsupported& e) {
-        throw OnnxUnsupported(located(e.diag().message));
-      } catch (const UserError& e) {
-        std::string msg = e.diag().message;
-        if (msg.rfind(where, 0) != 0 && msg.rfind(prefix.empty() ? where : prefix, 0) != 0) msg = where + ": " + msg;
-        throw UserError(located(msg));
-      }
-      for (int i = 0; i < np.output_size(); ++i) {
-        if (np.output(i).empty()) continue;
-        if (ctx.seq_out(static_cast<size_t>(i))) {
-          seqs[np.output(i)] = *ctx.seq_out(static_cast<size_t>(i));
-          continue;
-        }
-        if (ctx.none_out(static_cast<size_t>(i))) {
-          nones.insert(np.output(i));
-          continue;
-        }
-        if (!ctx.outputs()[i])
-          throw OnnxUnsupported(located(where + ": output " + std::to_string(i) + " is not supported"));
-        if (too_large(ctx.outputs()[i]->shape, opt.max_elements))
-          throw UserError(located(where + ": output '" + np.output(i) + "' would have shape " +
-                                  shape_to_string(ctx.outputs()[i]->shape) + ", more than the limit of " +
-                                  std::to_string(opt.max_elements) + " elements"));
-        values[np.output(i)] = ctx.outputs()[i];
-      }
-    }
-  }
-
-  // One instance of a body: its inputs bound to args, the enclosing scope visible.
-  // Sequence and None arguments bind in seqs / nones (names are unique across scopes).
-  std::vector<BodyValue> run_body(const onnx::GraphProto& body, const std::unordered_map<std::string, NodeRef>& outer,
-                                  const std::vector<BodyValue>& args, const std::string& prefix, int depth) {
-    if (body.input_size() != static_cast<int>(args.size()))
-      throw UserError(prefix + "the body takes " + std::to_string(body.input_size()) + " inputs, given " +
-                      std::to_string(args.size()));
-    std::unordered_map<std::string, NodeRef> values = outer;
-    for (int i = 0; i < body.input_size(); ++i) {
-      const std::string& name = body.input(i).name();
-      const BodyValue& a = args[static_cast<size_t>(i)];
-      values.erase(name);
-      seqs.erase(name);
-      nones.erase(name);
-      if (a.kind == BodyValue::Kind::Tensor) {
-        values[name] = a.tensor->node();
-      } else if (a.kind == BodyValue::Kind::Sequence) {
-        std::vector<NodeRef> ns;
-        for (const Tensor& t : a.seq) ns.push_back(t.node());
-        seqs[name] = std::move(ns);
-      } else {
-        nones.insert(name);
-      }
-    }
-    for (const auto& t : body.initializer())
-      values[t.name()] = prim::constant_tensor(
-          tensor_from_proto(t, opt.max_elements, prefix + "initializer '" + t.name() + "'"));
-    // values produced by an earlier instance of this body must not satisfy this one's nodes
-    for (const auto& n : body.node())
-      for (const auto& o : n.output()) {
-        seqs.erase(o);
-        nones.erase(o);
-      }
-    lower_nodes(body, values, prefix, depth);
-    std::vector<BodyValue> r;
-    for (const auto& vi : body.output()) {
-      auto it = values.find(vi.name());
-      if (auto sq = seqs.find(vi.name()); sq != seqs.end()) {
-        std::vector<Tensor> ts;
-        for (NodeRef n : sq->second) ts.emplace_back(n);
-        r.push_back(BodyValue::of_seq(std::move(ts)));
-        continue;
-      }
-      if (nones.count(vi.name())) {
-        r.push_back(BodyValue::none());
-        continue;
-      }
-      if (it == values.end()) throw UserError(prefix + "body output '" + vi.name() + "' is never produced");
-      r.push_back(BodyValue::of(Tensor(it->second)));
-    }
-    return r;
-  }
-};
 
 // Where the initializers' raw_data lie when the model was read from a mapped file.
 struct MappedWeights {
@@ -465,6 +264,73 @@ Graph import_bytes(const uint8_t* bytes, size_t size, const OnnxOptions& opt, co
 }
 
 }  // namespace
+
+// Whether the constant part of a shape already exceeds the element cap (overflow-safe).
+bool too_large(const Shape& s, int64_t cap) {
+  int64_t n = 1;
+  for (const auto& d : s) {
+    if (!d.is_const() || d.value() <= 0) continue;
+    if (n > cap / d.value()) return true;
+    n *= d.value();
+  }
+  return false;
+}
+
+// Node indices in an order where every input is defined before use (Kahn's algorithm,
+// preferring the file's order). Undefined inputs and cycles are user errors.
+std::vector<int> schedule_nodes(const onnx::GraphProto& g, const std::set<std::string>& defined,
+                                const std::string& file) {
+  const int n = g.node_size();
+  std::unordered_map<std::string, int> producer;
+  for (int k = 0; k < n; ++k)
+    for (const auto& o : g.node(k).output()) {
+      if (o.empty()) continue;
+      if (defined.count(o) || !producer.emplace(o, k).second)
+        throw UserError(file + ": value '" + o + "' is defined more than once (node " + std::to_string(k) + ")");
+    }
+  std::vector<int> pending(n, 0);
+  std::vector<std::vector<int>> users(n);
+  for (int k = 0; k < n; ++k)
+    for (const auto& in : g.node(k).input()) {
+      if (in.empty() || defined.count(in)) continue;
+      auto it = producer.find(in);
+      if (it == producer.end())
+        throw UserError(file + ": node " + std::to_string(k) + " ('" + g.node(k).name() + "', " + g.node(k).op_type() +
+                        ") uses '" + in + "', which is not a graph input, an initializer or any node's output");
+      ++pending[k];
+      users[it->second].push_back(k);
+    }
+  std::priority_queue<int, std::vector<int>, std::greater<int>> ready;
+  for (int k = 0; k < n; ++k)
+    if (!pending[k]) ready.push(k);
+  std::vector<int> order;
+  while (!ready.empty()) {
+    int k = ready.top();
+    ready.pop();
+    order.push_back(k);
+    for (int u : users[k])
+      if (--pending[u] == 0) ready.push(u);
+  }
+  if (static_cast<int>(order.size()) != n) {
+    for (int k = 0; k < n; ++k)
+      if (pending[k])
+        throw UserError(file + ": the graph has a cycle through node " + std::to_string(k) + " ('" +
+                        g.node(k).name() + "', " + g.node(k).op_type() + ")");
+  }
+  return order;
+}
+
+onnx::ModelProto read_model_file(const std::string& path) {
+  auto file = MappedFile::open(path);
+  return parse_model(file->data(), file->size(), path);
+}
+
+onnx::ModelProto read_model_bytes(const void* data, size_t size, const std::string& name) {
+  return parse_model(data, size, name);
+}
+
+int model_opset_of(const onnx::ModelProto& m, const std::string& file) { return model_opset(m, file); }
+
 }  // namespace onnx_import
 
 Graph load_onnx_bytes(const void* data, size_t size, const OnnxOptions& opt, const std::string& name) {

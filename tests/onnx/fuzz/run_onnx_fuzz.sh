@@ -63,7 +63,10 @@ if [ -d "$data" ]; then
            "$data"/node/test_if "$data"/simple/test_sequence_model3 \
            "$data"/node/test_bitshift_right_uint64 "$data"/node/test_max_uint32 \
            "$data"/node/test_sequence_map_add_1_sequence_1_tensor "$data"/node/test_loop16_seq_none \
-           "$data"/node/test_if_opt; do
+           "$data"/node/test_if_opt "$data"/node/test_nonzero_example "$data"/node/test_compress_0 \
+           "$data"/node/test_unique_sorted_with_axis "$data"/node/test_nonmaxsuppression_two_batches \
+           "$data"/node/test_top_k "$data"/node/test_range_float_type_positive_delta_expanded \
+           "$data"/node/test_expand_dim_changed; do
     [ -f "$m/model.onnx" ] && cp "$m/model.onnx" "$out/seeds/$(basename "$m").onnx"
   done
   seeds="$out/seeds"
