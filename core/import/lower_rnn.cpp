@@ -179,6 +179,15 @@ void recurrent_op(NodeCtx& c, Kind kind) {
   }
   xp = reshape(xp, {SymInt(T), B, SymInt(D * G * H)});
 
+  // The step numbers as a tensor in memory, for the sequence_lens masks: a step reads its
+  // number from there rather than as a constant in its code, so every step is the same
+  // kernel at another launch offset (core/loop/base_offsets.h) and is compiled once.
+  Tensor step_no;
+  if (seq) {
+    HostTensor steps(seq->dtype(), {T});
+    for (int64_t s = 0; s < T; ++s) steps.set_i64(s, s);
+    step_no = from_host(steps);
+  }
   std::vector<std::vector<Tensor>> ys(static_cast<size_t>(D), std::vector<Tensor>(static_cast<size_t>(T)));
   std::vector<Tensor> hs, cs;
   for (int d = 0; d < D; ++d) {
@@ -242,7 +251,7 @@ void recurrent_op(NodeCtx& c, Kind kind) {
       hn = Tensor(prim::copy(to(hn, x.dtype()).node()));
       if (cn.defined()) cn = Tensor(prim::copy(to(cn, x.dtype()).node()));
       if (seq) {
-        Tensor m = unsqueeze(lt(scalar(Scalar(step), seq->dtype()), *seq), 1);  // [B, 1]
+        Tensor m = unsqueeze(lt(select(step_no, 0, step), *seq), 1);  // [B, 1]
         ys[d][static_cast<size_t>(step)] = where(m, hn, zeros({}, x.dtype()));
         h = where(m, hn, h);
         if (cn.defined()) cell = where(m, to(cn, x.dtype()), cell);

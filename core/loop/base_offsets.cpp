@@ -1,0 +1,76 @@
+// base_offsets.cpp — see base_offsets.h.
+#include "core/loop/base_offsets.h"
+
+#include <limits>
+#include <vector>
+
+namespace lathe::loop {
+
+namespace {
+
+// The constant term of a flat index: the builders keep constants outermost, x + c.
+int64_t const_term(const ExprRef& idx) {
+  if (!idx || idx->lanes != 1 || idx->dtype != DType::I64) return 0;
+  if (idx->kind == ExprKind::Const) return idx->i;
+  if (idx->kind == ExprKind::Binary && idx->op == Op::Add && idx->args[1]->kind == ExprKind::Const &&
+      idx->args[1]->dtype == DType::I64)
+    return idx->args[1]->i;
+  return 0;
+}
+
+void visit_loads(const ExprRef& e, const std::function<void(const ExprRef&)>& fn) {
+  if (!e) return;
+  if (e->kind == ExprKind::Load) fn(e);
+  for (auto& a : e->args) visit_loads(a, fn);
+}
+
+// e with every load of a buffer in `shift` reading shift[buffer] elements lower.
+ExprRef rewrite(const ExprRef& e, const std::vector<int64_t>& shift) {
+  if (!e || e->args.empty()) return e;
+  std::vector<ExprRef> args;
+  bool changed = false;
+  for (auto& a : e->args) {
+    args.push_back(rewrite(a, shift));
+    changed |= args.back() != a;
+  }
+  if (e->kind == ExprKind::Load && shift[e->buffer] != 0) {
+    args[0] = add(args[0], const_int(-shift[e->buffer]));
+    changed = true;
+  }
+  return changed ? with_args(e, std::move(args)) : e;
+}
+
+}  // namespace
+
+int hoist_base_offsets(LoopFunc& f) {
+  if (f.kind == "extern" || f.body.empty()) return 0;
+  const size_t n = f.buffers.size();
+  std::vector<int64_t> lo(n, std::numeric_limits<int64_t>::max());
+  std::vector<bool> stored(n, false);
+  walk(f.body, [&](const Stmt& s) {
+    if (s.kind == StmtKind::Store && s.buffer >= 0 && static_cast<size_t>(s.buffer) < n) stored[s.buffer] = true;
+    return true;
+  });
+  walk_exprs(f.body, [&](const ExprRef& e) {
+    visit_loads(e, [&](const ExprRef& ld) {
+      if (ld->buffer >= 0 && static_cast<size_t>(ld->buffer) < n) lo[ld->buffer] = std::min(lo[ld->buffer], const_term(ld->args[0]));
+    });
+  });
+  std::vector<int64_t> shift(n, 0);
+  int moved = 0;
+  for (size_t b = 0; b < n; ++b) {
+    if (f.buffers[b].written || stored[b] || lo[b] == std::numeric_limits<int64_t>::max() || lo[b] <= 0) continue;
+    shift[b] = lo[b];
+    ++moved;
+  }
+  if (!moved) return 0;
+  walk(f.body, [&](Stmt& s) {
+    for (auto* e : {&s.extent, &s.cond, &s.index, &s.value})
+      if (*e) *e = rewrite(*e, shift);
+    return true;
+  });
+  for (size_t b = 0; b < n; ++b) f.buffers[b].offset += shift[b];
+  return moved;
+}
+
+}  // namespace lathe::loop
