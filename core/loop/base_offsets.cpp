@@ -8,15 +8,24 @@ namespace lathe::loop {
 
 namespace {
 
-// The constant term of a flat index: the builders keep constants outermost, x + c.
-int64_t const_term(const ExprRef& idx) {
-  if (!idx || idx->lanes != 1 || idx->dtype != DType::I64) return 0;
-  if (idx->kind == ExprKind::Const) return idx->i;
-  if (idx->kind == ExprKind::Binary && idx->op == Op::Add && idx->args[1]->kind == ExprKind::Const &&
-      idx->args[1]->dtype == DType::I64)
-    return idx->args[1]->i;
-  return 0;
+bool is_index(const ExprRef& e) { return e && e->lanes == 1 && e->dtype == DType::I64; }
+
+// A flat index as (its terms but the constants, the sum of the constant terms of its tree of
+// additions): ((i0*21 + 70) + i1) -> ((i0*21) + i1, 70). Constants under a product or a
+// division stay where they are. `rest` is null when the index is a constant.
+struct Split {
+  ExprRef rest;
+  int64_t c = 0;
+};
+Split split_index(const ExprRef& e) {
+  if (!is_index(e)) return {e, 0};
+  if (e->kind == ExprKind::Const) return {nullptr, e->i};
+  if (e->kind != ExprKind::Binary || e->op != Op::Add || !is_index(e->args[0]) || !is_index(e->args[1])) return {e, 0};
+  Split a = split_index(e->args[0]), b = split_index(e->args[1]);
+  ExprRef rest = !a.rest ? b.rest : !b.rest ? a.rest : add(a.rest, b.rest);
+  return {rest, a.c + b.c};
 }
+int64_t const_term(const ExprRef& idx) { return split_index(idx).c; }
 
 void visit_loads(const ExprRef& e, const std::function<void(const ExprRef&)>& fn) {
   if (!e) return;
@@ -34,7 +43,10 @@ ExprRef rewrite(const ExprRef& e, const std::vector<int64_t>& shift) {
     changed |= args.back() != a;
   }
   if (e->kind == ExprKind::Load && shift[e->buffer] != 0) {
-    args[0] = add(args[0], const_int(-shift[e->buffer]));
+    // the constants gathered at the end, so that equal code at other offsets prints equal
+    Split s = split_index(args[0]);
+    int64_t c = s.c - shift[e->buffer];
+    args[0] = s.rest ? add(s.rest, const_int(c)) : const_int(c);
     changed = true;
   }
   return changed ? with_args(e, std::move(args)) : e;
