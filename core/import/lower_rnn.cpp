@@ -8,6 +8,12 @@
 // linear_before_reset: two, the candidate gate's after the reset gate) and the fused
 // gate arithmetic. Y is stacked along T with a balanced tree of two-part concatenations
 // (log₂ T levels rather than one T-way sum of padded pieces).
+// Constant weights are stored transposed when imported (W as [I, D·G·H], R as [H, G·H] per
+// direction), so both products read their B operand along contiguous rows; at batch 1 the
+// step's product is a row reduction split across the cores, each core keeping its half of
+// R in its own cache from step to step. A step reads its row of the projections (and, with
+// sequence_lens, its step number) at an offset the launch supplies (core/loop/base_offsets.h),
+// so all steps after the first are the same kernels and compile once.
 //
 // Attributes: direction (forward / reverse / bidirectional), activations with
 // activation_alpha / activation_beta (consumed in order by the activations that take
