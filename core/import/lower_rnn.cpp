@@ -10,8 +10,8 @@
 // (log₂ T levels rather than one T-way sum of padded pieces).
 // Constant weights are stored transposed when imported (W as [I, D·G·H], R as [H, G·H] per
 // direction), so both products read their B operand along contiguous rows; at batch 1 the
-// step's product is a row reduction split across the cores, each core keeping its half of
-// R in its own cache from step to step. A step reads its row of the projections (and, with
+// step's product is a row reduction (a vector of G·H accumulators gains h[k] times one
+// contiguous row of Rᵀ per k) rather than G·H dot products over strided rows. A step reads its row of the projections (and, with
 // sequence_lens, its step number) at an offset the launch supplies (core/loop/base_offsets.h),
 // so all steps after the first are the same kernels and compile once.
 //

@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <map>
 #include <set>
-#include <thread>
 
 #include "core/ir/diag.h"
 #include "core/loop/transform_detail.h"
@@ -567,12 +566,6 @@ int apply_row_reductions(LoopFunc& f) {
       int64_t e = std::max<int64_t>(L->extent->i, 1), nb = (e + cap - 1) / cap;
       block = std::min<int64_t>(cap, ((e + nb - 1) / nb + 7) / 8 * 8);
       if (e <= cap) block = e;
-      // a long reduction whose whole row is one block (x·W with W [256, 1024], an RNN
-      // step's h·Rᵀ) would leave every core but one idle: one block per thread instead,
-      // each still a contiguous run of >= 256 outputs per reduction step
-      const int64_t threads = std::max(1u, std::thread::hardware_concurrency());
-      if (nb == 1 && threads > 1 && e >= 256 * threads && long_reduction(*L))
-        block = ((e + threads - 1) / threads + 7) / 8 * 8;
     }
     try {
       reduce_rows(f, c, block);
