@@ -8,6 +8,14 @@
 namespace lathe {
 
 std::string code_key(const loop::LoopFunc& f) {
+  // launch offsets (base_offsets.h) are arguments, not code
+  bool offsets = false;
+  for (auto& b : f.buffers) offsets |= b.offset != 0;
+  if (offsets) {
+    loop::LoopFunc g = f;
+    for (auto& b : g.buffers) b.offset = 0;
+    return code_key(g);
+  }
   std::string text = loop::print_loop(f);
   // print_loop starts with "kernel NAME(": drop the name
   std::string head = "kernel " + f.name + "(";

@@ -13,7 +13,8 @@
 
 namespace lathe {
 
-// The loop IR text with the function's name left out: equal exactly when the code is.
+// The loop IR text with the function's name and its buffers' launch offsets left out:
+// equal exactly when the code is.
 std::string code_key(const loop::LoopFunc& f);
 
 // Per function: its code key, and the index of the first function with the same key

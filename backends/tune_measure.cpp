@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstddef>
 #include <cstring>
 
 #include "core/ir/diag.h"
@@ -34,7 +35,8 @@ class TimingLauncher : public KernelLauncher {
       for (auto& p : cands_[c]->buffers) {
         void* ptr = nullptr;
         for (size_t j = 0; j < base_f_.buffers.size(); ++j)
-          if (base_f_.buffers[j].buffer == p.buffer) ptr = bufs[j];
+          if (base_f_.buffers[j].buffer == p.buffer)  // the executor applied the base kernel's offset
+            ptr = static_cast<std::byte*>(bufs[j]) + (p.offset - base_f_.buffers[j].offset) * static_cast<int64_t>(dtype_size(p.dtype));
         LATHE_CHECK(ptr, "tune: candidate reads a buffer the kernel does not");
         args[c].push_back(ptr);
       }

@@ -319,7 +319,8 @@ lathe_status lathe_program_run(lathe_program p, const lathe_arg* inputs, size_t 
     h.compiled->begin_run(true);
     for (int k = 0; k < pr.num_kernels(); ++k) {
       B.args.clear();
-      for (auto& prm : pr.funcs[k].buffers) B.args.push_back(B.ptrs[prm.buffer]);
+      for (auto& prm : pr.funcs[k].buffers)  // plus the launch offset (core/loop/base_offsets.h)
+        B.args.push_back(static_cast<std::byte*>(B.ptrs[prm.buffer]) + prm.offset * static_cast<int64_t>(dtype_size(prm.dtype)));
       h.compiled->launch(k, B.args.data(), dv);
     }
     h.compiled->end_run(true);

@@ -148,14 +148,18 @@ class CudaProgram : public CompiledProgram {
     }
     for (int k = 0; k < p.num_kernels(); ++k) {  // executor order -> rendered parameter order
       std::vector<int> perm;
+      std::vector<int64_t> off;
       for (auto& bp : unit_.funcs[k].buffers) {
         int at = -1;
         for (size_t i = 0; i < p.funcs[k].buffers.size(); ++i)
           if (p.funcs[k].buffers[i].buffer == bp.buffer) at = static_cast<int>(i);
         LATHE_CHECK(at >= 0, "cuda: kernel " + bp.name + " parameter has no executor buffer");
         perm.push_back(at);
+        // the executor hands the address plus the program's launch offset (base_offsets.h)
+        off.push_back(p.funcs[k].buffers[at].offset * static_cast<int64_t>(dtype_size(p.funcs[k].buffers[at].dtype)));
       }
       perm_.push_back(perm);
+      exec_offset_.push_back(off);
     }
     symbols_ = p.kg.symbols;
     kernel_ms_.assign(p.num_kernels(), 0);
@@ -259,13 +263,14 @@ class CudaProgram : public CompiledProgram {
     std::vector<CUdeviceptr> args(f.buffers.size());
     for (size_t i = 0; i < f.buffers.size(); ++i) {
       const auto& bp = f.buffers[i];
-      const std::byte* host = static_cast<const std::byte*>(bufs[perm_[k][i]]);
+      const std::byte* host = static_cast<const std::byte*>(bufs[perm_[k][i]]) - exec_offset_[k][i];
+      const CUdeviceptr at = static_cast<CUdeviceptr>(bp.offset * static_cast<int64_t>(dtype_size(bp.dtype)));
       size_t bytes = dtype_size(bp.dtype);
       for (int64_t n : shape_eval(shapes_[bp.buffer], env)) bytes *= static_cast<size_t>(n);
       BufferKind kind = kinds_[bp.buffer];
       if (kind == BufferKind::Intermediate && arena_ && host >= host_arena_ &&
           host + bytes <= host_arena_ + arena_bytes_) {
-        args[i] = arena_ + static_cast<CUdeviceptr>(host - host_arena_);
+        args[i] = arena_ + static_cast<CUdeviceptr>(host - host_arena_) + at;
         continue;
       }
       Mirror& m = mirrors_[host];
@@ -295,7 +300,7 @@ class CudaProgram : public CompiledProgram {
         m.uploaded = m.written = true;
       }
       if (bp.written) m.written = m.dirty = true;
-      args[i] = m.ptr;
+      args[i] = m.ptr + at;
     }
     std::vector<long long> dimv;  // the kernel's dims, in its parameter order
     for (auto& name : f.dims) {
@@ -361,6 +366,7 @@ class CudaProgram : public CompiledProgram {
   std::vector<BufferKind> kinds_;
   std::vector<Shape> shapes_;
   std::vector<std::vector<int>> perm_;
+  std::vector<std::vector<int64_t>> exec_offset_;  // per kernel, per parameter: bytes the executor added
   std::vector<std::string> symbols_;
   std::vector<double> kernel_ms_;
   std::vector<std::pair<CUevent, CUevent>> events_;  // per kernel, reused across runs

@@ -1,12 +1,15 @@
 // parallel.h — the thread pool behind parallel loops in JIT-compiled kernels.
 //
 // A parallel loop is outlined into a "chunk function" that runs iterations [begin, end);
-// the kernel calls lathe_llvm_parallel_for, which hands out [0, n) in contiguous chunks
-// (about 8 per thread; one iteration each when n is small, as for a matmul's few jobs)
-// that the threads claim as they come free, and waits for all of them. Kernels are
-// regular, but the machine may be shared: a thread that is descheduled or starts late
-// does not hold the others back. The pool is created on first use with one thread per
-// hardware thread (the caller is one of them).
+// the kernel calls lathe_llvm_parallel_for, which cuts [0, n) into one contiguous share per
+// thread and each share into chunks (about 8 per thread; one iteration each when n is
+// small, as for a matmul's few jobs). A thread claims the chunks of its own share first —
+// the same iterations on every call, so a kernel launched many times over one weight (an
+// RNN's steps) finds its part in that core's cache — then those left in the others', and
+// the call returns when every iteration is done. Kernels are regular, but the machine may
+// be shared: a thread that is descheduled or starts late does not hold the others back,
+// and one that has not woken by then finds nothing to claim. The pool is created on first
+// use with one thread per hardware thread (the caller is one of them).
 #pragma once
 #include <cstdint>
 

@@ -8,6 +8,12 @@
 // linear_before_reset: two, the candidate gate's after the reset gate) and the fused
 // gate arithmetic. Y is stacked along T with a balanced tree of two-part concatenations
 // (log₂ T levels rather than one T-way sum of padded pieces).
+// Constant weights are stored transposed when imported (W as [I, D·G·H], R as [H, G·H] per
+// direction), so both products read their B operand along contiguous rows; at batch 1 the
+// step's product is a row reduction (a vector of G·H accumulators gains h[k] times one
+// contiguous row of Rᵀ per k) rather than G·H dot products over strided rows. A step reads its row of the projections (and, with
+// sequence_lens, its step number) at an offset the launch supplies (core/loop/base_offsets.h),
+// so all steps after the first are the same kernels and compile once.
 //
 // Attributes: direction (forward / reverse / bidirectional), activations with
 // activation_alpha / activation_beta (consumed in order by the activations that take
@@ -16,6 +22,7 @@
 // entry's length keep its state and output zeros; the reverse direction therefore starts
 // at that entry's last step), initial_h, initial_c, peepholes P. All outputs.
 #include <cmath>
+#include <cstring>
 
 #include "core/frontend/nn.h"
 #include "core/import/onnx_lower.h"
@@ -72,6 +79,39 @@ Act make_act(const std::string& raw) {
   else if (n == "HardSigmoid") { r.alpha = 0.2; r.beta = 0.5; }
   else if (n == "ScaledTanh" || n == "Affine") { r.alpha = 1.0; r.beta = 1.0; }
   return r;
+}
+
+// Rows [lo, hi) of R[d] ([G·H, H]) transposed to a contiguous [H, hi - lo]: the step's product
+// h × Rᵀ then reads the weight row by row along its output (the row-reduction lowering:
+// a vector of outputs accumulates h[k] × one contiguous row per k) instead of one dot product
+// per output over a strided row. A constant R is transposed here, once; any other R by a
+// copy kernel that runs once per run, before the steps.
+// src [D, N, K] (a weight as ONNX stores it) -> [K, (d1 - d0)·(hi - lo)]: rows [lo, hi) of
+// src[d0], then of src[d0 + 1], …, each transposed into columns.
+HostTensor transposed_rows(const HostTensor& src, int64_t d0, int64_t d1, int64_t lo, int64_t hi) {
+  const int64_t N = src.shape()[1], K = src.shape()[2], n = hi - lo, cols = (d1 - d0) * n;
+  const size_t es = dtype_size(src.dtype());
+  HostTensor out(src.dtype(), {K, cols});
+  const std::byte* s = static_cast<const std::byte*>(src.data());
+  std::byte* o = static_cast<std::byte*>(out.data());
+  for (int64_t d = d0; d < d1; ++d)
+    for (int64_t j = 0; j < n; ++j)
+      for (int64_t k = 0; k < K; ++k)
+        std::memcpy(o + (k * cols + (d - d0) * n + j) * es, s + ((d * N + lo + j) * K + k) * es, es);
+  return out;
+}
+
+std::optional<HostTensor> constant_input(const NodeCtx& c, size_t i) {
+  try {
+    return c.const_in(i);
+  } catch (const OnnxUnsupported&) {
+    return std::nullopt;
+  }
+}
+
+Tensor recurrent_weight(const std::optional<HostTensor>& rc, const Tensor& r, int d, int64_t lo, int64_t hi) {
+  if (!rc) return Tensor(prim::copy(t(slice(select(r, 0, d), 0, lo, hi)).node()));
+  return from_host(transposed_rows(*rc, d, d + 1, lo, hi));
 }
 
 // A balanced tree of two-part concatenations of unsqueezed pieces along `axis`.
@@ -164,7 +204,10 @@ void recurrent_op(NodeCtx& c, Kind kind) {
   auto clipped = [&](const Tensor& t) { return has_clip ? clamp(t, Scalar(-clip), Scalar(clip)) : t; };
   // All input projections at once: [T·B, I] × [I, D·G·H] (+ the input biases, and the
   // recurrent ones too except GRU's candidate gate under linear_before_reset).
-  Tensor xp = matmul(reshape(x, {SymInt(T) * B, I}), t(reshape(w, {SymInt(D * G * H), I})));
+  // (a constant W is stored transposed, [I, D·G·H], so the GEMM reads B along its rows)
+  std::optional<HostTensor> w_const = constant_input(c, 1);
+  Tensor wt = w_const ? from_host(transposed_rows(*w_const, 0, D, 0, G * H)) : t(reshape(w, {SymInt(D * G * H), I}));
+  Tensor xp = matmul(reshape(x, {SymInt(T) * B, I}), wt);
   Tensor rb_h;  // GRU candidate recurrent bias [D, H] when it cannot be folded
   if (bias) {
     Tensor wb = slice(*bias, 1, 0, G * H), rb = slice(*bias, 1, G * H, 2 * G * H);
@@ -179,17 +222,27 @@ void recurrent_op(NodeCtx& c, Kind kind) {
   }
   xp = reshape(xp, {SymInt(T), B, SymInt(D * G * H)});
 
+  // The step numbers as a tensor in memory, for the sequence_lens masks: a step reads its
+  // number from there rather than as a constant in its code, so every step is the same
+  // kernel at another launch offset (core/loop/base_offsets.h) and is compiled once.
+  Tensor step_no;
+  if (seq) {
+    HostTensor steps(seq->dtype(), {T});
+    for (int64_t s = 0; s < T; ++s) steps.set_i64(s, s);
+    step_no = from_host(steps);
+  }
+  std::optional<HostTensor> r_const = constant_input(c, 2);
   std::vector<std::vector<Tensor>> ys(static_cast<size_t>(D), std::vector<Tensor>(static_cast<size_t>(T)));
   std::vector<Tensor> hs, cs;
   for (int d = 0; d < D; ++d) {
     bool rev = dir == "reverse" || d == 1;
     const Act* act = &acts[static_cast<size_t>(d) * per];
-    Tensor rt = t(select(r, 0, d));  // [H, G·H]
-    Tensor rt_zr, rt_h;
+    Tensor rt, rt_zr, rt_h;  // [H, G·H], contiguous
     if (kind == Kind::Gru && !lbr) {
-      Tensor rd = select(r, 0, d);
-      rt_zr = t(slice(rd, 0, 0, 2 * H));
-      rt_h = t(slice(rd, 0, 2 * H, 3 * H));
+      rt_zr = recurrent_weight(r_const, r, d, 0, 2 * H);
+      rt_h = recurrent_weight(r_const, r, d, 2 * H, 3 * H);
+    } else {
+      rt = recurrent_weight(r_const, r, d, 0, G * H);
     }
     Tensor h = h0 ? select(*h0, 0, d) : zeros({B, SymInt(H)}, x.dtype());
     Tensor cell = c0 ? select(*c0, 0, d) : zeros({B, SymInt(H)}, x.dtype());
@@ -242,7 +295,7 @@ void recurrent_op(NodeCtx& c, Kind kind) {
       hn = Tensor(prim::copy(to(hn, x.dtype()).node()));
       if (cn.defined()) cn = Tensor(prim::copy(to(cn, x.dtype()).node()));
       if (seq) {
-        Tensor m = unsqueeze(lt(scalar(Scalar(step), seq->dtype()), *seq), 1);  // [B, 1]
+        Tensor m = unsqueeze(lt(select(step_no, 0, step), *seq), 1);  // [B, 1]
         ys[d][static_cast<size_t>(step)] = where(m, hn, zeros({}, x.dtype()));
         h = where(m, hn, h);
         if (cn.defined()) cell = where(m, to(cn, x.dtype()), cell);

@@ -143,6 +143,8 @@ struct BufferParam {
   std::string name;       // "in0", "out", "x" … (a C identifier)
   DType dtype = DType::F32;
   bool written = false;
+  int64_t offset = 0;     // elements past the buffer's start that the kernel is handed
+                          // (constant base offsets moved out of its code: base_offsets.h)
 };
 
 struct LoopFunc {

@@ -141,7 +141,8 @@ std::string print_loop(const LoopFunc& f) {
   std::ostringstream o;
   o << "kernel " << f.name << "(";
   for (size_t i = 0; i < f.buffers.size(); ++i)
-    o << (i ? ", " : "") << f.buffers[i].name << ": " << dtype_name(f.buffers[i].dtype) << (f.buffers[i].written ? " [w]" : " [r]");
+    o << (i ? ", " : "") << f.buffers[i].name << ": " << dtype_name(f.buffers[i].dtype) << (f.buffers[i].written ? " [w]" : " [r]")
+      << (f.buffers[i].offset ? " @+" + std::to_string(f.buffers[i].offset) : "");
   o << ")";
   if (!f.dims.empty()) {
     o << "  dims(";

@@ -120,7 +120,8 @@ void Executable::launch_all(std::vector<double>* kernel_ms, std::vector<TraceEve
   for (int k = 0; k < program_.num_kernels(); ++k) {
     const loop::LoopFunc& f = program_.funcs[k];
     args.clear();
-    for (auto& p : f.buffers) args.push_back(bound_.ptrs[p.buffer]);
+    for (auto& p : f.buffers)
+      args.push_back(static_cast<std::byte*>(bound_.ptrs[p.buffer]) + p.offset * static_cast<int64_t>(dtype_size(p.dtype)));
     auto t0 = Clock::now();
     launcher_->launch(k, args.data(), dims);
     if (kernel_ms) {

@@ -8,6 +8,7 @@
 #include "core/ir/diag.h"
 #include "core/ir/graph.h"
 #include "core/ir/verify.h"
+#include "core/loop/base_offsets.h"
 #include "core/loop/lower.h"
 #include "core/loop/prepack.h"
 #include "core/runtime/host_tensor.h"
@@ -100,6 +101,14 @@ Program build_program(const Graph& given, const BuildOptions& opts) {
     StageTimer t(p, opts, "default-schedule");
     for (auto& f : p.funcs) loop::apply_default_schedule(f, opts.schedule);
     t.done("parallel outer loops, vectorized inner loops");
+  }
+  {
+    // constant slice positions become launch offsets, so kernels equal up to them are
+    // compiled once (an unrolled recurrence's steps)
+    StageTimer t(p, opts, "base-offsets");
+    int moved = 0;
+    for (auto& f : p.funcs) moved += loop::hoist_base_offsets(f);
+    t.done(std::to_string(moved) + " buffer offset" + (moved == 1 ? "" : "s") + " moved to the launch");
   }
   return p;
 }

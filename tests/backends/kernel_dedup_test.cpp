@@ -7,6 +7,7 @@
 
 #include "backends/backend.h"
 #include "backends/kernel_dedup.h"
+#include "core/loop/base_offsets.h"
 #include "core/frontend/nn.h"
 #include "core/frontend/tensor.h"
 #include "core/interp/interp.h"
@@ -141,6 +142,56 @@ TEST(KernelDedup, SlicesOfAValueAreNotSharing) {
   for (size_t i = 0; i + 1 < states.size(); ++i) EXPECT_TRUE(p.kg.materialized(states[i])) << i;
   TensorMap in = random_inputs(g, 2);
   EXPECT_EQ(test::compare_outputs(compile_graph(g, test::test_backend()).run(in), interpret(g, in)), "");
+}
+
+TEST(KernelDedup, RowsAtOtherOffsetsShareCode) {
+  // a recurrence over the rows of a materialized tensor (an RNN's input projections): each
+  // step's kernel reads its row at another constant offset. The offset moves from the code
+  // to the launch (core/loop/base_offsets.h), so the steps are one kernel compiled once.
+  for (int64_t t : {3, 9, 17}) {
+    int64_t d = 13;
+    Tensor a = input("a", {SymInt(t), SymInt(d)}), b = input("b", {SymInt(d)});
+    Tensor z = Tensor(prim::copy((a * b).node()));
+    Tensor s = tanh(select(z, 0, 0));
+    std::vector<std::pair<std::string, NodeRef>> outs;
+    for (int64_t i = 1; i < t; ++i) {
+      s = Tensor(prim::copy((s * 0.5 + tanh(select(z, 0, i))).node()));
+      outs.push_back({"y" + std::to_string(i), s.node()});
+    }
+    Graph g = Graph::from_outputs(outs);
+    Program p = build_program(g);
+    std::vector<const loop::LoopFunc*> fs;
+    int64_t moved = 0;
+    for (auto& f : p.funcs) {
+      fs.push_back(&f);
+      for (auto& bp : f.buffers) moved += bp.offset != 0;
+    }
+    EXPECT_GE(moved, t - 2) << test::loop_ir_of(p);
+    EXPECT_LE(same_code(fs).distinct(), 4u) << "T=" << t << "\n" << test::loop_ir_of(p);
+    TensorMap in = random_inputs(g, 5);
+    EXPECT_EQ(test::compare_outputs(compile_graph(g, test::test_backend()).run(in), interpret(g, in)), "") << "T=" << t;
+  }
+}
+
+TEST(KernelDedup, OffsetsStayOutOfDivisions) {
+  // in0[(i + 160) / 4] cannot become in0'[i / 4 + ...]: only outermost constants move, and
+  // only when every load of the buffer has one
+  loop::LoopFunc f;
+  f.name = "k";
+  f.kind = "elementwise";
+  f.buffers = {{0, "out", DType::F32, true}, {1, "in0", DType::F32, false}, {2, "in1", DType::F32, false}};
+  auto i = loop::var("i");
+  auto v = loop::binary(Op::Add, loop::load(1, DType::F32, loop::add(i, loop::const_int(40))),
+                        loop::load(2, DType::F32, loop::binary(Op::IDiv, loop::add(i, loop::const_int(160)), loop::const_int(4))));
+  v = loop::binary(Op::Add, v, loop::load(1, DType::F32, loop::add(i, loop::const_int(41))));
+  f.body.push_back(loop::make_for("i", loop::const_int(8), {loop::make_store(0, i, v)}));
+  EXPECT_EQ(loop::hoist_base_offsets(f), 1);
+  EXPECT_EQ(f.buffers[1].offset, 40);
+  EXPECT_EQ(f.buffers[2].offset, 0);
+  std::string text = loop::print_loop(f);
+  EXPECT_NE(text.find("in0[i]"), std::string::npos) << text;
+  EXPECT_NE(text.find("in0[(i + 1)]"), std::string::npos) << text;
+  EXPECT_NE(text.find("in0: f32 [r] @+40"), std::string::npos) << text;
 }
 
 }  // namespace
