@@ -54,6 +54,34 @@ for _, batch in ipairs({1, 64}) do
   check("weight-int4 blocks of 8 B=" .. batch, g8, {mode = "weight-int4", block = 8}, 0.2, 0.985, batch, 40)
 end
 
+-- weight-int4 packed two a byte (the gemv_q4 kernel): K = 96 (3 blocks of 32, an odd
+-- multiple of the block), K = 160 (5 blocks), prime output widths, batch 1 and 3; every
+-- contraction runs the packed kernel, on each backend equal to the interpreter
+for _, batch in ipairs({1, 3}) do
+  local x = lathe.input("x", {batch, 96})
+  local z = lathe.input("z", {batch, 160})
+  local a = x:linear(lathe.randn({97, 96}, 21)) * 0.1                  -- [N, K] weight, N = 97 (prime)
+  local b = x:tanh():matmul(lathe.randn({96, 61}, 22)) * 0.1           -- [K, N] weight (ONNX MatMul layout)
+  local c = z:linear(lathe.randn({31, 160}, 23))                       -- K = 160: 5 blocks
+  local g = lathe.graph{ a = a, b = b, c = c }
+  local q, info = lathe.quantize(g, {mode = "weight-int4", block = 32})
+  assert(info.quantized == 3, "packed: quantized " .. info.quantized)
+  for _, n in ipairs(info.notes) do assert(n:find("packed two a byte"), "packed B=" .. batch .. ": " .. n) end
+  for _, e in ipairs(lathe.quantization_error(g, q, 6)) do
+    assert(e.rel_max > 0 and e.rel_max < 0.2 and e.cosine > 0.985,
+           string.format("packed B=%d %s: max|d|/max|ref| %.4g, cosine %.6f", batch, e.output, e.rel_max, e.cosine))
+  end
+  local ins = {x = lathe.randn({batch, 96}, 8), z = lathe.randn({batch, 160}, 9)}
+  local ref = lathe.run(q, ins)
+  for _, bk in ipairs(backends) do
+    local got = lathe.run(q, ins, {backend = bk})
+    for o, v in pairs(ref) do
+      local ok, why = lathe.allclose(got[o], v, 1e-5, 1e-5)
+      assert(ok, "packed B=" .. batch .. " on " .. bk .. ": output " .. o .. ": " .. tostring(why))
+    end
+  end
+end
+
 -- a symbolic batch dim: activation rows are still quantized at run time (not left float)
 do
   local x = lathe.input("x", {"B", 3, 37})
