@@ -2,15 +2,17 @@
 // with W [N, K] packed two 4-bit values a byte in q4_0-style blocks, dequantized in the
 // kernel (unpack the nibbles, subtract 8, multiply by the block's scale, FMA with x).
 //
-// The AVX2 path (blocks that are a multiple of 32 weights, on a CPU with AVX2 + FMA) reads
-// 16 bytes at a time: the low nibbles are weights j..j+15 of the half-block, the high ones
-// j+B/2..j+B/2+15; each group of 8 is widened to i32, converted to f32 and FMA'd with x
-// into a per-block sum that is scaled once. The rows of W are split between threads (the
-// product is memory-bound: one thread does not saturate the memory bus); for each row all
+// The AVX2 path (blocks that are a multiple of 16 weights, on a CPU with AVX2 + FMA) widens
+// 8 bytes at a time to i32 lanes: their low nibbles are weights j..j+7 of the block, the
+// high ones j+B/2..j+B/2+7; each group is converted to f32 and FMA'd with x into a
+// per-block sum that is scaled once. The rows of W are split between threads (the
+// product is memory-bound: one thread does not saturate the memory bus) in chunks claimed
+// as the threads come free; for each row all
 // M rows of X are done while the row is in L1. Other blocks run the scalar loop.
 #include <immintrin.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <thread>
 #include <vector>
@@ -51,19 +53,12 @@ __attribute__((target("avx2,fma"))) inline float hsum(__m256 v) {
   return _mm_cvtss_f32(s);
 }
 
-// 16 signed bytes -> two groups of 8 floats
-__attribute__((target("avx2,fma"))) inline void widen(__m128i q, __m256& lo, __m256& hi) {
-  lo = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q));
-  hi = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_unpackhi_epi64(q, q)));
-}
-
 __attribute__((target("avx2,fma"))) void rows_avx2(const Q4Args& a, int64_t n0, int64_t n1) {
   int64_t nb = a.K / a.B, h = a.B / 2;
-  const __m128i mask = _mm_set1_epi8(15), eight = _mm_set1_epi8(8);
+  const __m256i mask = _mm256_set1_epi32(15), eight = _mm256_set1_epi32(8);
   for (int64_t n = n0; n < n1; ++n) {
     const uint8_t* wrow = a.W + n * (a.K / 2);
     const float* srow = a.S + n * nb;
-    if (n + 1 < n1) _mm_prefetch(reinterpret_cast<const char*>(wrow + a.K / 2), _MM_HINT_T0);
     for (int64_t m = 0; m < a.M; ++m) {
       const float* xrow = a.X + m * a.K;
       __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
@@ -71,17 +66,13 @@ __attribute__((target("avx2,fma"))) void rows_avx2(const Q4Args& a, int64_t n0, 
         const uint8_t* w = wrow + b * h;
         const float* x = xrow + b * a.B;
         __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
-        for (int64_t j = 0; j < h; j += 16) {
-          __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(w + j));
-          __m128i lo = _mm_sub_epi8(_mm_and_si128(v, mask), eight);
-          __m128i hi = _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(v, 4), mask), eight);
-          __m256 l0, l1, h0, h1;
-          widen(lo, l0, l1);
-          widen(hi, h0, h1);
-          s0 = _mm256_fmadd_ps(l0, _mm256_loadu_ps(x + j), s0);
-          s1 = _mm256_fmadd_ps(l1, _mm256_loadu_ps(x + j + 8), s1);
-          s0 = _mm256_fmadd_ps(h0, _mm256_loadu_ps(x + h + j), s0);
-          s1 = _mm256_fmadd_ps(h1, _mm256_loadu_ps(x + h + j + 8), s1);
+        for (int64_t j = 0; j < h; j += 8) {
+          // 8 bytes -> 8 i32 lanes: the low nibbles are weights j.., the high ones j + h..
+          __m256i v = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(w + j)));
+          __m256 lo = _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_and_si256(v, mask), eight));
+          __m256 hi = _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_srli_epi32(v, 4), eight));
+          s0 = _mm256_fmadd_ps(lo, _mm256_loadu_ps(x + j), s0);
+          s1 = _mm256_fmadd_ps(hi, _mm256_loadu_ps(x + h + j), s1);
         }
         __m256 d = _mm256_broadcast_ss(srow + b);
         if (b & 1) acc1 = _mm256_fmadd_ps(_mm256_add_ps(s0, s1), d, acc1);
@@ -99,19 +90,24 @@ void run_gemv_q4(NodeRef n, void* const* bufs) {
   Q4Args a{v.at(0), v.at(1), v.at(2), v.at(3), static_cast<const float*>(bufs[1]), static_cast<const uint8_t*>(bufs[2]),
            static_cast<const float*>(bufs[3]), static_cast<float*>(bufs[0])};
   static const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  auto part = avx2 && a.B % 32 == 0 ? rows_avx2 : rows_scalar;
-  // threads only when the weight is big enough to pay for starting them (~1 MB packed)
+  auto part = avx2 && a.B % 16 == 0 ? rows_avx2 : rows_scalar;
+  // threads only when the weight is big enough to pay for starting them (~1 MB packed); the
+  // rows are handed out in chunks of 64 that the threads claim as they come free (the
+  // machine may be shared: a descheduled thread must not hold the others back)
   int64_t bytes = a.N * a.K / 2;
   int threads = static_cast<int>(std::min<int64_t>(std::max(1u, std::thread::hardware_concurrency()), bytes >> 20));
   threads = std::max(1, std::min<int>(threads, static_cast<int>(a.N)));
   if (threads == 1) return part(a, 0, a.N);
+  constexpr int64_t kChunk = 64;
+  int64_t chunks = (a.N + kChunk - 1) / kChunk;
+  std::atomic<int64_t> next{0};
+  auto work = [&] {
+    for (int64_t c; (c = next.fetch_add(1, std::memory_order_relaxed)) < chunks;)
+      part(a, c * kChunk, std::min(a.N, (c + 1) * kChunk));
+  };
   std::vector<std::thread> pool;
-  int64_t per = (a.N + threads - 1) / threads;
-  for (int t = 1; t < threads; ++t) {
-    int64_t n0 = t * per, n1 = std::min(a.N, n0 + per);
-    if (n0 < n1) pool.emplace_back(part, std::cref(a), n0, n1);
-  }
-  part(a, 0, std::min(a.N, per));
+  for (int t = 1; t < threads; ++t) pool.emplace_back(work);
+  work();
   for (auto& t : pool) t.join();
 }
 
