@@ -8,7 +8,8 @@
 // per-block sum that is scaled once. The rows of W are split between threads (the
 // product is memory-bound: one thread does not saturate the memory bus) in chunks claimed
 // as the threads come free; for each row all
-// M rows of X are done while the row is in L1. Other blocks run the scalar loop.
+// M rows of X are done while the row is in L1 (M > 1: the row dequantized once into an f32
+// buffer, then one dot product per row of X). Other blocks run the scalar loop.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -53,7 +54,41 @@ __attribute__((target("avx2,fma"))) inline float hsum(__m256 v) {
   return _mm_cvtss_f32(s);
 }
 
+// M > 1: row n is dequantized once into an f32 row in L1, then dotted with each row of X
+// (the unpacking is not repeated per row of X).
+__attribute__((target("avx2,fma"))) void rows_avx2_multi(const Q4Args& a, int64_t n0, int64_t n1) {
+  int64_t nb = a.K / a.B, h = a.B / 2;
+  const __m256i mask = _mm256_set1_epi32(15), eight = _mm256_set1_epi32(8);
+  std::vector<float> buf(static_cast<size_t>(a.K));
+  float* wf = buf.data();
+  for (int64_t n = n0; n < n1; ++n) {
+    const uint8_t* wrow = a.W + n * (a.K / 2);
+    const float* srow = a.S + n * nb;
+    for (int64_t b = 0; b < nb; ++b) {
+      __m256 d = _mm256_broadcast_ss(srow + b);
+      for (int64_t j = 0; j < h; j += 8) {
+        __m256i v = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(wrow + b * h + j)));
+        _mm256_storeu_ps(wf + b * a.B + j, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_and_si256(v, mask), eight)), d));
+        _mm256_storeu_ps(wf + b * a.B + h + j, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_srli_epi32(v, 4), eight)), d));
+      }
+    }
+    for (int64_t m = 0; m < a.M; ++m) {
+      const float* x = a.X + m * a.K;
+      __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
+      int64_t k = 0;
+      for (; k + 16 <= a.K; k += 16) {
+        s0 = _mm256_fmadd_ps(_mm256_loadu_ps(wf + k), _mm256_loadu_ps(x + k), s0);
+        s1 = _mm256_fmadd_ps(_mm256_loadu_ps(wf + k + 8), _mm256_loadu_ps(x + k + 8), s1);
+      }
+      float acc = hsum(_mm256_add_ps(s0, s1));
+      for (; k < a.K; ++k) acc += wf[k] * x[k];
+      a.Y[m * a.N + n] = acc;
+    }
+  }
+}
+
 __attribute__((target("avx2,fma"))) void rows_avx2(const Q4Args& a, int64_t n0, int64_t n1) {
+  if (a.M > 1) return rows_avx2_multi(a, n0, n1);
   int64_t nb = a.K / a.B, h = a.B / 2;
   const __m256i mask = _mm256_set1_epi32(15), eight = _mm256_set1_epi32(8);
   for (int64_t n = n0; n < n1; ++n) {

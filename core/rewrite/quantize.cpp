@@ -179,12 +179,16 @@ QuantWeight quantize_int4(const HostTensor& w, const Site& s, int64_t B) {
   return r;
 }
 
+// The packed kernel is a matrix-vector product: it does not block for reuse across rows of
+// X as the f32 GEMM does, so contractions with more rows keep the unpacked form.
+constexpr int64_t kPackedMaxRows = 16;
+
 // The packed int4 contraction: Extern "gemv_q4" (backends/library.h) on X's rows [M, K], the
 // weight as [C, K/2] bytes (per block of B: byte j holds weights j and j + B/2 in its low and
 // high nibbles, stored + 8) and the scales [C, K/B], its [M, C] result laid back out as the
 // Reduce's. nullptr when the contraction is not a plain X · W (one Mul dim walks the weight's
-// channels and not X, the other dims constant) or the block is odd: the caller keeps the
-// unpacked form then.
+// channels and not X, the other dims constant), X has more than kPackedMaxRows rows, or the
+// block is odd: the caller keeps the unpacked form then.
 NodeRef packed_int4(const Site& s, const QuantWeight& qw, int64_t B) {
   if (B % 2 != 0) return nullptr;
   const Shape& S = s.mul->shape;
@@ -205,6 +209,7 @@ NodeRef packed_int4(const Site& s, const QuantWeight& qw, int64_t B) {
     perm.push_back(static_cast<int>(d));
     ys.push_back(S[d]);
   }
+  if (M > kPackedMaxRows) return nullptr;
   perm.push_back(dn);
   perm.push_back(s.k);
   ys.push_back(SymInt(s.C));

@@ -12,7 +12,7 @@
 //                contraction (the int8 GEMM), rescaled by s_row · s_w.
 //   weight-int4  W in blocks of `block` weights along K (q4_0 style): values in [-8, 7],
 //                one f32 scale per block (the extreme value / -8, as q4_0). A plain X · W
-//                (batch dims constant, even block) stores them packed two a byte and runs
+//                (batch dims constant, at most 16 rows, even block) stores them packed two a byte and runs
 //                the Extern "gemv_q4" kernel, dequantizing in the kernel; any other
 //                contraction keeps them one per byte (i8), dequantized at run time.
 // Bad options and weights that cannot be quantized as asked throw UserError naming the
