@@ -87,35 +87,44 @@ __attribute__((target("avx2,fma"))) void rows_avx2_multi(const Q4Args& a, int64_
   }
 }
 
-__attribute__((target("avx2,fma"))) void rows_avx2(const Q4Args& a, int64_t n0, int64_t n1) {
-  if (a.M > 1) return rows_avx2_multi(a, n0, n1);
-  int64_t nb = a.K / a.B, h = a.B / 2;
+// M = 1: the nibbles of each group of 8 bytes are converted and FMA'd with x directly.
+// H is the half-block when it is known at compile time (16: blocks of 32), else 0.
+template <int H>
+__attribute__((target("avx2,fma"))) void rows_avx2_one(const Q4Args& args, int64_t n0, int64_t n1) {
+  const int64_t K = args.K, B = args.B, nb = K / B, h = H ? H : B / 2;
+  const float* X = args.X;
+  const uint8_t* W = args.W;
+  const float* S = args.S;
+  float* Y = args.Y;
   const __m256i mask = _mm256_set1_epi32(15), eight = _mm256_set1_epi32(8);
   for (int64_t n = n0; n < n1; ++n) {
-    const uint8_t* wrow = a.W + n * (a.K / 2);
-    const float* srow = a.S + n * nb;
-    for (int64_t m = 0; m < a.M; ++m) {
-      const float* xrow = a.X + m * a.K;
-      __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-      for (int64_t b = 0; b < nb; ++b) {
-        const uint8_t* w = wrow + b * h;
-        const float* x = xrow + b * a.B;
-        __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
-        for (int64_t j = 0; j < h; j += 8) {
-          // 8 bytes -> 8 i32 lanes: the low nibbles are weights j.., the high ones j + h..
-          __m256i v = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(w + j)));
-          __m256 lo = _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_and_si256(v, mask), eight));
-          __m256 hi = _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_srli_epi32(v, 4), eight));
-          s0 = _mm256_fmadd_ps(lo, _mm256_loadu_ps(x + j), s0);
-          s1 = _mm256_fmadd_ps(hi, _mm256_loadu_ps(x + h + j), s1);
-        }
-        __m256 d = _mm256_broadcast_ss(srow + b);
-        if (b & 1) acc1 = _mm256_fmadd_ps(_mm256_add_ps(s0, s1), d, acc1);
-        else acc0 = _mm256_fmadd_ps(_mm256_add_ps(s0, s1), d, acc0);
+    const uint8_t* wrow = W + n * (K / 2);
+    const float* srow = S + n * nb;
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; ++b) {
+      const uint8_t* w = wrow + b * h;
+      const float* x = X + b * 2 * h;
+      __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
+      for (int64_t j = 0; j < h; j += 8) {
+        // 8 bytes -> 8 i32 lanes: the low nibbles are weights j.., the high ones j + h..
+        __m256i v = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(w + j)));
+        __m256 lo = _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_and_si256(v, mask), eight));
+        __m256 hi = _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_srli_epi32(v, 4), eight));
+        s0 = _mm256_fmadd_ps(lo, _mm256_loadu_ps(x + j), s0);
+        s1 = _mm256_fmadd_ps(hi, _mm256_loadu_ps(x + h + j), s1);
       }
-      a.Y[m * a.N + n] = hsum(_mm256_add_ps(acc0, acc1));
+      __m256 d = _mm256_broadcast_ss(srow + b);
+      if (b & 1) acc1 = _mm256_fmadd_ps(_mm256_add_ps(s0, s1), d, acc1);
+      else acc0 = _mm256_fmadd_ps(_mm256_add_ps(s0, s1), d, acc0);
     }
+    Y[n] = hsum(_mm256_add_ps(acc0, acc1));
   }
+}
+
+void rows_avx2(const Q4Args& a, int64_t n0, int64_t n1) {
+  if (a.M > 1) return rows_avx2_multi(a, n0, n1);
+  if (a.B == 32) return rows_avx2_one<16>(a, n0, n1);
+  rows_avx2_one<0>(a, n0, n1);
 }
 
 }  // namespace

@@ -57,16 +57,18 @@ end
 -- weight-int4 packed two a byte (the gemv_q4 kernel): K = 96 (3 blocks of 32, an odd
 -- multiple of the block), K = 160 (5 blocks), prime output widths, batch 1 and 3; every
 -- contraction runs the packed kernel, on each backend equal to the interpreter
-for _, batch in ipairs({1, 3}) do
+-- blocks of 32 take the kernel's fixed-block path, 16 its general one
+for _, case in ipairs({{1, 32}, {3, 32}, {1, 16}, {3, 16}}) do
+  local batch, blk = case[1], case[2]
   local x = lathe.input("x", {batch, 96})
   local z = lathe.input("z", {batch, 160})
   local a = x:linear(lathe.randn({97, 96}, 21)) * 0.1                  -- [N, K] weight, N = 97 (prime)
   local b = x:tanh():matmul(lathe.randn({96, 61}, 22)) * 0.1           -- [K, N] weight (ONNX MatMul layout)
   local c = z:linear(lathe.randn({31, 160}, 23))                       -- K = 160: 5 blocks
   local g = lathe.graph{ a = a, b = b, c = c }
-  local q, info = lathe.quantize(g, {mode = "weight-int4", block = 32})
+  local q, info = lathe.quantize(g, {mode = "weight-int4", block = blk})
   assert(info.quantized == 3, "packed: quantized " .. info.quantized)
-  for _, n in ipairs(info.notes) do assert(n:find("packed two a byte"), "packed B=" .. batch .. ": " .. n) end
+  for _, n in ipairs(info.notes) do assert(n:find("packed two a byte"), "packed B=" .. batch .. " block " .. blk .. ": " .. n) end
   for _, e in ipairs(lathe.quantization_error(g, q, 6)) do
     assert(e.rel_max > 0 and e.rel_max < 0.2 and e.cosine > 0.985,
            string.format("packed B=%d %s: max|d|/max|ref| %.4g, cosine %.6f", batch, e.output, e.rel_max, e.cosine))
@@ -77,7 +79,7 @@ for _, batch in ipairs({1, 3}) do
     local got = lathe.run(q, ins, {backend = bk})
     for o, v in pairs(ref) do
       local ok, why = lathe.allclose(got[o], v, 1e-5, 1e-5)
-      assert(ok, "packed B=" .. batch .. " on " .. bk .. ": output " .. o .. ": " .. tostring(why))
+      assert(ok, "packed B=" .. batch .. " block " .. blk .. " on " .. bk .. ": output " .. o .. ": " .. tostring(why))
     end
   end
 end
