@@ -88,6 +88,8 @@ __attribute__((target("avx2,fma"))) void rows_avx2_multi(const Q4Args& a, int64_
 }
 
 // M = 1: the nibbles of each group of 8 bytes are converted and FMA'd with x directly.
+// (Taking the offset 8 out per block, d · (Σ v·x − 8 · Σ x), saves a few instructions but
+// cancels: outputs near 0 of a 768-long row then differ from the interpreter by ~6e-5.)
 // H is the half-block when it is known at compile time (16: blocks of 32), else 0.
 template <int H>
 __attribute__((target("avx2,fma"))) void rows_avx2_one(const Q4Args& args, int64_t n0, int64_t n1) {
@@ -100,7 +102,7 @@ __attribute__((target("avx2,fma"))) void rows_avx2_one(const Q4Args& args, int64
   for (int64_t n = n0; n < n1; ++n) {
     const uint8_t* wrow = W + n * (K / 2);
     const float* srow = S + n * nb;
-    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    __m256 acc = _mm256_setzero_ps();
     for (int64_t b = 0; b < nb; ++b) {
       const uint8_t* w = wrow + b * h;
       const float* x = X + b * 2 * h;
@@ -108,16 +110,12 @@ __attribute__((target("avx2,fma"))) void rows_avx2_one(const Q4Args& args, int64
       for (int64_t j = 0; j < h; j += 8) {
         // 8 bytes -> 8 i32 lanes: the low nibbles are weights j.., the high ones j + h..
         __m256i v = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(w + j)));
-        __m256 lo = _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_and_si256(v, mask), eight));
-        __m256 hi = _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_srli_epi32(v, 4), eight));
-        s0 = _mm256_fmadd_ps(lo, _mm256_loadu_ps(x + j), s0);
-        s1 = _mm256_fmadd_ps(hi, _mm256_loadu_ps(x + h + j), s1);
+        s0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_and_si256(v, mask), eight)), _mm256_loadu_ps(x + j), s0);
+        s1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_srli_epi32(v, 4), eight)), _mm256_loadu_ps(x + h + j), s1);
       }
-      __m256 d = _mm256_broadcast_ss(srow + b);
-      if (b & 1) acc1 = _mm256_fmadd_ps(_mm256_add_ps(s0, s1), d, acc1);
-      else acc0 = _mm256_fmadd_ps(_mm256_add_ps(s0, s1), d, acc0);
+      acc = _mm256_fmadd_ps(_mm256_add_ps(s0, s1), _mm256_broadcast_ss(srow + b), acc);
     }
-    Y[n] = hsum(_mm256_add_ps(acc0, acc1));
+    Y[n] = hsum(acc);
   }
 }
 

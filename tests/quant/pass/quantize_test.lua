@@ -84,6 +84,18 @@ for _, case in ipairs({{1, 32}, {3, 32}, {1, 16}, {3, 16}}) do
   end
 end
 
+-- a GPT-2-wide row (K = 768, N = 2003 prime, batch 1): long sums still agree with the interpreter
+do
+  local x = lathe.input("x", {1, 768})
+  local q = lathe.quantize(lathe.graph{ y = x:linear(lathe.randn({2003, 768}, 5)) }, {mode = "weight-int4"})
+  local xv = lathe.randn({1, 768}, 3)
+  local ref = lathe.run(q, {x = xv})
+  for _, bk in ipairs(backends) do
+    local ok, why = lathe.allclose(lathe.run(q, {x = xv}, {backend = bk}).y, ref.y, 1e-5, 1e-5)
+    assert(ok, "packed K=768 on " .. bk .. ": " .. tostring(why))
+  end
+end
+
 -- a symbolic batch dim: activation rows are still quantized at run time (not left float)
 do
   local x = lathe.input("x", {"B", 3, 37})
