@@ -84,6 +84,17 @@ for _, case in ipairs({{1, 32}, {3, 32}, {1, 16}, {3, 16}}) do
   end
 end
 
+-- more than 16 rows of X (a GEMM) and odd blocks keep the int4 values one per byte
+do
+  local g = lathe.graph{ y = lathe.input("x", {17, 32}):linear(lathe.randn({7, 32}, 4)) }
+  for _, blk in ipairs({32, 1}) do
+    local _, info = lathe.quantize(g, {mode = "weight-int4", block = blk})
+    assert(info.quantized == 1 and not info.notes[1]:find("packed"), "unpacked: " .. info.notes[1])
+  end
+  local _, info = lathe.quantize(lathe.graph{ y = lathe.input("x", {16, 32}):linear(lathe.randn({7, 32}, 4)) }, {mode = "weight-int4"})
+  assert(info.notes[1]:find("packed two a byte"), "16 rows: " .. info.notes[1])
+end
+
 -- a GPT-2-wide row (K = 768, N = 2003 prime, batch 1): long sums still agree with the interpreter
 do
   local x = lathe.input("x", {1, 768})
