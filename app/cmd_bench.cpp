@@ -33,6 +33,8 @@
 #include "core/loop/cost.h"
 #include "core/runtime/machine.h"
 #include "core/rewrite/bench_graph.h"
+#include "core/rewrite/quantize.h"
+#include "core/frontend/nn.h"
 #include "core/rewrite/session.h"
 #include "core/runtime/random.h"
 #ifdef HAVE_LATHE_SCRIPTING
@@ -101,10 +103,35 @@ Graph attention_grad_graph(bool definition) {
   return Graph::from_outputs({{"dq", g[0].node()}, {"dk", g[1].node()}, {"dv", g[2].node()}});
 }
 
+// gemv, gemv-int8, gemv-int4: a batch-1 matrix-vector product with GPT-2's head size, y[1, 50257]
+// = x[1, 768] · W^T, W a constant [50257, 768] f32 (seeded uniform values in ±0.05), or W
+// quantized by `lathe quantize --mode weight-int8 --per-channel` / `--mode weight-int4`
+// (packed two a byte, blocks of 32, the gemv_q4 kernel). Memory-bound: the bytes counted
+// are the weight's as stored (constants included), x and y.
+bool is_gemv(const std::string& name) { return name == "gemv" || name == "gemv-int8" || name == "gemv-int4"; }
+
+Graph gemv_graph(const std::string& name) {
+  const int64_t K = 768, N = 50257;
+  HostTensor w(DType::F32, {N, K});
+  float* p = w.ptr<float>();
+  uint64_t st = 0x9E3779B97F4A7C15ull;
+  for (int64_t i = 0; i < N * K; ++i) {
+    st ^= st << 13, st ^= st >> 7, st ^= st << 17;
+    p[i] = static_cast<float>((static_cast<double>(st >> 11) / 9007199254740992.0 - 0.5) * 0.1);
+  }
+  Graph g = Graph::from_outputs({{"y", linear(input("x", {1, K}), from_host(w)).node()}});
+  if (name == "gemv") return g;
+  QuantizeOptions o;
+  o.mode = name == "gemv-int8" ? QuantMode::WeightInt8 : QuantMode::WeightInt4;
+  o.per_channel = true;
+  return quantize_graph(g, o).graph;
+}
+
 // The workload's graph; matmul-lib is matmul with the BLAS rule applied to a fixpoint,
 // attention-long the sample with the flash-attention rules applied (its peer is the sample).
 Graph workload_graph(const std::string& name) {
   if (name == "attention-grad") return attention_grad_graph(false);
+  if (is_gemv(name)) return gemv_graph(name);
   if (name == "attention-long") {
     RewriteSession s(build_sample(name), builtin_rules("flash-attention"), SessionOptions{});
     s.run();
@@ -172,6 +199,9 @@ Result bench_graph(const std::string& name, const std::string& backend, int iter
     for (auto& d : node->shape) e *= static_cast<double>(d.value());
     bytes += e;
   }
+  if (is_gemv(name))  // the weight is a constant: its bytes as stored
+    for (NodeRef n : g.toposort())
+      if (n->op == Op::Const && n->attrs.data) bytes += static_cast<double>(n->attrs.data->nbytes());
   for (size_t i = 0; i < exe.program().funcs.size(); ++i)  // extern sgemm: 2·M·N·K
     flops += loop::estimate_cost(exe.program().funcs[i], exe.program().kg, {}).flops;
   if (name == "matmul-int8") flops = 2.0 * 1024 * 1024 * 1024;  // integer multiply-adds (GOP/s in the GFLOP/s column)
@@ -217,6 +247,11 @@ Result bench_graph(const std::string& name, const std::string& backend, int iter
     r.peer_median_ms = pe.time_ms(inputs, iters, 1);
     r.peer_ratio = r.peer_median_ms / r.median_ms;
     r.note += (r.note.empty() ? "" : "; ") + ("unfused arena " + std::to_string((int)(pe.memory_plan().arena_bytes >> 20)) + " MiB");
+  } else if (name == "gemv-int8" || name == "gemv-int4") {  // the peer: Lathe's f32 gemv, same backend, same run
+    Graph gf = gemv_graph("gemv");
+    r.peer = "lathe-f32-gemv";
+    r.peer_median_ms = compile_graph(gf, backend).time_ms(inputs, iters, 2);
+    r.peer_ratio = r.peer_median_ms / r.median_ms;
   } else if (name == "matmul-int8") {  // the peer is Lathe's own f32 matmul, same backend, same run
     Graph gf = workload_graph("matmul");
     TensorMap fin = random_inputs(gf, 1);
@@ -320,7 +355,7 @@ int run_bench(const std::vector<std::string>& args) {
   Backend& b = get_backend(backend);
   if (auto why = b.available(); !why.empty()) throw UserError("backend '" + backend + "' is not available: " + why);
   std::vector<tune::Record> tuned = tune::load_tuned(tuned_path);
-  std::vector<std::string> names = {"eltwise", "softmax", "layernorm", "matmul", "matmul-int8", "matmul-lib", "conv2d", "dwconv", "mlp", "gpt2-block", "attention-long", "attention-grad", "compile", "rewrite"};
+  std::vector<std::string> names = {"eltwise", "softmax", "layernorm", "matmul", "matmul-int8", "matmul-lib", "gemv", "gemv-int8", "gemv-int4", "conv2d", "dwconv", "mlp", "gpt2-block", "attention-long", "attention-grad", "compile", "rewrite"};
   if (!only.empty() && std::find(names.begin(), names.end(), only) == names.end()) {
     std::string known;
     for (auto& n : names) known += " " + n;

@@ -6,6 +6,10 @@
 // cblas_sgemm, loaded with dlopen (so Lathe builds and runs without it) after selecting its
 // AVX-512 kernels: Debian's OpenBLAS 0.3.21 does not recognise Zen 5 and would fall back to
 // AVX2 (half the speed) — see DEPS.md.
+// "gemv_q4": ints {M, N, K, block}; inputs X [M, K] f32, W packed u8 [N, K/2], scales f32
+// [N, K/block]; result [M, N] = X · W^T. W holds blocks of `block` weights along K in
+// block/2 bytes (byte j: low nibble = weight j, high nibble = weight j + block/2, the
+// value nibble - 8) with one scale each (q4_0 style). library_q4.cpp, AVX2 when it can.
 #pragma once
 #include <string>
 
@@ -24,5 +28,6 @@ std::string library_kernel_available(NodeRef extern_node);
 // Runs an Extern node: bufs[0] is the result, bufs[1..] its inputs (the loop IR's
 // buffer order for extern kernels).
 void run_library_kernel(NodeRef extern_node, void* const* bufs);
+void run_gemv_q4(NodeRef extern_node, void* const* bufs);
 
 }  // namespace lathe

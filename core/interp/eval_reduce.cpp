@@ -211,4 +211,35 @@ HostTensor kernel_sgemm(const HostTensor& a, const HostTensor& b, const std::vec
   return out;
 }
 
+// Extern "gemv_q4": Y[M, N] = X[M, K] · W^T with W [N, K] stored in blocks of B weights
+// along K, each B/2 bytes (byte j: low nibble = weight j, high nibble = weight j + B/2,
+// the value nibble - 8) and one f32 scale: y = sum over blocks of d · sum (q - 8) · x.
+HostTensor kernel_gemv_q4(const std::vector<HostTensor>& in, const std::vector<int64_t>& ints) {
+  int64_t M = ints.at(0), N = ints.at(1), K = ints.at(2), B = ints.at(3);
+  int64_t nb = K / B;
+  if (in.size() != 3 || in[0].numel() != M * K || in[1].numel() != N * K / 2 || in[2].numel() != N * nb ||
+      in[1].dtype() != DType::U8)
+    throw UserError("Extern gemv_q4: operands do not match M=" + std::to_string(M) + ", N=" + std::to_string(N) +
+                    ", K=" + std::to_string(K) + ", block=" + std::to_string(B));
+  HostTensor out(DType::F32, {M, N});
+  const float* X = in[0].ptr<float>();
+  const uint8_t* W = in[1].ptr<uint8_t>();
+  const float* S = in[2].ptr<float>();
+  float* Y = out.ptr<float>();
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t n = 0; n < N; ++n) {
+      double acc = 0;
+      for (int64_t b = 0; b < nb; ++b) {
+        const uint8_t* w = W + n * (K / 2) + b * (B / 2);
+        const float* x = X + m * K + b * B;
+        double s = 0;
+        for (int64_t j = 0; j < B / 2; ++j)
+          s += double((w[j] & 15) - 8) * x[j] + double((w[j] >> 4) - 8) * x[j + B / 2];
+        acc += s * S[n * nb + b];
+      }
+      Y[m * N + n] = static_cast<float>(acc);
+    }
+  return out;
+}
+
 }  // namespace lathe::interp

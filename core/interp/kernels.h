@@ -230,6 +230,8 @@ HostTensor kernel_reduce_mul(ReduceOp op, DType dt, const std::vector<int64_t>& 
 // UserError when a view reads outside an input of n elements (eval_data.cpp).
 void check_view_bounds(const ConcreteView& v, int64_t n);
 HostTensor kernel_sgemm(const HostTensor& a, const HostTensor& b, const std::vector<int64_t>& ints);
+// Extern "gemv_q4" (backends/library.h): in = X [M, K] f32, packed W u8, scales f32; ints {M, N, K, block}.
+HostTensor kernel_gemv_q4(const std::vector<HostTensor>& in, const std::vector<int64_t>& ints);
 // Extern "attention" (core/ir/attention_op.h): in = Q, K, V [, mask]; ints = {causal, scale bits}.
 HostTensor kernel_attention(const std::vector<HostTensor>& in, const std::vector<int64_t>& ints);
 // Extern "attention_bwd": in = Q, K, V [, mask], OS, dO; ints = {causal, scale bits, part}.

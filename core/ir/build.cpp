@@ -52,7 +52,9 @@ bool dtype_ok_for(Op op, DType dt) {
 
 }  // namespace
 
-bool extern_known(const std::string& name) { return name == "sgemm" || name == "attention" || name == "attention_bwd"; }
+bool extern_known(const std::string& name) {
+  return name == "sgemm" || name == "attention" || name == "attention_bwd" || name == "gemv_q4";
+}
 
 std::string check_node(Op op, DType dt, const Shape& shape, const std::vector<NodeRef>& in, const Attrs& a) {
   const OpInfo& info = op_info(op);
@@ -153,9 +155,23 @@ std::string check_node(Op op, DType dt, const Shape& shape, const std::vector<No
       return "";
     }
     case OpCategory::Extern:
-      if (!extern_known(a.name)) return "Extern: unknown library kernel '" + a.name + "' (known: sgemm, attention, attention_bwd)";
+      if (!extern_known(a.name)) return "Extern: unknown library kernel '" + a.name + "' (known: sgemm, attention, attention_bwd, gemv_q4)";
       if (a.name == "attention") return check_attention(in, dt, shape, a.ints);
       if (a.name == "attention_bwd") return check_attention_bwd(in, dt, shape, a.ints);
+      if (a.name == "gemv_q4") {  // packed int4 weights, see backends/library.h
+        if (in.size() != 3 || a.ints.size() != 4) return "Extern gemv_q4 takes (X, packed W, scales) and ints {M, N, K, block}";
+        int64_t M = a.ints[0], N = a.ints[1], K = a.ints[2], B = a.ints[3];
+        if (M < 1 || N < 1 || B < 2 || B % 2 != 0 || K % B != 0)
+          return "Extern gemv_q4: the block must be even and divide K (M=" + std::to_string(M) + ", N=" + std::to_string(N) +
+                 ", K=" + std::to_string(K) + ", block=" + std::to_string(B) + ")";
+        if (dt != DType::F32 || in[0]->dtype != DType::F32 || in[1]->dtype != DType::U8 || in[2]->dtype != DType::F32)
+          return "Extern gemv_q4 takes X f32, W u8 (two 4-bit values a byte), scales f32";
+        if (shape.size() != 2 || shape[0] != SymInt(M) || shape[1] != SymInt(N)) return "Extern gemv_q4: result shape must be [M, N]";
+        if (shape_numel(in[0]->shape) != SymInt(M * K) || shape_numel(in[1]->shape) != SymInt(N * K / 2) ||
+            shape_numel(in[2]->shape) != SymInt(N * (K / B)))
+          return "Extern gemv_q4: operand sizes do not match M*K, N*K/2 and N*K/block";
+        return "";
+      }
       if (a.name == "sgemm") {
         if (in.size() != 2 || a.ints.size() != 5) return "Extern sgemm takes (A, B) and ints {M, N, K, transA, transB}";
         if (dt != DType::F32 || in[0]->dtype != DType::F32 || in[1]->dtype != DType::F32) return "Extern sgemm is f32 only";

@@ -179,6 +179,59 @@ QuantWeight quantize_int4(const HostTensor& w, const Site& s, int64_t B) {
   return r;
 }
 
+// The packed kernel is a matrix-vector product: it does not block for reuse across rows of
+// X as the f32 GEMM does, so contractions with more rows keep the unpacked form.
+constexpr int64_t kPackedMaxRows = 16;
+
+// The packed int4 contraction: Extern "gemv_q4" (backends/library.h) on X's rows [M, K], the
+// weight as [C, K/2] bytes (per block of B: byte j holds weights j and j + B/2 in its low and
+// high nibbles, stored + 8) and the scales [C, K/B], its [M, C] result laid back out as the
+// Reduce's. nullptr when the contraction is not a plain X · W (one Mul dim walks the weight's
+// channels and not X, the other dims constant), X has more than kPackedMaxRows rows, or the
+// block is odd: the caller keeps the unpacked form then.
+NodeRef packed_int4(const Site& s, const QuantWeight& qw, int64_t B) {
+  if (B % 2 != 0) return nullptr;
+  const Shape& S = s.mul->shape;
+  int dn = -1, walkers = 0;
+  for (size_t d = 0; d < S.size(); ++d)
+    if ((int)d != s.k && S[d] != SymInt(1) && s.w.view.strides[d] != SymInt(0)) dn = static_cast<int>(d), ++walkers;
+  if (walkers != 1 || S[dn] != SymInt(s.C)) return nullptr;
+  Tensor p(s.mul->inputs[1 - s.w_side]);
+  auto pc = fold_chain(p.node());
+  if (!pc || pc->view.strides[dn] != SymInt(0)) return nullptr;  // X must not walk the channels
+  int64_t M = 1;
+  std::vector<int> perm;
+  Shape ys;
+  for (size_t d = 0; d < S.size(); ++d) {
+    if ((int)d == s.k || (int)d == dn) continue;
+    if (!S[d].is_const()) return nullptr;
+    M *= S[d].value();
+    perm.push_back(static_cast<int>(d));
+    ys.push_back(S[d]);
+  }
+  if (M > kPackedMaxRows) return nullptr;
+  perm.push_back(dn);
+  perm.push_back(s.k);
+  ys.push_back(SymInt(s.C));
+  ys.push_back(SymInt(1));
+  int64_t h = B / 2, nb = s.K / B;
+  HostTensor pk(DType::U8, {s.C, s.K / 2});
+  const int8_t* q = qw.q.ptr<int8_t>();
+  uint8_t* dst = pk.ptr<uint8_t>();
+  for (int64_t c = 0; c < s.C; ++c)
+    for (int64_t b = 0; b < nb; ++b)
+      for (int64_t j = 0; j < h; ++j) {
+        int lo = q[flat(s.w_kaxis, c, b * B + j, s.K, s.C)] + 8, hi = q[flat(s.w_kaxis, c, b * B + h + j, s.K, s.C)] + 8;
+        dst[c * (s.K / 2) + b * h + j] = static_cast<uint8_t>(lo | (hi << 4));
+      }
+  Tensor x = reshape(permute(narrow(p, dn, SymInt(0), SymInt(1)), perm), {SymInt(M), SymInt(s.K)});
+  NodeRef y = prim::extern_call("gemv_q4", {x.node(), from_host(pk).node(), from_host(qw.scale).node()}, DType::F32,
+                                {SymInt(M), SymInt(s.C)}, {M, s.C, s.K, B});
+  std::vector<int> inv(perm.size());
+  for (size_t i = 0; i < perm.size(); ++i) inv[perm[i]] = static_cast<int>(i);
+  return permute(reshape(Tensor(y), ys), inv).node();
+}
+
 // "%12 (fc1/linear/matmul)": the node id and where it came from (an ONNX node's name).
 std::string node_name(NodeRef n) {
   std::string s = "%" + std::to_string(n->id);
@@ -255,6 +308,11 @@ NodeRef rebuild(const Site& s, const std::optional<Chain>& pc, const QuantizeOpt
     QuantWeight qw = quantize_int4(w, s, o.block);
     res.weight_bytes_after += w.numel() / 2 + qw.scale.numel() * 4;
     int64_t nb = s.K / o.block;
+    if (NodeRef y = packed_int4(s, qw, o.block)) {
+      res.notes.push_back(node_name(s.reduce) + " weight " + shape + " int4 packed two a byte, blocks of " +
+                          std::to_string(o.block) + " (gemv_q4 kernel)");
+      return y;
+    }
     Tensor q = to(from_host(qw.q), DType::F32);
     Tensor sc = from_host(qw.scale);  // [C, nb]
     Tensor deq;

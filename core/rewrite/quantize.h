@@ -10,9 +10,11 @@
 //   dynamic      W as above; the activation P's source is quantized per row (symmetric
 //                i8, scale max|row|/127) at run time, the product is the i8 × i8 → i32
 //                contraction (the int8 GEMM), rescaled by s_row · s_w.
-//   weight-int4  W in blocks of `block` weights along K (q4_0 style): values in [-8, 7]
-//                stored in i8, one f32 scale per block (max|block| / 7 with the sign of
-//                the extreme value, as q4_0); dequantized at run time.
+//   weight-int4  W in blocks of `block` weights along K (q4_0 style): values in [-8, 7],
+//                one f32 scale per block (the extreme value / -8, as q4_0). A plain X · W
+//                (batch dims constant, at most 16 rows, even block) stores them packed two a byte and runs
+//                the Extern "gemv_q4" kernel, dequantizing in the kernel; any other
+//                contraction keeps them one per byte (i8), dequantized at run time.
 // Bad options and weights that cannot be quantized as asked throw UserError naming the
 // option or the node.
 #pragma once

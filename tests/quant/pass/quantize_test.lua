@@ -54,6 +54,59 @@ for _, batch in ipairs({1, 64}) do
   check("weight-int4 blocks of 8 B=" .. batch, g8, {mode = "weight-int4", block = 8}, 0.2, 0.985, batch, 40)
 end
 
+-- weight-int4 packed two a byte (the gemv_q4 kernel): K = 96 (3 blocks of 32, an odd
+-- multiple of the block), K = 160 (5 blocks), prime output widths, batch 1 and 3; every
+-- contraction runs the packed kernel, on each backend equal to the interpreter
+-- blocks of 32 take the kernel's fixed-block path, 16 its general one
+for _, case in ipairs({{1, 32}, {3, 32}, {1, 16}, {3, 16}}) do
+  local batch, blk = case[1], case[2]
+  local x = lathe.input("x", {batch, 96})
+  local z = lathe.input("z", {batch, 160})
+  local a = x:linear(lathe.randn({97, 96}, 21)) * 0.1                  -- [N, K] weight, N = 97 (prime)
+  local b = x:tanh():matmul(lathe.randn({96, 61}, 22)) * 0.1           -- [K, N] weight (ONNX MatMul layout)
+  local c = z:linear(lathe.randn({31, 160}, 23))                       -- K = 160: 5 blocks
+  local g = lathe.graph{ a = a, b = b, c = c }
+  local q, info = lathe.quantize(g, {mode = "weight-int4", block = blk})
+  assert(info.quantized == 3, "packed: quantized " .. info.quantized)
+  for _, n in ipairs(info.notes) do assert(n:find("packed two a byte"), "packed B=" .. batch .. " block " .. blk .. ": " .. n) end
+  for _, e in ipairs(lathe.quantization_error(g, q, 6)) do
+    assert(e.rel_max > 0 and e.rel_max < 0.2 and e.cosine > 0.985,
+           string.format("packed B=%d %s: max|d|/max|ref| %.4g, cosine %.6f", batch, e.output, e.rel_max, e.cosine))
+  end
+  local ins = {x = lathe.randn({batch, 96}, 8), z = lathe.randn({batch, 160}, 9)}
+  local ref = lathe.run(q, ins)
+  for _, bk in ipairs(backends) do
+    local got = lathe.run(q, ins, {backend = bk})
+    for o, v in pairs(ref) do
+      local ok, why = lathe.allclose(got[o], v, 1e-5, 1e-5)
+      assert(ok, "packed B=" .. batch .. " block " .. blk .. " on " .. bk .. ": output " .. o .. ": " .. tostring(why))
+    end
+  end
+end
+
+-- more than 16 rows of X (a GEMM) and odd blocks keep the int4 values one per byte
+do
+  local g = lathe.graph{ y = lathe.input("x", {17, 32}):linear(lathe.randn({7, 32}, 4)) }
+  for _, blk in ipairs({32, 1}) do
+    local _, info = lathe.quantize(g, {mode = "weight-int4", block = blk})
+    assert(info.quantized == 1 and not info.notes[1]:find("packed"), "unpacked: " .. info.notes[1])
+  end
+  local _, info = lathe.quantize(lathe.graph{ y = lathe.input("x", {16, 32}):linear(lathe.randn({7, 32}, 4)) }, {mode = "weight-int4"})
+  assert(info.notes[1]:find("packed two a byte"), "16 rows: " .. info.notes[1])
+end
+
+-- a GPT-2-wide row (K = 768, N = 2003 prime, batch 1): long sums still agree with the interpreter
+do
+  local x = lathe.input("x", {1, 768})
+  local q = lathe.quantize(lathe.graph{ y = x:linear(lathe.randn({2003, 768}, 5)) }, {mode = "weight-int4"})
+  local xv = lathe.randn({1, 768}, 3)
+  local ref = lathe.run(q, {x = xv})
+  for _, bk in ipairs(backends) do
+    local ok, why = lathe.allclose(lathe.run(q, {x = xv}, {backend = bk}).y, ref.y, 1e-5, 1e-5)
+    assert(ok, "packed K=768 on " .. bk .. ": " .. tostring(why))
+  end
+end
+
 -- a symbolic batch dim: activation rows are still quantized at run time (not left float)
 do
   local x = lathe.input("x", {"B", 3, 37})
