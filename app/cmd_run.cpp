@@ -110,7 +110,7 @@ RunResult run_on_backend(const std::string& backend, const Graph& g, const Tenso
     st.min_ms = t.front();
     st.median_ms = t.size() % 2 ? t[t.size() / 2] : 0.5 * (t[t.size() / 2 - 1] + t[t.size() / 2]);
   }
-  if (want_timings) r.report = exe.profile(inputs, 10);
+  if (want_timings) r.report = exe.profile(inputs, std::max(10, iters));  // --iters N: N profiled calls
   return r;
 }
 

@@ -404,7 +404,13 @@ class FunctionEmitter {
     const auto& bp = lf_.buffers.at(e->buffer);
     llvm::Value* base = buffer_ptrs_.at(e->buffer);
     llvm::Value* idx = emit(e->args[0]);
-    if (e->args.size() < 2) return load_mem(e->dtype, e->lanes, b_.CreateGEP(memory_type(bp.dtype), base, idx));
+    if (e->args.size() < 2) {
+      llvm::Value* p = b_.CreateGEP(memory_type(bp.dtype), base, idx);
+      if (e->lanes == 1) return load_mem(e->dtype, 1, p);
+      // a vector of a buffer starts at any element (B read in place by the matmul micro-kernel
+      // at a row stride that is no multiple of the vector): the element's alignment
+      return from_memory(e->dtype, e->lanes, b_.CreateAlignedLoad(vec(memory_type(e->dtype), e->lanes), p, llvm::Align(dtype_size(e->dtype))));
+    }
     // masked: reads outside the mask give 0 and never touch memory
     llvm::Value* mask = emit(e->args[1]);
     llvm::Type* rt = reg_type(e->dtype, e->lanes);

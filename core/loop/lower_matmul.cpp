@@ -182,6 +182,30 @@ class MatmulLowering {
     return !c || *c == 1 || s_[din] == SymInt(1);
   }
 
+  // Can the micro-kernel read B where it lies, NR consecutive columns per k, instead of
+  // packing it? A 1x1 convolution's input (no window, no padding: one k is one contiguous
+  // row of positions, a group of dims that collapses to stride 1) into few output channels
+  // (a MobileNet projection: 144 -> 32): packing copies a K x NC block of B (over L1 for
+  // K >= 64) for only M <= 64 FMAs per element, as much time as the arithmetic; the
+  // micro-kernel's NR-wide row segments, reused across the MR panels of A, are as cheap
+  // to read in place. Measured (MobileNetV2, same binary) 10-30% faster for those layers;
+  // with K < 64 (an expansion 16 -> 96) the packed block is small and K strided row
+  // streams were no faster or slower, and with many rows of A the copy is amortized, so
+  // those, strided 1x1 convolutions and plain matmuls keep their packed panels.
+  // LATHE_MATMUL_B_IN_PLACE=0 packs always (A/B runs).
+  bool reads_b_in_place(const OperandParts& B, const SymInt& Ms, const SymInt& Ks) const {
+    static const bool enabled = [] {
+      const char* e = std::getenv("LATHE_MATMUL_B_IN_PLACE");
+      return !(e && std::string(e) == "0");
+    }();
+    if (!enabled || G_ != 1 || !B.acc->bounds.empty() || mm_.n_axes.empty()) return false;
+    const bool conv_like = mm_.n_axes.size() > 1 || mm_.k_axes.size() > 1;
+    if (!conv_like || !Ms.is_const() || Ms.value() > 64 || !Ks.is_const() || Ks.value() < 64) return false;
+    if (!B.rows[0].table.empty() || !B.ks[0].table.empty()) return false;
+    auto c = collapsed(B.acc->addr, mm_.n_axes);
+    return c && *c == SymInt(1);
+  }
+
   // Pack B run by run: a panel of NR columns spans at most two runs of the innermost N dim
   // when that dim has >= NR elements (1 + ceil((NR - 1) / rows) runs for shorter rows, up
   // to 4); along a run every address and bound is affine in
@@ -358,6 +382,12 @@ LoopFunc MatmulLowering::run() {
   for (int d = 0; d < (int)R->shape.size(); ++d)
     if (R->shape[d] != SymInt(1)) caff.terms.push_back({d, cstr[d]});
   Part crow = make_part(caff, mm_.m_axes, m0, mcap, mc_blk_, mfill, allocs);
+  // B read in place (no packing): see reads_b_in_place
+  const bool direct = !prepacked && reads_b_in_place(B, Ms, Ks);
+  if (direct) {
+    allocs.erase(std::remove_if(allocs.begin(), allocs.end(), [](const Stmt& st) { return st.var == "Bp"; }), allocs.end());
+    if (!cols_whole) allocs.push_back(make_alloc("Bp", bdt_, 1, kc_blk_ * P.nr));  // the ragged last panel
+  }
   Part ccol = make_part(caff, mm_.n_axes, n0, ncap, nc_blk, nfill, allocs);
 
   // pack B
@@ -439,21 +469,47 @@ LoopFunc MatmulLowering::run() {
   if (prepacked)  // panels of all N: this job's start at n0 / NR, KC block pc
     bbase = add(bbase, mul(add(mul(var("pc"), ceil_div(N, P.nr)), binary(Op::IDiv, n0, const_int(P.nr))),
                            const_int(kc_blk_ * P.nr)));
-  for (int q = 0; G_ == 1 && q < NQ; ++q)
-    kbody.push_back(make_let("bq" + std::to_string(q), DType::F32,
-                             prepacked ? load(pbp, DType::F32, add(bbase, const_int(q * P.lanes)), nullptr, P.lanes)
-                                       : local_load("Bp", DType::F32, add(bbase, const_int(q * P.lanes)), P.lanes)));
-  for (int r = 0; G_ == 1 && r < P.mr; ++r) {
-    ExprRef ar = broadcast(local_load("Ap", DType::F32, add(abase, const_int(r))), P.lanes);
+  // f32: B's NR columns at depth kk from the panel, the prepacked panels, or B itself
+  enum class BSrc { Panel, Prepacked, InPlace, RaggedPanel };
+  auto f32_kbody = [&](BSrc src) {
+    std::vector<Stmt> body;
     for (int q = 0; q < NQ; ++q) {
-      ExprRef cur = local_load("acc", DType::F32, const_int(r * NQ + q), P.lanes);
-      ExprRef bq = var("bq" + std::to_string(q), DType::F32, P.lanes);
-      kbody.push_back(make_local_store("acc", const_int(r * NQ + q), binary(Op::Add, cur, binary(Op::Mul, ar, bq))));
+      ExprRef off = const_int(q * P.lanes), v;
+      switch (src) {
+        case BSrc::Panel: v = local_load("Bp", DType::F32, add(bbase, off), P.lanes); break;
+        case BSrc::Prepacked: v = load(pbp, DType::F32, add(bbase, off), nullptr, P.lanes); break;
+        case BSrc::InPlace: v = load(pb, DType::F32, address(B, add(mul(var("jr"), const_int(P.nr)), off), kk), nullptr, P.lanes); break;
+        case BSrc::RaggedPanel: v = local_load("Bp", DType::F32, add(mul(kk, const_int(P.nr)), off), P.lanes); break;
+      }
+      body.push_back(make_let("bq" + std::to_string(q), DType::F32, v));
     }
+    for (int r = 0; r < P.mr; ++r) {
+      ExprRef ar = broadcast(local_load("Ap", DType::F32, add(abase, const_int(r))), P.lanes);
+      for (int q = 0; q < NQ; ++q) {
+        ExprRef cur = local_load("acc", DType::F32, const_int(r * NQ + q), P.lanes);
+        ExprRef bq = var("bq" + std::to_string(q), DType::F32, P.lanes);
+        body.push_back(make_local_store("acc", const_int(r * NQ + q), binary(Op::Add, cur, binary(Op::Mul, ar, bq))));
+      }
+    }
+    return body;
+  };
+  auto k_loop = [&](std::vector<Stmt> body) {
+    Stmt l = make_for("kk", G_ == 1 ? kc : ceil_div(kc, G_), std::move(body), G_ == 1 ? "micro-kernel: k" : "micro-kernel: k groups");
+    l.reduces = {"acc"};
+    return l;
+  };
+  if (G_ > 1) {
+    micro.push_back(k_loop(std::move(kbody)));
+  } else if (!direct) {
+    micro.push_back(k_loop(f32_kbody(prepacked ? BSrc::Prepacked : BSrc::Panel)));
+  } else if (cols_whole) {
+    micro.push_back(k_loop(f32_kbody(BSrc::InPlace)));
+  } else {  // whole panels read B in place, the ragged last one its zero-padded copy
+    std::vector<Stmt> ragged{k_loop(f32_kbody(BSrc::RaggedPanel))};
+    rename_loops(ragged, "kk", "kq");
+    micro.push_back(make_if(le(add(mul(var("jr"), const_int(P.nr)), const_int(P.nr)), nc), {k_loop(f32_kbody(BSrc::InPlace))},
+                            std::move(ragged)));
   }
-  Stmt kloop = make_for("kk", G_ == 1 ? kc : ceil_div(kc, G_), std::move(kbody), G_ == 1 ? "micro-kernel: k" : "micro-kernel: k groups");
-  kloop.reduces = {"acc"};
-  micro.push_back(std::move(kloop));
   for (int a = 0; a < P.mr * NQ; ++a)
     micro.push_back(make_local_store("tile", const_int(a * P.lanes), local_load("acc", acc_, const_int(a), P.lanes)));
 
@@ -474,10 +530,11 @@ LoopFunc MatmulLowering::run() {
     auto loops = [&](std::vector<Stmt> body) {
       Stmt c = make_for("c", const_int(P.nr), body, "write back: column");
       c.annot.vectorize = true;
-      if (rows_whole && cols_whole) return make_for("r", const_int(P.mr), {c}, "write back: row");
+      Stmt rows = make_for("r", const_int(P.mr), {c}, "write back: row");
+      if (rows_whole && cols_whole) return rows;
       Stmt edge = make_for("c", const_int(P.nr), {make_if(valid, std::move(body))}, "write back: column (edge)");
       edge.annot.vectorize = true;
-      return make_if(full, {make_for("r", const_int(P.mr), {c}, "write back: row")},
+      return make_if(full, {rows},
                      {make_for("r", const_int(P.mr), {edge}, "write back: row (edge)")});
     };
     Stmt plain = loops({make_store(pout, caddr, sum)});
@@ -523,7 +580,18 @@ LoopFunc MatmulLowering::run() {
   std::vector<Stmt> pcbody{make_let("k0", DType::I64, mul(var("pc"), const_int(kc_blk_))),
                            make_let("kc", DType::I64, min_of(const_int(kc_blk_), sub(K, k0)))};
   for (auto& st : kfill) pcbody.push_back(st);
-  if (!prepacked) pcbody.push_back(packb);
+  if (direct && !cols_whole) {  // the ragged last panel (fewer than NR columns), zero padded
+    ExprRef full = binary(Op::IDiv, nc, const_int(P.nr));
+    ExprRef colr = add(mul(full, const_int(P.nr)), var("cr"));
+    Stmt c = make_for("cr", const_int(P.nr),
+                      {make_local_store("Bp", add(mul(var("kr"), const_int(P.nr)), var("cr")),
+                                        load(pb, DType::F32, address(B, colr, var("kr")), lt(colr, nc)))},
+                      "pack B: the ragged last panel");
+    c.annot.vectorize = true;
+    pcbody.push_back(make_if(lt(mul(full, const_int(P.nr)), nc), {make_for("kr", kc, {c}, "pack B: k (ragged panel)")}));
+  } else if (!prepacked && !direct) {
+    pcbody.push_back(packb);
+  }
   pcbody.push_back(ic_loop);
   for (auto& st : allocs) tbody.push_back(st);
   for (auto& st : nfill) tbody.push_back(st);
@@ -535,7 +603,7 @@ LoopFunc MatmulLowering::run() {
   f_.schedule_log.push_back("matmul: MR=" + std::to_string(P.mr) + (G_ == 4 ? " int8 u8xi8 dot4" : G_ == 2 ? " int8 i16 dot2" : "") + " NR=" + std::to_string(P.nr) + " KC=" +
                             std::to_string(kc_blk_) + " MC=" + std::to_string(mc_blk_) + " NC=" + std::to_string(nc_blk) +
                             " msplit=" + std::to_string(msplit) + (epilogue ? " +epilogue" : "") +
-                            (prepacked ? " B prepacked" : "") +
+                            (prepacked ? " B prepacked" : "") + (direct ? " B in place" : "") +
                             (tables_ ? " gather(" + std::to_string(tables_) + " tables)" : ""));
   // K == 0: the loops above write nothing; zero the output first (never with an epilogue)
   if (!(Ks.is_const() && Ks.value() > 0)) {

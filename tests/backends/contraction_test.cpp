@@ -367,6 +367,42 @@ TEST(Contraction, ShortRowsArePackedRunByRun) {
   EXPECT_EQ(batch.run(), 0);
 }
 
+// A 1x1 convolution with stride 1 (one k of B is a contiguous row of positions), K >= 64
+// input and M <= 64 output channels (a projection) is read in place by the micro-kernel,
+// no B panels; a ragged last panel (positions not a multiple of NR, at any row stride:
+// unaligned vector loads) uses a zero-padded copy. Expansions (small K, many outputs),
+// strided 1x1 convolutions and plain matmuls keep packing B.
+TEST(Contraction, OneByOneConvReadsBInPlace) {
+  auto ir = [](const ConvCase& c) { return test::loop_ir_of(build_program(conv_graph(c))); };
+  EXPECT_NE(ir({1, 144, 28, 28, 32, 1, 1, {1, 1}, {0, 0}, {1, 1}, 1, true}).find("B in place"), std::string::npos);
+  EXPECT_EQ(ir({1, 24, 56, 56, 144, 1, 1, {1, 1}, {0, 0}, {1, 1}, 1, true}).find("B in place"), std::string::npos);
+  EXPECT_NE(ir({1, 192, 14, 14, 64, 1, 1, {1, 1}, {0, 0}, {1, 1}, 1, true}).find("B in place"), std::string::npos);
+  EXPECT_EQ(ir({1, 19, 13, 13, 71, 1, 1, {2, 2}, {0, 0}, {1, 1}, 1, false}).find("B in place"), std::string::npos);
+  EXPECT_EQ(ir({1, 8, 9, 9, 16, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, false}).find("B in place"), std::string::npos);
+  Tensor x = input("x", {96, 200}), w = input("w", {200, 40});
+  EXPECT_EQ(test::loop_ir_of(build_program(Graph::from_outputs({{"y", matmul(x, w).node()}}))).find("B in place"), std::string::npos);
+  test::DiffBatch batch;
+  // {n, c, h, w, k}: N a multiple of NR or ragged (196, 49, 143, 7), prime channels, K over
+  // KC (partial sums), M below MR, batch 1, 3 and 64
+  for (auto [n, c, h, wd, k] : std::vector<std::array<int64_t, 5>>{{1, 64, 16, 16, 17},
+                                                                   {1, 192, 14, 14, 64},
+                                                                   {1, 67, 11, 13, 5},
+                                                                   {3, 97, 7, 7, 31},
+                                                                   {1, 300, 4, 8, 17},
+                                                                   {2, 71, 1, 7, 61},
+                                                                   {64, 64, 3, 3, 11},
+                                                                   {1, 16, 16, 16, 96}}) {
+    Tensor xi = input("x", {n, c, h, wd}), wi = input("w", {k, c, 1, 1}), b = input("b", {k});
+    Tensor res = input("res", {n, k, h, wd});
+    std::string label = "1x1 n" + std::to_string(n) + " c" + std::to_string(c) + " " + std::to_string(h) + "x" +
+                        std::to_string(wd) + " k" + std::to_string(k);
+    Tensor y = conv2d(xi, wi, b);
+    batch.add(label + " + bias + relu6", Graph::from_outputs({{"y", clamp(y, Scalar(0.0), Scalar(6.0)).node()}}));
+    batch.add(label + " + residual", Graph::from_outputs({{"y", (conv2d(xi, wi, std::nullopt) + res).node()}}));
+  }
+  EXPECT_EQ(batch.run(), 0);
+}
+
 // Inference BatchNorm after a convolution with constant statistics (a model exported
 // without folding): the per-channel scale and shift run in the GEMM's epilogue, one kernel,
 // not a second pass over the output.
