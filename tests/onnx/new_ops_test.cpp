@@ -13,82 +13,16 @@
 #include "core/import/onnx_import.h"
 #include "core/interp/interp.h"
 #include "core/runtime/compare.h"
+#include "tests/onnx/onnx_builder.h"
 
 namespace lathe {
 namespace {
 
-struct Builder {
-  onnx::ModelProto m;
-  explicit Builder(int opset) {
-    m.set_ir_version(7);
-    m.add_opset_import()->set_version(opset);
-  }
-  onnx::GraphProto* g() { return m.mutable_graph(); }
-  void input(const std::string& name, std::vector<int64_t> dims, int type = onnx::TensorProto::FLOAT) {
-    auto* in = g()->add_input();
-    in->set_name(name);
-    auto* tt = in->mutable_type()->mutable_tensor_type();
-    tt->set_elem_type(type);
-    tt->mutable_shape();  // rank 0 when dims is empty
-    for (int64_t d : dims) tt->mutable_shape()->add_dim()->set_dim_value(d);
-  }
-  void init(const std::string& name, const HostTensor& t) {
-    auto* p = g()->add_initializer();
-    p->set_name(name);
-    for (int64_t d : t.shape()) p->add_dims(d);
-    if (t.dtype() == DType::F32) {
-      p->set_data_type(onnx::TensorProto::FLOAT);
-      for (int64_t i = 0; i < t.numel(); ++i) p->add_float_data(static_cast<float>(t.get_f64(i)));
-    } else if (t.dtype() == DType::I32) {
-      p->set_data_type(onnx::TensorProto::INT32);
-      for (int64_t i = 0; i < t.numel(); ++i) p->add_int32_data(static_cast<int32_t>(t.get_i64(i)));
-    } else {
-      p->set_data_type(onnx::TensorProto::INT64);
-      for (int64_t i = 0; i < t.numel(); ++i) p->add_int64_data(t.get_i64(i));
-    }
-  }
-  onnx::NodeProto* node(const std::string& op, std::vector<std::string> ins, std::vector<std::string> outs) {
-    auto* n = g()->add_node();
-    n->set_op_type(op);
-    n->set_name("the_" + op);
-    for (auto& i : ins) n->add_input(i);
-    for (auto& o : outs) {
-      n->add_output(o);
-      if (!o.empty()) g()->add_output()->set_name(o);
-    }
-    return n;
-  }
-  Graph load() {
-    std::string b = m.SerializeAsString();
-    return load_onnx_bytes(b.data(), b.size(), {}, "t.onnx");
-  }
-};
-
-void attr_i(onnx::NodeProto* n, const std::string& k, int64_t v) {
-  auto* a = n->add_attribute();
-  a->set_name(k);
-  a->set_type(onnx::AttributeProto::INT);
-  a->set_i(v);
-}
-void attr_f(onnx::NodeProto* n, const std::string& k, float v) {
-  auto* a = n->add_attribute();
-  a->set_name(k);
-  a->set_type(onnx::AttributeProto::FLOAT);
-  a->set_f(v);
-}
-void attr_s(onnx::NodeProto* n, const std::string& k, const std::string& v) {
-  auto* a = n->add_attribute();
-  a->set_name(k);
-  a->set_type(onnx::AttributeProto::STRING);
-  a->set_s(v);
-}
-
-HostTensor randt(std::vector<int64_t> shape, std::mt19937& rng, double scale = 0.5) {
-  HostTensor t(DType::F32, shape);
-  std::uniform_real_distribution<double> u(-scale, scale);
-  for (int64_t i = 0; i < t.numel(); ++i) t.set_f64(i, u(rng));
-  return t;
-}
+using Builder = test::OnnxBuilder;
+using test::attr_f;
+using test::attr_i;
+using test::attr_s;
+using test::randt;
 
 double sigm(double x) { return 1 / (1 + std::exp(-x)); }
 

@@ -10,78 +10,18 @@
 #include "backends/kernel_dedup.h"
 #include "core/import/onnx_import.h"
 #include "tests/backends/diff_util.h"
+#include "tests/onnx/onnx_builder.h"
 
 namespace lathe {
 namespace {
 
-struct Model {
-  onnx::ModelProto m;
-  Model() {
-    m.set_ir_version(7);
-    m.add_opset_import()->set_version(14);
-  }
-  onnx::GraphProto* g() { return m.mutable_graph(); }
-  void input(const std::string& name, std::vector<int64_t> dims) {
-    auto* in = g()->add_input();
-    in->set_name(name);
-    auto* tt = in->mutable_type()->mutable_tensor_type();
-    tt->set_elem_type(onnx::TensorProto::FLOAT);
-    for (int64_t d : dims) tt->mutable_shape()->add_dim()->set_dim_value(d);
-  }
-  void init(const std::string& name, const HostTensor& t) {
-    auto* p = g()->add_initializer();
-    p->set_name(name);
-    for (int64_t d : t.shape()) p->add_dims(d);
-    if (t.dtype() == DType::F32) {
-      p->set_data_type(onnx::TensorProto::FLOAT);
-      for (int64_t i = 0; i < t.numel(); ++i) p->add_float_data(static_cast<float>(t.get_f64(i)));
-    } else {
-      p->set_data_type(onnx::TensorProto::INT32);
-      for (int64_t i = 0; i < t.numel(); ++i) p->add_int32_data(static_cast<int32_t>(t.get_i64(i)));
-    }
-  }
-  onnx::NodeProto* node(const std::string& op, std::vector<std::string> ins, std::vector<std::string> outs) {
-    auto* n = g()->add_node();
-    n->set_op_type(op);
-    n->set_name("the_" + op);
-    for (auto& i : ins) n->add_input(i);
-    for (auto& o : outs) {
-      n->add_output(o);
-      g()->add_output()->set_name(o);
-    }
-    return n;
-  }
-  Graph load() {
-    std::string b = m.SerializeAsString();
-    return load_onnx_bytes(b.data(), b.size(), {}, "rnn.onnx");
-  }
+using test::randt;
+
+// the ONNX model of one recurrent node (opset 14)
+struct Model : test::OnnxBuilder {
+  Model() : test::OnnxBuilder(14) {}
+  Graph load() { return test::OnnxBuilder::load("rnn.onnx"); }
 };
-
-void attr(onnx::NodeProto* n, const std::string& k, int64_t v) {
-  auto* a = n->add_attribute();
-  a->set_name(k);
-  a->set_type(onnx::AttributeProto::INT);
-  a->set_i(v);
-}
-void attr(onnx::NodeProto* n, const std::string& k, float v) {
-  auto* a = n->add_attribute();
-  a->set_name(k);
-  a->set_type(onnx::AttributeProto::FLOAT);
-  a->set_f(v);
-}
-void attr(onnx::NodeProto* n, const std::string& k, const std::string& v) {
-  auto* a = n->add_attribute();
-  a->set_name(k);
-  a->set_type(onnx::AttributeProto::STRING);
-  a->set_s(v);
-}
-
-HostTensor randt(std::vector<int64_t> shape, std::mt19937& rng, double scale = 0.5) {
-  HostTensor t(DType::F32, std::move(shape));
-  std::uniform_real_distribution<double> u(-scale, scale);
-  for (int64_t i = 0; i < t.numel(); ++i) t.set_f64(i, u(rng));
-  return t;
-}
 
 struct Case {
   std::string op;  // LSTM, GRU, RNN
@@ -130,10 +70,10 @@ Graph recurrent_graph(const Case& c, TensorMap& inputs) {
   std::vector<std::string> outs{"Y", "Yh"};
   if (c.op == "LSTM") outs.push_back("Yc");
   auto* n = m.node(c.op, ins, outs);
-  attr(n, "hidden_size", c.H);
-  attr(n, "direction", c.direction);
-  if (c.clip) attr(n, "clip", 0.8f);
-  if (c.op == "GRU") attr(n, "linear_before_reset", static_cast<int64_t>(c.lbr));
+  test::attr_i(n, "hidden_size", c.H);
+  test::attr_s(n, "direction", c.direction);
+  if (c.clip) test::attr_f(n, "clip", 0.8f);
+  if (c.op == "GRU") test::attr_i(n, "linear_before_reset", static_cast<int64_t>(c.lbr));
   return m.load();
 }
 
