@@ -1,6 +1,7 @@
 // attention_layout.h — how the fused attention kernels (lower_attention.cpp, and the backward's
 // lower_attention_bwd.cpp) address their operands.
 #pragma once
+#include <string>
 #include <vector>
 
 #include "core/loop/loop_ir.h"
@@ -18,6 +19,16 @@ struct Layout {
 };
 
 Layout attention_layout(const KernelGraph& kg, NodeRef n);
+
+// The layouts of a fused attention kernel's operands (root->inputs) and the buffer parameter
+// each reads: a buffer not yet in f.buffers is added as an input named names[i]; two views of
+// one buffer share its parameter.
+struct AttentionOperands {
+  std::vector<Layout> lay;
+  std::vector<int> param;
+};
+AttentionOperands attention_operands(const KernelGraph& kg, LoopFunc& f, const std::vector<NodeRef>& inputs,
+                                     const std::vector<std::string>& names);
 
 // K/V's index along a batch dim for Q's index c: c, or c / G when G = qd / kd query heads share
 // each K/V head (grouped heads; a size-1 dim has stride 0 and needs none).

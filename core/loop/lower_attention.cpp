@@ -62,6 +62,23 @@ Layout attention_layout(const KernelGraph& kg, NodeRef n) {
 }
 
 
+AttentionOperands attention_operands(const KernelGraph& kg, LoopFunc& f, const std::vector<NodeRef>& inputs,
+                                     const std::vector<std::string>& names) {
+  AttentionOperands r;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    r.lay.push_back(attention_layout(kg, inputs[i]));
+    int p = -1;
+    for (size_t b = 0; b < f.buffers.size(); ++b)
+      if (f.buffers[b].buffer == r.lay.back().buffer) p = (int)b;
+    if (p < 0) {
+      p = (int)f.buffers.size();
+      f.buffers.push_back({r.lay.back().buffer, names.at(i), kg.buffers[r.lay.back().buffer].dtype, false});
+    }
+    r.param.push_back(p);
+  }
+  return r;
+}
+
 AttentionDesc attention_desc(const KernelGraph& kg, int kernel) {
   const Kernel& k = kg.kernels.at(kernel);
   auto spec = attention_spec(k.root);
@@ -131,20 +148,9 @@ LoopFunc lower_attention_kernel(const KernelGraph& kg, int kernel, const Attenti
   f.kind = "attention";
   f.dims = kg.symbols;
   f.buffers.push_back({k.output, "out", DType::F32, true});
-  const char* names[] = {"q", "k", "v", "mask"};
-  std::vector<Layout> lay;
-  std::vector<int> param;  // per operand: its buffer parameter (two views of one buffer share it)
-  for (size_t i = 0; i < R->inputs.size(); ++i) {
-    lay.push_back(attention_layout(kg, R->inputs[i]));
-    int p = -1;
-    for (size_t b = 0; b < f.buffers.size(); ++b)
-      if (f.buffers[b].buffer == lay.back().buffer) p = (int)b;
-    if (p < 0) {
-      p = (int)f.buffers.size();
-      f.buffers.push_back({lay.back().buffer, names[i], kg.buffers[lay.back().buffer].dtype, false});
-    }
-    param.push_back(p);
-  }
+  const AttentionOperands ops = attention_operands(kg, f, R->inputs, {"q", "k", "v", "mask"});
+  const std::vector<Layout>& lay = ops.lay;
+  const std::vector<int>& param = ops.param;
   const int pq = param[0], pk = param[1], pv = param[2], pm = spec->has_mask ? param[3] : -1;
   // per shape: tiles no larger than the sequence (rounded to the register tile), so short
   // sequences do not compute padding

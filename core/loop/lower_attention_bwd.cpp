@@ -69,19 +69,9 @@ LoopFunc lower_attention_bwd_kernel(const KernelGraph& kg, int kernel, const Att
   if (spec->has_mask) names.push_back("mask");
   names.push_back("os");
   names.push_back("dout");
-  std::vector<Layout> lay;
-  std::vector<int> param;
-  for (size_t i = 0; i < R->inputs.size(); ++i) {
-    lay.push_back(attention_layout(kg, R->inputs[i]));
-    int p = -1;
-    for (size_t b = 0; b < f.buffers.size(); ++b)
-      if (f.buffers[b].buffer == lay.back().buffer) p = (int)b;
-    if (p < 0) {
-      p = (int)f.buffers.size();
-      f.buffers.push_back({lay.back().buffer, names[i], kg.buffers[lay.back().buffer].dtype, false});
-    }
-    param.push_back(p);
-  }
+  const AttentionOperands ops = attention_operands(kg, f, R->inputs, names);
+  const std::vector<Layout>& lay = ops.lay;
+  const std::vector<int>& param = ops.param;
   const int pq = param[0], pk = param[1], pv = param[2], pm = spec->has_mask ? param[3] : -1;
   const size_t ios = R->inputs.size() - 2, ido = R->inputs.size() - 1;
   const int pos = param[ios], pdo = param[ido];
