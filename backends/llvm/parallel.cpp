@@ -37,10 +37,17 @@ class Pool {
     if (parts == 1) { fn(b, d, c, 0, n); return; }
     std::lock_guard<std::mutex> serial(run_mu_);  // one parallel loop at a time
     {
-      std::lock_guard<std::mutex> lock(mu_);
-      // a worker still in the previous loop (it woke late and found nothing left to claim)
-      // leaves it before the shares are handed out again; none can enter while we hold mu_
-      while (inside_.load(std::memory_order_acquire) != 0) std::this_thread::yield();
+      // A worker still in the previous loop (it woke late and found nothing left to claim, or
+      // it finished the last chunk and takes mu_ to notify done_cv_) leaves it before the
+      // shares are handed out again. Wait with mu_ released, so that worker can take it (waiting
+      // while holding mu_ deadlocked: the worker's notify blocked on mu_, inside_ never fell);
+      // once inside_ is 0 with mu_ held, none can enter (entering takes mu_).
+      std::unique_lock<std::mutex> lock(mu_);
+      while (inside_.load(std::memory_order_acquire) != 0) {
+        lock.unlock();
+        std::this_thread::yield();
+        lock.lock();
+      }
       fn_ = fn; b_ = b; d_ = d; c_ = c; n_ = n; parts_ = parts;
       grain_ = std::max<int64_t>(1, n / (int64_t(parts) * 8));
       for (int p = 0; p < parts; ++p) {
