@@ -10,6 +10,7 @@
 //   gui.expand(path)          gui.collapse(path)  gui.collapse_all()  gui.weights([on])  gui.boxes()       gui.fit()      gui.frame_ms([n])
 //   gui.frame_stats([n])     gui.zoom([z])            gui.relayout()
 //   gui.wait()                gui.job()                gui.hold_jobs(on)
+//   gui.tune{…}  gui.tune_result()  gui.tune_cancel()  gui.tune_apply()   (gui_script_tune.cpp)
 //
 // Compile, profile and run are background jobs (views/jobs.h). gui.compile / profile / run
 // wait for theirs unless told not to: in a --script the coroutine yields "job" and the app
@@ -315,7 +316,8 @@ int l_tab(lua_State* L) {
   else if (t == "timeline" || t == "Timeline") s.bottom_tab_request = "Timeline";
   else if (t == "rules" || t == "Rules") s.bottom_tab_request = "Rules";
   else if (t == "console" || t == "Console") s.bottom_tab_request = "Console";
-  else script::raise(L, "gui.tab: unknown tab '" + t + "' (inspector, kernels, profile, loop, source, asm, roofline, bars, log, timeline, rules, console)");
+  else if (t == "tune" || t == "Tune") s.bottom_tab_request = "Tune";
+  else script::raise(L, "gui.tab: unknown tab '" + t + "' (inspector, kernels, profile, loop, source, asm, roofline, bars, log, timeline, rules, console, tune)");
   return 0;
 }
 
@@ -506,7 +508,7 @@ const script::Function kGui[] = {
     {"color", l_color, "gui.color([mode])", "colour boxes by category | kernel | heat; returns the mode"},
     {"select", l_select, "gui.select(text | id)", "select the first node matching text (op, input or output name) or node id"},
     {"select_kernel", l_select_kernel, "gui.select_kernel(k | name)", "select kernel k (1-based) or by name; returns its name"},
-    {"tab", l_tab, "gui.tab(name)", "show a tab: inspector, kernels, profile, loop, source, asm, roofline, bars, log, timeline, rules, console"},
+    {"tab", l_tab, "gui.tab(name)", "show a tab: inspector, kernels, profile, loop, source, asm, roofline, bars, log, timeline, rules, console, tune"},
     {"job", l_job, "gui.job()", "the background job running now: {kind, label, seconds, held}, or nil"},
     {"hold_jobs", l_hold_jobs, "gui.hold_jobs(on)", "tests: a job started while held waits before working (gui.wait releases it)"},
     {"_start", l_start, "gui._start(kind [, arg])", "start a background job (compile | profile | run)"},
@@ -572,6 +574,7 @@ function gui.profile(runs, wait)
   if start("profile", runs or 10, wait) then return gui.state().total_ms end
 end
 function gui.run(wait) start("run", nil, wait) end
+gui._await = await   -- for gui.tune (gui_script_tune.cpp)
 function gui.wait()
   local err = await()
   if err then error(err, 2) end
@@ -608,6 +611,7 @@ std::string read_text(const std::string& path, bool* ok) {
 void add_gui_help() {
   for (const script::Function* f = kGui; f->name; ++f) script::add_help(std::string("gui.") + f->name, f->signature, f->doc);
   gui_lua::add_rewrite_help();
+  gui_lua::add_tune_help();
   script::add_help("gui.compile", "gui.compile([backend [, wait=true]])",
                    "compile the graph shown in the background (as :compile does) and wait; returns the kernel count");
   script::add_help("gui.profile", "gui.profile([runs [, wait=true]])",
@@ -628,11 +632,14 @@ void wire_gui_script(views::GuiOptions& o, std::shared_ptr<script::Workbench> wb
   lua_newtable(L);
   script::register_functions(L, lua_gettop(L), kGui, "gui.");
   gui_lua::register_rewrite_functions(L, lua_gettop(L));
+  gui_lua::register_tune_functions(L, lua_gettop(L));
   add_gui_help();
   lua_setglobal(L, "gui");
   script::ScriptError err;
   if (!wb->engine().run_string(kGuiLua, "=gui", 0, &err)) throw std::runtime_error("gui.lua: " + err.message);
   if (!wb->engine().run_string(gui_lua::kRewriteLua, "=gui", 0, &err)) throw std::runtime_error("gui.lua: " + err.message);
+  if (!wb->engine().run_string(gui_lua::kTuneLua, "=gui", 0, &err)) throw std::runtime_error("gui.lua: " + err.message);
+  gui_lua::wire_tune_hooks(o.program);
 
   o.program.compile = [wb](const std::string& backend) -> std::string {
     script::Workbench::Result r = wb->execute(":compile" + (backend.empty() ? "" : " " + backend));

@@ -30,6 +30,12 @@ void set_bool(lua_State* L, const char* k, bool v);
 void register_rewrite_functions(lua_State* L, int gui_table);
 void add_rewrite_help();   // their help topics (also outside the app: `lathe help gui.rewrite`)
 extern const char* const kRewriteLua;   // their Lua halves, run after the table exists
+// gui.tune, gui.tune_result, gui.tune_cancel, gui.tune_apply (gui_script_tune.cpp), and the
+// hooks the app's Tune job uses to time candidates and compile the tuned program.
+void register_tune_functions(lua_State* L, int gui_table);
+void add_tune_help();
+extern const char* const kTuneLua;
+void wire_tune_hooks(views::ProgramHooks& h);
 }  // namespace gui_lua
 
 }  // namespace lathe::app

@@ -11,6 +11,7 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <set>
 #include <string>
@@ -23,6 +24,8 @@
 #include "views/jobs.h"
 
 namespace lathe::views {
+
+class TuneRun;   // tune_job.h
 
 // GraphView levels (DESIGN.md "The levels a user sees").
 enum class Level : uint8_t { Tensor, Primitive, Kernel };
@@ -165,6 +168,10 @@ class AppState {
   bool view_text = false;             // whether their labels were drawn (zoom level of detail)
   // Compile, profile and run go to this worker (jobs.h); app_actions.h starts them.
   JobRunner jobs;
+  // The last Tune job (tune_job.h): its candidates' times, records and loop IR; the Tune
+  // tab shows it, tune_selected is the row (distinct kernel) shown there (-1: the latest).
+  std::shared_ptr<TuneRun> tune;
+  int tune_selected = -1;
 
   // --- commands ------------------------------------------------------------------------
   // Loads FILE through load_graph (core/ir/loader.h). On failure keeps the old graph,

@@ -19,6 +19,10 @@
 #include "core/runtime/profile.h"
 #include "core/schedule/executor.h"
 
+namespace lathe::tune {
+class Measurer;
+}
+
 namespace lathe::views {
 
 // Source and assembly of one kernel in the backend's language.
@@ -53,6 +57,13 @@ struct ProgramHooks {
   std::function<KernelCode(const Executable& exe, int k, bool assembly)> code;
   // Backend names usable on this machine, the default first.
   std::function<std::vector<std::string>()> backends;
+  // The tuner's link to a backend (tune_job.h), both called on the worker thread: a
+  // Measurer that times candidates of `p`'s kernels on `backend` (seeded random inputs,
+  // symbolic dims from `dims`; throws UserError for a backend it cannot time on), and
+  // compiling a program whose kernels are already scheduled (the tuned one) as `p` would be,
+  // `as_compiled` being the schedules p:reset() goes back to.
+  std::function<std::unique_ptr<tune::Measurer>(const Program& p, const std::string& backend, const Bindings& dims)> measurer;
+  std::function<BuiltProgram(Program p, const std::string& backend, std::vector<loop::LoopFunc> as_compiled)> build_scheduled;
 };
 
 // Per-kernel text, filled lazily (rendering a kernel costs a few ms; assembly a compile).

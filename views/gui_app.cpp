@@ -34,6 +34,7 @@
 #include "views/log_panel.h"
 #include "views/open_dialog.h"
 #include "views/profile_panel.h"
+#include "views/tune_panel.h"
 #include "views/redraw.h"
 #include "views/rules_editor.h"
 #include "views/screenshot.h"
@@ -133,6 +134,7 @@ struct App {
   Timeline timeline;
   KernelsPanel kernels;
   ProfilePanel profile;
+  TunePanel tune;
   RulesEditor rules_editor;
   // --script: running until it ends; what it waits for between resumes.
   bool script_running = false, script_failed = false;
@@ -415,6 +417,9 @@ void App::draw_frame() {
     std::string req = state.bottom_tab_request;
     state.bottom_tab_request.clear();
     auto flags = [&](const char* name) { return req == name ? ImGuiTabItemFlags_SetSelected : 0; };
+    // The Tune tab shows a plot and two loop IRs: asked for, it gets half the window (from
+    // the next frame; the splitter moves it back).
+    if (req == "Tune" && settings.split_y > 0.5f) settings.split_y = 0.5f;
     if (ImGui::BeginTabItem("Log", nullptr, flags("Log"))) {
       draw_log_panel(state, fonts);
       ImGui::EndTabItem();
@@ -429,6 +434,10 @@ void App::draw_frame() {
     }
     if (ImGui::BeginTabItem("Console", nullptr, flags("Console"))) {
       console.draw(state, fonts);
+      ImGui::EndTabItem();
+    }
+    if (ImGui::BeginTabItem("Tune", nullptr, flags("Tune"))) {
+      tune.draw(state, fonts);
       ImGui::EndTabItem();
     }
     ImGui::EndTabBar();
@@ -555,7 +564,10 @@ int run_gui(const GuiOptions& opts) {
     // While a profile job measures, the window draws once a second (the title and the
     // menu bar's spinner say it runs): rasterizing on the CPU would compete with the
     // kernels for the cores and inflate their times. The job's end wakes the loop.
-    bool profiling = app.state.jobs.busy() && app.state.jobs.kind() == "profile";
+    // So does a Tune job that times candidates (its plot and progress move once a second).
+    bool profiling = app.state.jobs.busy() && (app.state.jobs.kind() == "profile" ||
+                                               (app.state.jobs.kind() == "tune" && app.state.tune &&
+                                                app.state.tune->req.measure == "time"));
     if (profiling) {
       glfwWaitEventsTimeout(1.0);
       double since = std::chrono::duration<double>(std::chrono::steady_clock::now() - last_draw).count();
@@ -594,7 +606,7 @@ int run_gui(const GuiOptions& opts) {
     auto t_render = std::chrono::steady_clock::now();
 
     std::string title = "Lathe — " + (app.state.has_graph ? app.state.title : std::string("no graph"));
-    if (profiling) title += "  (profiling…)";
+    if (profiling) title += app.state.jobs.kind() == "tune" ? "  (tuning…)" : "  (profiling…)";
     if (title != title_shown) glfwSetWindowTitle(window, title.c_str()), title_shown = title;
 
     auto now = std::chrono::steady_clock::now();

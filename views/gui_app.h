@@ -8,7 +8,7 @@
 //   |                               | Kernels   |    |
 //   |                               | Profile        |
 //   +-------------------------------+----------------+
-//   | Log | Timeline | Rules | Console                |
+//   | Log | Timeline | Rules | Console | Tune         |
 //   +------------------------------------------------+
 //
 // The splitters, window size and ImGui's own state persist in the XDG config directory

@@ -130,6 +130,9 @@ void KernelsPanel::kernel_code(AppState& s, const Fonts& fonts) {
   ImGui::SameLine();
   ImGui::TextDisabled("%s · %zu nodes%s", kn.kind.c_str(), kn.nodes.size(),
                       kn.root ? (" · computes %" + std::to_string(kn.root->id)).c_str() : "");
+  ImGui::SameLine();
+  if (ImGui::SmallButton("Tune…")) s.bottom_tab_request = "Tune";   // the Tune tab: Tune <this kernel>
+  if (ImGui::IsItemHovered()) ImGui::SetTooltip("search schedules for this kernel (the Tune tab)");
   KernelText& t = s.compiled->text[k];
   std::string req = s.code_tab_request;
   s.code_tab_request.clear();

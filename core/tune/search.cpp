@@ -219,6 +219,7 @@ TuneResult tune_program(const Program& p, const Bindings& dims, const std::strin
           Cand& c = s.cands_[done + i];
           c.predicted = i < t.size() && t[i].ms > 0 ? t[i].ms : kInf;
           c.measured = c.predicted;
+          if (o.on_trial) o.on_trial({k, (int)(done + i) + 1, std::isfinite(c.predicted) ? c.predicted : -1, rec.baseline_ms});
         }
         done = s.cands_.size();
       };
@@ -267,6 +268,7 @@ TuneResult tune_program(const Program& p, const Bindings& dims, const std::strin
           batch[i]->base_ms = base;
           batch[i]->ratio = ms > 0 && base > 0 ? ms / base : kInf;
           if (ms > 0) s.model_.add(batch[i]->est.features, std::log(ms / batch[i]->est.ms));
+          if (o.on_trial) o.on_trial({k, pr.trials + (int)i + 1, ms > 0 ? ms : -1, base});
         }
         pr.trials += (int)batch.size();
         s.repredict();

@@ -75,6 +75,14 @@ struct Progress {
   bool done = false;          // the kernel's last report
 };
 
+// One candidate's outcome, as the search records it (for a live plot of time against trials).
+struct Trial {
+  int kernel = -1;            // the kernel's index in the program
+  int trial = 0;              // 1, 2, … within this kernel's search
+  double ms = -1;             // its time (the model's estimate with --measure model); < 0: failed
+  double baseline_ms = -1;    // the heuristic's, measured beside it (its estimate with --measure model)
+};
+
 struct TuneOptions {
   int trials = 64;            // measured candidates per kernel (model-ranked points with no Measurer)
   double budget_s = 0;        // whole run; 0 = none
@@ -88,6 +96,8 @@ struct TuneOptions {
   // called with each kernel's record as soon as it is final (so a caller can write it
   // before the next kernel: a run that is killed keeps what it had found)
   std::function<void(const Record&)> on_record;
+  // called on the searching thread with each candidate measured (or estimated), in order
+  std::function<void(const Trial&)> on_trial;
 };
 
 struct TuneResult {
