@@ -95,11 +95,14 @@ int run_gui_command(const std::vector<std::string>& args) {
                "times, a sortable table, a bar chart, a roofline and heat colours; Run (Inspector > Values)\n"
                "shows a node's min / max / mean / NaNs and histogram. Selecting a kernel outlines its nodes.\n"
                "Compile, Profile and Run are background jobs: the window stays interactive while they run.\n"
+               "Tune (bottom panel): search schedules for the selected kernel or the whole graph in the background,\n"
+               "each candidate's time plotted against trials, Cancel keeps what was found, the best schedule's loop\n"
+               "IR beside the heuristic's; Apply replays the winners onto p and writes the records (`lathe help tune`).\n"
                "Timeline: step / back / run rewrites, breakpoints on rules (Run stops before one fires) and\n"
                "per-rule stats; Rules: edit the rules file, save and reload (a bad rule shows file:line).\n"
                "A --script drives the app through the `gui` Lua table (gui.compile, gui.profile, gui.level,\n"
                "gui.select_kernel, gui.expand, gui.collapse, gui.weights, gui.boxes, gui.tab, gui.state,\n"
-               "gui.rewrite, gui.breakpoint, gui.timeline,\n"
+               "gui.rewrite, gui.breakpoint, gui.timeline, gui.tune, gui.tune_result, gui.tune_cancel, gui.tune_apply,\n"
                "gui.edit_rules, gui.save_rules, gui.frames, gui.screenshot, …; see the README).",
                "lathe gui"};
   std::string file, script, screenshot, level, select, size;

@@ -665,6 +665,7 @@ int run_gui(const GuiOptions& opts) {
     if (!app.state.path.empty()) app.settings.last_file = app.state.path;
     save_gui_settings(app.settings);
   }
+  if (app.state.tune) app.state.tune->stop = true;   // a Tune job ends after its batch in flight
   app.state.jobs.join();   // a job still running finishes first (its wake call needs GLFW)
   app.graph.reset();   // before the GL context goes (a layout thread still in dot is left to finish)
   ImGui_ImplOpenGL3_Shutdown();

@@ -89,7 +89,7 @@ void TunePanel::toolbar(AppState& s, const TuneRun::Live* live) {
     int faster = 0;
     if (live)
       for (auto& tk : live->kernels) faster += tk.faster;
-    bool can_apply = run && run->finished && !run->applied && faster > 0 && !s.jobs.busy();
+    bool can_apply = run && run->finished && !run->applied && faster > 0 && !s.jobs.busy() && run->document == s.document;
     ImGui::BeginDisabled(!can_apply);
     if (ImGui::Button(run && run->applied ? "Applied" : "Apply")) apply_tune(s);
     ImGui::EndDisabled();
@@ -140,6 +140,10 @@ void TunePanel::toolbar(AppState& s, const TuneRun::Live* live) {
                 static_cast<int>(run->records.size()), faster,
                 run->applied ? ("; applied to p, records in " + run->records_path).c_str() : "");
   ImGui::TextUnformatted(text);
+  if (run->document != s.document) {
+    ImGui::SameLine();
+    ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(colors::kWarn), "(of a graph no longer shown)");
+  }
 }
 
 //-----------------------------------------------------------------------------
@@ -163,7 +167,7 @@ int TunePanel::kernel_table(AppState& s, const TuneRun::Live& live, float height
   ImGui::TableSetupColumn("trials");
   ImGui::TableSetupColumn("best");
   ImGui::TableSetupColumn("heuristic");
-  ImGui::TableSetupColumn("speed-up", ImGuiTableColumnFlags_WidthFixed, ImGui::CalcTextSize("speed-up").x);
+  ImGui::TableSetupColumn("speed-up", ImGuiTableColumnFlags_WidthFixed, ImGui::CalcTextSize("speed-up").x + 10);
   ImGui::TableHeadersRow();
   for (int i = 0; i < n; ++i) {
     const TuneKernel& tk = live.kernels[i];

@@ -4,8 +4,10 @@
 // target and only when faster than the heuristic.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cstdio>
 #include <fstream>
+#include <map>
 
 #include "backends/backend.h"
 #include "backends/tune_measure.h"
@@ -83,6 +85,48 @@ TEST(Tune, ColumnSumModelPicksReductionRows) {
   bool rows = false;
   for (auto& l : r[0].schedule) rows |= l.rfind("reduce_rows", 0) == 0;
   EXPECT_TRUE(rows) << tune::to_json_line(r[0]);
+}
+
+// on_trial (the app's Tune tab plots it): one call per candidate, numbered 1, 2, … per
+// kernel, as many as the record's trials, the best of them the record's time; a stop
+// request from it ends the search with what was found (the kernel in progress keeps its best)
+TEST(Tune, OnTrialReportsEveryCandidateAndCanStopTheSearch) {
+  Graph g = Graph::from_outputs({{"s", sum(input("x", {96, 64}), {0}).node()},
+                                 {"t", (transpose(input("y", {33, 40}), 0, 1) + 1.0).node()}});
+  Program p = build_program(g);
+  std::map<int, std::vector<tune::Trial>> seen;
+  tune::TuneOptions o = model_opts(4);
+  o.on_trial = [&](const tune::Trial& t) { seen[t.kernel].push_back(t); };
+  tune::TuneResult r = tune::tune_program(p, {}, "test-target", nullptr, o);
+  ASSERT_EQ(r.records.size(), 2u);
+  ASSERT_EQ(seen.size(), 2u);
+  for (auto& rec : r.records) {
+    int k = -1;
+    for (int i = 0; i < p.num_kernels(); ++i)
+      if (p.kg.kernels[i].name == rec.kernel) k = i;
+    ASSERT_TRUE(seen.count(k)) << rec.kernel;
+    const auto& ts = seen[k];
+    ASSERT_EQ((int)ts.size(), rec.trials);
+    double best = 1e300;
+    for (size_t i = 0; i < ts.size(); ++i) {
+      EXPECT_EQ(ts[i].trial, (int)i + 1);
+      EXPECT_EQ(ts[i].baseline_ms, rec.baseline_ms);
+      if (ts[i].ms > 0) best = std::min(best, ts[i].ms);
+    }
+    EXPECT_EQ(best, rec.ms);
+  }
+  // stop after the 10th candidate: the first kernel keeps its best of those, the second is not tuned
+  std::atomic<bool> stop{false};
+  int calls = 0;
+  tune::TuneOptions s = model_opts(4);
+  s.stop = &stop;
+  s.on_trial = [&](const tune::Trial&) {
+    if (++calls == 10) stop = true;
+  };
+  tune::TuneResult c = tune::tune_program(p, {}, "test-target", nullptr, s);
+  EXPECT_TRUE(c.interrupted);
+  ASSERT_EQ(c.records.size(), 1u);
+  EXPECT_LE(c.records[0].ms, c.records[0].baseline_ms);
 }
 
 // every point the search may pick computes what the interpreter computes
