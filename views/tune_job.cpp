@@ -62,6 +62,10 @@ bool start_tune(AppState& s, const TuneRequest& r) {
     s.warn("tune: wait for the running job (" + s.jobs.label() + ") to finish");
     return false;
   }
+  if (s.compiled->backend == "interp") {
+    s.warn("tune: the interp backend runs the graph as a whole, with no schedules to tune (compile with c or llvm)");
+    return false;
+  }
   const Program& shown = s.compiled->program();
   if (r.kernel >= shown.num_kernels()) {
     s.warn("tune: no kernel " + std::to_string(r.kernel + 1) + " (the program has " + std::to_string(shown.num_kernels()) + ")");

@@ -223,6 +223,11 @@ void TunePanel::plot(const TuneKernel& tk, const std::string& measure, float hei
   ImGui::SameLine();
   ImGui::TextDisabled("(%d trials%s)", static_cast<int>(tk.trials.size()),
                       failed ? (", " + std::to_string(failed) + " failed").c_str() : "");
+  if (ImGui::IsItemHovered())
+    ImGui::SetTooltip(measure == "time"
+                          ? "each candidate is timed beside a run of the heuristic (green: faster than that run);\n"
+                            "the dashed line is the record's heuristic time, taken when the winner was timed again"
+                          : "the cost model's estimates (deterministic); green: below the heuristic's estimate");
   ImVec2 p0 = ImGui::GetCursorScreenPos();
   ImVec2 size(ImGui::GetContentRegionAvail().x, std::max(60.0f, height - ImGui::GetFrameHeightWithSpacing()));
   ImGui::InvisibleButton("plot", size);
@@ -243,7 +248,8 @@ void TunePanel::plot(const TuneKernel& tk, const std::string& measure, float hei
     ly0 = mid - 0.25, ly1 = mid + 0.25;
   }
   const float fs = ImGui::GetFontSize();
-  const float left = p0.x + fs * 4.6f, right = p1.x - 8, top = p0.y + 6, bottom = p1.y - fs - 6;
+  // the legend takes the top line; the points go below it
+  const float left = p0.x + fs * 4.6f, right = p1.x - 8, top = p0.y + fs + 14, bottom = p1.y - fs - 6;
   const int n = std::max<int>(1, static_cast<int>(tk.trials.size()));
   auto X = [&](double trial) { return static_cast<float>(left + (right - left) * (n > 1 ? (trial - 1) / (n - 1) : 0.5)); };
   auto Y = [&](double ms) { return static_cast<float>(bottom - (bottom - top) * (std::log10(ms) - ly0) / (ly1 - ly0)); };
@@ -320,7 +326,7 @@ void TunePanel::plot(const TuneKernel& tk, const std::string& measure, float hei
   }
   if (best_i >= 0) dl->AddCircle(prev, 6, kBest, 12, 1.5f);
   // legend, top left
-  float lx = left + 8, ly = top + 4;
+  float lx = left + 8, ly = p0.y + 5;
   dl->AddCircleFilled(ImVec2(lx + 4, ly + fs / 2), 3, kPointFast, 8);
   dl->AddText(ImVec2(lx + 12, ly), colors::kTextDim, "faster");
   lx += 12 + ImGui::CalcTextSize("faster").x + 12;
@@ -354,7 +360,9 @@ void TunePanel::code(const TuneKernel& tk, const Fonts& fonts) {
                      tk.name.c_str(), fmt_ms(r.ms).c_str(), fmt_ms(r.baseline_ms).c_str(),
                      r.ms > 0 ? r.baseline_ms / r.ms : 0.0);
   ImGui::SameLine();
-  ImGui::TextDisabled(tk.faster ? "(Apply replays it)" : "(not faster: Apply keeps the heuristic's)");
+  bool timed = r.measure == "time";
+  ImGui::TextDisabled(tk.faster ? (timed ? "(re-timed; Apply replays it)" : "(Apply replays it)")
+                                : "(not faster: Apply keeps the heuristic's)");
   // the primitive log: what p:kernel(i) would replay
   ImGui::TextDisabled("best schedule (%d primitive%s, a p:kernel(i) log):", static_cast<int>(r.schedule.size()),
                       r.schedule.size() == 1 ? "" : "s");

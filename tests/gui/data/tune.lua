@@ -9,10 +9,14 @@ local function expect(cond, what) if not cond then error("expected " .. what, 2)
 local out = ...
 local recs = out .. "/tune_records.jsonl"
 local g0 = g   -- the graph opened (gui.compile keeps it)
+local ok, err
 
+gui.compile("interp")
+ok, err = pcall(gui.tune, {measure = "model"})
+expect(not ok and tostring(err):find("interp backend", 1, true), "no tuning on interp: " .. tostring(err))
 expect(gui.compile("llvm") >= 2, "at least two kernels")
 -- bad requests raise, and nothing runs
-local ok, err = pcall(gui.tune, {kernel = 99, measure = "model"})
+ok, err = pcall(gui.tune, {kernel = 99, measure = "model"})
 expect(not ok and tostring(err):find("out of range", 1, true), "kernel 99 out of range: " .. tostring(err))
 ok, err = pcall(gui.tune, {measure = "guess"})
 expect(not ok and tostring(err):find("'time' or 'model'", 1, true), "a bad measure named: " .. tostring(err))
