@@ -256,6 +256,7 @@ void TunePanel::plot(const TuneKernel& tk, const std::string& measure, float hei
   dl->PushClipRect(p0, p1, true);
   // y ticks: 1, 2, 5 × 10^k inside the range
   char lab[32];
+  float last_label = 1e30f;   // labels at least a line apart (a short plot shows fewer)
   for (int e = static_cast<int>(std::floor(ly0)); e <= static_cast<int>(std::ceil(ly1)); ++e)
     for (double m : {1.0, 2.0, 5.0}) {
       double v = m * std::pow(10.0, e);
@@ -263,6 +264,8 @@ void TunePanel::plot(const TuneKernel& tk, const std::string& measure, float hei
       if (lv < ly0 || lv > ly1) continue;
       if (m != 1.0 && ly1 - ly0 > 2.2) continue;   // a tall range: decades only
       float y = Y(v);
+      if (last_label - y < fs + 2) continue;
+      last_label = y;
       dl->AddLine(ImVec2(left, y), ImVec2(right, y), colors::kGrid);
       std::snprintf(lab, sizeof lab, "%g ms", v);
       ImVec2 ts = ImGui::CalcTextSize(lab);
@@ -367,7 +370,9 @@ void TunePanel::code(const TuneKernel& tk, const Fonts& fonts) {
   ImGui::TextDisabled("best schedule (%d primitive%s, a p:kernel(i) log):", static_cast<int>(r.schedule.size()),
                       r.schedule.size() == 1 ? "" : "s");
   float lh = ImGui::GetTextLineHeightWithSpacing();
-  float log_h = std::min<float>(std::max<size_t>(r.schedule.size(), 1), 4.5f) * lh + 8;
+  // the log takes at most a third of the height: the loop IRs below get the rest
+  float max_lines = std::max(1.5f, std::floor(ImGui::GetContentRegionAvail().y / 3 / lh) + 0.5f);
+  float log_h = std::min<float>(std::max<size_t>(r.schedule.size(), 1), std::min(4.5f, max_lines)) * lh + 8;
   ImGui::PushStyleColor(ImGuiCol_ChildBg, IM_COL32(20, 22, 27, 255));
   ImGui::BeginChild("schedule", ImVec2(0, log_h), true);
   ImGui::PushFont(fonts.mono);
