@@ -69,7 +69,9 @@ void GraphView::draw_frames(AppState& s, ImDrawList* dl, ImVec2 origin) {
     if (r.x1 < wx0 || r.x0 > wx1 || r.y1 < wy0 || r.y0 > wy1) continue;
     ImVec2 a = to_screen(r.x0, r.y0), z = to_screen(r.x1, r.y1), t = to_screen(r.x1, r.y0 + r.title_h);
     bool sel = shown_->frames[f].path == s.selected_group;
-    dl->AddRectFilled(a, z, IM_COL32(255, 255, 255, 9), round);
+    // No fill inside: a blended rectangle over the whole frame (and again for each frame
+    // nested in it) was a third of a pan frame's rasterizing on llvmpipe; the border and
+    // the title bar show the nesting.
     dl->AddRectFilled(a, t, IM_COL32(70, 80, 108, 200), round, ImDrawFlags_RoundCornersTop);
     dl->AddRect(a, z, sel ? colors::kSelected : IM_COL32(92, 104, 138, 220), round, 0, sel ? 2.5f : 1.2f);
     if (font_px >= 5.0f) {
@@ -201,8 +203,12 @@ void GraphView::draw_boxes_and_edges(AppState& s, ImDrawList* dl, ImVec2 origin,
     ImVec2 z = to_screen({c.x + b.w * 0.5f, c.y + b.h * 0.5f});
     ++drawn;
     if (!b.group.empty()) {   // a composite: a second box behind it, like a stack of cards
+      // (only its strips that show are filled: the box itself covers the rest)
       float o = 4.0f * zoom_;
-      dl->AddRectFilled(ImVec2(a.x + o, a.y + o), ImVec2(z.x + o, z.y + o), IM_COL32(40, 44, 58, 255), round);
+      dl->AddRectFilled(ImVec2(z.x - round, a.y + o), ImVec2(z.x + o, z.y + o), IM_COL32(40, 44, 58, 255), round,
+                        ImDrawFlags_RoundCornersRight);
+      dl->AddRectFilled(ImVec2(a.x + o, z.y - round), ImVec2(z.x, z.y + o), IM_COL32(40, 44, 58, 255), round,
+                        ImDrawFlags_RoundCornersBottomLeft);
       dl->AddRect(ImVec2(a.x + o, a.y + o), ImVec2(z.x + o, z.y + o), IM_COL32(90, 100, 130, 255), round);
     }
     ImU32 fill = i < fills_.size() ? fills_[i] : b.fill;
