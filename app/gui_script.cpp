@@ -123,7 +123,12 @@ int l_state(lua_State* L) {
     }
   }
   set_bool(L, "profiled", s.compiled && s.compiled->profile);
-  if (s.compiled && s.compiled->profile) set_num(L, "total_ms", s.compiled->profile->total_ms);
+  if (s.compiled && s.compiled->profile) {
+    set_num(L, "total_ms", s.compiled->profile->total_ms);
+    double mins = 0;   // the kernels' fastest calls added up: what load moves least
+    for (const KernelProfile& k : s.compiled->profile->kernels) mins += k.min_ms;
+    set_num(L, "kernels_min_ms", mins);
+  }
   set_bool(L, "ran", s.run && s.run->graph_version == s.version);
   if (s.error) set_str(L, "error", s.error->what + ": " + s.error->diag.message);
   set_int(L, "log_lines", static_cast<int64_t>(s.log.size()));

@@ -2,7 +2,9 @@
 # model_times.sh — the desktop app at real-model scale (issue 13): for each model, the
 # seconds from asking to a complete picture for opening (load included), the primitive
 # level, compile + kernel level, expanding / collapsing one scope, and the median frame
-# while panning, under Xvfb (Mesa llvmpipe). Screenshots per model go to OUT_DIR/NAME/.
+# while panning at each level, under Xvfb (Mesa llvmpipe); each line says whether the
+# issue's bound is met. Screenshots per model go to OUT_DIR/NAME/. The profile bound
+# (gui.profile against lathe run --profile) is profile_agree.sh's.
 #   tests/gui/bench/model_times.sh [BUILD_DIR] [OUT_DIR] [MODEL…]
 # MODEL is a .lua / .lathe / .onnx file or a model directory holding model.onnx; by
 # default the 12-layer GPT-2 in Lua and, where present, /work/models/full/{gpt2_small,
