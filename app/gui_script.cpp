@@ -124,7 +124,12 @@ int l_state(lua_State* L) {
     }
   }
   set_bool(L, "profiled", s.compiled && s.compiled->profile);
-  if (s.compiled && s.compiled->profile) set_num(L, "total_ms", s.compiled->profile->total_ms);
+  if (s.compiled && s.compiled->profile) {
+    set_num(L, "total_ms", s.compiled->profile->total_ms);
+    double mins = 0;   // the kernels' fastest calls added up: what load moves least
+    for (const KernelProfile& k : s.compiled->profile->kernels) mins += k.min_ms;
+    set_num(L, "kernels_min_ms", mins);
+  }
   set_bool(L, "ran", s.run && s.run->graph_version == s.version);
   if (s.error) set_str(L, "error", s.error->what + ": " + s.error->diag.message);
   set_int(L, "log_lines", static_cast<int64_t>(s.log.size()));
@@ -179,6 +184,7 @@ int l_frame_stats(lua_State* L) {
   set_num(L, "ui_ms", median_of(f, &FT::ui_ms));
   set_num(L, "render_ms", median_of(f, &FT::render_ms));
   set_num(L, "swap_ms", median_of(f, &FT::swap_ms));
+  set_num(L, "cpu_ms", median_of(f, &FT::cpu_ms));
   set_int(L, "vertices", f.back().vertices);
   int partial = 0;
   for (auto& t : f) partial += t.partial ? 1 : 0;   // frames that drew only the graph panel
@@ -218,6 +224,13 @@ int l_search(lua_State* L) {
 int l_pan(lua_State* L) {
   app(L).pan_request_x += static_cast<float>(luaL_checknumber(L, 1));
   app(L).pan_request_y += static_cast<float>(luaL_checknumber(L, 2));
+  return 0;
+}
+
+// gui.full_redraw(): the next frame draws the whole window afresh (no partial redraw), so
+// a test can compare a screenshot after partial frames with one drawn whole.
+int l_full_redraw(lua_State* L) {
+  app(L).full_redraw_request = true;
   return 0;
 }
 
@@ -531,13 +544,16 @@ const script::Function kGui[] = {
      "type text into the search box and step to the next hit steps times (default 1; applied at the next frame): "
      "gui.state().search_hits, search_cursor"},
     {"pan", l_pan, "gui.pan(dx, dy)", "move the graph view by dx, dy screen pixels (as dragging does)"},
+    {"full_redraw", l_full_redraw, "gui.full_redraw()",
+     "draw the next frame whole (not only the graph panel), e.g. to compare with a partial redraw's screenshot"},
     {"clock", l_clock, "gui.clock()", "seconds on a steady clock since the app started (for benchmark scripts)"},
     {"fit", l_fit, "gui.fit([mode])", "fit the graph to the window: \"all\" (default) or \"readable\" (a readable zoom from the top, as the Fit button)"},
     {"relayout", l_relayout, "gui.relayout()", "lay the graph out afresh with dot (drops the stable places and ghosts of rewrite steps)"},
     {"zoom", l_zoom, "gui.zoom([z])", "zoom the graph view to z (1 = 100%) about its centre; returns the zoom shown"},
     {"frame_ms", l_frame_ms, "gui.frame_ms([n])", "median time of the last n frames (default 30), ms"},
     {"frame_stats", l_frame_stats, "gui.frame_stats([n])",
-     "medians of the last n frames: total_ms, ui_ms (building draw lists), render_ms (rasterizing), swap_ms; "
+     "medians of the last n frames: total_ms, ui_ms (building draw lists), render_ms (rasterizing), swap_ms, "
+     "cpu_ms (CPU time of all the app's threads, the rasterizer's included); "
      "vertices, drawn_boxes (boxes in view) and text (labels drawn) of the last frame; partial: how many of the n "
      "frames drew only the graph panel (the rest kept from the frame before)"},
     {"_sync", l_sync, "gui._sync()", "show the command layer's program `p` now"},

@@ -139,6 +139,7 @@ class AppState {
   bool relayout_request = false;      // one-shot: the graph view lays the graph out afresh (Re-layout)
   float zoom_request = 0;             // one-shot when > 0: the graph view zooms to this about its centre
   float pan_request_x = 0, pan_request_y = 0;   // one-shot: the graph view pans by this many pixels
+  bool full_redraw_request = false;              // one-shot: the next frame draws the whole window
   // One-shot: the graph view's search box gets this text and steps to its next hit this
   // many times (gui.search); it reports the hits and the cursor back.
   std::string search_request;
@@ -153,6 +154,9 @@ class AppState {
   // or screenshot's work between).
   struct FrameTiming {
     double total_ms = 0, ui_ms = 0, render_ms = 0, swap_ms = 0;
+    // CPU time of all the process's threads (llvmpipe's rasterizers included) during the
+    // frame: on a shared, loaded machine it moves much less than the wall-clock times.
+    double cpu_ms = 0;
     int vertices = 0;
     bool partial = false;   // only the graph panel was drawn (redraw.h)
   };

@@ -142,6 +142,17 @@ class GraphView {
     float x0, y0, x1, y1;
   };
   std::vector<EdgeBounds> edge_bounds_;
+  // The minimap's boxes and frames, painted once per layout and colouring into a
+  // pixel grid and drawn as runs of one colour (a few hundred rectangles instead of one
+  // per box and four lines per frame: thousands of tiny triangles cost llvmpipe more
+  // than their pixels).
+  struct MiniRun {
+    float x0, y0, x1, y1;   // minimap pixels from its top-left corner
+    ImU32 color;
+  };
+  std::vector<MiniRun> mini_runs_;
+  std::shared_ptr<const Layout> mini_layout_;
+  std::vector<ImU32> mini_fills_;
   std::shared_ptr<const Layout> edge_bounds_layout_;   // held, so a new layout never reuses its address
 };
 

@@ -146,8 +146,10 @@ void GraphView::draw_legend(AppState& s, ImDrawList* dl, ImVec2 min, ImVec2 max)
   }
   s.view_legend_items = items.size();
   auto draw_lines = [&](ImDrawList* d, ImVec2 at) {
+    const float clip_y0 = d->GetClipRectMin().y - lh, clip_y1 = d->GetClipRectMax().y;
     for (size_t l = 0; l < lines.size(); ++l) {
       float cx = at.x, cy = at.y + l * lh;
+      if (cy < clip_y0 || cy > clip_y1) continue;   // scrolled out of the legend's window
       for (size_t i : lines[l]) {
         auto& [name, col] = items[i];
         d->AddRectFilled(ImVec2(cx, cy + 3), ImVec2(cx + 12, cy + 15), col, 2);

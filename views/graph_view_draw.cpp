@@ -69,7 +69,9 @@ void GraphView::draw_frames(AppState& s, ImDrawList* dl, ImVec2 origin) {
     if (r.x1 < wx0 || r.x0 > wx1 || r.y1 < wy0 || r.y0 > wy1) continue;
     ImVec2 a = to_screen(r.x0, r.y0), z = to_screen(r.x1, r.y1), t = to_screen(r.x1, r.y0 + r.title_h);
     bool sel = shown_->frames[f].path == s.selected_group;
-    dl->AddRectFilled(a, z, IM_COL32(255, 255, 255, 9), round);
+    // No fill inside: a blended rectangle over the whole frame (and again for each frame
+    // nested in it) was a third of a pan frame's rasterizing on llvmpipe; the border and
+    // the title bar show the nesting.
     dl->AddRectFilled(a, t, IM_COL32(70, 80, 108, 200), round, ImDrawFlags_RoundCornersTop);
     dl->AddRect(a, z, sel ? colors::kSelected : IM_COL32(92, 104, 138, 220), round, 0, sel ? 2.5f : 1.2f);
     if (font_px >= 5.0f) {
@@ -97,15 +99,48 @@ bool GraphView::draw_minimap(ImDrawList* dl, ImVec2 p0, ImVec2 size) {
   ImVec2 a(p0.x + size.x - mw - 12, p0.y + 10), z(a.x + mw, a.y + mh);
   dl->AddRectFilled(ImVec2(a.x - 4, a.y - 4), ImVec2(z.x + 4, z.y + 4), IM_COL32(16, 18, 22, 230), 4);
   auto m = [&](float x, float y) { return ImVec2(a.x + (x - L.x0) * k, a.y + (y - L.y0) * k); };
-  for (size_t f = 0; f < L.frames.size(); ++f) dl->AddRect(m(L.frames[f].x0, L.frames[f].y0), m(L.frames[f].x1, L.frames[f].y1), IM_COL32(92, 104, 138, 160));
-  if (shown_->nodes.size() <= 20000)
-    for (size_t i = 0; i < shown_->nodes.size(); ++i) {
-      const DisplayNode& b = shown_->nodes[i];
-      ImU32 c = i < fills_.size() ? fills_[i] : b.fill;
-      ImVec2 ba = m(L.centers[i].x - b.w / 2, L.centers[i].y - b.h / 2), bz = m(L.centers[i].x + b.w / 2, L.centers[i].y + b.h / 2);
-      bz.x = std::max(bz.x, ba.x + 1), bz.y = std::max(bz.y, ba.y + 1);
-      dl->AddRectFilled(ba, bz, c);
+  if (mini_layout_ != shown_layout_ || mini_fills_ != fills_) {   // once per layout and colouring
+    mini_layout_ = shown_layout_;
+    mini_fills_ = fills_;
+    mini_runs_.clear();
+    const int gw = static_cast<int>(std::ceil(mw)), gh = static_cast<int>(std::ceil(mh));
+    std::vector<ImU32> grid(static_cast<size_t>(gw) * gh, 0);
+    auto paint = [&](float x0, float y0, float x1, float y1, ImU32 c) {   // layout coordinates
+      int px0 = std::clamp(static_cast<int>((x0 - L.x0) * k), 0, gw - 1), py0 = std::clamp(static_cast<int>((y0 - L.y0) * k), 0, gh - 1);
+      int px1 = std::clamp(static_cast<int>((x1 - L.x0) * k), px0, gw - 1), py1 = std::clamp(static_cast<int>((y1 - L.y0) * k), py0, gh - 1);
+      for (int y = py0; y <= py1; ++y)
+        for (int x = px0; x <= px1; ++x) grid[static_cast<size_t>(y) * gw + x] = c;
+    };
+    const ImU32 frame_col = IM_COL32(92, 104, 138, 160);
+    for (const FrameRect& f : L.frames) {   // outlines: four one-pixel lines
+      paint(f.x0, f.y0, f.x1, f.y0, frame_col), paint(f.x0, f.y1, f.x1, f.y1, frame_col);
+      paint(f.x0, f.y0, f.x0, f.y1, frame_col), paint(f.x1, f.y0, f.x1, f.y1, frame_col);
     }
+    if (shown_->nodes.size() <= 200000)
+      for (size_t i = 0; i < shown_->nodes.size(); ++i) {
+        const DisplayNode& b = shown_->nodes[i];
+        paint(L.centers[i].x - b.w / 2, L.centers[i].y - b.h / 2, L.centers[i].x + b.w / 2, L.centers[i].y + b.h / 2,
+              i < fills_.size() ? fills_[i] : b.fill);
+      }
+    for (int y = 0; y < gh; ++y)
+      for (int x = 0; x < gw;) {
+        ImU32 c = grid[static_cast<size_t>(y) * gw + x];
+        int end = x + 1;
+        while (end < gw && grid[static_cast<size_t>(y) * gw + end] == c) ++end;
+        if (c) {
+          bool merged = false;   // the same run on the row above: grow it
+          for (auto it = mini_runs_.rbegin(); it != mini_runs_.rend() && it->y1 >= y; ++it)
+            if (it->y1 == y && it->x0 == x && it->x1 == end && it->color == c) {
+              it->y1 = y + 1;
+              merged = true;
+              break;
+            }
+          if (!merged) mini_runs_.push_back({static_cast<float>(x), static_cast<float>(y), static_cast<float>(end), static_cast<float>(y + 1), c});
+        }
+        x = end;
+      }
+  }
+  for (const MiniRun& r : mini_runs_) dl->AddRectFilled(ImVec2(a.x + r.x0, a.y + r.y0), ImVec2(a.x + r.x1, a.y + r.y1), r.color);
   ImVec2 v0 = m(pan_.x, pan_.y), v1 = m(pan_.x + size.x / zoom_, pan_.y + size.y / zoom_);
   v0.x = std::max(v0.x, a.x - 4), v0.y = std::max(v0.y, a.y - 4), v1.x = std::min(v1.x, z.x + 4), v1.y = std::min(v1.y, z.y + 4);
   dl->AddRect(v0, v1, colors::kSelected, 0, 0, 1.5f);
@@ -178,9 +213,15 @@ void GraphView::draw_boxes_and_edges(AppState& s, ImDrawList* dl, ImVec2 origin,
       dl->AddPolyline(pts, np, col, 0, t);
       continue;
     }
-    for (size_t k = 0; k + 3 < e.bezier.size(); k += 3)
-      dl->AddBezierCubic(to_screen(e.bezier[k]), to_screen(e.bezier[k + 1]), to_screen(e.bezier[k + 2]),
-                         to_screen(e.bezier[k + 3]), col, t, 0);
+    for (size_t k = 0; k + 3 < e.bezier.size(); k += 3) {
+      // Each piece on its own: a long edge (an input read by every layer) crosses the view
+      // with most of its pieces off screen, and tessellating those costs triangles.
+      const Point* q = &e.bezier[k];
+      float px0 = std::min({q[0].x, q[1].x, q[2].x, q[3].x}), px1 = std::max({q[0].x, q[1].x, q[2].x, q[3].x});
+      float py0 = std::min({q[0].y, q[1].y, q[2].y, q[3].y}), py1 = std::max({q[0].y, q[1].y, q[2].y, q[3].y});
+      if (px1 < wx0 || px0 > wx1 || py1 < wy0 || py0 > wy1) continue;
+      dl->AddBezierCubic(to_screen(q[0]), to_screen(q[1]), to_screen(q[2]), to_screen(q[3]), col, t, 0);
+    }
     if (e.has_head) arrowhead(dl, to_screen(e.head), to_screen(e.bezier.back()), arrow, col);
     else arrowhead(dl, to_screen(e.bezier.back()), to_screen(e.bezier[e.bezier.size() - 2]), arrow, col);
   }
@@ -201,8 +242,12 @@ void GraphView::draw_boxes_and_edges(AppState& s, ImDrawList* dl, ImVec2 origin,
     ImVec2 z = to_screen({c.x + b.w * 0.5f, c.y + b.h * 0.5f});
     ++drawn;
     if (!b.group.empty()) {   // a composite: a second box behind it, like a stack of cards
+      // (only its strips that show are filled: the box itself covers the rest)
       float o = 4.0f * zoom_;
-      dl->AddRectFilled(ImVec2(a.x + o, a.y + o), ImVec2(z.x + o, z.y + o), IM_COL32(40, 44, 58, 255), round);
+      dl->AddRectFilled(ImVec2(z.x - round, a.y + o), ImVec2(z.x + o, z.y + o), IM_COL32(40, 44, 58, 255), round,
+                        ImDrawFlags_RoundCornersRight);
+      dl->AddRectFilled(ImVec2(a.x + o, z.y - round), ImVec2(z.x, z.y + o), IM_COL32(40, 44, 58, 255), round,
+                        ImDrawFlags_RoundCornersBottomLeft);
       dl->AddRect(ImVec2(a.x + o, a.y + o), ImVec2(z.x + o, z.y + o), IM_COL32(90, 100, 130, 255), round);
     }
     ImU32 fill = i < fills_.size() ? fills_[i] : b.fill;

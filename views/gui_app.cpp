@@ -23,6 +23,8 @@
 #include <iostream>
 #include <sstream>
 
+#include <time.h>
+
 #include "views/app_actions.h"
 #include "views/app_state.h"
 #include "views/demo_graph.h"
@@ -150,6 +152,7 @@ struct App {
   struct Clear {
     ImVec2 min, max;
     ImU32 color;
+    bool canvas = false;   // the graph view's canvas: only its tiles drawn on last frame (redraw.h)
   };
   std::vector<Clear> clears;
   void clear_this_window(ImU32 color) {
@@ -315,32 +318,51 @@ void App::menu_bar() {
   ImGui::EndMenuBar();
 }
 
-// Clears the window to kWindowBg and each recorded rectangle to its colour (scissored
-// clears: under llvmpipe a clear is a memset, a background quad a blended textured fill).
-// Only inside `dirty` (display coordinates): a partial redraw keeps the rest.
+// Clears the window to kWindowBg and each recorded rectangle to its colour, only inside
+// `dirty` (display coordinates: a partial redraw keeps the rest). Under llvmpipe a whole
+// clear is a memset, but a scissored one is a quad that shades every pixel (as a
+// background quad would, less the texture and blending): so each pixel is cleared once,
+// to its final colour (a rectangle minus the ones recorded after it; the graph panel, its
+// canvas and the window's background overlap, and clearing them in turn tripled the
+// cost of a pan frame).
 void App::clear_backgrounds(int fb_w, int fb_h, ImVec4 dirty) const {
   ImVec2 scale = ImGui::GetIO().DisplayFramebufferScale;
-  ImVec4 bg = ImGui::ColorConvertU32ToFloat4(colors::kWindowBg);
-  glClearColor(bg.x, bg.y, bg.z, 1.0f);
-  bool whole = dirty.x <= 0 && dirty.y <= 0 && dirty.z * scale.x >= fb_w && dirty.w * scale.y >= fb_h;
-  if (!whole) {
-    glEnable(GL_SCISSOR_TEST);
-    int x0 = static_cast<int>(std::floor(dirty.x * scale.x)), x1 = static_cast<int>(std::ceil(dirty.z * scale.x));
-    int y0 = static_cast<int>(std::floor(dirty.y * scale.y)), y1 = static_cast<int>(std::ceil(dirty.w * scale.y));
-    glScissor(x0, fb_h - y1, x1 - x0, y1 - y0);
-  }
-  glClear(GL_COLOR_BUFFER_BIT);
-  glEnable(GL_SCISSOR_TEST);
-  for (const Clear& c : clears) {
-    ImVec2 mn(std::max(c.min.x, dirty.x), std::max(c.min.y, dirty.y)), mx(std::min(c.max.x, dirty.z), std::min(c.max.y, dirty.w));
-    int x0 = static_cast<int>(std::floor(mn.x * scale.x)), x1 = static_cast<int>(std::ceil(mx.x * scale.x));
-    int y0 = static_cast<int>(std::floor(mn.y * scale.y)), y1 = static_cast<int>(std::ceil(mx.y * scale.y));
-    x0 = std::max(x0, 0), y0 = std::max(y0, 0), x1 = std::min(x1, fb_w), y1 = std::min(y1, fb_h);
-    if (x1 <= x0 || y1 <= y0) continue;
-    glScissor(x0, fb_h - y1, x1 - x0, y1 - y0);
-    ImVec4 col = ImGui::ColorConvertU32ToFloat4(c.color);
-    glClearColor(col.x, col.y, col.z, 1.0f);
+  auto to_px = [&](ImVec4 r) {   // display rectangle -> framebuffer pixels (x0, y0, x1, y1 from the top)
+    return ClearRect{static_cast<int>(std::floor(r.x * scale.x)), static_cast<int>(std::floor(r.y * scale.y)),
+                     static_cast<int>(std::ceil(r.z * scale.x)), static_cast<int>(std::ceil(r.w * scale.y))};
+  };
+  ClearRect screen{0, 0, fb_w, fb_h};
+  ClearRect d = intersect(to_px(dirty), screen);
+  struct R {
+    ClearRect r;
+    ImU32 color;
+    bool canvas;
+  };
+  std::vector<R> rects;   // in order: later ones cover earlier ones
+  bool whole = d.x0 <= 0 && d.y0 <= 0 && d.x1 >= fb_w && d.y1 >= fb_h;
+  if (!whole) rects.push_back({d, colors::kWindowBg, false});
+  for (const Clear& c : clears) rects.push_back({intersect(to_px(ImVec4(c.min.x, c.min.y, c.max.x, c.max.y)), d), c.color, c.canvas});
+  if (whole) {   // the unscissored clear is the fast one
+    ImVec4 bg = ImGui::ColorConvertU32ToFloat4(colors::kWindowBg);
+    glClearColor(bg.x, bg.y, bg.z, 1.0f);
     glClear(GL_COLOR_BUFFER_BIT);
+  }
+  glEnable(GL_SCISSOR_TEST);
+  for (size_t i = 0; i < rects.size(); ++i) {
+    std::vector<ClearRect> parts{rects[i].r};
+    if (rects[i].canvas) {   // a partial redraw: what was drawn on it last frame (else all of it)
+      parts.clear();
+      for (const ClearRect& t : redraw.canvas_clears(graph->canvas_min(), graph->canvas_max(), scale))
+        parts.push_back(intersect(t, rects[i].r));
+    }
+    for (size_t j = i + 1; j < rects.size() && !parts.empty(); ++j) parts = subtract(parts, rects[j].r);
+    ImVec4 col = ImGui::ColorConvertU32ToFloat4(rects[i].color);
+    glClearColor(col.x, col.y, col.z, 1.0f);
+    for (const ClearRect& r : parts) {
+      if (r.x1 <= r.x0 || r.y1 <= r.y0) continue;
+      glScissor(r.x0, fb_h - r.y1, r.x1 - r.x0, r.y1 - r.y0);
+      glClear(GL_COLOR_BUFFER_BIT);
+    }
   }
   glDisable(GL_SCISSOR_TEST);
 }
@@ -373,7 +395,7 @@ void App::draw_frame() {
   graph_max = ImVec2(graph_min.x + ImGui::GetWindowSize().x, graph_min.y + ImGui::GetWindowSize().y);
   draw_error_panel(state, fonts);
   graph->draw(state);
-  if (graph->canvas_max().x > graph->canvas_min().x) clears.push_back({graph->canvas_min(), graph->canvas_max(), colors::kCanvas});
+  if (graph->canvas_max().x > graph->canvas_min().x) clears.push_back({graph->canvas_min(), graph->canvas_max(), colors::kCanvas, true});
   busy_badge(state);
   ImGui::EndChild();
   ImGui::PopStyleVar();
@@ -466,6 +488,13 @@ void App::draw_frame() {
     ImGui::EndPopup();
   }
   ImGui::End();
+}
+
+// CPU time used by the whole process so far (all threads), in ms.
+double process_cpu_ms() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
 }
 
 }  // namespace
@@ -581,6 +610,7 @@ int run_gui(const GuiOptions& opts) {
     quiet_frames = woke || animating ? 0 : quiet_frames + 1;
     if (quiet_frames > 3 && !typing && quiet_frames % 8 != 0) continue;   // nothing changed: keep the last image
     auto t_begin = std::chrono::steady_clock::now();
+    double cpu_begin = process_cpu_ms();
     last_draw = t_begin;
     ImGui_ImplOpenGL3_NewFrame();
     ImGui_ImplGlfw_NewFrame();
@@ -598,6 +628,7 @@ int run_gui(const GuiOptions& opts) {
     // cleared here, so llvmpipe shades each pixel two or three times less.
     // While only the graph panel changed (panning, zooming), only it is drawn (redraw.h).
     ImDrawData* dd = ImGui::GetDrawData();
+    if (app.state.full_redraw_request) app.redraw.invalidate(), app.state.full_redraw_request = false;
     ImVec4 dirty = app.redraw.plan(dd, app.graph_min, app.graph_max, "##lathe/graph-panel", fb_w, fb_h);
     if (app.redraw.last_partial()) PartialRedraw::clip(dd, dirty);
     app.clear_backgrounds(fb_w, fb_h, dirty);
@@ -643,6 +674,7 @@ int run_gui(const GuiOptions& opts) {
         }
       }
     }
+    app.redraw.track(dd, app.graph->canvas_min(), app.graph->canvas_max(), "##lathe/graph-panel");
     app.redraw.probe_before_swap(fb_w, fb_h);
     glfwSwapBuffers(window);
     app.redraw.probe_after_swap(fb_w, fb_h);
@@ -653,6 +685,7 @@ int run_gui(const GuiOptions& opts) {
     ft.ui_ms = ms(t_begin, t_ui);
     ft.render_ms = ms(t_ui, t_render);
     ft.swap_ms = ms(t_render, t_end);
+    ft.cpu_ms = process_cpu_ms() - cpu_begin;
     ft.vertices = ImGui::GetDrawData() ? ImGui::GetDrawData()->TotalVtxCount : 0;
     ft.partial = app.redraw.last_partial();
     app.state.frames.push_back(ft);

@@ -2,7 +2,7 @@
 // command under Xvfb and checks its exit code and the PNGs it wrote.
 //
 //   gui_screenshot_check [--exit N] [--min-kb K] [--png OUT.png [--colour R,G,B]… [--size WxH]]…
-//                        [--no-xvfb] -- COMMAND ARGS…
+//                        [--same A.png B.png]… [--no-xvfb] -- COMMAND ARGS…
 //
 // Exits 0 when every check holds, 1 with a message naming the failed check otherwise, and
 // 77 (CTest SKIP_RETURN_CODE) when xvfb-run is not installed. Each --png must exist, be at
@@ -10,7 +10,8 @@
 // colour (the background). A --colour after a --png asks that at least 1000 of that PNG's
 // pixels lie within ±12 of the colour (the error panel's border, a category fill, the
 // heat colour of the slowest kernel, …). A script's own screenshots (gui.screenshot) are
-// checked the same way by naming them with --png.
+// checked the same way by naming them with --png. --same A B asks that two of them be
+// identical pixel for pixel (a partial redraw against the same view drawn whole).
 #include <stb_image.h>
 
 #include <sys/wait.h>
@@ -78,6 +79,30 @@ int check_png(const PngCheck& c, long min_kb) {
   return rc;
 }
 
+// Both decode to the same size and the same pixels; else how many differ and where.
+int check_same(const std::string& a, const std::string& b) {
+  int wa = 0, ha = 0, wb = 0, hb = 0, n = 0;
+  unsigned char* pa = stbi_load(a.c_str(), &wa, &ha, &n, 3);
+  unsigned char* pb = stbi_load(b.c_str(), &wb, &hb, &n, 3);
+  int rc = 0;
+  if (!pa || !pb) rc = fail("cannot decode " + a + " or " + b);
+  else if (wa != wb || ha != hb) rc = fail(a + " and " + b + " differ in size");
+  else {
+    long diff = 0, first = -1;
+    for (long p = 0; p < long(wa) * ha; ++p)
+      if (pa[3 * p] != pb[3 * p] || pa[3 * p + 1] != pb[3 * p + 1] || pa[3 * p + 2] != pb[3 * p + 2]) {
+        if (first < 0) first = p;
+        ++diff;
+      }
+    if (diff) rc = fail(a + " and " + b + " differ in " + std::to_string(diff) + " pixels, the first at (" +
+                        std::to_string(first % wa) + ", " + std::to_string(first / wa) + ")");
+    else std::printf("%s and %s are identical\n", a.c_str(), b.c_str());
+  }
+  stbi_image_free(pa);
+  stbi_image_free(pb);
+  return rc;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -85,6 +110,7 @@ int main(int argc, char** argv) {
   long min_kb = 0;
   bool xvfb = true;
   std::vector<PngCheck> pngs;
+  std::vector<std::pair<std::string, std::string>> same;
   int i = 1;
   for (; i < argc; ++i) {
     std::string a = argv[i];
@@ -93,6 +119,7 @@ int main(int argc, char** argv) {
     else if (a == "--png" && i + 1 < argc) pngs.push_back({argv[++i], {}});
     else if (a == "--min-kb" && i + 1 < argc) min_kb = std::atol(argv[++i]);
     else if (a == "--no-xvfb") xvfb = false;
+    else if (a == "--same" && i + 2 < argc) same.push_back({argv[i + 1], argv[i + 2]}), i += 2;
     else if (a == "--size" && i + 1 < argc) {
       if (pngs.empty()) return fail("--size must follow a --png");
       if (std::sscanf(argv[++i], "%dx%d", &pngs.back().want_w, &pngs.back().want_h) != 2) return fail("bad --size");
@@ -110,6 +137,7 @@ int main(int argc, char** argv) {
     return 77;
   }
   for (auto& p : pngs) std::filesystem::remove(p.path);
+  for (auto& [a, b] : same) std::filesystem::remove(a), std::filesystem::remove(b);
 
   std::string cmd = xvfb ? "xvfb-run -a -s '-screen 0 1280x800x24' " : "";
   for (int k = i; k < argc; ++k) cmd += quote(argv[k]) + " ";
@@ -129,5 +157,7 @@ int main(int argc, char** argv) {
   int rc = 0;
   for (auto& p : pngs)
     if (check_png(p, min_kb) != 0) rc = 1;
+  for (auto& [a, b] : same)
+    if (check_same(a, b) != 0) rc = 1;
   return rc;
 }

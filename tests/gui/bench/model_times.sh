@@ -2,7 +2,10 @@
 # model_times.sh — the desktop app at real-model scale (issue 13): for each model, the
 # seconds from asking to a complete picture for opening (load included), the primitive
 # level, compile + kernel level, expanding / collapsing one scope, and the median frame
-# while panning, under Xvfb (Mesa llvmpipe). Screenshots per model go to OUT_DIR/NAME/.
+# while panning at each level, under Xvfb (Mesa llvmpipe); each line says whether the
+# issue's bound is met. Screenshots per model go to OUT_DIR/NAME/. Last, the profile bound
+# (gui.profile against lathe run --profile on the GPT-2 block sample, profile_agree.sh;
+# NO_PROFILE=1 skips it).
 #   tests/gui/bench/model_times.sh [BUILD_DIR] [OUT_DIR] [MODEL…]
 # MODEL is a .lua / .lathe / .onnx file or a model directory holding model.onnx; by
 # default the 12-layer GPT-2 in Lua and, where present, /work/models/full/{gpt2_small,
@@ -34,3 +37,7 @@ for m in $models; do
     --frames 2 2>&1 | grep -v '^lathe gui: wrote' || true
 done
 uptime
+if [ -z "$NO_PROFILE" ]; then
+  echo "== gui.profile against lathe run --profile (samples/06-gpt2-block.lua)"
+  "$here/profile_agree.sh" "$build" "$here/../../../samples/06-gpt2-block.lua" 3
+fi
