@@ -241,7 +241,8 @@ class Scheduler {
   // cheaper to compute than to load), contains no inlined reduction (a layernorm's
   // per-row statistics are the row kernel's own), and its largest broadcast reads it at
   // least kMinBroadcast times over (and kMinBroadcastElems elements), so that the saving
-  // outweighs one more small kernel.
+  // outweighs one more small kernel. A single cheap op (ResNet's mean = sum * 1/49 read by
+  // the classifier, a gather) costs about what loading its result would, and stays inline.
   static constexpr int64_t kMinBroadcast = 16, kMinBroadcastElems = 32768;
   bool materialize_broadcast_values() {
     auto numel = [](NodeRef x) -> int64_t {
@@ -265,6 +266,7 @@ class Scheduler {
       const int64_t wide = widest_view(n);
       if (wide < kMinBroadcastElems || wide < kMinBroadcast * size) continue;
       bool reads_tensor = false, reduces = false;
+      int ops = 1 + (n->op == Op::Cast);  // the work per element, a conversion counted twice
       std::set<NodeRef> seen;
       std::vector<NodeRef> stack(n->inputs.begin(), n->inputs.end());
       while (!stack.empty() && !reduces) {
@@ -276,9 +278,10 @@ class Scheduler {
           continue;
         }
         reduces |= x->op == Op::Reduce;
+        if (x->op != Op::View && x->op != Op::Const && x->op != Op::Index) ops += 1 + (x->op == Op::Cast);
         for (NodeRef in : x->inputs) stack.push_back(in);
       }
-      if (!reads_tensor || reduces) continue;
+      if (!reads_tensor || reduces || ops < 2) continue;
       changed |= mat_.insert(n).second;
     }
     return changed;

@@ -73,6 +73,11 @@ TEST(Fusion, WidelyBroadcastValueIsComputedOnce) {
   Program q = build_program(small);
   EXPECT_FALSE(q.kg.materialized(small_bias)) << test::loop_ir_of(q);
   EXPECT_EQ(q.num_kernels(), 1);
+  // one cheap op (a scale) costs about what loading its result would: it stays inline
+  Tensor xs = input("x", {5, 131, 131}), w = input("w", {131});
+  Tensor scaled = w * 0.5f;
+  Program one = build_program(Graph::from_outputs({{"y", softmax(xs + scaled, -1).node()}}));
+  EXPECT_FALSE(one.kg.materialized(scaled.node())) << test::loop_ir_of(one);
   // a layernorm's per-row statistics broadcast over the row stay the row kernel's own
   Tensor x = input("x", {64, 1031});
   Program ln = build_program(Graph::from_outputs({{"y", layer_norm(x, 1, std::nullopt, std::nullopt).node()}}));
