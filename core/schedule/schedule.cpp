@@ -44,6 +44,7 @@ class Scheduler {
     for (;;) {
       bool changed = split_shared_reductions();
       changed |= materialize_shared_values();
+      changed |= materialize_broadcast_values();
       if (!changed) break;
     }
     materialize_windowed_epilogues();
@@ -226,6 +227,64 @@ class Scheduler {
     }
     for (NodeRef n : picks) mat_.insert(n);
     return !picks.empty();
+  }
+
+  // A value computed inline is recomputed once per element of each view that reads it. When
+  // a view broadcasts it out to many times its size (BERT's padding mask, (1 - float(mask))
+  // * -10000 over 128 keys, added to 12 x 128 x 128 attention scores), every kernel that
+  // reads it recomputes the chain (an i64 -> f32 conversion, which AVX2 does element by
+  // element, and which held the softmax loops to 4 lanes) for each score, in each pass of
+  // the softmax: BERT-base's softmax kernels took ~1.0 ms each, 0.34 ms with the mask read
+  // from a 128-float buffer (median, same run, loaded 2-core AVX2 host). Such a value is
+  // computed once into a small buffer instead, when it is
+  // computed from a tensor (not only from indices and scalars: an iota or a causal mask is
+  // cheaper to compute than to load), contains no inlined reduction (a layernorm's
+  // per-row statistics are the row kernel's own), and its largest broadcast reads it at
+  // least kMinBroadcast times over (and kMinBroadcastElems elements), so that the saving
+  // outweighs one more small kernel. A single cheap op (ResNet's mean = sum * 1/49 read by
+  // the classifier, a gather) costs about what loading its result would, and stays inline.
+  static constexpr int64_t kMinBroadcast = 16, kMinBroadcastElems = 32768;
+  bool materialize_broadcast_values() {
+    auto numel = [](NodeRef x) -> int64_t {
+      SymInt s = shape_numel(x->shape);
+      return s.is_const() ? s.value() : -1;
+    };
+    // the largest element count of a chain of views over x
+    std::function<int64_t(NodeRef)> widest_view = [&](NodeRef x) {
+      int64_t w = -1;
+      for (NodeRef u : users_[x])
+        if (u->op == Op::View) w = std::max({w, numel(u), widest_view(u)});
+      return w;
+    };
+    bool changed = false;
+    for (NodeRef n : order_) {
+      if (mat_.count(n) || n->op == Op::View || n->op == Op::Const || n->op == Op::Index || n->op == Op::Input ||
+          n->op == Op::Reduce)
+        continue;
+      const int64_t size = numel(n);
+      if (size <= 1) continue;
+      const int64_t wide = widest_view(n);
+      if (wide < kMinBroadcastElems || wide < kMinBroadcast * size) continue;
+      bool reads_tensor = false, reduces = false;
+      int ops = 1 + (n->op == Op::Cast);  // the work per element, a conversion counted twice
+      std::set<NodeRef> seen;
+      std::vector<NodeRef> stack(n->inputs.begin(), n->inputs.end());
+      while (!stack.empty() && !reduces) {
+        NodeRef x = stack.back();
+        stack.pop_back();
+        if (!seen.insert(x).second) continue;
+        if (mat_.count(x)) {
+          reads_tensor |= numel(x) != 1;
+          continue;
+        }
+        reduces |= x->op == Op::Reduce;
+        if (x->op != Op::View && x->op != Op::Const && x->op != Op::Index) ops += 1 + (x->op == Op::Cast);
+        for (NodeRef in : x->inputs) stack.push_back(in);
+      }
+      if (!reads_tensor || reduces || ops < 2) continue;
+      changed |= mat_.insert(n).second;
+    }
+    return changed;
   }
 
   // An elementwise chain on a matmul's result (a convolution's bias and activation) that

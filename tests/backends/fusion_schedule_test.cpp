@@ -57,6 +57,38 @@ TEST(Fusion, ColumnReductionIsNotRecomputedPerRow) {
   EXPECT_GE(p.num_kernels(), 2) << test::loop_ir_of(p);
 }
 
+TEST(Fusion, WidelyBroadcastValueIsComputedOnce) {
+  // BERT's padding mask: (1 - float(mask)) * -10000 over the keys, added to every head's
+  // scores before the softmax. Inlined, the i64 -> f32 chain ran once per score and pass.
+  auto masked_softmax = [](int heads, int t) {
+    Tensor x = input("x", {heads, t, t}), m = input("m", {t}, DType::I64);
+    Tensor bias = (1.0f - cast(m, DType::F32)) * -10000.0f;
+    return std::make_pair(Graph::from_outputs({{"y", softmax(x + bias, -1).node()}}), bias.node());
+  };
+  auto [big, big_bias] = masked_softmax(5, 131);  // 85805 scores read 131 mask values
+  Program p = build_program(big);
+  EXPECT_TRUE(p.kg.materialized(big_bias)) << test::loop_ir_of(p);
+  EXPECT_EQ(p.num_kernels(), 2) << test::loop_ir_of(p);
+  auto [small, small_bias] = masked_softmax(1, 37);  // 1369 scores: one kernel is cheaper
+  Program q = build_program(small);
+  EXPECT_FALSE(q.kg.materialized(small_bias)) << test::loop_ir_of(q);
+  EXPECT_EQ(q.num_kernels(), 1);
+  // one cheap op (a scale) costs about what loading its result would: it stays inline
+  Tensor xs = input("x", {5, 131, 131}), w = input("w", {131});
+  Tensor scaled = w * 0.5f;
+  Program one = build_program(Graph::from_outputs({{"y", softmax(xs + scaled, -1).node()}}));
+  EXPECT_FALSE(one.kg.materialized(scaled.node())) << test::loop_ir_of(one);
+  // a layernorm's per-row statistics broadcast over the row stay the row kernel's own
+  Tensor x = input("x", {64, 1031});
+  Program ln = build_program(Graph::from_outputs({{"y", layer_norm(x, 1, std::nullopt, std::nullopt).node()}}));
+  EXPECT_EQ(ln.num_kernels(), 1) << test::loop_ir_of(ln);
+  test::DiffBatch batch;
+  batch.add("masked softmax 5x131x131", big);
+  batch.add("masked softmax 1x37x37", small);
+  batch.add("layernorm 64x1031", Graph::from_outputs({{"y", layer_norm(x, 1, std::nullopt, std::nullopt).node()}}));
+  EXPECT_EQ(batch.run(), 0);
+}
+
 TEST(SchedulePrimitives, LegalityIsChecked) {
   Tensor x = input("x", {64, 128});
   Program p = build_program(Graph::from_outputs({{"y", softmax(x, -1).node()}}), BuildOptions{false});
