@@ -192,13 +192,16 @@ bool packed_estimate(const loop::LoopFunc& f, const KernelGraph& kg, const Bindi
   double M = product(s, mm->m_axes, dims), N = product(s, mm->n_axes, dims), K = product(s, mm->k_axes, dims);
   double B = product(s, mm->batch_axes, dims);
   double nq = std::max(1.0, (double)nr / m.lanes);
-  double regs = mr * nq + nq + 1;
-  spill = regs > m.vregs ? 1 : 0;
+  // accumulators, B vectors and a broadcast must fit with one register to spare: a tile that
+  // needs all 16 (MR=4 NR=24 on AVX2) spills accumulators to the stack on every k step in
+  // LLVM's code (measured 1.8x slower than MR=6 NR=16, which needs 15)
+  double regs = mr * nq + nq + 1, budget = m.vregs - 1;
+  spill = regs > budget ? 1 : 0;
   // per k step: two FMA ports, two load ports (nq B vectors, mr broadcasts of A), and each
   // accumulator's chain of dependent FMAs: fewer than latency × ports accumulators (an MR=2,
   // NR=16 tile has 4) wait ~4 cycles per k step (measured: MR=2 NR=16 on a 1x1 convolution
   // ~1.6x slower than MR=6 NR=16, where the issue rate alone called them even)
-  double per_kk = std::max({mr * nq / 2.0, (mr + nq) / 2.0, kFmaLatency}) * (spill ? 1.5 + (regs - m.vregs) / 8.0 : 1.0);
+  double per_kk = std::max({mr * nq / 2.0, (mr + nq) / 2.0, kFmaLatency}) * (spill ? 1.5 + (regs - budget) / 8.0 : 1.0);
   double mt = std::ceil(M / mr), nt = std::ceil(N / nr);
   edge = (M * N) / (mt * mr * nt * nr);
   double tiles = B * mt * nt;

@@ -152,7 +152,7 @@ ApplyReport apply_records(Program& p, const std::vector<Record>& records, const 
       rep.notes.push_back("tuning record for " + k.name + " ignored: " + e.what());
     }
   }
-  auto records_word = [](int n) { return std::to_string(n) + (n == 1 ? " tuning record" : " tuning records"); };
+  auto records_word = [](int n) { return "tuning records for " + std::to_string(n) + (n == 1 ? " kernel" : " kernels"); };
   if (model_skipped)
     rep.notes.push_back(records_word(model_skipped) + " of `lathe tune --measure model` in the default records file not applied: " +
                         "they are cost-model predictions, not times (apply them with --tuned " + default_records_path() +
