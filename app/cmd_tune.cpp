@@ -69,7 +69,7 @@ std::vector<int> parse_kernels(const std::string& list, const Program& p) {
   return r;
 }
 
-int report(const tune::TuneResult& r, const std::string& path);
+int report(const tune::TuneResult& r, const std::string& path, bool model);
 
 int run_tune(const std::vector<std::string>& args) {
   CLI::App cli{"Searches schedules for a graph's kernels and writes tuning records.\n\n"
@@ -81,7 +81,9 @@ int run_tune(const std::vector<std::string>& args) {
                "schedule, ms, baseline_ms, trials); `lathe run/kernels/bench --tuned R.jsonl` and\n"
                "lathe.compile(g, {tuned = R}) apply them, and the default file (--records) is applied\n"
                "when no --tuned is given. A record applies only on the same kernel and target, and only\n"
-               "when it beat the heuristic. Ctrl-C stops and keeps what was found.\n"
+               "when it beat the heuristic. Records of --measure model are the cost model's predictions,\n"
+               "not times: they apply only from a file named with --tuned FILE, never from the default file.\n"
+               "Ctrl-C stops and keeps what was found.\n"
                "The same search runs in the desktop app's Tune tab (lathe gui), which plots each candidate's\n"
                "time against trials and shows the best schedule's loop IR beside the heuristic's.\n\n"
                "Over MPI (lathe built with libopenmpi-dev): `mpirun -n N lathe tune FILE …` (or srun)\n"
@@ -206,7 +208,7 @@ int run_tune(const std::vector<std::string>& args) {
       for (auto& n : pool_notes) std::cerr << "note: " << n << "\n";
       pool.reset();
     }
-    rc = report(r, path);
+    rc = report(r, path, measure == "model");
   } catch (...) {
     if (pool) pool->stop_workers();  // else they wait for jobs, and MPI_Finalize for them
     pool.reset();
@@ -217,12 +219,15 @@ int run_tune(const std::vector<std::string>& args) {
   return rc;
 }
 
-int report(const tune::TuneResult& r, const std::string& path) {
+int report(const tune::TuneResult& r, const std::string& path, bool model) {
   for (auto& n : r.notes) std::cerr << "note: " << n << "\n";
   int better = 0;
   for (auto& rec : r.records) better += rec.ms < rec.baseline_ms * tune::kApplyMargin;
   std::cout << (r.interrupted ? "interrupted: " : "") << r.records.size() << " kernel" << (r.records.size() == 1 ? "" : "s")
-            << " tuned, " << better << " faster than the heuristic (applied); records in " << path << "\n";
+            << " tuned, " << better
+            << (model ? " predicted faster than the heuristic by the cost model (applied only with --tuned " + path + ")"
+                      : " faster than the heuristic (applied)")
+            << "; records in " << path << "\n";
   for (auto& rec : r.records) {
     std::cout << "  " << rec.kernel << " (" << rec.kind << "): " << fmt_ms(rec.ms) << " vs heuristic " << fmt_ms(rec.baseline_ms);
     if (rec.ms > 0 && rec.baseline_ms > 0) {

@@ -15,6 +15,7 @@ namespace {
 constexpr double kGhz = 3.0;
 constexpr double kRegionCycles = 15000;   // entering a parallel region (wake, join): ~5 µs
 constexpr double kUnknownExtent = 1024;
+constexpr double kFmaLatency = 4;        // cycles from an FMA to the next on its accumulator
 
 using Env = std::map<std::string, int64_t, std::less<>>;
 
@@ -191,16 +192,32 @@ bool packed_estimate(const loop::LoopFunc& f, const KernelGraph& kg, const Bindi
   double M = product(s, mm->m_axes, dims), N = product(s, mm->n_axes, dims), K = product(s, mm->k_axes, dims);
   double B = product(s, mm->batch_axes, dims);
   double nq = std::max(1.0, (double)nr / m.lanes);
-  double regs = mr * nq + nq + 1;
-  spill = regs > m.vregs ? 1 : 0;
-  double per_kk = std::max(mr * nq / 2.0, (mr + nq) / 2.0) * (spill ? 1.5 + (regs - m.vregs) / 8.0 : 1.0);
+  // accumulators, B vectors and a broadcast must fit with one register to spare: a tile that
+  // needs all 16 (MR=4 NR=24 on AVX2) spills accumulators to the stack on every k step in
+  // LLVM's code (measured 1.8x slower than MR=6 NR=16, which needs 15)
+  double regs = mr * nq + nq + 1, budget = m.vregs - 1;
+  spill = regs > budget ? 1 : 0;
+  // per k step: two FMA ports, two load ports (nq B vectors, mr broadcasts of A), and each
+  // accumulator's chain of dependent FMAs: fewer than latency × ports accumulators (an MR=2,
+  // NR=16 tile has 4) wait ~4 cycles per k step (measured: MR=2 NR=16 on a 1x1 convolution
+  // ~1.6x slower than MR=6 NR=16, where the issue rate alone called them even)
+  double per_kk = std::max({mr * nq / 2.0, (mr + nq) / 2.0, kFmaLatency}) * (spill ? 1.5 + (regs - budget) / 8.0 : 1.0);
   double mt = std::ceil(M / mr), nt = std::ceil(N / nr);
   edge = (M * N) / (mt * mr * nt * nr);
   double tiles = B * mt * nt;
   double pcs = std::ceil(K / kc);
   double compute = tiles * K * per_kk + tiles * pcs * (mr * nq * 3 + 20);  // + write-back per KC block
   double nblocks = std::ceil(N / nc);
-  double pack = B * M * K * nblocks * 1.0 + B * N * K * msplit * 0.3;      // A gathered, B copied in runs
+  // B: packed when the program was built ("B prepacked": a heuristic's KC and NR on constant
+  // weights; a candidate with other blocks loses it and copies B on every run) or read in
+  // place: no per-run copy. Else each job copies its KC x NC blocks: a read and a write per
+  // element, at cache speed when B fits in L2, at memory speed when it does not (the
+  // weights of a late 1x1 convolution, 320 x 1280: measured ~2x slower with the copy).
+  const std::string& log = f.schedule_log[0];
+  bool b_copied = log.find(" B prepacked") == std::string::npos && log.find(" B in place") == std::string::npos;
+  double b_bytes = N * K * 4.0;
+  double b_copy = b_copied ? B * N * K * msplit * std::max(0.3, 8.0 / (b_bytes <= 768.0 * 1024 ? 24.0 : 6.0)) : 0;
+  double pack = B * M * K * nblocks * 1.0 + b_copy;  // A gathered, B copied in runs
   double cache = 1;
   if (kc * nr * 4.0 > 32 * 1024) cache *= 1.25;      // the B micro-panel leaves L1
   if (mc * kc * 4.0 > 512 * 1024) cache *= 1.3;      // the A block leaves L2

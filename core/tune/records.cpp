@@ -111,6 +111,7 @@ ApplyReport apply_records(Program& p, const std::vector<Record>& records, const 
     by_hash.emplace(r.hash, &r);
     if (!r.kernel.empty() && !graph.empty() && r.graph == graph) by_name.emplace(r.kernel, &r);
   }
+  int model_skipped = 0, model_applied = 0;
   for (int i = 0; i < p.num_kernels(); ++i) {
     const Kernel& k = p.kg.kernels[i];
     if (k.kind == "extern") continue;
@@ -135,21 +136,39 @@ ApplyReport apply_records(Program& p, const std::vector<Record>& records, const 
     }
     // never slower than the heuristic: a record must have beaten it by more than the noise
     if (!(match->ms < match->baseline_ms * kApplyMargin)) continue;
+    // a cost-model prediction, not a time: only from a file the user named
+    const bool model = match->measure == "model";
+    if (model && match->from_default) {
+      ++model_skipped;
+      continue;
+    }
     try {
       loop::LoopFunc f = replay(p.kg, i, match->schedule);
       f.name = p.funcs[i].name;
       p.funcs[i] = std::move(f);
       ++rep.applied;
+      model_applied += model;
     } catch (const UserError& e) {
       rep.notes.push_back("tuning record for " + k.name + " ignored: " + e.what());
     }
   }
+  auto records_word = [](int n) { return "tuning records for " + std::to_string(n) + (n == 1 ? " kernel" : " kernels"); };
+  if (model_skipped)
+    rep.notes.push_back(records_word(model_skipped) + " of `lathe tune --measure model` in the default records file not applied: " +
+                        "they are cost-model predictions, not times (apply them with --tuned " + default_records_path() +
+                        ", or tune with --measure time)");
+  if (model_applied)
+    rep.notes.push_back(records_word(model_applied) + " applied are cost-model predictions (`--measure model`), not measured");
   return rep;
 }
 
 std::vector<Record> load_tuned(const std::string& path) {
   if (path == "none") return {};
-  if (path.empty()) return read_records(default_records_path(), true);
+  if (path.empty()) {
+    std::vector<Record> r = read_records(default_records_path(), true);
+    for (auto& x : r) x.from_default = true;
+    return r;
+  }
   return read_records(path);
 }
 

@@ -12,6 +12,11 @@
 // match, and only when it was faster than the heuristic (ms < 0.95 × baseline_ms); a record for
 // the same kernel made on another target, or for a kernel of the same name that has since
 // changed, is ignored with a note.
+//
+// Records of `lathe tune --measure model` hold the cost model's predictions, not times
+// (measure "model"): the model can be wrong by 2x on kernels it ranks as 10% faster, so
+// they are applied only from a file the user names (--tuned FILE, {tuned = FILE}); found in
+// the default records file they are skipped with a note, and only measured records apply.
 #pragma once
 #include <string>
 #include <vector>
@@ -26,6 +31,7 @@ struct Record {
   std::vector<std::string> schedule;
   double ms = 0, baseline_ms = 0;
   int trials = 0;
+  bool from_default = false;  // read from the default records file (load_tuned("")), not a --tuned FILE
 };
 
 std::string structural_hash(const KernelGraph& kg, int kernel);
@@ -57,6 +63,7 @@ ApplyReport apply_records(Program& p, const std::vector<Record>& records, const 
 // "dir/model.onnx" -> "model.onnx"
 std::string graph_name(const std::string& path);
 // The records a command uses: `path` ("" = the default file when it exists, "none" = none).
+// Records from the default file are marked from_default (see above: model records skip).
 std::vector<Record> load_tuned(const std::string& path);
 
 }  // namespace lathe::tune
