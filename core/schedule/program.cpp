@@ -3,6 +3,7 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <set>
 
 #include "core/ir/attention_op.h"
 #include "core/ir/diag.h"
@@ -85,15 +86,20 @@ Program build_program(const Graph& given, const BuildOptions& opts) {
   }
   const char* prepack_env = std::getenv("LATHE_PREPACK");
   if (opts.default_schedule && !(prepack_env && std::string(prepack_env) == "0")) {
-    // constant GEMM B operands packed now, not on every run
+    // constant GEMM operands (B; A where N is small) packed now, not on every run
     StageTimer t(p, opts, "prepack");
     bool all = prepack_env && std::string(prepack_env) == "all";
     std::vector<int> packed = loop::prepack_constant_b(p.kg, loop::host_matmul_params(), all ? 0 : loop::prepack_min_bytes());
+    std::vector<int> packed_a = loop::prepack_constant_a(p.kg, loop::host_matmul_params(), loop::kPrepackAMaxN);
+    std::set<int> relower(packed.begin(), packed.end());
+    relower.insert(packed_a.begin(), packed_a.end());
     int64_t bytes = 0;
-    for (int k : packed) {
+    for (int k : relower) {
       p.funcs[k] = lower_one(p.kg, k, false);
-      bytes += static_cast<int64_t>(p.kg.buffers[p.kg.kernels[k].packed_b].node->attrs.data->nbytes());
+      for (int buf : {p.kg.kernels[k].packed_b, loop::packed_a_buffer(p.kg, p.kg.kernels[k])})
+        if (buf >= 0) bytes += static_cast<int64_t>(p.kg.buffers[buf].node->attrs.data->nbytes());
     }
+    packed.insert(packed.end(), packed_a.begin(), packed_a.end());
     t.done(std::to_string(packed.size()) + " constant matmul operand" + (packed.size() == 1 ? "" : "s") + ", " +
            std::to_string(bytes >> 20) + " MiB");
   }
