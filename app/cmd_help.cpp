@@ -49,6 +49,7 @@ const char* kEnvironment =
     "  LATHE_PREPACK=0|all      constant matmul B operands (weights) larger than the last-level cache, and\n"
     "                           conv weights (A) of layers with <= 4096 positions, are packed once at build\n"
     "                           time: 0 = never (packed on every run), all = every constant B\n"
+    "  LATHE_PREPACK_A=0        conv weights (A) packed on every run again (A/B comparisons)\n"
     "  LATHE_DEPTHWISE=0        depthwise convolutions take the generic reduction, not the direct nest\n"
     "  LATHE_MAX_INSTRUCTIONS, LATHE_MAX_MEMORY_MB   limits of the Lua sandbox\n"
     "  LATHE_NO_PROGRESS, NO_COLOR                   plain terminal output\n"

@@ -90,7 +90,10 @@ Program build_program(const Graph& given, const BuildOptions& opts) {
     StageTimer t(p, opts, "prepack");
     bool all = prepack_env && std::string(prepack_env) == "all";
     std::vector<int> packed = loop::prepack_constant_b(p.kg, loop::host_matmul_params(), all ? 0 : loop::prepack_min_bytes());
-    std::vector<int> packed_a = loop::prepack_constant_a(p.kg, loop::host_matmul_params(), loop::kPrepackAMaxN);
+    const char* a_env = std::getenv("LATHE_PREPACK_A");  // =0: A packed per run (A/B runs)
+    std::vector<int> packed_a = a_env && std::string(a_env) == "0"
+                                    ? std::vector<int>{}
+                                    : loop::prepack_constant_a(p.kg, loop::host_matmul_params(), loop::kPrepackAMaxN);
     std::set<int> relower(packed.begin(), packed.end());
     relower.insert(packed_a.begin(), packed_a.end());
     int64_t bytes = 0;

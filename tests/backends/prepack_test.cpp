@@ -169,7 +169,7 @@ TEST(Prepack, ConvWeightsOnTheASideArePackedOnceWhenPositionsAreFew) {
     EXPECT_EQ(packs_a, t.packed ? 0 : 1) << what;
     expect_matches(g, what);
   }
-  // LATHE_PREPACK=0: nothing prepacked, A packed per run
+  // LATHE_PREPACK=0: nothing prepacked, A packed per run; LATHE_PREPACK_A=0: A packed per run
   setenv("LATHE_PREPACK", "0", 1);
   Tensor x = input("x", {1, 23, 14, 14});
   Graph g = Graph::from_outputs({{"y", conv2d(x, from_host(weights({13, 23, 1, 1}, 2)), std::nullopt, Conv2dOptions{}).node()}});
@@ -177,6 +177,12 @@ TEST(Prepack, ConvWeightsOnTheASideArePackedOnceWhenPositionsAreFew) {
   unsetenv("LATHE_PREPACK");
   EXPECT_EQ(loop::packed_a_buffer(p.kg, p.kg.kernels[0]), -1);
   expect_matches(g, "LATHE_PREPACK=0");
+  setenv("LATHE_PREPACK_A", "0", 1);  // the A side alone
+  Program pa = build_program(g);
+  unsetenv("LATHE_PREPACK_A");
+  EXPECT_EQ(loop::packed_a_buffer(pa.kg, pa.kg.kernels[0]), -1);
+  Program pd = build_program(g);  // and by default it is prepacked
+  EXPECT_GE(loop::packed_a_buffer(pd.kg, pd.kg.kernels[0]), 0);
 }
 
 }  // namespace
