@@ -192,11 +192,28 @@ std::vector<int> prepack_constant_a(KernelGraph& kg, const MatmulParams& P, int6
     HostTensor packed(DType::F32, {kblocks, panels, kc, mr});
     const float* a = data.ptr<float>();
     float* out = packed.ptr<float>();
-    std::fill(out, out + packed.numel(), 0.0f);
-    for (int64_t ip = 0; ip < panels; ++ip)
-      for (int64_t r = 0, m = ip * mr; r < mr && m < M; ++r, ++m)
-        for (int64_t kk = 0; kk < K; ++kk)
-          out[(((kk / kc) * panels + ip) * kc + kk % kc) * mr + r] = a[c0 + (*moff)[m] + (*koff)[kk]];
+    // the threads take equal ranges of panels; each row of a panel is read along k (a
+    // convolution's weights: in address order) into its KC block, MR floats apart
+    auto pack = [&](int64_t p_begin, int64_t p_end) {
+      std::fill(out + p_begin * kc * mr, out + p_end * kc * mr, 0.0f);  // the first K block's
+      for (int64_t pc = 0; pc < kblocks; ++pc) {
+        const int64_t kend = std::min(kc, K - pc * kc);
+        const int64_t* ko = koff->data() + pc * kc;
+        for (int64_t ip = p_begin; ip < p_end; ++ip) {
+          float* blk = out + (pc * panels + ip) * kc * mr;
+          if (pc > 0) std::fill(blk, blk + kc * mr, 0.0f);
+          for (int64_t r = 0, m = ip * mr; r < mr && m < M; ++r, ++m) {
+            const float* row = a + c0 + (*moff)[m];
+            for (int64_t kk = 0; kk < kend; ++kk) blk[kk * mr + r] = row[ko[kk]];
+          }
+        }
+      }
+    };
+    const int64_t workers = std::min<int64_t>(threads, (panels + 15) / 16);
+    std::vector<std::thread> pool;
+    for (int64_t w = 1; w < workers; ++w) pool.emplace_back(pack, panels * w / workers, panels * (w + 1) / workers);
+    pack(0, panels / std::max<int64_t>(workers, 1));
+    for (auto& t : pool) t.join();
     NodeRef node = prim::constant_tensor(packed);
     BufferDesc desc;
     desc.id = static_cast<int>(kg.buffers.size());
