@@ -47,7 +47,7 @@ const char* kEnvironment =
     "  LATHE_STAGED_TRACE=1     ONNX models run staged (`onnx-test --staged`, `run`): print each segment\n"
     "  LATHE_TUNE_DEBUG=1       `lathe tune` prints every candidate it builds (schedule, model estimate)\n"
     "  LATHE_PREPACK=0|all      constant matmul B operands (weights) larger than the last-level cache, and\n"
-    "                           conv weights (A) of layers with <= 4096 positions, are packed once at build\n"
+    "                           conv weights (A, <= 256 KiB) of layers with <= 4096 positions, are packed at build\n"
     "                           time: 0 = never (packed on every run), all = every constant B\n"
     "  LATHE_PREPACK_A=0        conv weights (A) packed on every run again (A/B comparisons)\n"
     "  LATHE_DEPTHWISE=0        depthwise convolutions take the generic reduction, not the direct nest\n"

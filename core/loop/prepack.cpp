@@ -155,7 +155,7 @@ std::vector<int> prepack_constant_b(KernelGraph& kg, const MatmulParams& P, int6
   return changed;
 }
 
-std::vector<int> prepack_constant_a(KernelGraph& kg, const MatmulParams& P, int64_t max_n) {
+std::vector<int> prepack_constant_a(KernelGraph& kg, const MatmulParams& P, int64_t max_n, int64_t max_bytes) {
   std::vector<int> changed;
   std::map<int, int> readers;  // buffer -> kernels that read it
   for (const Kernel& k : kg.kernels)
@@ -180,6 +180,7 @@ std::vector<int> prepack_constant_a(KernelGraph& kg, const MatmulParams& P, int6
     if (!moff || !koff || !Ns.is_const() || Ns.value() > max_n) continue;
     const HostTensor& data = *src->attrs.data;
     const int64_t M = moff->size(), K = koff->size(), total = data.numel(), c0 = A.addr.c0.value();
+    if (M * K * static_cast<int64_t>(sizeof(float)) > max_bytes) continue;
     // the blocks the lowering will choose (it uses the packed copy only when KC agrees)
     const MatmulBlocking bl = matmul_blocking(M, Ns.value(), K, Bs.is_const() ? Bs.value() : -1, threads, P);
     const int64_t kc = bl.kc, mr = P.mr;

@@ -38,11 +38,14 @@ int64_t prepack_min_bytes();
 // (zero past M and K), so the MC block at m0 (a multiple of MR) starts at
 // ((pc · panels + m0 / MR) · KC) · MR. Only where N <= max_n: with few columns per job each
 // packed element serves few of them, and the per-run copy is a large share of the kernel
-// (MobileNet's 14 × 14 and 7 × 7 layers); with many it is a few percent. The packed copy is
+// (MobileNet's 14 × 14 and 28 × 28 layers); with many it is a few percent. And only where A
+// is at most max_bytes: packing (and hashing the copy for the kernel cache) is paid on every
+// start, warm ones too; without the cap ResNet-50's build grew by ~0.4-0.6 s (36 MB of
+// weights) for no run-time gain measurable at load ~8. The packed copy is
 // a Constant buffer named packed_a_<kernel name>, shaped [K blocks, panels, KC, MR] (the
 // lowering reads KC and MR from it, and uses it only when they are its own).
-std::vector<int> prepack_constant_a(KernelGraph& kg, const MatmulParams& P, int64_t max_n);
-constexpr int64_t kPrepackAMaxN = 4096;
+std::vector<int> prepack_constant_a(KernelGraph& kg, const MatmulParams& P, int64_t max_n, int64_t max_bytes);
+constexpr int64_t kPrepackAMaxN = 4096, kPrepackAMaxBytes = 256 << 10;
 // The buffer prepack_constant_a made for kernel k, or -1.
 int packed_a_buffer(const KernelGraph& kg, const Kernel& k);
 

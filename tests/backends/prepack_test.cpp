@@ -138,8 +138,8 @@ TEST(Prepack, LateConvWeightsArePackedOnceByDefault) {
 // kPrepackAMaxN positions has its weights packed once into MR-tall panels, by default; the
 // kernel no longer packs A per run. Output channels no multiple of MR (6 on AVX2), K across
 // the KC block, stride 2, an M split (few positions, many channels), batch 1, 2 and 64,
-// residual and relu epilogues, against the interpreter. Beyond kPrepackAMaxN positions A is
-// packed per run as before.
+// residual and relu epilogues, against the interpreter. Beyond kPrepackAMaxN positions, or
+// with weights over kPrepackAMaxBytes (300 x 256 floats), A is packed per run as before.
 TEST(Prepack, ConvWeightsOnTheASideArePackedOnceWhenPositionsAreFew) {
   Conv2dOptions same, strided;
   same.padding = {1, 1};
@@ -147,7 +147,8 @@ TEST(Prepack, ConvWeightsOnTheASideArePackedOnceWhenPositionsAreFew) {
   strided.stride = {2, 2};
   struct Case { int64_t n, c, h, k, r; bool stride2; bool packed; };
   for (Case t : {Case{1, 23, 14, 13, 1, false, true}, Case{2, 41, 11, 37, 3, false, true}, Case{1, 17, 23, 31, 3, true, true},
-                 Case{1, 29, 9, 257, 1, false, true}, Case{64, 7, 5, 11, 1, false, true}, Case{1, 3, 67, 7, 1, false, false}}) {
+                 Case{1, 29, 9, 257, 1, false, true}, Case{64, 7, 5, 11, 1, false, true}, Case{1, 3, 67, 7, 1, false, false},
+                 Case{1, 256, 9, 300, 1, false, false}}) {
     std::string what = "n" + std::to_string(t.n) + " c" + std::to_string(t.c) + " " + std::to_string(t.h) + "x" +
                        std::to_string(t.h) + " k" + std::to_string(t.k) + " " + std::to_string(t.r) + "x" + std::to_string(t.r) +
                        (t.stride2 ? " stride 2" : "");
