@@ -193,8 +193,8 @@ std::vector<int> prepack_constant_a(KernelGraph& kg, const MatmulParams& P, int6
     HostTensor packed(DType::F32, {kblocks, panels, kc, mr});
     const float* a = data.ptr<float>();
     float* out = packed.ptr<float>();
-    // the threads take equal ranges of panels; each row of a panel is read along k (a
-    // convolution's weights: in address order) into its KC block, MR floats apart
+    // each row of a panel is read along k (a convolution's weights: in address order) into
+    // its KC block, MR floats apart
     auto pack = [&](int64_t p_begin, int64_t p_end) {
       std::fill(out + p_begin * kc * mr, out + p_end * kc * mr, 0.0f);  // the first K block's
       for (int64_t pc = 0; pc < kblocks; ++pc) {
@@ -210,11 +210,7 @@ std::vector<int> prepack_constant_a(KernelGraph& kg, const MatmulParams& P, int6
         }
       }
     };
-    const int64_t workers = std::min<int64_t>(threads, (panels + 15) / 16);
-    std::vector<std::thread> pool;
-    for (int64_t w = 1; w < workers; ++w) pool.emplace_back(pack, panels * w / workers, panels * (w + 1) / workers);
-    pack(0, panels / std::max<int64_t>(workers, 1));
-    for (auto& t : pool) t.join();
+    pack(0, panels);  // at most max_bytes: on this thread (a thread's start costs more under load)
     NodeRef node = prim::constant_tensor(packed);
     BufferDesc desc;
     desc.id = static_cast<int>(kg.buffers.size());
