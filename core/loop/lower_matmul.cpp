@@ -25,6 +25,7 @@
 #include "core/ir/diag.h"
 #include "core/loop/lower.h"
 #include "core/loop/matmul_epilogue.h"
+#include "core/loop/prepack.h"
 
 namespace lathe::loop {
 
@@ -362,7 +363,13 @@ LoopFunc MatmulLowering::run() {
                          k_.packed_nr == P.nr;
   const int pbp = prepacked ? add_param(k_.packed_b, false, "bp") : -1;
   if (!prepacked) allocs.push_back(make_alloc("Bp", bdt_, 1, kc_blk_ * nc_blk));
-  allocs.push_back(make_alloc("Ap", adt_, 1, mc_blk_ * kc_blk_));
+  // A the same (prepack_constant_a): MC blocks start at multiples of MR, so this block's
+  // panels are those of all M from m0 / MR
+  const int packed_a = G_ == 1 && adt_ == DType::F32 ? packed_a_buffer(kg_, k_) : -1;
+  const bool prepacked_a = packed_a >= 0 && kg_.buffers[packed_a].shape[2] == SymInt(kc_blk_) &&
+                           kg_.buffers[packed_a].shape[3] == SymInt(P.mr) && mc_blk_ % P.mr == 0;
+  const int pap = prepacked_a ? add_param(packed_a, false, "ap") : -1;
+  if (!prepacked_a) allocs.push_back(make_alloc("Ap", adt_, 1, mc_blk_ * kc_blk_));
   allocs.push_back(make_alloc("tile", acc_, 1, (int64_t)P.mr * P.nr));
 
   ExprRef kk = var("kk"), n0 = var("n0"), nc = var("nc"), k0 = var("k0"), kc = var("kc");
@@ -469,6 +476,9 @@ LoopFunc MatmulLowering::run() {
   if (prepacked)  // panels of all N: this job's start at n0 / NR, KC block pc
     bbase = add(bbase, mul(add(mul(var("pc"), ceil_div(N, P.nr)), binary(Op::IDiv, n0, const_int(P.nr))),
                            const_int(kc_blk_ * P.nr)));
+  if (prepacked_a)
+    abase = add(abase, mul(add(mul(var("pc"), ceil_div(M, P.mr)), binary(Op::IDiv, m0, const_int(P.mr))),
+                           const_int(kc_blk_ * P.mr)));
   // f32: B's NR columns at depth kk from the panel, the prepacked panels, or B itself
   enum class BSrc { Panel, Prepacked, InPlace, RaggedPanel };
   auto f32_kbody = [&](BSrc src) {
@@ -484,7 +494,9 @@ LoopFunc MatmulLowering::run() {
       body.push_back(make_let("bq" + std::to_string(q), DType::F32, v));
     }
     for (int r = 0; r < P.mr; ++r) {
-      ExprRef ar = broadcast(local_load("Ap", DType::F32, add(abase, const_int(r))), P.lanes);
+      ExprRef ar = broadcast(prepacked_a ? load(pap, DType::F32, add(abase, const_int(r)))
+                                         : local_load("Ap", DType::F32, add(abase, const_int(r))),
+                             P.lanes);
       for (int q = 0; q < NQ; ++q) {
         ExprRef cur = local_load("acc", DType::F32, const_int(r * NQ + q), P.lanes);
         ExprRef bq = var("bq" + std::to_string(q), DType::F32, P.lanes);
@@ -574,7 +586,7 @@ LoopFunc MatmulLowering::run() {
   std::vector<Stmt> icbody{make_let("m0", DType::I64, add(var("ms0"), mul(var("ic"), const_int(mc_blk_)))),
                            make_let("mc", DType::I64, min_of(const_int(mc_blk_), sub(add(var("ms0"), var("msz")), m0)))};
   for (auto& st : mfill) icbody.push_back(st);
-  icbody.push_back(packa);
+  if (!prepacked_a) icbody.push_back(packa);
   icbody.push_back(jr_loop);
   Stmt ic_loop = make_for("ic", ceil_div(var("msz"), mc_blk_), std::move(icbody), "MC blocks of M");
   std::vector<Stmt> pcbody{make_let("k0", DType::I64, mul(var("pc"), const_int(kc_blk_))),
@@ -603,7 +615,7 @@ LoopFunc MatmulLowering::run() {
   f_.schedule_log.push_back("matmul: MR=" + std::to_string(P.mr) + (G_ == 4 ? " int8 u8xi8 dot4" : G_ == 2 ? " int8 i16 dot2" : "") + " NR=" + std::to_string(P.nr) + " KC=" +
                             std::to_string(kc_blk_) + " MC=" + std::to_string(mc_blk_) + " NC=" + std::to_string(nc_blk) +
                             " msplit=" + std::to_string(msplit) + (epilogue ? " +epilogue" : "") +
-                            (prepacked ? " B prepacked" : "") + (direct ? " B in place" : "") +
+                            (prepacked ? " B prepacked" : "") + (prepacked_a ? " A prepacked" : "") + (direct ? " B in place" : "") +
                             (tables_ ? " gather(" + std::to_string(tables_) + " tables)" : ""));
   // K == 0: the loops above write nothing; zero the output first (never with an epilogue)
   if (!(Ks.is_const() && Ks.value() > 0)) {

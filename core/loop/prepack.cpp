@@ -155,6 +155,85 @@ std::vector<int> prepack_constant_b(KernelGraph& kg, const MatmulParams& P, int6
   return changed;
 }
 
+std::vector<int> prepack_constant_a(KernelGraph& kg, const MatmulParams& P, int64_t max_n, int64_t max_bytes) {
+  std::vector<int> changed;
+  std::map<int, int> readers;  // buffer -> kernels that read it
+  for (const Kernel& k : kg.kernels)
+    for (int b : k.inputs) ++readers[b];
+  for (const auto& [name, b] : kg.outputs) ++readers[b];
+  const int threads = std::max(1u, std::thread::hardware_concurrency());
+  for (Kernel& k : kg.kernels) {
+    if (k.kind != "matmul" || packed_a_buffer(kg, k) >= 0) continue;
+    auto mm = match_matmul(k.matmul ? k.matmul : k.root);
+    if (!mm) continue;
+    orient_matmul(*mm, P);  // the sides the lowering uses
+    const OperandAccess& A = mm->a;
+    NodeRef src = A.src;
+    if (src->op != Op::Const || !src->attrs.data || src->dtype != DType::F32 || !A.bounds.empty()) continue;
+    if (!A.addr.c0.is_const()) continue;
+    if (std::any_of(mm->batch_axes.begin(), mm->batch_axes.end(), [&](int d) { return A.uses(d); })) continue;
+    const Shape& s = mm->mul->shape;
+    auto moff = offsets(A.addr, mm->m_axes, s), koff = offsets(A.addr, mm->k_axes, s);
+    SymInt Ns = 1, Bs = 1;
+    for (int d : mm->n_axes) Ns = Ns * s[d];
+    for (int d : mm->batch_axes) Bs = Bs * s[d];
+    if (!moff || !koff || !Ns.is_const() || Ns.value() > max_n) continue;
+    const HostTensor& data = *src->attrs.data;
+    const int64_t M = moff->size(), K = koff->size(), total = data.numel(), c0 = A.addr.c0.value();
+    if (M * K * static_cast<int64_t>(sizeof(float)) > max_bytes) continue;
+    // the blocks the lowering will choose (it uses the packed copy only when KC agrees)
+    const MatmulBlocking bl = matmul_blocking(M, Ns.value(), K, Bs.is_const() ? Bs.value() : -1, threads, P);
+    const int64_t kc = bl.kc, mr = P.mr;
+    if (kc <= 0 || bl.mc % mr != 0) continue;
+    const int64_t panels = (M + mr - 1) / mr, kblocks = (K + kc - 1) / kc;
+    int64_t lo = c0 + *std::min_element(moff->begin(), moff->end()) + *std::min_element(koff->begin(), koff->end());
+    int64_t hi = c0 + *std::max_element(moff->begin(), moff->end()) + *std::max_element(koff->begin(), koff->end());
+    if (lo < 0 || hi >= total) continue;
+    //   packed[((pc · panels + ip) · KC + kk) · MR + r] = A[m = ip·MR + r, k = pc·KC + kk], zero outside
+    HostTensor packed(DType::F32, {kblocks, panels, kc, mr});
+    const float* a = data.ptr<float>();
+    float* out = packed.ptr<float>();
+    // each row of a panel is read along k (a convolution's weights: in address order) into
+    // its KC block, MR floats apart
+    auto pack = [&](int64_t p_begin, int64_t p_end) {
+      std::fill(out + p_begin * kc * mr, out + p_end * kc * mr, 0.0f);  // the first K block's
+      for (int64_t pc = 0; pc < kblocks; ++pc) {
+        const int64_t kend = std::min(kc, K - pc * kc);
+        const int64_t* ko = koff->data() + pc * kc;
+        for (int64_t ip = p_begin; ip < p_end; ++ip) {
+          float* blk = out + (pc * panels + ip) * kc * mr;
+          if (pc > 0) std::fill(blk, blk + kc * mr, 0.0f);
+          for (int64_t r = 0, m = ip * mr; r < mr && m < M; ++r, ++m) {
+            const float* row = a + c0 + (*moff)[m];
+            for (int64_t kk = 0; kk < kend; ++kk) blk[kk * mr + r] = row[ko[kk]];
+          }
+        }
+      }
+    };
+    pack(0, panels);  // at most max_bytes: on this thread (a thread's start costs more under load)
+    NodeRef node = prim::constant_tensor(packed);
+    BufferDesc desc;
+    desc.id = static_cast<int>(kg.buffers.size());
+    desc.name = "packed_a_" + k.name;
+    desc.dtype = DType::F32;
+    desc.shape = node->shape;
+    desc.kind = BufferKind::Constant;
+    desc.node = node;
+    kg.buffer_of[node] = desc.id;
+    kg.buffers.push_back(desc);
+    changed.push_back(k.id);
+    if (readers[kg.buffer_of.at(src)] == 1 && mm->b.src != src) page_out(data.data(), data.nbytes());
+  }
+  return changed;
+}
+
+int packed_a_buffer(const KernelGraph& kg, const Kernel& k) {
+  const std::string name = "packed_a_" + k.name;
+  for (const BufferDesc& b : kg.buffers)
+    if (b.kind == BufferKind::Constant && b.name == name && b.shape.size() == 4) return b.id;
+  return -1;
+}
+
 int64_t prepack_min_bytes() {
   int64_t llc = last_level_cache_bytes();
   return llc > 0 ? llc : int64_t(32) << 20;

@@ -31,4 +31,22 @@ std::vector<int> prepack_constant_b(KernelGraph& kg, const MatmulParams& P, int6
 // LATHE_PREPACK=0 turns prepacking off, LATHE_PREPACK=all applies it to every constant B.
 int64_t prepack_min_bytes();
 
+// The same for a constant A operand (the M side: a convolution's weights W in W · X, NCHW),
+// whose MR-tall panels every N block (parallel job) of the lowering otherwise copies on
+// every run: packed once as Kernel::packed_a, all of A in panel order per KC block,
+//     packed[((pc · panels + ip) · KC + kk) · MR + r] = A[m = ip·MR + r, k = pc·KC + kk]
+// (zero past M and K), so the MC block at m0 (a multiple of MR) starts at
+// ((pc · panels + m0 / MR) · KC) · MR. Only where N <= max_n: with few columns per job each
+// packed element serves few of them, and the per-run copy is a large share of the kernel
+// (MobileNet's 14 × 14 and 28 × 28 layers); with many it is a few percent. And only where A
+// is at most max_bytes: packing (and hashing the copy for the kernel cache) is paid on every
+// start, warm ones too; without the cap ResNet-50's build grew by ~0.4-0.6 s (36 MB of
+// weights) for no run-time gain measurable at load ~8. The packed copy is
+// a Constant buffer named packed_a_<kernel name>, shaped [K blocks, panels, KC, MR] (the
+// lowering reads KC and MR from it, and uses it only when they are its own).
+std::vector<int> prepack_constant_a(KernelGraph& kg, const MatmulParams& P, int64_t max_n, int64_t max_bytes);
+constexpr int64_t kPrepackAMaxN = 4096, kPrepackAMaxBytes = 256 << 10;
+// The buffer prepack_constant_a made for kernel k, or -1.
+int packed_a_buffer(const KernelGraph& kg, const Kernel& k);
+
 }  // namespace lathe::loop

@@ -3,6 +3,7 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <set>
 
 #include "core/ir/attention_op.h"
 #include "core/ir/diag.h"
@@ -62,14 +63,34 @@ Program build_program(const Graph& given, const BuildOptions& opts) {
     verify_or_throw(g, "compile");
     t.done(std::to_string(g.size()) + (g.size() == 1 ? " node" : " nodes"));
   }
-  // schedule + lower, rescheduling when lowering finds a fused reduction that would be
-  // recomputed in an inner loop
+  // schedule + prepack + lower, rescheduling when lowering finds a fused reduction that
+  // would be recomputed in an inner loop
   std::set<NodeRef> force;
+  const char* prepack_env = std::getenv("LATHE_PREPACK");
+  const char* a_env = std::getenv("LATHE_PREPACK_A");  // =0: A packed per run (A/B runs)
   for (int attempt = 0;; ++attempt) {
     StageTimer ts(p, opts, "schedule");
     p.kg = schedule_graph(g, force);
     ts.done(std::to_string(p.kg.kernels.size()) + (p.kg.kernels.size() == 1 ? " kernel" : " kernels") + " from " +
             std::to_string(g.size()) + (g.size() == 1 ? " node" : " nodes"));
+    if (opts.default_schedule && !(prepack_env && std::string(prepack_env) == "0")) {
+      // constant GEMM operands (B; A where N is small) packed now, not on every run; before
+      // lowering, so each kernel is lowered once, reading the packed copy
+      StageTimer t(p, opts, "prepack");
+      bool all = prepack_env && std::string(prepack_env) == "all";
+      std::vector<int> packed = loop::prepack_constant_b(p.kg, loop::host_matmul_params(), all ? 0 : loop::prepack_min_bytes());
+      if (!(a_env && std::string(a_env) == "0")) {
+        std::vector<int> packed_a = loop::prepack_constant_a(p.kg, loop::host_matmul_params(), loop::kPrepackAMaxN,
+                                                                      loop::kPrepackAMaxBytes);
+        packed.insert(packed.end(), packed_a.begin(), packed_a.end());
+      }
+      int64_t bytes = 0;
+      for (const Kernel& k : p.kg.kernels)
+        for (int buf : {k.packed_b, loop::packed_a_buffer(p.kg, k)})
+          if (buf >= 0) bytes += static_cast<int64_t>(p.kg.buffers[buf].node->attrs.data->nbytes());
+      t.done(std::to_string(packed.size()) + " constant matmul operand" + (packed.size() == 1 ? "" : "s") + ", " +
+             std::to_string(bytes >> 20) + " MiB");
+    }
     StageTimer tl(p, opts, "lower");
     p.funcs.clear();
     try {
@@ -82,20 +103,6 @@ Program build_program(const Graph& given, const BuildOptions& opts) {
     }
     tl.done(std::to_string(p.funcs.size()) + " loop nests");
     break;
-  }
-  const char* prepack_env = std::getenv("LATHE_PREPACK");
-  if (opts.default_schedule && !(prepack_env && std::string(prepack_env) == "0")) {
-    // constant GEMM B operands packed now, not on every run
-    StageTimer t(p, opts, "prepack");
-    bool all = prepack_env && std::string(prepack_env) == "all";
-    std::vector<int> packed = loop::prepack_constant_b(p.kg, loop::host_matmul_params(), all ? 0 : loop::prepack_min_bytes());
-    int64_t bytes = 0;
-    for (int k : packed) {
-      p.funcs[k] = lower_one(p.kg, k, false);
-      bytes += static_cast<int64_t>(p.kg.buffers[p.kg.kernels[k].packed_b].node->attrs.data->nbytes());
-    }
-    t.done(std::to_string(packed.size()) + " constant matmul operand" + (packed.size() == 1 ? "" : "s") + ", " +
-           std::to_string(bytes >> 20) + " MiB");
   }
   if (opts.default_schedule) {
     StageTimer t(p, opts, "default-schedule");

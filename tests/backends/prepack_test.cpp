@@ -134,5 +134,57 @@ TEST(Prepack, LateConvWeightsArePackedOnceByDefault) {
   }
 }
 
+// An early or middle convolution (NCHW: W · X, the weights on the A side) with at most
+// kPrepackAMaxN positions has its weights packed once into MR-tall panels, by default; the
+// kernel no longer packs A per run. Output channels no multiple of MR (6 on AVX2), K across
+// the KC block, stride 2, an M split (few positions, many channels), batch 1, 2 and 64,
+// residual and relu epilogues, against the interpreter. Beyond kPrepackAMaxN positions, or
+// with weights over kPrepackAMaxBytes (300 x 256 floats), A is packed per run as before.
+TEST(Prepack, ConvWeightsOnTheASideArePackedOnceWhenPositionsAreFew) {
+  Conv2dOptions same, strided;
+  same.padding = {1, 1};
+  strided.padding = {1, 1};
+  strided.stride = {2, 2};
+  struct Case { int64_t n, c, h, k, r; bool stride2; bool packed; };
+  for (Case t : {Case{1, 23, 14, 13, 1, false, true}, Case{2, 41, 11, 37, 3, false, true}, Case{1, 17, 23, 31, 3, true, true},
+                 Case{1, 29, 9, 257, 1, false, true}, Case{64, 7, 5, 11, 1, false, true}, Case{1, 3, 67, 7, 1, false, false},
+                 Case{1, 256, 9, 300, 1, false, false}}) {
+    std::string what = "n" + std::to_string(t.n) + " c" + std::to_string(t.c) + " " + std::to_string(t.h) + "x" +
+                       std::to_string(t.h) + " k" + std::to_string(t.k) + " " + std::to_string(t.r) + "x" + std::to_string(t.r) +
+                       (t.stride2 ? " stride 2" : "");
+    Tensor x = input("x", {t.n, t.c, t.h, t.h});
+    Tensor w = from_host(weights({t.k, t.c, t.r, t.r}, static_cast<double>(t.k)));
+    Conv2dOptions o = t.stride2 ? strided : t.r == 3 ? same : Conv2dOptions{};
+    Tensor y = conv2d(x, w, from_host(weights({t.k}, 5)), o);
+    Graph g = Graph::from_outputs({{"y", relu(y + y).node()}});
+    Program p = build_program(g);
+    int packed_a = 0, packs_a = 0, matmuls = 0;
+    for (int i = 0; i < p.num_kernels(); ++i) {
+      if (p.kg.kernels[i].kind != "matmul") continue;
+      ++matmuls;
+      packed_a += loop::packed_a_buffer(p.kg, p.kg.kernels[i]) >= 0;
+      packs_a += loop::print_loop(p.funcs[i]).find("pack A") != std::string::npos;
+    }
+    EXPECT_EQ(matmuls, 1) << what;
+    EXPECT_EQ(packed_a, t.packed ? 1 : 0) << what << "\n" << test::loop_ir_of(p);
+    EXPECT_EQ(packs_a, t.packed ? 0 : 1) << what;
+    expect_matches(g, what);
+  }
+  // LATHE_PREPACK=0: nothing prepacked, A packed per run; LATHE_PREPACK_A=0: A packed per run
+  setenv("LATHE_PREPACK", "0", 1);
+  Tensor x = input("x", {1, 23, 14, 14});
+  Graph g = Graph::from_outputs({{"y", conv2d(x, from_host(weights({13, 23, 1, 1}, 2)), std::nullopt, Conv2dOptions{}).node()}});
+  Program p = build_program(g);
+  unsetenv("LATHE_PREPACK");
+  EXPECT_EQ(loop::packed_a_buffer(p.kg, p.kg.kernels[0]), -1);
+  expect_matches(g, "LATHE_PREPACK=0");
+  setenv("LATHE_PREPACK_A", "0", 1);  // the A side alone
+  Program pa = build_program(g);
+  unsetenv("LATHE_PREPACK_A");
+  EXPECT_EQ(loop::packed_a_buffer(pa.kg, pa.kg.kernels[0]), -1);
+  Program pd = build_program(g);  // and by default it is prepacked
+  EXPECT_GE(loop::packed_a_buffer(pd.kg, pd.kg.kernels[0]), 0);
+}
+
 }  // namespace
 }  // namespace lathe
