@@ -19,6 +19,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <thread>
 #include <vector>
@@ -246,7 +247,8 @@ void run_rows(const Args& a, int64_t b0, int64_t b1) {
         std::memcpy(g, x, sizeof(float) * GH);
       }
     }
-    const bool backward = step % 2 == 1;
+    static const bool fwd_only = std::getenv("LATHE_RNN_FWD") != nullptr;  // TEMP experiment
+    const bool backward = !fwd_only && step % 2 == 1;
     gemm_acc(m, gru_two ? 2 * H : GH, H, h, H, a.rt, GH, gt, GH, backward);
     if (s.kind == RnnKind::Gru) {
       for (int64_t r = 0; r < m; ++r) {  // z, r
