@@ -49,6 +49,8 @@ const char* kEnvironment =
     "  LATHE_PREPACK=0|all      constant matmul B operands (weights) larger than the last-level cache are\n"
     "                           packed once at build time: 0 = never (packed on every run), all = every one\n"
     "  LATHE_DEPTHWISE=0        depthwise convolutions take the generic reduction, not the direct nest\n"
+    "  LATHE_RNN=unrolled       ONNX LSTM / GRU / RNN import as the unrolled step-by-step graph, not one\n"
+    "                           Extern rnn kernel per direction that loops over the steps (A/B comparisons)\n"
     "  LATHE_MAX_INSTRUCTIONS, LATHE_MAX_MEMORY_MB   limits of the Lua sandbox\n"
     "  LATHE_NO_PROGRESS, NO_COLOR                   plain terminal output\n"
     "  LATHE_GUI_FULL_REDRAW=1  the app draws its whole window every frame (not only the graph panel\n"

@@ -254,17 +254,27 @@ void recurrent_op(NodeCtx& c, Kind kind) {
       sp.kind = kind == Kind::Lstm ? RnnKind::Lstm : kind == Kind::Gru ? RnnKind::Gru : RnnKind::Rnn;
       sp.T = T, sp.B = B.value(), sp.H = H, sp.XW = D * G * H, sp.col0 = d * G * H;
       sp.reverse = dir == "reverse" || d == 1;
-      sp.has_h0 = h0.has_value(), sp.has_c0 = c0.has_value(), sp.has_peep = peep.has_value(), sp.has_lens = seq.has_value();
-      sp.has_rbh = rb_h.defined(), sp.input_forget = input_forget, sp.lbr = lbr;
+      sp.input_forget = input_forget, sp.lbr = lbr;
       sp.has_clip = has_clip, sp.clip = static_cast<float>(clip);
       for (size_t i = 0; i < per; ++i) sp.act[i] = racts[static_cast<size_t>(d) * per + i];
       auto node = [](const std::optional<Tensor>& t) { return t ? t->node() : nullptr; };
+      // an operand known at import time becomes a constant of its own (no copy kernel per
+      // run), and is left out when it is all zeros (the kernel's default)
+      auto operand = [&](const Tensor& v) -> std::optional<Tensor> {
+        std::optional<HostTensor> k = c.fold(v);
+        if (!k) return v;
+        for (int64_t i = 0; i < k->numel(); ++i)
+          if (k->get_f64(i) != 0.0) return from_host(*k);
+        return std::nullopt;
+      };
       std::optional<Tensor> h0d, c0d, pd, lens, rbh;
-      if (h0) h0d = select(*h0, 0, d);
-      if (c0) c0d = select(*c0, 0, d);
-      if (peep) pd = to(select(*peep, 0, d), DType::F32);
+      if (h0) h0d = operand(select(*h0, 0, d));
+      if (c0) c0d = operand(select(*c0, 0, d));
+      if (peep) pd = operand(to(select(*peep, 0, d), DType::F32));
       if (seq) lens = to(*seq, DType::I32);
-      if (rb_h.defined()) rbh = to(select(rb_h, 0, d), DType::F32);
+      if (rb_h.defined()) rbh = operand(to(select(rb_h, 0, d), DType::F32));
+      sp.has_h0 = h0d.has_value(), sp.has_c0 = c0d.has_value(), sp.has_peep = pd.has_value(), sp.has_lens = lens.has_value();
+      sp.has_rbh = rbh.has_value();
       Tensor rt = recurrent_weight(r_const, r, d, 0, G * H);
       outs.push_back(Tensor(rnn_call(sp, xp.node(), rt.node(), node(h0d), node(c0d), node(pd), node(lens), node(rbh))));
     }

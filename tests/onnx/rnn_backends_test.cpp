@@ -10,6 +10,8 @@
 
 #include "backends/kernel_dedup.h"
 #include "core/import/onnx_import.h"
+#include "core/ir/build.h"
+#include "core/ir/rnn_op.h"
 #include "tests/backends/diff_util.h"
 #include "tests/onnx/onnx_builder.h"
 
@@ -293,6 +295,40 @@ TEST(FusedRecurrence, FallsBackToTheUnrolledGraph) {
     Executable exe = compile_graph(g, test::test_backend());
     EXPECT_EQ(test::compare_outputs(exe.run(in), interpret(g, in), 4), "");
   }
+}
+
+// a malformed Extern rnn (hand-written IR, a hostile .lathe file) is a user error naming the fault
+TEST(FusedRecurrence, MalformedNodesAreUserErrors) {
+  RnnSpec sp;
+  sp.T = 3, sp.B = 2, sp.H = 4, sp.XW = 16, sp.col0 = 0;
+  auto f32 = [](std::vector<int64_t> d) {
+    Shape s;
+    for (int64_t x : d) s.push_back(SymInt(x));
+    return prim::input("t" + std::to_string(d.size()) + std::to_string(d[0]), DType::F32, s);
+  };
+  NodeRef xp = f32({6, 16}), rt = f32({4, 16});
+  Shape out{SymInt(5), SymInt(2), SymInt(4)};
+  auto message = [&](const std::string& name, std::vector<NodeRef> in, Shape shape, std::vector<int64_t> ints) {
+    try {
+      prim::extern_call(name, std::move(in), DType::F32, std::move(shape), std::move(ints));
+    } catch (const UserError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_EQ(message("rnn", {xp, rt}, out, rnn_ints(sp)), "no error");
+  EXPECT_NE(message("rnn", {xp, rt}, out, {2, 3, 2}).find("Extern rnn takes 18 ints"), std::string::npos);
+  EXPECT_NE(message("rnn", {xp, f32({5, 16})}, out, rnn_ints(sp)).find("RT must be"), std::string::npos);
+  EXPECT_NE(message("rnn", {xp, rt}, {SymInt(4), SymInt(2), SymInt(4)}, rnn_ints(sp)).find("result shape"), std::string::npos);
+  RnnSpec bad = sp;
+  bad.col0 = 1;  // gates past XW
+  EXPECT_NE(message("rnn", {xp, rt}, out, rnn_ints(bad)).find("exceed XW"), std::string::npos);
+  bad = sp;
+  bad.has_lens = true;  // lens present but f32
+  EXPECT_NE(message("rnn", {xp, rt, f32({2})}, out, rnn_ints(bad)).find("lens must be i32"), std::string::npos);
+  std::vector<int64_t> ints = rnn_ints(sp);
+  ints[9] = 99;  // no such activation
+  EXPECT_NE(message("rnn", {xp, rt}, out, ints).find("Extern rnn takes"), std::string::npos);
 }
 
 }  // namespace
