@@ -18,8 +18,11 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <atomic>
+#include <memory>
 #include <cmath>
 #include <cstdlib>
+#include <cstdio>
 #include <cstring>
 #include <thread>
 #include <vector>
@@ -211,7 +214,7 @@ void clamp_n(float* x, int64_t n, float lim) {
   for (int64_t i = 0; i < n; ++i) x[i] = std::min(lim, std::max(-lim, x[i]));
 }
 
-// ---- the recurrence over batch rows [b0, b1) ----
+// ---- the recurrence ----
 
 struct Args {
   RnnSpec s;
@@ -220,99 +223,178 @@ struct Args {
   float* out;
 };
 
-void run_rows(const Args& a, int64_t b0, int64_t b1) {
+// Threads that split one batch's hidden units meet at the end of every step (and GRU without
+// linear_before_reset once more, after r ⊙ h): spin briefly, then yield the core (the
+// machine may be shared; a descheduled partner must not be waited for by spinning).
+class Barrier {
+ public:
+  explicit Barrier(int n) : n_(n) {}
+  void wait() {
+    const unsigned gen = gen_.load(std::memory_order_acquire);
+    if (count_.fetch_add(1, std::memory_order_acq_rel) + 1 == n_) {
+      count_.store(0, std::memory_order_relaxed);
+      gen_.store(gen + 1, std::memory_order_release);
+      return;
+    }
+    for (int spin = 0; gen_.load(std::memory_order_acquire) == gen; ++spin) {
+      if (spin < 4000) _mm_pause();
+      else std::this_thread::yield();
+    }
+  }
+
+ private:
+  const int n_;
+  std::atomic<int> count_{0};
+  std::atomic<unsigned> gen_{0};
+};
+
+// State shared by the threads that split the hidden units of batch rows [b0, b1): h double
+// buffered (a step reads one buffer whole and writes its units of the other), the cell (each
+// thread its own units), r ⊙ h for GRU's candidate gate.
+struct Shared {
+  int64_t b0 = 0, b1 = 0;
+  std::vector<float> h[2], c, rh;
+  Barrier* barrier = nullptr;
+  Shared(const Args& a, int64_t lo, int64_t hi, Barrier* bar) : b0(lo), b1(hi), barrier(bar) {
+    const size_t n = static_cast<size_t>((hi - lo) * a.s.H);
+    h[0].assign(n, 0.f), h[1].assign(n, 0.f), c.assign(n, 0.f), rh.assign(n, 0.f);
+    if (a.h0) std::memcpy(h[1].data(), a.h0 + lo * a.s.H, sizeof(float) * n);  // step 0 reads buffer 1
+    if (a.c0) std::memcpy(c.data(), a.c0 + lo * a.s.H, sizeof(float) * n);
+  }
+  void sync() {
+    if (barrier) barrier->wait();
+  }
+};
+
+// The T steps for the batch rows of `sh` and hidden units [u0, u1).
+void run_part(const Args& a, Shared& sh, int64_t u0, int64_t u1) {
   const RnnSpec& s = a.s;
-  const int64_t T = s.T, B = s.B, H = s.H, GH = s.gates() * H, m = b1 - b0;
+  const int64_t T = s.T, B = s.B, H = s.H, G = s.gates(), GH = G * H, b0 = sh.b0, m = sh.b1 - sh.b0, U = u1 - u0,
+                GU = G * U;
   const bool gru_two = s.kind == RnnKind::Gru && !s.lbr;  // the candidate gate reads (r ⊙ h)·RT_h
-  std::vector<float> hbuf(static_cast<size_t>(m * H), 0.f), cbuf(static_cast<size_t>(m * H), 0.f),
-      gates(static_cast<size_t>(m * GH)), tmp(static_cast<size_t>(m * H));
-  float *h = hbuf.data(), *c = cbuf.data(), *gt = gates.data(), *tm = tmp.data();
-  if (a.h0) std::memcpy(h, a.h0 + b0 * H, sizeof(float) * m * H);
-  if (a.c0) std::memcpy(c, a.c0 + b0 * H, sizeof(float) * m * H);
+  const bool whole = U == H;  // one product over the contiguous gate columns
+  std::vector<float> gates(static_cast<size_t>(m * GU)), tmp(static_cast<size_t>(m * U));
+  float *gt = gates.data(), *tm = tmp.data(), *c = sh.c.data();
   auto clip = [&](float* x, int64_t n) {
     if (s.has_clip) clamp_n(x, n, s.clip);
   };
+  // acc[:, gate g's units] += in · RT[:, gate g's units] for the gates [g0, g1)
+  auto product = [&](const float* in, int g0, int g1, bool backward) {
+    if (whole) return gemm_acc(m, (g1 - g0) * H, H, in, H, a.rt + g0 * H, GH, gt + g0 * H, GU, backward);
+    for (int g = g0; g < g1; ++g) gemm_acc(m, U, H, in, H, a.rt + g * H + u0, GH, gt + g * U, GU, backward);
+  };
   for (int64_t step = 0; step < T; ++step) {
     const int64_t t = s.reverse ? T - 1 - step : step;
+    const float* hp = sh.h[(step + 1) % 2].data();
+    float* hn = sh.h[step % 2].data();
     // gate pre-activations: XP's rows (GRU with linear_before_reset: its candidate columns
     // start at rbh instead, the recurrent part kept apart from x until r scales it)
     for (int64_t r = 0; r < m; ++r) {
-      const float* x = a.xp + ((t * B) + b0 + r) * s.XW + s.col0;
-      float* g = gt + r * GH;
-      if (s.kind == RnnKind::Gru && s.lbr) {
-        std::memcpy(g, x, sizeof(float) * 2 * H);
-        if (a.rbh) std::memcpy(g + 2 * H, a.rbh, sizeof(float) * H);
-        else std::fill(g + 2 * H, g + 3 * H, 0.f);
-      } else {
-        std::memcpy(g, x, sizeof(float) * GH);
+      const float* x = a.xp + (t * B + b0 + r) * s.XW + s.col0;
+      for (int g = 0; g < G; ++g) {
+        float* dst = gt + r * GU + g * U;
+        if (s.kind == RnnKind::Gru && s.lbr && g == 2) {
+          if (a.rbh) std::memcpy(dst, a.rbh + u0, sizeof(float) * U);
+          else std::fill(dst, dst + U, 0.f);
+        } else {
+          std::memcpy(dst, x + g * H + u0, sizeof(float) * U);
+        }
       }
     }
     static const bool fwd_only = std::getenv("LATHE_RNN_FWD") != nullptr;  // TEMP experiment
     const bool backward = !fwd_only && step % 2 == 1;
-    gemm_acc(m, gru_two ? 2 * H : GH, H, h, H, a.rt, GH, gt, GH, backward);
+    product(hp, 0, gru_two ? 2 : G, backward);
     if (s.kind == RnnKind::Gru) {
       for (int64_t r = 0; r < m; ++r) {  // z, r
-        float* g = gt + r * GH;
-        clip(g, 2 * H);
-        activate(s.act[0], g, 2 * H);
+        float* g = gt + r * GU;
+        clip(g, 2 * U);
+        activate(s.act[0], g, 2 * U);
         if (gru_two)
-          for (int64_t j = 0; j < H; ++j) tm[r * H + j] = g[H + j] * h[r * H + j];
+          for (int64_t j = 0; j < U; ++j) sh.rh[r * H + u0 + j] = g[U + j] * hp[r * H + u0 + j];
       }
-      if (gru_two) gemm_acc(m, H, H, tm, H, a.rt + 2 * H, GH, gt + 2 * H, GH, backward);
+      if (gru_two) {
+        sh.sync();  // every unit's r ⊙ h is written
+        product(sh.rh.data(), 2, 3, backward);
+      }
     }
     for (int64_t r = 0; r < m; ++r) {
       const int64_t b = b0 + r;
-      float* y = a.out + (t * B + b) * H;
+      float* y = a.out + (t * B + b) * H + u0;
+      const float* hpr = hp + r * H + u0;
+      float* hr = hn + r * H + u0;
       const int64_t len = a.lens ? std::clamp<int64_t>(a.lens[b], 0, T) : T;
       if (t >= len) {  // past this entry's length: its state stays, its output is zero
-        std::fill(y, y + H, 0.f);
+        std::memcpy(hr, hpr, sizeof(float) * U);
+        std::fill(y, y + U, 0.f);
         continue;
       }
-      float *g = gt + r * GH, *hr = h + r * H, *cr = c + r * H;
+      float *g = gt + r * GU, *cr = c + r * H + u0;
       if (s.kind == RnnKind::Rnn) {
-        clip(g, H);
-        activate(s.act[0], g, H);
-        std::memcpy(hr, g, sizeof(float) * H);
+        clip(g, U);
+        activate(s.act[0], g, U);
+        std::memcpy(hr, g, sizeof(float) * U);
       } else if (s.kind == RnnKind::Gru) {
-        float *z = g, *rg = g + H, *hh = g + 2 * H;
+        float *z = g, *rg = g + U, *hh = g + 2 * U;
         if (s.lbr) {
-          const float* x = a.xp + (t * B + b) * s.XW + s.col0 + 2 * H;
-          for (int64_t j = 0; j < H; ++j) hh[j] = x[j] + rg[j] * hh[j];
+          const float* x = a.xp + (t * B + b) * s.XW + s.col0 + 2 * H + u0;
+          for (int64_t j = 0; j < U; ++j) hh[j] = x[j] + rg[j] * hh[j];
         }
-        clip(hh, H);
-        activate(s.act[1], hh, H);
-        for (int64_t j = 0; j < H; ++j) hr[j] = (1.0f - z[j]) * hh[j] + z[j] * hr[j];
+        clip(hh, U);
+        activate(s.act[1], hh, U);
+        for (int64_t j = 0; j < U; ++j) hr[j] = (1.0f - z[j]) * hh[j] + z[j] * hpr[j];
       } else {
-        float *ai = g, *ao = g + H, *af = g + 2 * H, *ac = g + 3 * H;
-        if (a.peep)
-          for (int64_t j = 0; j < H; ++j) ai[j] += a.peep[j] * cr[j], af[j] += a.peep[2 * H + j] * cr[j];
-        clip(ai, H);
-        activate(s.act[0], ai, H);
+        float *ai = g, *ao = g + U, *af = g + 2 * U, *ac = g + 3 * U;
+        const float* P = a.peep ? a.peep + u0 : nullptr;
+        if (P)
+          for (int64_t j = 0; j < U; ++j) ai[j] += P[j] * cr[j], af[j] += P[2 * H + j] * cr[j];
+        clip(ai, U);
+        activate(s.act[0], ai, U);
         if (s.input_forget) {
-          for (int64_t j = 0; j < H; ++j) af[j] = 1.0f - ai[j];
+          for (int64_t j = 0; j < U; ++j) af[j] = 1.0f - ai[j];
         } else {
-          clip(af, H);
-          activate(s.act[0], af, H);
+          clip(af, U);
+          activate(s.act[0], af, U);
         }
-        clip(ac, H);
-        activate(s.act[1], ac, H);
-        for (int64_t j = 0; j < H; ++j) cr[j] = af[j] * cr[j] + ai[j] * ac[j];
-        if (a.peep)
-          for (int64_t j = 0; j < H; ++j) ao[j] += a.peep[H + j] * cr[j];
-        clip(ao, H);
-        activate(s.act[0], ao, H);
-        float* hc = tm + r * H;  // h(c')
-        std::memcpy(hc, cr, sizeof(float) * H);
-        activate(s.act[2], hc, H);
-        for (int64_t j = 0; j < H; ++j) hr[j] = ao[j] * hc[j];
+        clip(ac, U);
+        activate(s.act[1], ac, U);
+        for (int64_t j = 0; j < U; ++j) cr[j] = af[j] * cr[j] + ai[j] * ac[j];
+        if (P)
+          for (int64_t j = 0; j < U; ++j) ao[j] += P[H + j] * cr[j];
+        clip(ao, U);
+        activate(s.act[0], ao, U);
+        float* hc = tm + r * U;  // h(c')
+        std::memcpy(hc, cr, sizeof(float) * U);
+        activate(s.act[2], hc, U);
+        for (int64_t j = 0; j < U; ++j) hr[j] = ao[j] * hc[j];
       }
-      std::memcpy(y, hr, sizeof(float) * H);
+      std::memcpy(y, hr, sizeof(float) * U);
     }
+    sh.sync();  // the step's h is whole before the next reads it
   }
+  const float* hl = sh.h[(T + 1) % 2].data();  // the last step wrote buffer (T - 1) % 2
   for (int64_t r = 0; r < m; ++r) {
-    std::memcpy(a.out + (T * B + b0 + r) * H, h + r * H, sizeof(float) * H);
-    if (s.kind == RnnKind::Lstm) std::memcpy(a.out + ((T + 1) * B + b0 + r) * H, c + r * H, sizeof(float) * H);
+    std::memcpy(a.out + (T * B + b0 + r) * H + u0, hl + r * H + u0, sizeof(float) * U);
+    if (s.kind == RnnKind::Lstm) std::memcpy(a.out + ((T + 1) * B + b0 + r) * H + u0, c + r * H + u0, sizeof(float) * U);
   }
+}
+
+int hardware_threads() { return static_cast<int>(std::max(1u, std::thread::hardware_concurrency())); }
+
+// LATHE_RNN_THREADS=N: at most N threads (1: none); 0 / unset: the hardware's
+int thread_limit() {
+  const char* e = std::getenv("LATHE_RNN_THREADS");
+  return e && std::atoi(e) > 0 ? std::atoi(e) : 0;
+}
+
+// Threads that meet every step are only worth it with idle cores: on a busy machine a
+// partner descheduled for a time slice stalls every step (measured on 2 cores at load 6–12:
+// 8–18 ms for a 64-step layer that one thread runs in 1 ms). Unless LATHE_RNN_THREADS asks
+// for them, the hidden units are split only while the 1-minute load average leaves at least
+// core idle besides this thread.
+bool cores_idle(int threads) {
+  if (thread_limit() > 0) return true;
+  double load[1];
+  return getloadavg(load, 1) == 1 && load[0] + (threads - 1) <= hardware_threads() + 0.5;  // the load counts this thread
 }
 
 }  // namespace
@@ -328,20 +410,43 @@ void run_rnn(NodeRef n, void* const* bufs) {
   a.peep = static_cast<const float*>(in(sp->in_peep()));
   a.lens = static_cast<const int32_t*>(in(sp->in_lens()));
   a.rbh = static_cast<const float*>(in(sp->in_rbh()));
-  // threads over blocks of batch rows (multiples of 4, the register tile), when each has
-  // enough work to pay for starting it
-  const int64_t B = sp->B, H = sp->H;
-  const int64_t work = sp->T * H * sp->gates() * H;  // multiply-adds per batch row
-  int threads = static_cast<int>(std::min<int64_t>(std::max(1u, std::thread::hardware_concurrency()), B / 4));
-  if (work * B < (int64_t(1) << 24)) threads = 1;
-  if (threads <= 1) return run_rows(a, 0, B);
-  const int64_t per = (B / 4 + threads - 1) / threads * 4;
+  const int64_t B = sp->B, H = sp->H, T = sp->T, GH = sp->gates() * H;
+  const int hw = thread_limit() > 0 ? thread_limit() : hardware_threads();
   std::vector<std::thread> pool;
-  for (int i = 1; i < threads; ++i) {
-    const int64_t lo = i * per, hi = i == threads - 1 ? B : std::min(B, (i + 1) * per);
-    if (lo < hi) pool.emplace_back([&a, lo, hi] { run_rows(a, lo, hi); });
+  // A large batch: its rows are independent through the whole recurrence, so threads take
+  // blocks of rows (multiples of 4, the register tile) for all T steps, never meeting.
+  if (B >= 8 && hw > 1 && T * H * GH * B >= (int64_t(1) << 24)) {
+    const int threads = static_cast<int>(std::min<int64_t>(hw, B / 4));
+    const int64_t per = (B / 4 + threads - 1) / threads * 4;
+    std::vector<std::unique_ptr<Shared>> parts;
+    for (int i = 0; i < threads; ++i) {
+      const int64_t lo = i * per, hi = i == threads - 1 ? B : std::min(B, (i + 1) * per);
+      if (lo < hi) parts.push_back(std::make_unique<Shared>(a, lo, hi, nullptr));
+    }
+    for (size_t i = 1; i < parts.size(); ++i) pool.emplace_back([&a, &parts, i, H] { run_part(a, *parts[i], 0, H); });
+    run_part(a, *parts[0], 0, H);
+    for (auto& t : pool) t.join();
+    return;
   }
-  run_rows(a, 0, std::min(B, per));
+  // A small batch with a big recurrent weight: threads split the hidden units (blocks of 16),
+  // each reading only its units' columns of RT, which then stay in its core's cache from step
+  // to step; they meet once a step.
+  const int64_t blocks = (H + 15) / 16;
+  int threads = static_cast<int>(std::min<int64_t>({hw, 4, blocks / 4}));
+  if (T < 4 || H * GH * 4 < (int64_t(256) << 10)) threads = 1;  // RT under 256 KiB: one core's cache holds it
+  if (threads > 1 && !cores_idle(threads)) threads = 1;
+  if (threads <= 1) {
+    Shared sh(a, 0, B, nullptr);
+    return run_part(a, sh, 0, H);
+  }
+  Barrier bar(threads);
+  Shared sh(a, 0, B, &bar);
+  auto range = [&](int i) {
+    return std::pair<int64_t, int64_t>{std::min(H, blocks * i / threads * 16), std::min(H, blocks * (i + 1) / threads * 16)};
+  };
+  for (int i = 1; i < threads; ++i) pool.emplace_back([&a, &sh, r = range(i)] { run_part(a, sh, r.first, r.second); });
+  auto r0 = range(0);
+  run_part(a, sh, r0.first, r0.second);
   for (auto& t : pool) t.join();
 }
 

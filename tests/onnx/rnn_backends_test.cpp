@@ -248,6 +248,21 @@ TEST(FusedRecurrence, GruAndRnn) {
   expect_fused_matches_unrolled(r);
 }
 
+// a recurrent weight of 256 KiB or more at a small batch: the CPU kernel splits the hidden
+// units between threads that meet every step (odd unit counts: the last share is partial)
+TEST(FusedRecurrence, HiddenUnitsSplitBetweenThreads) {
+  struct Threads {  // split even on a busy machine (the kernel otherwise keeps one thread then)
+    Threads() { setenv("LATHE_RNN_THREADS", "3", 1); }
+    ~Threads() { unsetenv("LATHE_RNN_THREADS"); }
+  } three;
+  expect_fused_matches_unrolled({"LSTM", 5, 1, 3, 130, "bidirectional", true, true, true, true});
+  expect_fused_matches_unrolled({"GRU", 4, 2, 3, 150, "reverse", false, false, true, false, 0});
+  expect_fused_matches_unrolled({"GRU", 4, 3, 3, 149, "forward", true, false, true, true, 1});
+  Case r{"RNN", 6, 1, 2, 261, "forward"};
+  r.lens_input = true;
+  expect_fused_matches_unrolled(r);
+}
+
 // one kernel per direction whatever T is: the steps are a loop inside it
 TEST(FusedRecurrence, OneKernelPerDirection) {
   for (Case c : {Case{"LSTM", 0, 1, 6, 10, "bidirectional", true, true, true}, Case{"GRU", 0, 3, 5, 7}}) {
