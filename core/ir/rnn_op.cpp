@@ -82,11 +82,15 @@ std::string check_rnn(const std::vector<NodeRef>& in, DType dt, const Shape& sha
            "then 3 × (activation, alpha bits, beta bits)}";
   const RnnSpec& s = *sp;
   const int64_t G = s.gates();
+  // every size the kernels index with (T·B·XW, (T + 2)·B·H, H·G·H) must fit an int64
   constexpr int64_t kMax = int64_t(1) << 40;
-  if (s.T < 1 || s.B < 1 || s.H < 1 || s.T > kMax || s.B > kMax || s.H > (int64_t(1) << 20))
-    return "Extern rnn: T, B, H must be positive (T=" + std::to_string(s.T) + ", B=" + std::to_string(s.B) +
-           ", H=" + std::to_string(s.H) + ")";
-  if (s.col0 < 0 || s.XW < s.col0 + G * s.H) return "Extern rnn: the gate columns [col0, col0 + G·H) exceed XW";
+  int64_t tb = 0, txw = 0, hgh = 0;
+  if (s.T < 1 || s.B < 1 || s.H < 1 || s.XW < 1 || s.T > kMax || s.B > kMax || s.H > (int64_t(1) << 20) || s.XW > kMax ||
+      __builtin_mul_overflow(s.T + 2, s.B, &tb) || tb > kMax || __builtin_mul_overflow(tb, std::max(s.XW, s.H), &txw) ||
+      __builtin_mul_overflow(s.H * G, s.H, &hgh))
+    return "Extern rnn: T, B, H, XW must be positive and their products below 2^63 (T=" + std::to_string(s.T) +
+           ", B=" + std::to_string(s.B) + ", H=" + std::to_string(s.H) + ", XW=" + std::to_string(s.XW) + ")";
+  if (s.col0 < 0 || s.col0 > s.XW || s.XW - s.col0 < G * s.H) return "Extern rnn: the gate columns [col0, col0 + G·H) exceed XW";
   if (s.has_c0 && s.kind != RnnKind::Lstm) return "Extern rnn: only LSTM has a cell state";
   if (s.has_peep && s.kind != RnnKind::Lstm) return "Extern rnn: only LSTM has peepholes";
   if (s.input_forget && s.kind != RnnKind::Lstm) return "Extern rnn: input_forget is LSTM's";
