@@ -38,6 +38,7 @@ struct Case {
   bool input_forget = false;
   int layout = 0;
   bool lens_input = false;  // sequence_lens a graph input (values outside [0, T] too)
+  bool bias = true;
 };
 
 void attr_strings(onnx::NodeProto* n, const std::string& k, const std::vector<std::string>& v) {
@@ -73,8 +74,8 @@ Graph recurrent_graph(const Case& c, TensorMap& inputs) {
   } else {
     m.init("R", randt({D, G * c.H, c.H}, rng));
   }
-  m.init("B", randt({D, 2 * G * c.H}, rng));
-  std::vector<std::string> ins{"X", "W", "R", "B", "", "", ""};
+  if (c.bias) m.init("B", randt({D, 2 * G * c.H}, rng));
+  std::vector<std::string> ins{"X", "W", "R", c.bias ? "B" : "", "", "", ""};
   if (c.lens) {
     HostTensor L(DType::I32, {c.B});
     for (int64_t b = 0; b < c.B; ++b) L.set_i64(b, b == 0 ? c.T : 1 + (b * 7) % c.T);
@@ -120,7 +121,7 @@ std::string label(const Case& c) {
          std::to_string(c.H) + " " + c.direction + (c.lens ? " lens" : "") + (c.peep ? " peep" : "") +
          (c.states ? " states" : "") + (c.clip ? " clip" : "") + (c.lbr ? " lbr" : "") + (c.r_input ? " R-input" : "") +
          (c.acts.empty() ? "" : " acts " + c.acts[0] + "…") + (c.input_forget ? " input_forget" : "") +
-         (c.layout ? " layout1" : "") + (c.lens_input ? " lens-input" : "");
+         (c.layout ? " layout1" : "") + (c.lens_input ? " lens-input" : "") + (c.bias ? "" : " no-bias");
 }
 
 void expect_matches_interp(const Case& c) {
@@ -242,6 +243,9 @@ TEST(FusedRecurrence, GruAndRnn) {
   g.betas = {0.2f};
   g.layout = 1;
   expect_fused_matches_unrolled(g);
+  Case nb{"GRU", 4, 2, 3, 6, "bidirectional", false, false, true, false, 1};
+  nb.bias = false;  // linear_before_reset without a recurrent bias
+  expect_fused_matches_unrolled(nb);
   Case r{"RNN", 5, 4, 3, 7, "reverse"};
   r.acts = {"Softplus"};
   r.lens_input = true;
