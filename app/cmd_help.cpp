@@ -51,6 +51,8 @@ const char* kEnvironment =
     "                           time: 0 = never (packed on every run), all = every constant B\n"
     "  LATHE_PREPACK_A=0        conv weights (A) packed on every run again (A/B comparisons)\n"
     "  LATHE_DEPTHWISE=0        depthwise convolutions take the generic reduction, not the direct nest\n"
+    "  LATHE_RNN=unrolled       ONNX LSTM / GRU / RNN import as the unrolled step-by-step graph, not one\n"
+    "                           Extern rnn kernel per direction that loops over the steps (A/B comparisons)\n"
     "  LATHE_MAX_INSTRUCTIONS, LATHE_MAX_MEMORY_MB   limits of the Lua sandbox\n"
     "  LATHE_NO_PROGRESS, NO_COLOR                   plain terminal output\n"
     "  LATHE_GUI_FULL_REDRAW=1  the app draws its whole window every frame (not only the graph panel\n"

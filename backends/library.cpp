@@ -31,6 +31,7 @@ std::string library_kernel_available(NodeRef n) {
   if (n->op != Op::Extern) return "";
   if (n->attrs.name == "attention" || n->attrs.name == "attention_bwd") return "";  // generated code (loop IR), not a library call
   if (n->attrs.name == "gemv_q4") return n->attrs.ints.size() == 4 ? "" : "Extern gemv_q4 needs ints {M, N, K, block}";
+  if (n->attrs.name == "rnn") return "";  // library_rnn.cpp (the node was checked when built)
   if (n->attrs.name != "sgemm") return "unknown library kernel '" + n->attrs.name + "'";
   std::string why;
   if (!openblas_sgemm(&why)) return "Extern sgemm needs OpenBLAS: " + why;
@@ -42,7 +43,8 @@ std::string library_kernel_available(NodeRef n) {
 
 void run_library_kernel(NodeRef n, void* const* bufs) {
   if (n->op == Op::Extern && n->attrs.name == "gemv_q4") return run_gemv_q4(n, bufs);
-  LATHE_CHECK(n->op == Op::Extern && n->attrs.name == "sgemm", "run_library_kernel: only sgemm and gemv_q4 are known");
+  if (n->op == Op::Extern && n->attrs.name == "rnn") return run_rnn(n, bufs);
+  LATHE_CHECK(n->op == Op::Extern && n->attrs.name == "sgemm", "run_library_kernel: only sgemm, gemv_q4 and rnn are known");
   std::string why;
   SgemmFn f = openblas_sgemm(&why);
   if (!f) throw UserError("Extern sgemm: " + why);

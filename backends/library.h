@@ -10,6 +10,8 @@
 // [N, K/block]; result [M, N] = X · W^T. W holds blocks of `block` weights along K in
 // block/2 bytes (byte j: low nibble = weight j, high nibble = weight j + block/2, the
 // value nibble - 8) with one scale each (q4_0 style). library_q4.cpp, AVX2 when it can.
+// "rnn": the fused recurrence of core/ir/rnn_op.h (one direction of an RNN / GRU / LSTM layer,
+// all its steps in one call). library_rnn.cpp, AVX2 when it can.
 #pragma once
 #include <string>
 
@@ -29,5 +31,6 @@ std::string library_kernel_available(NodeRef extern_node);
 // buffer order for extern kernels).
 void run_library_kernel(NodeRef extern_node, void* const* bufs);
 void run_gemv_q4(NodeRef extern_node, void* const* bufs);
+void run_rnn(NodeRef extern_node, void* const* bufs);
 
 }  // namespace lathe

@@ -56,7 +56,7 @@ class CProgram : public CompiledProgram {
       names_.push_back(code_of[k]);
       if (f.kind == "extern") {  // a library call, no generated code
         externs_.push_back(p.kg.kernels.at(k).root);
-        sources_.push_back("/* library call: " + externs_.back()->attrs.name + (externs_.back()->attrs.name == "sgemm" ? " (OpenBLAS)" : " (backends/library_q4.cpp)") + " */\n");
+        sources_.push_back("/* library call: " + externs_.back()->attrs.name + (externs_.back()->attrs.name == "sgemm" ? " (OpenBLAS)" : externs_.back()->attrs.name == "rnn" ? " (backends/library_rnn.cpp)" : " (backends/library_q4.cpp)") + " */\n");
         fns_.push_back(nullptr);
         continue;
       }

@@ -74,7 +74,7 @@ class LlvmProgram : public CompiledProgram {
   }
   std::string source(int k) const override {
     const auto& f = program_.funcs.at(k);
-    if (f.kind == "extern") return "; library call: " + program_.kg.kernels.at(k).root->attrs.name + " (OpenBLAS)\n";
+    if (f.kind == "extern") { const std::string& nm = program_.kg.kernels.at(k).root->attrs.name; return "; library call: " + nm + (nm == "sgemm" ? " (OpenBLAS)\n" : "\n"); }
     return module_text({&f});
   }
   std::string full_source() const override { return module_text(kernel_funcs(program_)); }

@@ -1,19 +1,27 @@
 // lower_rnn.cpp — ONNX RNN, GRU and LSTM (opsets 7–14, layout 0 and 1).
 //
-// Design. The sequence length T must be a constant; the recurrence is unrolled into the
-// one graph, so the whole layer is one compiled program (no trip through the host per
-// step). The input projections of every step and every direction are one GEMM,
+// Design. The input projections of every step and every direction are one GEMM,
 // [T·B, I] × [I, D·G·H] (G gates), plus the input and recurrent biases folded in once.
-// Each step then adds one [B, H] × [H, G·H] GEMM of the hidden state (GRU without
-// linear_before_reset: two, the candidate gate's after the reset gate) and the fused
-// gate arithmetic. Y is stacked along T with a balanced tree of two-part concatenations
-// (log₂ T levels rather than one T-way sum of padded pieces).
 // Constant weights are stored transposed when imported (W as [I, D·G·H], R as [H, G·H] per
-// direction), so both products read their B operand along contiguous rows; at batch 1 the
-// step's product is a row reduction (a vector of G·H accumulators gains h[k] times one
-// contiguous row of Rᵀ per k) rather than G·H dot products over strided rows. A step reads its row of the projections (and, with
-// sequence_lens, its step number) at an offset the launch supplies (core/loop/base_offsets.h),
-// so all steps after the first are the same kernels and compile once.
+// direction), so products read their B operand along contiguous rows.
+//
+// The recurrence itself is one Extern "rnn" kernel per direction (core/ir/rnn_op.h) that runs
+// the T steps in a loop inside: the interpreter's reference (core/interp/eval_rnn.cpp), the
+// CPU library kernel of c and llvm (backends/library_rnn.cpp), the cuda rendering
+// (backends/cuda/render_rnn.cpp). Its result [T + 1 or 2, B, H] holds Y's rows and the last
+// states, which Y, Y_h and Y_c view. This covers f32 layers whose batch size is a constant.
+//
+// Otherwise (f64 / f16, a symbolic batch, or LATHE_RNN=unrolled) the sequence length must be
+// a constant and the recurrence is unrolled into the one graph, so the whole layer is still
+// one compiled program (no trip through the host per step). Each step then adds one
+// [B, H] × [H, G·H] GEMM of the hidden state (GRU without linear_before_reset: two, the
+// candidate gate's after the reset gate) and the fused gate arithmetic. Y is stacked along T
+// with a balanced tree of two-part concatenations (log₂ T levels rather than one T-way sum of
+// padded pieces). At batch 1 the step's product is a row reduction (a vector of G·H
+// accumulators gains h[k] times one contiguous row of Rᵀ per k) rather than G·H dot products
+// over strided rows. A step reads its row of the projections (and, with sequence_lens, its
+// step number) at an offset the launch supplies (core/loop/base_offsets.h), so all steps
+// after the first are the same kernels and compile once.
 //
 // Attributes: direction (forward / reverse / bidirectional), activations with
 // activation_alpha / activation_beta (consumed in order by the activations that take
@@ -22,10 +30,12 @@
 // entry's length keep its state and output zeros; the reverse direction therefore starts
 // at that entry's last step), initial_h, initial_c, peepholes P. All outputs.
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 
 #include "core/frontend/nn.h"
 #include "core/import/onnx_lower.h"
+#include "core/ir/rnn_op.h"
 
 namespace lathe::onnx_import {
 namespace {
@@ -101,6 +111,15 @@ HostTensor transposed_rows(const HostTensor& src, int64_t d0, int64_t d1, int64_
   return out;
 }
 
+// The fused recurrence (core/ir/rnn_op.h: one kernel per direction that loops over the
+// steps) covers f32 layers of a constant batch size; anything else, or LATHE_RNN=unrolled,
+// takes the unrolled graph below.
+bool fused_applies(const Tensor& x, const SymInt& batch) {
+  const char* e = std::getenv("LATHE_RNN");
+  if (e && std::string(e) == "unrolled") return false;
+  return x.dtype() == DType::F32 && batch.is_const() && batch.value() > 0;
+}
+
 std::optional<HostTensor> constant_input(const NodeCtx& c, size_t i) {
   try {
     return c.const_in(i);
@@ -138,7 +157,7 @@ void recurrent_op(NodeCtx& c, Kind kind) {
   const int64_t T = x.shape()[0].value();
   const SymInt B = x.shape()[1], I = x.shape()[2];
   if (T <= 0) c.fail("the sequence length must be positive");
-  if (T > kMaxSteps) c.unsupported("a sequence of " + std::to_string(T) + " steps (the recurrence is unrolled; at most " + std::to_string(kMaxSteps) + ")");
+  if (T > kMaxSteps && !fused_applies(x, B)) c.unsupported("a sequence of " + std::to_string(T) + " steps (the recurrence is unrolled; at most " + std::to_string(kMaxSteps) + ")");
   std::string dir = c.attr_string("direction", "forward");
   if (dir != "forward" && dir != "reverse" && dir != "bidirectional") c.fail("unknown direction '" + dir + "'");
   const int D = dir == "bidirectional" ? 2 : 1;
@@ -220,6 +239,63 @@ void recurrent_op(NodeCtx& c, Kind kind) {
     }
     xp = xp + reshape(fold, {SymInt(D * G * H)});
   }
+  std::optional<HostTensor> r_const = constant_input(c, 2);
+  if (fused_applies(x, B)) {
+    // one Extern "rnn" per direction: the loop over the steps runs inside the kernel
+    std::vector<RnnAct> racts;
+    for (const Act& a : acts) {
+      auto k = rnn_act_named(a.name);
+      if (!k) c.unsupported("recurrent activation '" + a.name + "'");
+      racts.push_back({k->kind, static_cast<float>(a.alpha), static_cast<float>(a.beta)});
+    }
+    std::vector<Tensor> outs;
+    for (int d = 0; d < D; ++d) {
+      RnnSpec sp;
+      sp.kind = kind == Kind::Lstm ? RnnKind::Lstm : kind == Kind::Gru ? RnnKind::Gru : RnnKind::Rnn;
+      sp.T = T, sp.B = B.value(), sp.H = H, sp.XW = D * G * H, sp.col0 = d * G * H;
+      sp.reverse = dir == "reverse" || d == 1;
+      sp.input_forget = input_forget, sp.lbr = lbr;
+      sp.has_clip = has_clip, sp.clip = static_cast<float>(clip);
+      for (size_t i = 0; i < per; ++i) sp.act[i] = racts[static_cast<size_t>(d) * per + i];
+      auto node = [](const std::optional<Tensor>& t) { return t ? t->node() : nullptr; };
+      // an operand known at import time becomes a constant of its own (no copy kernel per
+      // run), and is left out when it is all zeros (the kernel's default)
+      auto operand = [&](const Tensor& v) -> std::optional<Tensor> {
+        std::optional<HostTensor> k = c.fold(v);
+        if (!k) return v;
+        for (int64_t i = 0; i < k->numel(); ++i)
+          if (k->get_f64(i) != 0.0) return from_host(*k);
+        return std::nullopt;
+      };
+      std::optional<Tensor> h0d, c0d, pd, lens, rbh;
+      if (h0) h0d = operand(select(*h0, 0, d));
+      if (c0) c0d = operand(select(*c0, 0, d));
+      if (peep) pd = operand(to(select(*peep, 0, d), DType::F32));
+      if (seq) lens = to(*seq, DType::I32);
+      if (rb_h.defined()) rbh = operand(to(select(rb_h, 0, d), DType::F32));
+      sp.has_h0 = h0d.has_value(), sp.has_c0 = c0d.has_value(), sp.has_peep = pd.has_value(), sp.has_lens = lens.has_value();
+      sp.has_rbh = rbh.has_value();
+      Tensor rt = recurrent_weight(r_const, r, d, 0, G * H);
+      outs.push_back(Tensor(rnn_call(sp, xp.node(), rt.node(), node(h0d), node(c0d), node(pd), node(lens), node(rbh))));
+    }
+    // [T + S, B, H] per direction: Y's rows, then the last h (and c)
+    auto stack_dirs = [&](int64_t lo, int64_t hi) {  // rows [lo, hi) of each direction -> [hi - lo, D, B, H]
+      std::vector<Tensor> v;
+      for (auto& o : outs) v.push_back(unsqueeze(slice(o, 0, lo, hi), 1));
+      return D == 1 ? v[0] : concat(v, 1);
+    };
+    if (c.wants(0)) {
+      Tensor y = stack_dirs(0, T);  // [T, D, B, H]
+      c.set(0, layout == 1 ? permute(y, {2, 0, 1, 3}) : y);
+    }
+    auto state_out = [&](int64_t row) {
+      Tensor st = select(stack_dirs(row, row + 1), 0, 0);  // [D, B, H]
+      return layout == 1 ? permute(st, {1, 0, 2}) : st;
+    };
+    if (c.wants(1)) c.set(1, state_out(T));
+    if (kind == Kind::Lstm && c.wants(2)) c.set(2, state_out(T + 1));
+    return;
+  }
   xp = reshape(xp, {SymInt(T), B, SymInt(D * G * H)});
 
   // The step numbers as a tensor in memory, for the sequence_lens masks: a step reads its
@@ -231,7 +307,6 @@ void recurrent_op(NodeCtx& c, Kind kind) {
     for (int64_t s = 0; s < T; ++s) steps.set_i64(s, s);
     step_no = from_host(steps);
   }
-  std::optional<HostTensor> r_const = constant_input(c, 2);
   std::vector<std::vector<Tensor>> ys(static_cast<size_t>(D), std::vector<Tensor>(static_cast<size_t>(T)));
   std::vector<Tensor> hs, cs;
   for (int d = 0; d < D; ++d) {

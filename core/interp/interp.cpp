@@ -122,6 +122,7 @@ HostTensor eval_node_into(NodeRef n, const std::vector<HostTensor>& in, const Bi
       if (n->attrs.name == "attention") return kernel_attention(in, n->attrs.ints);
       if (n->attrs.name == "gemv_q4") return kernel_gemv_q4(in, n->attrs.ints);
       if (n->attrs.name == "attention_bwd") return kernel_attention_bwd(in, n->attrs.ints);
+      if (n->attrs.name == "rnn") return kernel_rnn(in, n->attrs.ints);
       throw UserError("Extern: the interpreter has no kernel '" + n->attrs.name + "'");
   }
   throw InternalError("eval_node: unhandled op " + std::string(op_name(n->op)));

@@ -236,5 +236,7 @@ HostTensor kernel_gemv_q4(const std::vector<HostTensor>& in, const std::vector<i
 HostTensor kernel_attention(const std::vector<HostTensor>& in, const std::vector<int64_t>& ints);
 // Extern "attention_bwd": in = Q, K, V [, mask], OS, dO; ints = {causal, scale bits, part}.
 HostTensor kernel_attention_bwd(const std::vector<HostTensor>& in, const std::vector<int64_t>& ints);
+// Extern "rnn" (core/ir/rnn_op.h): one direction of a recurrent layer over all its steps. eval_rnn.cpp.
+HostTensor kernel_rnn(const std::vector<HostTensor>& in, const std::vector<int64_t>& ints);
 
 }  // namespace lathe::interp

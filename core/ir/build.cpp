@@ -5,6 +5,7 @@
 
 #include "core/ir/attention_op.h"
 #include "core/ir/diag.h"
+#include "core/ir/rnn_op.h"
 
 namespace lathe::prim {
 
@@ -53,7 +54,7 @@ bool dtype_ok_for(Op op, DType dt) {
 }  // namespace
 
 bool extern_known(const std::string& name) {
-  return name == "sgemm" || name == "attention" || name == "attention_bwd" || name == "gemv_q4";
+  return name == "sgemm" || name == "attention" || name == "attention_bwd" || name == "gemv_q4" || name == "rnn";
 }
 
 std::string check_node(Op op, DType dt, const Shape& shape, const std::vector<NodeRef>& in, const Attrs& a) {
@@ -155,7 +156,8 @@ std::string check_node(Op op, DType dt, const Shape& shape, const std::vector<No
       return "";
     }
     case OpCategory::Extern:
-      if (!extern_known(a.name)) return "Extern: unknown library kernel '" + a.name + "' (known: sgemm, attention, attention_bwd, gemv_q4)";
+      if (!extern_known(a.name)) return "Extern: unknown library kernel '" + a.name + "' (known: sgemm, attention, attention_bwd, gemv_q4, rnn)";
+      if (a.name == "rnn") return check_rnn(in, dt, shape, a.ints);  // core/ir/rnn_op.h
       if (a.name == "attention") return check_attention(in, dt, shape, a.ints);
       if (a.name == "attention_bwd") return check_attention_bwd(in, dt, shape, a.ints);
       if (a.name == "gemv_q4") {  // packed int4 weights, see backends/library.h

@@ -5,10 +5,13 @@
 #include <gtest/gtest.h>
 #include <onnx/onnx_pb.h>
 
+#include <cstdlib>
 #include <random>
 
 #include "backends/kernel_dedup.h"
 #include "core/import/onnx_import.h"
+#include "core/ir/build.h"
+#include "core/ir/rnn_op.h"
 #include "tests/backends/diff_util.h"
 #include "tests/onnx/onnx_builder.h"
 
@@ -30,15 +33,40 @@ struct Case {
   bool lens = false, peep = false, states = false, clip = false;
   int lbr = 0;            // GRU linear_before_reset
   bool r_input = false;   // R a graph input rather than a weight
+  std::vector<std::string> acts = {};  // activations (empty: the defaults)
+  std::vector<float> alphas = {}, betas = {};
+  bool input_forget = false;
+  int layout = 0;
+  bool lens_input = false;  // sequence_lens a graph input (values outside [0, T] too)
+  bool bias = true;
 };
+
+void attr_strings(onnx::NodeProto* n, const std::string& k, const std::vector<std::string>& v) {
+  auto* a = n->add_attribute();
+  a->set_name(k);
+  a->set_type(onnx::AttributeProto::STRINGS);
+  for (auto& x : v) a->add_strings(x);
+}
+void attr_floats(onnx::NodeProto* n, const std::string& k, const std::vector<float>& v) {
+  auto* a = n->add_attribute();
+  a->set_name(k);
+  a->set_type(onnx::AttributeProto::FLOATS);
+  for (float x : v) a->add_floats(x);
+}
+
+// [T, B, …] -> [B, T, …] for layout 1
+std::vector<int64_t> lay(const Case& c, std::vector<int64_t> d) {
+  if (c.layout == 1) std::swap(d[0], d[1]);
+  return d;
+}
 
 Graph recurrent_graph(const Case& c, TensorMap& inputs) {
   std::mt19937 rng(static_cast<unsigned>(c.T * 131 + c.B * 17 + c.H));
   const int G = c.op == "LSTM" ? 4 : c.op == "GRU" ? 3 : 1;
   const int D = c.direction == "bidirectional" ? 2 : 1;
   Model m;
-  m.input("X", {c.T, c.B, c.I});
-  inputs["X"] = randt({c.T, c.B, c.I}, rng, 1.0);
+  m.input("X", lay(c, {c.T, c.B, c.I}));
+  inputs["X"] = randt(lay(c, {c.T, c.B, c.I}), rng, 1.0);
   m.init("W", randt({D, G * c.H, c.I}, rng));
   if (c.r_input) {
     m.input("R", {D, G * c.H, c.H});
@@ -46,19 +74,25 @@ Graph recurrent_graph(const Case& c, TensorMap& inputs) {
   } else {
     m.init("R", randt({D, G * c.H, c.H}, rng));
   }
-  m.init("B", randt({D, 2 * G * c.H}, rng));
-  std::vector<std::string> ins{"X", "W", "R", "B", "", "", ""};
+  if (c.bias) m.init("B", randt({D, 2 * G * c.H}, rng));
+  std::vector<std::string> ins{"X", "W", "R", c.bias ? "B" : "", "", "", ""};
   if (c.lens) {
     HostTensor L(DType::I32, {c.B});
     for (int64_t b = 0; b < c.B; ++b) L.set_i64(b, b == 0 ? c.T : 1 + (b * 7) % c.T);
     m.init("L", L);
     ins[4] = "L";
+  } else if (c.lens_input) {
+    HostTensor L(DType::I32, {c.B});
+    for (int64_t b = 0; b < c.B; ++b) L.set_i64(b, b % 4 == 0 ? c.T + 3 : b % 4 == 1 ? -2 : (b * 5) % (c.T + 1));
+    m.input("L", {c.B}, onnx::TensorProto::INT32);
+    inputs["L"] = L;
+    ins[4] = "L";
   }
   if (c.states) {
-    m.init("h0", randt({D, c.B, c.H}, rng));
+    m.init("h0", randt(lay(c, {D, c.B, c.H}), rng));
     ins[5] = "h0";
     if (c.op == "LSTM") {
-      m.init("c0", randt({D, c.B, c.H}, rng));
+      m.init("c0", randt(lay(c, {D, c.B, c.H}), rng));
       ins[6] = "c0";
     }
   }
@@ -74,13 +108,20 @@ Graph recurrent_graph(const Case& c, TensorMap& inputs) {
   test::attr_s(n, "direction", c.direction);
   if (c.clip) test::attr_f(n, "clip", 0.8f);
   if (c.op == "GRU") test::attr_i(n, "linear_before_reset", static_cast<int64_t>(c.lbr));
+  if (!c.acts.empty()) attr_strings(n, "activations", c.acts);
+  if (!c.alphas.empty()) attr_floats(n, "activation_alpha", c.alphas);
+  if (!c.betas.empty()) attr_floats(n, "activation_beta", c.betas);
+  if (c.input_forget) test::attr_i(n, "input_forget", 1);
+  if (c.layout) test::attr_i(n, "layout", c.layout);
   return m.load();
 }
 
 std::string label(const Case& c) {
   return c.op + " T" + std::to_string(c.T) + " B" + std::to_string(c.B) + " I" + std::to_string(c.I) + " H" +
          std::to_string(c.H) + " " + c.direction + (c.lens ? " lens" : "") + (c.peep ? " peep" : "") +
-         (c.states ? " states" : "") + (c.clip ? " clip" : "") + (c.lbr ? " lbr" : "") + (c.r_input ? " R-input" : "");
+         (c.states ? " states" : "") + (c.clip ? " clip" : "") + (c.lbr ? " lbr" : "") + (c.r_input ? " R-input" : "") +
+         (c.acts.empty() ? "" : " acts " + c.acts[0] + "…") + (c.input_forget ? " input_forget" : "") +
+         (c.layout ? " layout1" : "") + (c.lens_input ? " lens-input" : "") + (c.bias ? "" : " no-bias");
 }
 
 void expect_matches_interp(const Case& c) {
@@ -129,6 +170,184 @@ TEST(RecurrentBackends, StepsCompileOnce) {
     size_t many = distinct_kernels(c);
     EXPECT_LE(many, few + 4) << label(c) << ": " << few << " distinct kernels at T 4";
   }
+}
+
+// ---- the fused recurrence (core/ir/rnn_op.h): one Extern "rnn" kernel per direction ----
+
+// LATHE_RNN=unrolled for the lifetime of this object: the importer's step-by-step graph
+struct Unrolled {
+  Unrolled() { setenv("LATHE_RNN", "unrolled", 1); }
+  ~Unrolled() { unsetenv("LATHE_RNN"); }
+};
+
+int count_rnn_nodes(const Graph& g) {
+  int n = 0;
+  for (NodeRef x : g.toposort()) n += x->op == Op::Extern && x->attrs.name == "rnn";
+  return n;
+}
+
+// The fused graph against the unrolled one (both in the interpreter: the fused node's
+// reference against the composition of primitives), and compiled by the backend.
+void expect_fused_matches_unrolled(const Case& c) {
+  TensorMap in;
+  Graph fused = recurrent_graph(c, in);
+  Graph unrolled;
+  {
+    Unrolled u;
+    TensorMap unused;
+    unrolled = recurrent_graph(c, unused);
+  }
+  const int D = c.direction == "bidirectional" ? 2 : 1;
+  EXPECT_EQ(count_rnn_nodes(fused), D) << label(c);
+  EXPECT_EQ(count_rnn_nodes(unrolled), 0) << label(c);
+  TensorMap want = interpret(unrolled, in);
+  EXPECT_EQ(test::compare_outputs(interpret(fused, in), want, 4), "") << label(c) << " (interpreter)";
+  Executable exe = compile_graph(fused, test::test_backend());
+  EXPECT_EQ(test::compare_outputs(exe.run(in), want, 4), "") << label(c) << " (" << test::test_backend() << ")";
+}
+
+TEST(FusedRecurrence, LstmAtOddSizesAndBatches) {
+  expect_fused_matches_unrolled({"LSTM", 7, 1, 5, 13});
+  expect_fused_matches_unrolled({"LSTM", 5, 3, 11, 7, "bidirectional", true, true, true, true});
+  expect_fused_matches_unrolled({"LSTM", 4, 64, 3, 9, "reverse", true, false, true});
+  expect_fused_matches_unrolled({"LSTM", 3, 1, 4, 257});      // a hidden size past the 16-column tiles
+  expect_fused_matches_unrolled({"LSTM", 6, 67, 5, 17, "forward", false, true, true, true});  // row tiles + remainder rows, threads
+  expect_fused_matches_unrolled({"LSTM", 3, 5, 2, 3, "bidirectional", false, false, false, false, 0, true});  // R an input
+}
+
+TEST(FusedRecurrence, LstmAttributes) {
+  Case c{"LSTM", 5, 3, 4, 6, "bidirectional", false, true, true, true};
+  c.input_forget = true;
+  c.layout = 1;
+  expect_fused_matches_unrolled(c);
+  Case a{"LSTM", 4, 2, 3, 5, "bidirectional"};
+  a.acts = {"HardSigmoid", "LeakyRelu", "ScaledTanh", "sigmoid", "Softsign", "Elu"};
+  a.alphas = {0.3f, 0.05f, 0.9f, 1.1f};
+  a.betas = {0.4f, 1.3f};
+  expect_fused_matches_unrolled(a);
+  Case l{"LSTM", 6, 9, 3, 5, "bidirectional"};
+  l.lens_input = true;  // lengths known only at run time, some outside [0, T]
+  expect_fused_matches_unrolled(l);
+}
+
+TEST(FusedRecurrence, GruAndRnn) {
+  expect_fused_matches_unrolled({"GRU", 6, 1, 5, 11, "forward", false, false, false, false, 0});
+  expect_fused_matches_unrolled({"GRU", 5, 3, 7, 6, "bidirectional", true, false, true, true, 1});
+  expect_fused_matches_unrolled({"GRU", 4, 64, 2, 5, "reverse", false, false, true, true, 0});
+  expect_fused_matches_unrolled({"GRU", 3, 7, 3, 19, "forward", false, false, false, false, 1});
+  expect_fused_matches_unrolled({"RNN", 9, 1, 3, 17, "bidirectional", false, false, true});
+  expect_fused_matches_unrolled({"RNN", 5, 64, 4, 6, "forward", true, false, false, true});
+  Case g{"GRU", 4, 3, 2, 5, "forward"};
+  g.acts = {"Relu", "Affine"};
+  g.alphas = {0.7f};
+  g.betas = {0.2f};
+  g.layout = 1;
+  expect_fused_matches_unrolled(g);
+  Case nb{"GRU", 4, 2, 3, 6, "bidirectional", false, false, true, false, 1};
+  nb.bias = false;  // linear_before_reset without a recurrent bias
+  expect_fused_matches_unrolled(nb);
+  Case r{"RNN", 5, 4, 3, 7, "reverse"};
+  r.acts = {"Softplus"};
+  r.lens_input = true;
+  expect_fused_matches_unrolled(r);
+}
+
+// a recurrent weight of 256 KiB or more at a small batch: the CPU kernel splits the hidden
+// units between threads that meet every step (odd unit counts: the last share is partial)
+TEST(FusedRecurrence, HiddenUnitsSplitBetweenThreads) {
+  struct Threads {  // split even on a busy machine (the kernel otherwise keeps one thread then)
+    Threads() { setenv("LATHE_RNN_THREADS", "3", 1); }
+    ~Threads() { unsetenv("LATHE_RNN_THREADS"); }
+  } three;
+  expect_fused_matches_unrolled({"LSTM", 5, 1, 3, 130, "bidirectional", true, true, true, true});
+  expect_fused_matches_unrolled({"GRU", 4, 2, 3, 150, "reverse", false, false, true, false, 0});
+  expect_fused_matches_unrolled({"GRU", 4, 3, 3, 149, "forward", true, false, true, true, 1});
+  Case r{"RNN", 6, 1, 2, 261, "forward"};
+  r.lens_input = true;
+  expect_fused_matches_unrolled(r);
+}
+
+// one kernel per direction whatever T is: the steps are a loop inside it
+TEST(FusedRecurrence, OneKernelPerDirection) {
+  for (Case c : {Case{"LSTM", 0, 1, 6, 10, "bidirectional", true, true, true}, Case{"GRU", 0, 3, 5, 7}}) {
+    size_t kernels[2];
+    int i = 0;
+    for (int64_t T : {4, 64}) {
+      c.T = T;
+      TensorMap in;
+      Program p = build_program(recurrent_graph(c, in));
+      int rnn = 0;
+      for (int k = 0; k < p.num_kernels(); ++k)
+        rnn += p.funcs[k].kind == "extern" && p.kg.kernels[k].root->attrs.name == "rnn";
+      EXPECT_EQ(rnn, c.direction == "bidirectional" ? 2 : 1) << label(c);
+      kernels[i++] = static_cast<size_t>(p.num_kernels());
+    }
+    EXPECT_EQ(kernels[0], kernels[1]) << label(c);
+    EXPECT_LE(kernels[1], 16u) << label(c);  // the GEMM, the rnn kernels, copies of the states and outputs
+  }
+}
+
+// what the fused kernel does not cover keeps the unrolled graph: f64, a symbolic batch
+TEST(FusedRecurrence, FallsBackToTheUnrolledGraph) {
+  {
+    Model m;
+    m.input("X", {3, 2, 4}, onnx::TensorProto::DOUBLE);
+    HostTensor w(DType::F64, {1, 4 * 5, 4}), r(DType::F64, {1, 4 * 5, 5});
+    for (int64_t i = 0; i < w.numel(); ++i) w.set_f64(i, 0.01 * static_cast<double>(i % 7));
+    for (int64_t i = 0; i < r.numel(); ++i) r.set_f64(i, 0.02 * static_cast<double>(i % 5));
+    m.input("W", {1, 20, 4}, onnx::TensorProto::DOUBLE);
+    m.input("R", {1, 20, 5}, onnx::TensorProto::DOUBLE);
+    test::attr_i(m.node("LSTM", {"X", "W", "R"}, {"Y", "", ""}), "hidden_size", 5);
+    EXPECT_EQ(count_rnn_nodes(m.load()), 0);
+  }
+  {
+    Model m;
+    m.input("X", {4, 1, 3});
+    m.g()->mutable_input(0)->mutable_type()->mutable_tensor_type()->mutable_shape()->mutable_dim(1)->set_dim_param("N");
+    std::mt19937 rng(3);
+    m.init("W", randt({1, 3 * 5, 3}, rng));
+    m.init("R", randt({1, 3 * 5, 5}, rng));
+    test::attr_i(m.node("GRU", {"X", "W", "R"}, {"Y", "Yh"}), "hidden_size", 5);
+    Graph g = m.load();
+    EXPECT_EQ(count_rnn_nodes(g), 0);
+    TensorMap in{{"X", randt({4, 3, 3}, rng)}};
+    Executable exe = compile_graph(g, test::test_backend());
+    EXPECT_EQ(test::compare_outputs(exe.run(in), interpret(g, in), 4), "");
+  }
+}
+
+// a malformed Extern rnn (hand-written IR, a hostile .lathe file) is a user error naming the fault
+TEST(FusedRecurrence, MalformedNodesAreUserErrors) {
+  RnnSpec sp;
+  sp.T = 3, sp.B = 2, sp.H = 4, sp.XW = 16, sp.col0 = 0;
+  auto f32 = [](std::vector<int64_t> d) {
+    Shape s;
+    for (int64_t x : d) s.push_back(SymInt(x));
+    return prim::input("t" + std::to_string(d.size()) + std::to_string(d[0]), DType::F32, s);
+  };
+  NodeRef xp = f32({6, 16}), rt = f32({4, 16});
+  Shape out{SymInt(5), SymInt(2), SymInt(4)};
+  auto message = [&](const std::string& name, std::vector<NodeRef> in, Shape shape, std::vector<int64_t> ints) {
+    try {
+      prim::extern_call(name, std::move(in), DType::F32, std::move(shape), std::move(ints));
+    } catch (const UserError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_EQ(message("rnn", {xp, rt}, out, rnn_ints(sp)), "no error");
+  EXPECT_NE(message("rnn", {xp, rt}, out, {2, 3, 2}).find("Extern rnn takes 18 ints"), std::string::npos);
+  EXPECT_NE(message("rnn", {xp, f32({5, 16})}, out, rnn_ints(sp)).find("RT must be"), std::string::npos);
+  EXPECT_NE(message("rnn", {xp, rt}, {SymInt(4), SymInt(2), SymInt(4)}, rnn_ints(sp)).find("result shape"), std::string::npos);
+  RnnSpec bad = sp;
+  bad.col0 = 1;  // gates past XW
+  EXPECT_NE(message("rnn", {xp, rt}, out, rnn_ints(bad)).find("exceed XW"), std::string::npos);
+  bad = sp;
+  bad.has_lens = true;  // lens present but f32
+  EXPECT_NE(message("rnn", {xp, rt, f32({2})}, out, rnn_ints(bad)).find("lens must be i32"), std::string::npos);
+  std::vector<int64_t> ints = rnn_ints(sp);
+  ints[9] = 99;  // no such activation
+  EXPECT_NE(message("rnn", {xp, rt}, out, ints).find("Extern rnn takes"), std::string::npos);
 }
 
 }  // namespace
