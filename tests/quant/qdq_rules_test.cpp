@@ -1,0 +1,100 @@
+// qdq_rules_test.cpp — the `qdq` rule set (core/rewrite/qdq_rules.h) on small QDQ models
+// (qdq_rules/, written by make_qdq_rules.py: grouped strided padded conv with a zero point,
+// Gemm transB with an int32 bias at batch 1, 3-D MatMul at 64 rows, per-channel and
+// per-tensor weights, Relu, a contraction read in float). The importer keeps Q/DQ as plain
+// ops when asked (OnnxOptions::qdq_rules = false); the rules must fire where expected, the
+// rewritten graph must match the plain one on the interpreter (the oracle; float sums and
+// the one-multiplier requant round differently, so a requantized value may move by one
+// step), its contractions must be int8 GEMMs, and the backend under test must match the
+// interpreter on it. Loading with the default options gives the rewritten graph.
+#include <cmath>
+#include <map>
+
+#include "../backends/diff_util.h"
+#include "core/import/onnx_import.h"
+#include "core/loop/lower.h"
+#include "core/rewrite/qdq_rules.h"
+
+#ifndef QDQ_RULES_DIR
+#error "QDQ_RULES_DIR must point at tests/quant/qdq_rules"
+#endif
+
+namespace lathe {
+namespace {
+
+std::string dir(const std::string& c) { return std::string(QDQ_RULES_DIR) + "/" + c; }
+
+Graph plain(const std::string& c) {
+  OnnxOptions o;
+  o.qdq_rules = false;
+  return load_onnx(dir(c) + "/model.onnx", o);
+}
+
+TensorMap inputs_of(const std::string& c) {
+  return {{"x", read_onnx_tensor(dir(c) + "/test_data_set_0/input_0.pb")}};
+}
+
+int int8_gemms(const Graph& g) {
+  Program p = build_program(g);
+  int n = 0;
+  for (auto& f : p.funcs)
+    if (loop::is_packed_matmul(f) && !f.schedule_log.empty() && f.schedule_log.front().find("int8") != std::string::npos) ++n;
+  return n;
+}
+
+struct Case {
+  std::string name;
+  std::map<std::string, int> fired;
+  int gemms;    // int8 GEMM kernels (a one-row product is a reduction kernel over the 8-bit operands)
+  double step;  // the output's quantization step (or a bound on what one intermediate step moves)
+};
+
+const std::vector<Case> kCases = {
+    {"conv", {{"qdq-contraction", 2}, {"qdq-bias", 1}, {"qdq-requant", 2}}, 2, 0.02},
+    {"gemm_b1", {{"qdq-contraction", 2}, {"qdq-bias", 1}, {"qdq-requant", 2}}, 0, 0.03},
+    {"matmul_b64", {{"qdq-contraction", 2}, {"qdq-requant", 1}}, 2, 0.02},
+};
+
+TEST(QdqRules, FireAndMatchThePlainGraphOnTheInterpreter) {
+  for (auto& c : kCases) {
+    SCOPED_TRACE(c.name);
+    Graph g0 = plain(c.name);
+    EXPECT_EQ(int8_gemms(g0), 0);
+    std::map<std::string, int> fired;
+    Graph g1 = apply_qdq_rules(g0, &fired);
+    EXPECT_EQ(fired, c.fired);
+    EXPECT_EQ(int8_gemms(g1), c.gemms);
+    TensorMap in = inputs_of(c.name);
+    TensorMap a = interpret(g0, in), b = interpret(g1, in);
+    for (auto& [name, want] : a) {
+      const HostTensor& got = b.at(name);
+      ASSERT_EQ(got.shape(), want.shape());
+      int64_t moved = 0;
+      double worst = 0;
+      for (int64_t i = 0; i < want.numel(); ++i) {
+        double d = std::fabs(got.get_f64(i) - want.get_f64(i));
+        worst = std::max(worst, d);
+        if (d > 1e-5) ++moved;
+      }
+      EXPECT_LE(worst, 1.01 * c.step) << name;
+      EXPECT_LE(moved, want.numel() / 50) << name << ": " << moved << " of " << want.numel() << " elements moved";
+    }
+  }
+}
+
+TEST(QdqRules, LoadingAppliesThemByDefault) {
+  for (auto& c : kCases) {
+    SCOPED_TRACE(c.name);
+    Graph g = load_onnx(dir(c.name) + "/model.onnx");
+    EXPECT_EQ(int8_gemms(g), c.gemms);
+  }
+}
+
+TEST(QdqRules, BackendMatchesInterpreterOnTheRewrittenGraph) {
+  test::DiffBatch batch;
+  for (auto& c : kCases) batch.add(c.name, apply_qdq_rules(plain(c.name)), inputs_of(c.name));
+  EXPECT_EQ(batch.run(), 0);
+}
+
+}  // namespace
+}  // namespace lathe
