@@ -65,8 +65,31 @@ NodeRef apply(const Chain& c, NodeRef x) {
 }
 
 // The one value of a constant that holds a single value everywhere; nullopt otherwise.
+// Seen through broadcast views, Neg and exact Casts (a zero point is −Cast(zp) broadcast).
 std::optional<double> single_value(NodeRef n) {
-  while (n->op == Op::View && !n->attrs.view->has_mask()) n = n->inputs[0];
+  std::vector<NodeRef> ops;  // Neg / Cast, outermost first
+  for (;;) {
+    if (n->op == Op::View && !n->attrs.view->has_mask()) n = n->inputs[0];
+    else if (n->op == Op::Neg || (n->op == Op::Cast && n->dtype != DType::Bool && n->inputs[0]->dtype != DType::Bool))
+      ops.push_back(n), n = n->inputs[0];
+    else break;
+  }
+  if (!ops.empty()) {
+    auto v = single_value(n);
+    if (!v) return std::nullopt;
+    for (auto it = ops.rbegin(); it != ops.rend(); ++it) {
+      if ((*it)->op == Op::Neg) {
+        *v = -*v;
+        continue;
+      }
+      DType t = (*it)->dtype;  // exact casts only: integral values the integer type holds
+      bool is_unsigned = t == DType::U8 || t == DType::U16 || t == DType::U32 || t == DType::U64;
+      if (is_int(t) && (*v != std::trunc(*v) || std::fabs(*v) > 32767 || (is_unsigned && *v < 0))) return std::nullopt;
+      if (t == DType::I8 && (*v < -128 || *v > 127)) return std::nullopt;
+      if (t == DType::U8 && *v > 255) return std::nullopt;
+    }
+    return v;
+  }
   if (n->is_scalar_const()) return n->const_value();
   if (const_numel(n) < 1 || const_numel(n) > (int64_t(1) << 16)) return std::nullopt;
   auto v = evaluate(n);
@@ -145,6 +168,7 @@ NodeRef unbroadcast(NodeRef n) {
 
 NodeRef contraction(const Match& m) {
   NodeRef r = m.root;
+  ProvenanceScope ps(r->prov.path);  // the new nodes (and kernels) keep the model's names
   if (r->attrs.reduce != ReduceOp::Add || r->dtype != DType::F32) return nullptr;
   NodeRef mul = r->inputs[0];
   if (mul->op != Op::Mul) return nullptr;
@@ -231,6 +255,7 @@ bool same_scale(NodeRef a, NodeRef b) {
 
 NodeRef bias(const Match& m) {
   NodeRef r = m.root;
+  ProvenanceScope ps(r->prov.path);
   if (r->dtype != DType::F32) return nullptr;
   for (int i = 0; i < 2; ++i) {
     Chain cp = peel(r->inputs[i]), cq = peel(r->inputs[1 - i]);
@@ -252,6 +277,7 @@ NodeRef bias(const Match& m) {
 
 NodeRef requant(const Match& m) {
   NodeRef r = m.root, n = r->inputs[0];
+  ProvenanceScope ps(r->prov.path);
   if (r->dtype != DType::F32 || n->dtype != DType::F64 || n->op != Op::Mul) return nullptr;
   for (int i = 0; i < 2; ++i) {
     NodeRef c = n->inputs[i];
