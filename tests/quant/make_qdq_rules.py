@@ -108,3 +108,12 @@ q_out("r1", 0.02, 0, inits, nodes)
 weight("w2", rng.standard_normal((19, 5)).astype(np.float32) * 0.2, 1, False, inits, nodes)
 nodes.append(h.make_node("MatMul", ["r1_o", "w2_d"], ["y"]))
 save("matmul_b64", nodes, inits, x, ["y"], [4, 16, 5])
+
+# conv over a large input (67500 elements: more than single_value evaluates as a whole; its zero
+# point is read through the broadcast), 3x3 stride 4 pad 1 to 4 channels, per-channel, no Q after
+x = rng.standard_normal((1, 3, 150, 150)).astype(np.float32) + 0.3
+nodes, inits = [], []
+qdq_in("x", x, inits, nodes)
+weight("w1", rng.standard_normal((4, 3, 3, 3)).astype(np.float32) * 0.3, 0, True, inits, nodes)
+nodes.append(h.make_node("Conv", ["x_d", "w1_d"], ["y"], pads=[1, 1, 1, 1], strides=[4, 4]))
+save("conv_big_input", nodes, inits, x, ["y"], [1, 4, 38, 38])

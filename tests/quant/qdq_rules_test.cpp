@@ -53,6 +53,7 @@ const std::vector<Case> kCases = {
     {"conv", {{"qdq-contraction", 2}, {"qdq-bias", 1}, {"qdq-requant", 2}}, 2, 0.02},
     {"gemm_b1", {{"qdq-contraction", 2}, {"qdq-bias", 1}, {"qdq-requant", 2}}, 0, 0.03},
     {"matmul_b64", {{"qdq-contraction", 2}, {"qdq-requant", 1}}, 2, 0.02},
+    {"conv_big_input", {{"qdq-contraction", 1}}, 1, 1e-4},
 };
 
 TEST(QdqRules, FireAndMatchThePlainGraphOnTheInterpreter) {
