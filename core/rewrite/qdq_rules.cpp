@@ -65,12 +65,14 @@ NodeRef apply(const Chain& c, NodeRef x) {
 }
 
 // The one value of a constant that holds a single value everywhere; nullopt otherwise.
-// Seen through broadcast views, Neg and exact Casts (a zero point is −Cast(zp) broadcast).
+// Seen through broadcast views, Neg, Recip and exact Casts (a zero point is −Cast(zp)
+// broadcast, a QuantizeLinear's 1/s_y Recip(Cast(s_y)) broadcast).
 std::optional<double> single_value(NodeRef n) {
   std::vector<NodeRef> ops;  // Neg / Cast, outermost first
   for (;;) {
     if (n->op == Op::View && !n->attrs.view->has_mask()) n = n->inputs[0];
-    else if (n->op == Op::Neg || (n->op == Op::Cast && n->dtype != DType::Bool && n->inputs[0]->dtype != DType::Bool))
+    else if (n->op == Op::Neg || (n->op == Op::Recip && is_float(n->dtype)) ||
+             (n->op == Op::Cast && n->dtype != DType::Bool && n->inputs[0]->dtype != DType::Bool))
       ops.push_back(n), n = n->inputs[0];
     else break;
   }
@@ -78,11 +80,14 @@ std::optional<double> single_value(NodeRef n) {
     auto v = single_value(n);
     if (!v) return std::nullopt;
     for (auto it = ops.rbegin(); it != ops.rend(); ++it) {
-      if ((*it)->op == Op::Neg) {
-        *v = -*v;
+      DType t = (*it)->dtype;
+      if (t == DType::F16 || t == DType::BF16) return std::nullopt;
+      if ((*it)->op == Op::Neg || (*it)->op == Op::Recip) {
+        *v = (*it)->op == Op::Neg ? -*v : 1 / *v;
+        if (t == DType::F32) *v = static_cast<float>(*v);
         continue;
       }
-      DType t = (*it)->dtype;  // exact casts only: integral values the integer type holds
+      if (t == DType::F32) *v = static_cast<float>(*v);  // exact casts only: integral values the integer type holds
       bool is_unsigned = t == DType::U8 || t == DType::U16 || t == DType::U32 || t == DType::U64;
       if (is_int(t) && (*v != std::trunc(*v) || std::fabs(*v) > 32767 || (is_unsigned && *v < 0))) return std::nullopt;
       if (t == DType::I8 && (*v < -128 || *v > 127)) return std::nullopt;

@@ -110,10 +110,12 @@ nodes.append(h.make_node("MatMul", ["r1_o", "w2_d"], ["y"]))
 save("matmul_b64", nodes, inits, x, ["y"], [4, 16, 5])
 
 # conv over a large input (67500 elements: more than single_value evaluates as a whole; its zero
-# point is read through the broadcast), 3x3 stride 4 pad 1 to 4 channels, per-channel, no Q after
+# point is read through the broadcast), 3x3 stride 4 pad 1 to 48 channels, per-channel, Relu, and
+# a QuantizeLinear of 69312 elements (its 1/s_y too is read through the broadcast)
 x = rng.standard_normal((1, 3, 150, 150)).astype(np.float32) + 0.3
 nodes, inits = [], []
 qdq_in("x", x, inits, nodes)
-weight("w1", rng.standard_normal((4, 3, 3, 3)).astype(np.float32) * 0.3, 0, True, inits, nodes)
-nodes.append(h.make_node("Conv", ["x_d", "w1_d"], ["y"], pads=[1, 1, 1, 1], strides=[4, 4]))
-save("conv_big_input", nodes, inits, x, ["y"], [1, 4, 38, 38])
+weight("w1", rng.standard_normal((48, 3, 3, 3)).astype(np.float32) * 0.3, 0, True, inits, nodes)
+nodes += [h.make_node("Conv", ["x_d", "w1_d"], ["c1"], pads=[1, 1, 1, 1], strides=[4, 4]), h.make_node("Relu", ["c1"], ["r1"])]
+q_out("r1", 0.02, 0, inits, nodes)
+save("conv_big_input", nodes, inits, x, ["r1_o"], [1, 48, 38, 38])
