@@ -13,6 +13,7 @@
 
 #include "../backends/diff_util.h"
 #include "core/import/onnx_import.h"
+#include "core/ir/build.h"
 #include "core/loop/lower.h"
 #include "core/rewrite/qdq_rules.h"
 
@@ -95,6 +96,27 @@ TEST(QdqRules, LoadingAppliesThemByDefault) {
 TEST(QdqRules, BackendMatchesInterpreterOnTheRewrittenGraph) {
   test::DiffBatch batch;
   for (auto& c : kCases) batch.add(c.name, apply_qdq_rules(plain(c.name)), inputs_of(c.name));
+  EXPECT_EQ(batch.run(), 0);
+}
+
+// QuantizeLinear rounds through float -> int casts; the llvm backend converts to 8/16/32-bit
+// integers with a clamp and a vector conversion (not the per-lane fptosi.sat): saturation at
+// both ends, truncation toward zero and NaN -> 0 as the interpreter defines them, in the
+// vector body and the tail (37 elements).
+TEST(QuantCasts, FloatToIntSaturatesLikeTheInterpreter) {
+  const double edge[] = {NAN, INFINITY, -INFINITY, 1e10, -1e10, 2147483520.0, 2147483648.0, -2147483648.0,
+                         -2147483904.0, 65535.5, 65536.0, -32768.9, 32767.9, 255.9, 256.0, -0.9, -1.0,
+                         127.5, -128.5, -129.0, 0.0, -0.0, 1.5, -2.5, 4e9, 70000.7, -70000.7};
+  test::DiffBatch batch;
+  for (DType from : {DType::F32, DType::F64}) {
+    HostTensor x(from, {37});
+    for (int64_t i = 0; i < x.numel(); ++i) x.set_f64(i, edge[i % (sizeof(edge) / sizeof(edge[0]))]);
+    for (DType to : {DType::I8, DType::U8, DType::I16, DType::U16, DType::I32, DType::U32, DType::I64}) {
+      NodeRef in = prim::input("x", from, {37});
+      batch.add(std::string(dtype_name(from)) + " -> " + std::string(dtype_name(to)), Graph::from_outputs({{"y", prim::cast(in, to)}}),
+                TensorMap{{"x", x}});
+    }
+  }
   EXPECT_EQ(batch.run(), 0);
 }
 
