@@ -78,17 +78,17 @@ Tensor div_f32(const Tensor& a, const Tensor& b) {
   return to(to(a, DType::F64) / to(b, DType::F64), DType::F32);
 }
 
-// round(v) half to even as i32, for |v| < 1e9 (v is clamped there first): truncate, then
-// step by the fraction (exact in f32), ties to the even neighbour. All i32 / f32 vector
-// math, where round() of floats goes through i64 casts that AVX2 cannot vectorize.
+// round(v) half to even as i32, for an 8-bit result: v is clamped to ±2^22 first (anything
+// beyond saturates anyway: |zp| <= 255), then (v + 1.5·2^23) − 1.5·2^23 rounds it to an
+// integer in the f32 addition itself (round to nearest even; the sum lies in [2^23, 2^24),
+// where the f32 spacing is 1). Two vector ops instead of a truncate-and-fix-up sequence;
+// the clamp (a max/min) between a product and the addition keeps backends from contracting
+// them into an FMA, which would round the unrounded product.
 Tensor round_i32(const Tensor& v_in) {
-  Tensor v = clamp(v_in, Scalar(-1e9), Scalar(1e9));
-  Tensor t = to(v, DType::I32);
-  Tensor d = v - to(t, DType::F32);
-  Tensor odd = ne(fmod(t, scalar(int64_t(2), DType::I32)), scalar(int64_t(0), DType::I32));
-  Tensor up = logical_or(gt(d, 0.5), logical_and(eq(d, 0.5), odd));
-  Tensor down = logical_or(lt(d, -0.5), logical_and(eq(d, -0.5), odd));
-  return t + to(up, DType::I32) - to(down, DType::I32);
+  const double lim = 4194304.0, magic = 12582912.0;
+  Tensor v = clamp(v_in, Scalar(-lim), Scalar(lim));
+  Tensor r = (v + scalar(magic, DType::F32)) - scalar(magic, DType::F32);
+  return to(r, DType::I32);
 }
 
 // clamp(round(v) + zp, type range) as `out` (v float; zp optional, any numeric dtype).
