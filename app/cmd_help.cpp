@@ -43,6 +43,8 @@ const char* kEnvironment =
     "  LATHE_ATTENTION_TILE=64x64  the fused attention kernel's query x key tile BQxBK (flash-attention rules)\n"
     "  LATHE_ATTENTION_BWD=unfused  grad() of the fused attention differentiates its definition (default\n"
     "                           fused: Extern attention_bwd recomputes the probabilities tile by tile)\n"
+    "  LATHE_QDQ=unfused        ONNX QDQ models keep QuantizeLinear / DequantizeLinear as plain ops (default:\n"
+    "                           the qdq rules fuse them into int8 contractions at load)\n"
     "  LATHE_BENCH_ATTENTION_T=1024  sequence length of the attention-grad bench workload\n"
     "  LATHE_STAGED_TRACE=1     ONNX models run staged (`onnx-test --staged`, `run`): print each segment\n"
     "  LATHE_TUNE_DEBUG=1       `lathe tune` prints every candidate it builds (schedule, model estimate)\n"

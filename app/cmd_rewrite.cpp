@@ -2,7 +2,8 @@
 // [-o OUT]`: applies a rule set one step at a time and prints one line per step,
 //   #12 fold-add @%41: -3 +1
 // then a summary line. R is a rule file (.lua returning a ruleset) or the name of a
-// built-in set (assets/rules/NAME.lua). --check runs the interpreter before and after
+// built-in set (assets/rules/NAME.lua). An .onnx FILE is taken as imported, before the
+// `qdq` rules that loading applies elsewhere (`--rules qdq` steps through them). --check runs the interpreter before and after
 // every step; without it a final check compares the result with the input graph and, if
 // they differ, names the first bad step (bisection). A failing step stops with exit code 1
 // and a message naming the step and the rule; -o is then not written.
@@ -14,6 +15,7 @@
 
 #include "app/cli.h"
 #include "app/commands.h"
+#include "core/import/onnx_import.h"
 #include "core/ir/diag.h"
 #include "core/ir/loader.h"
 #include "core/ir/text.h"
@@ -50,7 +52,11 @@ int run_rewrite(const std::vector<std::string>& args) {
     return 2;
   }
 
-  Graph g = load_graph(file);
+  // an ONNX model as imported, before the default `qdq` rules, so they can be stepped through
+  bool onnx = file.size() > 5 && file.compare(file.size() - 5, 5, ".onnx") == 0;
+  OnnxOptions oo;
+  oo.qdq_rules = false;
+  Graph g = onnx ? load_onnx(file, oo) : load_graph(file);
   script::Engine engine;
   Ruleset rules;
   bool is_file = rules_arg.size() > 4 && rules_arg.compare(rules_arg.size() - 4, 4, ".lua") == 0;

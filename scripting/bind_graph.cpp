@@ -6,6 +6,7 @@
 // Output order: lathe.graph{ y = y, z = z } sorts outputs by name (Lua tables have no
 // order); the array form lathe.graph{ {"y", y}, {"z", z} } keeps the order written.
 #include <algorithm>
+#include <cstdlib>
 
 #include "core/ir/loader.h"
 #include "core/ir/text.h"
@@ -57,7 +58,36 @@ int l_graph(lua_State* L) {
   return 1;
 }
 
-int l_load(lua_State* L) { push_graph(L, load_graph(luaL_checkstring(L, 1))); return 1; }
+// lathe.load(path [, {qdq_rules = false}]): an ONNX model's QuantizeLinear / DequantizeLinear
+// kept as plain ops (the default applies the `qdq` rules at load), e.g. to step through
+// lathe.rewrite(g, lathe.rules.builtin("qdq")). The importer reads LATHE_QDQ; it is set for
+// the call and restored.
+int l_load(lua_State* L) {
+  std::string path = luaL_checkstring(L, 1);
+  bool qdq = true;
+  if (lua_istable(L, 2)) {
+    lua_getfield(L, 2, "qdq_rules");
+    if (!lua_isnil(L, -1)) qdq = lua_toboolean(L, -1);
+    lua_pop(L, 1);
+  }
+  if (qdq) {
+    push_graph(L, load_graph(path));
+    return 1;
+  }
+  const char* old = std::getenv("LATHE_QDQ");
+  std::string saved = old ? old : "";
+  setenv("LATHE_QDQ", "unfused", 1);
+  Graph g;
+  try {
+    g = load_graph(path);
+  } catch (...) {
+    if (old) setenv("LATHE_QDQ", saved.c_str(), 1); else unsetenv("LATHE_QDQ");
+    throw;
+  }
+  if (old) setenv("LATHE_QDQ", saved.c_str(), 1); else unsetenv("LATHE_QDQ");
+  push_graph(L, g);
+  return 1;
+}
 int l_parse(lua_State* L) {
   push_graph(L, parse_graph(luaL_checkstring(L, 1), luaL_optstring(L, 2, "<text>")));
   return 1;
@@ -204,7 +234,7 @@ int g_index(lua_State* L) {
 
 const Function kModule[] = {
     {"graph", l_graph, "lathe.graph{ name = tensor, … } | lathe.graph{ {name, tensor}, … }", "a graph with named outputs (map form: sorted by name; array form: in order)"},
-    {"load", l_load, "lathe.load(path)", "load a graph: .lua (returns a graph), .lathe text IR, .onnx"},
+    {"load", l_load, "lathe.load(path [, {qdq_rules=false}])", "load a graph: .lua (returns a graph), .lathe text IR, .onnx (qdq_rules=false: Q/DQ as plain ops)"},
     {"parse", l_parse, "lathe.parse(text [, filename])", "a graph from .lathe text"},
     {nullptr, nullptr, nullptr, nullptr},
 };

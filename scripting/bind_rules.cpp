@@ -17,6 +17,7 @@
 
 #include "core/frontend/tensor.h"
 #include "core/ir/diag.h"
+#include "core/rewrite/qdq_rules.h"
 #include "scripting/engine.h"
 
 namespace lathe::script {
@@ -263,6 +264,13 @@ int l_rules_builtin(lua_State* L) {
   push_ruleset(L, load_rules_file(L, path));
   return 1;
 }
+// Rule sets whose callbacks are C++ (assets/rules/NAME.lua returns lathe.rules.native(NAME)).
+int l_rules_native(lua_State* L) {
+  std::string name = luaL_checkstring(L, 1);
+  if (name != "qdq") return luaL_error(L, "lathe.rules.native: no C++ rule set '%s' (known: qdq)", name.c_str());
+  push_ruleset(L, qdq_rules());
+  return 1;
+}
 int l_rules_list(lua_State* L) {
   auto names = builtin_rule_names();
   lua_createtable(L, (int)names.size(), 0);
@@ -281,6 +289,7 @@ const Function kModule[] = {
 const Function kRulesFns[] = {
     {"load", l_rules_load, "lathe.rules.load(path)", "run a rule file (it returns a ruleset or a table of rules)"},
     {"builtin", l_rules_builtin, "lathe.rules.builtin(name)", "a built-in rule set from assets/rules/NAME.lua"},
+    {"native", l_rules_native, "lathe.rules.native(name)", "a rule set written in C++: \"qdq\" (core/rewrite/qdq_rules.h)"},
     {"list", l_rules_list, "lathe.rules.list()", "names of the built-in rule sets"},
     {nullptr, nullptr, nullptr, nullptr},
 };

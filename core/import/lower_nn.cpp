@@ -174,7 +174,6 @@ void conv_op(NodeCtx& c) {
   auto in = spatial_dims(c, x);
   if (weight.rank() != x.rank()) c.fail("weight " + weight.describe() + " must have the input's rank");
   Window w = plan_window(c, in, kernel_of(c, weight, in.size()), false);
-  if (auto q = qdq_conv(c, x, weight, c.opt_in(2))) return c.set(0, to(*q, x.dtype()));
   c.set(0, conv_core(c, x, weight, c.opt_in(2), w, c.attr_int("group", 1)));
 }
 
@@ -353,12 +352,10 @@ void gemm_op(NodeCtx& c) {
   Tensor a = c.in(0), b = c.in(1);
   require_same_dtype(c, a, b);
   if (a.rank() != 2 || b.rank() != 2) c.fail("A and B must be 2-D, got " + a.describe() + " and " + b.describe());
-  std::optional<Tensor> q;
-  if (!c.attr_int("transA", 0)) q = qdq_matmul(c, a, b, c.attr_int("transB", 0) != 0);
   if (c.attr_int("transA", 0)) a = transpose(a, 0, 1);
   if (c.attr_int("transB", 0)) b = transpose(b, 0, 1);
   double alpha = c.attr_float("alpha", 1.0), beta = c.attr_float("beta", 1.0);
-  Tensor y = q ? *q : matmul(a, b);
+  Tensor y = matmul(a, b);
   if (alpha != 1.0) y = y * alpha;
   if (auto cc = c.opt_in(2); cc && beta != 0.0) {
     require_same_dtype(c, a, *cc);
@@ -374,7 +371,6 @@ void add_nn_ops(OpTable& t) {
     c.only_outputs(1);
     Tensor a = c.in(0), b = c.in(1);
     require_same_dtype(c, a, b);
-    if (auto q = qdq_matmul(c, a, b, false)) return c.set(0, to(*q, a.dtype()));
     c.set(0, to(matmul(a, b), a.dtype()));
   };
   t["Gemm"] = gemm_op;

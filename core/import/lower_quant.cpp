@@ -78,17 +78,17 @@ Tensor div_f32(const Tensor& a, const Tensor& b) {
   return to(to(a, DType::F64) / to(b, DType::F64), DType::F32);
 }
 
-// round(v) half to even as i32, for |v| < 1e9 (v is clamped there first): truncate, then
-// step by the fraction (exact in f32), ties to the even neighbour. All i32 / f32 vector
-// math, where round() of floats goes through i64 casts that AVX2 cannot vectorize.
+// round(v) half to even as i32, for an 8-bit result: v is clamped to ±2^22 first (anything
+// beyond saturates anyway: |zp| <= 255), then (v + 1.5·2^23) − 1.5·2^23 rounds it to an
+// integer in the f32 addition itself (round to nearest even; the sum lies in [2^23, 2^24),
+// where the f32 spacing is 1). Two vector ops instead of a truncate-and-fix-up sequence;
+// the clamp (a max/min) between a product and the addition keeps backends from contracting
+// them into an FMA, which would round the unrounded product.
 Tensor round_i32(const Tensor& v_in) {
-  Tensor v = clamp(v_in, Scalar(-1e9), Scalar(1e9));
-  Tensor t = to(v, DType::I32);
-  Tensor d = v - to(t, DType::F32);
-  Tensor odd = ne(fmod(t, scalar(int64_t(2), DType::I32)), scalar(int64_t(0), DType::I32));
-  Tensor up = logical_or(gt(d, 0.5), logical_and(eq(d, 0.5), odd));
-  Tensor down = logical_or(lt(d, -0.5), logical_and(eq(d, -0.5), odd));
-  return t + to(up, DType::I32) - to(down, DType::I32);
+  const double lim = 4194304.0, magic = 12582912.0;
+  Tensor v = clamp(v_in, Scalar(-lim), Scalar(lim));
+  Tensor r = (v + scalar(magic, DType::F32)) - scalar(magic, DType::F32);
+  return to(r, DType::I32);
 }
 
 // clamp(round(v) + zp, type range) as `out` (v float; zp optional, any numeric dtype).
@@ -118,29 +118,6 @@ void quantize_linear(NodeCtx& c) {
   Tensor s = to(along_axis(c, scale, x, axis, "y_scale"), DType::F32);
   std::optional<Tensor> z;
   if (zp && !all_zero(c, zp)) z = along_axis(c, *zp, x, axis, "y_zero_point");
-  // Q(f32(acc) · s) or Q(Relu(…)) of a QDQ MatMul / Conv: requantize the i32 sum with the
-  // one f32 multiplier s_x · s_w / s_y (ONNX Runtime's QLinearConv / QLinearMatMul)
-  auto& rq = c.folder().requant;
-  NodeRef xn = x.node();
-  bool relu = false;
-  if (xn->op == Op::Max && xn->inputs.size() == 2) {
-    for (int i = 0; i < 2; ++i) {
-      NodeRef o = xn->inputs[1 - i];
-      auto ov = c.fold(Tensor(o));
-      bool zero = ov && ov->numel() > 0;
-      for (int64_t j = 0; zero && j < ov->numel(); ++j) zero = ov->get_f64(j) == 0;
-      if (rq.count(xn->inputs[i]) && zero) {
-        relu = true;
-        xn = xn->inputs[i];
-      }
-    }
-  }
-  if (auto it = rq.find(xn); it != rq.end() && per_tensor(scale) && (!zp || per_tensor(*zp)) && it->second.acc.shape() == x.shape()) {
-    Tensor mult = folded(c, div_f32(it->second.scale, to(reshape(scale, {}), DType::F32)));
-    Tensor q = saturate(to(it->second.acc, DType::F32) * mult, z ? std::optional<Tensor>(reshape(*z, {})) : std::nullopt, out);
-    if (relu) q = maximum(q, z ? to(reshape(*z, {}), out) : scalar(int64_t(0), out));
-    return c.set(0, q);
-  }
   c.set(0, saturate(div_f32(to(x, DType::F32), s), z, out));
 }
 
@@ -157,10 +134,7 @@ void dequantize_linear(NodeCtx& c) {
   Tensor xi = to(x, DType::I32);
   bool has_zp = zp && !all_zero(c, zp);
   if (has_zp) xi = xi - to(along_axis(c, *zp, x, axis, "x_zero_point"), DType::I32);
-  Tensor y = to(to(xi, DType::F32) * to(s, DType::F32), scale.dtype());
-  if ((quant_type(x.dtype()) || x.dtype() == DType::I32) && y.dtype() == DType::F32)
-    c.folder().dequant[y.node()] = DequantInfo{x, scale, has_zp ? zp : std::nullopt, static_cast<int>(axis < 0 ? axis + x.rank() : axis)};
-  c.set(0, y);
+  c.set(0, to(to(xi, DType::F32) * to(s, DType::F32), scale.dtype()));
 }
 
 // y_scale = (max(0, max x) - min(0, min x)) / 255, zp = saturate(round(-min / scale)),
@@ -312,64 +286,7 @@ void qlinear_conv(NodeCtx& c) {
   c.set(0, saturate(to(acc, DType::F32) * (sx * sw / sy), yzp ? std::optional<Tensor>(reshape(*yzp, {})) : std::nullopt, out));
 }
 
-const DequantInfo* dequant_of(const NodeCtx& c, const Tensor& t) {
-  auto& m = c.folder().dequant;
-  auto it = m.find(t.node());
-  return it == m.end() ? nullptr : &it->second;
-}
-
 }  // namespace
-
-std::optional<Tensor> qdq_matmul(const NodeCtx& c, const Tensor& a, const Tensor& b, bool tb) {
-  const DequantInfo* da = dequant_of(c, a);
-  const DequantInfo* db = dequant_of(c, b);
-  if (!da || !db || db->x.rank() != 2 || a.rank() < 2 || !per_tensor(da->scale) || db->zp) return std::nullopt;
-  int n_axis = tb ? 0 : 1;
-  if (!per_tensor(db->scale) && db->axis != n_axis) return std::nullopt;
-  Tensor w = tb ? transpose(db->x, 0, 1) : db->x;
-  Tensor acc = matmul_zp(c, da->x, w, da->zp, std::nullopt);
-  Tensor sw = to(per_tensor(db->scale) ? reshape(db->scale, {}) : db->scale, DType::F32);  // [N]
-  Tensor scale = folded(c, to(reshape(da->scale, {}), DType::F32) * sw);
-  Tensor y = to(acc, DType::F32) * scale;
-  c.folder().requant[y.node()] = {acc, scale};
-  return y;
-}
-
-std::optional<Tensor> qdq_conv(const NodeCtx& c, const Tensor& x, const Tensor& w, const std::optional<Tensor>& bias) {
-  const DequantInfo* dx = dequant_of(c, x);
-  const DequantInfo* dw = dequant_of(c, w);
-  if (!dx || !dw || !per_tensor(dx->scale) || dw->zp) return std::nullopt;
-  if (!per_tensor(dw->scale) && dw->axis != 0) return std::nullopt;
-  if (dx->zp && !c.fold(*dx->zp)) return std::nullopt;
-  Tensor acc = conv_zp(c, dx->x, dw->x, dx->zp, std::nullopt);
-  Shape per_m{w.dim(0)};
-  for (int d = 2; d < x.rank(); ++d) per_m.push_back(SymInt(1));
-  Tensor sw = to(per_tensor(dw->scale) ? reshape(dw->scale, {}) : reshape(dw->scale, per_m), DType::F32);
-  Tensor scale = folded(c, to(reshape(dx->scale, {}), DType::F32) * sw);
-  if (bias && (bias->rank() != 1 || bias->dim(0) != w.dim(0)))
-    c.fail("bias must be [" + w.dim(0).to_string() + "], got " + bias->describe());
-  // an int32 bias dequantized with scale s_x · s_w (as QDQ models store it) joins the sum
-  const DequantInfo* db = bias ? dequant_of(c, *bias) : nullptr;
-  if (db && db->x.dtype() == DType::I32 && !db->zp) {
-    auto bs = c.fold(db->scale);
-    auto xs = c.fold(dx->scale), ws = c.fold(dw->scale);
-    bool same = bs && xs && ws && bs->numel() == w.dim(0).value();
-    for (int64_t m = 0; same && m < bs->numel(); ++m) {
-      double want = static_cast<double>(static_cast<float>(xs->get_f64(0)) * static_cast<float>(ws->get_f64(ws->numel() == 1 ? 0 : m)));
-      same = std::fabs(bs->get_f64(m) - want) <= 1e-6 * std::fabs(want);
-    }
-    if (same) {
-      Tensor acc2 = acc + reshape(db->x, per_m);
-      Tensor y = to(acc2, DType::F32) * scale;
-      c.folder().requant[y.node()] = {acc2, scale};
-      return y;
-    }
-  }
-  Tensor y = to(acc, DType::F32) * scale;
-  if (!bias) c.folder().requant[y.node()] = {acc, scale};
-  if (bias) y = y + reshape(to(*bias, DType::F32), per_m);
-  return y;
-}
 
 void add_quant_ops(OpTable& t) {
   t["QuantizeLinear"] = quantize_linear;

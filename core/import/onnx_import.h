@@ -46,6 +46,9 @@ struct OnnxOptions {
   // A sequence graph output NAME of n elements becomes the outputs "NAME[0]" … "NAME[n-1]".
   std::map<std::string, std::vector<std::vector<int64_t>>> sequence_inputs;
   std::set<std::string> absent_optionals;
+  // Apply the `qdq` rule set after import (QDQ models run as int8 contractions); false, or
+  // LATHE_QDQ=unfused, keeps QuantizeLinear / DequantizeLinear as plain ops (`lathe rewrite`).
+  bool qdq_rules = true;
 };
 
 // The kind of a graph input or output, as the model declares it.

@@ -23,27 +23,11 @@ namespace lathe::onnx_import {
 // Import-time constant folding: the value of a node whose inputs are all constants.
 // Throws OnnxUnsupported ("dynamic shape input not supported: WHERE") when n depends on a
 // graph input. Results are cached per node.
-// What a DequantizeLinear computed (lower_quant.cpp), by its output node: a MatMul, Gemm or
-// Conv reading two of them runs on the integer operands instead (qdq_matmul, qdq_conv).
-struct DequantInfo {
-  Tensor x, scale;               // the integer input and its scale (as given)
-  std::optional<Tensor> zp;      // absent or all zeros: none
-  int axis = 1;                  // normalized; used when scale is 1-D with > 1 element
-};
-
 class Folder {
  public:
   explicit Folder(int64_t max_elements) : max_elements_(max_elements) {}
   std::optional<HostTensor> try_fold(NodeRef n);
   int64_t max_elements() const { return max_elements_; }
-  std::map<NodeRef, DequantInfo> dequant;  // filled by DequantizeLinear
-  // f32(acc) · scale outputs of qdq_matmul / qdq_conv: a QuantizeLinear of one (or of its
-  // Relu) requantizes the i32 sum directly, as ONNX Runtime's fused kernels do.
-  struct Requant {
-    Tensor acc, scale;  // i32 sum (bias included), f32 scale (s_x · s_w, broadcastable)
-  };
-  std::map<NodeRef, Requant> requant;
-
  private:
   int64_t max_elements_;
   std::map<NodeRef, std::optional<HostTensor>> cache_;
@@ -183,13 +167,6 @@ void add_quant_ops(OpTable& t);        // lower_quant.cpp (QuantizeLinear, MatMu
 // lower_nn.cpp: Conv's attributes (pads, strides, dilations, group, auto_pad) over integer
 // operands: Σ x·w in i32 with x padded by pad_value (ConvInteger, QLinearConv).
 Tensor conv_integer(const NodeCtx& c, const Tensor& x, const Tensor& weight, int64_t pad_value);
-// lower_quant.cpp: DQ(x) @ DQ(w) (w 2-D, transposed first where tb, per-tensor x scale, w's
-// scale per tensor or per column, w's zero point 0) as an integer matmul scaled back to f32;
-// nullopt when a or b is not such a DequantizeLinear output. qdq_conv: the same for Conv
-// (w's scale per output channel), bias added in float.
-std::optional<Tensor> qdq_matmul(const NodeCtx& c, const Tensor& a, const Tensor& b, bool tb);
-std::optional<Tensor> qdq_conv(const NodeCtx& c, const Tensor& x, const Tensor& w, const std::optional<Tensor>& bias);
-
 // Shared helpers for lowerings.
 Tensor multi_broadcast_fold(const std::vector<Tensor>& xs, const std::function<Tensor(const Tensor&, const Tensor&)>& f);
 // The same dtype as `like`, erroring (not promoting) on a mismatch, as ONNX requires.

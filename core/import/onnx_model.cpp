@@ -2,7 +2,9 @@
 // cycle and undefined-input detection), per-node lowering under provenance, outputs.
 #include <google/protobuf/io/coded_stream.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <queue>
@@ -16,6 +18,7 @@
 #include "core/import/onnx_weights.h"
 #include "core/ir/loader.h"
 #include "core/ir/verify.h"
+#include "core/rewrite/qdq_rules.h"
 
 namespace lathe {
 namespace onnx_import {
@@ -236,6 +239,13 @@ Graph import_model(const onnx::ModelProto& m, const OnnxOptions& opt, const std:
   if (out.outputs.empty() && g.output_size()) throw OnnxUnsupported(file + ": the graph's outputs are all empty sequences");
   if (out.outputs.empty()) throw UserError(file + ": the graph has no outputs");
   verify_or_throw(out, file);
+  // QDQ models: the `qdq` rule set fuses DequantizeLinear → MatMul/Gemm/Conv → QuantizeLinear
+  // into int8 contractions (core/rewrite/qdq_rules.h); LATHE_QDQ=unfused keeps the plain ops.
+  const char* env = std::getenv("LATHE_QDQ");
+  bool unfused = env && std::string(env) == "unfused";
+  if (opt.qdq_rules && !unfused &&
+      std::any_of(g.node().begin(), g.node().end(), [](const onnx::NodeProto& n) { return n.op_type() == "DequantizeLinear"; }))
+    out = apply_qdq_rules(out);
   return out;
 }
 

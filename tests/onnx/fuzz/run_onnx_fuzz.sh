@@ -18,11 +18,15 @@ if ! command -v "$cxx" >/dev/null 2>&1; then echo "SKIP: $cxx not found"; exit 7
 if [ ! -f /usr/include/onnx/onnx_pb.h ]; then echo "SKIP: libonnx-dev not installed"; exit 77; fi
 mkdir -p "$out/obj" "$out/corpus"
 
-# everything the importer links: lathe_ir, lathe_interp, lathe_frontend, lathe_import
+# everything the importer links: lathe_ir, lathe_interp, lathe_frontend, lathe_import, and the
+# rewrite engine with the `qdq` rules it applies at load
+rw="$src/core/rewrite"
 sources=$(ls "$src"/core/ir/*.cpp "$src"/core/runtime/*.cpp "$src"/core/interp/*.cpp "$src"/core/frontend/*.cpp \
-             "$src"/core/import/*.cpp | grep -v '_fuzz\.cpp$')
+             "$src"/core/import/*.cpp "$rw"/qdq_rules.cpp "$rw"/rewriter.cpp "$rw"/rule.cpp "$rw"/match.cpp \
+             "$rw"/pattern_parse.cpp | grep -v '_fuzz\.cpp$')
 headers=$(ls "$src"/core/ir/*.h "$src"/core/ir/*.def "$src"/core/runtime/*.h "$src"/core/interp/*.h \
-             "$src"/core/frontend/*.h "$src"/core/import/*.h 2>/dev/null)
+             "$src"/core/frontend/*.h "$src"/core/import/*.h "$rw"/qdq_rules.h "$rw"/rewriter.h "$rw"/rule.h \
+             "$rw"/match.h "$rw"/pattern.h 2>/dev/null)
 newest_header=$(ls -t $headers | head -n 1)
 
 objs=""

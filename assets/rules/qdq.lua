@@ -1,0 +1,12 @@
+-- qdq.lua — QDQ models as int8 contractions (lathe.rules.builtin("qdq"), `--rules qdq`).
+-- On by default: importing an ONNX model with DequantizeLinear nodes applies it (LATHE_QDQ=unfused
+-- keeps the plain ops; `lathe rewrite MODEL.onnx --rules qdq` starts from them, step by step).
+--
+-- The rules are C++ callbacks (core/rewrite/qdq_rules.cpp):
+--   qdq-contraction  Reduce{add}(Mul(view(DQ(a)), view(DQ(w)))) → f32(Σ a·w − zp_a·Σw) · s_a·s_w,
+--                    the sum in i32 over the 8-bit operands (the int8 GEMM); w's scale per tensor
+--                    or per output channel, its zero point 0
+--   qdq-bias         f32(acc)·S + DQ(b), b int32 with scale S → f32(acc + b)·S
+--   qdq-requant      the QuantizeLinear of f32(acc)·S (or of its Relu) divides by s_y: one f32
+--                    multiplier S/s_y on the i32 sum, as ONNX Runtime requantizes
+return lathe.rules.native("qdq")
