@@ -41,13 +41,6 @@ void on_sigint(int) {
   std::signal(SIGINT, SIG_DFL);  // a second Ctrl-C ends the process
 }
 
-std::string fmt_ms(double ms) {
-  if (ms < 0) return "-";
-  char b[32];
-  std::snprintf(b, sizeof b, ms < 1 ? "%.4f ms" : "%.3f ms", ms);
-  return b;
-}
-
 // "k3_sum,7" -> kernel indices (by name, or the number N of kN_…, or the index)
 std::vector<int> parse_kernels(const std::string& list, const Program& p) {
   std::vector<int> r;
@@ -150,8 +143,8 @@ int run_tune(const std::vector<std::string>& args) {
   bool tty = isatty(2);
   o.progress = [&](const tune::Progress& pr) {
     std::string line = "[" + std::to_string(pr.index) + "/" + std::to_string(pr.count) + " " + pr.kernel + "] trials " +
-                       std::to_string(pr.trials) + "/" + std::to_string(pr.max_trials) + "  best " + fmt_ms(pr.best_ms) +
-                       "  heuristic " + fmt_ms(pr.baseline_ms);
+                       std::to_string(pr.trials) + "/" + std::to_string(pr.max_trials) + "  best " + tune::format_ms(pr.best_ms) +
+                       "  heuristic " + tune::format_ms(pr.baseline_ms);
     if (pr.time_left_s >= 0) line += "  time left " + std::to_string((int)pr.time_left_s) + " s";
     if (tty) std::cerr << "\r\033[K" << line << (pr.done ? "\n" : "") << std::flush;
     else if (pr.done || measure == "time") std::cerr << line << "\n";
@@ -229,7 +222,7 @@ int report(const tune::TuneResult& r, const std::string& path, bool model) {
                       : " faster than the heuristic (applied)")
             << "; records in " << path << "\n";
   for (auto& rec : r.records) {
-    std::cout << "  " << rec.kernel << " (" << rec.kind << "): " << fmt_ms(rec.ms) << " vs heuristic " << fmt_ms(rec.baseline_ms);
+    std::cout << "  " << rec.kernel << " (" << rec.kind << "): " << tune::format_ms(rec.ms) << " vs heuristic " << tune::format_ms(rec.baseline_ms);
     if (rec.ms > 0 && rec.baseline_ms > 0) {
       char x[32];
       std::snprintf(x, sizeof x, "  %.2fx", rec.baseline_ms / rec.ms);

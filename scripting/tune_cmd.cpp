@@ -24,13 +24,6 @@ namespace lathe::script {
 
 namespace {
 
-std::string fmt_ms(double ms) {
-  if (ms < 0) return "-";
-  char b[32];
-  std::snprintf(b, sizeof b, ms < 1 ? "%.4f ms" : "%.3f ms", ms);
-  return b;
-}
-
 // lathe.cmd._tune(p, {trials=, measure=, records=, kernels=, binds=, budget=})
 //   -> {text=, tuned=, applied=, interrupted=, records=}
 int l_tune(lua_State* L) {
@@ -93,8 +86,8 @@ int l_tune(lua_State* L) {
     if (!Progress::enabled()) return;
     std::string line = "tuning [" + std::to_string(pr.index) + "/" + std::to_string(pr.count) + " " + pr.kernel +
                        "] trials " + std::to_string(std::min(pr.trials, pr.max_trials)) + "/" +
-                       std::to_string(pr.max_trials) + "  best " + fmt_ms(pr.best_ms) + "  heuristic " +
-                       fmt_ms(pr.baseline_ms) + "  (Ctrl-C stops)";
+                       std::to_string(pr.max_trials) + "  best " + tune::format_ms(pr.best_ms) + "  heuristic " +
+                       tune::format_ms(pr.baseline_ms) + "  (Ctrl-C stops)";
     std::fprintf(stderr, "\r%s\x1b[K", line.c_str());
     std::fflush(stderr);
     shown = true;
@@ -119,7 +112,7 @@ int l_tune(lua_State* L) {
                      "), " + std::to_string(rep.applied) + " applied to p; records in " + path;
   for (auto& rec : r.records) {
     bool faster = rec.ms < rec.baseline_ms * tune::kApplyMargin;
-    text += "\n  " + rec.kernel + " (" + rec.kind + "): " + fmt_ms(rec.ms) + " vs heuristic " + fmt_ms(rec.baseline_ms);
+    text += "\n  " + rec.kernel + " (" + rec.kind + "): " + tune::format_ms(rec.ms) + " vs heuristic " + tune::format_ms(rec.baseline_ms);
     if (rec.ms > 0 && rec.baseline_ms > 0) {
       char x[32];
       std::snprintf(x, sizeof x, "  %.2fx", rec.baseline_ms / rec.ms);

@@ -24,13 +24,6 @@ void TuneRun::update(const std::function<void(Live&)>& f) {
 
 namespace {
 
-std::string fmt_ms(double ms) {
-  if (ms < 0) return "-";
-  char b[32];
-  std::snprintf(b, sizeof b, ms < 1 ? "%.4f ms" : "%.3f ms", ms);
-  return b;
-}
-
 // Index in `fresh` of kernel k of `shown` (the same graph built again: the same kernels
 // in the same order, unless records or edits changed them; matched by structure).
 int kernel_in(const Program& fresh, const Program& shown, int k) {
@@ -193,7 +186,7 @@ bool start_tune(AppState& s, const TuneRequest& r) {
       s.info(line);
       for (auto& tk : out->kernels)
         if (tk.has_record)
-          s.info("  " + tk.name + ": " + fmt_ms(tk.record.ms) + " vs heuristic " + fmt_ms(tk.record.baseline_ms) +
+          s.info("  " + tk.name + ": " + tune::format_ms(tk.record.ms) + " vs heuristic " + tune::format_ms(tk.record.baseline_ms) +
                  (tk.faster ? "" : " (not faster: the heuristic stays)"));
       for (auto& n : run->notes) s.warn("tune: " + n);
     };

@@ -65,14 +65,20 @@ void page_out(const void* p, size_t n) {
 #endif
 }
 
+// buffer -> the kernels (and graph outputs) that read it
+std::map<int, int> count_readers(const KernelGraph& kg) {
+  std::map<int, int> readers;
+  for (const Kernel& k : kg.kernels)
+    for (int b : k.inputs) ++readers[b];
+  for (const auto& [name, b] : kg.outputs) ++readers[b];
+  return readers;
+}
+
 }  // namespace
 
 std::vector<int> prepack_constant_b(KernelGraph& kg, const MatmulParams& P, int64_t min_bytes) {
   std::vector<int> changed;
-  std::map<int, int> readers;  // buffer -> kernels that read it
-  for (const Kernel& k : kg.kernels)
-    for (int b : k.inputs) ++readers[b];
-  for (const auto& [name, b] : kg.outputs) ++readers[b];
+  std::map<int, int> readers = count_readers(kg);
   const int threads = std::max(1u, std::thread::hardware_concurrency());
   for (Kernel& k : kg.kernels) {
     if (k.kind != "matmul" || k.packed_b >= 0) continue;
@@ -157,10 +163,7 @@ std::vector<int> prepack_constant_b(KernelGraph& kg, const MatmulParams& P, int6
 
 std::vector<int> prepack_constant_a(KernelGraph& kg, const MatmulParams& P, int64_t max_n, int64_t max_bytes) {
   std::vector<int> changed;
-  std::map<int, int> readers;  // buffer -> kernels that read it
-  for (const Kernel& k : kg.kernels)
-    for (int b : k.inputs) ++readers[b];
-  for (const auto& [name, b] : kg.outputs) ++readers[b];
+  std::map<int, int> readers = count_readers(kg);
   const int threads = std::max(1u, std::thread::hardware_concurrency());
   for (Kernel& k : kg.kernels) {
     if (k.kind != "matmul" || packed_a_buffer(kg, k) >= 0) continue;

@@ -1,6 +1,7 @@
 // records.cpp — records as JSON lines, structural hashes, applying records (see records.h).
 #include "core/tune/records.h"
 
+#include <cstdio>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -26,6 +27,13 @@ std::string target_of(const std::string& backend) {
 }
 
 std::string default_records_path() { return cache_dir() + "/tuned.jsonl"; }
+
+std::string format_ms(double ms) {
+  if (ms < 0) return "-";
+  char b[32];
+  std::snprintf(b, sizeof b, ms < 1 ? "%.4f ms" : "%.3f ms", ms);
+  return b;
+}
 
 std::string to_json_line(const Record& r) {
   nlohmann::ordered_json j;

@@ -40,6 +40,9 @@ std::string target_of(const std::string& backend);
 // The default records file: <cache dir>/tuned.jsonl.
 std::string default_records_path();
 
+// A time for tables and progress lines: "0.0123 ms" below 1 ms, "12.345 ms" above, "-" when negative (none).
+std::string format_ms(double ms);
+
 std::string to_json_line(const Record& r);
 // Reads a records file; a line that is not a record is a UserError naming file:line.
 // A missing file gives no records when `missing_ok`.
