@@ -187,7 +187,7 @@ bool GraphView::has_scopes(const DisplayGraph& g) {
 // flat drawing, nested_layout at once otherwise; either lands in the engine's cache.
 void GraphView::fresh_layout(const DisplayGraph& g) {
   LayoutRequest req = request_for(g);
-  if (!has_scopes(g) && (g.nodes.size() <= kDotMaxBoxes && g.edges.size() <= kDotMaxEdges ||
+  if (!has_scopes(g) && ((g.nodes.size() <= kDotMaxBoxes && g.edges.size() <= kDotMaxEdges) ||
                          g.nodes.size() > kProvisionalLayoutBoxes))
     engine_.request(std::move(req));
   else

@@ -26,7 +26,6 @@ std::pair<double, double> int_range(DType t) {
 }
 
 bool quant_type(DType t) { return t == DType::U8 || t == DType::I8; }
-bool per_tensor(const Tensor& s) { return shape_numel(s.shape()) == SymInt(1); }
 
 // t's value as a literal when it is computable at import time (weight sums, the requant
 // multipliers): computed once, not inside every kernel that reads it.

@@ -14,9 +14,9 @@ namespace {
 
 constexpr size_t kInts = 18;
 
-enum Flag : int64_t {
-  kH0 = 1, kC0 = 2, kPeep = 4, kLens = 8, kRbh = 16, kInputForget = 32, kLbr = 64, kClip = 128, kAllFlags = 255
-};
+// the flags word's bits
+constexpr int64_t kH0 = 1, kC0 = 2, kPeep = 4, kLens = 8, kRbh = 16, kInputForget = 32, kLbr = 64, kClip = 128,
+                  kAllFlags = 255;
 
 int64_t fbits(float f) {
   int32_t b;
