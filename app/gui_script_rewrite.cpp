@@ -10,6 +10,9 @@
 //   gui.edit_rules([source])    open a rules file (or built-in) in the Rules tab
 //   gui.rules_text([text])      the editor's buffer (setting it marks it modified)
 //   gui.save_rules([path [, reload=true]])   save (and reload); returns ok, error
+//   gui.quantize([{mode, per_channel, block}])   :quantize as one session step (Timeline > Quantize…)
+//   gui.quant_info()            Inspector > Quantization for the selected node
+//   gui.quant_error([backend])  measure the last quantize step's error (waits for the job)
 #if defined(HAVE_LATHE_VIEWS) && defined(HAVE_LATHE_SCRIPTING)
 #include <lua.hpp>
 
@@ -21,6 +24,8 @@
 #include "app/gui_script.h"
 #include "scripting/binding.h"
 #include "scripting/session_lua.h"
+#include "views/app_actions.h"
+#include "views/inspector.h"
 #include "views/rules_editor.h"
 #include "views/timeline.h"
 
@@ -93,6 +98,75 @@ int l_note_rules(lua_State* L) {
   return 0;
 }
 
+void push_quant_errors(lua_State* L, const views::AppState& s) {
+  lua_newtable(L);
+  if (!s.quant_errors || s.quant_errors->version != s.version) return;
+  int i = 0;
+  for (const QuantError& e : s.quant_errors->errors) {
+    lua_createtable(L, 0, 3);
+    set_str(L, "output", e.output);
+    set_num(L, "rel_max", e.rel_max);
+    set_num(L, "cosine", e.cosine);
+    lua_rawseti(L, -2, ++i);
+  }
+}
+
+// gui.quant_info(): {step = "step 1: quantize …" (or nil), sites = {{kind, site, integer,
+// dtype, contraction, zero_point, scales = {{node, constant, count, min, max}}, lines}},
+// errors = {{output, rel_max, cosine}} (measured for the graph shown, else empty)}
+int l_quant_info(lua_State* L) {
+  views::AppState& s = app(L);
+  const std::vector<QuantSite>& sites = views::quant_sites(s, s.selected_node());
+  lua_createtable(L, 0, 3);
+  if (s.quant_float) set_str(L, "step", s.quant_step);
+  lua_newtable(L);
+  int i = 0;
+  for (const QuantSite& q : sites) {
+    lua_newtable(L);
+    set_str(L, "kind", q.kind == QuantSite::Kind::Dequantize ? "dequantize" : "quantize");
+    set_int(L, "site", q.site->id);
+    set_int(L, "integer", q.integer->id);
+    set_str(L, "dtype", std::string(dtype_name(q.integer->dtype)));
+    set_bool(L, "contraction", q.contraction);
+    if (q.zero_point) set_int(L, "zero_point", q.zero_point->id);
+    lua_newtable(L);
+    int j = 0;
+    for (const QuantScale& sc : q.scales) {
+      lua_newtable(L);
+      set_int(L, "node", sc.node->id);
+      set_bool(L, "constant", sc.constant);
+      set_int(L, "count", sc.count);
+      set_num(L, "min", sc.min);
+      set_num(L, "max", sc.max);
+      lua_rawseti(L, -2, ++j);
+    }
+    lua_setfield(L, -2, "scales");
+    lua_newtable(L);
+    j = 0;
+    for (const std::string& l : q.lines()) {
+      lua_pushstring(L, l.c_str());
+      lua_rawseti(L, -2, ++j);
+    }
+    lua_setfield(L, -2, "lines");
+    lua_rawseti(L, -2, ++i);
+  }
+  lua_setfield(L, -2, "sites");
+  push_quant_errors(L, s);
+  lua_setfield(L, -2, "errors");
+  return 1;
+}
+
+// gui.quant_error([backend]): the Inspector's "Measure the error", waited for.
+int l_quant_error(lua_State* L) {
+  views::AppState& s = app(L);
+  std::string backend = luaL_optstring(L, 1, "");
+  if (!s.quant_float) script::raise(L, "gui.quant_error: the graph shown does not come from a quantize step (gui.quantize first)");
+  if (!views::measure_quant_error(s, backend))
+    script::raise(L, "gui.quant_error: " + (s.jobs.last_error.empty() ? std::string("the measurement did not finish") : s.jobs.last_error));
+  push_quant_errors(L, s);
+  return 1;
+}
+
 int l_edit_rules(lua_State* L) {
   views::AppState& s = app(L);
   std::string source = luaL_optstring(L, 1, s.rules_source.c_str());
@@ -147,6 +221,11 @@ const script::Function kRewrite[] = {
      "the rewrite session as the timeline shows it: {step, last, break_rule, break_node, breakpoints, rules = {{name, fired, tried, matched, ms, breakpoint}, …}, stats = {[name] = …}}"},
     {"edit_rules", l_edit_rules, "gui.edit_rules([source])", "open a rules file (or a built-in set) in the Rules tab; returns the file"},
     {"rules_text", l_rules_text, "gui.rules_text([text])", "the rules editor's text; with text, replace it (unsaved)"},
+    {"quant_info", l_quant_info, "gui.quant_info()",
+     "Inspector > Quantization for the selected node: {step, sites = {{kind, site, integer, dtype, contraction, zero_point, "
+     "scales = {{node, constant, count, min, max}}, lines}}, errors = {{output, rel_max, cosine}}}"},
+    {"quant_error", l_quant_error, "gui.quant_error([backend])",
+     "measure the last quantize step's error per output against the float graph on seeded inputs (waits); returns gui.quant_info().errors"},
     {"_note_rewrite", l_note_rewrite, "gui._note_rewrite(line, ok, output)", "record a rewrite command's answer"},
     {"_note_rules", l_note_rules, "gui._note_rules(source, ok, output)", "record a :rules answer"},
     {"_save_rules", l_save_rules, "gui._save_rules([path])", "write the rules editor's text"},
@@ -165,6 +244,8 @@ void add_rewrite_help() {
   for (const script::Function* f = kRewrite; f->name; ++f) script::add_help(std::string("gui.") + f->name, f->signature, f->doc);
   script::add_help("gui.rewrite", "gui.rewrite(cmd [, arg])",
                    "step | back | run | seek as the timeline's buttons do; a run stops before a breakpoint rule fires");
+  script::add_help("gui.quantize", "gui.quantize([{mode=\"dynamic\", per_channel=true, block=32}])",
+                   "quantize the constant-weight matmuls as one session step, as Timeline > Quantize… does (:quantize)");
   script::add_help("gui.breakpoint", "gui.breakpoint(rule [, on=true])", "run() stops before this rule fires (the timeline's checkbox)");
   script::add_help("gui.load_rules", "gui.load_rules(source)",
                    "load rules as the timeline does: a FILE.lua, a built-in name, or rule text (Lua returning a ruleset)");
@@ -179,6 +260,18 @@ function gui.rewrite(what, arg)
   local line = ":" .. what .. (arg ~= nil and " " .. tostring(arg) or "")
   local ok, out = pcall(lathe.cmd[what], arg ~= nil and tostring(arg) or nil)
   gui._note_rewrite(line, ok, tostring(out))
+  if not ok then error(out, 2) end
+  return out
+end
+function gui.quantize(o)
+  o = o or {}
+  if type(o) ~= "table" then error("gui.quantize: options must be a table {mode=, per_channel=, block=}", 2) end
+  local mode = o.mode or "dynamic"
+  local words = { mode, "error=none" }
+  if mode ~= "weight-int4" then words[#words + 1] = o.per_channel == false and "per-tensor" or "per-channel" end
+  if o.block ~= nil then words[#words + 1] = "block=" .. tostring(o.block) end
+  local ok, out = pcall(lathe.cmd.quantize, table.unpack(words))
+  gui._note_rewrite(":quantize " .. table.concat(words, " "), ok, tostring(out))
   if not ok then error(out, 2) end
   return out
 end

@@ -1,8 +1,10 @@
 // bind_quantize.cpp — the Lua side of the quantize pass (core/rewrite/quantize.h):
 //   lathe.quantize(g [, {mode="dynamic", per_channel=false, block=32}])
 //       -> a new graph, and {quantized=, skipped=, weight_bytes_before=, weight_bytes_after=, notes={…}}
-//   lathe.quantization_error(g_float, g_quant [, seed=0])
-//       -> {{output=, rel_max=, cosine=}, …} on seeded inputs, through the interpreter
+//   lathe.quantization_error(g_float, g_quant [, seed=0 [, backend]])
+//       -> {{output=, rel_max=, cosine=}, …} on seeded inputs, run on backend (default: the
+//          default backend; "interp": the interpreter)
+#include "backends/backend.h"
 #include "core/ir/diag.h"
 #include "core/rewrite/quantize.h"
 #include "scripting/binding.h"
@@ -44,7 +46,13 @@ int l_quantize(lua_State* L) {
 int l_quantization_error(lua_State* L) {
   Graph a = check_graph(L, 1), b = check_graph(L, 2);
   uint64_t seed = lua_isinteger(L, 3) ? static_cast<uint64_t>(lua_tointeger(L, 3)) : 0;
-  auto errs = quantization_error(a, b, seed);
+  std::string backend = luaL_optstring(L, 4, default_backend().c_str());
+  Evaluator eval;   // the interpreter unless another backend is named
+  if (backend != "interp") {
+    get_backend(backend);   // UserError naming the known backends
+    eval = [backend](const Graph& gg, const TensorMap& in) { return compile_graph(gg, backend).run(in); };
+  }
+  auto errs = quantization_error(a, b, seed, eval);
   lua_createtable(L, static_cast<int>(errs.size()), 0);
   for (size_t i = 0; i < errs.size(); ++i) {
     lua_createtable(L, 0, 3);
@@ -63,8 +71,9 @@ const Function kFns[] = {
     {"quantize", l_quantize, "lathe.quantize(g [, {mode=\"dynamic\", per_channel=false, block=32}])",
      "a new graph with the constant-weight matmuls quantized (dynamic | weight-int8 | weight-int4), and a table "
      "{quantized, skipped, weight_bytes_before, weight_bytes_after, notes}"},
-    {"quantization_error", l_quantization_error, "lathe.quantization_error(g_float, g_quant [, seed=0])",
-     "per output {output, rel_max = max|d|/max|ref|, cosine} on seeded inputs (interpreter)"},
+    {"quantization_error", l_quantization_error, "lathe.quantization_error(g_float, g_quant [, seed=0 [, backend]])",
+     "per output {output, rel_max = max|d|/max|ref|, cosine} on seeded inputs, run on backend (default: the default "
+     "backend; \"interp\": the interpreter)"},
     {nullptr, nullptr, nullptr, nullptr},
 };
 

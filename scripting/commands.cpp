@@ -125,6 +125,7 @@ const std::vector<std::pair<std::string, std::string>>& Workbench::command_help(
       {"asm k", "assembly of kernel k (backends that can show it)"},
       {"profile [iters|last] [B=N]", "per-kernel timings of p (Ctrl-C stops early); symbolic dims default to 64"},
       {"tune [trials] [model] [k0,k2] [FILE.jsonl] [B=N]", "search schedules for p's kernels (progress; Ctrl-C keeps what was found); the faster ones replace p's, records go to FILE.jsonl or the cache dir's tuned.jsonl"},
+      {"quantize [dynamic|weight-int8|weight-int4] [per-channel] [block=N] [error=B|none]", "one session step: quantize the constant-weight matmuls (lathe.quantize), then each output's error against the float graph on seeded inputs (error=interp|c|llvm, default the default backend)"},
       {"trace FILE.json [iters] [B=N]", "Chrome trace-event JSON of p's kernels (Perfetto opens it)"},
       {"dot FILE.dot [level]", "DOT text of the graph (tensor, primitive, or kernel: p's kernels)"},
       {"gui", "how to open the desktop app on this graph"},

@@ -263,6 +263,49 @@ function cmd.tune(...)
   return with_note(prog, r.text)
 end
 
+-- :quantize [dynamic|weight-int8|weight-int4] [per-channel|per-tensor] [block=N] [error=BACKEND|none] [seed=N]
+-- One step of the session (s:apply; a session with no rules is started when there is none):
+-- the quantize pass (lathe.quantize), then the error it introduced per output on seeded inputs.
+function cmd.quantize(...)
+  local o, eb, seed = { mode = "dynamic", per_channel = false, block = 32 }, nil, 0
+  local usage = "usage: :quantize [dynamic|weight-int8|weight-int4] [per-channel|per-tensor] [block=N] [error=BACKEND|none] [seed=N]"
+  for _, w in ipairs({...}) do
+    local k, v = w:match("^(%a+)=(.+)$")
+    if w == "dynamic" or w == "weight-int8" or w == "weight-int4" then o.mode = w
+    elseif w == "per-channel" or w == "--per-channel" then o.per_channel = true
+    elseif w == "per-tensor" then o.per_channel = false
+    elseif k == "block" then o.block = int_arg(v, "block")
+    elseif k == "seed" then seed = int_arg(v, "seed")
+    elseif k == "error" then eb = v
+    else fail(usage .. "\n(unknown word '" .. w .. "')") end
+  end
+  if o.block <= 0 then fail("quantize: block must be positive, got " .. o.block) end
+  if s == nil then s = lathe.rewrite(current_graph(), {}) end
+  local name = "quantize " .. o.mode .. (o.mode ~= "weight-int4" and (o.per_channel and " per-channel" or " per-tensor") or "") ..
+               (o.mode == "weight-int4" and (" block=" .. o.block) or "")
+  local before, info = s:graph(), nil
+  local st = s:apply(name, function(gr)
+    local q, i = lathe.quantize(gr, o)
+    info = i
+    return q
+  end)
+  if st == nil then
+    return "nothing to quantize: no MatMul/Gemm-like contraction with a constant 2-D f32 weight (" ..
+           plural(info and info.skipped or 0, "contraction") .. " left float); " .. at(s)
+  end
+  local out = {}
+  for _, n in ipairs(info.notes) do out[#out + 1] = "  " .. n end
+  out[#out + 1] = string.format("%s: %s quantized, %d left float; weights %.2f MB -> %.2f MB", o.mode,
+    plural(info.quantized, "contraction"), info.skipped, info.weight_bytes_before / 1e6, info.weight_bytes_after / 1e6)
+  out[#out + 1] = tostring(st)
+  if eb ~= "none" then
+    for _, e in ipairs(lathe.quantization_error(before, s:graph(), seed, eb)) do
+      out[#out + 1] = string.format("output %s: max|d|/max|ref| %.4g  cosine %.6f", e.output, e.rel_max, e.cosine)
+    end
+  end
+  return table.concat(out, "\n")
+end
+
 function cmd.trace(...)
   local binds, rest = split_binds(...)
   local path, iters = rest[1], rest[2]

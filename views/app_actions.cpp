@@ -237,6 +237,58 @@ bool run_values(AppState& s) {
   return finish_job(s) && s.jobs.finished > before && s.run && s.run->graph_version == s.version;
 }
 
+bool start_quant_error(AppState& s, const std::string& backend) {
+  if (!s.has_graph || !s.quant_float) {
+    s.warn("quantization error: the graph shown does not come from a quantize step (Timeline > Quantize…, :quantize)");
+    return false;
+  }
+  if (refuse_when_busy(s, "quantization error")) return false;
+  Graph before = *s.quant_float, after = s.graph;
+  uint64_t version = s.version;
+  std::function<BuiltProgram(const Graph&, const std::string&)> build = s.hooks.build;
+  std::string label = "measuring the quantization error" + (backend.empty() ? "" : " on " + backend);
+  return s.jobs.start("quant_error", label, "quantization error failed",
+                      [before = std::move(before), after = std::move(after), version, build, backend]() -> JobRunner::Apply {
+    auto r = std::make_shared<AppState::QuantErrors>();
+    r->version = version;
+    r->backend = "interp";
+    Evaluator eval;   // the interpreter, unless a backend compiles the graphs
+    if (backend != "interp" && build) {
+      auto used = std::make_shared<std::string>();
+      eval = [build, backend, used](const Graph& g, const TensorMap& in) {
+        BuiltProgram b = build(g, backend);
+        *used = b.backend;
+        return b.exe->run(in);
+      };
+      r->errors = quantization_error(before, after, 0, eval);
+      r->backend = *used;
+    } else {
+      r->errors = quantization_error(before, after, 0, eval);
+    }
+    return [r](AppState& s) {
+      if (s.version != r->version) {
+        s.warn("the quantization error was measured on a graph no longer shown: measure again");
+        return;
+      }
+      std::string line = "quantization error (" + s.quant_step + ", seeded inputs, " + r->backend + "):";
+      char buf[96];
+      for (const QuantError& e : r->errors) {
+        std::snprintf(buf, sizeof buf, " %s max|d|/max|ref| %.4g cosine %.6f;", e.output.c_str(), e.rel_max, e.cosine);
+        line += buf;
+      }
+      s.info(line);
+      s.quant_errors = std::move(*r);
+    };
+  });
+}
+
+bool measure_quant_error(AppState& s, const std::string& backend) {
+  finish_job(s);
+  uint64_t before = s.jobs.finished;
+  if (!start_quant_error(s, backend)) return false;
+  return finish_job(s) && s.jobs.finished > before && s.quant_errors && s.quant_errors->version == s.version;
+}
+
 namespace {
 
 NodeStats compute_stats(const AppState& s, NodeRef n) {

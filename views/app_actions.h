@@ -32,6 +32,12 @@ bool start_run(AppState& s);
 bool compile_shown(AppState& s, const std::string& backend = "");
 bool profile_compiled(AppState& s, int iters = 10);
 bool run_values(AppState& s);
+// The error the last quantize step introduced (AppState::quant_float against the graph
+// shown), per output on seeded inputs, run on `backend` ("" = the default, "interp" = the
+// interpreter); the result goes to AppState::quant_errors. false (logged) when the graph
+// shown does not come from a quantize step.
+bool start_quant_error(AppState& s, const std::string& backend = "");
+bool measure_quant_error(AppState& s, const std::string& backend = "");   // waits, as run_values
 // Waits for the running job (if any) and applies it; true unless it failed.
 bool finish_job(AppState& s);
 

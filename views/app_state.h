@@ -20,6 +20,7 @@
 
 #include "core/ir/diag.h"
 #include "core/ir/graph.h"
+#include "core/rewrite/quantize.h"
 #include "views/compiled.h"
 #include "views/jobs.h"
 
@@ -89,6 +90,17 @@ class AppState {
   std::string break_rule;
   int break_node = -1;
   std::string rules_source;         // what the timeline loaded: a rules file or a built-in name
+  // The float graph before the last quantize step (`:quantize`: a session step named
+  // "quantize …") at or before the step shown; the inspector measures the error of the
+  // graph shown against it. quant_step names that step ("step 2: quantize dynamic per-channel").
+  std::optional<Graph> quant_float;
+  std::string quant_step;
+  struct QuantErrors {
+    uint64_t version = 0;             // the graph version measured
+    std::string backend;              // what ran both graphs
+    std::vector<QuantError> errors;   // per output, on seeded inputs
+  };
+  std::optional<QuantErrors> quant_errors;
   // The rules editor's document (rules_editor.h): one file's text being edited.
   struct RulesDoc {
     std::string path;               // the file edited; "" = none yet

@@ -214,6 +214,8 @@ void inspect_node(AppState& s, NodeRef n, const Fonts& fonts) {
     ImGui::EndTable();
   }
 
+  inspect_quantization(s, n);
+
   // After a run the values come first: that is what the user ran for.
   const bool ran = s.run && s.run->graph_version == s.version;
   if (ran && ImGui::CollapsingHeader("Values", ImGuiTreeNodeFlags_DefaultOpen)) inspect_values(s, n);

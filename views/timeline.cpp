@@ -140,6 +140,16 @@ void Timeline::sync(AppState& s) {
   shown_session_ = ss.get();
   shown_step_ = cur;
   s.show_version(ss->graph());
+  s.quant_float.reset();
+  s.quant_step.clear();
+  for (int k = cur; k >= 1; --k) {   // the last quantize step at or before this one
+    const StepInfo& st = ss->info(k);
+    if (st.kind == StepKind::Pass && st.rule.rfind("quantize", 0) == 0) {
+      s.quant_float = ss->graph_at(k - 1);
+      s.quant_step = "step " + std::to_string(k) + ": " + st.rule;
+      break;
+    }
+  }
   s.step_root = -1;
   s.step_added.clear();
   if (cur > 0) {
@@ -208,6 +218,36 @@ void Timeline::rules_table(AppState& s, const RewriteSession& ss) {
   ImGui::EndTable();
 }
 
+// "Quantize…": the quantize pass as one session step (`:quantize`; a session with no rules
+// is started when there is none). The inspector shows each node's scale and zero point
+// and measures the error against the float graph.
+void Timeline::quantize_button(AppState& s) {
+  if (ImGui::Button("Quantize…")) ImGui::OpenPopup("quantize");
+  if (ImGui::IsItemHovered())
+    ImGui::SetTooltip("quantize the MatMul/Gemm-like contractions with constant weights, as one step (:quantize)");
+  if (!ImGui::BeginPopup("quantize")) return;
+  static const char* modes[] = {"dynamic", "weight-int8", "weight-int4"};
+  ImGui::SetNextItemWidth(160);
+  ImGui::Combo("mode", &quant_mode_, modes, 3);
+  if (quant_mode_ < 2) ImGui::Checkbox("per channel", &quant_per_channel_);
+  else {
+    ImGui::SetNextItemWidth(160);
+    ImGui::InputInt("block", &quant_block_);
+    quant_block_ = std::max(quant_block_, 1);
+  }
+  ImGui::TextDisabled(quant_mode_ == 0   ? "int8 weights, int8 activations per row: the int8 GEMM"
+                      : quant_mode_ == 1 ? "int8 weights dequantized at run time, f32 contraction"
+                                         : "4-bit values in blocks along K, one f32 scale per block");
+  if (ImGui::Button("Quantize")) {
+    std::string line = std::string(":quantize ") + modes[quant_mode_];
+    if (quant_mode_ < 2) line += quant_per_channel_ ? " per-channel" : " per-tensor";
+    else line += " block=" + std::to_string(quant_block_);
+    command(s, line + " error=none");   // the inspector measures the error, as a background job
+    ImGui::CloseCurrentPopup();
+  }
+  ImGui::EndPopup();
+}
+
 void Timeline::draw(AppState& s) {
   if (!run || !session) {
     ImGui::TextDisabled("Rewrite sessions need the scripting layer (Lua rules), which is not in this build.");
@@ -231,6 +271,8 @@ void Timeline::draw(AppState& s) {
     s.bottom_tab_request = "Rules";
   }
   if (ImGui::IsItemHovered()) ImGui::SetTooltip("open these rules in the Rules tab (edit, save, reload)");
+  ImGui::SameLine();
+  quantize_button(s);
   ImGui::BeginDisabled(!ss);
   ImGui::SameLine(0, 16);
   if (ImGui::Button("◀ Back")) command(s, ":back");
@@ -241,7 +283,7 @@ void Timeline::draw(AppState& s) {
   if (ImGui::IsItemHovered()) ImGui::SetTooltip("rewrite to a fixpoint; stops before a rule marked as a breakpoint fires");
   ImGui::EndDisabled();
   if (!ss) {
-    ImGui::TextDisabled("No session: load a rules file (or a built-in set) to start one on the graph shown.");
+    ImGui::TextDisabled("No session: load a rules file (or a built-in set), or Quantize…, to start one on the graph shown.");
     return;
   }
   int cur = ss->current(), last = ss->last();

@@ -36,6 +36,10 @@ class Timeline {
  private:
   void command(AppState& s, const std::string& line);
   void rules_table(AppState& s, const RewriteSession& ss);
+  void quantize_button(AppState& s);
+  int quant_mode_ = 0;              // dynamic, weight-int8, weight-int4
+  bool quant_per_channel_ = true;
+  int quant_block_ = 32;
   char rules_[512] = "simplify";
   std::string shown_source_;   // AppState::rules_source when rules_ last followed it
   const RewriteSession* shown_session_ = nullptr;
