@@ -295,8 +295,9 @@ function cmd.quantize(...)
   end
   local out = {}
   for _, n in ipairs(info.notes) do out[#out + 1] = "  " .. n end
-  out[#out + 1] = string.format("%s: %s quantized, %d left float; weights %.2f MB -> %.2f MB", o.mode,
-    plural(info.quantized, "contraction"), info.skipped, info.weight_bytes_before / 1e6, info.weight_bytes_after / 1e6)
+  local function size(b) return b >= 1e6 and string.format("%.2f MB", b / 1e6) or string.format("%.1f KB", b / 1e3) end
+  out[#out + 1] = string.format("%s: %s quantized, %d left float; weights %s -> %s", o.mode,
+    plural(info.quantized, "contraction"), info.skipped, size(info.weight_bytes_before), size(info.weight_bytes_after))
   out[#out + 1] = tostring(st)
   if eb ~= "none" then
     for _, e in ipairs(lathe.quantization_error(before, s:graph(), seed, eb)) do
