@@ -237,6 +237,37 @@ LoopFunc lower_attention_bwd_kernel(const KernelGraph& kg, int kernel, const Att
     out.push_back(product("dp", BK, var("qn"), Ev, [&](ExprRef m, ExprRef k) { return local_load("gs", DType::F32, add(mul(m, Ev), k)); },
                           "vt", false, "dP = dO·Vᵀ"));
   };
+  // part 0's end: the query tile's dQ rows × scale
+  auto write_dq = [&]() {
+    ExprRef qpos = add(var("q0"), i);
+    return make_for("i", var("qn"),
+                    {vec_for("e", E,
+                             {make_store(0, add(mul(add(mul(var("bh"), L), qpos), E), e),
+                                         fmul(local_load("dq", DType::F32, add(mul(i, E), e)), f32(spec->scale)))},
+                             "dQ row × scale")},
+                    "write dQ");
+  };
+  // a key-tile job's start: the tile k0 .. k0 + kn of job t, K and V staged, dK|dV zeroed
+  auto key_tile_start = [&]() {
+    job.push_back(make_let("k0", DType::I64, mul(binary(Op::Mod, var("t"), ntiles), const_int(BK))));
+    job.push_back(make_let("kn", DType::I64, min_of(const_int(BK), sub(S, var("k0")))));
+    job.push_back(make_alloc("dk", DType::F32, 1, BK * Ec));
+    job.push_back(make_alloc("dv", DType::F32, 1, BK * Evc));
+    for (auto& st : stage_kv(false)) job.push_back(std::move(st));
+    job.push_back(make_for("j", const_int(BK),
+                           {vec_for("e", E, {make_local_store("dk", add(mul(j, E), e), f32(0))}, "zero dK"),
+                            vec_for("c", Ev, {make_local_store("dv", add(mul(j, Ev), c), f32(0))}, "zero dV")},
+                           "zero the dK|dV tile"));
+  };
+  // a key-tile job's end. dK was accumulated against Q·scale·log2 e: × 1/log2 e gives dSᵀ·Q·scale
+  auto write_dkdv = [&]() {
+    ExprRef orow = mul(add(mul(var("bh"), S), add(var("k0"), j)), add(E, Ev));
+    return make_for("j", var("kn"),
+                    {vec_for("e", E, {make_store(0, add(orow, e), fmul(local_load("dk", DType::F32, add(mul(j, E), e)), f32(1 / log2e)))},
+                             "dK row"),
+                     vec_for("c", Ev, {make_store(0, add(add(orow, E), c), local_load("dv", DType::F32, add(mul(j, Ev), c)))}, "dV row")},
+                    "write dK|dV");
+  };
   if (tiled) {
     job.push_back(make_alloc("kt", DType::F32, 1, Ec * BK));
     job.push_back(make_alloc("vt", DType::F32, 1, Evc * BK));
@@ -275,25 +306,9 @@ LoopFunc lower_attention_bwd_kernel(const KernelGraph& kg, int kernel, const Att
                                 "write dS: query rows"));
       }
       job.push_back(make_for("kb", ceil_div(var("kend"), BK), std::move(tile), spec->causal && part == 0 ? "K/V tiles up to the diagonal" : "K/V tiles"));
-      if (part == 0) {
-        ExprRef qpos = add(var("q0"), i);
-        job.push_back(make_for("i", var("qn"),
-                               {vec_for("e", E,
-                                        {make_store(0, add(mul(add(mul(var("bh"), L), qpos), E), e),
-                                                    fmul(local_load("dq", DType::F32, add(mul(i, E), e)), f32(spec->scale)))},
-                                        "dQ row × scale")},
-                               "write dQ"));
-      }
+      if (part == 0) job.push_back(write_dq());
     } else {
-      job.push_back(make_let("k0", DType::I64, mul(binary(Op::Mod, var("t"), ntiles), const_int(BK))));
-      job.push_back(make_let("kn", DType::I64, min_of(const_int(BK), sub(S, var("k0")))));
-      job.push_back(make_alloc("dk", DType::F32, 1, BK * Ec));
-      job.push_back(make_alloc("dv", DType::F32, 1, BK * Evc));
-      for (auto& st : stage_kv(false)) job.push_back(std::move(st));
-      job.push_back(make_for("j", const_int(BK),
-                             {vec_for("e", E, {make_local_store("dk", add(mul(j, E), e), f32(0))}, "zero dK"),
-                              vec_for("c", Ev, {make_local_store("dv", add(mul(j, Ev), c), f32(0))}, "zero dV")},
-                             "zero the dK|dV tile"));
+      key_tile_start();
       job.push_back(make_let("qst", DType::I64, spec->causal ? min_of(var("k0"), L) : const_int(0)));
       std::vector<Stmt> qt;
       qt.push_back(make_let("q0", DType::I64, add(var("qst"), mul(var("qb"), const_int(BQ)))));
@@ -309,12 +324,7 @@ LoopFunc lower_attention_bwd_kernel(const KernelGraph& kg, int kernel, const Att
                            "dK += dSᵀ·Q"));
       job.push_back(make_for("qb", ceil_div(sub(L, var("qst")), BQ), std::move(qt),
                              spec->causal ? "query tiles from the tile's first key" : "query tiles"));
-      ExprRef orow = mul(add(mul(var("bh"), S), add(var("k0"), j)), add(E, Ev));
-      job.push_back(make_for("j", var("kn"),
-                             {vec_for("e", E, {make_store(0, add(orow, e), fmul(local_load("dk", DType::F32, add(mul(j, E), e)), f32(1 / log2e)))},
-                                      "dK row"),
-                              vec_for("c", Ev, {make_store(0, add(add(orow, E), c), local_load("dv", DType::F32, add(mul(j, Ev), c)))}, "dV row")},
-                             "write dK|dV"));
+      job.push_back(write_dkdv());
     }
   } else {
   job.push_back(make_alloc("kt", DType::F32, 1, Ec * BK));
@@ -365,25 +375,11 @@ LoopFunc lower_attention_bwd_kernel(const KernelGraph& kg, int kernel, const Att
     }
     tile.push_back(make_for("i", var("qn"), std::move(row), "query rows"));
     job.push_back(make_for("kb", ceil_div(var("kend"), BK), std::move(tile), spec->causal && part == 0 ? "K/V tiles up to the diagonal" : "K/V tiles"));
-    if (part == 0)
-      job.push_back(make_for("i", var("qn"),
-                             {vec_for("e", E,
-                                      {make_store(0, add(mul(add(mul(var("bh"), L), qpos), E), e),
-                                                  fmul(local_load("dq", DType::F32, add(mul(i, E), e)), f32(spec->scale)))},
-                                      "dQ row × scale")},
-                             "write dQ"));
+    if (part == 0) job.push_back(write_dq());
   } else {
-    job.push_back(make_let("k0", DType::I64, mul(binary(Op::Mod, var("t"), ntiles), const_int(BK))));
-    job.push_back(make_let("kn", DType::I64, min_of(const_int(BK), sub(S, var("k0")))));
     job.push_back(make_alloc("qv", DType::F32, 1, Ec));
     job.push_back(make_alloc("gv", DType::F32, 1, Evc));
-    job.push_back(make_alloc("dk", DType::F32, 1, BK * Ec));
-    job.push_back(make_alloc("dv", DType::F32, 1, BK * Evc));
-    for (auto& s : stage_kv(false)) job.push_back(std::move(s));
-    job.push_back(make_for("j", const_int(BK),
-                           {vec_for("e", E, {make_local_store("dk", add(mul(j, E), e), f32(0))}, "zero dK"),
-                            vec_for("c", Ev, {make_local_store("dv", add(mul(j, Ev), c), f32(0))}, "zero dV")},
-                           "zero the dK|dV tile"));
+    key_tile_start();
     // causal: query rows before the tile's first key see none of its keys
     ExprRef qstart = spec->causal ? min_of(var("k0"), L) : const_int(0);
     job.push_back(make_let("qst", DType::I64, qstart));
@@ -400,13 +396,7 @@ LoopFunc lower_attention_bwd_kernel(const KernelGraph& kg, int kernel, const Att
                             axpy("dk", mul(j, E), "e", Ec, fvar("dsj"), local_load("qv", DType::F32, e), "dK += ds·Q")},
                            "dK|dV: keys of the tile"));
     job.push_back(make_for("i", sub(L, var("qst")), std::move(row), spec->causal ? "query rows from the tile's first key" : "query rows"));
-    // dK was accumulated against Q·scale·log2 e: × 1/log2 e gives dSᵀ·Q·scale
-    ExprRef orow = mul(add(mul(var("bh"), S), add(var("k0"), j)), add(E, Ev));
-    job.push_back(make_for("j", var("kn"),
-                           {vec_for("e", E, {make_store(0, add(orow, e), fmul(local_load("dk", DType::F32, add(mul(j, E), e)), f32(1 / log2e)))},
-                                    "dK row"),
-                            vec_for("c", Ev, {make_store(0, add(add(orow, E), c), local_load("dv", DType::F32, add(mul(j, Ev), c)))}, "dV row")},
-                           "write dK|dV"));
+    job.push_back(write_dkdv());
   }
   }  // plain row loops
   Stmt tloop = make_for("t", mul(B, ntiles), std::move(job), by_query ? "jobs: batch·heads × query tiles" : "jobs: batch·heads × key tiles");
