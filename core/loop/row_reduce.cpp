@@ -548,14 +548,16 @@ void reduce_rows(LoopFunc& f, const std::string& loop, int64_t block) {
 
 int64_t row_block(int64_t extent, bool long_red, bool outermost, int threads) {
   int64_t e = std::max<int64_t>(extent, 1);
-  if (long_red && outermost && threads > 1 && e >= threads * kMinThreadRow) {
-    // the row loop is the kernel's parallel loop: a multiple of `threads` blocks, as long as
-    // the accumulators stay in L2, so every core streams long runs of each reduction step
+  int64_t cap = long_red ? 2048 : 256;
+  if (long_red && outermost && threads > 1 && e > cap) {
+    // the row loop is the kernel's parallel loop over its blocks: a multiple of `threads`
+    // blocks, as long as the accumulators stay in L2, so every core streams long runs of
+    // each reduction step (a row that fits one block stays on one core: a column sum of
+    // 4096 x 1024 is cache-resident, and split in two it lost 2-7x under load)
     int64_t nb = (e + kMaxThreadRow - 1) / kMaxThreadRow;
     nb = (nb + threads - 1) / threads * threads;
     return ((e + nb - 1) / nb + 7) / 8 * 8;
   }
-  int64_t cap = long_red ? 2048 : 256;
   if (e <= cap) return e;
   int64_t nb = (e + cap - 1) / cap;
   return std::min<int64_t>(cap, ((e + nb - 1) / nb + 7) / 8 * 8);

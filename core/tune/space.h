@@ -60,7 +60,8 @@ Space make_space(const KernelGraph& kg, int kernel, const Machine& m);
 // The "rows" knob's values besides a block size (> 0) and 0 (no reduction rows): blocks
 // sized from the row loop's extent E when the point is built (the log shows the number):
 // kRowsPerCore: a multiple of `threads` blocks of up to 32768 (the heuristic's rule for an
-// outermost row loop, loop::row_block), kRowsPerHalfCore: twice as many, kRowsWhole: E.
+// outermost row loop over 2048, loop::row_block), kRowsPerHalfCore: twice as many,
+// kRowsWhole: E (one block).
 inline constexpr int64_t kRowsPerCore = -1, kRowsPerHalfCore = -2, kRowsWhole = -3;
 // The block a rows value gives a row loop of extent E (-1: unknown, then 0 for the codes).
 int64_t rows_block(int64_t value, int64_t extent, int threads, int lanes);

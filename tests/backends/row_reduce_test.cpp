@@ -142,15 +142,16 @@ TEST(RowReduce, VectorMatrixProducts) {
   EXPECT_EQ(batch.run(), 0);
 }
 
-// a long reduction whose row loop is the kernel's outermost (parallel) loop: a multiple of
-// the cores' count of blocks, each up to kMaxThreadRow (a 50k-wide GEMV: 2 runs of 100 KB
-// per reduction step, not 25 of 8 KB); inner row loops and short ones keep the caps
+// a long reduction over several blocks whose row loop is the kernel's outermost (parallel)
+// loop: a multiple of the cores' count of blocks, each up to kMaxThreadRow (a 50k-wide
+// GEMV: 2 runs of 100 KB per reduction step, not 25 of 8 KB); inner row loops, rows of one
+// block and a window's rows keep the caps
 TEST(RowReduce, OutermostLongRowsSplitOverTheCores) {
   EXPECT_EQ(loop::row_block(50257, true, true, 2), 25136);
   EXPECT_EQ(loop::row_block(50257, true, true, 1), 2016);    // one core: the 2048 cap
   EXPECT_EQ(loop::row_block(50257, true, false, 2), 2016);   // not the parallel loop
-  EXPECT_EQ(loop::row_block(1024, true, true, 2), 512);      // a column sum: both cores
-  EXPECT_EQ(loop::row_block(300, true, true, 2), 300);       // under 2 x kMinThreadRow
+  EXPECT_EQ(loop::row_block(1024, true, true, 2), 1024);     // one block: stays on one core
+  EXPECT_EQ(loop::row_block(4099, true, true, 2), 2056);     // 2 blocks, not 3
   EXPECT_EQ(loop::row_block(70001, true, true, 3), 23336);   // 3 blocks (the last 23329)
   EXPECT_EQ(loop::row_block(100003, true, true, 2), 25008);  // 4 blocks of up to 32768
   EXPECT_EQ(loop::row_block(5000, false, true, 2), 256);     // a window's row: 256 at most
