@@ -5,9 +5,11 @@
 # Per workload: `lathe tune` with a time budget of SECONDS (default 40), then PAIRS (default
 # 5) alternating pairs of `lathe run --iters 20` with --tuned none and with the records:
 # the median of their medians and the minimum of their minimums (on a loaded machine the
-# minimum says what the code can do), and the tuned kernels' roofline share from --profile.
+# minimum says what the code can do), and the tuned kernels' roofline share from --profile
+# (of the median, and of the minimum).
 # Hold the benchmark lock on a shared machine:
 #   flock /tmp/bench.lock scripts/bench-tune.sh build/lathe 40
+# ONLY="colsum gemv-50k" runs just those workloads (to keep each locked run short).
 set -eu
 L=${1:-build/lathe}; BUDGET=${2:-40}; B=${3:-llvm}; PAIRS=${PAIRS:-5}
 DIR=$(cd "$(dirname "$0")/.." && pwd)/samples/tune
@@ -18,9 +20,10 @@ stats() { "$L" run "$1" --backend "$B" --tuned "$2" --iters 20 --stats 2>/dev/nu
   sed -n 's/.*"median_ms":\([0-9.e+-]*\).*"min_ms":\([0-9.e+-]*\).*/\1 \2/p'; }
 echo "# $(uptime | sed 's/.*load/load/') ; backend $B; tune budget ${BUDGET}s per workload"
 printf '%-16s %12s %12s %8s %12s %12s %8s  %s\n' workload "heur median" "tuned median" speedup "heur min" "tuned min" speedup \
-  "tuned kernels: roof %"
+  "tuned kernels: roof % of median (of min)"
 for f in "$DIR"/*.lua; do
   n=$(basename "$f" .lua)
+  if [ -n "${ONLY:-}" ]; then case " $ONLY " in *" $n "*) ;; *) continue ;; esac; fi
   R=$OUT/$n.jsonl
   "$L" tune "$f" --backend "$B" --records "$R" --time-budget "$BUDGET" --trials 200 > "$OUT/$n.tune.txt" 2>&1 || true
   : > "$OUT/$n.runs"
@@ -30,7 +33,9 @@ for f in "$DIR"/*.lua; do
     echo "t $(stats "$f" "$R")" >> "$OUT/$n.runs"
     i=$((i + 1))
   done
-  roof=$("$L" run "$f" --backend "$B" --tuned "$R" --profile 2>/dev/null | awk '$2 ~ /^(reduce|matmul|elementwise|copy)$/ {printf "%s=%s ", $1, $(NF-1)}')
+  # roof % of the median (and of the minimum, what the code reaches between other load)
+  roof=$("$L" run "$f" --backend "$B" --tuned "$R" --profile --iters 20 2>/dev/null | awk '$NF ~ /^(memory|compute)$/ && $6 == $8 {
+    r = $(NF-1); sub(/\*$/, "", r); printf "%s=%s(min %.0f) ", $1, $(NF-1), r * $5 / $7 }')
   grep -q 'not faster' "$OUT/$n.tune.txt" && roof="$roof(no record applied: the heuristic stays)"
   sort -k1,1 -k2,2g "$OUT/$n.runs" | awk -v n="$n" -v roof="$roof" '
     { med[$1, ++c[$1]] = $2; if (!($1 in mn) || $3 < mn[$1]) mn[$1] = $3 }

@@ -34,22 +34,24 @@ std::vector<Stmt*> outer_chain(std::vector<Stmt>& body) {
 void apply_default_schedule(LoopFunc& f, const ScheduleOptions& opts) {
   if (f.kind == "matmul" || f.kind == "attention" || f.kind == "attention_bwd") return;  // lowering chose the blocked schedule
   if (is_depthwise(f)) return;                                // and the direct depthwise nest
-  // reductions that do not run along contiguous memory: rows of accumulators (row_reduce.h)
-  apply_row_reductions(f);
   int threads = opts.threads > 0 ? opts.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  // total work of the output loop nest (unknown extents count as large)
-  auto chain = outer_chain(f.body);
-  if (!chain.empty() && threads > 1) {
+  // total work of the loop nest (unknown extents count as large)
+  auto work_of = [&] {
     int64_t work = 1;
-    std::vector<Stmt*> all_loops;
     walk(f.body, [&](Stmt& s) {
-      if (s.kind == StmtKind::For) all_loops.push_back(&s);
+      if (s.kind != StmtKind::For) return true;
+      int64_t e = const_extent(s);
+      work = e < 0 ? (int64_t)1 << 40 : std::min<int64_t>(work * std::max<int64_t>(e, 1), (int64_t)1 << 40);
       return true;
     });
-    for (Stmt* s : all_loops) {
-      int64_t e = const_extent(*s);
-      work = e < 0 ? (int64_t)1 << 40 : std::min<int64_t>(work * std::max<int64_t>(e, 1), (int64_t)1 << 40);
-    }
+    return work;
+  };
+  // reductions that do not run along contiguous memory: rows of accumulators (row_reduce.h),
+  // split over the cores when the row loop is the one that goes parallel
+  apply_row_reductions(f, work_of() >= opts.min_parallel_work ? threads : 1);
+  auto chain = outer_chain(f.body);
+  if (!chain.empty() && threads > 1) {
+    int64_t work = work_of();
     if (work >= opts.min_parallel_work) {
       // fuse small outer loops so that the parallel loop has enough iterations
       while (chain.size() >= 2 && const_extent(*chain[0]) >= 0 && const_extent(*chain[0]) < 4 * threads) {

@@ -546,7 +546,24 @@ void reduce_rows(LoopFunc& f, const std::string& loop, int64_t block) {
   f.schedule_log.push_back("reduce_rows " + loop + " by " + std::to_string(block));
 }
 
-int apply_row_reductions(LoopFunc& f) {
+int64_t row_block(int64_t extent, bool long_red, bool outermost, int threads) {
+  int64_t e = std::max<int64_t>(extent, 1);
+  int64_t cap = long_red ? 2048 : 256;
+  if (long_red && outermost && threads > 1 && e > cap) {
+    // the row loop is the kernel's parallel loop over its blocks: a multiple of `threads`
+    // blocks, as long as the accumulators stay in L2, so every core streams long runs of
+    // each reduction step (a row that fits one block stays on one core: a column sum of
+    // 4096 x 1024 is cache-resident, and split in two it lost 2-7x under load)
+    int64_t nb = (e + kMaxThreadRow - 1) / kMaxThreadRow;
+    nb = (nb + threads - 1) / threads * threads;
+    return ((e + nb - 1) / nb + 7) / 8 * 8;
+  }
+  if (e <= cap) return e;
+  int64_t nb = (e + cap - 1) / cap;
+  return std::min<int64_t>(cap, ((e + nb - 1) / nb + 7) / 8 * 8);
+}
+
+int apply_row_reductions(LoopFunc& f, int threads) {
   std::vector<std::string> candidates;
   walk(f.body, [&](const Stmt& s) {
     if (s.kind != StmtKind::For || !s.reduces.empty()) return true;
@@ -560,13 +577,13 @@ int apply_row_reductions(LoopFunc& f) {
     Stmt* L = find(f.body, c);
     // a window's reduction: rows up to 256 (the row of a feature map); a long one (a column
     // sum, x·W): rows up to 2048, so each reduction step reads kilobytes of contiguous memory
-    // (short runs a page apart defeat the prefetchers and the TLB)
-    int64_t cap = long_reduction(*L) ? 2048 : 256, block = cap;
-    if (is_const(L->extent)) {
-      int64_t e = std::max<int64_t>(L->extent->i, 1), nb = (e + cap - 1) / cap;
-      block = std::min<int64_t>(cap, ((e + nb - 1) / nb + 7) / 8 * 8);
-      if (e <= cap) block = e;
-    }
+    // (short runs a page apart defeat the prefetchers and the TLB); a long one whose row
+    // loop is outermost (it becomes the parallel loop): one block per core (up to
+    // kMaxThreadRow), each streaming its share of every reduction step (row_block)
+    bool outermost = false;
+    for (auto& s : f.body) outermost |= &s == L;
+    int64_t block = long_reduction(*L) ? 2048 : 256;
+    if (is_const(L->extent)) block = row_block(L->extent->i, long_reduction(*L), outermost, threads);
     try {
       reduce_rows(f, c, block);
       ++done;

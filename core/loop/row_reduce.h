@@ -37,6 +37,16 @@ void reduce_rows(LoopFunc& f, const std::string& loop, int64_t block);
 extern const char* const kEdgeNote;
 
 // The heuristic: applies reduce_rows where it pays; returns how many loops it changed.
-int apply_row_reductions(LoopFunc& f);
+// `threads`: the cores the kernel's outermost loop is spread over (1: it stays serial).
+int apply_row_reductions(LoopFunc& f, int threads = 1);
+
+// The heuristic's row block for a row loop of `extent` elements: up to 256 for a window's
+// reduction, 2048 for a long one (a column sum, x·W: kilobytes of contiguous memory per
+// reduction step); a long one over 2048 whose row loop is the kernel's outermost (parallel)
+// loop on `threads` > 1 cores gets a multiple of `threads` blocks of up to kMaxThreadRow
+// (the accumulators stay in L2): a 1×768·768×50257 GEMV streams 2 runs of 100 KB per
+// reduction step instead of 25 runs of 8 KB (measured ~1.5-2x faster).
+int64_t row_block(int64_t extent, bool long_reduction, bool outermost, int threads);
+inline constexpr int64_t kMaxThreadRow = 32768;
 
 }  // namespace lathe::loop

@@ -80,6 +80,16 @@ std::vector<std::string> reducing_output_loops(const loop::LoopFunc& f) {
   return r;
 }
 
+// the constant extent of loop `var` (-1: not found or not constant)
+int64_t extent_of(const loop::LoopFunc& f, const std::string& var) {
+  int64_t e = -1;
+  loop::walk(f.body, [&](const loop::Stmt& s) {
+    if (s.kind == loop::StmtKind::For && s.var == var) e = const_extent(s);
+    return e < 0;
+  });
+  return e;
+}
+
 template <class F>
 bool attempt(loop::LoopFunc& f, F&& fn) {
   loop::LoopFunc backup = f;
@@ -224,6 +234,7 @@ Space make_space(const KernelGraph& kg, int kernel, const Machine& m) {
   Space s;
   s.kind = k.kind;
   s.lanes = m.lanes;
+  s.threads = std::max(1, m.threads);
   if (k.kind == "extern") return s;
   if (k.kind == "matmul") {
     // 0 = the packed GEMM nest (BLIS), 1 = the plain reduction scheduled with the generic knobs
@@ -236,13 +247,32 @@ Space make_space(const KernelGraph& kg, int kernel, const Machine& m) {
     s.knobs.push_back({"mc_panels", {2, 4, 8, 16, 24, 32}});   // MC = mr × this
     s.knobs.push_back({"nc_panels", {2, 4, 8, 16, 32, 64}});   // NC = nr × this
   }
-  s.knobs.push_back({"rows", {0, 16, 32, 64, 128, 256, 512, 1024}});  // reduction rows block (0: none)
+  // reduction rows block (0: none; the codes < 0 are shares of the row loop, rows_block)
+  s.knobs.push_back({"rows", {0, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, kRowsPerCore, kRowsPerHalfCore,
+                              kRowsWhole}});
   s.knobs.push_back({"fuse", {0, 1, 2}});                             // fuse the first n+1 outer loops
   s.knobs.push_back({"tile", {0, 8, 16, 32, 64}});                    // square tile of the innermost two output loops
   s.knobs.push_back({"parallel", {1, 0}});                            // parallel outermost loop
   s.knobs.push_back({"vectorize", {1, 0, 8, 16, 32, 64, 256}});       // 1: innermost loops; w: split by w first
   s.knobs.push_back({"unroll", {0, 2, 4, 8}});                        // unroll hint on the innermost loops
   return s;
+}
+
+int64_t rows_block(int64_t value, int64_t extent, int threads, int lanes) {
+  if (value >= 0) return value;
+  if (extent < 1) return 0;
+  threads = std::max(1, threads);
+  auto round_up = [&](int64_t b) { return (b + lanes - 1) / lanes * lanes; };
+  switch (value) {
+    case kRowsPerCore:
+    case kRowsPerHalfCore: {
+      int64_t nb = (extent + loop::kMaxThreadRow - 1) / loop::kMaxThreadRow;
+      nb = (nb + threads - 1) / threads * threads * (value == kRowsPerHalfCore ? 2 : 1);
+      return std::min(extent, round_up((extent + nb - 1) / nb));
+    }
+    case kRowsWhole: return extent;
+    default: return 0;
+  }
 }
 
 Built build(const KernelGraph& kg, int kernel, const Space& s, const Point& p) {
@@ -267,9 +297,11 @@ Built build(const KernelGraph& kg, int kernel, const Space& s, const Point& p) {
   loop::LoopFunc& f = b.f;
   f = loop::lower_kernel(kg, kernel, /*plain=*/true);
   size_t log0 = f.schedule_log.size();
-  if (int64_t rows = val("rows", 0); rows > 0)
-    for (auto& l : reducing_output_loops(f))
-      if (attempt(f, [&] { loop::reduce_rows(f, l, rows); })) break;
+  if (int64_t rows = val("rows", 0); rows != 0)
+    for (auto& l : reducing_output_loops(f)) {
+      int64_t block = rows_block(rows, extent_of(f, l), s.threads, s.lanes);
+      if (block > 0 && attempt(f, [&] { loop::reduce_rows(f, l, block); })) break;
+    }
   for (int64_t n = val("fuse", 0); n > 0; --n) {
     auto chain = outer_chain(f);
     if (chain.size() < 2 || !attempt(f, [&] { loop::fuse(f, chain[0], chain[1]); })) break;

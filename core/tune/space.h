@@ -42,6 +42,7 @@ struct Space {
   std::string kind;             // the kernel's kind ("matmul" spaces have a "mode" knob)
   std::vector<Knob> knobs;
   int lanes = 8;                // the machine's f32 SIMD lanes (a matmul's NR is a multiple)
+  int threads = 1;              // the cores a parallel loop spreads over (the rows knob's shares)
   size_t size() const;          // number of points (product of the knobs' choices)
   int knob(const std::string& name) const;  // index, -1 when absent
 };
@@ -55,6 +56,15 @@ struct Machine {
 Machine host_machine();
 
 Space make_space(const KernelGraph& kg, int kernel, const Machine& m);
+
+// The "rows" knob's values besides a block size (> 0) and 0 (no reduction rows): blocks
+// sized from the row loop's extent E when the point is built (the log shows the number):
+// kRowsPerCore: a multiple of `threads` blocks of up to 32768 (the heuristic's rule for an
+// outermost row loop over 2048, loop::row_block), kRowsPerHalfCore: twice as many,
+// kRowsWhole: E (one block).
+inline constexpr int64_t kRowsPerCore = -1, kRowsPerHalfCore = -2, kRowsWhole = -3;
+// The block a rows value gives a row loop of extent E (-1: unknown, then 0 for the codes).
+int64_t rows_block(int64_t value, int64_t extent, int threads, int lanes);
 
 struct Built {
   std::vector<std::string> schedule;  // the lines that were applied (replay() reproduces f)

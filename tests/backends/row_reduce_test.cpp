@@ -142,6 +142,32 @@ TEST(RowReduce, VectorMatrixProducts) {
   EXPECT_EQ(batch.run(), 0);
 }
 
+// a long reduction over several blocks whose row loop is the kernel's outermost (parallel)
+// loop: a multiple of the cores' count of blocks, each up to kMaxThreadRow (a 50k-wide
+// GEMV: 2 runs of 100 KB per reduction step, not 25 of 8 KB); inner row loops, rows of one
+// block and a window's rows keep the caps
+TEST(RowReduce, OutermostLongRowsSplitOverTheCores) {
+  EXPECT_EQ(loop::row_block(50257, true, true, 2), 25136);
+  EXPECT_EQ(loop::row_block(50257, true, true, 1), 2016);    // one core: the 2048 cap
+  EXPECT_EQ(loop::row_block(50257, true, false, 2), 2016);   // not the parallel loop
+  EXPECT_EQ(loop::row_block(1024, true, true, 2), 1024);     // one block: stays on one core
+  EXPECT_EQ(loop::row_block(4099, true, true, 2), 2056);     // 2 blocks, not 3
+  EXPECT_EQ(loop::row_block(70001, true, true, 3), 23336);   // 3 blocks (the last 23329)
+  EXPECT_EQ(loop::row_block(100003, true, true, 2), 25008);  // 4 blocks of up to 32768
+  EXPECT_EQ(loop::row_block(5000, false, true, 2), 256);     // a window's row: 256 at most
+  // against the interpreter: prime widths, several blocks with a short last one
+  test::DiffBatch batch;
+  for (auto [m, k, n] : std::vector<std::array<int64_t, 3>>{{1, 8, 70001}, {1, 3, 4099}, {1, 5, 257}}) {
+    Tensor x = input("x", {m, k}), w = input("w", {k, n});
+    Graph g = one(matmul(x, w));
+    EXPECT_TRUE(has_rows(build_program(g))) << test::loop_ir_of(build_program(g));
+    batch.add("x @ W " + std::to_string(k) + "x" + std::to_string(n), g);
+  }
+  batch.add("column sum 97 x 2053", one(sum(input("x", {97, 2053}), {0})));
+  batch.add("column max 263 x 1031", one(amax(input("x", {263, 1031}), {0})));
+  EXPECT_EQ(batch.run(), 0);
+}
+
 // conv → bias → ReLU6 → depthwise conv / max pool: the bias and activation are the first
 // conv's epilogue (computed once), not recomputed by the window for each of its taps
 TEST(RowReduce, ActivationBeforeAWindowIsTheMatmulsEpilogue) {

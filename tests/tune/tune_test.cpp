@@ -4,6 +4,7 @@
 // target and only when faster than the heuristic.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstdio>
@@ -90,6 +91,49 @@ TEST(Tune, ColumnSumModelPicksReductionRows) {
   EXPECT_TRUE(rows) << tune::to_json_line(r[0]);
 }
 
+// the rows knob's shares of the row loop (space.h): blocks sized from its extent and the
+// cores, written as plain numbers in the log, replaying to the same code
+TEST(Tune, RowsKnobSplitsTheRowLoopOverTheCores) {
+  Tensor x = input("x", {1, 8}), w = input("w", {8, 70001});
+  Program p = build_program(Graph::from_outputs({{"y", matmul(x, w).node()}}));
+  tune::Space s = tune::make_space(p.kg, 0, tune::Machine{2, 8, 16});
+  int rows = s.knob("rows");
+  ASSERT_GE(rows, 0);
+  auto block_of = [&](int64_t value) {
+    const auto& v = s.knobs[rows].values;
+    auto it = std::find(v.begin(), v.end(), value);
+    EXPECT_NE(it, v.end()) << value;
+    tune::Point pt(s.knobs.size(), 0);
+    pt[rows] = int(it - v.begin());
+    tune::Built b = tune::build(p.kg, 0, s, pt);
+    loop::LoopFunc again = tune::replay(p.kg, 0, b.schedule);
+    again.name = b.f.name;
+    EXPECT_EQ(tune::code_key(again), tune::code_key(b.f));
+    return b.schedule.empty() ? std::string() : b.schedule[0];
+  };
+  EXPECT_EQ(block_of(tune::kRowsPerCore), "reduce_rows i1 by 17504");     // 4 blocks: 2 per core
+  EXPECT_EQ(block_of(tune::kRowsPerHalfCore), "reduce_rows i1 by 8752");  // 8 blocks
+  EXPECT_EQ(block_of(tune::kRowsWhole), "reduce_rows i1 by 70001");
+  EXPECT_EQ(block_of(8192), "reduce_rows i1 by 8192");
+  EXPECT_EQ(tune::rows_block(tune::kRowsPerCore, 1000, 3, 8), 336);
+  EXPECT_EQ(tune::rows_block(tune::kRowsPerCore, -1, 3, 8), 0);  // unknown extent: no rows
+}
+
+// --measure model on 3 cores: a 4096 x 1000 column sum in 3 blocks of 336 (the fixed block
+// sizes give 2 or 4 blocks: a core idle half the time)
+TEST(Tune, ColumnSumModelPicksOneBlockPerCore) {
+  Program p = build_program(colsum("x", 4096, 1000));
+  tune::TuneOptions o = model_opts(8);
+  o.machine = tune::Machine{3, 8, 16};
+  auto a = tune::tune_program(p, {}, "test-target", nullptr, o).records;
+  auto b = tune::tune_program(p, {}, "test-target", nullptr, o).records;
+  ASSERT_EQ(a.size(), 1u);
+  EXPECT_EQ(tune::to_json_line(a[0]), tune::to_json_line(b[0]));
+  ASSERT_GE(a[0].schedule.size(), 2u) << tune::to_json_line(a[0]);
+  EXPECT_EQ(a[0].schedule[0], "reduce_rows i0 by 336") << tune::to_json_line(a[0]);
+  EXPECT_EQ(a[0].schedule[1], "parallel i0_b") << tune::to_json_line(a[0]);
+}
+
 // on_trial (the app's Tune tab plots it): one call per candidate, numbered 1, 2, … per
 // kernel, as many as the record's trials, the best of them the record's time; a stop
 // request from it ends the search with what was found (the kernel in progress keeps its best)
@@ -135,7 +179,8 @@ TEST(Tune, OnTrialReportsEveryCandidateAndCanStopTheSearch) {
 // every point the search may pick computes what the interpreter computes
 TEST(Tune, RandomPointsOfEverySpaceMatchTheInterpreter) {
   Backend& b = get_backend("c");
-  for (const Graph& g : {colsum("x", 37, 29), softmax77(), odd_bmm(), transpose_add()}) {
+  Graph gemv = Graph::from_outputs({{"y", matmul(input("x", {1, 5}), input("w", {5, 4099})).node()}});
+  for (const Graph& g : {colsum("x", 37, 29), softmax77(), odd_bmm(), transpose_add(), gemv}) {
     Program base = build_program(g);
     TensorMap in = random_inputs(g, 3);
     TensorMap want = interpret(g, in);
