@@ -268,6 +268,19 @@ TEST(FusedRecurrence, HiddenUnitsSplitBetweenThreads) {
   expect_fused_matches_unrolled(r);
 }
 
+// threads descheduled inside a piece (LATHE_RNN_STALL_US makes a claimed piece sleep now and
+// then): the others take over its pieces, claim the stalled ones again, and the late commits
+// are dropped; the results stay the interpreter's
+TEST(FusedRecurrence, ThreadsThatStallAreWorkedAround) {
+  struct Env {
+    Env() { setenv("LATHE_RNN_THREADS", "3", 1), setenv("LATHE_RNN_STALL_US", "300", 1); }
+    ~Env() { unsetenv("LATHE_RNN_THREADS"), unsetenv("LATHE_RNN_STALL_US"); }
+  } env;
+  expect_fused_matches_unrolled({"LSTM", 6, 1, 3, 140, "reverse", true, true, true, true});
+  expect_fused_matches_unrolled({"GRU", 5, 2, 3, 131, "forward", true, false, true, false, 0});
+  expect_fused_matches_unrolled({"GRU", 4, 1, 2, 160, "bidirectional", false, false, false, true, 1});
+}
+
 // one kernel per direction whatever T is: the steps are a loop inside it
 TEST(FusedRecurrence, OneKernelPerDirection) {
   for (Case c : {Case{"LSTM", 0, 1, 6, 10, "bidirectional", true, true, true}, Case{"GRU", 0, 3, 5, 7}}) {
