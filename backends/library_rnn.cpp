@@ -27,6 +27,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
+#include <mutex>
 #include <cstring>
 #include <thread>
 #include <vector>
@@ -260,7 +261,7 @@ struct Piece {
 int64_t len_of(const Args& a, int64_t b) { return a.lens ? std::clamp<int64_t>(a.lens[b], 0, a.s.T) : a.s.T; }
 
 // Computes round `phase` of step `step` for units [u0, u1) into p (nothing shared is written).
-// `packed`: the piece's columns of RT packed contiguously, [H, G·U] (pack_piece), or nullptr.
+// `packed`: the piece's columns of RT packed contiguously, [H, G·U] (pack_rows), or nullptr.
 void compute(const Args& a, const State& st, int64_t step, int phase, int64_t u0, int64_t u1, Piece& p,
              const float* packed = nullptr) {
   const RnnSpec& s = a.s;
@@ -358,13 +359,18 @@ void compute(const Args& a, const State& st, int64_t step, int phase, int64_t u0
   }
 }
 
-// RT's columns of units [u0, u1) of every gate, row by row: [H, G·U] at dst. A piece's product
+// Rows [k0, k1) of RT into the packed blocks of the pieces `units`: piece [u0, u1) gets RT's
+// columns of its units of every gate, row by row, [H, G·U] at dst + H·G·u0. A piece's product
 // then streams one contiguous block instead of G short runs in each of H rows 4·G·H bytes
-// apart (which defeat the hardware prefetcher).
-void pack_piece(const Args& a, int64_t u0, int64_t u1, float* dst) {
-  const int64_t H = a.s.H, G = a.s.gates(), U = u1 - u0;
-  for (int64_t k = 0; k < H; ++k)
-    for (int64_t g = 0; g < G; ++g) std::memcpy(dst + (k * G + g) * U, a.rt + k * G * H + g * H + u0, sizeof(float) * U);
+// apart (which defeat the hardware prefetcher). Reads RT's rows whole, in order.
+void pack_rows(const Args& a, const std::vector<std::pair<int64_t, int64_t>>& units, int64_t k0, int64_t k1, float* dst) {
+  const int64_t H = a.s.H, G = a.s.gates();
+  for (int64_t k = k0; k < k1; ++k)
+    for (int64_t g = 0; g < G; ++g)
+      for (const auto& [u0, u1] : units) {
+        const int64_t U = u1 - u0;
+        std::memcpy(dst + H * G * u0 + (k * G + g) * U, a.rt + k * G * H + g * H + u0, sizeof(float) * U);
+      }
 }
 
 // Writes a computed piece into the state and the output.
@@ -410,9 +416,9 @@ void run_alone(const Args& a, State& st) {
 // ---- threads that split the hidden units of a small batch ----
 //
 // Each round (a step, or a phase of one) is cut into pieces of 16·k units, and each thread
-// owns a contiguous share of them. Round 0 packs each piece's columns of RT contiguously
-// (pack_piece), each thread its own share, so its share starts out in its core's cache and
-// stays there from step to step. A thread claims a piece (compare-and-swap on the piece's
+// owns a contiguous share of them, whose columns of RT then stay in its core's cache from
+// step to step. Round 0 packs each piece's columns of RT contiguously (pack_rows; its pieces
+// are blocks of RT's rows). A thread claims a piece (compare-and-swap on the piece's
 // state), computes it into its own buffers and commits it; a round ends when all its pieces
 // have committed. The machine is shared, so a thread may be descheduled at any moment, and
 // no thread ever waits for another's turn to come:
@@ -429,6 +435,40 @@ void run_alone(const Args& a, State& st) {
 
 constexpr int kMaxThreads = 4;
 
+// Buffers for packed weights, kept between calls: a fresh allocation of that size is pages
+// the kernel maps and zeroes again on every call (measured: a 3× slower median at load 9).
+class PackPool {
+ public:
+  static PackPool& get() {
+    static PackPool* p = new PackPool;  // never destroyed: a late partner may return a buffer at exit
+    return *p;
+  }
+  float* take(size_t bytes) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      for (size_t i = 0; i < free_.size(); ++i)
+        if (free_[i].first == bytes) {
+          float* f = free_[i].second;
+          free_.erase(free_.begin() + static_cast<long>(i));
+          return f;
+        }
+    }
+    return static_cast<float*>(std::aligned_alloc(64, bytes));
+  }
+  void give(float* f, size_t bytes) {
+    std::lock_guard<std::mutex> lock(mu_);
+    free_.push_back({bytes, f});
+    if (free_.size() > 4) {
+      std::free(free_.front().second);
+      free_.erase(free_.begin());
+    }
+  }
+
+ private:
+  std::mutex mu_;
+  std::vector<std::pair<size_t, float*>> free_;
+};
+
 struct Team {
   Args a;
   State st;
@@ -440,12 +480,15 @@ struct Team {
   std::unique_ptr<std::atomic<int64_t>[]> piece;
   std::atomic<int64_t> committed{0};                 // pieces committed in all rounds so far
   std::atomic<int> inside[kMaxThreads] = {};         // a thread between a claim attempt and its commit
-  std::vector<float> packed;                       // RT by piece (pack_piece): piece i at H·G·u0
+  float* packed = nullptr;  // RT by piece (pack_rows): piece i at H·G·u0; 64-byte aligned (PackPool)
+  size_t packed_bytes = 0;
   int stall_us = 0;  // LATHE_RNN_STALL_US=N (tests): a claimed piece sleeps N µs now and then
   Team(const Args& args, int n, int64_t pieces) : a(args), st(args, 0, args.s.B), threads(n) {
     per_step = phases(a.s);
     rounds = 1 + static_cast<int>(a.s.T) * per_step;  // packing, then the steps
-    packed.resize(static_cast<size_t>(a.s.H * a.s.gates() * a.s.H));
+    packed_bytes = (sizeof(float) * static_cast<size_t>(a.s.H * a.s.gates() * a.s.H) + 63) / 64 * 64;
+    packed = PackPool::get().take(packed_bytes);
+    LATHE_CHECK(packed != nullptr, "rnn: out of memory for the packed recurrent weight");
     const int64_t blocks = (a.s.H + 15) / 16;
     for (int64_t i = 0; i < pieces; ++i) {
       units.push_back({std::min(a.s.H, blocks * i / pieces * 16), std::min(a.s.H, blocks * (i + 1) / pieces * 16)});
@@ -455,6 +498,9 @@ struct Team {
     piece.reset(new std::atomic<int64_t>[static_cast<size_t>(pieces)]);
     for (int64_t i = 0; i < pieces; ++i) piece[i].store(3);
   }
+  ~Team() { PackPool::get().give(packed, packed_bytes); }
+  Team(const Team&) = delete;
+  Team& operator=(const Team&) = delete;
   int64_t pieces() const { return static_cast<int64_t>(units.size()); }
 };
 
@@ -482,12 +528,12 @@ void team_work(Team& tm, int me) {
     bool ok = (open || stale) && tm.piece[i].compare_exchange_strong(v, enc(r, me, 1), std::memory_order_acq_rel);
     if (ok) {
       const auto [u0, u1] = tm.units[static_cast<size_t>(i)];
-      float* pk = tm.packed.data() + a.s.H * a.s.gates() * u0;
+      float* pk = tm.packed + a.s.H * a.s.gates() * u0;
       const int64_t step = (r - 1) / tm.per_step;
       const int ph = (r - 1) % tm.per_step;
       if (tm.stall_us > 0 && (r + i + me) % 3 == 0)  // LATHE_RNN_STALL_US (tests): as if descheduled here
         std::this_thread::sleep_for(std::chrono::microseconds(tm.stall_us));
-      if (r == 0) pack_piece(a, u0, u1, pk);
+      if (r == 0) pack_rows(a, tm.units, a.s.H * i / np, a.s.H * (i + 1) / np, tm.packed);  // round 0: rows
       else compute(a, tm.st, step, ph, u0, u1, p, pk);
       int64_t mine = enc(r, me, 1);
       if (tm.piece[i].compare_exchange_strong(mine, enc(r, me, 2), std::memory_order_acq_rel)) {
@@ -499,20 +545,29 @@ void team_work(Team& tm, int me) {
     tm.inside[me].store(0, std::memory_order_release);
     return ok;
   };
+  int64_t done = 0;  // pieces this thread took in the last round
   for (int r = 0; r < tm.rounds; ++r) {
     const int64_t target = (r + 1) * np;
     if (tm.committed.load(std::memory_order_acquire) >= target) continue;  // a late thread catching up
-    for (int64_t i = 0; i < np; ++i)  // this thread's pieces
-      if (tm.owner[static_cast<size_t>(i)] == me) attempt(i, r, false);
+    // RT is read back and forth (as by one thread alone, gemm_acc): this thread's pieces in
+    // the order opposite to the last step's; after a round it ran alone, all pieces so
+    const bool fwd = r == 0 || (r - 1) / tm.per_step % 2 == 0, solo = done == np;  // as compute()'s rows
+    done = 0;
+    for (int64_t k = 0; k < np; ++k) {
+      const int64_t i = fwd ? k : np - 1 - k;
+      if (solo || tm.owner[static_cast<size_t>(i)] == me) done += attempt(i, r, false);
+    }
     const double start = now_us();
     double patience = 20;  // µs: a piece takes a few
     for (int spin = 0; tm.committed.load(std::memory_order_acquire) < target; ++spin) {
       if (spin % 32 == 0) {
         const double waited = now_us() - start;
         for (int64_t i = np; i-- > 0;)  // others' open pieces, from the far end of their shares
-          if (tm.owner[static_cast<size_t>(i)] != me) attempt(i, r, waited >= patience);
+          if (tm.owner[static_cast<size_t>(i)] != me) done += attempt(i, r, waited >= patience);
         if (waited >= patience) patience += 20;
-        if (waited > 500) std::this_thread::yield();
+        // still waiting long after the last piece was claimed (a round takes ~10 µs): a
+        // partner was descheduled inside a piece; let whatever else wants this core run
+        if (tm.committed.load(std::memory_order_acquire) < target && now_us() - start > 50) std::this_thread::yield();
       }
       _mm_pause();
     }
