@@ -582,10 +582,12 @@ int thread_limit() {
   return e && std::atoi(e) > 0 ? std::atoi(e) : 0;
 }
 
-// Threads that meet every step are only worth it with idle cores: on a busy machine a
-// partner descheduled for a time slice stalls every step (measured on 2 cores at load 6–12:
-// 8–18 ms for a 64-step layer that one thread runs in 1 ms). Unless LATHE_RNN_THREADS asks
-// for them, the hidden units are split only while the 1-minute load average leaves at least
+// Threads that split every step are only worth it with idle cores. With a barrier per step a
+// partner descheduled for a time slice stalled every step (2 cores at load 6–12: 8–18 ms for
+// a 64-step layer that one thread runs in 1 ms); the Team runs on without it, but a partner
+// that shares its core with another process still mostly costs (load 9–12: 2–3 ms median,
+// 0.75–1.0 ms min, against 1.1–1.5 and 1.0–1.2 ms for one thread). Unless LATHE_RNN_THREADS
+// asks for them, the hidden units are split only while the 1-minute load average leaves a
 // core idle besides this thread.
 bool cores_idle(int threads) {
   if (thread_limit() > 0) return true;
