@@ -29,6 +29,7 @@
 #include <memory>
 #include <mutex>
 #include <cstring>
+#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -637,7 +638,12 @@ void run_rnn(NodeRef n, void* const* bufs) {
     return run_alone(a, st);
   }
   auto team = std::make_shared<Team>(a, threads, std::min<int64_t>(blocks, 4 * threads));
-  for (int i = 1; i < threads; ++i) std::thread([team, i] { team_work(*team, i); }).detach();
+  for (int i = 1; i < threads; ++i) {
+    try {
+      std::thread([team, i] { team_work(*team, i); }).detach();
+    } catch (const std::system_error&) {  // no thread to be had: the others take its share
+    }
+  }
   team_work(*team, 0);
   for (int i = 1; i < threads; ++i)  // a partner inside a piece may still read the call's buffers
     for (int spin = 0; team->inside[i].load(std::memory_order_acquire); ++spin)
