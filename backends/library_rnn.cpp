@@ -14,17 +14,22 @@
 // 1 - 2/(e^2x + 1) above, both within a few f32 ulps); the others run the scalar formula.
 // The batch rows are independent through the whole recurrence, so a large batch is split
 // between threads once, for all T steps (no synchronization per step); a small batch with a
-// big RT splits the hidden units instead, while the machine has idle cores (run_rnn).
+// big RT splits the hidden units instead, while the machine has idle cores (run_rnn), in
+// pieces that any of the threads may take, so that one descheduled thread does not stall the
+// others (Team).
 // AVX2 + FMA when the CPU has them, else plain loops with the same structure.
 #include <immintrin.h>
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
+#include <mutex>
 #include <cstring>
+#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -225,77 +230,58 @@ struct Args {
   float* out;
 };
 
-// Threads that split one batch's hidden units meet at the end of every step (and GRU without
-// linear_before_reset once more, after r ⊙ h): spin briefly, then yield the core (the
-// machine may be shared; a descheduled partner must not be waited for by spinning).
-class Barrier {
- public:
-  explicit Barrier(int n) : n_(n) {}
-  void wait() {
-    const unsigned gen = gen_.load(std::memory_order_acquire);
-    if (count_.fetch_add(1, std::memory_order_acq_rel) + 1 == n_) {
-      count_.store(0, std::memory_order_relaxed);
-      gen_.store(gen + 1, std::memory_order_release);
-      return;
-    }
-    for (int spin = 0; gen_.load(std::memory_order_acquire) == gen; ++spin) {
-      if (spin < 4000) _mm_pause();
-      else std::this_thread::yield();
-    }
-  }
-
- private:
-  const int n_;
-  std::atomic<int> count_{0};
-  std::atomic<unsigned> gen_{0};
-};
-
-// State shared by the threads that split the hidden units of batch rows [b0, b1): h double
-// buffered (a step reads one buffer whole and writes its units of the other), the cell (each
-// thread its own units), r ⊙ h for GRU's candidate gate.
-struct Shared {
-  int64_t b0 = 0, b1 = 0;
-  std::vector<float> h[2], c, rh;
-  Barrier* barrier = nullptr;
-  Shared(const Args& a, int64_t lo, int64_t hi, Barrier* bar) : b0(lo), b1(hi), barrier(bar) {
-    const size_t n = static_cast<size_t>((hi - lo) * a.s.H);
-    h[0].assign(n, 0.f), h[1].assign(n, 0.f), c.assign(n, 0.f), rh.assign(n, 0.f);
+// The state of batch rows [b0, b0 + m) between steps: h and c double buffered (step s reads
+// buffer (s + 1) % 2, writes buffer s % 2), and the two-phase GRU's z gate and r ⊙ h. A piece
+// of a step (some hidden units of every row) is a pure function of the last step's state
+// written only when it commits, so any thread may compute it, or compute it again.
+struct State {
+  int64_t b0 = 0, m = 0;
+  std::vector<float> h[2], c[2], z, rh;
+  State(const Args& a, int64_t lo, int64_t hi) : b0(lo), m(hi - lo) {
+    const size_t n = static_cast<size_t>(m * a.s.H);
+    for (int i = 0; i < 2; ++i) h[i].assign(n, 0.f), c[i].assign(n, 0.f);
     if (a.h0) std::memcpy(h[1].data(), a.h0 + lo * a.s.H, sizeof(float) * n);  // step 0 reads buffer 1
-    if (a.c0) std::memcpy(c.data(), a.c0 + lo * a.s.H, sizeof(float) * n);
-  }
-  void sync() {
-    if (barrier) barrier->wait();
+    if (a.c0) std::memcpy(c[1].data(), a.c0 + lo * a.s.H, sizeof(float) * n);
+    if (a.s.kind == RnnKind::Gru && !a.s.lbr) z.assign(n, 0.f), rh.assign(n, 0.f);
   }
 };
 
-// The T steps for the batch rows of `sh` and hidden units [u0, u1).
-void run_part(const Args& a, Shared& sh, int64_t u0, int64_t u1) {
+// Rounds: a step is one round, or two for GRU without linear_before_reset (the candidate gate
+// reads (r ⊙ h)·RT_h, which needs every unit's r first).
+int phases(const RnnSpec& s) { return s.kind == RnnKind::Gru && !s.lbr ? 2 : 1; }
+
+// One thread's results for a piece: hidden units [u0, u1) of every row of the state.
+struct Piece {
+  std::vector<float> gates, hc, hn, cn;
+  explicit Piece(const Args& a, int64_t m, int64_t U) {
+    const size_t n = static_cast<size_t>(m * U);
+    gates.resize(n * a.s.gates()), hc.resize(n), hn.resize(n), cn.resize(n);
+  }
+};
+
+int64_t len_of(const Args& a, int64_t b) { return a.lens ? std::clamp<int64_t>(a.lens[b], 0, a.s.T) : a.s.T; }
+
+// Computes round `phase` of step `step` for units [u0, u1) into p (nothing shared is written).
+// `packed`: the piece's columns of RT packed contiguously, [H, G·U] (pack_rows), or nullptr.
+void compute(const Args& a, const State& st, int64_t step, int phase, int64_t u0, int64_t u1, Piece& p,
+             const float* packed = nullptr) {
   const RnnSpec& s = a.s;
-  const int64_t T = s.T, B = s.B, H = s.H, G = s.gates(), GH = G * H, b0 = sh.b0, m = sh.b1 - sh.b0, U = u1 - u0,
-                GU = G * U;
-  const bool gru_two = s.kind == RnnKind::Gru && !s.lbr;  // the candidate gate reads (r ⊙ h)·RT_h
-  const bool whole = U == H;  // one product over the contiguous gate columns
-  std::vector<float> gates(static_cast<size_t>(m * GU)), tmp(static_cast<size_t>(m * U));
-  float *gt = gates.data(), *tm = tmp.data(), *c = sh.c.data();
+  const int64_t T = s.T, B = s.B, H = s.H, G = s.gates(), GH = G * H, m = st.m, U = u1 - u0, GU = G * U;
+  const int64_t t = s.reverse ? T - 1 - step : step;
+  const float* hp = st.h[(step + 1) % 2].data();
+  const float* cp = st.c[(step + 1) % 2].data();
+  float* gt = p.gates.data();
+  const bool backward = step % 2 == 1;  // RT walked back and forth (gemm_acc)
   auto clip = [&](float* x, int64_t n) {
     if (s.has_clip) clamp_n(x, n, s.clip);
   };
-  // acc[:, gate g's units] += in · RT[:, gate g's units] for the gates [g0, g1)
-  auto product = [&](const float* in, int g0, int g1, bool backward) {
-    if (whole) return gemm_acc(m, (g1 - g0) * H, H, in, H, a.rt + g0 * H, GH, gt + g0 * H, GU, backward);
-    for (int g = g0; g < g1; ++g) gemm_acc(m, U, H, in, H, a.rt + g * H + u0, GH, gt + g * U, GU, backward);
-  };
-  for (int64_t step = 0; step < T; ++step) {
-    const int64_t t = s.reverse ? T - 1 - step : step;
-    const float* hp = sh.h[(step + 1) % 2].data();
-    float* hn = sh.h[step % 2].data();
-    // gate pre-activations: XP's rows (GRU with linear_before_reset: its candidate columns
-    // start at rbh instead, the recurrent part kept apart from x until r scales it)
+  // gt[:, gate g's units] (= XP's, or rbh) += in · RT[:, gate g's units], gates [g0, g1)
+  auto gates = [&](const float* in, int g0, int g1) {
     for (int64_t r = 0; r < m; ++r) {
-      const float* x = a.xp + (t * B + b0 + r) * s.XW + s.col0;
-      for (int g = 0; g < G; ++g) {
+      const float* x = a.xp + (t * B + st.b0 + r) * s.XW + s.col0;
+      for (int g = g0; g < g1; ++g) {
         float* dst = gt + r * GU + g * U;
-        if (s.kind == RnnKind::Gru && s.lbr && g == 2) {
+        if (s.kind == RnnKind::Gru && s.lbr && g == 2) {  // the recurrent part kept apart from x until r scales it
           if (a.rbh) std::memcpy(dst, a.rbh + u0, sizeof(float) * U);
           else std::fill(dst, dst + U, 0.f);
         } else {
@@ -303,79 +289,289 @@ void run_part(const Args& a, Shared& sh, int64_t u0, int64_t u1) {
         }
       }
     }
-    const bool backward = step % 2 == 1;  // RT walked back and forth (gemm_acc)
-    product(hp, 0, gru_two ? 2 : G, backward);
-    if (s.kind == RnnKind::Gru) {
-      for (int64_t r = 0; r < m; ++r) {  // z, r
-        float* g = gt + r * GU;
-        clip(g, 2 * U);
-        activate(s.act[0], g, 2 * U);
-        if (gru_two)
-          for (int64_t j = 0; j < U; ++j) sh.rh[r * H + u0 + j] = g[U + j] * hp[r * H + u0 + j];
-      }
-      if (gru_two) {
-        sh.sync();  // every unit's r ⊙ h is written
-        product(sh.rh.data(), 2, 3, backward);
-      }
-    }
+    if (packed) return gemm_acc(m, (g1 - g0) * U, H, in, H, packed + g0 * U, GU, gt + g0 * U, GU, backward);
+    if (U == H) return gemm_acc(m, (g1 - g0) * H, H, in, H, a.rt + g0 * H, GH, gt + g0 * H, GU, backward);
+    for (int g = g0; g < g1; ++g) gemm_acc(m, U, H, in, H, a.rt + g * H + u0, GH, gt + g * U, GU, backward);
+  };
+  if (s.kind == RnnKind::Gru && !s.lbr && phase == 0) {  // z, r and r ⊙ h
+    gates(hp, 0, 2);
     for (int64_t r = 0; r < m; ++r) {
-      const int64_t b = b0 + r;
-      float* y = a.out + (t * B + b) * H + u0;
-      const float* hpr = hp + r * H + u0;
-      float* hr = hn + r * H + u0;
-      const int64_t len = a.lens ? std::clamp<int64_t>(a.lens[b], 0, T) : T;
-      if (t >= len) {  // past this entry's length: its state stays, its output is zero
-        std::memcpy(hr, hpr, sizeof(float) * U);
-        std::fill(y, y + U, 0.f);
-        continue;
-      }
-      float *g = gt + r * GU, *cr = c + r * H + u0;
-      if (s.kind == RnnKind::Rnn) {
-        clip(g, U);
-        activate(s.act[0], g, U);
-        std::memcpy(hr, g, sizeof(float) * U);
-      } else if (s.kind == RnnKind::Gru) {
-        float *z = g, *rg = g + U, *hh = g + 2 * U;
-        if (s.lbr) {
-          const float* x = a.xp + (t * B + b) * s.XW + s.col0 + 2 * H + u0;
-          for (int64_t j = 0; j < U; ++j) hh[j] = x[j] + rg[j] * hh[j];
-        }
-        clip(hh, U);
-        activate(s.act[1], hh, U);
-        for (int64_t j = 0; j < U; ++j) hr[j] = (1.0f - z[j]) * hh[j] + z[j] * hpr[j];
-      } else {
-        float *ai = g, *ao = g + U, *af = g + 2 * U, *ac = g + 3 * U;
-        const float* P = a.peep ? a.peep + u0 : nullptr;
-        if (P)
-          for (int64_t j = 0; j < U; ++j) ai[j] += P[j] * cr[j], af[j] += P[2 * H + j] * cr[j];
-        clip(ai, U);
-        activate(s.act[0], ai, U);
-        if (s.input_forget) {
-          for (int64_t j = 0; j < U; ++j) af[j] = 1.0f - ai[j];
-        } else {
-          clip(af, U);
-          activate(s.act[0], af, U);
-        }
-        clip(ac, U);
-        activate(s.act[1], ac, U);
-        for (int64_t j = 0; j < U; ++j) cr[j] = af[j] * cr[j] + ai[j] * ac[j];
-        if (P)
-          for (int64_t j = 0; j < U; ++j) ao[j] += P[H + j] * cr[j];
-        clip(ao, U);
-        activate(s.act[0], ao, U);
-        float* hc = tm + r * U;  // h(c')
-        std::memcpy(hc, cr, sizeof(float) * U);
-        activate(s.act[2], hc, U);
-        for (int64_t j = 0; j < U; ++j) hr[j] = ao[j] * hc[j];
-      }
-      std::memcpy(y, hr, sizeof(float) * U);
+      float* g = gt + r * GU;
+      clip(g, 2 * U);
+      activate(s.act[0], g, 2 * U);
+      for (int64_t j = 0; j < U; ++j) p.hn[r * U + j] = g[U + j] * hp[r * H + u0 + j];  // r ⊙ h
     }
-    sh.sync();  // the step's h is whole before the next reads it
+    return;
   }
-  const float* hl = sh.h[(T + 1) % 2].data();  // the last step wrote buffer (T - 1) % 2
+  if (s.kind == RnnKind::Gru && !s.lbr) gates(st.rh.data(), 2, 3);
+  else gates(hp, 0, static_cast<int>(G));
   for (int64_t r = 0; r < m; ++r) {
-    std::memcpy(a.out + (T * B + b0 + r) * H + u0, hl + r * H + u0, sizeof(float) * U);
-    if (s.kind == RnnKind::Lstm) std::memcpy(a.out + ((T + 1) * B + b0 + r) * H + u0, c + r * H + u0, sizeof(float) * U);
+    const int64_t b = st.b0 + r;
+    const float *hpr = hp + r * H + u0, *cpr = cp + r * H + u0;
+    float *hr = p.hn.data() + r * U, *cr = p.cn.data() + r * U;
+    if (t >= len_of(a, b)) {  // past this entry's length: its state stays (its output is zero, commit)
+      std::memcpy(hr, hpr, sizeof(float) * U);
+      std::memcpy(cr, cpr, sizeof(float) * U);
+      continue;
+    }
+    float* g = gt + r * GU;
+    if (s.kind == RnnKind::Rnn) {
+      clip(g, U);
+      activate(s.act[0], g, U);
+      std::memcpy(hr, g, sizeof(float) * U);
+    } else if (s.kind == RnnKind::Gru) {
+      float *hh = g + 2 * U;
+      const float* z = s.lbr ? g : st.z.data() + r * H + u0;
+      if (s.lbr) {
+        float *zg = g, *rg = g + U;
+        clip(zg, 2 * U);
+        activate(s.act[0], zg, 2 * U);
+        const float* x = a.xp + (t * B + b) * s.XW + s.col0 + 2 * H + u0;
+        for (int64_t j = 0; j < U; ++j) hh[j] = x[j] + rg[j] * hh[j];
+      }
+      clip(hh, U);
+      activate(s.act[1], hh, U);
+      for (int64_t j = 0; j < U; ++j) hr[j] = (1.0f - z[j]) * hh[j] + z[j] * hpr[j];
+    } else {
+      float *ai = g, *ao = g + U, *af = g + 2 * U, *ac = g + 3 * U;
+      const float* P = a.peep ? a.peep + u0 : nullptr;
+      if (P)
+        for (int64_t j = 0; j < U; ++j) ai[j] += P[j] * cpr[j], af[j] += P[2 * H + j] * cpr[j];
+      clip(ai, U);
+      activate(s.act[0], ai, U);
+      if (s.input_forget) {
+        for (int64_t j = 0; j < U; ++j) af[j] = 1.0f - ai[j];
+      } else {
+        clip(af, U);
+        activate(s.act[0], af, U);
+      }
+      clip(ac, U);
+      activate(s.act[1], ac, U);
+      for (int64_t j = 0; j < U; ++j) cr[j] = af[j] * cpr[j] + ai[j] * ac[j];
+      if (P)
+        for (int64_t j = 0; j < U; ++j) ao[j] += P[H + j] * cr[j];
+      clip(ao, U);
+      activate(s.act[0], ao, U);
+      float* hc = p.hc.data() + r * U;  // h(c')
+      std::memcpy(hc, cr, sizeof(float) * U);
+      activate(s.act[2], hc, U);
+      for (int64_t j = 0; j < U; ++j) hr[j] = ao[j] * hc[j];
+    }
+  }
+}
+
+// Rows [k0, k1) of RT into the packed blocks of the pieces `units`: piece [u0, u1) gets RT's
+// columns of its units of every gate, row by row, [H, G·U] at dst + H·G·u0. A piece's product
+// then streams one contiguous block instead of G short runs in each of H rows 4·G·H bytes
+// apart (which defeat the hardware prefetcher). Reads RT's rows whole, in order.
+void pack_rows(const Args& a, const std::vector<std::pair<int64_t, int64_t>>& units, int64_t k0, int64_t k1, float* dst) {
+  const int64_t H = a.s.H, G = a.s.gates();
+  for (int64_t k = k0; k < k1; ++k)
+    for (int64_t g = 0; g < G; ++g)
+      for (const auto& [u0, u1] : units) {
+        const int64_t U = u1 - u0;
+        std::memcpy(dst + H * G * u0 + (k * G + g) * U, a.rt + k * G * H + g * H + u0, sizeof(float) * U);
+      }
+}
+
+// Writes a computed piece into the state and the output.
+void commit(const Args& a, State& st, int64_t step, int phase, int64_t u0, int64_t u1, const Piece& p) {
+  const RnnSpec& s = a.s;
+  const int64_t T = s.T, B = s.B, H = s.H, U = u1 - u0, t = s.reverse ? T - 1 - step : step;
+  const size_t bytes = sizeof(float) * static_cast<size_t>(U);
+  for (int64_t r = 0; r < st.m; ++r) {
+    if (s.kind == RnnKind::Gru && !s.lbr && phase == 0) {
+      std::memcpy(st.z.data() + r * H + u0, p.gates.data() + r * 3 * U, bytes);
+      std::memcpy(st.rh.data() + r * H + u0, p.hn.data() + r * U, bytes);
+      continue;
+    }
+    const float* hn = p.hn.data() + r * U;
+    std::memcpy(st.h[step % 2].data() + r * H + u0, hn, bytes);
+    if (s.kind == RnnKind::Lstm) std::memcpy(st.c[step % 2].data() + r * H + u0, p.cn.data() + r * U, bytes);
+    float* y = a.out + (t * B + st.b0 + r) * H + u0;
+    if (t < len_of(a, st.b0 + r)) std::memcpy(y, hn, bytes);
+    else std::fill(y, y + U, 0.f);
+  }
+}
+
+// The last state into the result's rows T (h) and T + 1 (LSTM's c).
+void write_last(const Args& a, const State& st) {
+  const int64_t T = a.s.T, B = a.s.B, H = a.s.H;
+  const size_t bytes = sizeof(float) * static_cast<size_t>(st.m * H);
+  std::memcpy(a.out + (T * B + st.b0) * H, st.h[(T + 1) % 2].data(), bytes);  // the last step wrote buffer (T - 1) % 2
+  if (a.s.kind == RnnKind::Lstm) std::memcpy(a.out + ((T + 1) * B + st.b0) * H, st.c[(T + 1) % 2].data(), bytes);
+}
+
+// All T steps of the rows of `st`, on this thread alone.
+void run_alone(const Args& a, State& st) {
+  Piece p(a, st.m, a.s.H);
+  const int P = phases(a.s);
+  for (int64_t step = 0; step < a.s.T; ++step)
+    for (int ph = 0; ph < P; ++ph) {
+      compute(a, st, step, ph, 0, a.s.H, p);
+      commit(a, st, step, ph, 0, a.s.H, p);
+    }
+  write_last(a, st);
+}
+
+// ---- threads that split the hidden units of a small batch ----
+//
+// Each round (a step, or a phase of one) is cut into pieces of 16·k units, and each thread
+// owns a contiguous share of them, whose columns of RT then stay in its core's cache from
+// step to step. Round 0 packs each piece's columns of RT contiguously (pack_rows; its pieces
+// are blocks of RT's rows). A thread claims a piece (compare-and-swap on the piece's
+// state), computes it into its own buffers and commits it; a round ends when all its pieces
+// have committed. The machine is shared, so a thread may be descheduled at any moment, and
+// no thread ever waits for another's turn to come:
+//   * a thread done with its share takes the others' open pieces, from the far ends of
+//     their shares (where their owners, working from the near ends, come last), so a thread
+//     that gets no core costs the others nothing but its share's cache locality;
+//   * a piece claimed by a thread that has not committed it 20 µs after the others ran out
+//     of work is claimed again and computed by a waiting thread; the late owner's commit then
+//     fails (commit is a compare-and-swap too), and what it computed is dropped. (A late
+//     packer writes the bytes the other one did.)
+// The partner threads are detached: the caller returns once every piece has committed and no
+// partner is inside a piece (reading the call's buffers); the state they may still look at
+// is shared-owned.
+
+constexpr int kMaxThreads = 4;
+
+// Buffers for packed weights, kept between calls: a fresh allocation of that size is pages
+// the kernel maps and zeroes again on every call (measured: a 3× slower median at load 9).
+class PackPool {
+ public:
+  static PackPool& get() {
+    static PackPool* p = new PackPool;  // never destroyed: a late partner may return a buffer at exit
+    return *p;
+  }
+  float* take(size_t bytes) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      for (size_t i = 0; i < free_.size(); ++i)
+        if (free_[i].first == bytes) {
+          float* f = free_[i].second;
+          free_.erase(free_.begin() + static_cast<long>(i));
+          return f;
+        }
+    }
+    return static_cast<float*>(std::aligned_alloc(64, bytes));
+  }
+  void give(float* f, size_t bytes) {
+    std::lock_guard<std::mutex> lock(mu_);
+    free_.push_back({bytes, f});
+    if (free_.size() > 4) {
+      std::free(free_.front().second);
+      free_.erase(free_.begin());
+    }
+  }
+
+ private:
+  std::mutex mu_;
+  std::vector<std::pair<size_t, float*>> free_;
+};
+
+struct Team {
+  Args a;
+  State st;
+  int threads = 1, rounds = 0, per_step = 1;
+  std::vector<std::pair<int64_t, int64_t>> units;  // of each piece
+  std::vector<int> owner;                          // of each piece
+  // a piece's state: (round + 1) << 8 | thread << 2 | status (1 claimed, 2 committing, 3 committed);
+  // 3 before round 0 (committed in round -1)
+  std::unique_ptr<std::atomic<int64_t>[]> piece;
+  std::atomic<int64_t> committed{0};                 // pieces committed in all rounds so far
+  std::atomic<int> inside[kMaxThreads] = {};         // a thread between a claim attempt and its commit
+  float* packed = nullptr;  // RT by piece (pack_rows): piece i at H·G·u0; 64-byte aligned (PackPool)
+  size_t packed_bytes = 0;
+  int stall_us = 0;  // LATHE_RNN_STALL_US=N (tests): a claimed piece sleeps N µs now and then
+  Team(const Args& args, int n, int64_t pieces) : a(args), st(args, 0, args.s.B), threads(n) {
+    per_step = phases(a.s);
+    rounds = 1 + static_cast<int>(a.s.T) * per_step;  // packing, then the steps
+    packed_bytes = (sizeof(float) * static_cast<size_t>(a.s.H * a.s.gates() * a.s.H) + 63) / 64 * 64;
+    packed = PackPool::get().take(packed_bytes);
+    LATHE_CHECK(packed != nullptr, "rnn: out of memory for the packed recurrent weight");
+    const int64_t blocks = (a.s.H + 15) / 16;
+    for (int64_t i = 0; i < pieces; ++i) {
+      units.push_back({std::min(a.s.H, blocks * i / pieces * 16), std::min(a.s.H, blocks * (i + 1) / pieces * 16)});
+      owner.push_back(static_cast<int>(i * n / pieces));
+    }
+    if (const char* e = std::getenv("LATHE_RNN_STALL_US")) stall_us = std::max(0, std::atoi(e));
+    piece.reset(new std::atomic<int64_t>[static_cast<size_t>(pieces)]);
+    for (int64_t i = 0; i < pieces; ++i) piece[i].store(3);
+  }
+  ~Team() { PackPool::get().give(packed, packed_bytes); }
+  Team(const Team&) = delete;
+  Team& operator=(const Team&) = delete;
+  int64_t pieces() const { return static_cast<int64_t>(units.size()); }
+};
+
+int64_t enc(int64_t round, int th, int status) { return (round + 1) << 8 | th << 2 | status; }
+
+double now_us() {
+  return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// Thread `me` works through the rounds; returns when the last has committed.
+void team_work(Team& tm, int me) {
+  const Args& a = tm.a;
+  const int64_t np = tm.pieces();
+  int64_t max_u = 0;
+  for (auto& u : tm.units) max_u = std::max(max_u, u.second - u.first);
+  Piece p(a, tm.st.m, max_u);
+  // claims piece i for round r (0: packing, r > 0: round r - 1 of the steps) when it is open
+  // (or, with `steal`, claimed by another thread that has not committed it), computes and
+  // commits it
+  auto attempt = [&](int64_t i, int r, bool steal) {
+    tm.inside[me].store(1, std::memory_order_seq_cst);
+    int64_t v = tm.piece[i].load(std::memory_order_acquire);
+    const bool open = (v >> 8) == r && (v & 3) == 3;  // committed in round r - 1
+    const bool stale = steal && (v >> 8) == r + 1 && (v & 3) == 1 && (v >> 2 & 63) != me;
+    bool ok = (open || stale) && tm.piece[i].compare_exchange_strong(v, enc(r, me, 1), std::memory_order_acq_rel);
+    if (ok) {
+      const auto [u0, u1] = tm.units[static_cast<size_t>(i)];
+      float* pk = tm.packed + a.s.H * a.s.gates() * u0;
+      const int64_t step = (r - 1) / tm.per_step;
+      const int ph = (r - 1) % tm.per_step;
+      if (tm.stall_us > 0 && (r + i + me) % 3 == 0)  // LATHE_RNN_STALL_US (tests): as if descheduled here
+        std::this_thread::sleep_for(std::chrono::microseconds(tm.stall_us));
+      if (r == 0) pack_rows(a, tm.units, a.s.H * i / np, a.s.H * (i + 1) / np, tm.packed);  // round 0: rows
+      else compute(a, tm.st, step, ph, u0, u1, p, pk);
+      int64_t mine = enc(r, me, 1);
+      if (tm.piece[i].compare_exchange_strong(mine, enc(r, me, 2), std::memory_order_acq_rel)) {
+        if (r > 0) commit(a, tm.st, step, ph, u0, u1, p);
+        tm.piece[i].store(enc(r, me, 3), std::memory_order_release);
+        tm.committed.fetch_add(1, std::memory_order_acq_rel);
+      }
+    }
+    tm.inside[me].store(0, std::memory_order_release);
+    return ok;
+  };
+  int64_t done = 0;  // pieces this thread took in the last round
+  for (int r = 0; r < tm.rounds; ++r) {
+    const int64_t target = (r + 1) * np;
+    if (tm.committed.load(std::memory_order_acquire) >= target) continue;  // a late thread catching up
+    // RT is read back and forth (as by one thread alone, gemm_acc): this thread's pieces in
+    // the order opposite to the last step's; after a round it ran alone, all pieces so
+    const bool fwd = r == 0 || (r - 1) / tm.per_step % 2 == 0, solo = done == np;  // as compute()'s rows
+    done = 0;
+    for (int64_t k = 0; k < np; ++k) {
+      const int64_t i = fwd ? k : np - 1 - k;
+      if (solo || tm.owner[static_cast<size_t>(i)] == me) done += attempt(i, r, false);
+    }
+    const double start = now_us();
+    double patience = 20;  // µs: a piece takes a few
+    for (int spin = 0; tm.committed.load(std::memory_order_acquire) < target; ++spin) {
+      if (spin % 32 == 0) {
+        const double waited = now_us() - start;
+        for (int64_t i = np; i-- > 0;)  // others' open pieces, from the far end of their shares
+          if (tm.owner[static_cast<size_t>(i)] != me) done += attempt(i, r, waited >= patience);
+        if (waited >= patience) patience += 20;
+        // still waiting long after the last piece was claimed (a round takes ~10 µs): a
+        // partner was descheduled inside a piece; let whatever else wants this core run
+        if (tm.committed.load(std::memory_order_acquire) < target && now_us() - start > 50) std::this_thread::yield();
+      }
+      _mm_pause();
+    }
   }
 }
 
@@ -387,10 +583,12 @@ int thread_limit() {
   return e && std::atoi(e) > 0 ? std::atoi(e) : 0;
 }
 
-// Threads that meet every step are only worth it with idle cores: on a busy machine a
-// partner descheduled for a time slice stalls every step (measured on 2 cores at load 6–12:
-// 8–18 ms for a 64-step layer that one thread runs in 1 ms). Unless LATHE_RNN_THREADS asks
-// for them, the hidden units are split only while the 1-minute load average leaves at least
+// Threads that split every step are only worth it with idle cores. With a barrier per step a
+// partner descheduled for a time slice stalled every step (2 cores at load 6–12: 8–18 ms for
+// a 64-step layer that one thread runs in 1 ms); the Team runs on without it, but a partner
+// that shares its core with another process still mostly costs (load 9–12: 2–3 ms median,
+// 0.75–1.0 ms min, against 1.1–1.5 and 1.0–1.2 ms for one thread). Unless LATHE_RNN_THREADS
+// asks for them, the hidden units are split only while the 1-minute load average leaves a
 // core idle besides this thread.
 bool cores_idle(int threads) {
   if (thread_limit() > 0) return true;
@@ -413,42 +611,45 @@ void run_rnn(NodeRef n, void* const* bufs) {
   a.rbh = static_cast<const float*>(in(sp->in_rbh()));
   const int64_t B = sp->B, H = sp->H, T = sp->T, GH = sp->gates() * H;
   const int hw = thread_limit() > 0 ? thread_limit() : hardware_threads();
-  std::vector<std::thread> pool;
   // A large batch: its rows are independent through the whole recurrence, so threads take
   // blocks of rows (multiples of 4, the register tile) for all T steps, never meeting.
   if (B >= 8 && hw > 1 && T * H * GH * B >= (int64_t(1) << 24)) {
     const int threads = static_cast<int>(std::min<int64_t>(hw, B / 4));
     const int64_t per = (B / 4 + threads - 1) / threads * 4;
-    std::vector<std::unique_ptr<Shared>> parts;
+    std::vector<std::unique_ptr<State>> parts;
     for (int i = 0; i < threads; ++i) {
       const int64_t lo = i * per, hi = i == threads - 1 ? B : std::min(B, (i + 1) * per);
-      if (lo < hi) parts.push_back(std::make_unique<Shared>(a, lo, hi, nullptr));
+      if (lo < hi) parts.push_back(std::make_unique<State>(a, lo, hi));
     }
-    for (size_t i = 1; i < parts.size(); ++i) pool.emplace_back([&a, &parts, i, H] { run_part(a, *parts[i], 0, H); });
-    run_part(a, *parts[0], 0, H);
+    std::vector<std::thread> pool;
+    for (size_t i = 1; i < parts.size(); ++i) pool.emplace_back([&a, &parts, i] { run_alone(a, *parts[i]); });
+    run_alone(a, *parts[0]);
     for (auto& t : pool) t.join();
     return;
   }
-  // A small batch with a big recurrent weight: threads split the hidden units (blocks of 16),
-  // each reading only its units' columns of RT, which then stay in its core's cache from step
-  // to step; they meet once a step.
+  // A small batch with a big recurrent weight: threads split the hidden units, pieces of 16·k
+  // (Team). RT under 256 KiB: one core's cache holds it, one thread.
   const int64_t blocks = (H + 15) / 16;
-  int threads = static_cast<int>(std::min<int64_t>({hw, 4, blocks / 4}));
-  if (T < 4 || H * GH * 4 < (int64_t(256) << 10)) threads = 1;  // RT under 256 KiB: one core's cache holds it
+  int threads = static_cast<int>(std::min<int64_t>({hw, kMaxThreads, blocks / 4}));
+  if (T < 4 || H * GH * 4 < (int64_t(256) << 10)) threads = 1;
   if (threads > 1 && !cores_idle(threads)) threads = 1;
   if (threads <= 1) {
-    Shared sh(a, 0, B, nullptr);
-    return run_part(a, sh, 0, H);
+    State st(a, 0, B);
+    return run_alone(a, st);
   }
-  Barrier bar(threads);
-  Shared sh(a, 0, B, &bar);
-  auto range = [&](int i) {
-    return std::pair<int64_t, int64_t>{std::min(H, blocks * i / threads * 16), std::min(H, blocks * (i + 1) / threads * 16)};
-  };
-  for (int i = 1; i < threads; ++i) pool.emplace_back([&a, &sh, r = range(i)] { run_part(a, sh, r.first, r.second); });
-  auto r0 = range(0);
-  run_part(a, sh, r0.first, r0.second);
-  for (auto& t : pool) t.join();
+  auto team = std::make_shared<Team>(a, threads, std::min<int64_t>(blocks, 4 * threads));
+  for (int i = 1; i < threads; ++i) {
+    try {
+      std::thread([team, i] { team_work(*team, i); }).detach();
+    } catch (const std::system_error&) {  // no thread to be had: the others take its share
+    }
+  }
+  team_work(*team, 0);
+  for (int i = 1; i < threads; ++i)  // a partner inside a piece may still read the call's buffers
+    for (int spin = 0; team->inside[i].load(std::memory_order_acquire); ++spin)
+      if (spin > 1000) std::this_thread::yield();
+      else _mm_pause();
+  write_last(team->a, team->st);
 }
 
 }  // namespace lathe

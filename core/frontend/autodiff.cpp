@@ -9,6 +9,7 @@
 
 #include "core/frontend/detail.h"
 #include "core/frontend/nn.h"
+#include "core/frontend/rnn_unrolled.h"
 #include "core/ir/attention_op.h"
 #include "core/ir/graph.h"
 
@@ -158,6 +159,7 @@ std::vector<Tensor> input_grads(NodeRef n, const Tensor& g) {
     case Op::Reduce: return {reduce_backward(g, n)};
     case Op::Extern:
       if (attention_spec(n)) return attention_backward(n, g);
+      if (rnn_spec(n)) return rnn_backward(n, g);  // through the unrolled steps (rnn_unrolled.h)
       fail("grad", "no derivative rule for Extern '" + n->attrs.name + "' (node %" + std::to_string(n->id) +
                        "); differentiate before the BLAS rewrite");
     default: return {};  // Not, IDiv, And, Or, Xor, CmpLT, CmpNE: no gradient

@@ -22,7 +22,8 @@
 //     overlapping axes are unrolled and the embedded pieces summed.
 //   Take: scatter-add as a one-hot compare + Reduce add, O(index size × axis length).
 //   Input, Const, Index: leaves. Integer and bool values carry no gradient.
-// Extern nodes on a differentiated path raise UserError.
+// Extern attention: the fused backward (autodiff.cpp). Extern rnn: the gradient of its steps
+// unrolled (rnn_unrolled.h). Other Extern nodes on a differentiated path raise UserError.
 #pragma once
 #include <optional>
 #include <vector>

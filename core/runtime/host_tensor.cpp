@@ -181,13 +181,20 @@ std::string HostTensor::shape_string() const {
 }
 
 size_t HostTensor::content_hash() const {
-  // FNV-1a over the bytes (sampled for big tensors), mixed with dtype and shape.
+  // FNV-1a-style over 8-byte words (a byte at a time cost ~1.3 ms per MiB of weights, 12% of
+  // the lstm model's warm start), sampled for big tensors, mixed with dtype and shape.
   uint64_t h = 1469598103934665603ull ^ static_cast<uint64_t>(dtype_);
   for (auto d : shape_) h = (h ^ static_cast<uint64_t>(d)) * 1099511628211ull;
   const auto* p = reinterpret_cast<const unsigned char*>(data());
-  size_t n = nbytes();
-  size_t step = n > (1u << 20) ? n / (1u << 16) : 1;
-  for (size_t i = 0; i < n; i += step) h = (h ^ p[i]) * 1099511628211ull;
+  const size_t n = nbytes(), words = n / 8;
+  const size_t step = words > (1u << 17) ? words / (1u << 14) : 1;
+  for (size_t i = 0; i < words; i += step) {
+    uint64_t w;
+    std::memcpy(&w, p + 8 * i, 8);
+    h = (h ^ w) * 1099511628211ull;
+    h ^= h >> 29;
+  }
+  for (size_t i = 8 * words; i < n; ++i) h = (h ^ p[i]) * 1099511628211ull;
   return static_cast<size_t>(h);
 }
 

@@ -9,6 +9,7 @@
 #include <random>
 
 #include "backends/kernel_dedup.h"
+#include "core/frontend/autodiff.h"
 #include "core/import/onnx_import.h"
 #include "core/ir/build.h"
 #include "core/ir/rnn_op.h"
@@ -267,6 +268,19 @@ TEST(FusedRecurrence, HiddenUnitsSplitBetweenThreads) {
   expect_fused_matches_unrolled(r);
 }
 
+// threads descheduled inside a piece (LATHE_RNN_STALL_US makes a claimed piece sleep now and
+// then): the others take over its pieces, claim the stalled ones again, and the late commits
+// are dropped; the results stay the interpreter's
+TEST(FusedRecurrence, ThreadsThatStallAreWorkedAround) {
+  struct Env {
+    Env() { setenv("LATHE_RNN_THREADS", "3", 1), setenv("LATHE_RNN_STALL_US", "300", 1); }
+    ~Env() { unsetenv("LATHE_RNN_THREADS"), unsetenv("LATHE_RNN_STALL_US"); }
+  } env;
+  expect_fused_matches_unrolled({"LSTM", 6, 1, 3, 140, "reverse", true, true, true, true});
+  expect_fused_matches_unrolled({"GRU", 5, 2, 3, 131, "forward", true, false, true, false, 0});
+  expect_fused_matches_unrolled({"GRU", 4, 1, 2, 160, "bidirectional", false, false, false, true, 1});
+}
+
 // one kernel per direction whatever T is: the steps are a loop inside it
 TEST(FusedRecurrence, OneKernelPerDirection) {
   for (Case c : {Case{"LSTM", 0, 1, 6, 10, "bidirectional", true, true, true}, Case{"GRU", 0, 3, 5, 7}}) {
@@ -313,6 +327,48 @@ TEST(FusedRecurrence, FallsBackToTheUnrolledGraph) {
     TensorMap in{{"X", randt({4, 3, 3}, rng)}};
     Executable exe = compile_graph(g, test::test_backend());
     EXPECT_EQ(test::compare_outputs(exe.run(in), interpret(g, in), 4), "");
+  }
+}
+
+// grad() through an imported layer (its fused nodes: the gradient of their unrolled steps,
+// core/frontend/rnn_unrolled.h) equals grad() through the LATHE_RNN=unrolled import, in the
+// interpreter and with the gradient graph compiled by the backend
+Graph loss_grads(const Graph& g) {
+  Tensor loss;
+  for (auto& [name, node] : g.outputs) {
+    Tensor o(node);
+    Tensor l = sum(o * o);
+    loss = loss.defined() ? loss + l : l;
+  }
+  std::vector<Tensor> params;
+  std::vector<std::string> names;
+  for (NodeRef i : g.inputs)
+    if (is_float(i->dtype)) params.emplace_back(i), names.push_back("d" + i->attrs.name);
+  std::vector<Tensor> gs = grad(loss, params);
+  std::vector<std::pair<std::string, NodeRef>> outs;
+  for (size_t k = 0; k < gs.size(); ++k) outs.push_back({names[k], gs[k].node()});
+  return Graph::from_outputs(outs);
+}
+
+TEST(RecurrentGrad, ImportedLayersMatchTheUnrolledImport) {
+  Case l{"LSTM", 5, 2, 3, 6, "bidirectional", false, true, true, true, 0, true};  // R an input
+  l.lens_input = true;
+  Case g{"GRU", 4, 3, 2, 5, "reverse", false, false, true, false, 1, true};
+  Case r{"RNN", 6, 1, 3, 4, "forward", false, false, false, true, 0, true};
+  for (const Case& c : {l, g, r}) {
+    TensorMap in;
+    Graph fused = loss_grads(recurrent_graph(c, in));
+    Graph unrolled;
+    {
+      Unrolled u;
+      TensorMap unused;
+      unrolled = loss_grads(recurrent_graph(c, unused));
+    }
+    ASSERT_EQ(fused.outputs.size(), 2u) << label(c) << ": dX and dR";
+    TensorMap want = interpret(unrolled, in);
+    EXPECT_EQ(test::compare_outputs(interpret(fused, in), want, 4), "") << label(c) << " (interpreter)";
+    Executable exe = compile_graph(fused, test::test_backend());
+    EXPECT_EQ(test::compare_outputs(exe.run(in), want, 4), "") << label(c) << " (" << test::test_backend() << ")";
   }
 }
 
