@@ -75,7 +75,9 @@ TEST(ReduceStash, StashKernelIsNotComputedInPlace) {
   for (auto& f : p.funcs) {
     int stores = 0;
     loop::walk(f.body, [&](const loop::Stmt& s) { stores += s.kind == loop::StmtKind::Store; return true; });
-    if (stores > 1) EXPECT_EQ(plan.in_place_of[f.buffers[0].buffer], -1) << loop::print_loop(f);
+    if (stores > 1) {
+      EXPECT_EQ(plan.in_place_of[f.buffers[0].buffer], -1) << loop::print_loop(f);
+    }
   }
 }
 
