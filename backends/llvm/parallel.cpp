@@ -1,131 +1,263 @@
-// parallel.cpp — a small persistent thread pool with a generation counter. See parallel.h.
+// parallel.cpp — a small persistent thread pool: a ring of loop slots, spinning workers. See
+// parallel.h.
+//
+// Hand-off without the kernel's help: a model runs its kernels back to back, one parallel loop
+// each, so the cost that matters is the hand-off, not the loop. The caller publishes a loop by
+// bumping `gen_`; a worker that finished its last loop less than kSpin ago is still polling
+// `gen_` and joins within a cache-line transfer. Only a worker idle longer sleeps on the
+// condition variable, and only then does the caller take the mutex and notify (a futex wake
+// that, on a loaded machine, cost ~0.3 ms per loop: the woken thread preempted the caller).
+//
+// Slots: each loop is written into jobs_[g % kSlots]. A worker that wakes late and reads a
+// loop that has already finished enters that loop's slot, finds nothing to claim and leaves,
+// while the caller goes on to the next loop in the next slot: it waits for stragglers only
+// when it reuses a slot kSlots loops later (it never did, in practice, before kSlots was 4).
+// Entering a slot is a Dekker pair: the worker counts itself `inside` and then re-reads the
+// slot's generation; the caller marks the slot invalid and then waits for `inside` to fall to
+// zero. Sequentially consistent operations on both sides: one of the two sees the other.
 #include "backends/llvm/parallel.h"
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
+#include <ctime>
 #include <mutex>
 #include <thread>
 #include <vector>
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define LATHE_PAUSE() _mm_pause()
+#elif defined(__aarch64__)
+#define LATHE_PAUSE() asm volatile("yield")
+#else
+#define LATHE_PAUSE() ((void)0)
+#endif
+
 namespace lathe::llvmjit {
 
 namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// How long an idle worker polls for the next loop before it sleeps, and how long the caller
+// polls for the last chunks before it sleeps. Long enough to bridge the gap between two
+// kernels of a run (microseconds) and a short serial kernel; short enough that an idle pool
+// burns no CPU to speak of.
+constexpr auto kSpin = std::chrono::microseconds(300);
+constexpr auto kCallerSpin = std::chrono::microseconds(200);
+constexpr int kSlots = 4;
+constexpr uint64_t kInvalid = ~uint64_t(0);
+
+struct alignas(64) Range {
+  std::atomic<int64_t> next{0};  // the first iteration of this share not yet claimed
+  int64_t end = 0;
+};
+
+struct alignas(64) Job {
+  std::atomic<uint64_t> gen{kInvalid};  // the loop this slot holds (kInvalid while rewritten)
+  std::atomic<int> inside{0};           // workers that entered this slot and have not left
+  alignas(64) std::atomic<int64_t> done{0};  // iterations finished
+  ChunkFn fn = nullptr;
+  void* const* b = nullptr;
+  const int64_t* d = nullptr;
+  const int64_t* c = nullptr;
+  int64_t n = 0, grain = 1;
+  int parts = 1;
+  std::vector<Range> ranges;
+};
+
+// A gap this long between two polls of a spinning thread means the OS took the core away
+// from a runnable thread: more threads want the cores than there are.
+constexpr auto kPreempted = std::chrono::microseconds(500);
+// How long the pool stays serial once it saw that (then it tries threads again).
+constexpr auto kContendedFor = std::chrono::milliseconds(200);
+
+// The caller's share of its core, measured over windows of at least kWindow of loops (a
+// longer gap resets it: the caller was doing other things): below kShareLow the pool goes
+// serial, above kShareHigh it goes back to threads. A caller alone on its core keeps ~1.
+constexpr int64_t kWindowNs = 4'000'000, kMaxWindowNs = 50'000'000;
+constexpr double kShareLow = 0.75, kShareHigh = 0.9;
+
+int64_t thread_cpu_ns() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return int64_t(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
+
+int64_t now_ns() { return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count(); }
+
+// Polls `ready` with a pause between reads for up to `budget`; true when it came true.
+// *preempted is set when the thread lost its core while polling.
+template <class F>
+bool spin_until(F ready, Clock::duration budget, bool* preempted) {
+  auto last = Clock::now(), until = last + budget;
+  for (int i = 1;; ++i) {
+    if (ready()) return true;
+    LATHE_PAUSE();
+    if ((i & 63) == 0) {
+      auto now = Clock::now();
+      if (now - last > kPreempted) *preempted = true;
+      if (now >= until) return ready();
+      last = now;
+    }
+  }
+}
 
 class Pool {
  public:
   Pool() {
     unsigned hw = std::max(1u, std::thread::hardware_concurrency());
     nthreads_ = static_cast<int>(hw);
-    ranges_ = std::vector<Range>(static_cast<size_t>(nthreads_));
+    for (auto& j : jobs_) j.ranges = std::vector<Range>(static_cast<size_t>(nthreads_));
     for (int t = 1; t < nthreads_; ++t) workers_.emplace_back([this, t] { worker(t); });
   }
   ~Pool() {
     {
       std::lock_guard<std::mutex> lock(mu_);
-      stop_ = true;
-      generation_.fetch_add(1);
+      stop_.store(true);
+      gen_.fetch_add(1);
     }
     cv_.notify_all();
     for (auto& w : workers_) w.join();
   }
   int threads() const { return nthreads_; }
+  PoolStats stats() const {
+    return {loops_.load(std::memory_order_relaxed), serial_loops_.load(std::memory_order_relaxed),
+            wakeups_.load(std::memory_order_relaxed)};
+  }
 
   void run(ChunkFn fn, void* const* b, const int64_t* d, const int64_t* c, int64_t n) {
     if (n <= 0) return;
     int parts = static_cast<int>(std::min<int64_t>(nthreads_, n));
     if (parts == 1) { fn(b, d, c, 0, n); return; }
+    sample_share();
+    if (contended()) {
+      serial_loops_.fetch_add(1, std::memory_order_relaxed);
+      fn(b, d, c, 0, n);
+      return;
+    }
     std::lock_guard<std::mutex> serial(run_mu_);  // one parallel loop at a time
-    {
-      // A worker still in the previous loop (it woke late and found nothing left to claim, or
-      // it finished the last chunk and takes mu_ to notify done_cv_) leaves it before the
-      // shares are handed out again. Wait with mu_ released, so that worker can take it (waiting
-      // while holding mu_ deadlocked: the worker's notify blocked on mu_, inside_ never fell);
-      // once inside_ is 0 with mu_ held, none can enter (entering takes mu_).
-      std::unique_lock<std::mutex> lock(mu_);
-      while (inside_.load(std::memory_order_acquire) != 0) {
-        lock.unlock();
-        std::this_thread::yield();
-        lock.lock();
-      }
-      fn_ = fn; b_ = b; d_ = d; c_ = c; n_ = n; parts_ = parts;
-      grain_ = std::max<int64_t>(1, n / (int64_t(parts) * 8));
-      for (int p = 0; p < parts; ++p) {
-        ranges_[p].next.store(n * p / parts, std::memory_order_relaxed);
-        ranges_[p].end = n * (p + 1) / parts;
-      }
-      done_.store(0, std::memory_order_relaxed);
-      generation_.fetch_add(1, std::memory_order_release);
+    uint64_t g = ++last_gen_;
+    Job& j = jobs_[g % kSlots];
+    // A worker still in this slot's previous loop (it woke kSlots loops late) leaves it before
+    // the slot is rewritten; one that enters from now on sees kInvalid and leaves at once.
+    j.gen.store(kInvalid, std::memory_order_seq_cst);
+    while (j.inside.load(std::memory_order_seq_cst) != 0) std::this_thread::yield();
+    j.fn = fn; j.b = b; j.d = d; j.c = c; j.n = n; j.parts = parts;
+    j.grain = std::max<int64_t>(1, n / (int64_t(parts) * 8));
+    for (int p = 0; p < parts; ++p) {
+      j.ranges[p].next.store(n * p / parts, std::memory_order_relaxed);
+      j.ranges[p].end = n * (p + 1) / parts;
     }
-    cv_.notify_all();
-    chunk(0);
+    j.done.store(0, std::memory_order_relaxed);
+    j.gen.store(g, std::memory_order_release);
+    gen_.store(g, std::memory_order_seq_cst);
+    loops_.fetch_add(1, std::memory_order_relaxed);
+    if (sleepers_.load(std::memory_order_seq_cst) > 0) {
+      wakeups_.fetch_add(1, std::memory_order_relaxed);
+      { std::lock_guard<std::mutex> lock(mu_); }  // a worker between its check and its wait
+      cv_.notify_all();
+    }
+    chunk(j, 0);
     // Wait for the iterations, not for the workers: one that has not woken yet (the machine
-    // is shared) finds everything claimed and goes back to sleep. Short spin, then block:
-    // kernels are often sub-millisecond.
-    for (int spin = 0; done_.load(std::memory_order_acquire) != n; ++spin) {
-      if (spin > 4000) {
-        std::unique_lock<std::mutex> lock(mu_);
-        done_cv_.wait(lock, [&] { return done_.load() == n; });
-        break;
-      }
-    }
+    // is shared) finds everything claimed. Poll briefly (chunks are short), then block.
+    auto all_done = [&] { return j.done.load(std::memory_order_seq_cst) == n; };
+    bool preempted = false;
+    bool finished = spin_until(all_done, kCallerSpin, &preempted);
+    if (preempted) mark_contended();
+    if (finished) return;
+    std::unique_lock<std::mutex> lock(mu_);
+    caller_waiting_.store(true, std::memory_order_seq_cst);
+    done_cv_.wait(lock, all_done);
+    caller_waiting_.store(false, std::memory_order_relaxed);
   }
 
  private:
+  // While the machine is oversubscribed (a spinning thread of ours lost its core), loops run
+  // on the caller alone: a worker would only take the caller's CPU time (the scheduler shares
+  // a core between sessions, not threads) or stall the loop while holding a chunk off-core.
+  bool contended() const {
+    return serial_.load(std::memory_order_relaxed) || now_ns() < contended_until_.load(std::memory_order_relaxed);
+  }
+  void sample_share() {
+    thread_local int64_t wall0 = 0, cpu0 = 0;
+    int64_t wall = now_ns();
+    if (wall0 != 0 && wall - wall0 < kWindowNs) return;
+    int64_t cpu = thread_cpu_ns();
+    if (wall0 != 0 && wall - wall0 <= kMaxWindowNs) {
+      double share = double(cpu - cpu0) / double(wall - wall0);
+      bool serial = serial_.load(std::memory_order_relaxed);
+      if (serial ? share > kShareHigh : share < kShareLow) serial_.store(!serial, std::memory_order_relaxed);
+    }
+    wall0 = wall;
+    cpu0 = cpu;
+  }
+  void mark_contended() {
+    contended_until_.store(now_ns() + std::chrono::nanoseconds(kContendedFor).count(), std::memory_order_relaxed);
+  }
   // Thread t first works through its own share of [0, n) (the same iterations on every call
   // with the same n, so a kernel run many times over one weight, an RNN's steps, finds its
   // part in this core's cache), then takes the chunks left in the other shares.
-  void chunk(int t) {
-    for (int k = 0; k < parts_; ++k) {
-      Range& r = ranges_[(t + k) % parts_];
+  void chunk(Job& j, int t) {
+    for (int k = 0; k < j.parts; ++k) {
+      Range& r = j.ranges[(t + k) % j.parts];
       for (;;) {
-        int64_t begin = r.next.fetch_add(grain_, std::memory_order_relaxed);
+        int64_t begin = r.next.fetch_add(j.grain, std::memory_order_relaxed);
         if (begin >= r.end) break;
-        int64_t end = std::min(r.end, begin + grain_);
-        fn_(b_, d_, c_, begin, end);
-        if (done_.fetch_add(end - begin, std::memory_order_acq_rel) + (end - begin) == n_ && t != 0) {
+        int64_t end = std::min(r.end, begin + j.grain);
+        j.fn(j.b, j.d, j.c, begin, end);
+        bool last = j.done.fetch_add(end - begin, std::memory_order_seq_cst) + (end - begin) == j.n;
+        if (last && t != 0 && caller_waiting_.load(std::memory_order_seq_cst)) {
           std::lock_guard<std::mutex> lock(mu_);
           done_cv_.notify_all();
         }
       }
     }
   }
+  // The next loop's generation after `seen`: polled for kSpin, then waited for asleep.
+  uint64_t next_loop(uint64_t seen) {
+    auto fresh = [&] { return gen_.load(std::memory_order_seq_cst) != seen; };
+    if (!contended()) {
+      bool preempted = false;
+      bool found = spin_until(fresh, kSpin, &preempted);
+      if (preempted) mark_contended();
+      if (found) return gen_.load(std::memory_order_acquire);
+    }
+    std::unique_lock<std::mutex> lock(mu_);
+    sleepers_.fetch_add(1, std::memory_order_seq_cst);
+    cv_.wait(lock, fresh);
+    sleepers_.fetch_sub(1, std::memory_order_relaxed);
+    return gen_.load(std::memory_order_acquire);
+  }
   void worker(int t) {
     uint64_t seen = 0;
     for (;;) {
-      {
-        std::unique_lock<std::mutex> lock(mu_);
-        cv_.wait(lock, [&] { return generation_.load() != seen; });
-        if (stop_) return;
-        // counted inside before the lock is released: run() cannot reset the shares under us
-        inside_.fetch_add(1, std::memory_order_acq_rel);
-        seen = generation_.load();
-      }
-      if (t < parts_) chunk(t);
-      inside_.fetch_sub(1, std::memory_order_acq_rel);
+      uint64_t g = next_loop(seen);
+      if (stop_.load()) return;
+      seen = g;
+      Job& j = jobs_[g % kSlots];
+      j.inside.fetch_add(1, std::memory_order_seq_cst);
+      // still loop g (not rewritten for g + kSlots meanwhile): its fields are stable until we leave
+      if (j.gen.load(std::memory_order_seq_cst) == g && t < j.parts) chunk(j, t);
+      j.inside.fetch_sub(1, std::memory_order_release);
     }
   }
 
-  struct Range {
-    std::atomic<int64_t> next{0};  // the first iteration of this share not yet claimed
-    int64_t end = 0;
-  };
   int nthreads_ = 1;
   std::vector<std::thread> workers_;
   std::mutex mu_, run_mu_;
   std::condition_variable cv_, done_cv_;
-  std::atomic<uint64_t> generation_{0};
-  bool stop_ = false;
-  std::atomic<int> inside_{0};      // workers between waking for a loop and leaving it
-  std::atomic<int64_t> done_{0};    // iterations finished in the current loop
-  std::vector<Range> ranges_;
-  int64_t grain_ = 1;
-  ChunkFn fn_ = nullptr;
-  void* const* b_ = nullptr;
-  const int64_t* d_ = nullptr;
-  const int64_t* c_ = nullptr;
-  int64_t n_ = 0;
-  int parts_ = 1;
+  alignas(64) std::atomic<uint64_t> gen_{0};  // the latest loop published
+  alignas(64) std::atomic<int> sleepers_{0};  // workers asleep on cv_ (or about to be)
+  std::atomic<bool> caller_waiting_{false};   // the caller asleep on done_cv_
+  std::atomic<bool> stop_{false};
+  std::atomic<int64_t> contended_until_{0};   // now_ns() before which loops run serially
+  std::atomic<bool> serial_{false};           // the caller's share of its core is low
+  uint64_t last_gen_ = 0;                     // under run_mu_
+  std::atomic<int64_t> loops_{0}, serial_loops_{0}, wakeups_{0};  // PoolStats
+  Job jobs_[kSlots];
 };
 
 Pool& pool() {
@@ -141,5 +273,7 @@ extern "C" void lathe_llvm_parallel_for(ChunkFn fn, void* const* buffers, const 
 }
 
 int pool_threads() { return pool().threads(); }
+
+PoolStats pool_stats() { return pool().stats(); }
 
 }  // namespace lathe::llvmjit
