@@ -11,10 +11,18 @@
 // Slots: each loop is written into jobs_[g % kSlots]. A worker that wakes late and reads a
 // loop that has already finished enters that loop's slot, finds nothing to claim and leaves,
 // while the caller goes on to the next loop in the next slot: it waits for stragglers only
-// when it reuses a slot kSlots loops later (it never did, in practice, before kSlots was 4).
-// Entering a slot is a Dekker pair: the worker counts itself `inside` and then re-reads the
-// slot's generation; the caller marks the slot invalid and then waits for `inside` to fall to
-// zero. Sequentially consistent operations on both sides: one of the two sees the other.
+// when it reuses a slot kSlots loops later. Entering a slot is a Dekker pair: the worker
+// counts itself `inside` and then re-reads the slot's generation; the caller marks the slot
+// invalid and then waits for `inside` to fall to zero. Sequentially consistent operations on
+// both sides: one of the two sees the other.
+//
+// Oversubscription: Linux shares the cores between sessions (autogroups), not threads, so on
+// a busy machine a polling worker takes CPU time from its own caller, and a worker taken off
+// its core while it holds a chunk stalls the loop for a time slice (mobilenet_v2 at load 7-12
+// on 2 cores: 45-65 ms a run polling, 30-48 ms with the old sleeping workers). Each thread
+// measures its share of its core (CPU time / wall time, over windows of 8 ms); when one gets
+// less than half, loops run on the caller alone for the next 100 ms (then threads are tried
+// again), and the workers sleep.
 #include "backends/llvm/parallel.h"
 
 #include <algorithm>
@@ -68,17 +76,15 @@ struct alignas(64) Job {
   std::vector<Range> ranges;
 };
 
-// A gap this long between two polls of a spinning thread means the OS took the core away
-// from a runnable thread: more threads want the cores than there are.
-constexpr auto kPreempted = std::chrono::microseconds(500);
 // How long the pool stays serial once it saw that (then it tries threads again).
-constexpr auto kContendedFor = std::chrono::milliseconds(200);
+constexpr int64_t kContendedForNs = 100'000'000;
 
-// The caller's share of its core, measured over windows of at least kWindow of loops (a
-// longer gap resets it: the caller was doing other things): below kShareLow the pool goes
-// serial, above kShareHigh it goes back to threads. A caller alone on its core keeps ~1.
-constexpr int64_t kWindowNs = 4'000'000, kMaxWindowNs = 50'000'000;
-constexpr double kShareLow = 0.75, kShareHigh = 0.9;
+// A thread's share of its core: CPU time over wall time, measured over windows of at least
+// kWindowNs (a window longer than kMaxWindowNs is dropped: the thread was idle, not starved).
+// The caller's counts its loops and what it runs between them, less the time it slept waiting
+// for a worker; a worker's, the loops it works in. Below kShareLow the machine is taken.
+constexpr int64_t kWindowNs = 8'000'000, kMaxWindowNs = 50'000'000;
+constexpr double kShareLow = 0.5;
 
 int64_t thread_cpu_ns() {
   timespec ts{};
@@ -89,19 +95,13 @@ int64_t thread_cpu_ns() {
 int64_t now_ns() { return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count(); }
 
 // Polls `ready` with a pause between reads for up to `budget`; true when it came true.
-// *preempted is set when the thread lost its core while polling.
 template <class F>
-bool spin_until(F ready, Clock::duration budget, bool* preempted) {
-  auto last = Clock::now(), until = last + budget;
+bool spin_until(F ready, Clock::duration budget) {
+  auto until = Clock::now() + budget;
   for (int i = 1;; ++i) {
     if (ready()) return true;
     LATHE_PAUSE();
-    if ((i & 63) == 0) {
-      auto now = Clock::now();
-      if (now - last > kPreempted) *preempted = true;
-      if (now >= until) return ready();
-      last = now;
-    }
+    if ((i & 63) == 0 && Clock::now() >= until) return ready();
   }
 }
 
@@ -125,14 +125,14 @@ class Pool {
   int threads() const { return nthreads_; }
   PoolStats stats() const {
     return {loops_.load(std::memory_order_relaxed), serial_loops_.load(std::memory_order_relaxed),
-            wakeups_.load(std::memory_order_relaxed)};
+            wakeups_.load(std::memory_order_relaxed), marks_.load(std::memory_order_relaxed)};
   }
 
   void run(ChunkFn fn, void* const* b, const int64_t* d, const int64_t* c, int64_t n) {
     if (n <= 0) return;
     int parts = static_cast<int>(std::min<int64_t>(nthreads_, n));
     if (parts == 1) { fn(b, d, c, 0, n); return; }
-    sample_share();
+    sample_caller_share();
     if (contended()) {
       serial_loops_.fetch_add(1, std::memory_order_relaxed);
       fn(b, d, c, 0, n);
@@ -164,38 +164,43 @@ class Pool {
     // Wait for the iterations, not for the workers: one that has not woken yet (the machine
     // is shared) finds everything claimed. Poll briefly (chunks are short), then block.
     auto all_done = [&] { return j.done.load(std::memory_order_seq_cst) == n; };
-    bool preempted = false;
-    bool finished = spin_until(all_done, kCallerSpin, &preempted);
-    if (preempted) mark_contended();
-    if (finished) return;
+    if (spin_until(all_done, kCallerSpin)) return;
+    auto t0 = now_ns();
     std::unique_lock<std::mutex> lock(mu_);
     caller_waiting_.store(true, std::memory_order_seq_cst);
     done_cv_.wait(lock, all_done);
     caller_waiting_.store(false, std::memory_order_relaxed);
+    caller_window().idle_ns += now_ns() - t0;
   }
 
  private:
   // While the machine is oversubscribed (a spinning thread of ours lost its core), loops run
   // on the caller alone: a worker would only take the caller's CPU time (the scheduler shares
   // a core between sessions, not threads) or stall the loop while holding a chunk off-core.
-  bool contended() const {
-    return serial_.load(std::memory_order_relaxed) || now_ns() < contended_until_.load(std::memory_order_relaxed);
-  }
-  void sample_share() {
-    thread_local int64_t wall0 = 0, cpu0 = 0;
-    int64_t wall = now_ns();
-    if (wall0 != 0 && wall - wall0 < kWindowNs) return;
-    int64_t cpu = thread_cpu_ns();
-    if (wall0 != 0 && wall - wall0 <= kMaxWindowNs) {
-      double share = double(cpu - cpu0) / double(wall - wall0);
-      bool serial = serial_.load(std::memory_order_relaxed);
-      if (serial ? share > kShareHigh : share < kShareLow) serial_.store(!serial, std::memory_order_relaxed);
-    }
-    wall0 = wall;
-    cpu0 = cpu;
-  }
+  bool contended() const { return now_ns() < contended_until_.load(std::memory_order_relaxed); }
   void mark_contended() {
-    contended_until_.store(now_ns() + std::chrono::nanoseconds(kContendedFor).count(), std::memory_order_relaxed);
+    contended_until_.store(now_ns() + kContendedForNs, std::memory_order_relaxed);
+    marks_.fetch_add(1, std::memory_order_relaxed);
+  }
+  struct Window {
+    int64_t wall0 = 0, cpu0 = 0, idle_ns = 0;
+  };
+  static Window& caller_window() {
+    thread_local Window w;
+    return w;
+  }
+  // The caller's share, checked once a window (while serial too: it stays serial as long as
+  // even the caller alone does not get its core).
+  void sample_caller_share() {
+    Window& w = caller_window();
+    int64_t wall = now_ns();
+    if (w.wall0 != 0 && wall - w.wall0 < kWindowNs) return;
+    int64_t cpu = thread_cpu_ns();
+    int64_t span = wall - w.wall0 - w.idle_ns;
+    if (w.wall0 != 0 && wall - w.wall0 <= kMaxWindowNs && span > kWindowNs / 2 &&
+        double(cpu - w.cpu0) < kShareLow * double(span))
+      mark_contended();
+    w = {wall, cpu, 0};
   }
   // Thread t first works through its own share of [0, n) (the same iterations on every call
   // with the same n, so a kernel run many times over one weight, an RNN's steps, finds its
@@ -219,12 +224,7 @@ class Pool {
   // The next loop's generation after `seen`: polled for kSpin, then waited for asleep.
   uint64_t next_loop(uint64_t seen) {
     auto fresh = [&] { return gen_.load(std::memory_order_seq_cst) != seen; };
-    if (!contended()) {
-      bool preempted = false;
-      bool found = spin_until(fresh, kSpin, &preempted);
-      if (preempted) mark_contended();
-      if (found) return gen_.load(std::memory_order_acquire);
-    }
+    if (!contended() && spin_until(fresh, kSpin)) return gen_.load(std::memory_order_acquire);
     std::unique_lock<std::mutex> lock(mu_);
     sleepers_.fetch_add(1, std::memory_order_seq_cst);
     cv_.wait(lock, fresh);
@@ -233,6 +233,7 @@ class Pool {
   }
   void worker(int t) {
     uint64_t seen = 0;
+    struct { int64_t wall = 0, cpu = 0; } win;
     for (;;) {
       uint64_t g = next_loop(seen);
       if (stop_.load()) return;
@@ -240,7 +241,17 @@ class Pool {
       Job& j = jobs_[g % kSlots];
       j.inside.fetch_add(1, std::memory_order_seq_cst);
       // still loop g (not rewritten for g + kSlots meanwhile): its fields are stable until we leave
-      if (j.gen.load(std::memory_order_seq_cst) == g && t < j.parts) chunk(j, t);
+      if (j.gen.load(std::memory_order_seq_cst) == g && t < j.parts) {
+        // this worker's share of its core over the loops it works in
+        int64_t wall = now_ns(), cpu = thread_cpu_ns();
+        chunk(j, t);
+        win.wall += now_ns() - wall;
+        win.cpu += thread_cpu_ns() - cpu;
+        if (win.wall >= kWindowNs) {
+          if (double(win.cpu) < kShareLow * double(win.wall)) mark_contended();
+          win = {};
+        }
+      }
       j.inside.fetch_sub(1, std::memory_order_release);
     }
   }
@@ -254,9 +265,8 @@ class Pool {
   std::atomic<bool> caller_waiting_{false};   // the caller asleep on done_cv_
   std::atomic<bool> stop_{false};
   std::atomic<int64_t> contended_until_{0};   // now_ns() before which loops run serially
-  std::atomic<bool> serial_{false};           // the caller's share of its core is low
   uint64_t last_gen_ = 0;                     // under run_mu_
-  std::atomic<int64_t> loops_{0}, serial_loops_{0}, wakeups_{0};  // PoolStats
+  std::atomic<int64_t> loops_{0}, serial_loops_{0}, wakeups_{0}, marks_{0};  // PoolStats
   Job jobs_[kSlots];
 };
 

@@ -28,9 +28,10 @@ int pool_threads();
 
 // Counters since start-up (tests and diagnostics): loops handed to the pool's threads, loops
 // the caller ran alone because the machine was oversubscribed (parallel.cpp), and loops that
-// had to wake a sleeping worker (the rest found the workers still polling).
+// had to wake a sleeping worker (the rest found the workers still polling), and how many
+// times a thread of the pool found the machine oversubscribed.
 struct PoolStats {
-  int64_t loops = 0, serial_loops = 0, wakeups = 0;
+  int64_t loops = 0, serial_loops = 0, wakeups = 0, contended = 0;
 };
 PoolStats pool_stats();
 
