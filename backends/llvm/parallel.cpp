@@ -21,8 +21,9 @@
 // its core while it holds a chunk stalls the loop for a time slice (mobilenet_v2 at load 7-12
 // on 2 cores: 45-65 ms a run polling, 30-48 ms with the old sleeping workers). Each thread
 // measures its share of its core (CPU time / wall time, over windows of 8 ms); when one gets
-// less than half, loops run on the caller alone for the next 100 ms (then threads are tried
-// again), and the workers sleep.
+// less than 0.4 three windows in a row, loops run on the caller alone for the next 100 ms
+// (then threads are tried again), and the workers sleep. Stricter thresholds (below 1/2
+// once or twice) fired on a nearly quiet machine too, where polling workers pay.
 #include "backends/llvm/parallel.h"
 
 #include <algorithm>
@@ -82,9 +83,11 @@ constexpr int64_t kContendedForNs = 100'000'000;
 // A thread's share of its core: CPU time over wall time, measured over windows of at least
 // kWindowNs (a window longer than kMaxWindowNs is dropped: the thread was idle, not starved).
 // The caller's counts its loops and what it runs between them, less the time it slept waiting
-// for a worker; a worker's, the loops it works in. Below kShareLow the machine is taken.
+// for a worker; a worker's, the loops it works in. Below kShareLow twice in a row, the
+// machine is taken.
 constexpr int64_t kWindowNs = 8'000'000, kMaxWindowNs = 50'000'000;
-constexpr double kShareLow = 0.5;
+constexpr double kShareLow = 0.4;
+constexpr int kLowWindows = 3;  // in a row (one alone: a burst of first-touch page faults)
 
 int64_t thread_cpu_ns() {
   timespec ts{};
@@ -184,6 +187,7 @@ class Pool {
   }
   struct Window {
     int64_t wall0 = 0, cpu0 = 0, idle_ns = 0;
+    int low = 0;  // windows in a row below kShareLow
   };
   static Window& caller_window() {
     thread_local Window w;
@@ -197,10 +201,11 @@ class Pool {
     if (w.wall0 != 0 && wall - w.wall0 < kWindowNs) return;
     int64_t cpu = thread_cpu_ns();
     int64_t span = wall - w.wall0 - w.idle_ns;
-    if (w.wall0 != 0 && wall - w.wall0 <= kMaxWindowNs && span > kWindowNs / 2 &&
-        double(cpu - w.cpu0) < kShareLow * double(span))
-      mark_contended();
-    w = {wall, cpu, 0};
+    if (w.wall0 != 0 && wall - w.wall0 <= kMaxWindowNs && span > kWindowNs / 2) {
+      w.low = double(cpu - w.cpu0) < kShareLow * double(span) ? w.low + 1 : 0;
+      if (w.low >= kLowWindows) mark_contended(), w.low = 0;
+    }
+    w.wall0 = wall, w.cpu0 = cpu, w.idle_ns = 0;
   }
   // Thread t first works through its own share of [0, n) (the same iterations on every call
   // with the same n, so a kernel run many times over one weight, an RNN's steps, finds its
@@ -233,7 +238,7 @@ class Pool {
   }
   void worker(int t) {
     uint64_t seen = 0;
-    struct { int64_t wall = 0, cpu = 0; } win;
+    struct { int64_t wall = 0, cpu = 0; int low = 0; } win;
     for (;;) {
       uint64_t g = next_loop(seen);
       if (stop_.load()) return;
@@ -248,8 +253,9 @@ class Pool {
         win.wall += now_ns() - wall;
         win.cpu += thread_cpu_ns() - cpu;
         if (win.wall >= kWindowNs) {
-          if (double(win.cpu) < kShareLow * double(win.wall)) mark_contended();
-          win = {};
+          win.low = double(win.cpu) < kShareLow * double(win.wall) ? win.low + 1 : 0;
+          if (win.low >= kLowWindows) mark_contended(), win.low = 0;
+          win.wall = win.cpu = 0;
         }
       }
       j.inside.fetch_sub(1, std::memory_order_release);
