@@ -83,8 +83,8 @@ constexpr int64_t kContendedForNs = 100'000'000;
 // A thread's share of its core: CPU time over wall time, measured over windows of at least
 // kWindowNs (a window longer than kMaxWindowNs is dropped: the thread was idle, not starved).
 // The caller's counts its loops and what it runs between them, less the time it slept waiting
-// for a worker; a worker's, the loops it works in. Below kShareLow twice in a row, the
-// machine is taken.
+// for a worker; a worker's, the loops it works in. Below kShareLow kLowWindows windows in a
+// row, the machine is taken.
 constexpr int64_t kWindowNs = 8'000'000, kMaxWindowNs = 50'000'000;
 constexpr double kShareLow = 0.4;
 constexpr int kLowWindows = 3;  // in a row (one alone: a burst of first-touch page faults)
