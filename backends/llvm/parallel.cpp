@@ -163,17 +163,24 @@ class Pool {
       { std::lock_guard<std::mutex> lock(mu_); }  // a worker between its check and its wait
       cv_.notify_all();
     }
+    Window& w = caller_window();
+    int64_t t_start = now_ns();
     chunk(j, 0);
     // Wait for the iterations, not for the workers: one that has not woken yet (the machine
     // is shared) finds everything claimed. Poll briefly (chunks are short), then block.
+    int64_t t_own = now_ns();
     auto all_done = [&] { return j.done.load(std::memory_order_seq_cst) == n; };
-    if (spin_until(all_done, kCallerSpin)) return;
-    auto t0 = now_ns();
-    std::unique_lock<std::mutex> lock(mu_);
-    caller_waiting_.store(true, std::memory_order_seq_cst);
-    done_cv_.wait(lock, all_done);
-    caller_waiting_.store(false, std::memory_order_relaxed);
-    caller_window().idle_ns += now_ns() - t0;
+    if (!spin_until(all_done, kCallerSpin)) {
+      int64_t t0 = now_ns();
+      std::unique_lock<std::mutex> lock(mu_);
+      caller_waiting_.store(true, std::memory_order_seq_cst);
+      done_cv_.wait(lock, all_done);
+      caller_waiting_.store(false, std::memory_order_relaxed);
+      w.idle_ns += now_ns() - t0;
+    }
+    int64_t t_end = now_ns();
+    w.loop_ns += t_end - t_start;
+    w.wait_ns += t_end - t_own;
   }
 
  private:
@@ -187,14 +194,17 @@ class Pool {
   }
   struct Window {
     int64_t wall0 = 0, cpu0 = 0, idle_ns = 0;
-    int low = 0;  // windows in a row below kShareLow
+    int64_t loop_ns = 0, wait_ns = 0;  // in parallel loops: in all, and waiting for workers
+    int low = 0;  // bad windows in a row
   };
   static Window& caller_window() {
     thread_local Window w;
     return w;
   }
   // The caller's share, checked once a window (while serial too: it stays serial as long as
-  // even the caller alone does not get its core).
+  // even the caller alone does not get its core). A window is bad too when the caller spent
+  // more than a third of its parallel loops waiting for the workers' last chunks: they lost
+  // their core while holding them, or share the caller's (the scheduler put both on one).
   void sample_caller_share() {
     Window& w = caller_window();
     int64_t wall = now_ns();
@@ -202,10 +212,12 @@ class Pool {
     int64_t cpu = thread_cpu_ns();
     int64_t span = wall - w.wall0 - w.idle_ns;
     if (w.wall0 != 0 && wall - w.wall0 <= kMaxWindowNs && span > kWindowNs / 2) {
-      w.low = double(cpu - w.cpu0) < kShareLow * double(span) ? w.low + 1 : 0;
+      bool starved = double(cpu - w.cpu0) < kShareLow * double(span);
+      bool stalled = w.loop_ns > kWindowNs / 4 && 3 * w.wait_ns > w.loop_ns;
+      w.low = starved || stalled ? w.low + 1 : 0;
       if (w.low >= kLowWindows) mark_contended(), w.low = 0;
     }
-    w.wall0 = wall, w.cpu0 = cpu, w.idle_ns = 0;
+    w.wall0 = wall, w.cpu0 = cpu, w.idle_ns = w.loop_ns = w.wait_ns = 0;
   }
   // Thread t first works through its own share of [0, n) (the same iterations on every call
   // with the same n, so a kernel run many times over one weight, an RNN's steps, finds its
