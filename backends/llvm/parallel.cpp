@@ -159,9 +159,16 @@ class Pool {
     gen_.store(g, std::memory_order_seq_cst);
     loops_.fetch_add(1, std::memory_order_relaxed);
     if (sleepers_.load(std::memory_order_seq_cst) > 0) {
-      wakeups_.fetch_add(1, std::memory_order_relaxed);
-      { std::lock_guard<std::mutex> lock(mu_); }  // a worker between its check and its wait
-      cv_.notify_all();
+      // under mu_: a worker between its check and its wait has waited by now. Those woken
+      // are counted out at once, so the next loops do not wake them again while they are
+      // still on their way to a core.
+      std::lock_guard<std::mutex> lock(mu_);
+      if (sleepers_.load(std::memory_order_relaxed) > 0) {
+        sleepers_.store(0, std::memory_order_relaxed);
+        ++sleep_round_;
+        wakeups_.fetch_add(1, std::memory_order_relaxed);
+        cv_.notify_all();
+      }
     }
     Window& w = caller_window();
     int64_t t_start = now_ns();
@@ -243,9 +250,10 @@ class Pool {
     auto fresh = [&] { return gen_.load(std::memory_order_seq_cst) != seen; };
     if (!contended() && spin_until(fresh, kSpin)) return gen_.load(std::memory_order_acquire);
     std::unique_lock<std::mutex> lock(mu_);
+    uint64_t round = sleep_round_;
     sleepers_.fetch_add(1, std::memory_order_seq_cst);
     cv_.wait(lock, fresh);
-    sleepers_.fetch_sub(1, std::memory_order_relaxed);
+    if (sleep_round_ == round) sleepers_.fetch_sub(1, std::memory_order_relaxed);  // not counted out
     return gen_.load(std::memory_order_acquire);
   }
   void worker(int t) {
@@ -280,6 +288,7 @@ class Pool {
   std::condition_variable cv_, done_cv_;
   alignas(64) std::atomic<uint64_t> gen_{0};  // the latest loop published
   alignas(64) std::atomic<int> sleepers_{0};  // workers asleep on cv_ (or about to be)
+  uint64_t sleep_round_ = 0;                  // under mu_: notifications that counted them out
   std::atomic<bool> caller_waiting_{false};   // the caller asleep on done_cv_
   std::atomic<bool> stop_{false};
   std::atomic<int64_t> contended_until_{0};   // now_ns() before which loops run serially
