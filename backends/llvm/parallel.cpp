@@ -80,13 +80,13 @@ struct alignas(64) Job {
 // How long the pool stays serial once it saw that (then it tries threads again).
 constexpr int64_t kContendedForNs = 100'000'000;
 
-// A thread's share of its core: CPU time over wall time, measured over windows of at least
-// kWindowNs (a window longer than kMaxWindowNs is dropped: the thread was idle, not starved).
-// The caller's counts its loops and what it runs between them, less the time it slept waiting
-// for a worker; a worker's, the loops it works in. Below kShareLow kLowWindows windows in a
-// row, the machine is taken.
+// Measured over windows of at least kWindowNs (one longer than kMaxWindowNs is dropped: the
+// thread was idle, not starved), kLowWindows bad windows in a row: the machine is taken. A
+// worker's window is bad when it gets less than kShareLow of its core (CPU time over wall
+// time, in the loops it works in); the caller's, see sample_caller().
 constexpr int64_t kWindowNs = 8'000'000, kMaxWindowNs = 50'000'000;
 constexpr double kShareLow = 0.4;
+constexpr double kWorthLow = 0.75;  // the pool's progress, in cores, below which it goes serial
 constexpr int kLowWindows = 3;  // in a row (one alone: a burst of first-touch page faults)
 
 int64_t thread_cpu_ns() {
@@ -135,7 +135,7 @@ class Pool {
     if (n <= 0) return;
     int parts = static_cast<int>(std::min<int64_t>(nthreads_, n));
     if (parts == 1) { fn(b, d, c, 0, n); return; }
-    sample_caller_share();
+    sample_caller();
     if (contended()) {
       serial_loops_.fetch_add(1, std::memory_order_relaxed);
       fn(b, d, c, 0, n);
@@ -172,21 +172,20 @@ class Pool {
     }
     Window& w = caller_window();
     int64_t t_start = now_ns();
-    chunk(j, 0);
+    int64_t mine = chunk(j, 0);
     // Wait for the iterations, not for the workers: one that has not woken yet (the machine
     // is shared) finds everything claimed. Poll briefly (chunks are short), then block.
     int64_t t_own = now_ns();
     auto all_done = [&] { return j.done.load(std::memory_order_seq_cst) == n; };
     if (!spin_until(all_done, kCallerSpin)) {
-      int64_t t0 = now_ns();
       std::unique_lock<std::mutex> lock(mu_);
       caller_waiting_.store(true, std::memory_order_seq_cst);
       done_cv_.wait(lock, all_done);
       caller_waiting_.store(false, std::memory_order_relaxed);
-      w.idle_ns += now_ns() - t0;
     }
     int64_t t_end = now_ns();
     w.loop_ns += t_end - t_start;
+    w.own_ns += double(t_end - t_start) * double(mine) / double(n);
     w.wait_ns += t_end - t_own;
   }
 
@@ -200,36 +199,47 @@ class Pool {
     marks_.fetch_add(1, std::memory_order_relaxed);
   }
   struct Window {
-    int64_t wall0 = 0, cpu0 = 0, idle_ns = 0;
+    int64_t wall0 = 0, cpu0 = 0;
     int64_t loop_ns = 0, wait_ns = 0;  // in parallel loops: in all, and waiting for workers
+    double own_ns = 0;                 // loop_ns weighted by the caller's part of each loop
     int low = 0;  // bad windows in a row
   };
   static Window& caller_window() {
     thread_local Window w;
     return w;
   }
-  // The caller's share, checked once a window (while serial too: it stays serial as long as
-  // even the caller alone does not get its core). A window is bad too when the caller spent
-  // more than a third of its parallel loops waiting for the workers' last chunks: they lost
-  // their core while holding them, or share the caller's (the scheduler put both on one).
-  void sample_caller_share() {
+  // The pool's worth, checked once a window (while serial too: it stays serial as long as
+  // even the caller alone does not get 3/4 of its core): a window is bad when the threads
+  // together made less progress than 3/4 of a core would (a polling worker takes CPU time
+  // from its caller's session: at load 4.5 the caller got ~1/2 of a core and the worker did
+  // little), or when the caller spent more than a third of its parallel loops waiting for
+  // the workers' last chunks: they lost their core while holding them, or share the
+  // caller's (the scheduler put both on one).
+  void sample_caller() {
     Window& w = caller_window();
     int64_t wall = now_ns();
     if (w.wall0 != 0 && wall - w.wall0 < kWindowNs) return;
     int64_t cpu = thread_cpu_ns();
-    int64_t span = wall - w.wall0 - w.idle_ns;
-    if (w.wall0 != 0 && wall - w.wall0 <= kMaxWindowNs && span > kWindowNs / 2) {
-      bool starved = double(cpu - w.cpu0) < kShareLow * double(span);
+    if (w.wall0 != 0 && wall - w.wall0 <= kMaxWindowNs) {
+      // the cores' worth of progress: the caller's CPU time over the window, divided by its
+      // part of the work (code between parallel loops is all the caller's; of each loop,
+      // the iterations it ran). Serial, that is the caller's share of its core.
+      double total = double(wall - w.wall0);
+      double part = std::clamp((total - double(w.loop_ns) + w.own_ns) / total, 1e-3, 1.0);
+      bool starved = double(cpu - w.cpu0) / total < kWorthLow * part;
       bool stalled = w.loop_ns > kWindowNs / 4 && 3 * w.wait_ns > w.loop_ns;
       w.low = starved || stalled ? w.low + 1 : 0;
       if (w.low >= kLowWindows) mark_contended(), w.low = 0;
     }
-    w.wall0 = wall, w.cpu0 = cpu, w.idle_ns = w.loop_ns = w.wait_ns = 0;
+    w.wall0 = wall, w.cpu0 = cpu, w.loop_ns = w.wait_ns = 0;
+    w.own_ns = 0;
   }
   // Thread t first works through its own share of [0, n) (the same iterations on every call
   // with the same n, so a kernel run many times over one weight, an RNN's steps, finds its
   // part in this core's cache), then takes the chunks left in the other shares.
-  void chunk(Job& j, int t) {
+  // Returns how many iterations it ran.
+  int64_t chunk(Job& j, int t) {
+    int64_t mine = 0;
     for (int k = 0; k < j.parts; ++k) {
       Range& r = j.ranges[(t + k) % j.parts];
       for (;;) {
@@ -237,6 +247,7 @@ class Pool {
         if (begin >= r.end) break;
         int64_t end = std::min(r.end, begin + j.grain);
         j.fn(j.b, j.d, j.c, begin, end);
+        mine += end - begin;
         bool last = j.done.fetch_add(end - begin, std::memory_order_seq_cst) + (end - begin) == j.n;
         if (last && t != 0 && caller_waiting_.load(std::memory_order_seq_cst)) {
           std::lock_guard<std::mutex> lock(mu_);
@@ -244,6 +255,7 @@ class Pool {
         }
       }
     }
+    return mine;
   }
   // The next loop's generation after `seen`: polled for kSpin, then waited for asleep.
   uint64_t next_loop(uint64_t seen) {
