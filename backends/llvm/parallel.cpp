@@ -19,11 +19,13 @@
 // Oversubscription: Linux shares the cores between sessions (autogroups), not threads, so on
 // a busy machine a polling worker takes CPU time from its own caller, and a worker taken off
 // its core while it holds a chunk stalls the loop for a time slice (mobilenet_v2 at load 7-12
-// on 2 cores: 45-65 ms a run polling, 30-48 ms with the old sleeping workers). Each thread
-// measures its share of its core (CPU time / wall time, over windows of 8 ms); when one gets
-// less than 0.4 three windows in a row, loops run on the caller alone for the next 100 ms
-// (then threads are tried again), and the workers sleep. Stricter thresholds (below 1/2
-// once or twice) fired on a nearly quiet machine too, where polling workers pay.
+// on 2 cores: 45-65 ms a run polling, 30-48 ms with the old sleeping workers). So the pool
+// watches, over windows of 8 ms, the caller's progress in cores (sample_caller) and each
+// worker's share of its core; after three bad windows in a row the workers sleep between
+// loops for the next 100 ms (then they poll again): each loop wakes them, and they join it
+// when they get a core. Judging by one or two windows, or by a share below 1/2, fired on a
+// nearly quiet machine too, where polling workers pay; running the loops on the caller
+// alone instead was slower than sleeping workers at load 4-7.
 #include "backends/llvm/parallel.h"
 
 #include <algorithm>
@@ -77,7 +79,7 @@ struct alignas(64) Job {
   std::vector<Range> ranges;
 };
 
-// How long the pool stays serial once it saw that (then it tries threads again).
+// How long the workers sleep between loops once the pool saw that (then they poll again).
 constexpr int64_t kContendedForNs = 100'000'000;
 
 // Measured over windows of at least kWindowNs (one longer than kMaxWindowNs is dropped: the
@@ -86,7 +88,7 @@ constexpr int64_t kContendedForNs = 100'000'000;
 // time, in the loops it works in); the caller's, see sample_caller().
 constexpr int64_t kWindowNs = 8'000'000, kMaxWindowNs = 50'000'000;
 constexpr double kShareLow = 0.4;
-constexpr double kWorthLow = 0.75;  // the pool's progress, in cores, below which it goes serial
+constexpr double kWorthLow = 0.75;  // the pool's progress, in cores, below which a window is bad
 constexpr int kLowWindows = 3;  // in a row (one alone: a burst of first-touch page faults)
 
 int64_t thread_cpu_ns() {
@@ -127,7 +129,7 @@ class Pool {
   }
   int threads() const { return nthreads_; }
   PoolStats stats() const {
-    return {loops_.load(std::memory_order_relaxed), serial_loops_.load(std::memory_order_relaxed),
+    return {loops_.load(std::memory_order_relaxed), quiet_loops_.load(std::memory_order_relaxed),
             wakeups_.load(std::memory_order_relaxed), marks_.load(std::memory_order_relaxed)};
   }
 
@@ -136,11 +138,9 @@ class Pool {
     int parts = static_cast<int>(std::min<int64_t>(nthreads_, n));
     if (parts == 1) { fn(b, d, c, 0, n); return; }
     sample_caller();
-    if (contended()) {
-      serial_loops_.fetch_add(1, std::memory_order_relaxed);
-      fn(b, d, c, 0, n);
-      return;
-    }
+    // oversubscribed: the workers sleep between loops (they still take part in each, from
+    // when they get a core; the caller alone was slower, 23 ms a run against 16-22 at load 6.5)
+    if (contended()) quiet_loops_.fetch_add(1, std::memory_order_relaxed);
     std::lock_guard<std::mutex> serial(run_mu_);  // one parallel loop at a time
     uint64_t g = ++last_gen_;
     Job& j = jobs_[g % kSlots];
@@ -190,9 +190,9 @@ class Pool {
   }
 
  private:
-  // While the machine is oversubscribed (a spinning thread of ours lost its core), loops run
-  // on the caller alone: a worker would only take the caller's CPU time (the scheduler shares
-  // a core between sessions, not threads) or stall the loop while holding a chunk off-core.
+  // While the machine is oversubscribed, the workers sleep between loops instead of polling:
+  // a polling worker takes its caller's CPU time (the scheduler shares a core between
+  // sessions, not threads).
   bool contended() const { return now_ns() < contended_until_.load(std::memory_order_relaxed); }
   void mark_contended() {
     contended_until_.store(now_ns() + kContendedForNs, std::memory_order_relaxed);
@@ -208,8 +208,8 @@ class Pool {
     thread_local Window w;
     return w;
   }
-  // The pool's worth, checked once a window (while serial too: it stays serial as long as
-  // even the caller alone does not get 3/4 of its core): a window is bad when the threads
+  // The pool's worth, checked once a window (while the workers sleep too): a window is bad
+  // when the threads
   // together made less progress than 3/4 of a core would (a polling worker takes CPU time
   // from its caller's session: at load 4.5 the caller got ~1/2 of a core and the worker did
   // little), or when the caller spent more than a third of its parallel loops waiting for
@@ -303,9 +303,9 @@ class Pool {
   uint64_t sleep_round_ = 0;                  // under mu_: notifications that counted them out
   std::atomic<bool> caller_waiting_{false};   // the caller asleep on done_cv_
   std::atomic<bool> stop_{false};
-  std::atomic<int64_t> contended_until_{0};   // now_ns() before which loops run serially
+  std::atomic<int64_t> contended_until_{0};   // now_ns() before which the workers do not poll
   uint64_t last_gen_ = 0;                     // under run_mu_
-  std::atomic<int64_t> loops_{0}, serial_loops_{0}, wakeups_{0}, marks_{0};  // PoolStats
+  std::atomic<int64_t> loops_{0}, quiet_loops_{0}, wakeups_{0}, marks_{0};  // PoolStats
   Job jobs_[kSlots];
 };
 

@@ -12,7 +12,7 @@
 // use with one thread per hardware thread (the caller is one of them). Idle workers poll for
 // the next loop for a fraction of a millisecond before they sleep, so the kernels of a model,
 // launched back to back, reach them without a wake-up; while the machine is oversubscribed
-// (the caller gets less than its core) loops run on the caller alone (parallel.cpp).
+// they sleep between loops instead (parallel.cpp).
 #pragma once
 #include <cstdint>
 
@@ -26,12 +26,12 @@ extern "C" void lathe_llvm_parallel_for(ChunkFn fn, void* const* buffers, const 
 
 int pool_threads();
 
-// Counters since start-up (tests and diagnostics): loops handed to the pool's threads, loops
-// the caller ran alone because the machine was oversubscribed (parallel.cpp), and loops that
-// had to wake a sleeping worker (the rest found the workers still polling), and how many
-// times a thread of the pool found the machine oversubscribed.
+// Counters since start-up (tests and diagnostics): loops handed to the pool's threads, those
+// of them run while the machine was judged oversubscribed (the workers sleep between loops
+// then instead of polling; parallel.cpp), loops that had to wake a sleeping worker (the rest
+// found the workers still polling), and how many times the pool judged the machine taken.
 struct PoolStats {
-  int64_t loops = 0, serial_loops = 0, wakeups = 0, contended = 0;
+  int64_t loops = 0, quiet_loops = 0, wakeups = 0, contended = 0;
 };
 PoolStats pool_stats();
 
