@@ -1,131 +1,312 @@
-// parallel.cpp — a small persistent thread pool with a generation counter. See parallel.h.
+// parallel.cpp — a small persistent thread pool: a ring of loop slots, spinning workers. See
+// parallel.h.
+//
+// Hand-off without the kernel's help: a model runs its kernels back to back, one parallel loop
+// each, so the cost that matters is the hand-off, not the loop. The caller publishes a loop by
+// bumping `gen_`; a worker that finished its last loop less than kSpin ago is still polling
+// `gen_` and joins within a cache-line transfer. Only a worker idle longer sleeps on the
+// condition variable, and only then does the caller take the mutex and notify (a futex wake
+// that, on a loaded machine, cost ~0.3 ms per loop: the woken thread preempted the caller).
+//
+// Slots: each loop is written into jobs_[g % kSlots]. A worker that wakes late and reads a
+// loop that has already finished enters that loop's slot, finds nothing to claim and leaves,
+// while the caller goes on to the next loop in the next slot: it waits for stragglers only
+// when it reuses a slot kSlots loops later. Entering a slot is a Dekker pair: the worker
+// counts itself `inside` and then re-reads the slot's generation; the caller marks the slot
+// invalid and then waits for `inside` to fall to zero. Sequentially consistent operations on
+// both sides: one of the two sees the other.
+//
+// Oversubscription: Linux shares the cores between sessions (autogroups), not threads, so on
+// a busy machine a polling worker takes CPU time from its own caller, and a worker taken off
+// its core while it holds a chunk stalls the loop for a time slice (mobilenet_v2 at load 7-12
+// on 2 cores: 45-65 ms a run polling, 30-48 ms with the old sleeping workers). So the pool
+// watches, over windows of 8 ms, the caller's progress in cores (sample_caller) and each
+// worker's share of its core; after three bad windows in a row the workers sleep between
+// loops for the next 100 ms (then they poll again): each loop wakes them, and they join it
+// when they get a core. Judging by one or two windows, or by a share below 1/2, fired on a
+// nearly quiet machine too, where polling workers pay; running the loops on the caller
+// alone instead was slower than sleeping workers at load 4-7.
 #include "backends/llvm/parallel.h"
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
+#include <ctime>
 #include <mutex>
 #include <thread>
 #include <vector>
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define LATHE_PAUSE() _mm_pause()
+#elif defined(__aarch64__)
+#define LATHE_PAUSE() asm volatile("yield")
+#else
+#define LATHE_PAUSE() ((void)0)
+#endif
+
 namespace lathe::llvmjit {
 
 namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// How long an idle worker polls for the next loop before it sleeps, and how long the caller
+// polls for the last chunks before it sleeps. Long enough to bridge the gap between two
+// kernels of a run (microseconds) and a short serial kernel; short enough that an idle pool
+// burns no CPU to speak of.
+constexpr auto kSpin = std::chrono::microseconds(300);
+constexpr auto kCallerSpin = std::chrono::microseconds(200);
+constexpr int kSlots = 4;
+constexpr uint64_t kInvalid = ~uint64_t(0);
+
+struct alignas(64) Range {
+  std::atomic<int64_t> next{0};  // the first iteration of this share not yet claimed
+  int64_t end = 0;
+};
+
+struct alignas(64) Job {
+  std::atomic<uint64_t> gen{kInvalid};  // the loop this slot holds (kInvalid while rewritten)
+  std::atomic<int> inside{0};           // workers that entered this slot and have not left
+  alignas(64) std::atomic<int64_t> done{0};  // iterations finished
+  ChunkFn fn = nullptr;
+  void* const* b = nullptr;
+  const int64_t* d = nullptr;
+  const int64_t* c = nullptr;
+  int64_t n = 0, grain = 1;
+  int parts = 1;
+  std::vector<Range> ranges;
+};
+
+// How long the workers sleep between loops once the pool saw that (then they poll again).
+constexpr int64_t kContendedForNs = 100'000'000;
+
+// Measured over windows of at least kWindowNs (one longer than kMaxWindowNs is dropped: the
+// thread was idle, not starved), kLowWindows bad windows in a row: the machine is taken. A
+// worker's window is bad when it gets less than kShareLow of its core (CPU time over wall
+// time, in the loops it works in); the caller's, see sample_caller().
+constexpr int64_t kWindowNs = 8'000'000, kMaxWindowNs = 50'000'000;
+constexpr double kShareLow = 0.4;
+constexpr double kWorthLow = 0.75;  // the pool's progress, in cores, below which a window is bad
+constexpr int kLowWindows = 3;  // in a row (one alone: a burst of first-touch page faults)
+
+int64_t thread_cpu_ns() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return int64_t(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
+
+int64_t now_ns() { return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count(); }
+
+// Polls `ready` with a pause between reads for up to `budget`; true when it came true.
+template <class F>
+bool spin_until(F ready, Clock::duration budget) {
+  auto until = Clock::now() + budget;
+  for (int i = 1;; ++i) {
+    if (ready()) return true;
+    LATHE_PAUSE();
+    if ((i & 63) == 0 && Clock::now() >= until) return ready();
+  }
+}
 
 class Pool {
  public:
   Pool() {
     unsigned hw = std::max(1u, std::thread::hardware_concurrency());
     nthreads_ = static_cast<int>(hw);
-    ranges_ = std::vector<Range>(static_cast<size_t>(nthreads_));
+    for (auto& j : jobs_) j.ranges = std::vector<Range>(static_cast<size_t>(nthreads_));
     for (int t = 1; t < nthreads_; ++t) workers_.emplace_back([this, t] { worker(t); });
   }
   ~Pool() {
     {
       std::lock_guard<std::mutex> lock(mu_);
-      stop_ = true;
-      generation_.fetch_add(1);
+      stop_.store(true);
+      gen_.fetch_add(1);
     }
     cv_.notify_all();
     for (auto& w : workers_) w.join();
   }
   int threads() const { return nthreads_; }
+  PoolStats stats() const {
+    return {loops_.load(std::memory_order_relaxed), quiet_loops_.load(std::memory_order_relaxed),
+            wakeups_.load(std::memory_order_relaxed), marks_.load(std::memory_order_relaxed)};
+  }
 
   void run(ChunkFn fn, void* const* b, const int64_t* d, const int64_t* c, int64_t n) {
     if (n <= 0) return;
     int parts = static_cast<int>(std::min<int64_t>(nthreads_, n));
     if (parts == 1) { fn(b, d, c, 0, n); return; }
+    sample_caller();
+    // oversubscribed: the workers sleep between loops (they still take part in each, from
+    // when they get a core; the caller alone was slower, 23 ms a run against 16-22 at load 6.5)
+    if (contended()) quiet_loops_.fetch_add(1, std::memory_order_relaxed);
     std::lock_guard<std::mutex> serial(run_mu_);  // one parallel loop at a time
-    {
-      // A worker still in the previous loop (it woke late and found nothing left to claim, or
-      // it finished the last chunk and takes mu_ to notify done_cv_) leaves it before the
-      // shares are handed out again. Wait with mu_ released, so that worker can take it (waiting
-      // while holding mu_ deadlocked: the worker's notify blocked on mu_, inside_ never fell);
-      // once inside_ is 0 with mu_ held, none can enter (entering takes mu_).
-      std::unique_lock<std::mutex> lock(mu_);
-      while (inside_.load(std::memory_order_acquire) != 0) {
-        lock.unlock();
-        std::this_thread::yield();
-        lock.lock();
-      }
-      fn_ = fn; b_ = b; d_ = d; c_ = c; n_ = n; parts_ = parts;
-      grain_ = std::max<int64_t>(1, n / (int64_t(parts) * 8));
-      for (int p = 0; p < parts; ++p) {
-        ranges_[p].next.store(n * p / parts, std::memory_order_relaxed);
-        ranges_[p].end = n * (p + 1) / parts;
-      }
-      done_.store(0, std::memory_order_relaxed);
-      generation_.fetch_add(1, std::memory_order_release);
+    uint64_t g = ++last_gen_;
+    Job& j = jobs_[g % kSlots];
+    // A worker still in this slot's previous loop (it woke kSlots loops late) leaves it before
+    // the slot is rewritten; one that enters from now on sees kInvalid and leaves at once.
+    j.gen.store(kInvalid, std::memory_order_seq_cst);
+    while (j.inside.load(std::memory_order_seq_cst) != 0) std::this_thread::yield();
+    j.fn = fn; j.b = b; j.d = d; j.c = c; j.n = n; j.parts = parts;
+    j.grain = std::max<int64_t>(1, n / (int64_t(parts) * 8));
+    for (int p = 0; p < parts; ++p) {
+      j.ranges[p].next.store(n * p / parts, std::memory_order_relaxed);
+      j.ranges[p].end = n * (p + 1) / parts;
     }
-    cv_.notify_all();
-    chunk(0);
+    j.done.store(0, std::memory_order_relaxed);
+    j.gen.store(g, std::memory_order_release);
+    gen_.store(g, std::memory_order_seq_cst);
+    loops_.fetch_add(1, std::memory_order_relaxed);
+    if (sleepers_.load(std::memory_order_seq_cst) > 0) {
+      // under mu_: a worker between its check and its wait has waited by now. Those woken
+      // are counted out at once, so the next loops do not wake them again while they are
+      // still on their way to a core.
+      std::lock_guard<std::mutex> lock(mu_);
+      if (sleepers_.load(std::memory_order_relaxed) > 0) {
+        sleepers_.store(0, std::memory_order_relaxed);
+        ++sleep_round_;
+        wakeups_.fetch_add(1, std::memory_order_relaxed);
+        cv_.notify_all();
+      }
+    }
+    Window& w = caller_window();
+    int64_t t_start = now_ns();
+    int64_t mine = chunk(j, 0);
     // Wait for the iterations, not for the workers: one that has not woken yet (the machine
-    // is shared) finds everything claimed and goes back to sleep. Short spin, then block:
-    // kernels are often sub-millisecond.
-    for (int spin = 0; done_.load(std::memory_order_acquire) != n; ++spin) {
-      if (spin > 4000) {
-        std::unique_lock<std::mutex> lock(mu_);
-        done_cv_.wait(lock, [&] { return done_.load() == n; });
-        break;
-      }
+    // is shared) finds everything claimed. Poll briefly (chunks are short), then block.
+    int64_t t_own = now_ns();
+    auto all_done = [&] { return j.done.load(std::memory_order_seq_cst) == n; };
+    if (!spin_until(all_done, kCallerSpin)) {
+      std::unique_lock<std::mutex> lock(mu_);
+      caller_waiting_.store(true, std::memory_order_seq_cst);
+      done_cv_.wait(lock, all_done);
+      caller_waiting_.store(false, std::memory_order_relaxed);
     }
+    int64_t t_end = now_ns();
+    w.loop_ns += t_end - t_start;
+    w.own_ns += double(t_end - t_start) * double(mine) / double(n);
+    w.wait_ns += t_end - t_own;
   }
 
  private:
+  // While the machine is oversubscribed, the workers sleep between loops instead of polling:
+  // a polling worker takes its caller's CPU time (the scheduler shares a core between
+  // sessions, not threads).
+  bool contended() const { return now_ns() < contended_until_.load(std::memory_order_relaxed); }
+  void mark_contended() {
+    contended_until_.store(now_ns() + kContendedForNs, std::memory_order_relaxed);
+    marks_.fetch_add(1, std::memory_order_relaxed);
+  }
+  struct Window {
+    int64_t wall0 = 0, cpu0 = 0;
+    int64_t loop_ns = 0, wait_ns = 0;  // in parallel loops: in all, and waiting for workers
+    double own_ns = 0;                 // loop_ns weighted by the caller's part of each loop
+    int low = 0;  // bad windows in a row
+  };
+  static Window& caller_window() {
+    thread_local Window w;
+    return w;
+  }
+  // The pool's worth, checked once a window (while the workers sleep too): a window is bad
+  // when the threads
+  // together made less progress than 3/4 of a core would (a polling worker takes CPU time
+  // from its caller's session: at load 4.5 the caller got ~1/2 of a core and the worker did
+  // little), or when the caller spent more than a third of its parallel loops waiting for
+  // the workers' last chunks: they lost their core while holding them, or share the
+  // caller's (the scheduler put both on one).
+  void sample_caller() {
+    Window& w = caller_window();
+    int64_t wall = now_ns();
+    if (w.wall0 != 0 && wall - w.wall0 < kWindowNs) return;
+    int64_t cpu = thread_cpu_ns();
+    if (w.wall0 != 0 && wall - w.wall0 <= kMaxWindowNs) {
+      // the cores' worth of progress: the caller's CPU time over the window, divided by its
+      // part of the work (code between parallel loops is all the caller's; of each loop,
+      // the iterations it ran). Serial, that is the caller's share of its core.
+      double total = double(wall - w.wall0);
+      double part = std::clamp((total - double(w.loop_ns) + w.own_ns) / total, 1e-3, 1.0);
+      bool starved = double(cpu - w.cpu0) / total < kWorthLow * part;
+      bool stalled = w.loop_ns > kWindowNs / 4 && 3 * w.wait_ns > w.loop_ns;
+      w.low = starved || stalled ? w.low + 1 : 0;
+      if (w.low >= kLowWindows) mark_contended(), w.low = 0;
+    }
+    w.wall0 = wall, w.cpu0 = cpu, w.loop_ns = w.wait_ns = 0;
+    w.own_ns = 0;
+  }
   // Thread t first works through its own share of [0, n) (the same iterations on every call
   // with the same n, so a kernel run many times over one weight, an RNN's steps, finds its
   // part in this core's cache), then takes the chunks left in the other shares.
-  void chunk(int t) {
-    for (int k = 0; k < parts_; ++k) {
-      Range& r = ranges_[(t + k) % parts_];
+  // Returns how many iterations it ran.
+  int64_t chunk(Job& j, int t) {
+    int64_t mine = 0;
+    for (int k = 0; k < j.parts; ++k) {
+      Range& r = j.ranges[(t + k) % j.parts];
       for (;;) {
-        int64_t begin = r.next.fetch_add(grain_, std::memory_order_relaxed);
+        int64_t begin = r.next.fetch_add(j.grain, std::memory_order_relaxed);
         if (begin >= r.end) break;
-        int64_t end = std::min(r.end, begin + grain_);
-        fn_(b_, d_, c_, begin, end);
-        if (done_.fetch_add(end - begin, std::memory_order_acq_rel) + (end - begin) == n_ && t != 0) {
+        int64_t end = std::min(r.end, begin + j.grain);
+        j.fn(j.b, j.d, j.c, begin, end);
+        mine += end - begin;
+        bool last = j.done.fetch_add(end - begin, std::memory_order_seq_cst) + (end - begin) == j.n;
+        if (last && t != 0 && caller_waiting_.load(std::memory_order_seq_cst)) {
           std::lock_guard<std::mutex> lock(mu_);
           done_cv_.notify_all();
         }
       }
     }
+    return mine;
+  }
+  // The next loop's generation after `seen`: polled for kSpin, then waited for asleep.
+  uint64_t next_loop(uint64_t seen) {
+    auto fresh = [&] { return gen_.load(std::memory_order_seq_cst) != seen; };
+    if (!contended() && spin_until(fresh, kSpin)) return gen_.load(std::memory_order_acquire);
+    std::unique_lock<std::mutex> lock(mu_);
+    uint64_t round = sleep_round_;
+    sleepers_.fetch_add(1, std::memory_order_seq_cst);
+    cv_.wait(lock, fresh);
+    if (sleep_round_ == round) sleepers_.fetch_sub(1, std::memory_order_relaxed);  // not counted out
+    return gen_.load(std::memory_order_acquire);
   }
   void worker(int t) {
     uint64_t seen = 0;
+    struct { int64_t wall = 0, cpu = 0; int low = 0; } win;
     for (;;) {
-      {
-        std::unique_lock<std::mutex> lock(mu_);
-        cv_.wait(lock, [&] { return generation_.load() != seen; });
-        if (stop_) return;
-        // counted inside before the lock is released: run() cannot reset the shares under us
-        inside_.fetch_add(1, std::memory_order_acq_rel);
-        seen = generation_.load();
+      uint64_t g = next_loop(seen);
+      if (stop_.load()) return;
+      seen = g;
+      Job& j = jobs_[g % kSlots];
+      j.inside.fetch_add(1, std::memory_order_seq_cst);
+      // still loop g (not rewritten for g + kSlots meanwhile): its fields are stable until we leave
+      if (j.gen.load(std::memory_order_seq_cst) == g && t < j.parts) {
+        // this worker's share of its core over the loops it works in
+        int64_t wall = now_ns(), cpu = thread_cpu_ns();
+        chunk(j, t);
+        win.wall += now_ns() - wall;
+        win.cpu += thread_cpu_ns() - cpu;
+        if (win.wall >= kWindowNs) {
+          win.low = double(win.cpu) < kShareLow * double(win.wall) ? win.low + 1 : 0;
+          if (win.low >= kLowWindows) mark_contended(), win.low = 0;
+          win.wall = win.cpu = 0;
+        }
       }
-      if (t < parts_) chunk(t);
-      inside_.fetch_sub(1, std::memory_order_acq_rel);
+      j.inside.fetch_sub(1, std::memory_order_release);
     }
   }
 
-  struct Range {
-    std::atomic<int64_t> next{0};  // the first iteration of this share not yet claimed
-    int64_t end = 0;
-  };
   int nthreads_ = 1;
   std::vector<std::thread> workers_;
   std::mutex mu_, run_mu_;
   std::condition_variable cv_, done_cv_;
-  std::atomic<uint64_t> generation_{0};
-  bool stop_ = false;
-  std::atomic<int> inside_{0};      // workers between waking for a loop and leaving it
-  std::atomic<int64_t> done_{0};    // iterations finished in the current loop
-  std::vector<Range> ranges_;
-  int64_t grain_ = 1;
-  ChunkFn fn_ = nullptr;
-  void* const* b_ = nullptr;
-  const int64_t* d_ = nullptr;
-  const int64_t* c_ = nullptr;
-  int64_t n_ = 0;
-  int parts_ = 1;
+  alignas(64) std::atomic<uint64_t> gen_{0};  // the latest loop published
+  alignas(64) std::atomic<int> sleepers_{0};  // workers asleep on cv_ (or about to be)
+  uint64_t sleep_round_ = 0;                  // under mu_: notifications that counted them out
+  std::atomic<bool> caller_waiting_{false};   // the caller asleep on done_cv_
+  std::atomic<bool> stop_{false};
+  std::atomic<int64_t> contended_until_{0};   // now_ns() before which the workers do not poll
+  uint64_t last_gen_ = 0;                     // under run_mu_
+  std::atomic<int64_t> loops_{0}, quiet_loops_{0}, wakeups_{0}, marks_{0};  // PoolStats
+  Job jobs_[kSlots];
 };
 
 Pool& pool() {
@@ -141,5 +322,7 @@ extern "C" void lathe_llvm_parallel_for(ChunkFn fn, void* const* buffers, const 
 }
 
 int pool_threads() { return pool().threads(); }
+
+PoolStats pool_stats() { return pool().stats(); }
 
 }  // namespace lathe::llvmjit

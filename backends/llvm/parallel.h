@@ -9,7 +9,10 @@
 // the call returns when every iteration is done. Kernels are regular, but the machine may
 // be shared: a thread that is descheduled or starts late does not hold the others back,
 // and one that has not woken by then finds nothing to claim. The pool is created on first
-// use with one thread per hardware thread (the caller is one of them).
+// use with one thread per hardware thread (the caller is one of them). Idle workers poll for
+// the next loop for a fraction of a millisecond before they sleep, so the kernels of a model,
+// launched back to back, reach them without a wake-up; while the machine is oversubscribed
+// they sleep between loops instead (parallel.cpp).
 #pragma once
 #include <cstdint>
 
@@ -22,5 +25,14 @@ extern "C" void lathe_llvm_parallel_for(ChunkFn fn, void* const* buffers, const 
                                         const int64_t* captures, int64_t n);
 
 int pool_threads();
+
+// Counters since start-up (tests and diagnostics): loops handed to the pool's threads, those
+// of them run while the machine was judged oversubscribed (the workers sleep between loops
+// then instead of polling; parallel.cpp), loops that had to wake a sleeping worker (the rest
+// found the workers still polling), and how many times the pool judged the machine taken.
+struct PoolStats {
+  int64_t loops = 0, quiet_loops = 0, wakeups = 0, contended = 0;
+};
+PoolStats pool_stats();
 
 }  // namespace lathe::llvmjit
