@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 #include <thread>
 
 #if defined(__linux__)
@@ -65,16 +66,61 @@ void page_out(const void* p, size_t n) {
 #endif
 }
 
-// buffer -> the kernels (and graph outputs) that read it
+// buffer -> the kernels (and graph outputs) that read all of it, or may: a kernel that only
+// gathers a few rows of it (gathers_only) does not count, its few pages come back on a touch
 std::map<int, int> count_readers(const KernelGraph& kg) {
   std::map<int, int> readers;
   for (const Kernel& k : kg.kernels)
-    for (int b : k.inputs) ++readers[b];
+    for (int b : k.inputs)
+      if (!gathers_only(kg, k, b)) ++readers[b];
   for (const auto& [name, b] : kg.outputs) ++readers[b];
   return readers;
 }
 
 }  // namespace
+
+bool gathers_only(const KernelGraph& kg, const Kernel& k, int buffer) {
+  const NodeRef src = kg.buffers.at(buffer).node;
+  if (!src || src->shape.empty()) return false;
+  const SymInt total = shape_numel(src->shape);
+  if (!total.is_const()) return false;
+  std::set<NodeRef> of_src{src};  // src and the views of it
+  int64_t gathered = 0;
+  bool any = false;
+  for (NodeRef n : k.nodes) {
+    bool uses = false;
+    for (NodeRef in : n->inputs) uses = uses || of_src.count(in);
+    if (!uses) continue;
+    if (n->op == Op::View && n->inputs.size() == 1) {
+      of_src.insert(n);
+    } else if (n->op == Op::Take && n->inputs.size() == 2 && of_src.count(n->inputs[0]) && !of_src.count(n->inputs[1])) {
+      const SymInt e = shape_numel(n->shape);
+      if (!e.is_const()) return false;
+      gathered += e.value();
+      any = true;
+    } else {
+      return false;  // read some other way: possibly all of it
+    }
+  }
+  if (k.root && of_src.count(k.root)) return false;  // the kernel copies (a view of) it out
+  return any && gathered * 8 <= total.value();
+}
+
+int release_gathered_constants(const KernelGraph& kg) {
+  std::map<int, int> readers = count_readers(kg);  // kernels that read all of a buffer, and outputs
+  int released = 0;
+  for (const BufferDesc& b : kg.buffers) {
+    if (b.kind != BufferKind::Constant || !b.node || b.node->op != Op::Const || !b.node->attrs.data) continue;
+    if (readers[b.id] != 0) continue;
+    bool read = false;
+    for (const Kernel& k : kg.kernels) read = read || std::count(k.inputs.begin(), k.inputs.end(), b.id);
+    if (!read) continue;
+    const HostTensor& data = *b.node->attrs.data;
+    page_out(data.data(), data.nbytes());
+    ++released;
+  }
+  return released;
+}
 
 std::vector<int> prepack_constant_b(KernelGraph& kg, const MatmulParams& P, int64_t min_bytes) {
   std::vector<int> changed;

@@ -46,6 +46,20 @@ int64_t prepack_min_bytes();
 // lowering reads KC and MR from it, and uses it only when they are its own).
 std::vector<int> prepack_constant_a(KernelGraph& kg, const MatmulParams& P, int64_t max_n, int64_t max_bytes);
 constexpr int64_t kPrepackAMaxN = 4096, kPrepackAMaxBytes = 256 << 10;
+// Hands back the pages of every constant that kernels only gather from (gathers_only, no
+// kernel reading all of it, not an output): an embedding table whose import touched every
+// page (the content hash) while each run reads a few rows; the pages of a memory-mapped model
+// file come back on first touch. Returns how many buffers it released.
+int release_gathered_constants(const KernelGraph& kg);
+
+// Does kernel k read `buffer` (a constant) only through gathers (Take, possibly of a view of it)
+// that fetch at most an eighth of its elements in all? An embedding table tied to the
+// vocabulary projection (GPT-2's wte: the projection reads all of it, the token lookup 128
+// rows): the prepacking passes release the pages of a weight once its packed copy replaced
+// it in every kernel that reads all of it, and a gathering kernel's few rows come back on
+// first touch (the model file's pages), so it does not keep the whole table resident.
+bool gathers_only(const KernelGraph& kg, const Kernel& k, int buffer);
+
 // The buffer prepack_constant_a made for kernel k, or -1.
 int packed_a_buffer(const KernelGraph& kg, const Kernel& k);
 

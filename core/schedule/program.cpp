@@ -73,6 +73,9 @@ Program build_program(const Graph& given, const BuildOptions& opts) {
     p.kg = schedule_graph(g, force);
     ts.done(std::to_string(p.kg.kernels.size()) + (p.kg.kernels.size() == 1 ? " kernel" : " kernels") + " from " +
             std::to_string(g.size()) + (g.size() == 1 ? " node" : " nodes"));
+    // embedding tables, which runs read a few rows of, give their pages back before the
+    // packed copies below are made (lower peak memory)
+    loop::release_gathered_constants(p.kg);
     if (opts.default_schedule && !(prepack_env && std::string(prepack_env) == "0")) {
       // constant GEMM operands (B; A where N is small) packed now, not on every run; before
       // lowering, so each kernel is lowered once, reading the packed copy

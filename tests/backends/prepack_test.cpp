@@ -1,6 +1,7 @@
 // prepack_test.cpp — constant GEMM B operands (weights) are packed once when the program is
 // built (core/loop/prepack.h) and the kernel reads the packed panels on every run, on odd,
 // prime and blocked shapes, against the interpreter on the backend under test.
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 
@@ -187,4 +188,51 @@ TEST(Prepack, ConvWeightsOnTheASideArePackedOnceWhenPositionsAreFew) {
 }
 
 }  // namespace
+// An embedding table that kernels only gather rows from (gathers_only) does not count as a
+// reader of all of it: a tied vocabulary projection (the table transposed, prepacked) releases
+// its pages, and a table only gathered from is released at build (release_gathered_constants).
+// Odd sizes, batch 1 and 3, against the interpreter (the release is a hint: values stay).
+TEST(Prepack, GatheredEmbeddingTablesAreNotReadersOfTheWholeTable) {
+  PrepackAll all;
+  for (int64_t b : {1, 3}) {
+    const int64_t vocab = 211, d = 37, T = 5;
+    Tensor table = from_host(weights({vocab, d}, 5));
+    Tensor tokens = input("tokens", {b, T}, DType::I64);
+    Tensor h = embedding(tokens, table);                       // [b, T, d]
+    Tensor logits = matmul(relu(h), t(table));                 // tied: [b, T, vocab]
+    Graph g = Graph::from_outputs({{"logits", logits.node()}});
+    Program p = build_program(g);
+    const int tb = p.kg.buffer_of.at(table.node());
+    int gather_kernels = 0, whole_readers = 0;
+    for (const Kernel& k : p.kg.kernels) {
+      if (std::find(k.inputs.begin(), k.inputs.end(), tb) == k.inputs.end()) continue;
+      if (loop::gathers_only(p.kg, k, tb)) ++gather_kernels;
+      else ++whole_readers;
+    }
+    EXPECT_EQ(gather_kernels, 1) << test::loop_ir_of(p);
+    EXPECT_EQ(whole_readers, 1) << "the projection";
+    EXPECT_EQ(matmul_kernels(p).prepacked, 1);
+    EXPECT_EQ(loop::release_gathered_constants(p.kg), 0) << "the projection reads all of the table";
+    TensorMap in{{"tokens", HostTensor(DType::I64, {b, T})}};
+    for (int64_t i = 0; i < b * T; ++i) in["tokens"].set_f64(i, static_cast<double>((i * 37 + 11) % vocab));
+    EXPECT_EQ(test::compare_outputs(compile_graph(g, test::test_backend()).run(in), interpret(g, in)), "") << "batch " << b;
+  }
+  // a table only gathered from (and one read whole by a sum: not released)
+  Tensor tokens = input("tokens", {2, 7}, DType::I64);
+  Tensor emb = from_host(weights({1009, 13}, 6)), other = from_host(weights({101, 13}, 7));
+  Graph g = Graph::from_outputs({{"h", (embedding(tokens, emb) * 2.0).node()}, {"s", sum(other).node()}});
+  Program p = build_program(g);
+  for (const Kernel& k : p.kg.kernels) {
+    for (int buf : k.inputs) {
+      if (p.kg.buffers[buf].node == other.node()) {
+        EXPECT_FALSE(loop::gathers_only(p.kg, k, buf));
+      }
+    }
+  }
+  EXPECT_EQ(loop::release_gathered_constants(p.kg), 1);
+  TensorMap in{{"tokens", HostTensor(DType::I64, {2, 7})}};
+  for (int64_t i = 0; i < 14; ++i) in["tokens"].set_f64(i, static_cast<double>((i * 131) % 1009));
+  EXPECT_EQ(test::compare_outputs(compile_graph(g, test::test_backend()).run(in), interpret(g, in)), "");
+}
+
 }  // namespace lathe
