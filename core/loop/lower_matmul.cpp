@@ -220,7 +220,7 @@ class MatmulLowering {
   // step (kSharedPackMinWaste elements), and at most kSharedPackMaxBytes (the buffer is the
   // kernel's local array: the caller's stack in the llvm backend).
   // LATHE_MATMUL_SHARED_PACK=0 packs per job (A/B runs).
-  static constexpr int64_t kSharedPackMaxBytes = int64_t(3) << 20, kSharedPackMinWaste = int64_t(1) << 15;
+  static constexpr int64_t kSharedPackMaxBytes = int64_t(2) << 20, kSharedPackMinWaste = int64_t(1) << 15;
   int64_t shared_elems(int64_t rows, int64_t K, int64_t width) const {
     return ceil_div(K, kc_blk_) * ceil_div(rows, width) * kc_blk_ * width;
   }
@@ -460,8 +460,11 @@ LoopFunc MatmulLowering::run() {
   std::vector<Stmt> nfill, kfill, mfill;
   ExprRef ncap = mul(ceil_div(nc, P.nr), const_int(P.nr)), mcap = mul(ceil_div(mc, P.mr), const_int(P.mr));
   // N-side tables hold one entry past the last panel (pack_b_runs reads a run's end there)
-  OperandParts B = make_parts(mm_.b, mm_.n_axes, n0, add(ncap, const_int(1)), nc_blk + 1, nfill, k0, kc, kfill, allocs);
-  OperandParts A = make_parts(mm_.a, mm_.m_axes, m0, mcap, mc_blk_, mfill, k0, kc, kfill, allocs);
+  // (a side packed once for all the jobs, shared_a / shared_b, needs no tables in the jobs)
+  std::vector<Stmt> bfill_n, bfill_k, ballocs, unused;
+  OperandParts B = make_parts(mm_.b, mm_.n_axes, n0, add(ncap, const_int(1)), nc_blk + 1, bfill_n, k0, kc, bfill_k, ballocs);
+  OperandParts A = shared_a ? make_parts(mm_.a, mm_.m_axes, m0, mcap, mc_blk_, unused, k0, kc, unused, unused)
+                            : make_parts(mm_.a, mm_.m_axes, m0, mcap, mc_blk_, mfill, k0, kc, kfill, allocs);
   // the output: row-major over the reduce's shape
   Affine caff;
   auto cstr = contiguous_strides(R->shape);
@@ -474,10 +477,13 @@ LoopFunc MatmulLowering::run() {
     allocs.erase(std::remove_if(allocs.begin(), allocs.end(), [](const Stmt& st) { return st.var == "Bp"; }), allocs.end());
     if (!cols_whole) allocs.push_back(make_alloc("Bp", bdt_, 1, kc_blk_ * P.nr));  // the ragged last panel
   }
-  // B packed once for all the jobs (they split M and would each pack all of it): see shares_b_pack
+  // B packed once for all the jobs (they split M and would each pack all of it): see shares_pack
   const bool shared_b = !prepacked && !direct && shares_pack(Ns, Ks, batch, msplit, P.nr);
   if (shared_b)
     allocs.erase(std::remove_if(allocs.begin(), allocs.end(), [](const Stmt& st) { return st.var == "Bp"; }), allocs.end());
+  else
+    for (auto [from, to] : {std::pair{&bfill_n, &nfill}, {&bfill_k, &kfill}, {&ballocs, &allocs}})
+      to->insert(to->end(), from->begin(), from->end());
   Part ccol = make_part(caff, mm_.n_axes, n0, ncap, nc_blk, nfill, allocs);
 
   // pack B (the parts give its addresses: this job's, or a shared pack step's)
