@@ -220,7 +220,7 @@ class MatmulLowering {
   // step (kSharedPackMinWaste elements), and at most kSharedPackMaxBytes (the buffer is the
   // kernel's local array: the caller's stack in the llvm backend).
   // LATHE_MATMUL_SHARED_PACK=0 packs per job (A/B runs).
-  static constexpr int64_t kSharedPackMaxBytes = int64_t(2) << 20, kSharedPackMinWaste = int64_t(1) << 15;
+  static constexpr int64_t kSharedPackMaxBytes = int64_t(3) << 20, kSharedPackMinWaste = int64_t(1) << 15;
   int64_t shared_elems(int64_t rows, int64_t K, int64_t width) const {
     return ceil_div(K, kc_blk_) * ceil_div(rows, width) * kc_blk_ * width;
   }
