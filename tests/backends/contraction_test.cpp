@@ -261,6 +261,11 @@ TEST(Contraction, JobsShareOnePackedOperand) {
     batch.add(c.label, c.g, 7, 4);  // K up to 1737: float sums of that length
   }
   EXPECT_EQ(batch.run(), 0);
+  // a shared B over 3 MiB (K 4608 x 208 columns: the kernel's stack array) stays per job
+  if (threads && !std::getenv("LATHE_MATMUL_SHARED_PACK") && !std::getenv("LATHE_MATMUL_TILE")) {
+    std::string ir = test::loop_ir_of(build_program(conv(1, 512, 14, 512, 3, same, false)));
+    EXPECT_EQ(ir.find("packed once"), std::string::npos) << ir;
+  }
 }
 
 // x @ W^T (a tied LM head, a linear layer with W stored [out, in]): B's columns are W's
