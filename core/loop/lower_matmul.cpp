@@ -221,6 +221,7 @@ class MatmulLowering {
   // kernel's local array: the caller's stack in the llvm backend).
   // LATHE_MATMUL_SHARED_PACK=0 packs per job (A/B runs).
   static constexpr int64_t kSharedPackMaxBytes = int64_t(3) << 20, kSharedPackMinWaste = int64_t(1) << 15;
+  static constexpr int64_t kSharedPackParallelMin = int64_t(1) << 16;  // elements
   int64_t shared_elems(int64_t rows, int64_t K, int64_t width) const {
     return ceil_div(K, kc_blk_) * ceil_div(rows, width) * kc_blk_ * width;
   }
@@ -274,7 +275,9 @@ class MatmulLowering {
     body.push_back(std::move(pack[0]));
     Stmt u = make_for("u", const_int(kblocks * chunks), std::move(body), "pack " + std::string(local == "Bp" ? "B" : "A") +
                                                                             " once for all jobs: KC blocks x panel chunks");
-    u.annot.parallel = true;
+    // a small pack (unet's 32 x 288 weights: 10K floats, ~10 us) runs on the calling thread:
+    // a parallel region of its own would cost a wake-up of the pool's threads for nothing
+    u.annot.parallel = kblocks * panels * kc_blk_ * width >= kSharedPackParallelMin;
     return u;
   }
 
