@@ -451,7 +451,10 @@ LoopFunc MatmulLowering::run() {
   // a 512->512 3x3 at 7 x 7 measured 7-16% more CPU time with A shared, task-clock, load 5-6)
   const bool conv_like = !mm_.a.bounds.empty() || !mm_.b.bounds.empty() || mm_.m_axes.size() > 1 ||
                          mm_.n_axes.size() > 1 || mm_.k_axes.size() > 1;
-  const bool shared_a = !prepacked_a && !prepacked && msplit == 1 && conv_like &&
+  // And only for N blocks of at most 256 columns (a 16 x 16 layer's two jobs): over wider
+  // blocks each job's copy of A is a few percent of its work (unet's 32- and 64-channel
+  // layers at 64 x 64 and 128 x 128 measured within noise, ±5%).
+  const bool shared_a = !prepacked_a && !prepacked && msplit == 1 && conv_like && nc_blk <= 256 &&
                         shares_pack(Ms, Ks, batch, Ns.is_const() ? ceil_div(Ns.value(), nc_blk) : 0, P.mr);
   if (!prepacked_a && !shared_a) allocs.push_back(make_alloc("Ap", adt_, 1, mc_blk_ * kc_blk_));
   allocs.push_back(make_alloc("tile", acc_, 1, (int64_t)P.mr * P.nr));

@@ -216,8 +216,8 @@ TEST(Contraction, BalancedBlocksMatchInterpreter) {
 }
 
 // Jobs that split M (one N block, fewer blocks than threads: a 14 x 14 layer) share one
-// packed B, and jobs that split N (a 7 x 7 layer after the swap, a batch of 64 images) one
-// packed A: a parallel pack step fills it, chunk by chunk, before the jobs run. Odd and
+// packed B, and a convolution's jobs that split N into narrow blocks (a 16 x 16 layer, a
+// 7 x 7 layer after the swap) one packed A: a parallel pack step fills it, chunk by chunk, before the jobs run. Odd and
 // prime channel counts, ragged panels and K blocks, stride 2, 1x1 and a plain matmul,
 // against the interpreter (the sums are those of per-job packing, bit for bit).
 TEST(Contraction, JobsShareOnePackedOperand) {
@@ -244,7 +244,8 @@ TEST(Contraction, JobsShareOnePackedOperand) {
       {"matmul 611x400 @ 400x97", Graph::from_outputs({{"y", matmul(input("x", {611, 400}), input("w", {400, 97})).node()}}),
        "B packed once"},
       {"3x3 7x7 c83 k300 (swapped: positions are A)", conv(1, 83, 7, 300, 3, same, true), "A packed once"},
-      {"3x3 13x13 c29 k257 batch 64", conv(64, 29, 13, 257, 3, same, false), "A packed once"},
+      {"3x3 16x16 c61 k199 (two N blocks of 128 positions)", conv(1, 61, 16, 199, 3, same, false), "A packed once"},
+      {"3x3 13x13 c29 k257 batch 64: blocks of 496 positions", conv(64, 29, 13, 257, 3, same, false), ""},
       {"3x3 5x5 c3 k17: too little to share", conv(1, 3, 5, 17, 3, same, false), ""},
   };
   test::DiffBatch batch;
