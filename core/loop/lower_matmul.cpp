@@ -210,8 +210,9 @@ class MatmulLowering {
 
   // Jobs that split M (few N blocks for the threads: a 14 x 14 layer's 196 positions are
   // one block) each packed all of B again: both threads gathered the same im2col panels,
-  // the costliest copy of a convolution. Jobs that split N (a 7 x 7 layer after the swap:
-  // 2 blocks of output channels) each packed all of A the same way. Instead one parallel
+  // the costliest copy of a convolution. A convolution's jobs that split N into narrow
+  // blocks (a 16 x 16 layer: 2 blocks of 128 positions) each packed all of A the same way
+  // (see shared_a in run() for where A is left per job). Instead one parallel
   // step packs that side once, all KC blocks and panels (the layout of prepack.h:
   // [pc][panel][kk][NR or MR]) into a buffer the jobs share, its iterations chunks of
   // panels of one KC block that any thread takes; the jobs' micro-kernels then read it as
