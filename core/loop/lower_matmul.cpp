@@ -19,6 +19,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <numeric>
 #include <thread>
 
@@ -207,6 +208,80 @@ class MatmulLowering {
     return c && *c == SymInt(1);
   }
 
+  // Jobs that split M (few N blocks for the threads: a 14 x 14 layer's 196 positions are
+  // one block) each packed all of B again: both threads gathered the same im2col panels,
+  // the costliest copy of a convolution. A convolution's jobs that split N into narrow
+  // blocks (a 16 x 16 layer: 2 blocks of 128 positions) each packed all of A the same way
+  // (see shared_a in run() for where A is left per job). Instead one parallel
+  // step packs that side once, all KC blocks and panels (the layout of prepack.h:
+  // [pc][panel][kk][NR or MR]) into a buffer the jobs share, its iterations chunks of
+  // panels of one KC block that any thread takes; the jobs' micro-kernels then read it as
+  // they read a prepacked operand. f32, one batch index (other batches' jobs would need
+  // their own copy), static sizes, enough repeated copying to pay for the extra parallel
+  // step (kSharedPackMinWaste elements), and at most kSharedPackMaxBytes (the buffer is the
+  // kernel's local array: the caller's stack in the llvm backend).
+  // LATHE_MATMUL_SHARED_PACK=0 packs per job (A/B runs).
+  static constexpr int64_t kSharedPackMaxBytes = int64_t(3) << 20, kSharedPackMinWaste = int64_t(1) << 15;
+  static constexpr int64_t kSharedPackParallelMin = int64_t(1) << 16;  // elements
+  int64_t shared_elems(int64_t rows, int64_t K, int64_t width) const {
+    return ceil_div(K, kc_blk_) * ceil_div(rows, width) * kc_blk_ * width;
+  }
+  // rows: the packed side's size (N for B, M for A); copies: how many jobs pack all of it
+  bool shares_pack(const SymInt& rows, const SymInt& Ks, const SymInt& batch, int64_t copies, int64_t width) const {
+    static const bool enabled = [] {
+      const char* e = std::getenv("LATHE_MATMUL_SHARED_PACK");
+      return !(e && std::string(e) == "0");
+    }();
+    if (!enabled || G_ != 1 || copies < 2 || !rows.is_const() || !Ks.is_const() || batch != SymInt(1)) return false;
+    if (rows.value() < 1 || Ks.value() < 1 || (copies - 1) * rows.value() * Ks.value() < kSharedPackMinWaste) return false;
+    return shared_elems(rows.value(), Ks.value(), width) * int64_t(sizeof(float)) <= kSharedPackMaxBytes;
+  }
+  // The shared pack step: for u over KC blocks x chunks of panels, make_pack's copy (into
+  // `local`, panel-major from the chunk's first row r0) moved to the chunk's place in
+  // `shared`. Its own tables, and its own r0/rc (n0/nc or m0/mc) and k0/kc.
+  Stmt shared_pack_loop(const OperandAccess& acc, const std::vector<int>& axes, int64_t rows, int64_t K, int64_t width,
+                        int64_t max_panels, int threads, const std::string& r0, const std::string& rc,
+                        const std::string& local, const std::string& shared, int64_t table_pad,
+                        const std::function<Stmt(const OperandParts&)>& make_pack) {
+    const int64_t panels = ceil_div(rows, width), kblocks = ceil_div(K, kc_blk_);
+    // chunks: about 8 per thread over all blocks (the pool's threads steal what is left),
+    // whole panels, at most a job's block of them (the tables' size)
+    const int64_t cpan = std::clamp<int64_t>(ceil_div(panels * kblocks, 8 * int64_t(threads)), 1, std::max<int64_t>(1, max_panels));
+    const int64_t chunks = ceil_div(panels, cpan);
+    auto saved = batch_;
+    for (auto& [d, e] : batch_) e = const_int(0);  // the one batch index
+    std::vector<Stmt> body{make_let("pc", DType::I64, binary(Op::IDiv, var("u"), const_int(chunks))),
+                           make_let(r0, DType::I64, mul(binary(Op::Mod, var("u"), const_int(chunks)), const_int(cpan * width))),
+                           make_let(rc, DType::I64, min_of(const_int(cpan * width), sub(const_int(rows), var(r0)))),
+                           make_let("k0", DType::I64, mul(var("pc"), const_int(kc_blk_))),
+                           make_let("kc", DType::I64, min_of(const_int(kc_blk_), sub(const_int(K), var("k0"))))};
+    std::vector<Stmt> rfill, kfill, allocs;
+    ExprRef rcap = mul(ceil_div(var(rc), width), const_int(width));
+    OperandParts X = make_parts(acc, axes, var(r0), add(rcap, const_int(table_pad)), cpan * width + table_pad, rfill,
+                                var("k0"), var("kc"), kfill, allocs);
+    std::vector<Stmt> pack{make_pack(X)};
+    batch_ = std::move(saved);
+    // the chunk's panels start at panel r0 / width of KC block pc
+    ExprRef off = mul(add(mul(var("pc"), const_int(panels)), binary(Op::IDiv, var(r0), const_int(width))),
+                      const_int(kc_blk_ * width));
+    walk(pack, [&](Stmt& st) {
+      if (st.kind == StmtKind::LocalStore && st.var == local) {
+        st.var = shared;
+        st.index = add(off, st.index);
+      }
+      return true;
+    });
+    for (auto* v : {&allocs, &rfill, &kfill})
+      for (auto& st : *v) body.push_back(st);
+    body.push_back(std::move(pack[0]));
+    Stmt u = make_for("u", const_int(kblocks * chunks), std::move(body), "pack " + std::string(local == "Bp" ? "B" : "A") +
+                                                                            " once for all jobs: KC blocks x panel chunks");
+    // a small pack (unet's 32 x 288 weights: 10K floats, ~10 us) runs on the calling thread:
+    // a parallel region of its own would cost a wake-up of the pool's threads for nothing
+    u.annot.parallel = kblocks * panels * kc_blk_ * width >= kSharedPackParallelMin;
+    return u;
+  }
+
   // Pack B run by run: a panel of NR columns spans at most two runs of the innermost N dim
   // when that dim has >= NR elements (1 + ceil((NR - 1) / rows) runs for shorter rows, up
   // to 4); along a run every address and bound is affine in
@@ -369,7 +444,20 @@ LoopFunc MatmulLowering::run() {
   const bool prepacked_a = packed_a >= 0 && kg_.buffers[packed_a].shape[2] == SymInt(kc_blk_) &&
                            kg_.buffers[packed_a].shape[3] == SymInt(P.mr) && mc_blk_ % P.mr == 0;
   const int pap = prepacked_a ? add_param(packed_a, false, "ap") : -1;
-  if (!prepacked_a) allocs.push_back(make_alloc("Ap", adt_, 1, mc_blk_ * kc_blk_));
+  // A packed once for all the jobs when they split N (see shares_pack), for a convolution
+  // (a window or grouped dims: its A is a gather or a many-dim weight copy); a plain
+  // matmul's A (activations) is one streaming copy per job that also brings it into the
+  // job's L2, left as it is. Not with B prepacked either (a late layer after the swap: the
+  // jobs stream their weight panels from memory, and each job's A gather overlapped that;
+  // a 512->512 3x3 at 7 x 7 measured 7-16% more CPU time with A shared, task-clock, load 5-6)
+  const bool conv_like = !mm_.a.bounds.empty() || !mm_.b.bounds.empty() || mm_.m_axes.size() > 1 ||
+                         mm_.n_axes.size() > 1 || mm_.k_axes.size() > 1;
+  // And only for N blocks of at most 256 columns (a 16 x 16 layer's two jobs): over wider
+  // blocks each job's copy of A is a few percent of its work (unet's 32- and 64-channel
+  // layers at 64 x 64 and 128 x 128 measured within noise, ±5%).
+  const bool shared_a = !prepacked_a && !prepacked && msplit == 1 && conv_like && nc_blk <= 256 &&
+                        shares_pack(Ms, Ks, batch, Ns.is_const() ? ceil_div(Ns.value(), nc_blk) : 0, P.mr);
+  if (!prepacked_a && !shared_a) allocs.push_back(make_alloc("Ap", adt_, 1, mc_blk_ * kc_blk_));
   allocs.push_back(make_alloc("tile", acc_, 1, (int64_t)P.mr * P.nr));
 
   ExprRef kk = var("kk"), n0 = var("n0"), nc = var("nc"), k0 = var("k0"), kc = var("kc");
@@ -381,8 +469,11 @@ LoopFunc MatmulLowering::run() {
   std::vector<Stmt> nfill, kfill, mfill;
   ExprRef ncap = mul(ceil_div(nc, P.nr), const_int(P.nr)), mcap = mul(ceil_div(mc, P.mr), const_int(P.mr));
   // N-side tables hold one entry past the last panel (pack_b_runs reads a run's end there)
-  OperandParts B = make_parts(mm_.b, mm_.n_axes, n0, add(ncap, const_int(1)), nc_blk + 1, nfill, k0, kc, kfill, allocs);
-  OperandParts A = make_parts(mm_.a, mm_.m_axes, m0, mcap, mc_blk_, mfill, k0, kc, kfill, allocs);
+  // (a side packed once for all the jobs, shared_a / shared_b, needs no tables in the jobs)
+  std::vector<Stmt> bfill_n, bfill_k, ballocs, unused;
+  OperandParts B = make_parts(mm_.b, mm_.n_axes, n0, add(ncap, const_int(1)), nc_blk + 1, bfill_n, k0, kc, bfill_k, ballocs);
+  OperandParts A = shared_a ? make_parts(mm_.a, mm_.m_axes, m0, mcap, mc_blk_, unused, k0, kc, unused, unused)
+                            : make_parts(mm_.a, mm_.m_axes, m0, mcap, mc_blk_, mfill, k0, kc, kfill, allocs);
   // the output: row-major over the reduce's shape
   Affine caff;
   auto cstr = contiguous_strides(R->shape);
@@ -395,14 +486,22 @@ LoopFunc MatmulLowering::run() {
     allocs.erase(std::remove_if(allocs.begin(), allocs.end(), [](const Stmt& st) { return st.var == "Bp"; }), allocs.end());
     if (!cols_whole) allocs.push_back(make_alloc("Bp", bdt_, 1, kc_blk_ * P.nr));  // the ragged last panel
   }
+  // B packed once for all the jobs (they split M and would each pack all of it): see shares_pack
+  const bool shared_b = !prepacked && !direct && shares_pack(Ns, Ks, batch, msplit, P.nr);
+  if (shared_b)
+    allocs.erase(std::remove_if(allocs.begin(), allocs.end(), [](const Stmt& st) { return st.var == "Bp"; }), allocs.end());
+  else
+    for (auto [from, to] : {std::pair{&bfill_n, &nfill}, {&bfill_k, &kfill}, {&ballocs, &allocs}})
+      to->insert(to->end(), from->begin(), from->end());
   Part ccol = make_part(caff, mm_.n_axes, n0, ncap, nc_blk, nfill, allocs);
 
-  // pack B
+  // pack B (the parts give its addresses: this job's, or a shared pack step's)
+  auto make_packb = [&](const OperandParts& Bx) {
   ExprRef col = add(mul(var("jp"), const_int(P.nr)), var("c"));
   Stmt packb_c = make_for("c", const_int(P.nr),
                           {make_local_store("Bp", panel_index(var("jp"), kk, var("c"), P.nr),
-                                            packed(pb, mm_.b.src, bdt_, address(B, col, kk),
-                                                   logical_and(kin, logical_and(cols_whole ? nullptr : lt(col, nc), in_range(B, col, kk)))))},
+                                            packed(pb, mm_.b.src, bdt_, address(Bx, col, kk),
+                                                   logical_and(kin, logical_and(cols_whole ? nullptr : lt(col, nc), in_range(Bx, col, kk)))))},
                           "pack B: panel column");
   packb_c.annot.vectorize = true;
   // row by row of B (k outer): each k reads one run of nc columns, in address order when
@@ -410,7 +509,7 @@ LoopFunc MatmulLowering::run() {
   // (a page apart for wide B), defeating the prefetchers and the TLB.
   Stmt packb = make_for("kk", kpack, {make_for("jp", ceil_div(nc, P.nr), {packb_c}, "pack B: NR-wide panels")}, "pack B: k");
   std::optional<Stmt> runs;
-  if (G_ == 1) runs = pack_b_runs(B, pb);
+  if (G_ == 1) runs = pack_b_runs(Bx, pb);
   if (runs) {
     packb = std::move(*runs);
   } else if (!b_columns_contiguous()) {
@@ -422,7 +521,7 @@ LoopFunc MatmulLowering::run() {
     if (!cols_whole) {
       Stmt whole = make_for("c", const_int(P.nr),
                             {make_local_store("Bp", panel_index(var("jp"), kk, var("c"), P.nr),
-                                              packed(pb, mm_.b.src, bdt_, address(B, col, kk), logical_and(kin, in_range(B, col, kk))))},
+                                              packed(pb, mm_.b.src, bdt_, address(Bx, col, kk), logical_and(kin, in_range(Bx, col, kk))))},
                             "pack B: panel column (whole panel)");
       whole.annot.vectorize = true;
       panel = {make_if(le(add(mul(var("jp"), const_int(P.nr)), const_int(P.nr)), nc),
@@ -435,22 +534,27 @@ LoopFunc MatmulLowering::run() {
   std::vector<Stmt> packb_v{std::move(packb)};
   rename_loops(packb_v, "kk", "kb");
   rename_loops(packb_v, "c", "cb");
-  packb = std::move(packb_v[0]);
-  // pack A
+  return std::move(packb_v[0]);
+  };
+  Stmt packb = shared_b ? Stmt{} : make_packb(B);
+  // pack A (the parts give its addresses: this job's, or a shared pack step's)
+  auto make_packa = [&](const OperandParts& Ax) {
   ExprRef row = add(mul(var("ip"), const_int(P.mr)), var("r"));
   // k outer, the MR rows inner (unrolled): each k writes one contiguous MR-wide column of
   // the panel. (Rows outer made the vectorizer scatter the stores with stride MR, which
   // costs more than the micro-kernel's share of the data.)
   Stmt packa_r = make_for("r", const_int(P.mr),
                           {make_local_store("Ap", panel_index(var("ip"), kk, var("r"), P.mr),
-                                            packed(pa, mm_.a.src, adt_, address(A, row, kk),
-                                                   logical_and(kin, logical_and(rows_whole ? nullptr : lt(row, mc), in_range(A, row, kk)))))},
+                                            packed(pa, mm_.a.src, adt_, address(Ax, row, kk),
+                                                   logical_and(kin, logical_and(rows_whole ? nullptr : lt(row, mc), in_range(Ax, row, kk)))))},
                           "pack A: panel row");
   packa_r.annot.unroll = P.mr;
   std::vector<Stmt> packa_v{make_for("ip", ceil_div(mc, P.mr), {make_for("kk", kpack, {packa_r}, "pack A: k")}, "pack A: MR-tall panels")};
   rename_loops(packa_v, "kk", "ka");
   rename_loops(packa_v, "r", "ra");
-  Stmt packa = std::move(packa_v[0]);
+  return std::move(packa_v[0]);
+  };
+  Stmt packa = shared_a ? Stmt{} : make_packa(A);
   // micro-kernel
   std::vector<Stmt> micro;
   micro.push_back(make_alloc("acc", acc_, P.lanes, (int64_t)P.mr * NQ, /*registers=*/true));
@@ -473,14 +577,14 @@ LoopFunc MatmulLowering::run() {
   }
   ExprRef bbase = mul(add(mul(var("jr"), const_int(kc_blk_)), kk), const_int(P.nr));
   ExprRef abase = mul(add(mul(var("ir"), const_int(kc_blk_)), kk), const_int(P.mr));
-  if (prepacked)  // panels of all N: this job's start at n0 / NR, KC block pc
+  if (prepacked || shared_b)  // panels of all N: this job's start at n0 / NR, KC block pc
     bbase = add(bbase, mul(add(mul(var("pc"), ceil_div(N, P.nr)), binary(Op::IDiv, n0, const_int(P.nr))),
                            const_int(kc_blk_ * P.nr)));
-  if (prepacked_a)
+  if (prepacked_a || shared_a)
     abase = add(abase, mul(add(mul(var("pc"), ceil_div(M, P.mr)), binary(Op::IDiv, m0, const_int(P.mr))),
                            const_int(kc_blk_ * P.mr)));
   // f32: B's NR columns at depth kk from the panel, the prepacked panels, or B itself
-  enum class BSrc { Panel, Prepacked, InPlace, RaggedPanel };
+  enum class BSrc { Panel, Prepacked, Shared, InPlace, RaggedPanel };
   auto f32_kbody = [&](BSrc src) {
     std::vector<Stmt> body;
     for (int q = 0; q < NQ; ++q) {
@@ -488,6 +592,7 @@ LoopFunc MatmulLowering::run() {
       switch (src) {
         case BSrc::Panel: v = local_load("Bp", DType::F32, add(bbase, off), P.lanes); break;
         case BSrc::Prepacked: v = load(pbp, DType::F32, add(bbase, off), nullptr, P.lanes); break;
+        case BSrc::Shared: v = local_load("Bs", DType::F32, add(bbase, off), P.lanes); break;
         case BSrc::InPlace: v = load(pb, DType::F32, address(B, add(mul(var("jr"), const_int(P.nr)), off), kk), nullptr, P.lanes); break;
         case BSrc::RaggedPanel: v = local_load("Bp", DType::F32, add(mul(kk, const_int(P.nr)), off), P.lanes); break;
       }
@@ -495,6 +600,7 @@ LoopFunc MatmulLowering::run() {
     }
     for (int r = 0; r < P.mr; ++r) {
       ExprRef ar = broadcast(prepacked_a ? load(pap, DType::F32, add(abase, const_int(r)))
+                             : shared_a  ? local_load("As", DType::F32, add(abase, const_int(r)))
                                          : local_load("Ap", DType::F32, add(abase, const_int(r))),
                              P.lanes);
       for (int q = 0; q < NQ; ++q) {
@@ -513,7 +619,7 @@ LoopFunc MatmulLowering::run() {
   if (G_ > 1) {
     micro.push_back(k_loop(std::move(kbody)));
   } else if (!direct) {
-    micro.push_back(k_loop(f32_kbody(prepacked ? BSrc::Prepacked : BSrc::Panel)));
+    micro.push_back(k_loop(f32_kbody(prepacked ? BSrc::Prepacked : shared_b ? BSrc::Shared : BSrc::Panel)));
   } else if (cols_whole) {
     micro.push_back(k_loop(f32_kbody(BSrc::InPlace)));
   } else {  // whole panels read B in place, the ragged last one its zero-padded copy
@@ -586,7 +692,7 @@ LoopFunc MatmulLowering::run() {
   std::vector<Stmt> icbody{make_let("m0", DType::I64, add(var("ms0"), mul(var("ic"), const_int(mc_blk_)))),
                            make_let("mc", DType::I64, min_of(const_int(mc_blk_), sub(add(var("ms0"), var("msz")), m0)))};
   for (auto& st : mfill) icbody.push_back(st);
-  if (!prepacked_a) icbody.push_back(packa);
+  if (!prepacked_a && !shared_a) icbody.push_back(packa);
   icbody.push_back(jr_loop);
   Stmt ic_loop = make_for("ic", ceil_div(var("msz"), mc_blk_), std::move(icbody), "MC blocks of M");
   std::vector<Stmt> pcbody{make_let("k0", DType::I64, mul(var("pc"), const_int(kc_blk_))),
@@ -601,7 +707,7 @@ LoopFunc MatmulLowering::run() {
                       "pack B: the ragged last panel");
     c.annot.vectorize = true;
     pcbody.push_back(make_if(lt(mul(full, const_int(P.nr)), nc), {make_for("kr", kc, {c}, "pack B: k (ragged panel)")}));
-  } else if (!prepacked && !direct) {
+  } else if (!prepacked && !direct && !shared_b) {
     pcbody.push_back(packb);
   }
   pcbody.push_back(ic_loop);
@@ -611,11 +717,21 @@ LoopFunc MatmulLowering::run() {
   ExprRef jobs = mul(mul(from_sym(batch), nJC), const_int(msplit));
   Stmt tloop = make_for("t", jobs, std::move(tbody), "jobs: batch × N blocks × M splits");
   tloop.annot.parallel = true;
+  if (shared_b) {
+    f_.body.push_back(make_alloc("Bs", DType::F32, 1, shared_elems(Ns.value(), Ks.value(), P.nr)));
+    f_.body.push_back(shared_pack_loop(mm_.b, mm_.n_axes, Ns.value(), Ks.value(), P.nr, nc_blk / P.nr, threads, "n0", "nc",
+                                       "Bp", "Bs", 1, make_packb));
+  }
+  if (shared_a) {
+    f_.body.push_back(make_alloc("As", DType::F32, 1, shared_elems(Ms.value(), Ks.value(), P.mr)));
+    f_.body.push_back(shared_pack_loop(mm_.a, mm_.m_axes, Ms.value(), Ks.value(), P.mr, mc_blk_ / P.mr, threads, "m0", "mc",
+                                       "Ap", "As", 0, make_packa));
+  }
   f_.body.push_back(std::move(tloop));
   f_.schedule_log.push_back("matmul: MR=" + std::to_string(P.mr) + (G_ == 4 ? " int8 u8xi8 dot4" : G_ == 2 ? " int8 i16 dot2" : "") + " NR=" + std::to_string(P.nr) + " KC=" +
                             std::to_string(kc_blk_) + " MC=" + std::to_string(mc_blk_) + " NC=" + std::to_string(nc_blk) +
                             " msplit=" + std::to_string(msplit) + (epilogue ? " +epilogue" : "") +
-                            (prepacked ? " B prepacked" : "") + (prepacked_a ? " A prepacked" : "") + (direct ? " B in place" : "") +
+                            (prepacked ? " B prepacked" : "") + (shared_b ? " B packed once" : "") + (shared_a ? " A packed once" : "") + (prepacked_a ? " A prepacked" : "") + (direct ? " B in place" : "") +
                             (tables_ ? " gather(" + std::to_string(tables_) + " tables)" : ""));
   // K == 0: the loops above write nothing; zero the output first (never with an epilogue)
   if (!(Ks.is_const() && Ks.value() > 0)) {

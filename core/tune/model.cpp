@@ -216,15 +216,17 @@ bool packed_estimate(const loop::LoopFunc& f, const KernelGraph& kg, const Bindi
   const std::string& log = f.schedule_log[0];
   bool b_copied = log.find(" B prepacked") == std::string::npos && log.find(" B in place") == std::string::npos;
   double b_bytes = N * K * 4.0;
-  double b_copy = b_copied ? B * N * K * msplit * std::max(0.3, 8.0 / (b_bytes <= 768.0 * 1024 ? 24.0 : 6.0)) : 0;
-  double pack = B * M * K * nblocks * 1.0 + b_copy;  // A gathered, B copied in runs
+  // a side "packed once" (one parallel step for all the jobs) is copied once, not per job
+  const bool b_once = log.find(" B packed once") != std::string::npos, a_once = log.find(" A packed once") != std::string::npos;
+  double b_copy = b_copied ? B * N * K * (b_once ? 1 : msplit) * std::max(0.3, 8.0 / (b_bytes <= 768.0 * 1024 ? 24.0 : 6.0)) : 0;
+  double pack = B * M * K * (a_once ? 1 : nblocks) * 1.0 + b_copy;  // A gathered, B copied in runs
   double cache = 1;
   if (kc * nr * 4.0 > 32 * 1024) cache *= 1.25;      // the B micro-panel leaves L1
   if (mc * kc * 4.0 > 512 * 1024) cache *= 1.3;      // the A block leaves L2
   if (kc * nc * 4.0 > 4 * 1024 * 1024) cache *= 1.2;  // the B panel leaves L3's share
   double jobs = B * nblocks * msplit, t = m.threads;
   double speed = jobs / std::ceil(jobs / t);
-  cycles = (compute * cache + pack) / speed + kRegionCycles;
+  cycles = (compute * cache + pack) / speed + kRegionCycles * (b_once || a_once ? 2 : 1);  // the pack step's region
   return true;
 }
 

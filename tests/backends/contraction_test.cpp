@@ -5,6 +5,7 @@
 #include <array>
 #include <cmath>
 #include <cstdlib>
+#include <thread>
 
 #include "core/frontend/nn.h"
 #include "core/frontend/tensor.h"
@@ -212,6 +213,60 @@ TEST(Contraction, BalancedBlocksMatchInterpreter) {
   Tensor q = input("q", {3, 20, 24}), k = input("k", {3, 64, 24});
   batch.add("odd batch: N split to even the jobs", Graph::from_outputs({{"y", (matmul(q, transpose(k, 1, 2)) * 0.125).node()}}));
   EXPECT_EQ(batch.run(), 0);
+}
+
+// Jobs that split M (one N block, fewer blocks than threads: a 14 x 14 layer) share one
+// packed B, and a convolution's jobs that split N into narrow blocks (a 16 x 16 layer, a
+// 7 x 7 layer after the swap) one packed A: a parallel pack step fills it, chunk by chunk, before the jobs run. Odd and
+// prime channel counts, ragged panels and K blocks, stride 2, 1x1 and a plain matmul,
+// against the interpreter (the sums are those of per-job packing, bit for bit).
+TEST(Contraction, JobsShareOnePackedOperand) {
+  Conv2dOptions same;
+  same.padding = {1, 1};
+  Conv2dOptions s2 = same;
+  s2.stride = {2, 2};
+  auto conv = [](int64_t n, int64_t c, int64_t h, int64_t k, int64_t r, const Conv2dOptions& o, bool residual) {
+    Tensor x = input("x", {n, c, h, h}), w = input("w", {k, c, r, r}), b = input("b", {k});
+    Tensor y = conv2d(x, w, b, o);
+    if (residual) y = y + input("res", y.shape());
+    return Graph::from_outputs({{"y", relu(y).node()}});
+  };
+  struct Case {
+    std::string label;
+    Graph g;
+    std::string shared;  // what the schedule log says on 2+ threads ("": neither)
+  };
+  std::vector<Case> cases = {
+      {"3x3 13x13 c29 k257", conv(1, 29, 13, 257, 3, same, false), "B packed once"},
+      {"3x3 stride 2 27x27 c31 k263 + residual", conv(1, 31, 27, 263, 3, s2, true), "B packed once"},
+      {"3x3 14x14 c64 k256, K split in blocks", conv(1, 64, 14, 256, 3, same, false), "B packed once"},
+      {"1x1 19x19 c193 k401 + residual", conv(1, 193, 19, 401, 1, Conv2dOptions{}, true), "B packed once"},
+      {"matmul 611x400 @ 400x97", Graph::from_outputs({{"y", matmul(input("x", {611, 400}), input("w", {400, 97})).node()}}),
+       "B packed once"},
+      {"3x3 7x7 c83 k300 (swapped: positions are A)", conv(1, 83, 7, 300, 3, same, true), "A packed once"},
+      {"3x3 16x16 c61 k199 (two N blocks of 128 positions)", conv(1, 61, 16, 199, 3, same, false), "A packed once"},
+      {"3x3 13x13 c29 k257 batch 64: blocks of 496 positions", conv(64, 29, 13, 257, 3, same, false), ""},
+      {"3x3 5x5 c3 k17: too little to share", conv(1, 3, 5, 17, 3, same, false), ""},
+  };
+  test::DiffBatch batch;
+  const bool threads = std::thread::hardware_concurrency() >= 2;
+  for (auto& c : cases) {
+    std::string ir = test::loop_ir_of(build_program(c.g));
+    if (threads && !std::getenv("LATHE_MATMUL_SHARED_PACK") && !std::getenv("LATHE_MATMUL_TILE")) {
+      if (c.shared.empty()) {
+        EXPECT_EQ(ir.find("packed once"), std::string::npos) << c.label << "\n" << ir;
+      } else {
+        EXPECT_NE(ir.find(c.shared), std::string::npos) << c.label << "\n" << ir;
+      }
+    }
+    batch.add(c.label, c.g, 7, 4);  // K up to 1737: float sums of that length
+  }
+  EXPECT_EQ(batch.run(), 0);
+  // a shared B over 3 MiB (K 4608 x 208 columns: the kernel's stack array) stays per job
+  if (threads && !std::getenv("LATHE_MATMUL_SHARED_PACK") && !std::getenv("LATHE_MATMUL_TILE")) {
+    std::string ir = test::loop_ir_of(build_program(conv(1, 512, 14, 512, 3, same, false)));
+    EXPECT_EQ(ir.find("packed once"), std::string::npos) << ir;
+  }
 }
 
 // x @ W^T (a tied LM head, a linear layer with W stored [out, in]): B's columns are W's
