@@ -30,6 +30,7 @@ struct CompileOutput {
   std::vector<char> object;   // the relocatable object file
   std::string optimized_ir;   // filled when want_ir
   std::string assembly;       // filled when want_asm
+  double opt_ms = 0, codegen_ms = 0;  // this thread's CPU time in each (LATHE_LLVM_TIMING)
 };
 
 // Host CPU name and feature string as LLVM sees them (part of cache keys).
