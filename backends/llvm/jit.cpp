@@ -38,15 +38,15 @@ namespace lathe::llvmjit {
 namespace {
 
 // The optimizer and code generator settings. Kernels arrive as loops the schedule already
-// tiled, unrolled and vectorized where it pays, so LLVM's job is clean-up (mem2reg, CSE,
-// LICM, indvars), the loop and SLP vectorizers on the loops left plain, and instruction
-// selection. The O1 simplification pipeline does that clean-up at ~3/4 of O3's cost; O3's
-// extras (GVN, non-trivial loop unswitching that copies whole write-back loops, a second
-// round of instcombines) bought no run time on the models measured. Loop Strength
-// Reduction in the code generator cost ~40% of codegen time on conv kernels and changes
-// the micro-kernel loop only from pointer bumps to an indexed address (same loads, same
-// FMAs). Environment overrides, for A/B comparisons (all part of the cache key):
-//   LATHE_LLVM_OPT=1|2|3      the optimizer's level (default 1)
+// tiled, unrolled and vectorized where it pays. LLVM's O3 pipeline (both vectorizers on, no
+// runtime/partial unrolling) stays: O1 and O2 were measured too (per-kernel CPU time,
+// LATHE_LLVM_TIMING=each, resnet50 / mobilenet_v2 / unet_small) and cost the same or more
+// in total, as their less-cleaned IR makes more code for the code generator. Loop Strength
+// Reduction in the code generator is off: it took ~20% of codegen's time (and its IV-users
+// analysis more) on conv kernels, and only turns the micro-kernel loop's indexed addresses
+// into pointer bumps (same loads, same FMAs; inner loops' instruction count +1%).
+// Environment overrides, for A/B comparisons (all part of the cache key):
+//   LATHE_LLVM_OPT=1|2|3      the optimizer's level (default 3)
 //   LATHE_LLVM_PIPELINE=TEXT  a pass pipeline in opt's syntax instead ("default<O3>")
 //   LATHE_LLVM_CODEGEN=0..3   the code generator's level (default 3)
 //   LATHE_LLVM_LSR=1          keep Loop Strength Reduction
@@ -59,7 +59,7 @@ const std::string& pipeline_override() { static const std::string s = env_or("LA
 int env_level(const char* name, const char* fallback, int lo) {
   return std::clamp(std::atoi(env_or(name, fallback).c_str()), lo, 3);
 }
-int opt_level() { static const int l = env_level("LATHE_LLVM_OPT", "1", 1); return l; }
+int opt_level() { static const int l = env_level("LATHE_LLVM_OPT", "3", 1); return l; }
 int codegen_level() { static const int l = env_level("LATHE_LLVM_CODEGEN", "3", 0); return l; }
 bool keep_lsr() { static const bool k = env_or("LATHE_LLVM_LSR", "0") != "0"; return k; }
 
@@ -197,7 +197,7 @@ CompileOutput compile_module(llvm::Module& m, bool want_ir, bool want_asm) {
     if (llvm::verifyModule(m, &os))
       throw InternalError("llvm backend generated invalid IR: " + os.str());
   }
-  // clang's pipeline at opt_level() (O1, see above) tuned for this TargetMachine, with both
+  // clang's pipeline at opt_level() (O3, see above) tuned for this TargetMachine, with both
   // vectorizers on and without runtime/partial unrolling (see jit.h); loops the loop IR asks
   // to unroll still are (llvm.loop metadata)
   llvm::LoopAnalysisManager lam;
