@@ -37,19 +37,19 @@ namespace lathe::llvmjit {
 
 namespace {
 
-// The optimizer and code generator settings. Kernels arrive as loops the schedule already
-// tiled, unrolled and vectorized where it pays. LLVM's O3 pipeline (both vectorizers on, no
-// runtime/partial unrolling) stays: O1 and O2 were measured too (per-kernel CPU time,
-// LATHE_LLVM_TIMING=each, resnet50 / mobilenet_v2 / unet_small) and cost the same or more
-// in total, as their less-cleaned IR makes more code for the code generator. Loop Strength
-// Reduction in the code generator is off: it took ~20% of codegen's time (and its IV-users
-// analysis more) on conv kernels, and only turns the micro-kernel loop's indexed addresses
-// into pointer bumps (same loads, same FMAs; inner loops' instruction count +1%).
+// The optimizer and code generator settings. LLVM's O3 pipeline (both vectorizers on, no
+// runtime/partial unrolling) at CodeGenOptLevel::Aggressive, as before. Measured while
+// looking for a cheaper cold compile (LATHE_LLVM_TIMING=each sums per-kernel CPU time):
+// O1 and O2 cost about the same in total on resnet50 / mobilenet_v2 / unet_small (less
+// cleaned-up IR makes more code for the code generator); turning off the code generator's
+// Loop Strength Reduction saved ~15% of a cold start's CPU but made kernels slower
+// (mobilenet_v2's Gemm 0.20 -> 0.35 ms, its first conv 0.47 -> 0.69 ms, per-kernel minimum
+// of 30 runs each), so it stays on.
 // Environment overrides, for A/B comparisons (all part of the cache key):
 //   LATHE_LLVM_OPT=1|2|3      the optimizer's level (default 3)
 //   LATHE_LLVM_PIPELINE=TEXT  a pass pipeline in opt's syntax instead ("default<O3>")
 //   LATHE_LLVM_CODEGEN=0..3   the code generator's level (default 3)
-//   LATHE_LLVM_LSR=1          keep Loop Strength Reduction
+//   LATHE_LLVM_LSR=0          no Loop Strength Reduction
 //   LATHE_LLVM_ARGS=...       LLVM's own options ("-time-passes")
 std::string env_or(const char* name, const char* fallback) {
   const char* e = std::getenv(name);
@@ -61,7 +61,7 @@ int env_level(const char* name, const char* fallback, int lo) {
 }
 int opt_level() { static const int l = env_level("LATHE_LLVM_OPT", "3", 1); return l; }
 int codegen_level() { static const int l = env_level("LATHE_LLVM_CODEGEN", "3", 0); return l; }
-bool keep_lsr() { static const bool k = env_or("LATHE_LLVM_LSR", "0") != "0"; return k; }
+bool keep_lsr() { static const bool k = env_or("LATHE_LLVM_LSR", "1") != "0"; return k; }
 
 double thread_cpu_ms() {
   timespec ts{};

@@ -1,8 +1,8 @@
 // jit.h — the process-wide LLVM 19 ORC JIT used by the llvm backend.
 //
 // One LLJIT per process (created on first use) targeting the host CPU (znver5 here) at
-// CodeGenOptLevel::Aggressive without Loop Strength Reduction (jit.cpp says why). A module
-// is optimized with the O3 pipeline minus LLVM's own loop unrolling (kernels come unrolled where it pays: the matmul micro-kernel, and the
+// CodeGenOptLevel::Aggressive (jit.cpp: what cheaper settings were measured and why they are
+// not used). A module is optimized with the O3 pipeline minus LLVM's own loop unrolling (kernels come unrolled where it pays: the matmul micro-kernel, and the
 // vectorizer interleaves; unrolling made matmul kernels ~8x slower to compile and no
 // faster to run), turned into an object file, and loaded into its own JITDylib so a
 // program's code can be dropped when the program dies. compile_module may run on several
