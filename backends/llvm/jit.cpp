@@ -173,8 +173,13 @@ class TmLease {
 
 
 const char* pipeline_id() {
-  static const std::string id = "O" + std::to_string(opt_level()) + "-no-unroll;cg=O" + std::to_string(codegen_level()) +
-                                (keep_lsr() ? "" : "-no-lsr") + ";v3|" + pipeline_override() + "|" + env_or("LATHE_LLVM_ARGS", "");
+  static const std::string id = [] {
+    std::string s = "O" + std::to_string(opt_level()) + "-no-unroll;cg=O" + std::to_string(codegen_level()) +
+                    (keep_lsr() ? "" : "-no-lsr") + ";v3";
+    if (!pipeline_override().empty()) s += ";passes=" + pipeline_override();
+    if (const char* a = std::getenv("LATHE_LLVM_ARGS"); a && *a) s += ";llvm-args=" + std::string(a);
+    return s;
+  }();
   return id.c_str();
 }
 
