@@ -6,6 +6,9 @@
 #include <llvm/IR/Module.h>
 
 #include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <functional>
 #include <cstring>
 #include <future>
@@ -31,9 +34,19 @@ size_t ir_size(const loop::LoopFunc& f) {
 }
 
 std::vector<char> compile_group(const std::vector<const loop::LoopFunc*>& group, const std::string& name) {
+  static const bool timing = [] { const char* e = std::getenv("LATHE_LLVM_TIMING"); return e && *e && *e != '0'; }();
+  auto t0 = std::chrono::steady_clock::now();
   llvm::LLVMContext ctx;
   auto m = emit_module(group, ctx, name);
-  return compile_module(*m, false, false).object;
+  double emit_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  CompileOutput out = compile_module(*m, false, false);
+  if (timing) {
+    std::string names;
+    for (auto* f : group) names += " " + f->name + "(" + std::to_string(ir_size(*f)) + ")";
+    std::fprintf(stderr, "llvm-timing: %s emit %.1f opt %.1f codegen %.1f ms, %zu bytes:%s\n", name.c_str(), emit_ms,
+                 out.opt_ms, out.codegen_ms, out.object.size(), names.c_str());
+  }
+  return std::move(out.object);
 }
 
 constexpr char kMagic[] = "LATHEOBJS";  // 9 bytes, then u64 count, then (u64 size, bytes)*
@@ -44,6 +57,11 @@ void put_u64(std::string& s, uint64_t v) { s.append(reinterpret_cast<const char*
 
 std::vector<std::vector<char>> compile_kernels(const std::vector<const loop::LoopFunc*>& funcs, int threads) {
   if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  if (const char* e = std::getenv("LATHE_LLVM_TIMING"); e && std::string(e) == "each") {
+    std::vector<std::vector<char>> objects;  // one kernel per module, one thread: per-kernel times
+    for (auto* f : funcs) objects.push_back(compile_group({f}, f->name));
+    return objects;
+  }
   size_t groups = std::min<size_t>({static_cast<size_t>(threads), funcs.size(), 16});
   if (groups <= 1) return {compile_group(funcs, "lathe_program")};
   // longest first onto the lightest group (LPT), so the threads finish together

@@ -6,10 +6,14 @@
 #include <llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h>
 #include <llvm/ExecutionEngine/Orc/LLJIT.h>
 #include <llvm/IR/LegacyPassManager.h>
+#include <llvm/IR/PassTimingInfo.h>
 #include <llvm/IR/Module.h>
 #include <llvm/IR/Verifier.h>
 #include <llvm/MC/TargetRegistry.h>
 #include <llvm/Passes/PassBuilder.h>
+#include <llvm/Passes/StandardInstrumentations.h>
+#include <llvm/Pass.h>
+#include <llvm/Support/CommandLine.h>
 #include <llvm/Support/MemoryBuffer.h>
 #include <llvm/Support/TargetSelect.h>
 #include <llvm/Support/raw_ostream.h>
@@ -17,9 +21,14 @@
 #include <llvm/TargetParser/Host.h>
 #include <llvm/Transforms/Utils/Cloning.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cstdlib>
+#include <ctime>
 #include <mutex>
 #include <optional>
+#include <string>
+#include <vector>
 
 #include "backends/llvm/parallel.h"
 #include "core/ir/diag.h"
@@ -27,6 +36,38 @@
 namespace lathe::llvmjit {
 
 namespace {
+
+// The optimizer and code generator settings. LLVM's O3 pipeline (both vectorizers on, no
+// runtime/partial unrolling) at CodeGenOptLevel::Aggressive, as before. Measured while
+// looking for a cheaper cold compile (LATHE_LLVM_TIMING=each sums per-kernel CPU time):
+// O1 and O2 cost about the same in total on resnet50 / mobilenet_v2 / unet_small (less
+// cleaned-up IR makes more code for the code generator); turning off the code generator's
+// Loop Strength Reduction saved ~15% of a cold start's CPU but made kernels slower
+// (mobilenet_v2's Gemm 0.20 -> 0.35 ms, its first conv 0.47 -> 0.69 ms, per-kernel minimum
+// of 30 runs each), so it stays on.
+// Environment overrides, for A/B comparisons (all part of the cache key):
+//   LATHE_LLVM_OPT=1|2|3      the optimizer's level (default 3)
+//   LATHE_LLVM_PIPELINE=TEXT  a pass pipeline in opt's syntax instead ("default<O3>")
+//   LATHE_LLVM_CODEGEN=0..3   the code generator's level (default 3)
+//   LATHE_LLVM_LSR=0          no Loop Strength Reduction
+//   LATHE_LLVM_ARGS=...       LLVM's own options ("-time-passes")
+std::string env_or(const char* name, const char* fallback) {
+  const char* e = std::getenv(name);
+  return e && *e ? e : fallback;
+}
+const std::string& pipeline_override() { static const std::string s = env_or("LATHE_LLVM_PIPELINE", ""); return s; }
+int env_level(const char* name, const char* fallback, int lo) {
+  return std::clamp(std::atoi(env_or(name, fallback).c_str()), lo, 3);
+}
+int opt_level() { static const int l = env_level("LATHE_LLVM_OPT", "3", 1); return l; }
+int codegen_level() { static const int l = env_level("LATHE_LLVM_CODEGEN", "3", 0); return l; }
+bool keep_lsr() { static const bool k = env_or("LATHE_LLVM_LSR", "1") != "0"; return k; }
+
+double thread_cpu_ms() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
 
 struct JitState {
   std::unique_ptr<llvm::orc::LLJIT> jit;
@@ -51,10 +92,15 @@ JitState& state() {
     llvm::InitializeNativeTarget();
     llvm::InitializeNativeTargetAsmPrinter();
     llvm::InitializeNativeTargetAsmParser();
+    {  // code generator options (process-wide in LLVM), then LATHE_LLVM_ARGS
+      std::vector<const char*> argv = {"lathe"};
+      if (!keep_lsr()) argv.push_back("-disable-lsr");
+      llvm::cl::ParseCommandLineOptions(static_cast<int>(argv.size()), argv.data(), "", nullptr, "LATHE_LLVM_ARGS");
+    }
     auto* s = new JitState();
     auto jtmb = llvm::orc::JITTargetMachineBuilder::detectHost();
     if (!jtmb) throw UserError("LLVM cannot target this host: " + take_error(jtmb.takeError()));
-    jtmb->setCodeGenOptLevel(llvm::CodeGenOptLevel::Aggressive);
+    jtmb->setCodeGenOptLevel(static_cast<llvm::CodeGenOptLevel>(codegen_level()));
     s->jtmb = *jtmb;
     auto jit = llvm::orc::LLJITBuilder().setJITTargetMachineBuilder(std::move(*jtmb)).create();
     if (!jit) throw UserError("LLVM JIT start-up failed: " + take_error(jit.takeError()));
@@ -125,7 +171,17 @@ class TmLease {
 
 }  // namespace
 
-const char* pipeline_id() { return "O3-no-unroll;cg=O3;v2"; }
+
+const char* pipeline_id() {
+  static const std::string id = [] {
+    std::string s = "O" + std::to_string(opt_level()) + "-no-unroll;cg=O" + std::to_string(codegen_level()) +
+                    (keep_lsr() ? "" : "-no-lsr") + ";v3";
+    if (!pipeline_override().empty()) s += ";passes=" + pipeline_override();
+    if (const char* a = std::getenv("LATHE_LLVM_ARGS"); a && *a) s += ";llvm-args=" + std::string(a);
+    return s;
+  }();
+  return id.c_str();
+}
 
 std::string host_cpu() { return llvm::sys::getHostCPUName().str(); }
 
@@ -146,8 +202,9 @@ CompileOutput compile_module(llvm::Module& m, bool want_ir, bool want_asm) {
     if (llvm::verifyModule(m, &os))
       throw InternalError("llvm backend generated invalid IR: " + os.str());
   }
-  // O3, the pipeline clang uses, tuned for this TargetMachine, without runtime/partial
-  // unrolling (see jit.h); loops the loop IR asks to unroll still are (llvm.loop metadata)
+  // clang's pipeline at opt_level() (O3, see above) tuned for this TargetMachine, with both
+  // vectorizers on and without runtime/partial unrolling (see jit.h); loops the loop IR asks
+  // to unroll still are (llvm.loop metadata)
   llvm::LoopAnalysisManager lam;
   llvm::FunctionAnalysisManager fam;
   llvm::CGSCCAnalysisManager cgam;
@@ -156,16 +213,32 @@ CompileOutput compile_module(llvm::Module& m, bool want_ir, bool want_asm) {
   pto.LoopVectorization = true;
   pto.SLPVectorization = true;
   pto.LoopUnrolling = false;
-  llvm::PassBuilder pb(tm.get(), pto);
+  llvm::PassInstrumentationCallbacks pic;
+  std::optional<llvm::StandardInstrumentations> si;
+  if (llvm::TimePassesIsEnabled) {
+    si.emplace(m.getContext(), false);
+    si->registerCallbacks(pic, &mam);
+  }
+  llvm::PassBuilder pb(tm.get(), pto, std::nullopt, &pic);
   pb.registerModuleAnalyses(mam);
   pb.registerCGSCCAnalyses(cgam);
   pb.registerFunctionAnalyses(fam);
   pb.registerLoopAnalyses(lam);
   pb.crossRegisterProxies(lam, fam, cgam, mam);
-  llvm::ModulePassManager mpm = pb.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O3);
+  double t0 = thread_cpu_ms();
+  llvm::ModulePassManager mpm;
+  if (pipeline_override().empty()) {
+    const llvm::OptimizationLevel levels[] = {llvm::OptimizationLevel::O1, llvm::OptimizationLevel::O2,
+                                              llvm::OptimizationLevel::O3};
+    mpm = pb.buildPerModuleDefaultPipeline(levels[opt_level() - 1]);
+  } else if (auto e = pb.parsePassPipeline(mpm, pipeline_override())) {
+    throw UserError("LATHE_LLVM_PIPELINE: " + take_error(std::move(e)));
+  }
   mpm.run(m, mam);
+  double t1 = thread_cpu_ms();
 
   CompileOutput out;
+  out.opt_ms = t1 - t0;
   if (want_ir) {
     llvm::raw_string_ostream os(out.optimized_ir);
     m.print(os, nullptr);
@@ -177,6 +250,7 @@ CompileOutput compile_module(llvm::Module& m, bool want_ir, bool want_asm) {
     if (tm->addPassesToEmitFile(pm, os, nullptr, type))
       throw InternalError("LLVM target cannot emit this file type");
     pm.run(mod);
+    if (llvm::TimePassesIsEnabled) llvm::reportAndResetTimings();
     return std::vector<char>(buf.begin(), buf.end());
   };
   if (want_asm) {
@@ -185,6 +259,7 @@ CompileOutput compile_module(llvm::Module& m, bool want_ir, bool want_asm) {
     out.assembly.assign(a.begin(), a.end());
   }
   out.object = emit(llvm::CodeGenFileType::ObjectFile, m);
+  out.codegen_ms = thread_cpu_ms() - t1;
   return out;
 }
 

@@ -1,9 +1,9 @@
 // jit.h — the process-wide LLVM 19 ORC JIT used by the llvm backend.
 //
 // One LLJIT per process (created on first use) targeting the host CPU (znver5 here) at
-// CodeGenOptLevel::Aggressive. A module is optimized with the O3 pipeline minus LLVM's
-// own loop unrolling (kernels come unrolled where it pays: the matmul micro-kernel, and
-// the vectorizer interleaves; unrolling made matmul kernels ~8x slower to compile and no
+// CodeGenOptLevel::Aggressive (jit.cpp: what cheaper settings were measured and why they are
+// not used). A module is optimized with the O3 pipeline minus LLVM's own loop unrolling (kernels come unrolled where it pays: the matmul micro-kernel, and the
+// vectorizer interleaves; unrolling made matmul kernels ~8x slower to compile and no
 // faster to run), turned into an object file, and loaded into its own JITDylib so a
 // program's code can be dropped when the program dies. compile_module may run on several
 // threads at once (each takes its own TargetMachine; modules need their own contexts).
@@ -30,6 +30,7 @@ struct CompileOutput {
   std::vector<char> object;   // the relocatable object file
   std::string optimized_ir;   // filled when want_ir
   std::string assembly;       // filled when want_asm
+  double opt_ms = 0, codegen_ms = 0;  // this thread's CPU time in each (LATHE_LLVM_TIMING)
 };
 
 // Host CPU name and feature string as LLVM sees them (part of cache keys).

@@ -1,5 +1,5 @@
-// llvm_backend.cpp — the `llvm` backend (the default): loop IR -> LLVM IR (emit.h) -> O3
-// for the host CPU -> object code (kernels compiled on all hardware threads,
+// llvm_backend.cpp — the `llvm` backend (the default): loop IR -> LLVM IR (emit.h) -> the
+// kernel pipeline (jit.h) for the host CPU -> object code (kernels compiled on all hardware threads,
 // compile_program.h) -> ORC LLJIT, all in process. Object files go through the on-disk
 // kernel cache, so a warm compile is a hash, a file read and a link.
 //
@@ -95,7 +95,7 @@ class LlvmBackend : public Backend {
  public:
   std::string name() const override { return "llvm"; }
   std::string description() const override {
-    return "LLVM 19 IR, O3 for the host CPU (" + llvmjit::host_cpu() + "), ORC JIT in process, cached";
+    return "LLVM 19 IR, optimized for the host CPU (" + llvmjit::host_cpu() + "), ORC JIT in process, cached";
   }
   std::string supports(NodeRef n) const override {
     return library_kernel_available(n);
@@ -154,7 +154,7 @@ class LlvmBackend : public Backend {
     auto cp = std::make_shared<LlvmProgram>(p, std::move(code), code_name);
     cp->from_cache = cached;
     cp->compile_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-    cp->command = "LLVM O3 -mcpu=" + llvmjit::host_cpu() + (cached ? " (cached object)" : "");
+    cp->command = std::string("LLVM ") + llvmjit::pipeline_id() + " -mcpu=" + llvmjit::host_cpu() + (cached ? " (cached object)" : "");
     return cp;
   }
 };

@@ -57,6 +57,31 @@ TEST(KernelDedup, SharedCodeRunsOnEachLayersBuffers) {
   EXPECT_EQ(test::compare_outputs(got, want), "");
 }
 
+// ResNet's repeated bottlenecks: conv layers of one shape that differ only in their
+// weights and biases (constants of different values, prepacked or not) are one code.
+// Odd channel counts and a prime spatial size, batch 1 and 3.
+TEST(KernelDedup, ConvLayersDifferingOnlyInWeightsShareCode) {
+  for (int64_t n : {1, 3}) {
+    Tensor h = input("x", {SymInt(n), SymInt(13), SymInt(11), SymInt(11)});
+    for (int l = 0; l < 3; ++l) {
+      Conv2dOptions o;
+      o.padding = {1, 1};
+      // weights ~1/sqrt(fan-in), so that the activations stay O(1) (the tolerance is relative)
+      h = relu(conv2d(h, from_host(values({13, 13, 3, 3}, l)), from_host(values({13}, 10 + l)), o)) * 0.1;
+    }
+    Graph g = Graph::from_outputs({{"y", h.node()}});
+    Program p = build_program(g);
+    std::vector<const loop::LoopFunc*> fs;
+    for (auto& f : p.funcs) fs.push_back(&f);
+    ASSERT_GE(fs.size(), 3u);
+    EXPECT_LE(same_code(fs).distinct() * 3, fs.size()) << "N=" << n << "\n" << test::loop_ir_of(p);
+    std::string backend = test::test_backend();
+    if (backend != "c" && backend != "llvm") continue;
+    TensorMap in = random_inputs(g, 7);
+    EXPECT_EQ(test::compare_outputs(compile_graph(g, backend).run(in), interpret(g, in)), "") << "N=" << n;
+  }
+}
+
 TEST(KernelDedup, DifferentCodeIsKept) {
   // Same shapes, different ops: nothing may be merged across them.
   Tensor x = input("x", {SymInt(7), SymInt(9)});

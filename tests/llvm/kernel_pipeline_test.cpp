@@ -1,0 +1,80 @@
+// kernel_pipeline_test.cpp — the llvm backend's optimizer and code generator settings
+// (jit.cpp: O3 with both vectorizers and no runtime unrolling; A/B overrides from the
+// environment):
+// they are part of the cache key, the loops the schedule leaves plain still vectorize, the
+// matmul micro-kernel still becomes FMAs, and the results match the interpreter at odd
+// sizes, batch 1 and 64.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <string>
+
+#include "backends/backend.h"
+#include "backends/llvm/jit.h"
+#include "core/frontend/frontend.h"
+#include "core/interp/interp.h"
+#include "core/runtime/compare.h"
+#include "core/runtime/random.h"
+
+namespace lathe {
+namespace {
+
+bool env_set(const char* name) {
+  const char* e = std::getenv(name);
+  return e && *e;
+}
+
+TEST(LlvmPipeline, SettingsAreInTheCacheKey) {
+  if (env_set("LATHE_LLVM_OPT") || env_set("LATHE_LLVM_LSR") || env_set("LATHE_LLVM_PIPELINE") ||
+      env_set("LATHE_LLVM_CODEGEN"))
+    GTEST_SKIP() << "the pipeline is overridden from the environment";
+  std::string id = llvmjit::pipeline_id();
+  EXPECT_EQ(id.rfind("O3-no-unroll;cg=O3;", 0), 0u) << id;
+}
+
+int kernel_of_kind(const Program& p, const std::string& kind) {
+  for (size_t k = 0; k < p.funcs.size(); ++k)
+    if (p.funcs[k].kind == kind) return static_cast<int>(k);
+  return -1;
+}
+
+TEST(LlvmPipeline, LoopsStillVectorizeAndMatchTheInterpreter) {
+  Backend& b = get_backend("llvm");
+  for (int64_t n : {1, 64}) {
+    // a matmul with a bias + relu epilogue (odd K and N), and an elementwise tail of prime size
+    Tensor x = input("x", {n, 37});
+    Tensor w = input("w", {37, 29});
+    Tensor bias = input("b", {29});
+    Tensor y = relu(matmul(x, w) + bias);
+    Tensor z = exp(input("v", {1009})) * 0.5f;
+    Graph g = Graph::from_outputs({{"y", y.node()}, {"z", z.node()}});
+    Program p = build_program(g);
+    int mm = kernel_of_kind(p, "matmul");  // batch 1: a matrix-vector product, a reduction
+    if (mm < 0) mm = kernel_of_kind(p, "reduce");
+    int ew = kernel_of_kind(p, "elementwise");
+    ASSERT_GE(mm, 0) << "N=" << n;
+    ASSERT_GE(ew, 0) << "N=" << n;
+    // the elementwise loop is left to LLVM's loop vectorizer; the micro-kernel's
+    // accumulators are vectors from the loop IR and must stay FMAs of them
+    std::string ew_ir = b.render_optimized(p, ew);
+    EXPECT_NE(ew_ir.find(" x float>"), std::string::npos) << "N=" << n << "\n" << ew_ir;
+    std::string mm_ir = b.render_optimized(p, mm);
+    EXPECT_NE(mm_ir.find(" x float>"), std::string::npos) << "N=" << n;
+    CompileOptions cold;
+    cold.use_cache = false;
+    auto cp = b.compile(p, cold);
+    std::string as = cp->assembly(mm);
+    EXPECT_TRUE(as.find("vfmadd") != std::string::npos || as.find("mulps") != std::string::npos)
+        << "N=" << n << ": no vector multiply in the matmul kernel";
+    TensorMap in = random_inputs(g, 11);
+    Executable exe(std::move(p), cp, "llvm");
+    TensorMap got = exe.run(in), want = interpret(g, in);
+    for (const char* out : {"y", "z"}) {
+      std::string why;
+      EXPECT_TRUE(allclose(got.at(out), want.at(out), 1e-4, 1e-4, &why)) << "N=" << n << " " << out << ": " << why;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace lathe
