@@ -529,12 +529,26 @@ LoopFunc MatmulLowering::run() {
   ExprRef mrow = add(mul(var("ir"), const_int(P.mr)), var("r"));
   ExprRef ncol = add(mul(var("jr"), const_int(P.nr)), var("c"));
   ExprRef last_pc = sub(ceil_div(K, kc_blk_), const_int(1));
+  // A root narrower than the sum (an int8 contraction requantized to u8 in its write-back):
+  // the partial sums of the K blocks before the last go to a scratch of this job's msz × nc
+  // outputs (static sizes: fusable_epilogue), the last block's sum straight through the
+  // epilogue into the output. With one K block there is no scratch and no condition.
+  const bool narrow = epilogue && kg_.buffers[k_.output].dtype != acc_;
+  int64_t kblocks = 0;
+  if (narrow) {
+    LATHE_CHECK(Ks.is_const() && Ms.is_const(), "matmul epilogue of another dtype with symbolic sizes");
+    kblocks = ceil_div(Ks.value(), kc_blk_);
+    const int64_t msz_max = msplit == 1 ? Ms.value() : round_up(ceil_div(Ms.value(), msplit), P.mr);
+    if (kblocks > 1) allocs.push_back(make_alloc("Cs", acc_, 1, round_up(msz_max, P.mr) * nc_blk));
+  }
   int variants = 0;
   auto write_back = [&](ExprRef colpart) {
     ExprRef caddr = add(batch_part(caff), add(at(crow, mrow), colpart));
     ExprRef tv = local_load("tile", acc_, add(mul(var("r"), const_int(P.nr)), var("c")));
-    ExprRef prev = select(lt(const_int(0), var("pc")), load(pout, acc_, caddr), const_of(0, acc_));
-    ExprRef sum = binary(Op::Add, prev, tv);
+    ExprRef saddr = add(mul(add(sub(m0, var("ms0")), mrow), const_int(nc_blk)), ncol);  // narrow: the scratch
+    ExprRef prev = narrow ? (kblocks > 1 ? select(lt(const_int(0), var("pc")), local_load("Cs", acc_, saddr), const_of(0, acc_)) : nullptr)
+                          : select(lt(const_int(0), var("pc")), load(pout, acc_, caddr), const_of(0, acc_));
+    ExprRef sum = prev ? binary(Op::Add, prev, tv) : tv;
     ExprRef valid = logical_and(lt(mrow, mc), lt(ncol, nc));
     // a full tile writes without per-element conditions (plain vector loads and stores)
     ExprRef full = logical_and(le(add(mul(var("ir"), const_int(P.mr)), const_int(P.mr)), mc),
@@ -549,7 +563,7 @@ LoopFunc MatmulLowering::run() {
       return make_if(full, {rows},
                      {make_for("r", const_int(P.mr), {edge}, "write back: row (edge)")});
     };
-    Stmt plain = loops({make_store(pout, caddr, sum)});
+    Stmt plain = narrow ? loops({make_local_store("Cs", saddr, sum)}) : loops({make_store(pout, caddr, sum)});
     if (!epilogue) return plain;
     std::vector<ExprRef> ridx(R->shape.size(), const_int(0));
     auto mco = group_coords(mm_.m_axes, s_, add(m0, mrow)), nco = group_coords(mm_.n_axes, s_, add(n0, ncol));
@@ -560,6 +574,7 @@ LoopFunc MatmulLowering::run() {
                                body, "e" + std::to_string(variants) + "_");
     ++variants;
     body.push_back(make_store(pout, caddr, v));
+    if (narrow && kblocks == 1) return loops(std::move(body));
     return make_if(lt(var("pc"), last_pc), {plain}, {loops(std::move(body))});
   };
   if (ccol.table.empty()) {
@@ -614,7 +629,7 @@ LoopFunc MatmulLowering::run() {
   f_.body.push_back(std::move(tloop));
   f_.schedule_log.push_back("matmul: MR=" + std::to_string(P.mr) + (G_ == 4 ? " int8 u8xi8 dot4" : G_ == 2 ? " int8 i16 dot2" : "") + " NR=" + std::to_string(P.nr) + " KC=" +
                             std::to_string(kc_blk_) + " MC=" + std::to_string(mc_blk_) + " NC=" + std::to_string(nc_blk) +
-                            " msplit=" + std::to_string(msplit) + (epilogue ? " +epilogue" : "") +
+                            " msplit=" + std::to_string(msplit) + (epilogue ? narrow ? " +epilogue(" + std::string(dtype_name(kg_.buffers[k_.output].dtype)) + ")" : " +epilogue" : "") +
                             (prepacked ? " B prepacked" : "") + (prepacked_a ? " A prepacked" : "") + (direct ? " B in place" : "") +
                             (tables_ ? " gather(" + std::to_string(tables_) + " tables)" : ""));
   // K == 0: the loops above write nothing; zero the output first (never with an epilogue)
