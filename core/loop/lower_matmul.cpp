@@ -235,7 +235,10 @@ class MatmulLowering {
     ExprRef kk = var("kk"), p0 = mul(var("jp"), const_int(NR)), nc = var("nc"), n0 = var("n0");
     ExprRef dst = mul(add(mul(var("jp"), const_int(kc_blk_)), kk), const_int(NR));
     std::vector<Stmt> body, general;
-    Stmt zero = make_for("c", const_int(NR), {make_local_store("Bp", add(dst, var("c")), const_float(0, DType::F32))},
+    // the panel element of column c at depth kk (int8 panels: groups of G k per column)
+    auto at_col = [&](ExprRef c) { return G_ == 1 ? add(dst, c) : panel_index(var("jp"), kk, c, NR); };
+    auto elem = [&](ExprRef addr) { return packed(pb, B.acc->src, bdt_, addr, nullptr); };
+    Stmt zero = make_for("c", const_int(NR), {make_local_store("Bp", at_col(var("c")), const_of(0, bdt_))},
                          "pack B: zero the panel");
     zero.annot.vectorize = true;
     general.push_back(zero);
@@ -271,7 +274,7 @@ class MatmulLowering {
       out.push_back(make_let(sg + "a", DType::I64, addr));
       ExprRef c = add(var(sg + "lo"), var("c"));
       Stmt copy = make_for("c", sub(var(sg + "hi"), var(sg + "lo")),
-                           {make_local_store("Bp", add(dst, c), load(pb, DType::F32, add(var(sg + "a"), mul(sub(c, cs), const_int(*ca)))))},
+                           {make_local_store("Bp", at_col(c), elem(add(var(sg + "a"), mul(sub(c, cs), const_int(*ca)))))},
                            "pack B: copy a run");
       copy.annot.vectorize = true;
       // the common case: the whole panel is one run inside the bounds (an interior panel of
@@ -279,7 +282,7 @@ class MatmulLowering {
       // (whose short trip counts the vectorizer leaves to its scalar remainder)
       if (seg == 0 && inner >= NR) {
         Stmt whole = make_for("c", const_int(NR),
-                              {make_local_store("Bp", add(dst, var("c")), load(pb, DType::F32, add(var(sg + "a"), mul(var("c"), const_int(*ca)))))},
+                              {make_local_store("Bp", at_col(var("c")), elem(add(var(sg + "a"), mul(var("c"), const_int(*ca)))))},
                               "pack B: copy a whole panel");
         whole.annot.vectorize = true;
         fast = whole;
@@ -410,7 +413,7 @@ LoopFunc MatmulLowering::run() {
   // (a page apart for wide B), defeating the prefetchers and the TLB.
   Stmt packb = make_for("kk", kpack, {make_for("jp", ceil_div(nc, P.nr), {packb_c}, "pack B: NR-wide panels")}, "pack B: k");
   std::optional<Stmt> runs;
-  if (G_ == 1) runs = pack_b_runs(B, pb);
+  if (G_ == 1 || !k_ragged) runs = pack_b_runs(B, pb);  // int8: whole groups of G k in every block
   if (runs) {
     packb = std::move(*runs);
   } else if (!b_columns_contiguous()) {

@@ -152,6 +152,9 @@ const std::vector<ConvCase> kConvCases = {
     {2, 67, 13, 11, 19, 3, {1, 1}, {1, 1}, 0, true, false, DType::I8},  // K = 603: three K blocks
     {1, 3, 23, 23, 16, 7, {2, 2}, {3, 3}, 7, false, true, DType::U8},   // a stem: 7x7 stride 2
     {1, 256, 7, 7, 64, 1, {1, 1}, {0, 0}, 0, true, true, DType::U8},    // 1x1, few positions
+    {1, 8, 14, 14, 24, 3, {1, 1}, {1, 1}, 5, true, true, DType::U8},     // even K: B packed by runs
+    {2, 32, 9, 17, 13, 3, {2, 2}, {1, 1}, 0, false, false, DType::U8},  // by runs, two K blocks, batch 2
+    {1, 64, 28, 28, 37, 1, {2, 2}, {0, 0}, 0, true, false, DType::I8},  // strided 1x1 (a downsample)
 };
 
 TEST(RequantEpilogue, ConvMatchesInterpreter) {
