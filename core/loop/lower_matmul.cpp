@@ -362,15 +362,17 @@ LoopFunc MatmulLowering::run() {
   tbody.push_back(make_let("msz", DType::I64, min_of(msz, sub(M, var("ms0")))));
   // B packed once when the program was built (prepack.h), for these very blocks: the
   // micro-kernel reads its panels in place and there is no per-run copy (f32 panels only)
-  const bool prepacked = G_ == 1 && bdt_ == DType::F32 && k_.packed_b >= 0 && k_.packed_kc == kc_blk_ &&
-                         k_.packed_nr == P.nr;
+  // (int8: the integer panels of this G, whose element type tells: prepack.h)
+  const bool prepacked = k_.packed_b >= 0 && k_.packed_kc == kc_blk_ && k_.packed_nr == P.nr &&
+                         kg_.buffers[k_.packed_b].dtype == bdt_;
   const int pbp = prepacked ? add_param(k_.packed_b, false, "bp") : -1;
   if (!prepacked) allocs.push_back(make_alloc("Bp", bdt_, 1, kc_blk_ * nc_blk));
   // A the same (prepack_constant_a): MC blocks start at multiples of MR, so this block's
   // panels are those of all M from m0 / MR
-  const int packed_a = G_ == 1 && adt_ == DType::F32 ? packed_a_buffer(kg_, k_) : -1;
+  const int packed_a = packed_a_buffer(kg_, k_);
   const bool prepacked_a = packed_a >= 0 && kg_.buffers[packed_a].shape[2] == SymInt(kc_blk_) &&
-                           kg_.buffers[packed_a].shape[3] == SymInt(P.mr) && mc_blk_ % P.mr == 0;
+                           kg_.buffers[packed_a].shape[3] == SymInt(P.mr) && mc_blk_ % P.mr == 0 &&
+                           kg_.buffers[packed_a].dtype == adt_;
   const int pap = prepacked_a ? add_param(packed_a, false, "ap") : -1;
   if (!prepacked_a) allocs.push_back(make_alloc("Ap", adt_, 1, mc_blk_ * kc_blk_));
   allocs.push_back(make_alloc("tile", acc_, 1, (int64_t)P.mr * P.nr));
@@ -463,11 +465,19 @@ LoopFunc MatmulLowering::run() {
   if (G_ > 1) {  // one group of G k per step: acc[r][q] = dot(acc, A group of row r, B groups of NR/NQ columns)
     ExprRef bb = mul(mul(add(mul(var("jr"), const_int(kc_blk_ / G_)), kk), const_int(P.nr)), const_int(G_));
     ExprRef ab = mul(mul(add(mul(var("ir"), const_int(kc_blk_ / G_)), kk), const_int(P.mr)), const_int(G_));
-    for (int q = 0; q < NQ; ++q)
+    // prepacked panels (prepack.h): this job's start in all of them, KC block pc
+    if (prepacked)
+      bb = add(bb, mul(add(mul(var("pc"), ceil_div(N, P.nr)), binary(Op::IDiv, n0, const_int(P.nr))), const_int(kc_blk_ * P.nr)));
+    if (prepacked_a)
+      ab = add(ab, mul(add(mul(var("pc"), ceil_div(M, P.mr)), binary(Op::IDiv, m0, const_int(P.mr))), const_int(kc_blk_ * P.mr)));
+    for (int q = 0; q < NQ; ++q) {
+      ExprRef at_q = add(bb, const_int(q * P.lanes * G_));
       kbody.push_back(make_let("bq" + std::to_string(q), bdt_,
-                               local_load("Bp", bdt_, add(bb, const_int(q * P.lanes * G_)), P.lanes * G_)));
+                               prepacked ? load(pbp, bdt_, at_q, nullptr, P.lanes * G_) : local_load("Bp", bdt_, at_q, P.lanes * G_)));
+    }
     for (int r = 0; r < P.mr; ++r) {
-      ExprRef ar = local_load("Ap", adt_, add(ab, const_int(r * G_)), G_);
+      ExprRef at_r = add(ab, const_int(r * G_));
+      ExprRef ar = prepacked_a ? load(pap, adt_, at_r, nullptr, G_) : local_load("Ap", adt_, at_r, G_);
       for (int q = 0; q < NQ; ++q) {
         ExprRef cur = local_load("acc", acc_, const_int(r * NQ + q), P.lanes);
         kbody.push_back(make_local_store("acc", const_int(r * NQ + q), dot_acc(cur, ar, var("bq" + std::to_string(q), bdt_, P.lanes * G_))));

@@ -4,7 +4,8 @@
 // partial sums over K blocks kept in a scratch, exactly equal to the interpreter on the
 // backend under test (LATHE_TEST_BACKEND, LATHE_INT8_DOT): per-tensor and per-channel
 // scales, zero points, a bias, ReLU, odd and prime sizes, one row, 64 rows, a split M,
-// convolutions with padding and strides, and a requantized convolution read by a max pool.
+// convolutions with padding and strides, and a requantized convolution read by a max pool;
+// constant weights packed once at build (Int8Prepack).
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -193,6 +194,52 @@ TEST(RequantEpilogue, MaxPoolReadsTheRequantizedBuffer) {
     EXPECT_EQ(p.kg.buffers.at(f.buffers[0].buffer).dtype, DType::U8) << test::loop_ir_of(p);
   }
   EXPECT_EQ(gemms, 1) << test::loop_ir_of(p);
+}
+
+// Constant 8-bit weights are packed once when the program is built, into the integer panels
+// the kernel reads (prepack.h): B for a matmul's weight (the N side), A for a convolution's
+// (the M side). Odd K (a zero-padded last group), several K blocks, one row and 64 rows,
+// per-channel requantization; equal to the interpreter.
+TEST(Int8Prepack, ConstantWeightsArePackedOnceAndMatch) {
+  struct W { int64_t m, k, n; };
+  test::DiffBatch batch;
+  int prepacked = 0, gemms = 0;
+  uint64_t seed = 70;
+  for (W c : {W{64, 301, 50}, W{7, 600, 13}, W{2, 37, 97}, W{65, 129, 33}}) {
+    Tensor a = input("a", {c.m, c.k}, DType::U8);
+    Tensor acc = matmul_integer(a, from_host(full_range(DType::I8, {c.k, c.n}, seed)));
+    Graph g = Graph::from_outputs({{"y", requant(acc, scales(c.k, {1, c.n}, true), 3, DType::U8).node()}});
+    Program p = build_program(g);
+    for (auto& f : p.funcs)
+      if (loop::is_packed_matmul(f)) {
+        ++gemms;
+        prepacked += f.schedule_log.front().find("B prepacked") != std::string::npos;
+      }
+    batch.add("prepacked B " + std::to_string(c.m) + "x" + std::to_string(c.k) + "x" + std::to_string(c.n), g,
+              TensorMap{{"a", full_range(DType::U8, {c.m, c.k}, seed + 1)}});
+    seed += 2;
+  }
+  for (const ConvCase& c : kConvCases) {
+    if (c.x_zp != 0) continue;
+    Tensor x = input("x", {c.n, c.c, c.h, c.w}, DType::U8);
+    Conv2dOptions o;
+    o.stride = c.stride;
+    o.padding = c.pad;
+    Tensor acc = conv2d_integer(x, from_host(full_range(DType::I8, {c.k, c.c, c.r, c.r}, seed)), o, 0);
+    Graph g = Graph::from_outputs({{"y", requant(acc, scales(c.c * c.r * c.r, {1, c.k, 1, 1}, c.per_channel), 0, c.out, c.relu).node()}});
+    Program p = build_program(g);
+    for (auto& f : p.funcs)
+      if (loop::is_packed_matmul(f)) {
+        ++gemms;
+        prepacked += f.schedule_log.front().find("prepacked") != std::string::npos;
+      }
+    batch.add("prepacked conv C=" + std::to_string(c.c) + " K=" + std::to_string(c.k), g,
+              TensorMap{{"x", full_range(DType::U8, {c.n, c.c, c.h, c.w}, seed + 1)}});
+    seed += 2;
+  }
+  EXPECT_EQ(gemms, prepacked);
+  EXPECT_GE(gemms, 6);
+  EXPECT_EQ(batch.run(), 0);
 }
 
 }  // namespace
