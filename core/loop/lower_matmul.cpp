@@ -749,7 +749,8 @@ int host_int8_dot_group() {
 }
 
 bool orient_matmul(MatmulMatch& mm, const MatmulParams& P) {
-  if (mm.reduce->dtype != DType::F32) return false;  // int8: A holds the u8 side, B the i8 one
+  // (int8 too: both sides widen to i16 alike, and VNNI's u8 × i8 groups want the u8
+  // activations on A, where the swap puts them)
   const Shape& s = mm.mul->shape;
   auto size = [&](const std::vector<int>& g) -> int64_t {
     int64_t n = 1;
