@@ -2,7 +2,7 @@
 #include "core/loop/prepack.h"
 
 #include <algorithm>
-#include <functional>
+#include <cstring>
 #include <map>
 #include <thread>
 
@@ -12,6 +12,7 @@
 #endif
 
 #include "core/ir/build.h"
+#include "core/ir/diag.h"
 #include "core/runtime/host_tensor.h"
 #include "core/runtime/machine.h"
 
@@ -89,33 +90,59 @@ IntPanels int_panels(const MatmulMatch& mm) {
   return {2, DType::I16, DType::I16};
 }
 
-// x's element i as an integer (an 8-bit weight)
-int64_t int_at(const HostTensor& x, int64_t i) {
-  return x.dtype() == DType::U8 ? x.ptr<uint8_t>()[i] : x.ptr<int8_t>()[i];
-}
-
 // Int8 panels of a constant 8-bit operand, for KC = kc and width w (NR or MR):
 //     packed[((blk · panels + p) · (kc / G) + g) · w · G + c · G + j] = X[row p·w + c, k = blk·kc + g·G + j]
 // (the f32 layout with each group of G k interleaved per row / column; zero past the end),
-// `at(row, k)` the operand's flat offset. Written as `dt` (i16, or i8 / u8 for VNNI).
-HostTensor pack_int8(const HostTensor& data, DType dt, int G, int64_t rows, int64_t K, int64_t kc, int64_t w,
-                     const std::function<int64_t(int64_t, int64_t)>& at) {
+// X[row r, k] at c0 + roff[r] + koff[k]. Written as `dt` (i16, or i8 / u8 for VNNI).
+template <int64_t G, class S, class D>
+void pack_int8_into(const S* x, D* out, int64_t rows, int64_t K, int64_t kc, int64_t w, int64_t c0,
+                    const std::vector<int64_t>& roff, const std::vector<int64_t>& koff) {
+  const int64_t panels = (rows + w - 1) / w, groups = kc / G, kblocks = (K + kc - 1) / kc;
+  const int64_t panel = groups * w * G;  // elements of one panel's KC block
+  // read in address order: along the rows when they are adjacent (a [K, N] weight), else
+  // along k (a [Cout, K] one); no division per element
+  if (rows > 1 && roff[1] - roff[0] == 1) {
+    for (int64_t blk = 0; blk < kblocks; ++blk)
+      for (int64_t g = 0; g < groups; ++g)
+        for (int64_t j = 0; j < G; ++j) {
+          const int64_t k = blk * kc + g * G + j;
+          if (k >= K) break;
+          const S* xk = x + c0 + koff[k];
+          D* o = out + blk * panels * panel + g * w * G + j;
+          for (int64_t p = 0, r = 0; p < panels; ++p, o += panel)
+            for (int64_t c = 0; c < w && r < rows; ++c, ++r) o[c * G] = static_cast<D>(xk[roff[r]]);
+        }
+  } else {
+    for (int64_t r = 0; r < rows; ++r) {
+      const S* xr = x + c0 + roff[r];
+      for (int64_t blk = 0; blk < kblocks; ++blk) {
+        D* o = out + (blk * panels + r / w) * panel + (r % w) * G;
+        const int64_t kend = std::min(kc, K - blk * kc);
+        const int64_t* ko = koff.data() + blk * kc;
+        for (int64_t kk = 0; kk < kend; ++kk) o[(kk / G) * w * G + kk % G] = static_cast<D>(xr[ko[kk]]);
+      }
+    }
+  }
+}
+
+HostTensor pack_int8(const HostTensor& data, DType dt, int G, int64_t rows, int64_t K, int64_t kc, int64_t w, int64_t c0,
+                     const std::vector<int64_t>& roff, const std::vector<int64_t>& koff) {
   const int64_t panels = (rows + w - 1) / w, kblocks = (K + kc - 1) / kc;
   HostTensor out(dt, {kblocks, panels, kc, w});
-  const int64_t n = out.numel();
-  int16_t* o16 = dt == DType::I16 ? out.ptr<int16_t>() : nullptr;
-  int8_t* o8 = dt != DType::I16 ? static_cast<int8_t*>(static_cast<void*>(out.data())) : nullptr;
-  if (o16) std::fill(o16, o16 + n, int16_t(0));
-  else std::fill(o8, o8 + n, int8_t(0));
-  for (int64_t blk = 0; blk < kblocks; ++blk)
-    for (int64_t p = 0; p < panels; ++p)
-      for (int64_t c = 0, r = p * w; c < w && r < rows; ++c, ++r)
-        for (int64_t kk = 0; kk < kc && blk * kc + kk < K; ++kk) {
-          int64_t idx = (((blk * panels + p) * (kc / G) + kk / G) * w + c) * G + kk % G;
-          int64_t v = int_at(data, at(r, blk * kc + kk));
-          if (o16) o16[idx] = static_cast<int16_t>(v);
-          else o8[idx] = static_cast<int8_t>(v);
-        }
+  std::memset(out.data(), 0, out.nbytes());
+  auto run = [&](auto* o) {  // G a constant: the k group's index math without a division
+    LATHE_CHECK(G == 2 || G == 4, "int8 panels group 2 or 4 k");
+    if (data.dtype() == DType::U8) {
+      if (G == 2) pack_int8_into<2>(data.ptr<uint8_t>(), o, rows, K, kc, w, c0, roff, koff);
+      else pack_int8_into<4>(data.ptr<uint8_t>(), o, rows, K, kc, w, c0, roff, koff);
+    } else {
+      if (G == 2) pack_int8_into<2>(data.ptr<int8_t>(), o, rows, K, kc, w, c0, roff, koff);
+      else pack_int8_into<4>(data.ptr<int8_t>(), o, rows, K, kc, w, c0, roff, koff);
+    }
+  };
+  if (dt == DType::I16) run(out.ptr<int16_t>());
+  else if (dt == DType::U8) run(out.ptr<uint8_t>());
+  else run(out.ptr<int8_t>());
   return out;
 }
 
@@ -155,7 +182,7 @@ std::vector<int> prepack_constant_b(KernelGraph& kg, const MatmulParams& P, int6
     if (lo < 0 || hi >= total) continue;
     if (ints.g) {
       if (kc % ints.g != 0) continue;
-      HostTensor packed = pack_int8(data, ints.b, ints.g, N, K, kc, nr, [&](int64_t n, int64_t k) { return c0 + (*koff)[k] + (*noff)[n]; });
+      HostTensor packed = pack_int8(data, ints.b, ints.g, N, K, kc, nr, c0, *noff, *koff);
       NodeRef node = prim::constant_tensor(packed);
       BufferDesc desc;
       desc.id = static_cast<int>(kg.buffers.size());
@@ -264,7 +291,7 @@ std::vector<int> prepack_constant_a(KernelGraph& kg, const MatmulParams& P, int6
     if (lo < 0 || hi >= total) continue;
     if (ints.g) {  // int8: the interleaved groups of the integer panels (pack_int8)
       if (kc % ints.g != 0) continue;
-      HostTensor packed = pack_int8(data, ints.a, ints.g, M, K, kc, mr, [&](int64_t m, int64_t k) { return c0 + (*moff)[m] + (*koff)[k]; });
+      HostTensor packed = pack_int8(data, ints.a, ints.g, M, K, kc, mr, c0, *moff, *koff);
       NodeRef node = prim::constant_tensor(packed);
       BufferDesc desc;
       desc.id = static_cast<int>(kg.buffers.size());
