@@ -167,6 +167,12 @@ bool fusable_epilogue(NodeRef root, NodeRef reduce, const std::set<NodeRef>& mat
     if (mul->op != Op::Mul || !is_int8_operand(mul->inputs[0]) || !is_int8_operand(mul->inputs[1])) return false;
     for (auto& d : mul->shape)
       if (!d.is_const()) return false;
+    // the scratch (a job's rows × columns, at most the whole output) lives on the worker's
+    // stack: up to 2 MB of i32, or none when K is one block (KC <= 256)
+    int64_t K = 1, outputs = 1;
+    for (int ax : reduce->attrs.axes) K *= mul->shape[ax].value();
+    for (auto& d : reduce->shape) outputs *= d.value();
+    if (K > 256 && outputs > (int64_t(1) << 19)) return false;
   }
   // nodes inside the root's kernel (R a leaf), and whether each depends on R
   std::map<NodeRef, bool> dep;

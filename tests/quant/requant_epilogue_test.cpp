@@ -110,6 +110,20 @@ TEST(RequantEpilogue, FusesIntoTheInt8Gemm) {
   }
 }
 
+// A large output with several K blocks would need a scratch over 2 MB (on a worker's
+// stack): the requantization stays a kernel of its own there, and is still exact.
+TEST(RequantEpilogue, LargeOutputsKeepTheirOwnKernel) {
+  MmCase c{1100, 300, 500, true, 9, DType::U8};
+  Graph g = mm_requant(c);
+  Program p = build_program(g);
+  EXPECT_EQ(p.num_kernels(), 2) << test::loop_ir_of(p);
+  MmCase one{1100, 200, 500, true, 9, DType::U8};  // one K block: no scratch, fused
+  EXPECT_EQ(build_program(mm_requant(one)).num_kernels(), 1);
+  test::DiffBatch batch;
+  batch.add("large requant", g, mm_inputs(c, 5));
+  EXPECT_EQ(batch.run(), 0);
+}
+
 TEST(RequantEpilogue, MatmulMatchesInterpreter) {
   test::DiffBatch batch;
   uint64_t seed = 11;
