@@ -100,20 +100,23 @@ void pack_int8_into(const S* x, D* out, int64_t rows, int64_t K, int64_t kc, int
   const int64_t panels = (rows + w - 1) / w, groups = kc / G, kblocks = (K + kc - 1) / kc;
   const int64_t panel = groups * w * G;  // elements of one panel's KC block
   // read in address order: along the rows when they are adjacent (a [K, N] weight), else
-  // along k (a [Cout, K] one); no division per element
-  if (rows > 1 && roff[1] - roff[0] == 1) {
-    for (int64_t blk = 0; blk < kblocks; ++blk)
-      for (int64_t g = 0; g < groups; ++g)
-        for (int64_t j = 0; j < G; ++j) {
-          const int64_t k = blk * kc + g * G + j;
-          if (k >= K) break;
-          const S* xk = x + c0 + koff[k];
-          D* o = out + blk * panels * panel + g * w * G + j;
-          for (int64_t p = 0, r = 0; p < panels; ++p, o += panel)
-            for (int64_t c = 0; c < w && r < rows; ++c, ++r) o[c * G] = static_cast<D>(xk[roff[r]]);
-        }
-  } else {
-    for (int64_t r = 0; r < rows; ++r) {
+  // along k (a [Cout, K] one); no division per element. Panels [p0, p1) per thread.
+  const bool by_k = rows > 1 && roff[1] - roff[0] == 1;
+  auto pack = [&](int64_t p0, int64_t p1) {
+    if (by_k) {
+      for (int64_t blk = 0; blk < kblocks; ++blk)
+        for (int64_t g = 0; g < groups; ++g)
+          for (int64_t j = 0; j < G; ++j) {
+            const int64_t k = blk * kc + g * G + j;
+            if (k >= K) break;
+            const S* xk = x + c0 + koff[k];
+            D* o = out + (blk * panels + p0) * panel + g * w * G + j;
+            for (int64_t p = p0, r = p0 * w; p < p1; ++p, o += panel)
+              for (int64_t c = 0; c < w && r < rows; ++c, ++r) o[c * G] = static_cast<D>(xk[roff[r]]);
+          }
+      return;
+    }
+    for (int64_t r = p0 * w; r < std::min(rows, p1 * w); ++r) {
       const S* xr = x + c0 + roff[r];
       for (int64_t blk = 0; blk < kblocks; ++blk) {
         D* o = out + (blk * panels + r / w) * panel + (r % w) * G;
@@ -122,7 +125,13 @@ void pack_int8_into(const S* x, D* out, int64_t rows, int64_t K, int64_t kc, int
         for (int64_t kk = 0; kk < kend; ++kk) o[(kk / G) * w * G + kk % G] = static_cast<D>(xr[ko[kk]]);
       }
     }
-  }
+  };
+  // a large weight (BERT's 768 x 3072) on every thread: the start pays for it
+  const int64_t workers = rows * K >= (int64_t(1) << 20) ? std::min<int64_t>(std::max(1u, std::thread::hardware_concurrency()), panels) : 1;
+  std::vector<std::thread> pool;
+  for (int64_t t = 1; t < workers; ++t) pool.emplace_back(pack, panels * t / workers, panels * (t + 1) / workers);
+  pack(0, panels / workers);
+  for (auto& t : pool) t.join();
 }
 
 HostTensor pack_int8(const HostTensor& data, DType dt, int G, int64_t rows, int64_t K, int64_t kc, int64_t w, int64_t c0,
