@@ -300,11 +300,20 @@ class Scheduler {
     for (NodeRef r : order_) {
       if (r->op != Op::Reduce || !mat_.count(r) || outputs.count(r) || !match_matmul(r)) continue;
       NodeRef cur = r, end = nullptr;
-      std::vector<NodeRef> chain;
+      std::vector<NodeRef> chain;  // the nodes that may be the epilogue's root
       for (;;) {
         const auto& us = users_[cur];
-        if (us.size() != 1 || mat_.count(us[0]) || !fusable_epilogue(us[0], r, mat_)) break;
-        cur = us[0];
+        if (us.size() != 1 || mat_.count(us[0])) break;
+        NodeRef u = us[0];
+        // an int8 contraction's chain passes through f32 values that may not be its root
+        // (only its 8-bit requantization may): elementwise steps at the same positions
+        const bool fusable = fusable_epilogue(u, r, mat_);
+        auto cat = u->info().category;
+        if (!fusable && (r->dtype != DType::I32 || u->shape != cur->shape ||
+                         (u->op != Op::Cast && cat != OpCategory::Unary && cat != OpCategory::Binary)))
+          break;
+        cur = u;
+        if (!fusable) continue;
         chain.push_back(cur);
         if (cur->op != Op::View) end = cur;
       }
