@@ -310,7 +310,10 @@ class MatmulLowering {
     ExprRef kk = var("kk"), p0 = mul(var("jp"), const_int(NR)), nc = var("nc"), n0 = var("n0");
     ExprRef dst = mul(add(mul(var("jp"), const_int(kc_blk_)), kk), const_int(NR));
     std::vector<Stmt> body, general;
-    Stmt zero = make_for("c", const_int(NR), {make_local_store("Bp", add(dst, var("c")), const_float(0, DType::F32))},
+    // the panel element of column c at depth kk (int8 panels: groups of G k per column)
+    auto at_col = [&](ExprRef c) { return G_ == 1 ? add(dst, c) : panel_index(var("jp"), kk, c, NR); };
+    auto elem = [&](ExprRef addr) { return packed(pb, B.acc->src, bdt_, addr, nullptr); };
+    Stmt zero = make_for("c", const_int(NR), {make_local_store("Bp", at_col(var("c")), const_of(0, bdt_))},
                          "pack B: zero the panel");
     zero.annot.vectorize = true;
     general.push_back(zero);
@@ -346,7 +349,7 @@ class MatmulLowering {
       out.push_back(make_let(sg + "a", DType::I64, addr));
       ExprRef c = add(var(sg + "lo"), var("c"));
       Stmt copy = make_for("c", sub(var(sg + "hi"), var(sg + "lo")),
-                           {make_local_store("Bp", add(dst, c), load(pb, DType::F32, add(var(sg + "a"), mul(sub(c, cs), const_int(*ca)))))},
+                           {make_local_store("Bp", at_col(c), elem(add(var(sg + "a"), mul(sub(c, cs), const_int(*ca)))))},
                            "pack B: copy a run");
       copy.annot.vectorize = true;
       // the common case: the whole panel is one run inside the bounds (an interior panel of
@@ -354,7 +357,7 @@ class MatmulLowering {
       // (whose short trip counts the vectorizer leaves to its scalar remainder)
       if (seg == 0 && inner >= NR) {
         Stmt whole = make_for("c", const_int(NR),
-                              {make_local_store("Bp", add(dst, var("c")), load(pb, DType::F32, add(var(sg + "a"), mul(var("c"), const_int(*ca)))))},
+                              {make_local_store("Bp", at_col(var("c")), elem(add(var(sg + "a"), mul(var("c"), const_int(*ca)))))},
                               "pack B: copy a whole panel");
         whole.annot.vectorize = true;
         fast = whole;
@@ -434,15 +437,17 @@ LoopFunc MatmulLowering::run() {
   tbody.push_back(make_let("msz", DType::I64, min_of(msz, sub(M, var("ms0")))));
   // B packed once when the program was built (prepack.h), for these very blocks: the
   // micro-kernel reads its panels in place and there is no per-run copy (f32 panels only)
-  const bool prepacked = G_ == 1 && bdt_ == DType::F32 && k_.packed_b >= 0 && k_.packed_kc == kc_blk_ &&
-                         k_.packed_nr == P.nr;
+  // (int8: the integer panels of this G, whose element type tells: prepack.h)
+  const bool prepacked = k_.packed_b >= 0 && k_.packed_kc == kc_blk_ && k_.packed_nr == P.nr &&
+                         kg_.buffers[k_.packed_b].dtype == bdt_;
   const int pbp = prepacked ? add_param(k_.packed_b, false, "bp") : -1;
   if (!prepacked) allocs.push_back(make_alloc("Bp", bdt_, 1, kc_blk_ * nc_blk));
   // A the same (prepack_constant_a): MC blocks start at multiples of MR, so this block's
   // panels are those of all M from m0 / MR
-  const int packed_a = G_ == 1 && adt_ == DType::F32 ? packed_a_buffer(kg_, k_) : -1;
+  const int packed_a = packed_a_buffer(kg_, k_);
   const bool prepacked_a = packed_a >= 0 && kg_.buffers[packed_a].shape[2] == SymInt(kc_blk_) &&
-                           kg_.buffers[packed_a].shape[3] == SymInt(P.mr) && mc_blk_ % P.mr == 0;
+                           kg_.buffers[packed_a].shape[3] == SymInt(P.mr) && mc_blk_ % P.mr == 0 &&
+                           kg_.buffers[packed_a].dtype == adt_;
   const int pap = prepacked_a ? add_param(packed_a, false, "ap") : -1;
   // A packed once for all the jobs when they split N (see shares_pack), for a convolution
   // (a window or grouped dims: its A is a gather or a many-dim weight copy); a plain
@@ -509,7 +514,7 @@ LoopFunc MatmulLowering::run() {
   // (a page apart for wide B), defeating the prefetchers and the TLB.
   Stmt packb = make_for("kk", kpack, {make_for("jp", ceil_div(nc, P.nr), {packb_c}, "pack B: NR-wide panels")}, "pack B: k");
   std::optional<Stmt> runs;
-  if (G_ == 1) runs = pack_b_runs(Bx, pb);
+  if (G_ == 1 || !k_ragged) runs = pack_b_runs(Bx, pb);  // int8: whole groups of G k in every block
   if (runs) {
     packb = std::move(*runs);
   } else if (!b_columns_contiguous()) {
@@ -564,11 +569,19 @@ LoopFunc MatmulLowering::run() {
   if (G_ > 1) {  // one group of G k per step: acc[r][q] = dot(acc, A group of row r, B groups of NR/NQ columns)
     ExprRef bb = mul(mul(add(mul(var("jr"), const_int(kc_blk_ / G_)), kk), const_int(P.nr)), const_int(G_));
     ExprRef ab = mul(mul(add(mul(var("ir"), const_int(kc_blk_ / G_)), kk), const_int(P.mr)), const_int(G_));
-    for (int q = 0; q < NQ; ++q)
+    // prepacked panels (prepack.h): this job's start in all of them, KC block pc
+    if (prepacked)
+      bb = add(bb, mul(add(mul(var("pc"), ceil_div(N, P.nr)), binary(Op::IDiv, n0, const_int(P.nr))), const_int(kc_blk_ * P.nr)));
+    if (prepacked_a)
+      ab = add(ab, mul(add(mul(var("pc"), ceil_div(M, P.mr)), binary(Op::IDiv, m0, const_int(P.mr))), const_int(kc_blk_ * P.mr)));
+    for (int q = 0; q < NQ; ++q) {
+      ExprRef at_q = add(bb, const_int(q * P.lanes * G_));
       kbody.push_back(make_let("bq" + std::to_string(q), bdt_,
-                               local_load("Bp", bdt_, add(bb, const_int(q * P.lanes * G_)), P.lanes * G_)));
+                               prepacked ? load(pbp, bdt_, at_q, nullptr, P.lanes * G_) : local_load("Bp", bdt_, at_q, P.lanes * G_)));
+    }
     for (int r = 0; r < P.mr; ++r) {
-      ExprRef ar = local_load("Ap", adt_, add(ab, const_int(r * G_)), G_);
+      ExprRef at_r = add(ab, const_int(r * G_));
+      ExprRef ar = prepacked_a ? load(pap, adt_, at_r, nullptr, G_) : local_load("Ap", adt_, at_r, G_);
       for (int q = 0; q < NQ; ++q) {
         ExprRef cur = local_load("acc", acc_, const_int(r * NQ + q), P.lanes);
         kbody.push_back(make_local_store("acc", const_int(r * NQ + q), dot_acc(cur, ar, var("bq" + std::to_string(q), bdt_, P.lanes * G_))));
@@ -635,12 +648,26 @@ LoopFunc MatmulLowering::run() {
   ExprRef mrow = add(mul(var("ir"), const_int(P.mr)), var("r"));
   ExprRef ncol = add(mul(var("jr"), const_int(P.nr)), var("c"));
   ExprRef last_pc = sub(ceil_div(K, kc_blk_), const_int(1));
+  // A root narrower than the sum (an int8 contraction requantized to u8 in its write-back):
+  // the partial sums of the K blocks before the last go to a scratch of this job's msz × nc
+  // outputs (static sizes: fusable_epilogue), the last block's sum straight through the
+  // epilogue into the output. With one K block there is no scratch and no condition.
+  const bool narrow = epilogue && kg_.buffers[k_.output].dtype != acc_;
+  int64_t kblocks = 0;
+  if (narrow) {
+    LATHE_CHECK(Ks.is_const() && Ms.is_const(), "matmul epilogue of another dtype with symbolic sizes");
+    kblocks = ceil_div(Ks.value(), kc_blk_);
+    const int64_t msz_max = msplit == 1 ? Ms.value() : round_up(ceil_div(Ms.value(), msplit), P.mr);
+    if (kblocks > 1) allocs.push_back(make_alloc("Cs", acc_, 1, round_up(msz_max, P.mr) * nc_blk));
+  }
   int variants = 0;
   auto write_back = [&](ExprRef colpart) {
     ExprRef caddr = add(batch_part(caff), add(at(crow, mrow), colpart));
     ExprRef tv = local_load("tile", acc_, add(mul(var("r"), const_int(P.nr)), var("c")));
-    ExprRef prev = select(lt(const_int(0), var("pc")), load(pout, acc_, caddr), const_of(0, acc_));
-    ExprRef sum = binary(Op::Add, prev, tv);
+    ExprRef saddr = add(mul(add(sub(m0, var("ms0")), mrow), const_int(nc_blk)), ncol);  // narrow: the scratch
+    ExprRef prev = narrow ? (kblocks > 1 ? select(lt(const_int(0), var("pc")), local_load("Cs", acc_, saddr), const_of(0, acc_)) : nullptr)
+                          : select(lt(const_int(0), var("pc")), load(pout, acc_, caddr), const_of(0, acc_));
+    ExprRef sum = prev ? binary(Op::Add, prev, tv) : tv;
     ExprRef valid = logical_and(lt(mrow, mc), lt(ncol, nc));
     // a full tile writes without per-element conditions (plain vector loads and stores)
     ExprRef full = logical_and(le(add(mul(var("ir"), const_int(P.mr)), const_int(P.mr)), mc),
@@ -655,7 +682,7 @@ LoopFunc MatmulLowering::run() {
       return make_if(full, {rows},
                      {make_for("r", const_int(P.mr), {edge}, "write back: row (edge)")});
     };
-    Stmt plain = loops({make_store(pout, caddr, sum)});
+    Stmt plain = narrow ? loops({make_local_store("Cs", saddr, sum)}) : loops({make_store(pout, caddr, sum)});
     if (!epilogue) return plain;
     std::vector<ExprRef> ridx(R->shape.size(), const_int(0));
     auto mco = group_coords(mm_.m_axes, s_, add(m0, mrow)), nco = group_coords(mm_.n_axes, s_, add(n0, ncol));
@@ -666,6 +693,7 @@ LoopFunc MatmulLowering::run() {
                                body, "e" + std::to_string(variants) + "_");
     ++variants;
     body.push_back(make_store(pout, caddr, v));
+    if (narrow && kblocks == 1) return loops(std::move(body));
     return make_if(lt(var("pc"), last_pc), {plain}, {loops(std::move(body))});
   };
   if (ccol.table.empty()) {
@@ -730,7 +758,7 @@ LoopFunc MatmulLowering::run() {
   f_.body.push_back(std::move(tloop));
   f_.schedule_log.push_back("matmul: MR=" + std::to_string(P.mr) + (G_ == 4 ? " int8 u8xi8 dot4" : G_ == 2 ? " int8 i16 dot2" : "") + " NR=" + std::to_string(P.nr) + " KC=" +
                             std::to_string(kc_blk_) + " MC=" + std::to_string(mc_blk_) + " NC=" + std::to_string(nc_blk) +
-                            " msplit=" + std::to_string(msplit) + (epilogue ? " +epilogue" : "") +
+                            " msplit=" + std::to_string(msplit) + (epilogue ? narrow ? " +epilogue(" + std::string(dtype_name(kg_.buffers[k_.output].dtype)) + ")" : " +epilogue" : "") +
                             (prepacked ? " B prepacked" : "") + (shared_b ? " B packed once" : "") + (shared_a ? " A packed once" : "") + (prepacked_a ? " A prepacked" : "") + (direct ? " B in place" : "") +
                             (tables_ ? " gather(" + std::to_string(tables_) + " tables)" : ""));
   // K == 0: the loops above write nothing; zero the output first (never with an epilogue)
@@ -837,7 +865,8 @@ int host_int8_dot_group() {
 }
 
 bool orient_matmul(MatmulMatch& mm, const MatmulParams& P) {
-  if (mm.reduce->dtype != DType::F32) return false;  // int8: A holds the u8 side, B the i8 one
+  // (int8 too: both sides widen to i16 alike, and VNNI's u8 × i8 groups want the u8
+  // activations on A, where the swap puts them)
   const Shape& s = mm.mul->shape;
   auto size = [&](const std::vector<int>& g) -> int64_t {
     int64_t n = 1;

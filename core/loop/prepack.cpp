@@ -2,6 +2,7 @@
 #include "core/loop/prepack.h"
 
 #include <algorithm>
+#include <cstring>
 #include <map>
 #include <set>
 #include <thread>
@@ -12,6 +13,7 @@
 #endif
 
 #include "core/ir/build.h"
+#include "core/ir/diag.h"
 #include "core/runtime/host_tensor.h"
 #include "core/runtime/machine.h"
 
@@ -77,6 +79,85 @@ std::map<int, int> count_readers(const KernelGraph& kg) {
   return readers;
 }
 
+// An int8 contraction's panels (lower_matmul.cpp): groups of G consecutive k per row or
+// column, as u8 × i8 (G = 4, VNNI) or both sides widened to i16 (G = 2). Which one the
+// lowering takes for this contraction; G = 0 when it is not an integer contraction.
+struct IntPanels {
+  int g = 0;
+  DType a = DType::F32, b = DType::F32;
+};
+IntPanels int_panels(const MatmulMatch& mm) {
+  if (mm.reduce->dtype != DType::I32) return {};
+  if (host_int8_dot_group() == 4 && mm.a.src->dtype == DType::U8 && mm.b.src->dtype == DType::I8)
+    return {4, DType::U8, DType::I8};
+  return {2, DType::I16, DType::I16};
+}
+
+// Int8 panels of a constant 8-bit operand, for KC = kc and width w (NR or MR):
+//     packed[((blk · panels + p) · (kc / G) + g) · w · G + c · G + j] = X[row p·w + c, k = blk·kc + g·G + j]
+// (the f32 layout with each group of G k interleaved per row / column; zero past the end),
+// X[row r, k] at c0 + roff[r] + koff[k]. Written as `dt` (i16, or i8 / u8 for VNNI).
+template <int64_t G, class S, class D>
+void pack_int8_into(const S* x, D* out, int64_t rows, int64_t K, int64_t kc, int64_t w, int64_t c0,
+                    const std::vector<int64_t>& roff, const std::vector<int64_t>& koff) {
+  const int64_t panels = (rows + w - 1) / w, groups = kc / G, kblocks = (K + kc - 1) / kc;
+  const int64_t panel = groups * w * G;  // elements of one panel's KC block
+  // read in address order: along the rows when they are adjacent (a [K, N] weight), else
+  // along k (a [Cout, K] one); no division per element. Panels [p0, p1) per thread.
+  const bool by_k = rows > 1 && roff[1] - roff[0] == 1;
+  auto pack = [&](int64_t p0, int64_t p1) {
+    if (by_k) {
+      for (int64_t blk = 0; blk < kblocks; ++blk)
+        for (int64_t g = 0; g < groups; ++g)
+          for (int64_t j = 0; j < G; ++j) {
+            const int64_t k = blk * kc + g * G + j;
+            if (k >= K) break;
+            const S* xk = x + c0 + koff[k];
+            D* o = out + (blk * panels + p0) * panel + g * w * G + j;
+            for (int64_t p = p0, r = p0 * w; p < p1; ++p, o += panel)
+              for (int64_t c = 0; c < w && r < rows; ++c, ++r) o[c * G] = static_cast<D>(xk[roff[r]]);
+          }
+      return;
+    }
+    for (int64_t r = p0 * w; r < std::min(rows, p1 * w); ++r) {
+      const S* xr = x + c0 + roff[r];
+      for (int64_t blk = 0; blk < kblocks; ++blk) {
+        D* o = out + (blk * panels + r / w) * panel + (r % w) * G;
+        const int64_t kend = std::min(kc, K - blk * kc);
+        const int64_t* ko = koff.data() + blk * kc;
+        for (int64_t kk = 0; kk < kend; ++kk) o[(kk / G) * w * G + kk % G] = static_cast<D>(xr[ko[kk]]);
+      }
+    }
+  };
+  // a large weight (BERT's 768 x 3072) on every thread: the start pays for it
+  const int64_t workers = rows * K >= (int64_t(1) << 20) ? std::min<int64_t>(std::max(1u, std::thread::hardware_concurrency()), panels) : 1;
+  std::vector<std::thread> pool;
+  for (int64_t t = 1; t < workers; ++t) pool.emplace_back(pack, panels * t / workers, panels * (t + 1) / workers);
+  pack(0, panels / workers);
+  for (auto& t : pool) t.join();
+}
+
+HostTensor pack_int8(const HostTensor& data, DType dt, int G, int64_t rows, int64_t K, int64_t kc, int64_t w, int64_t c0,
+                     const std::vector<int64_t>& roff, const std::vector<int64_t>& koff) {
+  const int64_t panels = (rows + w - 1) / w, kblocks = (K + kc - 1) / kc;
+  HostTensor out(dt, {kblocks, panels, kc, w});
+  std::memset(out.data(), 0, out.nbytes());
+  auto run = [&](auto* o) {  // G a constant: the k group's index math without a division
+    LATHE_CHECK(G == 2 || G == 4, "int8 panels group 2 or 4 k");
+    if (data.dtype() == DType::U8) {
+      if (G == 2) pack_int8_into<2>(data.ptr<uint8_t>(), o, rows, K, kc, w, c0, roff, koff);
+      else pack_int8_into<4>(data.ptr<uint8_t>(), o, rows, K, kc, w, c0, roff, koff);
+    } else {
+      if (G == 2) pack_int8_into<2>(data.ptr<int8_t>(), o, rows, K, kc, w, c0, roff, koff);
+      else pack_int8_into<4>(data.ptr<int8_t>(), o, rows, K, kc, w, c0, roff, koff);
+    }
+  };
+  if (dt == DType::I16) run(out.ptr<int16_t>());
+  else if (dt == DType::U8) run(out.ptr<uint8_t>());
+  else run(out.ptr<int8_t>());
+  return out;
+}
+
 }  // namespace
 
 bool gathers_only(const KernelGraph& kg, const Kernel& k, int buffer) {
@@ -122,7 +203,7 @@ int release_gathered_constants(const KernelGraph& kg) {
   return released;
 }
 
-std::vector<int> prepack_constant_b(KernelGraph& kg, const MatmulParams& P, int64_t min_bytes) {
+std::vector<int> prepack_constant_b(KernelGraph& kg, const MatmulParams& P, int64_t min_bytes, int64_t min_int8_bytes) {
   std::vector<int> changed;
   std::map<int, int> readers = count_readers(kg);
   const int threads = std::max(1u, std::thread::hardware_concurrency());
@@ -135,7 +216,8 @@ std::vector<int> prepack_constant_b(KernelGraph& kg, const MatmulParams& P, int6
     const bool few_rows = orient_matmul(*mm, P);
     const OperandAccess& B = mm->b;
     NodeRef src = B.src;
-    if (src->op != Op::Const || !src->attrs.data || src->dtype != DType::F32 || !B.bounds.empty()) continue;
+    const IntPanels ints = int_panels(*mm);
+    if (src->op != Op::Const || !src->attrs.data || src->dtype != (ints.g ? src->dtype : DType::F32) || !B.bounds.empty()) continue;
     if (!B.addr.c0.is_const()) continue;
     bool batch_free = std::none_of(mm->batch_axes.begin(), mm->batch_axes.end(), [&](int d) { return B.uses(d); });
     if (!batch_free) continue;
@@ -143,7 +225,9 @@ std::vector<int> prepack_constant_b(KernelGraph& kg, const MatmulParams& P, int6
     auto noff = offsets(B.addr, mm->n_axes, s), koff = offsets(B.addr, mm->k_axes, s);
     if (!noff || !koff) continue;
     const HostTensor& data = *src->attrs.data;
-    if (static_cast<int64_t>(data.nbytes()) < min_bytes && !few_rows) continue;
+    // int8 weights: packed at any size (min_int8_bytes): their per-run packing widens and
+    // interleaves every element, a large share of the kernel for few rows
+    if (static_cast<int64_t>(data.nbytes()) < (ints.g ? min_int8_bytes : min_bytes) && !few_rows) continue;
     const int64_t N = noff->size(), K = koff->size(), total = data.numel(), c0 = B.addr.c0.value();
     const int64_t kc = matmul_blocking(-1, N, K, -1, threads, P).kc, nr = P.nr;
     const int64_t panels = (N + nr - 1) / nr, kblocks = (K + kc - 1) / kc;
@@ -151,6 +235,26 @@ std::vector<int> prepack_constant_b(KernelGraph& kg, const MatmulParams& P, int6
     int64_t lo = c0 + *std::min_element(noff->begin(), noff->end()) + *std::min_element(koff->begin(), koff->end());
     int64_t hi = c0 + *std::max_element(noff->begin(), noff->end()) + *std::max_element(koff->begin(), koff->end());
     if (lo < 0 || hi >= total) continue;
+    if (ints.g) {
+      if (kc % ints.g != 0) continue;
+      HostTensor packed = pack_int8(data, ints.b, ints.g, N, K, kc, nr, c0, *noff, *koff);
+      NodeRef node = prim::constant_tensor(packed);
+      BufferDesc desc;
+      desc.id = static_cast<int>(kg.buffers.size());
+      desc.name = "packed_" + kg.buffers[kg.buffer_of.at(src)].name;
+      desc.dtype = ints.b;
+      desc.shape = node->shape;
+      desc.kind = BufferKind::Constant;
+      desc.node = node;
+      kg.buffer_of[node] = desc.id;
+      kg.buffers.push_back(desc);
+      k.packed_b = desc.id;
+      k.packed_kc = kc;
+      k.packed_nr = nr;
+      changed.push_back(k.id);
+      if (readers[kg.buffer_of.at(src)] == 1 && mm->a.src != src) page_out(data.data(), data.nbytes());
+      continue;
+    }
     HostTensor packed(DType::F32, {kblocks * panels * kc * nr});
     const float* b = data.ptr<float>();
     float* out = packed.ptr<float>();
@@ -207,7 +311,8 @@ std::vector<int> prepack_constant_b(KernelGraph& kg, const MatmulParams& P, int6
   return changed;
 }
 
-std::vector<int> prepack_constant_a(KernelGraph& kg, const MatmulParams& P, int64_t max_n, int64_t max_bytes) {
+std::vector<int> prepack_constant_a(KernelGraph& kg, const MatmulParams& P, int64_t max_n, int64_t max_bytes,
+                                    int64_t max_int8_bytes) {
   std::vector<int> changed;
   std::map<int, int> readers = count_readers(kg);
   const int threads = std::max(1u, std::thread::hardware_concurrency());
@@ -218,7 +323,8 @@ std::vector<int> prepack_constant_a(KernelGraph& kg, const MatmulParams& P, int6
     orient_matmul(*mm, P);  // the sides the lowering uses
     const OperandAccess& A = mm->a;
     NodeRef src = A.src;
-    if (src->op != Op::Const || !src->attrs.data || src->dtype != DType::F32 || !A.bounds.empty()) continue;
+    const IntPanels ints = int_panels(*mm);
+    if (src->op != Op::Const || !src->attrs.data || src->dtype != (ints.g ? src->dtype : DType::F32) || !A.bounds.empty()) continue;
     if (!A.addr.c0.is_const()) continue;
     if (std::any_of(mm->batch_axes.begin(), mm->batch_axes.end(), [&](int d) { return A.uses(d); })) continue;
     const Shape& s = mm->mul->shape;
@@ -229,7 +335,7 @@ std::vector<int> prepack_constant_a(KernelGraph& kg, const MatmulParams& P, int6
     if (!moff || !koff || !Ns.is_const() || Ns.value() > max_n) continue;
     const HostTensor& data = *src->attrs.data;
     const int64_t M = moff->size(), K = koff->size(), total = data.numel(), c0 = A.addr.c0.value();
-    if (M * K * static_cast<int64_t>(sizeof(float)) > max_bytes) continue;
+    if (M * K * static_cast<int64_t>(ints.g ? dtype_size(ints.a) : sizeof(float)) > (ints.g ? max_int8_bytes : max_bytes)) continue;
     // the blocks the lowering will choose (it uses the packed copy only when KC agrees)
     const MatmulBlocking bl = matmul_blocking(M, Ns.value(), K, Bs.is_const() ? Bs.value() : -1, threads, P);
     const int64_t kc = bl.kc, mr = P.mr;
@@ -238,6 +344,23 @@ std::vector<int> prepack_constant_a(KernelGraph& kg, const MatmulParams& P, int6
     int64_t lo = c0 + *std::min_element(moff->begin(), moff->end()) + *std::min_element(koff->begin(), koff->end());
     int64_t hi = c0 + *std::max_element(moff->begin(), moff->end()) + *std::max_element(koff->begin(), koff->end());
     if (lo < 0 || hi >= total) continue;
+    if (ints.g) {  // int8: the interleaved groups of the integer panels (pack_int8)
+      if (kc % ints.g != 0) continue;
+      HostTensor packed = pack_int8(data, ints.a, ints.g, M, K, kc, mr, c0, *moff, *koff);
+      NodeRef node = prim::constant_tensor(packed);
+      BufferDesc desc;
+      desc.id = static_cast<int>(kg.buffers.size());
+      desc.name = "packed_a_" + k.name;
+      desc.dtype = ints.a;
+      desc.shape = node->shape;
+      desc.kind = BufferKind::Constant;
+      desc.node = node;
+      kg.buffer_of[node] = desc.id;
+      kg.buffers.push_back(desc);
+      changed.push_back(k.id);
+      if (readers[kg.buffer_of.at(src)] == 1 && mm->b.src != src) page_out(data.data(), data.nbytes());
+      continue;
+    }
     //   packed[((pc · panels + ip) · KC + kk) · MR + r] = A[m = ip·MR + r, k = pc·KC + kk], zero outside
     HostTensor packed(DType::F32, {kblocks, panels, kc, mr});
     const float* a = data.ptr<float>();

@@ -20,7 +20,11 @@ namespace lathe::loop {
 // min_bytes with static sizes, read without range conditions (no padding) and independent of
 // the batch dims: packs it for P (KC as matmul_blocking chooses it, NR = P.nr), adds it to kg
 // as a Constant buffer (Kernel::packed_b) and returns those kernels' ids, to be lowered again.
-std::vector<int> prepack_constant_b(KernelGraph& kg, const MatmulParams& P, int64_t min_bytes = 0);
+// An int8 contraction's constant 8-bit B (a weight) is packed the same way into the integer
+// panels its lowering reads (groups of G k interleaved per column, i16 without VNNI), from
+// min_int8_bytes on.
+std::vector<int> prepack_constant_b(KernelGraph& kg, const MatmulParams& P, int64_t min_bytes = 0,
+                                    int64_t min_int8_bytes = 0);
 
 // The default min_bytes: the last-level cache (32 MiB when unknown). Measured on GPT-2 small
 // (2-core AVX2 host): prepacking the 154 MB vocabulary projection took that kernel from
@@ -44,8 +48,13 @@ int64_t prepack_min_bytes();
 // weights) for no run-time gain measurable at load ~8. The packed copy is
 // a Constant buffer named packed_a_<kernel name>, shaped [K blocks, panels, KC, MR] (the
 // lowering reads KC and MR from it, and uses it only when they are its own).
-std::vector<int> prepack_constant_a(KernelGraph& kg, const MatmulParams& P, int64_t max_n, int64_t max_bytes);
-constexpr int64_t kPrepackAMaxN = 4096, kPrepackAMaxBytes = 256 << 10;
+// An int8 contraction's constant 8-bit A (a convolution's weights) likewise, in its integer
+// panels, up to max_int8_bytes packed: their per-run packing widens every element, and
+// costs as much as a third of a late ResNet-50 layer (few positions per weight).
+std::vector<int> prepack_constant_a(KernelGraph& kg, const MatmulParams& P, int64_t max_n, int64_t max_bytes,
+                                    int64_t max_int8_bytes = 0);
+constexpr int64_t kPrepackAMaxN = 4096, kPrepackAMaxBytes = 256 << 10, kPrepackAInt8MaxBytes = 16 << 20;
+
 // Hands back the pages of every constant that kernels only gather from (gathers_only, no
 // kernel reading all of it, not an output): an embedding table whose import touched every
 // page (the content hash) while each run reads a few rows; the pages of a memory-mapped model

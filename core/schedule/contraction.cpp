@@ -2,6 +2,7 @@
 // with grouped M / N / K / batch dims and operands read through chains of Views (see
 // kernel_graph.h), and fusable_epilogue: may a kernel root be that contraction's epilogue.
 #include <algorithm>
+#include <cstdlib>
 #include <functional>
 
 #include "core/schedule/kernel_graph.h"
@@ -149,9 +150,34 @@ std::optional<MatmulMatch> match_matmul(NodeRef r) {
 
 OperandAccess operand_access(NodeRef x) { return access_of(x); }
 
+// Partial sums over K blocks are kept in the output buffer, so the root has the sum's dtype;
+// except after an integer contraction (i32 sums of u8/i8 products), whose lowering keeps them
+// in a per-job scratch when the root is an 8-bit requantization (u8/i8): its sizes must then
+// be static (the scratch is a fixed block of the output). Not an f32 root (a dequantized
+// value, ResNet's residual sums): fused there, the backend's FMA contraction of its products
+// and sums moved ResNet-50 QDQ's logits off the interpreter's by up to 1.1 (of ~150), where
+// the separate kernels matched them exactly.
+// LATHE_REQUANT_EPILOGUE=0 keeps such roots in kernels of their own (A/B runs).
 bool fusable_epilogue(NodeRef root, NodeRef reduce, const std::set<NodeRef>& mat) {
-  // (partial sums over K blocks are kept in the output buffer: the root has the sum's dtype)
-  if (root == reduce || root->dtype != reduce->dtype || non_unit(root->shape) != non_unit(reduce->shape)) return false;
+  static const bool narrow_ok = [] {
+    const char* e = std::getenv("LATHE_REQUANT_EPILOGUE");
+    return !(e && std::string(e) == "0");
+  }();
+  if (root == reduce || non_unit(root->shape) != non_unit(reduce->shape)) return false;
+  if (root->dtype != reduce->dtype) {
+    if (!narrow_ok || (root->dtype != DType::U8 && root->dtype != DType::I8)) return false;
+    if (reduce->dtype != DType::I32 || reduce->op != Op::Reduce || reduce->inputs.empty()) return false;
+    NodeRef mul = reduce->inputs[0];
+    if (mul->op != Op::Mul || !is_int8_operand(mul->inputs[0]) || !is_int8_operand(mul->inputs[1])) return false;
+    for (auto& d : mul->shape)
+      if (!d.is_const()) return false;
+    // the scratch (a job's rows × columns, at most the whole output) lives on the worker's
+    // stack: up to 2 MB of i32, or none when K is one block (KC <= 256)
+    int64_t K = 1, outputs = 1;
+    for (int ax : reduce->attrs.axes) K *= mul->shape[ax].value();
+    for (auto& d : reduce->shape) outputs *= d.value();
+    if (K > 256 && outputs > (int64_t(1) << 19)) return false;
+  }
   // nodes inside the root's kernel (R a leaf), and whether each depends on R
   std::map<NodeRef, bool> dep;
   std::function<bool(NodeRef)> visit = [&](NodeRef n) -> bool {

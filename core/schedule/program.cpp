@@ -81,10 +81,10 @@ Program build_program(const Graph& given, const BuildOptions& opts) {
       // lowering, so each kernel is lowered once, reading the packed copy
       StageTimer t(p, opts, "prepack");
       bool all = prepack_env && std::string(prepack_env) == "all";
-      std::vector<int> packed = loop::prepack_constant_b(p.kg, loop::host_matmul_params(), all ? 0 : loop::prepack_min_bytes());
+      std::vector<int> packed = loop::prepack_constant_b(p.kg, loop::host_matmul_params(), all ? 0 : loop::prepack_min_bytes(), 0);
       if (!(a_env && std::string(a_env) == "0")) {
         std::vector<int> packed_a = loop::prepack_constant_a(p.kg, loop::host_matmul_params(), loop::kPrepackAMaxN,
-                                                                      loop::kPrepackAMaxBytes);
+                                                             loop::kPrepackAMaxBytes, loop::kPrepackAInt8MaxBytes);
         packed.insert(packed.end(), packed_a.begin(), packed_a.end());
       }
       int64_t bytes = 0;

@@ -291,24 +291,42 @@ class Scheduler {
   // is then read through a window or padding view (the next depthwise convolution or
   // pooling) would be recomputed inside that kernel once per window tap. Its last node is
   // materialized instead, so that the chain becomes the matmul's epilogue (written once,
-  // into the buffer the matmul wrote anyway).
+  // into the buffer the matmul wrote anyway). A chain that changes dtype (an int8
+  // contraction's requantization, u8, then its dequantization, f32, before a max pool) ends
+  // at its narrowest value, the last of them: the window reads 1-byte values, not 4.
   void materialize_windowed_epilogues() {
     std::set<NodeRef> outputs;
     for (auto& [name, n] : g_.outputs) outputs.insert(n);
     for (NodeRef r : order_) {
       if (r->op != Op::Reduce || !mat_.count(r) || outputs.count(r) || !match_matmul(r)) continue;
       NodeRef cur = r, end = nullptr;
+      std::vector<NodeRef> chain;  // the nodes that may be the epilogue's root
       for (;;) {
         const auto& us = users_[cur];
-        if (us.size() != 1 || mat_.count(us[0]) || !fusable_epilogue(us[0], r, mat_)) break;
-        cur = us[0];
+        if (us.size() != 1 || mat_.count(us[0])) break;
+        NodeRef u = us[0];
+        // an int8 contraction's chain passes through f32 values that may not be its root
+        // (only its 8-bit requantization may): elementwise steps at the same positions
+        const bool fusable = fusable_epilogue(u, r, mat_);
+        auto cat = u->info().category;
+        if (!fusable && (r->dtype != DType::I32 || u->shape != cur->shape ||
+                         (u->op != Op::Cast && cat != OpCategory::Unary && cat != OpCategory::Binary)))
+          break;
+        cur = u;
+        if (!fusable) continue;
+        chain.push_back(cur);
         if (cur->op != Op::View) end = cur;
       }
       if (!end) continue;
       bool windowed = false;
       for (NodeRef u : users_[end]) windowed |= u->op == Op::View;
       for (NodeRef u : users_[cur]) windowed |= u->op == Op::View && cur != end;
-      if (windowed) mat_.insert(end);
+      if (!windowed) continue;
+      NodeRef narrowest = nullptr;  // the last of the narrowest values (end, when all are as wide)
+      for (NodeRef n : chain)
+        if (n->op != Op::View && n->dtype != DType::Bool && (!narrowest || dtype_size(n->dtype) <= dtype_size(narrowest->dtype)))
+          narrowest = n;
+      mat_.insert(narrowest ? narrowest : end);
     }
   }
 

@@ -1,0 +1,264 @@
+// requant_epilogue_test.cpp — the requantization of an int8 contraction (i32 sum → f32 ·
+// scale → round → + zero point → clamp → u8/i8, as the QDQ rules and QLinear ops build it)
+// computed in the int8 GEMM's write-back: one kernel that writes the 8-bit output, its
+// partial sums over K blocks kept in a scratch, exactly equal to the interpreter on the
+// backend under test (LATHE_TEST_BACKEND, LATHE_INT8_DOT): per-tensor and per-channel
+// scales, zero points, a bias, ReLU, odd and prime sizes, one row, 64 rows, a split M,
+// convolutions with padding and strides, and a requantized convolution read by a max pool;
+// constant weights packed once at build (Int8Prepack).
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <iostream>
+
+#include "../backends/diff_util.h"
+#include "core/frontend/nn.h"
+#include "core/frontend/tensor.h"
+#include "core/loop/lower.h"
+
+namespace lathe {
+namespace {
+
+// Uniform over the whole type (u8 [0, 255], i8 [-128, 127]), seeded.
+HostTensor full_range(DType dt, const std::vector<int64_t>& shape, uint64_t seed) {
+  HostTensor t(dt, shape);
+  uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    s ^= s << 13, s ^= s >> 7, s ^= s << 17;
+    int64_t v = static_cast<int64_t>(s % 256);
+    t.set_i64(i, dt == DType::U8 ? v : v - 128);
+  }
+  return t;
+}
+
+// Scales that put a K-term sum of full-range products at about ±200 (some saturate), per
+// channel (shape: 1 everywhere but the channel dim) from 0.5x to 2x of that.
+Tensor scales(int64_t K, const std::vector<int64_t>& shape, bool per_channel) {
+  const double base = 200.0 / (std::sqrt(static_cast<double>(K)) * 255 * 74);
+  if (!per_channel) return scalar(base, DType::F32);
+  HostTensor s(DType::F32, shape);
+  for (int64_t i = 0; i < s.numel(); ++i) s.set_f64(i, static_cast<float>(base * (0.5 + 1.5 * (i % 7) / 6.0)));
+  return from_host(s);
+}
+
+// y = saturate(round(f32(acc) · scale) + zp) as `out` (the importer's QuantizeLinear: a clamp
+// to ±2^22, then the round-to-nearest-even by adding and subtracting 1.5 · 2^23); f32 output:
+// the dequantized value (q − zp) · s_y.
+Tensor requant(const Tensor& acc, const Tensor& scale, int64_t zp, DType out, bool relu = false) {
+  Tensor v = to(acc, DType::F32) * scale;
+  if (relu) v = maximum(v, scalar(0.0, DType::F32));
+  v = clamp(v, Scalar(-4194304.0), Scalar(4194304.0));
+  Tensor r = (v + scalar(12582912.0, DType::F32)) - scalar(12582912.0, DType::F32);
+  Tensor q = to(r, DType::I32) + scalar(zp, DType::I32);
+  bool u8 = out == DType::U8 || out == DType::F32;
+  q = clamp(q, Scalar(int64_t(u8 ? 0 : -128)), Scalar(int64_t(u8 ? 255 : 127)));
+  if (out != DType::F32) return to(q, out);
+  return to(q - scalar(zp, DType::I32), DType::F32) * scalar(0.05, DType::F32);
+}
+
+struct MmCase {
+  int64_t m, k, n;
+  bool per_channel;
+  int64_t zp;
+  DType out;
+  bool bias = false, relu = false;
+};
+
+Graph mm_requant(const MmCase& c) {
+  Tensor a = input("a", {c.m, c.k}, DType::U8), b = input("b", {c.k, c.n}, DType::I8);
+  Tensor acc = matmul_integer(a, b);
+  if (c.bias) acc = acc + input("bias", {c.n}, DType::I32);
+  return Graph::from_outputs({{"y", requant(acc, scales(c.k, {1, c.n}, c.per_channel), c.zp, c.out, c.relu).node()}});
+}
+
+TensorMap mm_inputs(const MmCase& c, uint64_t seed) {
+  TensorMap in{{"a", full_range(DType::U8, {c.m, c.k}, seed)}, {"b", full_range(DType::I8, {c.k, c.n}, seed + 50)}};
+  if (c.bias) {
+    HostTensor bias(DType::I32, {c.n});
+    for (int64_t i = 0; i < c.n; ++i) bias.set_i64(i, (i * 7919) % 20001 - 10000);
+    in["bias"] = bias;
+  }
+  return in;
+}
+
+const std::vector<MmCase> kMmCases = {
+    {65, 129, 33, false, 3, DType::U8},                // one K block, ragged tiles
+    {7, 600, 13, true, -5, DType::I8},                 // three K blocks: partial sums in the scratch
+    {1, 37, 40, true, 128, DType::U8, true},           // one row (batch 1), a bias
+    {64, 301, 50, true, 0, DType::U8, true, true},     // 64 rows, prime K, bias and ReLU
+    {300, 521, 16, false, 17, DType::U8},              // M split across threads, K prime over blocks
+    {31, 263, 97, true, 100, DType::F32, true},        // dequantized f32 output
+    {6, 1024, 16, false, 0, DType::I8},                // whole tiles only, four K blocks
+};
+
+// Each requantized product is one matmul kernel writing the 8-bit output directly.
+TEST(RequantEpilogue, FusesIntoTheInt8Gemm) {
+  for (const MmCase& c : kMmCases) {
+    if (c.m == 1) continue;  // a one-row product is a reduction kernel, not the packed GEMM
+    if (c.out == DType::F32) {  // a dequantized (f32) root stays a kernel of its own (fusable_epilogue)
+      EXPECT_EQ(build_program(mm_requant(c)).num_kernels(), 2);
+      continue;
+    }
+    SCOPED_TRACE(std::to_string(c.m) + "x" + std::to_string(c.k) + "x" + std::to_string(c.n));
+    Program p = build_program(mm_requant(c));
+    ASSERT_EQ(p.num_kernels(), 1) << test::loop_ir_of(p);
+    EXPECT_TRUE(loop::is_packed_matmul(p.funcs[0])) << test::loop_ir_of(p);
+    const std::string& log = p.funcs[0].schedule_log.front();
+    EXPECT_NE(log.find("int8"), std::string::npos) << log;
+    EXPECT_NE(log.find("+epilogue(" + std::string(dtype_name(c.out)) + ")"), std::string::npos) << log;
+    EXPECT_EQ(p.kg.buffers.at(p.funcs[0].buffers[0].buffer).dtype, c.out);
+    // more than one K block: the partial sums go to the scratch, never to the 8-bit output
+    std::string ir = test::loop_ir_of(p);
+    EXPECT_EQ(ir.find("Cs[") != std::string::npos, c.k > 256) << ir;
+    if (c.k == 600 && getenv("SHOW_IR")) std::cout << ir;
+  }
+}
+
+// A large output with several K blocks would need a scratch over 2 MB (on a worker's
+// stack): the requantization stays a kernel of its own there, and is still exact.
+TEST(RequantEpilogue, LargeOutputsKeepTheirOwnKernel) {
+  MmCase c{1100, 300, 500, true, 9, DType::U8};
+  Graph g = mm_requant(c);
+  Program p = build_program(g);
+  EXPECT_EQ(p.num_kernels(), 2) << test::loop_ir_of(p);
+  MmCase one{1100, 200, 500, true, 9, DType::U8};  // one K block: no scratch, fused
+  EXPECT_EQ(build_program(mm_requant(one)).num_kernels(), 1);
+  test::DiffBatch batch;
+  batch.add("large requant", g, mm_inputs(c, 5));
+  EXPECT_EQ(batch.run(), 0);
+}
+
+TEST(RequantEpilogue, MatmulMatchesInterpreter) {
+  test::DiffBatch batch;
+  uint64_t seed = 11;
+  for (const MmCase& c : kMmCases) {
+    batch.add("requant " + std::to_string(c.m) + "x" + std::to_string(c.k) + "x" + std::to_string(c.n), mm_requant(c),
+              mm_inputs(c, seed));
+    seed += 3;
+  }
+  EXPECT_EQ(batch.run(), 0);
+}
+
+struct ConvCase {
+  int64_t n, c, h, w, k, r;
+  std::vector<int64_t> stride, pad;
+  int64_t x_zp;  // the input's zero point: the padding value, and − x_zp · Σw per channel
+  bool per_channel, relu;
+  DType out;
+};
+
+Graph conv_requant(const ConvCase& c, bool pool = false) {
+  Tensor x = input("x", {c.n, c.c, c.h, c.w}, DType::U8), w = input("w", {c.k, c.c, c.r, c.r}, DType::I8);
+  Conv2dOptions o;
+  o.stride = c.stride;
+  o.padding = c.pad;
+  Tensor acc = conv2d_integer(x, w, o, c.x_zp);
+  if (c.x_zp != 0)  // − x_zp · Σ w per output channel (the QDQ rules fold it from the weights)
+    acc = acc - input("wz", {1, c.k, 1, 1}, DType::I32);
+  Tensor y = requant(acc, scales(c.c * c.r * c.r, {1, c.k, 1, 1}, c.per_channel), 0, c.out, c.relu);
+  if (pool) {
+    Pool2dOptions po;
+    po.kernel = {3, 3};
+    po.stride = {2, 2};
+    po.padding = {1, 1};
+    y = to(max_pool2d(to(y, DType::F32), po), c.out);
+  }
+  return Graph::from_outputs({{"y", y.node()}});
+}
+
+const std::vector<ConvCase> kConvCases = {
+    {1, 5, 9, 7, 11, 3, {2, 1}, {1, 1}, 131, true, true, DType::U8},     // odd channels, strided, padded with zp
+    {2, 67, 13, 11, 19, 3, {1, 1}, {1, 1}, 0, true, false, DType::I8},  // K = 603: three K blocks
+    {1, 3, 23, 23, 16, 7, {2, 2}, {3, 3}, 7, false, true, DType::U8},   // a stem: 7x7 stride 2
+    {1, 256, 7, 7, 64, 1, {1, 1}, {0, 0}, 0, true, true, DType::U8},    // 1x1, few positions
+    {1, 8, 14, 14, 24, 3, {1, 1}, {1, 1}, 5, true, true, DType::U8},     // even K: B packed by runs
+    {2, 32, 9, 17, 13, 3, {2, 2}, {1, 1}, 0, false, false, DType::U8},  // by runs, two K blocks, batch 2
+    {1, 64, 28, 28, 37, 1, {2, 2}, {0, 0}, 0, true, false, DType::I8},  // strided 1x1 (a downsample)
+};
+
+TEST(RequantEpilogue, ConvMatchesInterpreter) {
+  test::DiffBatch batch;
+  uint64_t seed = 40;
+  for (const ConvCase& c : kConvCases) {
+    HostTensor w = full_range(DType::I8, {c.k, c.c, c.r, c.r}, seed + 1);
+    TensorMap in{{"x", full_range(DType::U8, {c.n, c.c, c.h, c.w}, seed)}, {"w", w}};
+    if (c.x_zp != 0) {
+      HostTensor wz(DType::I32, {1, c.k, 1, 1});
+      const int64_t per = c.c * c.r * c.r;
+      for (int64_t o = 0; o < c.k; ++o) {
+        int64_t sum = 0;
+        for (int64_t i = 0; i < per; ++i) sum += w.get_i64(o * per + i);
+        wz.set_i64(o, c.x_zp * sum);
+      }
+      in["wz"] = wz;
+    }
+    batch.add("conv requant C=" + std::to_string(c.c) + " K=" + std::to_string(c.k), conv_requant(c), in);
+    batch.add("conv requant + max pool C=" + std::to_string(c.c), conv_requant(c, true), in);
+    seed += 2;
+  }
+  EXPECT_EQ(batch.run(), 0);
+}
+
+// A requantized convolution read through a max pool's padded windows: the GEMM writes the
+// 8-bit values once (the narrowest value of the chain is the buffer), the pool reads them.
+TEST(RequantEpilogue, MaxPoolReadsTheRequantizedBuffer) {
+  const ConvCase& c = kConvCases[2];
+  Program p = build_program(conv_requant(c, true));
+  int gemms = 0;
+  for (auto& f : p.funcs) {
+    if (!loop::is_packed_matmul(f)) continue;
+    ++gemms;
+    EXPECT_NE(f.schedule_log.front().find("+epilogue(u8)"), std::string::npos) << f.schedule_log.front();
+    EXPECT_EQ(p.kg.buffers.at(f.buffers[0].buffer).dtype, DType::U8) << test::loop_ir_of(p);
+  }
+  EXPECT_EQ(gemms, 1) << test::loop_ir_of(p);
+}
+
+// Constant 8-bit weights are packed once when the program is built, into the integer panels
+// the kernel reads (prepack.h): B for a matmul's weight (the N side), A for a convolution's
+// (the M side). Odd K (a zero-padded last group), several K blocks, one row and 64 rows,
+// per-channel requantization; equal to the interpreter.
+TEST(Int8Prepack, ConstantWeightsArePackedOnceAndMatch) {
+  struct W { int64_t m, k, n; };
+  test::DiffBatch batch;
+  int prepacked = 0, gemms = 0;
+  uint64_t seed = 70;
+  for (W c : {W{64, 301, 50}, W{7, 600, 13}, W{2, 37, 97}, W{65, 129, 33}}) {
+    Tensor a = input("a", {c.m, c.k}, DType::U8);
+    Tensor acc = matmul_integer(a, from_host(full_range(DType::I8, {c.k, c.n}, seed)));
+    Graph g = Graph::from_outputs({{"y", requant(acc, scales(c.k, {1, c.n}, true), 3, DType::U8).node()}});
+    Program p = build_program(g);
+    for (auto& f : p.funcs)
+      if (loop::is_packed_matmul(f)) {
+        ++gemms;
+        prepacked += f.schedule_log.front().find("B prepacked") != std::string::npos;
+      }
+    batch.add("prepacked B " + std::to_string(c.m) + "x" + std::to_string(c.k) + "x" + std::to_string(c.n), g,
+              TensorMap{{"a", full_range(DType::U8, {c.m, c.k}, seed + 1)}});
+    seed += 2;
+  }
+  for (const ConvCase& c : kConvCases) {
+    if (c.x_zp != 0) continue;
+    Tensor x = input("x", {c.n, c.c, c.h, c.w}, DType::U8);
+    Conv2dOptions o;
+    o.stride = c.stride;
+    o.padding = c.pad;
+    Tensor acc = conv2d_integer(x, from_host(full_range(DType::I8, {c.k, c.c, c.r, c.r}, seed)), o, 0);
+    Graph g = Graph::from_outputs({{"y", requant(acc, scales(c.c * c.r * c.r, {1, c.k, 1, 1}, c.per_channel), 0, c.out, c.relu).node()}});
+    Program p = build_program(g);
+    for (auto& f : p.funcs)
+      if (loop::is_packed_matmul(f)) {
+        ++gemms;
+        prepacked += f.schedule_log.front().find("prepacked") != std::string::npos;
+      }
+    batch.add("prepacked conv C=" + std::to_string(c.c) + " K=" + std::to_string(c.k), g,
+              TensorMap{{"x", full_range(DType::U8, {c.n, c.c, c.h, c.w}, seed + 1)}});
+    seed += 2;
+  }
+  EXPECT_EQ(gemms, prepacked);
+  EXPECT_GE(gemms, 6);
+  EXPECT_EQ(batch.run(), 0);
+}
+
+}  // namespace
+}  // namespace lathe
