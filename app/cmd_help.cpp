@@ -52,6 +52,8 @@ const char* kEnvironment =
     "                           conv weights (A, <= 256 KiB) of layers with <= 4096 positions, are packed at build\n"
     "                           time: 0 = never (packed on every run), all = every constant B\n"
     "  LATHE_PREPACK_A=0        conv weights (A) packed on every run again (A/B comparisons)\n"
+    "  LATHE_RELEASE_GATHERED=1 embedding tables read only by gathers hand their pages back at build (lower RSS;\n"
+    "                           evicts them from the page cache, so the next start reads them from disk)\n"
     "  LATHE_MATMUL_SHARED_PACK=0  GEMM jobs that split M (or a conv's N) each pack the whole shared side\n"
     "                           again, instead of one parallel pack step for all of them (A/B comparisons)\n"
     "  LATHE_DEPTHWISE=0        depthwise convolutions take the generic reduction, not the direct nest\n"

@@ -73,9 +73,12 @@ Program build_program(const Graph& given, const BuildOptions& opts) {
     p.kg = schedule_graph(g, force);
     ts.done(std::to_string(p.kg.kernels.size()) + (p.kg.kernels.size() == 1 ? " kernel" : " kernels") + " from " +
             std::to_string(g.size()) + (g.size() == 1 ? " node" : " nodes"));
-    // embedding tables, which runs read a few rows of, give their pages back before the
-    // packed copies below are made (lower peak memory)
-    loop::release_gathered_constants(p.kg);
+    // LATHE_RELEASE_GATHERED=1: embedding tables, which runs read a few rows of, give their
+    // pages back before the packed copies below are made (GPT-2 peak RSS 948 -> 797 MB). Off by
+    // default: MADV_PAGEOUT also evicts a memory-mapped model's pages from the page cache, so
+    // the next process reads them from disk again (GPT-2's warm start: +0.1-0.2 s of load).
+    if (const char* e = std::getenv("LATHE_RELEASE_GATHERED"); e && std::string(e) == "1")
+      loop::release_gathered_constants(p.kg);
     if (opts.default_schedule && !(prepack_env && std::string(prepack_env) == "0")) {
       // constant GEMM operands (B; A where N is small) packed now, not on every run; before
       // lowering, so each kernel is lowered once, reading the packed copy
