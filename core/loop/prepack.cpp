@@ -203,6 +203,25 @@ int release_gathered_constants(const KernelGraph& kg) {
   return released;
 }
 
+namespace {
+
+// Registers a packed copy as a Constant buffer of kg named `name`; returns its id.
+int add_packed_buffer(KernelGraph& kg, const HostTensor& packed, const std::string& name) {
+  NodeRef node = prim::constant_tensor(packed);
+  BufferDesc desc;
+  desc.id = static_cast<int>(kg.buffers.size());
+  desc.name = name;
+  desc.dtype = packed.dtype();
+  desc.shape = node->shape;
+  desc.kind = BufferKind::Constant;
+  desc.node = node;
+  kg.buffer_of[node] = desc.id;
+  kg.buffers.push_back(desc);
+  return desc.id;
+}
+
+}  // namespace
+
 std::vector<int> prepack_constant_b(KernelGraph& kg, const MatmulParams& P, int64_t min_bytes, int64_t min_int8_bytes) {
   std::vector<int> changed;
   std::map<int, int> readers = count_readers(kg);
@@ -238,17 +257,7 @@ std::vector<int> prepack_constant_b(KernelGraph& kg, const MatmulParams& P, int6
     if (ints.g) {
       if (kc % ints.g != 0) continue;
       HostTensor packed = pack_int8(data, ints.b, ints.g, N, K, kc, nr, c0, *noff, *koff);
-      NodeRef node = prim::constant_tensor(packed);
-      BufferDesc desc;
-      desc.id = static_cast<int>(kg.buffers.size());
-      desc.name = "packed_" + kg.buffers[kg.buffer_of.at(src)].name;
-      desc.dtype = ints.b;
-      desc.shape = node->shape;
-      desc.kind = BufferKind::Constant;
-      desc.node = node;
-      kg.buffer_of[node] = desc.id;
-      kg.buffers.push_back(desc);
-      k.packed_b = desc.id;
+      k.packed_b = add_packed_buffer(kg, packed, "packed_" + kg.buffers[kg.buffer_of.at(src)].name);
       k.packed_kc = kc;
       k.packed_nr = nr;
       changed.push_back(k.id);
@@ -290,17 +299,7 @@ std::vector<int> prepack_constant_b(KernelGraph& kg, const MatmulParams& P, int6
     for (int64_t w = 1; w < workers; ++w) pool.emplace_back(pack, panels * w / workers, panels * (w + 1) / workers);
     pack(0, panels / std::max<int64_t>(workers, 1));
     for (auto& t : pool) t.join();
-    NodeRef node = prim::constant_tensor(packed);
-    BufferDesc desc;
-    desc.id = static_cast<int>(kg.buffers.size());
-    desc.name = "packed_" + kg.buffers[kg.buffer_of.at(src)].name;
-    desc.dtype = DType::F32;
-    desc.shape = node->shape;
-    desc.kind = BufferKind::Constant;
-    desc.node = node;
-    kg.buffer_of[node] = desc.id;
-    kg.buffers.push_back(desc);
-    k.packed_b = desc.id;
+    k.packed_b = add_packed_buffer(kg, packed, "packed_" + kg.buffers[kg.buffer_of.at(src)].name);
     k.packed_kc = kc;
     k.packed_nr = nr;
     changed.push_back(k.id);
@@ -347,16 +346,7 @@ std::vector<int> prepack_constant_a(KernelGraph& kg, const MatmulParams& P, int6
     if (ints.g) {  // int8: the interleaved groups of the integer panels (pack_int8)
       if (kc % ints.g != 0) continue;
       HostTensor packed = pack_int8(data, ints.a, ints.g, M, K, kc, mr, c0, *moff, *koff);
-      NodeRef node = prim::constant_tensor(packed);
-      BufferDesc desc;
-      desc.id = static_cast<int>(kg.buffers.size());
-      desc.name = "packed_a_" + k.name;
-      desc.dtype = ints.a;
-      desc.shape = node->shape;
-      desc.kind = BufferKind::Constant;
-      desc.node = node;
-      kg.buffer_of[node] = desc.id;
-      kg.buffers.push_back(desc);
+      add_packed_buffer(kg, packed, "packed_a_" + k.name);
       changed.push_back(k.id);
       if (readers[kg.buffer_of.at(src)] == 1 && mm->b.src != src) page_out(data.data(), data.nbytes());
       continue;
@@ -383,16 +373,7 @@ std::vector<int> prepack_constant_a(KernelGraph& kg, const MatmulParams& P, int6
       }
     };
     pack(0, panels);  // at most max_bytes: on this thread (a thread's start costs more under load)
-    NodeRef node = prim::constant_tensor(packed);
-    BufferDesc desc;
-    desc.id = static_cast<int>(kg.buffers.size());
-    desc.name = "packed_a_" + k.name;
-    desc.dtype = DType::F32;
-    desc.shape = node->shape;
-    desc.kind = BufferKind::Constant;
-    desc.node = node;
-    kg.buffer_of[node] = desc.id;
-    kg.buffers.push_back(desc);
+    add_packed_buffer(kg, packed, "packed_a_" + k.name);
     changed.push_back(k.id);
     if (readers[kg.buffer_of.at(src)] == 1 && mm->b.src != src) page_out(data.data(), data.nbytes());
   }
