@@ -62,7 +62,9 @@ TEST(FusedAttention, ReadsStridedViewsInPlace) {
     Graph g = Graph::from_outputs({{"out", o}});
     Program p = build_program(g);
     for (auto& kk : p.kg.kernels)
-      if (kk.kind == "attention") EXPECT_EQ(kk.inputs.size(), 1u) << "reads the qkv buffer once, no copies";
+      if (kk.kind == "attention") {
+        EXPECT_EQ(kk.inputs.size(), 1u) << "reads the qkv buffer once, no copies";
+      }
     batch.add("views T=" + std::to_string(T), g);
     // V read transposed ([.., E, T] viewed as [.., T, E]): columns are not contiguous
     Tensor vt = input("vt", {2, H, E, T});

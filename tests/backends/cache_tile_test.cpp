@@ -18,7 +18,9 @@ void expect_matches(const Graph& g, int k, const Schedule& sched, const std::str
   ASSERT_LT(k, p.num_kernels());
   sched(p.funcs[k]);
   std::string ir = loop::print_loop(p.funcs[k]);
-  if (!must_print.empty()) EXPECT_NE(ir.find(must_print), std::string::npos) << ir;
+  if (!must_print.empty()) {
+    EXPECT_NE(ir.find(must_print), std::string::npos) << ir;
+  }
   Backend& b = get_backend(test::test_backend());
   auto compiled = b.compile(p);
   Executable e(p, compiled, test::test_backend());

@@ -68,16 +68,24 @@ TEST(NestedLayout, BoxesSitInsideTheirFramesAndDoNotOverlap) {
   EXPECT_TRUE(l.layered);
   auto frame = [&](int f) { return Rect{l.frames[f].x0, l.frames[f].y0, l.frames[f].x1, l.frames[f].y1}; };
   for (size_t i = 0; i < r.sizes.size(); ++i)
-    if (r.box_frame[i] >= 0) EXPECT_TRUE(inside(box_rect(l, r, i), frame(r.box_frame[i]))) << "box " << i;
+    if (r.box_frame[i] >= 0) {
+      EXPECT_TRUE(inside(box_rect(l, r, i), frame(r.box_frame[i]))) << "box " << i;
+    }
   for (size_t f = 0; f < r.frame_parent.size(); ++f)
-    if (r.frame_parent[f] >= 0) EXPECT_TRUE(inside(frame(f), frame(r.frame_parent[f]))) << "frame " << f;
+    if (r.frame_parent[f] >= 0) {
+      EXPECT_TRUE(inside(frame(f), frame(r.frame_parent[f]))) << "frame " << f;
+    }
   // Items of one container (boxes and frames with the same parent) never overlap.
   for (size_t i = 0; i < r.sizes.size(); ++i)
     for (size_t j = i + 1; j < r.sizes.size(); ++j)
-      if (r.box_frame[i] == r.box_frame[j]) EXPECT_FALSE(overlap(box_rect(l, r, i), box_rect(l, r, j))) << i << " " << j;
+      if (r.box_frame[i] == r.box_frame[j]) {
+        EXPECT_FALSE(overlap(box_rect(l, r, i), box_rect(l, r, j))) << i << " " << j;
+      }
   for (size_t f = 0; f < r.frame_parent.size(); ++f)
     for (size_t g = f + 1; g < r.frame_parent.size(); ++g)
-      if (r.frame_parent[f] == r.frame_parent[g]) EXPECT_FALSE(overlap(frame(f), frame(g))) << f << " " << g;
+      if (r.frame_parent[f] == r.frame_parent[g]) {
+        EXPECT_FALSE(overlap(frame(f), frame(g))) << f << " " << g;
+      }
   // Each edge leaves its source's bottom and ends (arrowhead) at its target's top.
   ASSERT_EQ(l.edges.size(), r.edges.size());
   for (size_t e = 0; e < r.edges.size(); ++e) {

@@ -117,7 +117,9 @@ TEST(OnnxStaged, LoopWithARunTimeTripCountRunsTheBodyProgram) {
     double tri = static_cast<double>(trip * (trip - 1) / 2);
     EXPECT_EQ(values(out.at("acc")), (std::vector<double>{tri, 2 * tri, 3 * tri})) << trip;
     ASSERT_EQ(out.at("accs").shape(), (std::vector<int64_t>{trip, 3}));
-    if (trip >= 2) EXPECT_EQ(out.at("accs").get_f64(1 * 3 + 2), 3.0);  // after i = 0, 1: x * 1
+    if (trip >= 2) {
+      EXPECT_EQ(out.at("accs").get_f64(1 * 3 + 2), 3.0);  // after i = 0, 1: x * 1
+    }
   }
   EXPECT_EQ(s.stats().iterations, 14);
   // the body compiles once (one shape), however many iterations ran
