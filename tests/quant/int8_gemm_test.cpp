@@ -9,20 +9,12 @@
 #include "core/loop/lower.h"
 #include "core/runtime/random.h"
 
+#include "int8_data.h"
+
 namespace lathe {
 namespace {
 
-// Uniform over the whole type (u8 [0, 255], i8 [-128, 127]), seeded.
-HostTensor full_range(DType dt, std::vector<int64_t> shape, uint64_t seed) {
-  HostTensor t(dt, std::move(shape));
-  uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
-  for (int64_t i = 0; i < t.numel(); ++i) {
-    s ^= s << 13, s ^= s >> 7, s ^= s << 17;
-    int64_t v = static_cast<int64_t>(s % 256);
-    t.set_i64(i, dt == DType::U8 ? v : v - 128);
-  }
-  return t;
-}
+using test::full_range;
 
 HostTensor filled(DType dt, std::vector<int64_t> shape, int64_t v) {
   HostTensor t(dt, std::move(shape));

@@ -114,7 +114,6 @@ TEST(QuantInfo, OnnxQdqWithZeroPoints) {
     for (auto& sc : s.scales)
       if (sc.constant && sc.count > 1) ++per_channel;
   }
-  if (getenv("SHOW")) printf("%s", f.text.c_str());
   EXPECT_GE(deq, 3) << f.text;      // activation, weight, bias
   EXPECT_GE(quant, 2) << f.text;    // the input and the conv's output are quantized
   EXPECT_GE(with_zp, 1) << f.text;  // the u8 activations carry a zero point

@@ -16,20 +16,12 @@
 #include "core/frontend/tensor.h"
 #include "core/loop/lower.h"
 
+#include "int8_data.h"
+
 namespace lathe {
 namespace {
 
-// Uniform over the whole type (u8 [0, 255], i8 [-128, 127]), seeded.
-HostTensor full_range(DType dt, const std::vector<int64_t>& shape, uint64_t seed) {
-  HostTensor t(dt, shape);
-  uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
-  for (int64_t i = 0; i < t.numel(); ++i) {
-    s ^= s << 13, s ^= s >> 7, s ^= s << 17;
-    int64_t v = static_cast<int64_t>(s % 256);
-    t.set_i64(i, dt == DType::U8 ? v : v - 128);
-  }
-  return t;
-}
+using test::full_range;
 
 // Scales that put a K-term sum of full-range products at about ±200 (some saturate), per
 // channel (shape: 1 everywhere but the channel dim) from 0.5x to 2x of that.
