@@ -1,0 +1,136 @@
+// matmul_params.cpp — the choices made for a contraction before it is lowered
+// (lower_matmul.cpp): the host's register tile and int8 dot grouping, the cache blocking of
+// one contraction over the threads, and which operand goes on the A side.
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <numeric>
+#include <string>
+
+#include "core/ir/diag.h"
+#include "core/loop/lower.h"
+
+namespace lathe::loop {
+
+namespace {
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+int64_t round_up(int64_t a, int64_t b) { return ceil_div(a, b) * b; }
+}  // namespace
+
+MatmulBlocking matmul_blocking(int64_t m, int64_t n, int64_t k, int64_t batch, int threads, const MatmulParams& p) {
+  MatmulBlocking b;
+  threads = std::max(threads, 1);
+  b.kc = p.kc;
+  if (k > 0) b.kc = std::min<int64_t>(p.kc, round_up(ceil_div(k, ceil_div(k, p.kc)), 8));
+  b.nc = p.nc;
+  if (n > 0 && batch > 0) {
+    int64_t panels = ceil_div(n, p.nr), fewest = ceil_div(panels, p.nc / p.nr);
+    int64_t per_block = ceil_div(panels, fewest);
+    // Too few jobs for the threads: each extra N block packs all of A (M × K) again, each
+    // extra M split all of B (N × K), so split the longer side (a late convolution layer:
+    // 2048 channels × 49 positions splits M).
+    // The splits make a job count the threads divide, when M has the rows for them.
+    bool split_m = false;
+    int64_t want_ms = 1, nblocks = ceil_div(panels, per_block);
+    if (batch * nblocks < threads && m > n) {
+      want_ms = threads / std::gcd<int64_t>(batch * nblocks, threads);
+      split_m = want_ms <= ceil_div(m, p.mr);
+    }
+    // up to twice the fewest N blocks (or one per thread), for a job count the threads divide
+    for (int64_t blocks = fewest; !split_m && blocks <= std::min(panels, std::max<int64_t>(2 * fewest, threads)); ++blocks) {
+      int64_t per = ceil_div(panels, blocks);
+      if ((batch * ceil_div(panels, per)) % threads == 0) {
+        per_block = per;
+        break;
+      }
+    }
+    b.nc = per_block * p.nr;
+    int64_t jobs = batch * ceil_div(n, b.nc);
+    if (split_m) b.msplit = want_ms;
+    else if (jobs < threads && m > 0) b.msplit = std::min<int64_t>(ceil_div(threads, jobs), ceil_div(m, p.mr));
+  }
+  b.mc = p.mc;
+  if (m > 0) {
+    int64_t msz = b.msplit == 1 ? m : round_up(ceil_div(m, b.msplit), p.mr);
+    int64_t rows = ceil_div(msz, p.mr), max_rows = p.mc / p.mr;
+    b.mc = std::min<int64_t>(p.mc, ceil_div(rows, ceil_div(rows, max_rows)) * p.mr);
+  }
+  return b;
+}
+
+MatmulParams host_matmul_params() {
+  static const MatmulParams params = [] {
+    MatmulParams p;
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+    if (!__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx")) {
+      p.mr = 6, p.nr = 16, p.lanes = 8;
+      p.mc = 144;
+    } else if (!__builtin_cpu_supports("avx")) {  // SSE: 16 registers of 4 lanes (8-lane vectors take two)
+      p.mr = 6, p.nr = 8, p.lanes = 8;
+      p.mc = 144;
+    }
+#endif
+    if (const char* e = std::getenv("LATHE_MATMUL_TILE"); e && *e) {
+      int mr = 0, nr = 0, lanes = 0;
+      if (std::sscanf(e, "%dx%dx%d", &mr, &nr, &lanes) == 3 && mr > 0 && (lanes == 8 || lanes == 16) &&
+          nr > 0 && nr % lanes == 0 &&
+          mr <= 16 && nr <= 128) {
+        p.mr = mr, p.nr = nr, p.lanes = lanes;
+        p.mc = std::max(1, 128 / mr) * mr;
+        p.nc = std::max(1, 512 / nr) * nr;
+      } else {
+        throw UserError("LATHE_MATMUL_TILE='" + std::string(e) + "': expected MRxNRxLANES, LANES 8 or 16 and NR a multiple of it (e.g. 6x16x8)");
+      }
+    }
+    return p;
+  }();
+  return params;
+}
+
+int host_int8_dot_group() {
+  static const int g = [] {
+    int v = 2;
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+    if (__builtin_cpu_supports("avx512vnni")) v = 4;
+#if defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 11
+    if (__builtin_cpu_supports("avxvnni")) v = 4;
+#endif
+#endif
+    if (const char* e = std::getenv("LATHE_INT8_DOT"); e && *e) {
+      std::string s(e);
+      if (s == "vnni" || s == "4") v = 4;
+      else if (s == "i16" || s == "2") v = 2;
+      else throw UserError("LATHE_INT8_DOT='" + s + "': expected vnni (u8 x i8 groups of 4) or i16 (pairs)");
+    }
+    return v;
+  }();
+  return g;
+}
+
+bool orient_matmul(MatmulMatch& mm, const MatmulParams& P) {
+  // (int8 too: both sides widen to i16 alike, and VNNI's u8 × i8 groups want the u8
+  // activations on A, where the swap puts them)
+  const Shape& s = mm.mul->shape;
+  auto size = [&](const std::vector<int>& g) -> int64_t {
+    int64_t n = 1;
+    for (int d : g) {
+      if (!s[d].is_const()) return -1;
+      n *= s[d].value();
+    }
+    return n;
+  };
+  const int64_t M = size(mm.m_axes), N = size(mm.n_axes);
+  if (M < 0 || N < 0 || mm.n_axes.empty()) return false;
+  // a convolution's im2col side: a window (range conditions) or a group of positions
+  const bool conv_like = !mm.b.bounds.empty() || mm.n_axes.size() > 1 || mm.k_axes.size() > 1;
+  if (!conv_like || !mm.a.bounds.empty() || N >= 4 * P.nr) return false;
+  const int64_t inner = s[mm.n_axes.back()].value();
+  if (inner >= P.nr) return false;  // rows of >= NR positions: B is packed run by run
+  const int64_t now = round_up(N, P.nr) * round_up(M, P.mr), swapped = round_up(M, P.nr) * round_up(N, P.mr);
+  if (swapped * 20 > now * 19) return false;
+  std::swap(mm.a, mm.b);
+  std::swap(mm.m_axes, mm.n_axes);
+  return true;
+}
+
+}  // namespace lathe::loop
