@@ -251,20 +251,16 @@ bool start_quant_error(AppState& s, const std::string& backend) {
                       [before = std::move(before), after = std::move(after), version, build, backend]() -> JobRunner::Apply {
     auto r = std::make_shared<AppState::QuantErrors>();
     r->version = version;
-    r->backend = "interp";
+    auto used = std::make_shared<std::string>("interp");
     Evaluator eval;   // the interpreter, unless a backend compiles the graphs
-    if (backend != "interp" && build) {
-      auto used = std::make_shared<std::string>();
+    if (backend != "interp" && build)
       eval = [build, backend, used](const Graph& g, const TensorMap& in) {
         BuiltProgram b = build(g, backend);
         *used = b.backend;
         return b.exe->run(in);
       };
-      r->errors = quantization_error(before, after, 0, eval);
-      r->backend = *used;
-    } else {
-      r->errors = quantization_error(before, after, 0, eval);
-    }
+    r->errors = quantization_error(before, after, 0, eval);
+    r->backend = *used;
     return [r](AppState& s) {
       if (s.version != r->version) {
         s.warn("the quantization error was measured on a graph no longer shown: measure again");
