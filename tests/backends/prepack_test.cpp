@@ -77,6 +77,26 @@ TEST(Prepack, ConstantWeightsArePackedOnceNotPerRun) {
   }
 }
 
+TEST(Prepack, WeightViewsArePackedByRunsOrTiles) {
+  PrepackAll all;
+  // the packing's fast paths (whole [K, N] rows copied, B^T transposed in 4 x 4 tiles) over
+  // weights that are views of a larger constant: a row stride other than N or K, an offset,
+  // ragged panels and KC blocks, against the interpreter. (Offsets that are not one stride,
+  // packed element by element, are a convolution's: LateConvWeightsArePackedOnceByDefault.)
+  struct Case { int64_t m, k, n; int layout; };  // 0: [K, N] slice, 1: [N, K] slice (W^T)
+  for (Case c : {Case{3, 259, 37, 0}, Case{11, 7, 131, 0}, Case{5, 263, 19, 1}, Case{13, 5, 3, 1}, Case{64, 17, 16, 1}}) {
+    std::string what = std::to_string(c.m) + "x" + std::to_string(c.k) + "x" + std::to_string(c.n) + " layout " + std::to_string(c.layout);
+    Tensor x = input("x", {c.m, c.k});
+    Tensor w;
+    if (c.layout == 0) w = narrow(narrow(from_host(weights({c.k + 2, c.n + 5}, 2)), 1, 3, c.n), 0, 2, c.k);
+    else w = t(narrow(narrow(from_host(weights({c.n + 1, c.k + 4}, 3)), 1, 1, c.k), 0, 1, c.n));
+    Graph g = Graph::from_outputs({{"y", matmul(x, w).node()}});
+    Program p = build_program(g);
+    EXPECT_EQ(matmul_kernels(p).prepacked, 1) << what << "\n" << test::loop_ir_of(p);
+    expect_matches(g, what);
+  }
+}
+
 TEST(Prepack, BatchedInputsShareOnePackedWeight) {
   PrepackAll all;
   // batch 1 and 64 over a [K, N] weight: one packed copy serves every batch element
