@@ -151,16 +151,16 @@ HostTensor bf16_from_bits(const HostTensor& t) {
 
 // --staged: one StagedOnnx per test, its segment programs compiled once per key.
 std::unique_ptr<StagedOnnx> make_staged(const std::string& model, const std::string& backend,
-                                        std::map<std::string, std::shared_ptr<Executable>>& cache) {
+                                        KeyedLru<std::shared_ptr<Executable>>& cache) {
   SegmentRunner run = [&cache, backend](const Graph& g, const std::string& key, const TensorMap& ins) {
     if (backend == "interp") return interpret(g, ins);
-    auto it = cache.find(key);
-    if (it == cache.end()) {
+    std::shared_ptr<Executable>* e = cache.find(key);
+    if (!e) {
       std::string why = get_backend(backend).supports_graph(g);
       if (!why.empty()) throw OnnxUnsupported("backend '" + backend + "' cannot run " + why);
-      it = cache.emplace(key, std::make_shared<Executable>(compile_graph(g, backend))).first;
+      e = &cache.put(key, std::make_shared<Executable>(compile_graph(g, backend)));
     }
-    return it->second->run(ins);
+    return (*e)->run(ins);
   };
   return std::make_unique<StagedOnnx>(model, StagedOptions{}, run);
 }
@@ -168,7 +168,7 @@ std::unique_ptr<StagedOnnx> make_staged(const std::string& model, const std::str
 std::string check_test(const fs::path& dir, const std::string& backend, const Tolerance& tol) {
   std::string model = (dir / "model.onnx").string();
   OnnxSignature sig = onnx_signature(model);
-  std::map<std::string, std::shared_ptr<Executable>> staged_cache;
+  KeyedLru<std::shared_ptr<Executable>> staged_cache(64);
   std::unique_ptr<StagedOnnx> staged;
   if (tol.staged) staged = make_staged(model, backend, staged_cache);
   // sequence and optional inputs are structure fixed at import (OnnxOptions): no generic graph

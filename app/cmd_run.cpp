@@ -295,12 +295,13 @@ int run_parsed(const Graph& g, const std::string& file, const std::string& backe
 int run_staged_onnx(const std::string& file, const std::string& backend, const std::vector<std::string>& input_args,
                     const std::string& output_dir) {
 #ifdef HAVE_LATHE_IMPORT
-  std::map<std::string, std::shared_ptr<Executable>> cache;
+  KeyedLru<std::shared_ptr<Executable>> cache(64);  // programs by segment key (bounded)
+  int64_t compiled = 0;
   SegmentRunner run = [&](const Graph& g, const std::string& key, const TensorMap& ins) {
     if (backend == "interp") return interpret(g, ins);
-    auto it = cache.find(key);
-    if (it == cache.end()) it = cache.emplace(key, std::make_shared<Executable>(compile_graph(g, backend))).first;
-    return it->second->run(ins);
+    std::shared_ptr<Executable>* e = cache.find(key);
+    if (!e) e = &cache.put(key, std::make_shared<Executable>(compile_graph(g, backend))), ++compiled;
+    return (*e)->run(ins);
   };
   StagedOnnx model(file, {}, run);
   TensorMap inputs;
@@ -322,7 +323,7 @@ int run_staged_onnx(const std::string& file, const std::string& backend, const s
     if (!output_dir.empty()) write_output(dir, name, t);
   }
   const StagedStats& st = model.stats();
-  std::cout << "staged: " << st.segments << " segment runs, " << cache.size() << " programs compiled, " << st.host_ops
+  std::cout << "staged: " << st.segments << " segment runs, " << compiled << " programs compiled, " << st.host_ops
             << " host ops, " << st.iterations << " loop iterations\n";
   return 0;
 #else
@@ -369,7 +370,7 @@ int run_run(const std::vector<std::string>& args) {
       g = sample.empty() ? load_graph(file) : build_sample(sample);
     } catch (const UserError& e) {
       bool onnx = file.size() > 5 && file.compare(file.size() - 5, 5, ".onnx") == 0;
-      if (!onnx || std::string(e.what()).find("dynamic shape input not supported") == std::string::npos) throw;
+      if (!onnx || !onnx_needs_staged(e.what())) throw;
       return run_staged_onnx(file, backend, input_args, output_dir);
     }
     flags.st.load_ms = ms_since(t0);

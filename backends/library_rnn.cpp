@@ -16,7 +16,8 @@
 // between threads once, for all T steps (no synchronization per step); a small batch with a
 // big RT splits the hidden units instead, while the machine has idle cores (run_rnn), in
 // pieces that any of the threads may take, so that one descheduled thread does not stall the
-// others (Team).
+// others (Team) — when that has been faster than one thread for the layer lately: the kernel
+// times both ways and keeps the faster (rnn_chooser.h), unless LATHE_RNN_THREADS decides.
 // AVX2 + FMA when the CPU has them, else plain loops with the same structure.
 #include <immintrin.h>
 
@@ -29,11 +30,14 @@
 #include <memory>
 #include <mutex>
 #include <cstring>
+#include <map>
+#include <string>
 #include <system_error>
 #include <thread>
 #include <vector>
 
 #include "backends/library.h"
+#include "backends/rnn_chooser.h"
 #include "core/ir/diag.h"
 #include "core/ir/rnn_op.h"
 
@@ -577,7 +581,8 @@ void team_work(Team& tm, int me) {
 
 int hardware_threads() { return static_cast<int>(std::max(1u, std::thread::hardware_concurrency())); }
 
-// LATHE_RNN_THREADS=N: at most N threads (1: none); 0 / unset: the hardware's
+// LATHE_RNN_THREADS=N: at most N threads (1: none); 0 / unset: the hardware's; "auto": the
+// hardware's, choosing between one thread and the Team by timing even on a loaded machine
 int thread_limit() {
   const char* e = std::getenv("LATHE_RNN_THREADS");
   return e && std::atoi(e) > 0 ? std::atoi(e) : 0;
@@ -592,8 +597,22 @@ int thread_limit() {
 // core idle besides this thread.
 bool cores_idle(int threads) {
   if (thread_limit() > 0) return true;
+  if (const char* e = std::getenv("LATHE_RNN_THREADS"); e && std::string(e) == "auto") return true;  // time both, whatever the load
   double load[1];
   return getloadavg(load, 1) == 1 && load[0] + (threads - 1) <= hardware_threads() + 0.5;  // the load counts this thread
+}
+
+// A small batch's hidden units split between `threads` threads, `pieces` pieces a round.
+void run_team(const Args& a, int threads, int64_t pieces);
+
+// One chooser per layer shape (its Extern's ints), kept for the process.
+std::mutex& chooser_mu() {
+  static std::mutex* m = new std::mutex;
+  return *m;
+}
+std::map<std::vector<int64_t>, RnnModeChooser>& choosers() {
+  static auto* m = new std::map<std::vector<int64_t>, RnnModeChooser>;
+  return *m;
 }
 
 }  // namespace
@@ -633,11 +652,38 @@ void run_rnn(NodeRef n, void* const* bufs) {
   int threads = static_cast<int>(std::min<int64_t>({hw, kMaxThreads, blocks / 4}));
   if (T < 4 || H * GH * 4 < (int64_t(256) << 10)) threads = 1;
   if (threads > 1 && !cores_idle(threads)) threads = 1;
+  if (threads > 1 && thread_limit() == 0) {
+    // not asked for by LATHE_RNN_THREADS: one thread or the Team, whichever has been faster
+    // for this layer lately (rnn_chooser.h)
+    RnnModeChooser* ch = nullptr;
+    int mode = 0;
+    {
+      std::lock_guard<std::mutex> lock(chooser_mu());
+      ch = &choosers()[rnn_ints(*sp)];
+      mode = ch->pick();
+    }
+    const double t0 = now_us();
+    if (mode == 0) {
+      State st(a, 0, B);
+      run_alone(a, st);
+    } else {
+      run_team(a, threads, std::min<int64_t>(blocks, 4 * threads));
+    }
+    std::lock_guard<std::mutex> lock(chooser_mu());
+    ch->record(mode, now_us() - t0);
+    return;
+  }
   if (threads <= 1) {
     State st(a, 0, B);
     return run_alone(a, st);
   }
-  auto team = std::make_shared<Team>(a, threads, std::min<int64_t>(blocks, 4 * threads));
+  run_team(a, threads, std::min<int64_t>(blocks, 4 * threads));
+}
+
+namespace {
+
+void run_team(const Args& a, int threads, int64_t pieces) {
+  auto team = std::make_shared<Team>(a, threads, pieces);
   for (int i = 1; i < threads; ++i) {
     try {
       std::thread([team, i] { team_work(*team, i); }).detach();
@@ -652,4 +698,5 @@ void run_rnn(NodeRef n, void* const* bufs) {
   write_last(team->a, team->st);
 }
 
+}  // namespace
 }  // namespace lathe

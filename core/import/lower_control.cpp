@@ -11,7 +11,11 @@
 // and stacks the per-iteration scan outputs, honouring the axes and directions attributes.
 // Sequences and optionals pass through a constant-condition If and a Loop's carried values
 // (NodeCtx::run_body_values), since both are unrolled at import time.
+// A Loop or (opset 9+) Scan longer than kMaxIterations is unsupported here with a message
+// holding kTooLongToUnroll (onnx_needs_staged): the staged executor (onnx_staged.h) runs it
+// on the host, its body a program of its own.
 #include "core/import/onnx_lower.h"
+#include "core/import/onnx_staged.h"
 
 namespace lathe::onnx_import {
 namespace {
@@ -78,7 +82,7 @@ void loop_op(NodeCtx& c) {
     if (!m) c.unsupported("dynamic shape input not supported: Loop with a run-time trip count");
     if (*m < 0) c.fail("the trip count " + std::to_string(static_cast<int64_t>(*m)) + " is negative");
     if (*m > static_cast<double>(kMaxIterations))
-      c.unsupported("Loop of " + std::to_string(static_cast<int64_t>(*m)) + " iterations (unrolled; at most " + std::to_string(kMaxIterations) + ")");
+      c.unsupported("Loop of " + std::to_string(static_cast<int64_t>(*m)) + " iterations (" + std::string(kTooLongToUnroll) + ": at most " + std::to_string(kMaxIterations) + ")");
     trip = static_cast<int64_t>(*m);
   }
   Tensor cond = c.has(1) ? to(c.in(1), DType::Bool) : full({}, 1, DType::Bool);
@@ -95,7 +99,7 @@ void loop_op(NodeCtx& c) {
     std::optional<bool> go = const_bool(cond, c, "the loop condition");
     if (!go) c.unsupported("dynamic shape input not supported: Loop whose condition is computed at run time");
     if (!*go) break;
-    if (it >= kMaxIterations) c.unsupported("Loop of more than " + std::to_string(kMaxIterations) + " iterations (unrolled)");
+    if (it >= kMaxIterations) c.unsupported("Loop of more than " + std::to_string(kMaxIterations) + " iterations (" + std::string(kTooLongToUnroll) + ")");
     ProvenanceScope ps("iter" + std::to_string(it));
     std::vector<BodyValue> args{BodyValue::of(full({}, it, DType::I64)), BodyValue::of(cond)};
     args.insert(args.end(), carried.begin(), carried.end());
@@ -184,7 +188,7 @@ void scan_op(NodeCtx& c) {
     if (T >= 0 && n.value() != T) c.fail("scan inputs differ in length along their scan axes");
     T = n.value();
   }
-  if (T > kMaxIterations) c.unsupported("Scan of " + std::to_string(T) + " iterations (unrolled; at most " + std::to_string(kMaxIterations) + ")");
+  if (T > kMaxIterations) c.unsupported("Scan of " + std::to_string(T) + " iterations (" + std::string(kTooLongToUnroll) + ": at most " + std::to_string(kMaxIterations) + ")");
   const onnx::GraphProto& body = c.attr_graph("body");
   if (body.output_size() < static_cast<int>(n_state)) c.fail("the body has too few outputs");
   size_t n_out = static_cast<size_t>(body.output_size()) - n_state;

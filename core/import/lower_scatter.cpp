@@ -13,8 +13,10 @@
 // along-one-axis operations on a [P, R] view (ScatterND) or a Take (GatherND).
 // Constant indices are checked at import time, and in a staged run (onnx_staged.h) indices
 // known on the host are checked each run: one out of range is an error naming the node.
-// Indices computed inside a compiled program that fall outside the axis match no position
-// (the update is dropped), as an out-of-range Take gives 0.
+// The scatters' indices must be one or the other: indices known only at run time make the
+// model a staged one (require_known_indices), whose segment ends before the scatter when
+// they are computed there, so every index a scatter applies has been checked. (GatherND's
+// run-time indices are not: one outside the axis gathers 0, as an out-of-range Take does.)
 #include <limits>
 
 #include "core/import/onnx_lower.h"
@@ -37,6 +39,14 @@ void check_const_indices(const NodeCtx& c, size_t i, int64_t n, const char* what
       c.fail(std::string(what) + " index " + std::to_string(v) + " (element " + std::to_string(k) +
              ") is out of range for a dim of " + std::to_string(n));
   }
+}
+
+// Scatter indices (input 1) that are neither constant nor known on the host: the model
+// runs staged (lathe run does that on this message) and the indices are checked there.
+void require_known_indices(const NodeCtx& c) {
+  if (!c.known_in(1))
+    c.unsupported("dynamic shape input not supported: scatter indices known only at run time (checked on the host "
+                  "every run in a staged run)");
 }
 
 // data [.., N, ..] (axis `ax`), idx and upd [.., K, ..] with data's other dims; returns
@@ -106,6 +116,7 @@ void scatter_elements_op(NodeCtx& c) {
       c.fail("indices " + idx.describe() + " exceed data " + data.describe() + " in dim " + std::to_string(d));
   }
   check_const_indices(c, 1, data.shape()[ax].value(), "scatter");
+  require_known_indices(c);
   // crop data to the indices' extent on the other axes, scatter, and put it back
   Tensor dc = data;
   bool cropped = false;
@@ -163,6 +174,7 @@ void scatter_nd_op(NodeCtx& c) {
   want.insert(want.end(), data.shape().begin() + k, data.shape().end());
   if (upd.shape() != want) c.fail("updates " + upd.describe() + " must have shape " + shape_to_string(want));
   check_nd_indices(c, data.shape(), 0, k);
+  require_known_indices(c);
   Shape lead(data.shape().begin(), data.shape().begin() + k), rest(data.shape().begin() + k, data.shape().end());
   SymInt P = shape_numel(lead), R = shape_numel(rest), J = shape_numel(Shape(idx.shape().begin(), idx.shape().end() - 1));
   Tensor lin = reshape(linearize(c, idx, data.shape(), 0, k), {J, 1});

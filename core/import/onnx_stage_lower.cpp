@@ -2,15 +2,27 @@
 // segment's import, with boundary nodes specialized on host values, evaluated on the host,
 // or ending the segment; and the names a graph or node reads.
 #include "core/import/onnx_lowerer.h"
+#include "core/import/onnx_staged.h"
+
+namespace lathe {
+
+bool onnx_needs_staged(const std::string& message) {
+  return message.find("dynamic shape input not supported") != std::string::npos ||
+         message.find(kTooLongToUnroll) != std::string::npos;
+}
+
+}  // namespace lathe
 
 namespace lathe::onnx_import {
 
-// A node that could not be lowered for want of a run-time value, or a Loop / If the
+// A node that could not be lowered for want of a run-time value, or a Loop / Scan / If the
 // importer cannot unroll or select at import time.
 bool Lowerer::stageable(const onnx::NodeProto& np, const std::string& why) {
   if (why.find("dynamic shape input not supported") != std::string::npos) return true;
-  return np.op_type() == "Loop" && why.find("(unrolled") != std::string::npos;
+  return (np.op_type() == "Loop" || np.op_type() == "Scan") && why.find(kTooLongToUnroll) != std::string::npos;
 }
+
+
 
 // The host value of `name`: known at run time or foldable at import time.
 std::optional<HostTensor> Lowerer::host_value(const std::string& name, const std::unordered_map<std::string, NodeRef>& values) {
@@ -80,7 +92,7 @@ bool Lowerer::host_evaluable(const onnx::NodeProto& np, const std::unordered_map
 void Lowerer::host_eval(const onnx::NodeProto& np, int k, std::unordered_map<std::string, NodeRef>& values,
                const std::string& where) {
   std::vector<HostTensor> outs;
-  if (np.op_type() == "Loop" || np.op_type() == "If") {
+  if (np.op_type() == "Loop" || np.op_type() == "If" || np.op_type() == "Scan") {
     HostValues reads;
     for (const std::string& name : node_reads(np)) reads[name] = *host_value(name, values);
     outs = stage->run_control(np, where, reads);

@@ -2,6 +2,7 @@
 // boundaries (data-dependent shapes, run-time Loop / If). The design is in onnx_staged.h.
 #include "core/import/onnx_staged.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
@@ -18,6 +19,7 @@ namespace {
 constexpr int kMaxDepth = 16;         // bodies nested in bodies (as the importer's)
 constexpr int kMaxSegments = 1 << 16;  // segments of one graph run (each does a node at least)
 constexpr int kMaxSpecializations = 4;  // programs per node specialized on shape values; then the host
+constexpr size_t kMaxImported = 1024;   // imported segments kept (least recently used dropped)
 
 std::string value_key(const std::string& name, const HostTensor& t) {
   return name + ":" + std::string(dtype_name(t.dtype())) + t.shape_string() + ";";
@@ -47,6 +49,40 @@ HostTensor stack_host(const std::vector<HostTensor>& parts, const std::string& w
   return r;
 }
 
+// Element `i` of t along `axis` (the axis dropped).
+HostTensor take_along(const HostTensor& t, int axis, int64_t i) {
+  std::vector<int64_t> shape = t.shape();
+  int64_t outer = 1, inner = static_cast<int64_t>(dtype_size(t.dtype()));
+  for (int d = 0; d < axis; ++d) outer *= shape[static_cast<size_t>(d)];
+  for (size_t d = static_cast<size_t>(axis) + 1; d < shape.size(); ++d) inner *= shape[d];
+  const int64_t n = shape[static_cast<size_t>(axis)];
+  shape.erase(shape.begin() + axis);
+  HostTensor r(t.dtype(), shape);
+  const std::byte* src = static_cast<const std::byte*>(t.data());
+  std::byte* dst = static_cast<std::byte*>(r.data());
+  for (int64_t o = 0; o < outer; ++o)
+    if (inner) std::memcpy(dst + o * inner, src + (o * n + i) * inner, static_cast<size_t>(inner));
+  return r;
+}
+
+// Equal-shaped parts stacked along a new axis `axis` (parts[k] at position k).
+HostTensor stack_along(const std::vector<HostTensor>& parts, int axis) {
+  std::vector<int64_t> shape = parts[0].shape();
+  int64_t outer = 1, inner = static_cast<int64_t>(dtype_size(parts[0].dtype()));
+  for (int d = 0; d < axis; ++d) outer *= shape[static_cast<size_t>(d)];
+  for (size_t d = static_cast<size_t>(axis); d < shape.size(); ++d) inner *= shape[d];
+  const int64_t n = static_cast<int64_t>(parts.size());
+  shape.insert(shape.begin() + axis, n);
+  HostTensor r(parts[0].dtype(), shape);
+  std::byte* dst = static_cast<std::byte*>(r.data());
+  for (int64_t k = 0; k < n; ++k) {
+    const std::byte* src = static_cast<const std::byte*>(parts[static_cast<size_t>(k)].data());
+    for (int64_t o = 0; o < outer; ++o)
+      if (inner) std::memcpy(dst + (o * n + k) * inner, src + o * inner, static_cast<size_t>(inner));
+  }
+  return r;
+}
+
 const onnx::GraphProto& graph_attr(const onnx::NodeProto& np, const std::string& name, const std::string& where) {
   for (const auto& a : np.attribute())
     if (a.name() == name && a.has_g()) return a.g();
@@ -63,7 +99,7 @@ struct StagedOnnx::Impl {
   int opset = 0;
   StagedStats stats;
   std::map<const onnx::GraphProto*, HostValues> inits;  // per graph, converted once
-  std::map<std::string, Segment> imported;              // segments with no host evaluation, by key
+  KeyedLru<Segment> imported{kMaxImported};            // segments with no host evaluation, by key
   std::map<std::string, std::set<std::string>> specialized;  // per node: the values it was specialized on
   bool trace = [] {
     const char* e = std::getenv("LATHE_STAGED_TRACE");
@@ -94,14 +130,16 @@ struct StagedOnnx::Impl {
       for (const auto& [name, t] : host) pre += value_key(name, t);
       Segment s;
       size_t consts_before = consts.size();
-      if (auto it = imported.find(pre); it != imported.end()) {
-        s = it->second;
+      if (const Segment* hit = imported.find(pre)) {
+        s = *hit;
       } else {
         StageCtx st{host, done, consts, prefix, {}};
         st.run_control = [&, depth](const onnx::NodeProto& np, const std::string& where, const HostValues& reads) {
           if (depth + 1 > kMaxDepth)
             throw UserError(where + ": control-flow bodies nest more than " + std::to_string(kMaxDepth) + " deep");
-          return np.op_type() == "Loop" ? run_loop(np, where, reads, depth + 1) : run_if(np, where, reads, depth + 1);
+          if (np.op_type() == "Loop") return run_loop(np, where, reads, depth + 1);
+          if (np.op_type() == "Scan") return run_scan(np, where, reads, depth + 1);
+          return run_if(np, where, reads, depth + 1);
         };
         st.may_specialize = [&](int k, const std::string& values) {
           std::set<std::string>& seen = specialized[gid + std::to_string(k)];
@@ -114,7 +152,7 @@ struct StagedOnnx::Impl {
         ++stats.imports;
         stats.host_ops += st.host_evals;
         // the import is a function of the key unless it evaluated something on the host
-        if (st.host_evals == 0 && st.host_checks == 0 && st.spec.empty() && consts.size() == consts_before) imported[pre] = s;
+        if (st.host_evals == 0 && st.host_checks == 0 && st.spec.empty() && consts.size() == consts_before) imported.put(pre, s);
       }
       if (!s.graph.outputs.empty()) {
         std::string key = pre + "#";
@@ -232,6 +270,99 @@ struct StagedOnnx::Impl {
         }
       if (!known) throw OnnxUnsupported(where + ": a Loop of zero iterations whose scan output has no static shape");
       r.push_back(HostTensor(*dtype_from_onnx(tt.elem_type()), shape));
+    }
+    return r;
+  }
+
+  // Scan (opset 9+) too long to unroll: the body runs once per position along the scan
+  // axes, a program of its own (a StagedOnnx graph run); scan outputs stack on the host.
+  // Every iteration counts against StagedOptions::max_loop_iterations.
+  std::vector<HostTensor> run_scan(const onnx::NodeProto& np, const std::string& where, const HostValues& reads, int depth) {
+    if (opset < 9) throw OnnxUnsupported(where + ": a Scan (opset 8) too long to unroll");
+    const onnx::GraphProto& body = graph_attr(np, "body", where);
+    auto ints = [&](const char* name) {
+      std::vector<int64_t> v;
+      for (const auto& a : np.attribute())
+        if (a.name() == name) v.assign(a.ints().begin(), a.ints().end());
+      return v;
+    };
+    int64_t n_in = -1;
+    for (const auto& a : np.attribute())
+      if (a.name() == "num_scan_inputs") n_in = a.i();
+    const size_t total = static_cast<size_t>(np.input_size());
+    if (n_in < 1 || static_cast<size_t>(n_in) > total) throw UserError(where + ": num_scan_inputs must be in [1, number of inputs]");
+    const size_t n_state = total - static_cast<size_t>(n_in);
+    std::vector<HostTensor> state, xs;
+    for (size_t i = 0; i < total; ++i) {
+      const std::string& name = np.input(static_cast<int>(i));
+      if (name.empty()) throw UserError(where + ": input " + std::to_string(i) + " is empty");
+      (i < n_state ? state : xs).push_back(reads.at(name));
+    }
+    std::vector<int64_t> in_axes = ints("scan_input_axes"), in_dirs = ints("scan_input_directions");
+    if (in_axes.empty()) in_axes.assign(xs.size(), 0);
+    if (in_dirs.empty()) in_dirs.assign(xs.size(), 0);
+    if (in_axes.size() != xs.size() || in_dirs.size() != xs.size())
+      throw UserError(where + ": scan_input_axes / directions have the wrong length");
+    int64_t T = -1;
+    std::vector<int> axes;
+    for (size_t i = 0; i < xs.size(); ++i) {
+      const int64_t r = static_cast<int64_t>(xs[i].rank());
+      int64_t a = in_axes[i] < 0 ? in_axes[i] + r : in_axes[i];
+      if (a < 0 || a >= r) throw UserError(where + ": scan_input_axes entry " + std::to_string(in_axes[i]) + " is out of range for rank " + std::to_string(r));
+      axes.push_back(static_cast<int>(a));
+      const int64_t n = xs[i].shape()[static_cast<size_t>(a)];
+      if (T >= 0 && n != T) throw UserError(where + ": scan inputs differ in length along their scan axes");
+      T = n;
+    }
+    if (T > opt.max_loop_iterations)
+      throw UserError(where + ": a Scan of " + std::to_string(T) + " iterations exceeds the limit of " +
+                      std::to_string(opt.max_loop_iterations) + " (StagedOptions::max_loop_iterations)");
+    if (body.input_size() != static_cast<int>(total))
+      throw UserError(where + ": the body takes " + std::to_string(body.input_size()) + " inputs, the Scan gives " + std::to_string(total));
+    if (body.output_size() < static_cast<int>(n_state)) throw UserError(where + ": the body has too few outputs");
+    const size_t n_out = static_cast<size_t>(body.output_size()) - n_state;
+    if (static_cast<size_t>(np.output_size()) != n_state + n_out)
+      throw UserError(where + ": the node has " + std::to_string(np.output_size()) + " outputs, the body gives " + std::to_string(n_state + n_out));
+    std::vector<int64_t> out_axes = ints("scan_output_axes"), out_dirs = ints("scan_output_directions");
+    if (out_axes.empty()) out_axes.assign(n_out, 0);
+    if (out_dirs.empty()) out_dirs.assign(n_out, 0);
+    if (out_axes.size() != n_out || out_dirs.size() != n_out) throw UserError(where + ": scan_output_axes / directions have the wrong length");
+    HostValues outer;
+    for (const std::string& name : free_names(body))
+      if (auto it = reads.find(name); it != reads.end()) outer[name] = it->second;
+    std::vector<std::vector<HostTensor>> ys(n_out);
+    int64_t scan_elements = 0;
+    for (int64_t t = 0; t < T; ++t) {
+      HostValues h = outer;
+      for (size_t i = 0; i < n_state; ++i) h[body.input(static_cast<int>(i)).name()] = state[i];
+      for (size_t i = 0; i < xs.size(); ++i)
+        h[body.input(static_cast<int>(n_state + i)).name()] = take_along(xs[i], axes[i], in_dirs[i] ? T - 1 - t : t);
+      std::vector<HostTensor> outs = run_graph(body, std::move(h), depth, where + " > ");
+      ++stats.iterations;
+      for (size_t i = 0; i < n_state; ++i) {
+        if (outs[i].dtype() != state[i].dtype())
+          throw UserError(where + ": state " + std::to_string(i) + " changes dtype from " + std::string(dtype_name(state[i].dtype())) +
+                          " to " + std::string(dtype_name(outs[i].dtype())));
+        state[i] = outs[i];
+      }
+      for (size_t i = 0; i < n_out; ++i) {
+        const HostTensor& y = outs[n_state + i];
+        scan_elements += y.numel();
+        if (scan_elements > opt.onnx.max_elements)
+          throw UserError(where + ": the scan outputs exceed the limit of " + std::to_string(opt.onnx.max_elements) + " elements");
+        if (!ys[i].empty() && (y.shape() != ys[i][0].shape() || y.dtype() != ys[i][0].dtype()))
+          throw UserError(where + ": scan output " + std::to_string(i) + " changes shape between iterations");
+        ys[i].push_back(y);
+      }
+    }
+    std::vector<HostTensor> r = state;
+    for (size_t i = 0; i < n_out; ++i) {
+      if (ys[i].empty()) throw OnnxUnsupported(where + ": a Scan of length 0 with scan outputs");
+      if (out_dirs[i]) std::reverse(ys[i].begin(), ys[i].end());
+      const int64_t rank = static_cast<int64_t>(ys[i][0].rank()) + 1;
+      int64_t a = out_axes[i] < 0 ? out_axes[i] + rank : out_axes[i];
+      if (a < 0 || a >= rank) throw UserError(where + ": scan_output_axes entry " + std::to_string(out_axes[i]) + " is out of range for rank " + std::to_string(rank));
+      r.push_back(stack_along(ys[i], static_cast<int>(a)));
     }
     return r;
   }

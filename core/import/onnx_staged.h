@@ -23,11 +23,14 @@
 //     boundaries itself), run by a host loop with iteration number, condition and carried
 //     values as inputs; scan outputs stack on the host. Every iteration counts against
 //     StagedOptions::max_loop_iterations (error naming the Loop); a negative trip count is
-//     an error. If with a run-time condition runs the branch taken (its outputs may differ
+//     an error. A Loop or Scan (opset 9+) with a constant length too long for the importer
+//     to unroll (onnx_needs_staged) runs the same way, Scan slicing its inputs on the host. If with a run-time condition runs the branch taken (its outputs may differ
 //     in shape from the other branch's). Bodies nest at most 16 deep.
 //   * A shape-deciding input known on the host (a Reshape's target, an Expand's shape, TopK's
 //     k: a small integer tensor) does not force the node onto the host: it is bound as a
 //     constant, the node lowers into the segment, and the values join the program's key.
+//   * Caches are bounded (KeyedLru): imported segments, and the programs of the callers'
+//     runners (lathe run, onnx-test --staged) keep the most recently used.
 //   * Every tensor made on the host obeys OnnxOptions::max_elements. LATHE_STAGED_TRACE=1
 //     prints each segment run, host op and Loop to stderr.
 //
@@ -35,9 +38,12 @@
 // unrolled (import-time) If / Scan body.
 #pragma once
 #include <functional>
+#include <list>
 #include <map>
 #include <memory>
 #include <string>
+#include <unordered_map>
+#include <utility>
 
 #include "core/import/onnx_import.h"
 
@@ -48,6 +54,46 @@ using TensorMap = std::map<std::string, HostTensor>;  // as executor.h and inter
 // Runs one segment program: g with the given inputs; key identifies g's structure (equal
 // keys, equal graphs), so an implementation may cache a compiled program per key.
 using SegmentRunner = std::function<TensorMap(const Graph& g, const std::string& key, const TensorMap& inputs)>;
+
+// In an OnnxUnsupported message: a Loop or Scan with more iterations than the importer unrolls.
+inline constexpr const char* kTooLongToUnroll = "too many to unroll";
+// Whether a load_onnx failure's message means the model runs through the staged executor:
+// a shape decided by run-time data, or a Loop / Scan too long to unroll.
+bool onnx_needs_staged(const std::string& message);
+
+// A map from segment keys to T that keeps at most `capacity` entries, dropping the least
+// recently used: the staged executor's imported segments and the callers' compiled programs.
+// A Loop whose carried values change shape every iteration makes a new key each time; its
+// programs must not all stay alive.
+template <class T>
+class KeyedLru {
+ public:
+  explicit KeyedLru(size_t capacity) : cap_(capacity < 1 ? 1 : capacity) {}
+  T* find(const std::string& key) {
+    auto it = map_.find(key);
+    if (it == map_.end()) return nullptr;
+    order_.splice(order_.begin(), order_, it->second);
+    return &it->second->second;
+  }
+  T& put(const std::string& key, T value) {
+    if (T* v = find(key)) return *v = std::move(value);
+    order_.emplace_front(key, std::move(value));
+    map_[key] = order_.begin();
+    if (order_.size() > cap_) {
+      map_.erase(order_.back().first);
+      order_.pop_back();
+      ++evicted_;
+    }
+    return order_.front().second;
+  }
+  size_t size() const { return order_.size(); }
+  size_t evicted() const { return evicted_; }
+
+ private:
+  size_t cap_, evicted_ = 0;
+  std::list<std::pair<std::string, T>> order_;
+  std::unordered_map<std::string, typename std::list<std::pair<std::string, T>>::iterator> map_;
+};
 
 struct StagedOptions {
   OnnxOptions onnx;                    // max_elements applies; fixed_inputs etc. are ignored

@@ -9,6 +9,7 @@
 #include <random>
 
 #include "backends/kernel_dedup.h"
+#include "backends/rnn_chooser.h"
 #include "core/frontend/autodiff.h"
 #include "core/import/onnx_import.h"
 #include "core/ir/build.h"
@@ -266,6 +267,32 @@ TEST(FusedRecurrence, HiddenUnitsSplitBetweenThreads) {
   Case r{"RNN", 6, 1, 2, 261, "forward"};
   r.lens_input = true;
   expect_fused_matches_unrolled(r);
+}
+
+// one thread or the Team, by the medians of their recent wall times: warm-up alternates,
+// the faster is then used with the other tried every kExplore calls, and a change of load
+// (the chosen mode turning slow) switches back
+TEST(FusedRecurrence, ChooserKeepsTheFasterModeAndNoticesALoadChange) {
+  RnnModeChooser c;
+  double cost[2] = {1000, 700};  // µs: the Team faster
+  int team_calls = 0;
+  for (int call = 0; call < 64; ++call) {
+    int m = c.pick();
+    team_calls += m;
+    c.record(m, cost[m] + (call % 3) * 10);
+  }
+  EXPECT_GE(c.calls(0), RnnModeChooser::kWarm);
+  EXPECT_GE(team_calls, 64 - 3 - 64 / RnnModeChooser::kExplore - 1);  // the warm-up and explorations
+  EXPECT_LT(c.median(1), c.median(0));
+  cost[1] = 3000;  // the other core taken: the Team slows down
+  int late_team = 0;
+  for (int call = 0; call < 64; ++call) {
+    int m = c.pick();
+    if (call >= 16) late_team += m;
+    c.record(m, cost[m]);
+  }
+  EXPECT_LE(late_team, 48 / RnnModeChooser::kExplore + 1);  // back to one thread, exploring only
+  EXPECT_LT(c.median(0), c.median(1));
 }
 
 // threads descheduled inside a piece (LATHE_RNN_STALL_US makes a claimed piece sleep now and

@@ -22,6 +22,17 @@ int main(int argc, char** argv) {
   nonzero_model().save_to(dir + "/nonzero.onnx");
   nonzero_huge_model().save_to(dir + "/nonzero_huge.onnx");
   deep_loop_model(18).save_to(dir + "/deep.onnx");
+  loop_model(false, false, 5000).save_to(dir + "/loop_const_5000.onnx");
+  loop_model(false, false, int64_t(1) << 40).save_to(dir + "/loop_const_huge.onnx");
+  scan_model(5000).save_to(dir + "/scan_5000.onnx");
+  scan_model(70000).save_to(dir + "/scan_70000.onnx");
+  scatter_model(true).save_to(dir + "/scatter_computed.onnx");
+  write_npy(dir + "/xq.npy", f32({3}, {1, 0.5, 0.25}));
+  write_npy(dir + "/x4.npy", f32({4}, {1, 1, 1, 1}));
+  write_npy(dir + "/idx_bad.npy", i64({2}, {1, -9}));
+  write_npy(dir + "/s2.npy", f32({2}, {1, 2}));
+  write_npy(dir + "/xs5000.npy", HostTensor(DType::F32, {2, 5000}));
+  write_npy(dir + "/xs70000.npy", HostTensor(DType::F32, {2, 70000}));
   write_npy(dir + "/x3.npy", f32({3}, {1, 2, 3}));
   write_npy(dir + "/x2.npy", f32({2}, {1, 2}));
   write_npy(dir + "/x23.npy", f32({2, 3}, {0, 2, -1, 3, 0, 5}));

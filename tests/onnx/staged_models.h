@@ -113,10 +113,12 @@ inline Model nonzero_model() {
 }
 
 // Loop(M, cond, acc): body (i, c, a) -> (c, a + x * i, a + x * i); x from the outer scope.
-inline Model loop_model(bool with_cond, bool cond_from_body = false) {
+// const_trip >= 0: M is that constant (an initializer) rather than a graph input.
+inline Model loop_model(bool with_cond, bool cond_from_body = false, int64_t const_trip = -1) {
   Model m;
   m.input("x", {3});
-  m.input("M", {}, onnx::TensorProto::INT64);
+  if (const_trip >= 0) Model::init_i64(m.g(), "M", {const_trip}, true);
+  else m.input("M", {}, onnx::TensorProto::INT64);
   auto* cp = m.g()->add_initializer();
   cp->set_name("cond");
   cp->set_data_type(onnx::TensorProto::BOOL);
@@ -215,6 +217,59 @@ inline Model deep_loop_model(int kDeep) {
     g = b;
   }
   m.output("out0");
+  return m;
+}
+
+// ScatterElements(x [4], idx, [5, 6]) with run-time indices: the graph input itself, or
+// (computed) idx + 0 computed in the program before the scatter.
+inline Model scatter_model(bool computed) {
+  Model m(16);
+  m.input("x", {4});
+  m.input("idx", {2}, onnx::TensorProto::INT64);
+  auto* u = m.g()->add_initializer();
+  u->set_name("u");
+  u->set_data_type(onnx::TensorProto::FLOAT);
+  u->add_dims(2);
+  u->add_float_data(5);
+  u->add_float_data(6);
+  std::string i = "idx";
+  if (computed) {
+    Model::init_i64(m.g(), "zero", {0});
+    m.node("Add", {"idx", "zero"}, {"idx2"}, "index_add");
+    i = "idx2";
+  }
+  m.node("ScatterElements", {"x", i, "u"}, {"y"});
+  m.output("y");
+  return m;
+}
+
+// Scan (opset 11) over xs [2, T] along axis 1, read backwards: state s [2],
+// body (s, x) -> (s + x, (s + x) * 2); the scan output stacks along axis 1 ([2, T]).
+inline Model scan_model(int64_t T) {
+  Model m(11);
+  m.input("s0", {2});
+  m.input("xs", {2, T});
+  auto* n = m.node("Scan", {"s0", "xs"}, {"sf", "ys"});
+  attr_i(n, "num_scan_inputs", 1);
+  auto ints = [&](const char* k, int64_t v) {
+    auto* a = n->add_attribute();
+    a->set_name(k);
+    a->set_type(onnx::AttributeProto::INTS);
+    a->add_ints(v);
+  };
+  ints("scan_input_axes", 1);
+  ints("scan_input_directions", 1);
+  ints("scan_output_axes", 1);
+  auto* b = attr_g(n, "body");
+  b->set_name("body");
+  Model::input(b, "s", {2}, onnx::TensorProto::FLOAT);
+  Model::input(b, "x", {2}, onnx::TensorProto::FLOAT);
+  Model::node(b, "Add", {"s", "x"}, {"s2"}, "inner_add");
+  Model::node(b, "Add", {"s2", "s2"}, {"y"}, "inner_double");
+  b->add_output()->set_name("s2");
+  b->add_output()->set_name("y");
+  m.output("sf");
+  m.output("ys");
   return m;
 }
 

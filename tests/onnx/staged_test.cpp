@@ -147,6 +147,79 @@ TEST(OnnxStaged, HostileLoopTripCounts) {
   }
 }
 
+// A Loop with a constant trip count too long for the importer to unroll: load_onnx says it
+// needs a staged run, which runs the body program on the host.
+TEST(OnnxStaged, LoopWithAConstantTripCountTooLongToUnroll) {
+  std::string path = loop_model(false, false, 5000).save("loop_const");
+  try {
+    load_onnx(path);
+    ADD_FAILURE() << "load_onnx unrolled 5000 iterations";
+  } catch (const OnnxUnsupported& e) {
+    EXPECT_TRUE(onnx_needs_staged(e.what())) << e.what();
+  }
+  Runner r;
+  StagedOnnx s(path, {}, r.fn());
+  TensorMap out = s.run({{"x", f32({3}, {1, 0.5, 0.25})}});  // sums exact in f32
+  const double tri = 5000.0 * 4999.0 / 2;
+  EXPECT_EQ(values(out.at("acc")), (std::vector<double>{tri, tri / 2, tri / 4}));
+  EXPECT_EQ(out.at("accs").shape(), (std::vector<int64_t>{5000, 3}));
+  EXPECT_EQ(s.stats().iterations, 5000);
+  EXPECT_LE(r.keys.size(), 3u);  // the body program is the same every iteration
+}
+
+// A Scan longer than the importer unrolls runs on the host: inputs sliced along their scan
+// axis (backwards here), outputs stacked along theirs; checked against a host reference.
+TEST(OnnxStaged, ScanTooLongToUnrollRunsOnTheHost) {
+  const int64_t T = 4099;
+  std::string path = scan_model(T).save("scan_long");
+  try {
+    load_onnx(path);
+    ADD_FAILURE() << "load_onnx unrolled the Scan";
+  } catch (const OnnxUnsupported& e) {
+    EXPECT_TRUE(onnx_needs_staged(e.what())) << e.what();
+  }
+  std::vector<double> xv(static_cast<size_t>(2 * T));
+  for (int64_t t = 0; t < T; ++t) xv[static_cast<size_t>(t)] = t % 7, xv[static_cast<size_t>(T + t)] = -(t % 5);
+  Runner r;
+  StagedOnnx s(path, {}, r.fn());
+  TensorMap out = s.run({{"s0", f32({2}, {1, 10})}, {"xs", f32({2, T}, xv)}});
+  double a = 1, b = 10;
+  std::vector<double> ya(static_cast<size_t>(T)), yb(static_cast<size_t>(T));
+  for (int64_t k = 0; k < T; ++k) {  // iteration k reads position T - 1 - k and writes output k
+    a += xv[static_cast<size_t>(T - 1 - k)], b += xv[static_cast<size_t>(T + T - 1 - k)];
+    ya[static_cast<size_t>(k)] = 2 * a, yb[static_cast<size_t>(k)] = 2 * b;
+  }
+  EXPECT_EQ(values(out.at("sf")), (std::vector<double>{a, b}));
+  ASSERT_EQ(out.at("ys").shape(), (std::vector<int64_t>{2, T}));
+  std::vector<double> ys = values(out.at("ys"));
+  EXPECT_EQ(std::vector<double>(ys.begin(), ys.begin() + T), ya);
+  EXPECT_EQ(std::vector<double>(ys.begin() + T, ys.end()), yb);
+  EXPECT_EQ(s.stats().iterations, T);
+  EXPECT_LE(r.keys.size(), 3u);
+  // over the iteration limit: refused before running, naming the node
+  StagedOptions opt;
+  opt.max_loop_iterations = 1000;
+  std::string e = run_error(path, {{"s0", f32({2}, {1, 10})}, {"xs", f32({2, T}, xv)}}, opt);
+  EXPECT_NE(e.find("the_Scan"), std::string::npos) << e;
+  EXPECT_NE(e.find("exceeds the limit"), std::string::npos) << e;
+}
+
+TEST(OnnxStaged, KeyedLruKeepsTheMostRecentlyUsed) {
+  KeyedLru<int> c(2);
+  c.put("a", 1);
+  c.put("b", 2);
+  ASSERT_NE(c.find("a"), nullptr);  // a is now the most recent
+  c.put("c", 3);                    // drops b
+  EXPECT_EQ(c.size(), 2u);
+  EXPECT_EQ(c.find("b"), nullptr);
+  EXPECT_EQ(*c.find("a"), 1);
+  EXPECT_EQ(*c.find("c"), 3);
+  EXPECT_EQ(c.evicted(), 1u);
+  c.put("a", 4);  // replaces in place
+  EXPECT_EQ(*c.find("a"), 4);
+  EXPECT_EQ(c.size(), 2u);
+}
+
 // A NonZero whose count, scaled, becomes a shape: the element cap, naming the node.
 TEST(OnnxStaged, NonZeroFeedingAHugeShapeNamesTheNode) {
   Model m = nonzero_huge_model();
@@ -231,6 +304,23 @@ TEST(OnnxStaged, RunTimeIndicesAndSizesOutOfRangeNameTheNode) {
       EXPECT_NE(msg.find("the_ScatterElements"), std::string::npos) << msg;
       EXPECT_NE(msg.find("out of range"), std::string::npos) << msg;
     }
+  }
+  // indices computed in the program: load_onnx refuses to compile an unchecked scatter, the
+  // staged run ends the segment before it and checks them on the host
+  for (bool computed : {false, true}) {
+    std::string sp = scatter_model(computed).save(computed ? "scatter_computed" : "scatter_input");
+    try {
+      load_onnx(sp);
+      ADD_FAILURE() << "load_onnx compiled a scatter of run-time indices";
+    } catch (const OnnxUnsupported& e) {
+      EXPECT_TRUE(onnx_needs_staged(e.what())) << e.what();
+    }
+    StagedOnnx sc(sp, {}, r.fn());
+    HostTensor x4(DType::F32, {4});
+    EXPECT_EQ(values(sc.run({{"x", x4}, {"idx", i64({2}, {3, -4})}}).at("y")), (std::vector<double>{6, 0, 0, 5}));
+    std::string e = run_error(sp, {{"x", x4}, {"idx", i64({2}, {1, -9})}});
+    EXPECT_NE(e.find("the_ScatterElements"), std::string::npos) << e;
+    EXPECT_NE(e.find("out of range"), std::string::npos) << e;
   }
   Model rs(13);
   rs.input("x", {1, 1, 4, 4});

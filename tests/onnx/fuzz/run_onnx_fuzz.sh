@@ -60,7 +60,8 @@ if [ -d "$data" ]; then
            "$data"/node/test_slice "$data"/node/test_gather_0 "$data"/simple/test_sign_model \
            "$data"/pytorch-converted/test_Conv2d "$data"/pytorch-operator/test_operator_concat2 \
            "$data"/node/test_resize_upsample_scales_cubic "$data"/node/test_resize_tf_crop_and_resize \
-           "$data"/node/test_lstm_with_peepholes "$data"/node/test_gru_seq_length \
+           "$data"/node/test_lstm_with_peepholes "$data"/node/test_gru_seq_length "$data"/node/test_rnn_seq_length \
+           "$data"/node/test_scatter_elements_with_negative_indices "$data"/node/test_scan_sum \
            "$data"/node/test_scatter_elements_with_duplicate_indices "$data"/node/test_scatternd_add \
            "$data"/node/test_gathernd_example_int32_batch_dim1 "$data"/node/test_det_nd \
            "$data"/node/test_gridsample_bicubic "$data"/node/test_loop11 "$data"/node/test_scan9_sum \

@@ -1,0 +1,54 @@
+// rnn_chooser.h — how the CPU recurrence kernel (library_rnn.cpp) decides between running a
+// small-batch layer on one thread and splitting its hidden units between threads (the Team):
+// by timing both, on this machine, under its present load.
+//
+// Which one wins depends on things the kernel cannot see: whether the other core is really
+// free (the 1-minute load average lags, and a thread pool of the same process may still be
+// polling on it), how much of the recurrent weight each core's cache holds, what a hand-off
+// between cores costs. Measured on the shared 2-core machine (lstm model, H 256, under a raised
+// scheduling priority): one thread 2.9–3.2 ms a run, the Team 3.5–4.0 ms, though the Team's
+// best layer (0.86 ms) beat one thread's (0.96 ms). So the kernel runs each way a few times,
+// keeps the last kKeep wall times of each, and uses the one whose median is lower, trying the
+// other once every kExplore calls so that a change in load is noticed.
+#pragma once
+#include <algorithm>
+#include <array>
+#include <cstdint>
+
+namespace lathe {
+
+class RnnModeChooser {
+ public:
+  static constexpr int kWarm = 3;      // calls of each mode before choosing
+  static constexpr int kKeep = 5;      // wall times kept per mode
+  static constexpr int kExplore = 16;  // every kExplore-th call runs the mode not chosen
+
+  // The mode for the next call: 0 one thread, 1 the Team.
+  int pick() {
+    ++calls_;
+    if (n_[0] < kWarm || n_[1] < kWarm) return n_[0] <= n_[1] ? 0 : 1;  // alternate while warming up
+    const int best = median(1) < median(0) ? 1 : 0;
+    return calls_ % kExplore == 0 ? 1 - best : best;
+  }
+  // The wall time of a call run in `mode`.
+  void record(int mode, double us) {
+    times_[mode][static_cast<size_t>(n_[mode] % kKeep)] = us;
+    ++n_[mode];
+  }
+  // The median of the kept times of `mode` (0 before any).
+  double median(int mode) const {
+    const int n = static_cast<int>(std::min<int64_t>(n_[mode], kKeep));
+    if (n == 0) return 0;
+    std::array<double, kKeep> v = times_[mode];
+    std::nth_element(v.begin(), v.begin() + n / 2, v.begin() + n);
+    return v[static_cast<size_t>(n / 2)];
+  }
+  int64_t calls(int mode) const { return n_[mode]; }
+
+ private:
+  int64_t calls_ = 0;
+  int64_t n_[2] = {0, 0};
+  std::array<double, kKeep> times_[2] = {};
+};
+
+}  // namespace lathe
