@@ -7,15 +7,11 @@
 #include <set>
 #include <thread>
 
-#if defined(__linux__)
-#include <sys/mman.h>
-#include <unistd.h>
-#endif
-
 #include "core/ir/build.h"
 #include "core/ir/diag.h"
 #include "core/runtime/host_tensor.h"
 #include "core/runtime/machine.h"
+#include "core/runtime/page_release.h"
 
 namespace lathe::loop {
 
@@ -53,20 +49,10 @@ std::optional<std::vector<int64_t>> offsets(const Affine& a, const std::vector<i
   return off;
 }
 
-// Hands the whole pages of [p, p + n) back to the OS without losing their contents
-// (MADV_PAGEOUT: clean file-backed pages, a memory-mapped model's weights, are dropped and
-// read again on a later touch; anonymous pages stay unless there is swap), so that a weight
-// whose packed copy replaced it in every kernel that read it does not count twice.
-void page_out(const void* p, size_t n) {
-#if defined(__linux__) && defined(MADV_PAGEOUT)
-  const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
-  uintptr_t lo = (reinterpret_cast<uintptr_t>(p) + page - 1) / page * page;
-  uintptr_t hi = (reinterpret_cast<uintptr_t>(p) + n) / page * page;
-  if (hi > lo) madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_PAGEOUT);  // a hint: errors are ignored
-#else
-  (void)p, (void)n;
-#endif
-}
+// Hands the pages of a weight whose packed copy replaced it in every kernel that read it
+// back to the OS without losing its values, so that it does not count twice
+// (page_release.h: a memory-mapped model's pages stay in the page cache for the next start).
+void page_out(const void* p, size_t n) { release_pages(p, n); }
 
 // buffer -> the kernels (and graph outputs) that read all of it, or may: a kernel that only
 // gathers a few rows of it (gathers_only) does not count, its few pages come back on a touch
