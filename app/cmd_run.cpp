@@ -53,7 +53,7 @@ double ms_since(Clock::time_point t) { return std::chrono::duration<double, std:
 // --stats: where a run's time went.
 struct RunStats {
   double load_ms = 0, build_ms = 0, compile_ms = 0, first_run_ms = 0, median_ms = -1, min_ms = -1;
-  int kernels = 0, distinct_kernels = 0, iters = 0;
+  int kernels = 0, distinct_kernels = 0, distinct_up_to_constants = 0, iters = 0;
   bool from_cache = false;
 };
 
@@ -94,6 +94,7 @@ RunResult run_on_backend(const std::string& backend, const Graph& g, const Tenso
   std::vector<const loop::LoopFunc*> fs;
   for (auto& f : p.funcs) fs.push_back(&f);
   st.distinct_kernels = static_cast<int>(same_code(fs).distinct());
+  st.distinct_up_to_constants = static_cast<int>(distinct_up_to_constants(fs));
   Executable exe(std::move(p), std::move(compiled), backend);
   t0 = Clock::now();
   r.outputs = exe.run(inputs, &r.updated);
@@ -460,6 +461,7 @@ int run_parsed(const Graph& g, const std::string& file, const std::string& backe
     nlohmann::json j = {{"backend", backend},           {"load_ms", st.load_ms},       {"build_ms", st.build_ms},
                         {"compile_ms", st.compile_ms}, {"first_run_ms", st.first_run_ms}, {"start_ms", start_ms},
                         {"kernels", st.kernels},       {"distinct_kernels", st.distinct_kernels},
+                        {"distinct_up_to_constants", st.distinct_up_to_constants},
                         {"from_cache", st.from_cache},   {"peak_rss_mb", ru.ru_maxrss / 1024.0}};
     if (st.iters) {
       j["iters"] = st.iters;

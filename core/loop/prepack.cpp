@@ -11,15 +11,12 @@
 #if defined(__SSE2__)
 #include <xmmintrin.h>
 #endif
-#if defined(__linux__)
-#include <sys/mman.h>
-#include <unistd.h>
-#endif
 
 #include "core/ir/build.h"
 #include "core/ir/diag.h"
 #include "core/runtime/host_tensor.h"
 #include "core/runtime/machine.h"
+#include "core/runtime/page_release.h"
 
 namespace lathe::loop {
 
@@ -57,20 +54,10 @@ std::optional<std::vector<int64_t>> offsets(const Affine& a, const std::vector<i
   return off;
 }
 
-// Hands the whole pages of [p, p + n) back to the OS without losing their contents
-// (MADV_PAGEOUT: clean file-backed pages, a memory-mapped model's weights, are dropped and
-// read again on a later touch; anonymous pages stay unless there is swap), so that a weight
-// whose packed copy replaced it in every kernel that read it does not count twice.
-void page_out(const void* p, size_t n) {
-#if defined(__linux__) && defined(MADV_PAGEOUT)
-  const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
-  uintptr_t lo = (reinterpret_cast<uintptr_t>(p) + page - 1) / page * page;
-  uintptr_t hi = (reinterpret_cast<uintptr_t>(p) + n) / page * page;
-  if (hi > lo) madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_PAGEOUT);  // a hint: errors are ignored
-#else
-  (void)p, (void)n;
-#endif
-}
+// Hands the pages of a weight whose packed copy replaced it in every kernel that read it
+// back to the OS without losing its values, so that it does not count twice
+// (page_release.h: a memory-mapped model's pages stay in the page cache for the next start).
+void page_out(const void* p, size_t n) { release_pages(p, n); }
 
 // buffer -> the kernels (and graph outputs) that read all of it, or may: a kernel that only
 // gathers a few rows of it (gathers_only) does not count, its few pages come back on a touch
@@ -245,8 +232,16 @@ void transpose_panel(const float* src, int64_t row, int64_t cols, int64_t ks, fl
 }
 
 // Registers a packed copy as a Constant buffer of kg named `name`; returns its id.
-int add_packed_buffer(KernelGraph& kg, const HostTensor& packed, const std::string& name) {
-  NodeRef node = prim::constant_tensor(packed);
+int add_packed_buffer(KernelGraph& kg, const HostTensor& packed, const std::string& name, PackMemo* memo,
+                      const std::string& key) {
+  NodeRef node;
+  if (memo) {
+    NodeRef& seen = memo->packed[key];
+    if (!seen) seen = prim::constant_tensor(packed);  // its content hash is taken once
+    node = seen;
+  } else {
+    node = prim::constant_tensor(packed);
+  }
   BufferDesc desc;
   desc.id = static_cast<int>(kg.buffers.size());
   desc.name = name;
@@ -259,9 +254,38 @@ int add_packed_buffer(KernelGraph& kg, const HostTensor& packed, const std::stri
   return desc.id;
 }
 
+// The memo's key of one packing: the weight's bytes, the side, the panel layout and every
+// offset the copy reads.
+std::string pack_key(char side, const HostTensor& data, DType dt, int64_t g, int64_t kc, int64_t w, int64_t c0,
+                     const std::vector<int64_t>& outer, const std::vector<int64_t>& koff) {
+  std::string key(1, side);
+  key.reserve(1 + 8 * (9 + outer.size() + koff.size()));
+  auto put = [&](int64_t v) { key.append(reinterpret_cast<const char*>(&v), sizeof v); };
+  put(static_cast<int64_t>(reinterpret_cast<uintptr_t>(data.data())));
+  put(static_cast<int64_t>(data.nbytes()));
+  put(static_cast<int64_t>(dt));
+  for (int64_t v : {g, kc, w, c0, static_cast<int64_t>(outer.size())}) put(v);
+  for (int64_t v : outer) put(v);
+  for (int64_t v : koff) put(v);
+  return key;
+}
+
+// The copy packed before under this key (memo may be null), or an undefined tensor.
+HostTensor packed_before(const PackMemo* memo, const std::string& key) {
+  if (!memo) return {};
+  auto it = memo->packed.find(key);
+  return it == memo->packed.end() || !it->second ? HostTensor() : *it->second->attrs.data;
+}
+HostTensor packed_before(PackMemo* memo, const std::string& key) {
+  HostTensor t = packed_before(static_cast<const PackMemo*>(memo), key);
+  if (t.defined()) ++memo->reused;
+  return t;
+}
+
 }  // namespace
 
-std::vector<int> prepack_constant_b(KernelGraph& kg, const MatmulParams& P, int64_t min_bytes, int64_t min_int8_bytes) {
+std::vector<int> prepack_constant_b(KernelGraph& kg, const MatmulParams& P, int64_t min_bytes, int64_t min_int8_bytes,
+                                    PackMemo* memo) {
   std::vector<int> changed;
   std::map<int, int> readers = count_readers(kg);
   const int threads = std::max(1u, std::thread::hardware_concurrency());
@@ -295,72 +319,78 @@ std::vector<int> prepack_constant_b(KernelGraph& kg, const MatmulParams& P, int6
     if (lo < 0 || hi >= total) continue;
     if (ints.g) {
       if (kc % ints.g != 0) continue;
-      HostTensor packed = pack_int8(data, ints.b, ints.g, N, K, kc, nr, c0, *noff, *koff);
-      k.packed_b = add_packed_buffer(kg, packed, "packed_" + kg.buffers[kg.buffer_of.at(src)].name);
+      const std::string key = pack_key('b', data, ints.b, ints.g, kc, nr, c0, *noff, *koff);
+      HostTensor packed = packed_before(memo, key);
+      if (!packed.defined()) packed = pack_int8(data, ints.b, ints.g, N, K, kc, nr, c0, *noff, *koff);
+      k.packed_b = add_packed_buffer(kg, packed, "packed_" + kg.buffers[kg.buffer_of.at(src)].name, memo, key);
       k.packed_kc = kc;
       k.packed_nr = nr;
       changed.push_back(k.id);
       if (readers[kg.buffer_of.at(src)] == 1 && mm->a.src != src) page_out(data.data(), data.nbytes());
       continue;
     }
-    HostTensor packed(DType::F32, {kblocks * panels * kc * nr});
-    const float* b = data.ptr<float>();
-    float* out = packed.ptr<float>();
-    // the threads take equal ranges of panels; each goes through its range 64 panels at a
-    // time, row by row of B (reads in address order, writes within 64 panels' KC block)
-    // B read across its rows (W^T: consecutive k adjacent, columns a row apart, a conv's
-    // weights after the swap): panel by panel, each of its NR rows read along k in address
-    // order into the panel's KC block (16 KB, in L1); row by row of B would touch a page
-    // per column for every k.
-    const bool k_contiguous = K > 1 && N > 1 && (*koff)[1] - (*koff)[0] == 1 && (*noff)[1] - (*noff)[0] != 1;
-    // A weight laid out plainly (every k and n at a fixed step from the first, the usual
-    // [K, N] or [N, K] tensor): whole runs copied or transposed, not element by element
-    // through the offset tables (GPT-2's 768 x 50257 projection took ~40% of its start's
-    // packing time so).
-    const std::optional<int64_t> kstep = uniform_step(*koff), nstep = uniform_step(*noff);
-    auto pack_by_panel = [&](int64_t p_begin, int64_t p_end) {
-      if (k_contiguous && kstep == int64_t(1) && nstep) {
+    const std::string key = pack_key('b', data, DType::F32, 0, kc, nr, c0, *noff, *koff);
+    HostTensor packed = packed_before(memo, key);
+    if (!packed.defined()) {
+      packed = HostTensor(DType::F32, {kblocks * panels * kc * nr});
+      const float* b = data.ptr<float>();
+      float* out = packed.ptr<float>();
+      // the threads take equal ranges of panels; each goes through its range 64 panels at a
+      // time, row by row of B (reads in address order, writes within 64 panels' KC block)
+      // B read across its rows (W^T: consecutive k adjacent, columns a row apart, a conv's
+      // weights after the swap): panel by panel, each of its NR rows read along k in address
+      // order into the panel's KC block (16 KB, in L1); row by row of B would touch a page
+      // per column for every k.
+      const bool k_contiguous = K > 1 && N > 1 && (*koff)[1] - (*koff)[0] == 1 && (*noff)[1] - (*noff)[0] != 1;
+      // A weight laid out plainly (every k and n at a fixed step from the first, the usual
+      // [K, N] or [N, K] tensor): whole runs copied or transposed, not element by element
+      // through the offset tables (GPT-2's 768 x 50257 projection took ~40% of its start's
+      // packing time so).
+      const std::optional<int64_t> kstep = uniform_step(*koff), nstep = uniform_step(*noff);
+      auto pack_by_panel = [&](int64_t p_begin, int64_t p_end) {
+        if (k_contiguous && kstep == int64_t(1) && nstep) {
+          for (int64_t jp = p_begin; jp < p_end; ++jp)
+            for (int64_t pc = 0; pc < kblocks; ++pc)
+              transpose_panel(b + c0 + jp * nr * *nstep + pc * kc, *nstep, std::min(nr, N - jp * nr), std::min(kc, K - pc * kc),
+                              out + (pc * panels + jp) * kc * nr, nr);
+          return;
+        }
         for (int64_t jp = p_begin; jp < p_end; ++jp)
-          for (int64_t pc = 0; pc < kblocks; ++pc)
-            transpose_panel(b + c0 + jp * nr * *nstep + pc * kc, *nstep, std::min(nr, N - jp * nr), std::min(kc, K - pc * kc),
-                            out + (pc * panels + jp) * kc * nr, nr);
-        return;
-      }
-      for (int64_t jp = p_begin; jp < p_end; ++jp)
-        for (int64_t c = 0, n = jp * nr; c < nr && n < N; ++c, ++n)
-          for (int64_t pc = 0; pc < kblocks; ++pc) {
-            float* blk = out + (pc * panels + jp) * kc * nr + c;
-            for (int64_t kk = 0; kk < kc && pc * kc + kk < K; ++kk) blk[kk * nr] = b[c0 + (*koff)[pc * kc + kk] + (*noff)[n]];
-          }
-    };
-    auto pack = [&](int64_t p_begin, int64_t p_end) {
-      if (k_contiguous) return pack_by_panel(p_begin, p_end);
-      if (nstep == int64_t(1) && kstep) {  // [K, N]: each k's columns of a panel are one run
-        for (int64_t pc = 0; pc < kblocks; ++pc)
-          for (int64_t kk = 0; kk < kc && pc * kc + kk < K; ++kk) {
-            const float* krow = b + c0 + (pc * kc + kk) * *kstep;
-            for (int64_t jp = p_begin; jp < p_end; ++jp)
-              std::memcpy(out + ((pc * panels + jp) * kc + kk) * nr, krow + jp * nr,
-                          sizeof(float) * static_cast<size_t>(std::min(nr, N - jp * nr)));
-          }
-        return;
-      }
-      for (int64_t g = p_begin; g < p_end; g += 64)
-        for (int64_t pc = 0; pc < kblocks; ++pc)
-          for (int64_t kk = 0; kk < kc && pc * kc + kk < K; ++kk) {
-            int64_t krow = c0 + (*koff)[pc * kc + kk];
-            for (int64_t jp = g; jp < std::min(g + 64, p_end); ++jp) {
-              float* row = out + ((pc * panels + jp) * kc + kk) * nr;
-              for (int64_t c = 0, n = jp * nr; c < nr && n < N; ++c, ++n) row[c] = b[krow + (*noff)[n]];
+          for (int64_t c = 0, n = jp * nr; c < nr && n < N; ++c, ++n)
+            for (int64_t pc = 0; pc < kblocks; ++pc) {
+              float* blk = out + (pc * panels + jp) * kc * nr + c;
+              for (int64_t kk = 0; kk < kc && pc * kc + kk < K; ++kk) blk[kk * nr] = b[c0 + (*koff)[pc * kc + kk] + (*noff)[n]];
             }
-          }
-    };
-    const int64_t workers = std::min<int64_t>(threads, (panels + 63) / 64);
-    std::vector<std::thread> pool;
-    for (int64_t w = 1; w < workers; ++w) pool.emplace_back(pack, panels * w / workers, panels * (w + 1) / workers);
-    pack(0, panels / std::max<int64_t>(workers, 1));
-    for (auto& t : pool) t.join();
-    k.packed_b = add_packed_buffer(kg, packed, "packed_" + kg.buffers[kg.buffer_of.at(src)].name);
+      };
+      auto pack = [&](int64_t p_begin, int64_t p_end) {
+        if (k_contiguous) return pack_by_panel(p_begin, p_end);
+        if (nstep == int64_t(1) && kstep) {  // [K, N]: each k's columns of a panel are one run
+          for (int64_t pc = 0; pc < kblocks; ++pc)
+            for (int64_t kk = 0; kk < kc && pc * kc + kk < K; ++kk) {
+              const float* krow = b + c0 + (pc * kc + kk) * *kstep;
+              for (int64_t jp = p_begin; jp < p_end; ++jp)
+                std::memcpy(out + ((pc * panels + jp) * kc + kk) * nr, krow + jp * nr,
+                            sizeof(float) * static_cast<size_t>(std::min(nr, N - jp * nr)));
+            }
+          return;
+        }
+        for (int64_t g = p_begin; g < p_end; g += 64)
+          for (int64_t pc = 0; pc < kblocks; ++pc)
+            for (int64_t kk = 0; kk < kc && pc * kc + kk < K; ++kk) {
+              int64_t krow = c0 + (*koff)[pc * kc + kk];
+              for (int64_t jp = g; jp < std::min(g + 64, p_end); ++jp) {
+                float* row = out + ((pc * panels + jp) * kc + kk) * nr;
+                for (int64_t c = 0, n = jp * nr; c < nr && n < N; ++c, ++n) row[c] = b[krow + (*noff)[n]];
+              }
+            }
+      };
+      const int64_t workers = std::min<int64_t>(threads, (panels + 63) / 64);
+      std::vector<std::thread> pool;
+      for (int64_t w = 1; w < workers; ++w) pool.emplace_back(pack, panels * w / workers, panels * (w + 1) / workers);
+      pack(0, panels / std::max<int64_t>(workers, 1));
+      for (auto& t : pool) t.join();
+    }
+    k.packed_b = add_packed_buffer(kg, packed, "packed_" + kg.buffers[kg.buffer_of.at(src)].name, memo, key);
     k.packed_kc = kc;
     k.packed_nr = nr;
     changed.push_back(k.id);
@@ -372,7 +402,7 @@ std::vector<int> prepack_constant_b(KernelGraph& kg, const MatmulParams& P, int6
 }
 
 std::vector<int> prepack_constant_a(KernelGraph& kg, const MatmulParams& P, int64_t max_n, int64_t max_bytes,
-                                    int64_t max_int8_bytes) {
+                                    int64_t max_int8_bytes, PackMemo* memo) {
   std::vector<int> changed;
   std::map<int, int> readers = count_readers(kg);
   const int threads = std::max(1u, std::thread::hardware_concurrency());
@@ -406,35 +436,41 @@ std::vector<int> prepack_constant_a(KernelGraph& kg, const MatmulParams& P, int6
     if (lo < 0 || hi >= total) continue;
     if (ints.g) {  // int8: the interleaved groups of the integer panels (pack_int8)
       if (kc % ints.g != 0) continue;
-      HostTensor packed = pack_int8(data, ints.a, ints.g, M, K, kc, mr, c0, *moff, *koff);
-      add_packed_buffer(kg, packed, "packed_a_" + k.name);
+      const std::string key = pack_key('a', data, ints.a, ints.g, kc, mr, c0, *moff, *koff);
+      HostTensor packed = packed_before(memo, key);
+      if (!packed.defined()) packed = pack_int8(data, ints.a, ints.g, M, K, kc, mr, c0, *moff, *koff);
+      add_packed_buffer(kg, packed, "packed_a_" + k.name, memo, key);
       changed.push_back(k.id);
       if (readers[kg.buffer_of.at(src)] == 1 && mm->b.src != src) page_out(data.data(), data.nbytes());
       continue;
     }
     //   packed[((pc · panels + ip) · KC + kk) · MR + r] = A[m = ip·MR + r, k = pc·KC + kk], zero outside
-    HostTensor packed(DType::F32, {kblocks, panels, kc, mr});
-    const float* a = data.ptr<float>();
-    float* out = packed.ptr<float>();
-    // each row of a panel is read along k (a convolution's weights: in address order) into
-    // its KC block, MR floats apart
-    auto pack = [&](int64_t p_begin, int64_t p_end) {
-      std::fill(out + p_begin * kc * mr, out + p_end * kc * mr, 0.0f);  // the first K block's
-      for (int64_t pc = 0; pc < kblocks; ++pc) {
-        const int64_t kend = std::min(kc, K - pc * kc);
-        const int64_t* ko = koff->data() + pc * kc;
-        for (int64_t ip = p_begin; ip < p_end; ++ip) {
-          float* blk = out + (pc * panels + ip) * kc * mr;
-          if (pc > 0) std::fill(blk, blk + kc * mr, 0.0f);
-          for (int64_t r = 0, m = ip * mr; r < mr && m < M; ++r, ++m) {
-            const float* row = a + c0 + (*moff)[m];
-            for (int64_t kk = 0; kk < kend; ++kk) blk[kk * mr + r] = row[ko[kk]];
+    const std::string key = pack_key('a', data, DType::F32, 0, kc, mr, c0, *moff, *koff);
+    HostTensor packed = packed_before(memo, key);
+    if (!packed.defined()) {
+      packed = HostTensor(DType::F32, {kblocks, panels, kc, mr});
+      const float* a = data.ptr<float>();
+      float* out = packed.ptr<float>();
+      // each row of a panel is read along k (a convolution's weights: in address order) into
+      // its KC block, MR floats apart
+      auto pack = [&](int64_t p_begin, int64_t p_end) {
+        std::fill(out + p_begin * kc * mr, out + p_end * kc * mr, 0.0f);  // the first K block's
+        for (int64_t pc = 0; pc < kblocks; ++pc) {
+          const int64_t kend = std::min(kc, K - pc * kc);
+          const int64_t* ko = koff->data() + pc * kc;
+          for (int64_t ip = p_begin; ip < p_end; ++ip) {
+            float* blk = out + (pc * panels + ip) * kc * mr;
+            if (pc > 0) std::fill(blk, blk + kc * mr, 0.0f);
+            for (int64_t r = 0, m = ip * mr; r < mr && m < M; ++r, ++m) {
+              const float* row = a + c0 + (*moff)[m];
+              for (int64_t kk = 0; kk < kend; ++kk) blk[kk * mr + r] = row[ko[kk]];
+            }
           }
         }
-      }
-    };
-    pack(0, panels);  // at most max_bytes: on this thread (a thread's start costs more under load)
-    add_packed_buffer(kg, packed, "packed_a_" + k.name);
+      };
+      pack(0, panels);  // at most max_bytes: on this thread (a thread's start costs more under load)
+    }
+    add_packed_buffer(kg, packed, "packed_a_" + k.name, memo, key);
     changed.push_back(k.id);
     if (readers[kg.buffer_of.at(src)] == 1 && mm->b.src != src) page_out(data.data(), data.nbytes());
   }

@@ -10,6 +10,8 @@
 // zero where k >= K or n >= N, so any job's panels for columns n0.. (n0 a multiple of NR)
 // start at ((pc · panels + n0 / NR) · KC) · NR and read exactly as the kernel's own copy.
 #pragma once
+#include <map>
+#include <string>
 #include <vector>
 
 #include "core/loop/lower.h"
@@ -23,8 +25,16 @@ namespace lathe::loop {
 // An int8 contraction's constant 8-bit B (a weight) is packed the same way into the integer
 // panels its lowering reads (groups of G k interleaved per column, i16 without VNNI), from
 // min_int8_bytes on.
+// The packed copies one build made, by weight and layout (memo below): when the build
+// schedules again (a kernel's lowering asked for a node to be materialized and the kernels
+// changed), a weight packed the same way is not packed a second time. ResNet-50 and
+// MobileNetV2 build twice, and ResNet-50 packed its 57 MiB of weights twice on every start.
+struct PackMemo {
+  std::map<std::string, NodeRef> packed;  // the packed copy's Const node, by weight and layout
+  int reused = 0;                          // packings taken from here instead of done again
+};
 std::vector<int> prepack_constant_b(KernelGraph& kg, const MatmulParams& P, int64_t min_bytes = 0,
-                                    int64_t min_int8_bytes = 0);
+                                    int64_t min_int8_bytes = 0, PackMemo* memo = nullptr);
 
 // The default min_bytes: the last-level cache (32 MiB when unknown). Measured on GPT-2 small
 // (2-core AVX2 host): prepacking the 154 MB vocabulary projection took that kernel from
@@ -52,7 +62,7 @@ int64_t prepack_min_bytes();
 // panels, up to max_int8_bytes packed: their per-run packing widens every element, and
 // costs as much as a third of a late ResNet-50 layer (few positions per weight).
 std::vector<int> prepack_constant_a(KernelGraph& kg, const MatmulParams& P, int64_t max_n, int64_t max_bytes,
-                                    int64_t max_int8_bytes = 0);
+                                    int64_t max_int8_bytes = 0, PackMemo* memo = nullptr);
 constexpr int64_t kPrepackAMaxN = 4096, kPrepackAMaxBytes = 256 << 10, kPrepackAInt8MaxBytes = 16 << 20;
 
 // Hands back the pages of every constant that kernels only gather from (gathers_only, no

@@ -68,6 +68,7 @@ Program build_program(const Graph& given, const BuildOptions& opts) {
   std::set<NodeRef> force;
   const char* prepack_env = std::getenv("LATHE_PREPACK");
   const char* a_env = std::getenv("LATHE_PREPACK_A");  // =0: A packed per run (A/B runs)
+  loop::PackMemo packed;  // a second attempt reuses the first one's packed weights
   for (int attempt = 0;; ++attempt) {
     StageTimer ts(p, opts, "schedule");
     p.kg = schedule_graph(g, force);
@@ -75,8 +76,9 @@ Program build_program(const Graph& given, const BuildOptions& opts) {
             std::to_string(g.size()) + (g.size() == 1 ? " node" : " nodes"));
     // LATHE_RELEASE_GATHERED=1: embedding tables, which runs read a few rows of, give their
     // pages back before the packed copies below are made (GPT-2 peak RSS 948 -> 797 MB). Off by
-    // default: MADV_PAGEOUT also evicts a memory-mapped model's pages from the page cache, so
-    // the next process reads them from disk again (GPT-2's warm start: +0.1-0.2 s of load).
+    // default since its MADV_PAGEOUT evicted a memory-mapped model's pages from the page cache
+    // (GPT-2's warm start: +0.1-0.2 s of load); release_pages (page_release.h) now keeps them
+    // cached, but the default has not been measured again.
     if (const char* e = std::getenv("LATHE_RELEASE_GATHERED"); e && std::string(e) == "1")
       loop::release_gathered_constants(p.kg);
     if (opts.default_schedule && !(prepack_env && std::string(prepack_env) == "0")) {
@@ -84,18 +86,20 @@ Program build_program(const Graph& given, const BuildOptions& opts) {
       // lowering, so each kernel is lowered once, reading the packed copy
       StageTimer t(p, opts, "prepack");
       bool all = prepack_env && std::string(prepack_env) == "all";
-      std::vector<int> packed = loop::prepack_constant_b(p.kg, loop::host_matmul_params(), all ? 0 : loop::prepack_min_bytes(), 0);
+      std::vector<int> changed = loop::prepack_constant_b(p.kg, loop::host_matmul_params(), all ? 0 : loop::prepack_min_bytes(), 0, &packed);
       if (!(a_env && std::string(a_env) == "0")) {
         std::vector<int> packed_a = loop::prepack_constant_a(p.kg, loop::host_matmul_params(), loop::kPrepackAMaxN,
-                                                             loop::kPrepackAMaxBytes, loop::kPrepackAInt8MaxBytes);
-        packed.insert(packed.end(), packed_a.begin(), packed_a.end());
+                                                             loop::kPrepackAMaxBytes, loop::kPrepackAInt8MaxBytes, &packed);
+        changed.insert(changed.end(), packed_a.begin(), packed_a.end());
       }
       int64_t bytes = 0;
       for (const Kernel& k : p.kg.kernels)
         for (int buf : {k.packed_b, loop::packed_a_buffer(p.kg, k)})
           if (buf >= 0) bytes += static_cast<int64_t>(p.kg.buffers[buf].node->attrs.data->nbytes());
-      t.done(std::to_string(packed.size()) + " constant matmul operand" + (packed.size() == 1 ? "" : "s") + ", " +
-             std::to_string(bytes >> 20) + " MiB");
+      t.done(std::to_string(changed.size()) + " constant matmul operand" + (changed.size() == 1 ? "" : "s") + ", " +
+             std::to_string(bytes >> 20) + " MiB" +
+             (packed.reused ? ", " + std::to_string(packed.reused) + " packed before (reused)" : ""));
+      packed.reused = 0;
     }
     StageTimer tl(p, opts, "lower");
     p.funcs.clear();

@@ -219,5 +219,32 @@ TEST(KernelDedup, OffsetsStayOutOfDivisions) {
   EXPECT_NE(text.find("in0: f32 [r] @+40"), std::string::npos) << text;
 }
 
+// shape_free_key: two convolution layers that differ only in their spatial size (and a
+// matching channel count) are different code, equal up to constants; a different activation
+// or kernel size is different code even so. Prime sizes, batch 1 and 64.
+TEST(KernelDedup, LayersOfOtherSizesAreEqualOnlyUpToConstants) {
+  Conv2dOptions same;
+  same.padding = {1, 1};
+  for (int64_t n : {1, 64}) {
+    auto layer = [&](int64_t hw, bool sigmoid_act, int64_t r) {
+      Tensor x = input("x", {n, 5, hw, hw});
+      Conv2dOptions o = r == 3 ? same : Conv2dOptions{};
+      Tensor c = conv2d(x, from_host(values({7, 5, r, r}, static_cast<double>(hw))), std::nullopt, o);
+      Graph g = Graph::from_outputs({{"y", (sigmoid_act ? sigmoid(c) : relu(c)).node()}});
+      return build_program(g);
+    };
+    Program a = layer(11, false, 3), b = layer(13, false, 3), c = layer(13, true, 3), d = layer(13, false, 1);
+    ASSERT_EQ(a.funcs.size(), 1u) << test::loop_ir_of(a);
+    ASSERT_EQ(b.funcs.size(), 1u);
+    std::string what = "batch " + std::to_string(n) + "\n" + test::loop_ir_of(a) + test::loop_ir_of(b);
+    EXPECT_NE(code_key(a.funcs[0]), code_key(b.funcs[0])) << what;
+    EXPECT_EQ(shape_free_key(a.funcs[0]), shape_free_key(b.funcs[0])) << what;
+    EXPECT_NE(shape_free_key(b.funcs[0]), shape_free_key(c.funcs[0])) << "relu vs sigmoid";
+    EXPECT_NE(shape_free_key(b.funcs[0]), shape_free_key(d.funcs[0])) << "3x3 vs 1x1";
+    EXPECT_EQ(distinct_up_to_constants({&a.funcs[0], &b.funcs[0], &c.funcs[0], &d.funcs[0]}), 3u);
+    EXPECT_EQ(same_code({&a.funcs[0], &b.funcs[0], &c.funcs[0], &d.funcs[0]}).distinct(), 4u);
+  }
+}
+
 }  // namespace
 }  // namespace lathe

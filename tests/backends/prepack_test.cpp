@@ -9,6 +9,7 @@
 #include "core/frontend/tensor.h"
 #include "core/loop/loop_print.h"
 #include "core/loop/prepack.h"
+#include "core/schedule/kernel_graph.h"
 #include "diff_util.h"
 
 namespace lathe {
@@ -152,6 +153,48 @@ TEST(Prepack, LateConvWeightsArePackedOnceByDefault) {
     EXPECT_EQ(mk.prepacked, t.late ? 1 : 0) << what << "\n" << test::loop_ir_of(p);
     EXPECT_EQ(mk.packs_b, t.late ? 0 : 1) << what;
     expect_matches(g, what);
+  }
+}
+
+// A build that schedules again (a kernel's lowering asked for a node to be materialized, as
+// ResNet-50's and MobileNetV2's heads do) takes the packed copies of its first attempt from a
+// PackMemo instead of packing every weight a second time. Both sides (B: a wide weight; A: a
+// convolution's weights with few positions, batch 1), odd sizes, matmul rows 2 and 64 (one row is a
+// matrix-vector product, not packed); a different weight or
+// layout is packed anew, and the program built with the memo matches the interpreter.
+TEST(Prepack, ASecondSchedulingAttemptReusesThePackedWeights) {
+  PrepackAll all;
+  const loop::MatmulParams P = loop::host_matmul_params();
+  Conv2dOptions same;
+  same.padding = {1, 1};
+  for (int64_t n : {2, 64}) {
+    Tensor x = input("x", {n, 37}), img = input("img", {1, 5, 7, 7});
+    Tensor y = relu(matmul(x, from_host(weights({37, 53}, 9))));
+    Tensor z = matmul(x, from_host(weights({37, 29}, 10)));
+    Tensor c = conv2d(img, from_host(weights({13, 5, 3, 3}, 11)), std::nullopt, same);  // W · X: W on the A side
+    Graph g = Graph::from_outputs({{"y", y.node()}, {"z", z.node()}, {"c", c.node()}});
+    loop::PackMemo memo;
+    auto packed_nodes = [&](KernelGraph& kg) {
+      std::vector<int> b = loop::prepack_constant_b(kg, P, 0, 0, &memo);
+      std::vector<int> a = loop::prepack_constant_a(kg, P, loop::kPrepackAMaxN, loop::kPrepackAMaxBytes, 0, &memo);
+      std::vector<NodeRef> nodes;
+      for (const Kernel& k : kg.kernels)
+        for (int buf : {k.packed_b, loop::packed_a_buffer(kg, k)})
+          if (buf >= 0) nodes.push_back(kg.buffers[buf].node);
+      EXPECT_EQ(nodes.size(), b.size() + a.size());
+      return nodes;
+    };
+    KernelGraph first = schedule_graph(g), second = schedule_graph(g);
+    std::vector<NodeRef> one = packed_nodes(first);
+    const size_t entries = memo.packed.size();
+    EXPECT_EQ(memo.reused, 0);
+    EXPECT_GE(one.size(), 3u) << "batch " << n << ": two weights on the B side and the conv's on the A side";
+    EXPECT_EQ(entries, one.size()) << "batch " << n << ": a different weight is a different packing";
+    std::vector<NodeRef> two = packed_nodes(second);
+    EXPECT_EQ(memo.reused, static_cast<int>(one.size())) << "batch " << n << ": the second attempt packed again";
+    EXPECT_EQ(two, one);
+    EXPECT_EQ(memo.packed.size(), entries);
+    expect_matches(g, "batch " + std::to_string(n));
   }
 }
 
