@@ -160,6 +160,10 @@ class MatmulLowering {
     ExprRef g = binary(Op::IDiv, kk, const_int(G_)), j = binary(Op::Mod, kk, const_int(G_));
     return add(mul(add(mul(add(mul(p, const_int(kc_blk_ / G_)), g), const_int(width)), c), const_int(G_)), j);
   }
+  // the same for depth kg·G + j, group kg and member j given apart
+  ExprRef group_panel_index(ExprRef p, ExprRef kg, int j, ExprRef c, int64_t width) const {
+    return add(mul(add(mul(add(mul(p, const_int(kc_blk_ / G_)), kg), const_int(width)), c), const_int(G_)), const_int(j));
+  }
   // a packed element: the operand's value (floats) or it widened to the panel's type
   ExprRef packed(int param, NodeRef src, DType to, ExprRef addr, ExprRef mask) const {
     if (G_ == 1) return load(param, DType::F32, addr, mask);
@@ -307,71 +311,103 @@ class MatmulLowering {
       cb.push_back(*c);
     }
     const int64_t NR = P_.nr;
-    ExprRef kk = var("kk"), p0 = mul(var("jp"), const_int(NR)), nc = var("nc"), n0 = var("n0");
-    ExprRef dst = mul(add(mul(var("jp"), const_int(kc_blk_)), kk), const_int(NR));
-    std::vector<Stmt> body, general;
-    // the panel element of column c at depth kk (int8 panels: groups of G k per column)
-    auto at_col = [&](ExprRef c) { return G_ == 1 ? add(dst, c) : panel_index(var("jp"), kk, c, NR); };
+    ExprRef p0 = mul(var("jp"), const_int(NR)), nc = var("nc"), n0 = var("n0");
     auto elem = [&](ExprRef addr) { return packed(pb, B.acc->src, bdt_, addr, nullptr); };
-    Stmt zero = make_for("c", const_int(NR), {make_local_store("Bp", at_col(var("c")), const_of(0, bdt_))},
-                         "pack B: zero the panel");
-    zero.annot.vectorize = true;
-    general.push_back(zero);
     ExprRef sin = const_int(s_[din].value());
     ExprRef pend = min_of(const_int(NR), sub(nc, p0));
     ExprRef e1 = min_of(min_of(const_int(NR), sub(sin, binary(Op::Mod, add(n0, p0), sin))), pend);
     auto clamp0 = [](ExprRef x) { return binary(Op::Max, x, const_int(0)); };
-    Stmt fast;
-    ExprRef full_cond;
-    for (int seg = 0; seg < segs; ++seg) {
-      std::vector<Stmt>& out = seg == 0 ? body : general;
-      std::string sg = "g" + std::to_string(seg) + "_";
-      ExprRef cs = seg == 0 ? const_int(0) : var("g" + std::to_string(seg - 1) + "_ce");
-      ExprRef ce = seg == 0 ? e1 : min_of(add(cs, sin), pend);  // the next row's run
-      out.push_back(make_let(sg + "ce", DType::I64, ce));
-      ExprRef lo = cs, hi = var(sg + "ce"), ok;
-      for (size_t j = 0; j < acc.bounds.size(); ++j) {
-        auto& b = acc.bounds[j];
-        ExprRef base = add(batch_part(b.coord), add(at(B.rows[j + 1], add(p0, cs)), at(B.ks[j + 1], kk)));
-        out.push_back(make_let(sg + "b" + std::to_string(j), DType::I64, base));
-        base = var(sg + "b" + std::to_string(j));
-        ExprRef blo = from_sym(b.lo), bhi = from_sym(b.hi);
-        if (cb[j] == 0) {
-          ok = logical_and(ok, logical_and(le(blo, base), lt(base, bhi)));
-          continue;
+    // One depth kk of the panel: `body` gets the first run's lets, `general` the zeroing and
+    // the run copies; *full is the condition for the whole panel being the first run (then
+    // its address is the let px + "g0_a"), null when that fast path does not apply. Names
+    // start with px (one set per member of an integer group).
+    auto one_k = [&](ExprRef kk, const std::string& px, std::function<ExprRef(ExprRef)> at_col, std::vector<Stmt>& body,
+                     std::vector<Stmt>& general, ExprRef* full) {
+      Stmt zero = make_for("c", const_int(NR), {make_local_store("Bp", at_col(var("c")), const_of(0, bdt_))},
+                           "pack B: zero the panel");
+      zero.annot.vectorize = true;
+      general.push_back(zero);
+      for (int seg = 0; seg < segs; ++seg) {
+        std::vector<Stmt>& out = seg == 0 ? body : general;
+        std::string sg = px + "g" + std::to_string(seg) + "_";
+        ExprRef cs = seg == 0 ? const_int(0) : var(px + "g" + std::to_string(seg - 1) + "_ce");
+        ExprRef ce = seg == 0 ? e1 : min_of(add(cs, sin), pend);  // the next row's run
+        out.push_back(make_let(sg + "ce", DType::I64, ce));
+        ExprRef lo = cs, hi = var(sg + "ce"), ok;
+        for (size_t j = 0; j < acc.bounds.size(); ++j) {
+          auto& b = acc.bounds[j];
+          ExprRef base = add(batch_part(b.coord), add(at(B.rows[j + 1], add(p0, cs)), at(B.ks[j + 1], kk)));
+          out.push_back(make_let(sg + "b" + std::to_string(j), DType::I64, base));
+          base = var(sg + "b" + std::to_string(j));
+          ExprRef blo = from_sym(b.lo), bhi = from_sym(b.hi);
+          if (cb[j] == 0) {
+            ok = logical_and(ok, logical_and(le(blo, base), lt(base, bhi)));
+            continue;
+          }
+          lo = binary(Op::Max, lo, add(cs, ceil_div(clamp0(sub(blo, base)), cb[j])));
+          hi = min_of(hi, add(cs, ceil_div(clamp0(sub(bhi, base)), cb[j])));
         }
-        lo = binary(Op::Max, lo, add(cs, ceil_div(clamp0(sub(blo, base)), cb[j])));
-        hi = min_of(hi, add(cs, ceil_div(clamp0(sub(bhi, base)), cb[j])));
+        out.push_back(make_let(sg + "lo", DType::I64, lo));
+        out.push_back(make_let(sg + "hi", DType::I64, hi));
+        ExprRef addr = add(batch_part(acc.addr), add(at(B.rows[0], add(p0, cs)), at(B.ks[0], kk)));
+        out.push_back(make_let(sg + "a", DType::I64, addr));
+        ExprRef c = add(var(sg + "lo"), var("c"));
+        Stmt copy = make_for("c", sub(var(sg + "hi"), var(sg + "lo")),
+                             {make_local_store("Bp", at_col(c), elem(add(var(sg + "a"), mul(sub(c, cs), const_int(*ca)))))},
+                             "pack B: copy a run");
+        copy.annot.vectorize = true;
+        // the common case: the whole panel is one run inside the bounds (an interior panel of
+        // a row at least NR wide): a fixed NR-wide copy, no zeroing, no variable-length loop
+        // (whose short trip counts the vectorizer leaves to its scalar remainder)
+        if (seg == 0 && inner >= NR)
+          *full = logical_and(ok, logical_and(le(const_int(NR), var(sg + "ce")),
+                                              logical_and(le(var(sg + "lo"), const_int(0)), le(const_int(NR), var(sg + "hi")))));
+        general.push_back(ok ? make_if(ok, {copy}) : copy);  // after the zeroing
       }
-      out.push_back(make_let(sg + "lo", DType::I64, lo));
-      out.push_back(make_let(sg + "hi", DType::I64, hi));
-      ExprRef addr = add(batch_part(acc.addr), add(at(B.rows[0], add(p0, cs)), at(B.ks[0], kk)));
-      out.push_back(make_let(sg + "a", DType::I64, addr));
-      ExprRef c = add(var(sg + "lo"), var("c"));
-      Stmt copy = make_for("c", sub(var(sg + "hi"), var(sg + "lo")),
-                           {make_local_store("Bp", at_col(c), elem(add(var(sg + "a"), mul(sub(c, cs), const_int(*ca)))))},
-                           "pack B: copy a run");
-      copy.annot.vectorize = true;
-      // the common case: the whole panel is one run inside the bounds (an interior panel of
-      // a row at least NR wide): a fixed NR-wide copy, no zeroing, no variable-length loop
-      // (whose short trip counts the vectorizer leaves to its scalar remainder)
-      if (seg == 0 && inner >= NR) {
-        Stmt whole = make_for("c", const_int(NR),
-                              {make_local_store("Bp", at_col(var("c")), elem(add(var(sg + "a"), mul(var("c"), const_int(*ca)))))},
+    };
+    std::vector<Stmt> body, general;
+    ExprRef full_cond;
+    if (G_ == 1) {
+      ExprRef kk = var("kk");
+      ExprRef dst = mul(add(mul(var("jp"), const_int(kc_blk_)), kk), const_int(NR));
+      one_k(kk, "", [&](ExprRef c) { return add(dst, c); }, body, general, &full_cond);
+      if (full_cond) {
+        Stmt whole = make_for("c", const_int(NR), {make_local_store("Bp", add(dst, var("c")), elem(add(var("g0_a"), mul(var("c"), const_int(*ca)))))},
                               "pack B: copy a whole panel");
         whole.annot.vectorize = true;
-        fast = whole;
-        ExprRef full = logical_and(ok, logical_and(le(const_int(NR), var(sg + "ce")),
-                                                   logical_and(le(var(sg + "lo"), const_int(0)), le(const_int(NR), var(sg + "hi")))));
-        full_cond = full;
-        general.push_back(ok ? make_if(ok, {copy}) : copy);
-        continue;
+        body.push_back(make_if(full_cond, {whole}, std::move(general)));
+      } else {
+        body.insert(body.end(), general.begin(), general.end());
       }
-      general.push_back(ok ? make_if(ok, {copy}) : copy);  // after the zeroing
+      return make_for("jp", ceil_div(nc, P_.nr), {make_for("kk", var("kc"), std::move(body))}, "pack B: NR-wide panels, by runs");
     }
-    if (full_cond) body.push_back(make_if(full_cond, {fast}, std::move(general)));
-    else body.insert(body.end(), general.begin(), general.end());
-    return make_for("jp", ceil_div(nc, P_.nr), {make_for("kk", var("kc"), std::move(body))}, "pack B: NR-wide panels, by runs");
+    // integer panels: a group of G k at a time (the block's kc is a multiple of G here),
+    // so a whole panel's G rows are copied by one loop whose G stores per column the
+    // vectorizer interleaves into whole-vector stores (one k at a time stored each element
+    // alone: the stride is G)
+    ExprRef kg = var("kg");
+    std::vector<Stmt> whole_stores;
+    for (int j = 0; j < G_; ++j) {
+      std::string px = "k" + std::to_string(j) + "_";
+      ExprRef kk = add(mul(kg, const_int(G_)), const_int(j));
+      std::vector<Stmt> gen_j;
+      ExprRef full_j;
+      one_k(kk, px, [&, j](ExprRef c) { return group_panel_index(var("jp"), kg, j, c, NR); }, body, gen_j, &full_j);
+      general.insert(general.end(), gen_j.begin(), gen_j.end());
+      if (full_j) {
+        full_cond = j == 0 ? full_j : logical_and(full_cond, full_j);
+        whole_stores.push_back(make_local_store("Bp", group_panel_index(var("jp"), kg, j, var("c"), NR),
+                                                elem(add(var(px + "g0_a"), mul(var("c"), const_int(*ca))))));
+      }
+    }
+    if (full_cond && (int)whole_stores.size() == G_) {
+      Stmt whole = make_for("c", const_int(NR), std::move(whole_stores), "pack B: copy a whole panel (a group of k)");
+      whole.annot.vectorize = true;
+      body.push_back(make_if(full_cond, {whole}, std::move(general)));
+    } else {
+      body.insert(body.end(), general.begin(), general.end());
+    }
+    return make_for("jp", ceil_div(nc, P_.nr), {make_for("kg", ceil_div(var("kc"), G_), std::move(body))}, "pack B: NR-wide panels, by runs");
   }
 };
 
@@ -509,10 +545,31 @@ LoopFunc MatmulLowering::run() {
                                                    logical_and(kin, logical_and(cols_whole ? nullptr : lt(col, nc), in_range(Bx, col, kk)))))},
                           "pack B: panel column");
   packb_c.annot.vectorize = true;
+  // integer panels (G k per column): one column iteration writes its whole group, G stores
+  // at consecutive addresses that the vectorizer joins into an interleaved group (widen G
+  // rows of B, interleave, store whole vectors). One k per iteration stored every element
+  // alone (16 vpextrw a vector: ResNet-50 QDQ's 1x1 convs spent as long packing B as in
+  // the micro-kernel). The group loop `kg` runs kpack / G times.
+  ExprRef kg = var("kg");
+  auto group_columns = [&](bool guard_cols, const char* note) {
+    std::vector<Stmt> stores;
+    for (int j = 0; j < G_; ++j) {
+      ExprRef kj = add(mul(kg, const_int(G_)), const_int(j));
+      ExprRef kin_j = k_ragged ? lt(kj, kc) : nullptr;
+      stores.push_back(make_local_store("Bp", group_panel_index(var("jp"), kg, j, var("c"), P.nr),
+                                        packed(pb, mm_.b.src, bdt_, address(Bx, col, kj),
+                                               logical_and(kin_j, logical_and(guard_cols ? lt(col, nc) : nullptr, in_range(Bx, col, kj))))));
+    }
+    Stmt f = make_for("c", const_int(P.nr), std::move(stores), note);
+    f.annot.vectorize = true;
+    return f;
+  };
+  Stmt packb_g = G_ > 1 ? group_columns(!cols_whole, "pack B: panel column (a group of k)") : Stmt{};
   // row by row of B (k outer): each k reads one run of nc columns, in address order when
   // N is B's contiguous dim; panel by panel would walk down the columns a row stride apart
   // (a page apart for wide B), defeating the prefetchers and the TLB.
-  Stmt packb = make_for("kk", kpack, {make_for("jp", ceil_div(nc, P.nr), {packb_c}, "pack B: NR-wide panels")}, "pack B: k");
+  Stmt packb = G_ > 1 ? make_for("kg", ceil_div(kpack, G_), {make_for("jp", ceil_div(nc, P.nr), {packb_g}, "pack B: NR-wide panels")}, "pack B: k groups")
+                      : make_for("kk", kpack, {make_for("jp", ceil_div(nc, P.nr), {packb_c}, "pack B: NR-wide panels")}, "pack B: k");
   std::optional<Stmt> runs;
   if (G_ == 1 || !k_ragged) runs = pack_b_runs(Bx, pb);  // int8: whole groups of G k in every block
   if (runs) {
@@ -522,15 +579,16 @@ LoopFunc MatmulLowering::run() {
     // panel, so each k reads one element from each of NR rows, the same NR cache lines for
     // 16 consecutive k. Row by row of B would touch nc lines per k, more than L1 holds.
     // Whole panels load without the column guard; only a ragged last panel keeps it.
-    std::vector<Stmt> panel{make_for("kk", kpack, {packb_c}, "pack B: k")};
+    std::vector<Stmt> panel{G_ > 1 ? make_for("kg", ceil_div(kpack, G_), {packb_g}, "pack B: k groups") : make_for("kk", kpack, {packb_c}, "pack B: k")};
     if (!cols_whole) {
       Stmt whole = make_for("c", const_int(P.nr),
                             {make_local_store("Bp", panel_index(var("jp"), kk, var("c"), P.nr),
                                               packed(pb, mm_.b.src, bdt_, address(Bx, col, kk), logical_and(kin, in_range(Bx, col, kk))))},
                             "pack B: panel column (whole panel)");
       whole.annot.vectorize = true;
-      panel = {make_if(le(add(mul(var("jp"), const_int(P.nr)), const_int(P.nr)), nc),
-                       {make_for("kk", kpack, {whole}, "pack B: k")}, std::move(panel))};
+      Stmt whole_k = G_ > 1 ? make_for("kg", ceil_div(kpack, G_), {group_columns(false, "pack B: panel column (whole panel, a group of k)")}, "pack B: k groups")
+                            : make_for("kk", kpack, {whole}, "pack B: k");
+      panel = {make_if(le(add(mul(var("jp"), const_int(P.nr)), const_int(P.nr)), nc), {whole_k}, std::move(panel))};
     }
     packb = make_for("jp", ceil_div(nc, P.nr), std::move(panel), "pack B: NR-wide panels (B^T)");
   }
@@ -538,6 +596,7 @@ LoopFunc MatmulLowering::run() {
   // wc: the write-back), so a schedule primitive's loop name means one loop
   std::vector<Stmt> packb_v{std::move(packb)};
   rename_loops(packb_v, "kk", "kb");
+  rename_loops(packb_v, "kg", "kb");
   rename_loops(packb_v, "c", "cb");
   return std::move(packb_v[0]);
   };

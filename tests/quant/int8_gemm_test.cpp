@@ -2,6 +2,7 @@
 // i32 sums) through the packed int8 GEMM, against the interpreter on the backend under test
 // (LATHE_TEST_BACKEND), at odd sizes, with full-range and saturating operands.
 #include <cstdint>
+#include <tuple>
 
 #include "../backends/diff_util.h"
 #include "core/frontend/nn.h"
@@ -96,6 +97,43 @@ TEST(Int8Gemm, ConvIntegerMatchesInterpreter) {
     Graph g = Graph::from_outputs({{"y", conv2d_integer(x, w, o, pad_value).node()}});
     batch.add("conv pad " + std::to_string(pad_value), g,
               TensorMap{{"x", full_range(DType::U8, {2, 5, 9, 7}, 7)}, {"w", full_range(DType::I8, {11, 5, 3, 3}, 8)}});
+  }
+  EXPECT_EQ(batch.run(), 0);
+}
+
+// B panels of integer GEMMs are packed a group of k at a time (the interleaved stores):
+// the row-by-row pack with a ragged last group (odd K), the run-by-run pack of convolutions
+// over wide feature maps (the whole-panel copy) and its edges, a strided 7x7 stem, the
+// panel-by-panel pack of a transposed B, at batch 1 and 64, against the interpreter.
+TEST(Int8Gemm, GroupedBPackingMatchesInterpreter) {
+  test::DiffBatch batch;
+  struct ConvCase { std::vector<int64_t> x, w; int64_t stride, pad, pad_value; };
+  std::vector<ConvCase> convs = {
+      {{1, 7, 23, 41}, {13, 7, 3, 3}, 1, 1, 0},    // K = 63: odd, the generic pack's ragged group
+      {{1, 6, 19, 37}, {11, 6, 3, 3}, 1, 1, 0},    // K = 54: by runs, rows of 37 (whole panels)
+      {{1, 6, 19, 37}, {11, 6, 3, 3}, 1, 1, 131},  // the same, a zero point in the padding
+      {{1, 3, 31, 29}, {8, 3, 7, 7}, 2, 3, 17},    // a strided 7x7 stem, K = 147
+      {{64, 3, 5, 7}, {5, 3, 1, 1}, 1, 0, 0},      // batch 64, 1x1, K = 3
+      {{1, 64, 17, 19}, {7, 64, 1, 1}, 1, 0, 0},   // 1x1, K = 64, prime sizes
+  };
+  uint64_t seed = 300;
+  for (auto& c : convs) {
+    Conv2dOptions o;
+    o.stride = {c.stride, c.stride};
+    o.padding = {c.pad, c.pad};
+    Shape sx(c.x.begin(), c.x.end()), sw(c.w.begin(), c.w.end());
+    Graph g = Graph::from_outputs({{"y", conv2d_integer(input("x", sx, DType::U8), input("w", sw, DType::I8), o, c.pad_value).node()}});
+    batch.add("conv " + std::to_string(seed), g,
+              TensorMap{{"x", full_range(DType::U8, c.x, seed)}, {"w", full_range(DType::I8, c.w, seed + 1)}});
+    seed += 2;
+  }
+  for (auto [m, k, n] : {std::tuple<int64_t, int64_t, int64_t>{1, 37, 53}, {64, 37, 53}, {29, 64, 70}}) {
+    // x @ W^T: B's columns are W's rows
+    Tensor a = input("a", {m, k}, DType::U8), w = input("w", {n, k}, DType::I8);
+    Graph g = Graph::from_outputs({{"c", matmul_integer(a, t(w)).node()}});
+    batch.add("matmul x W^T " + std::to_string(m), g,
+              TensorMap{{"a", full_range(DType::U8, {m, k}, seed)}, {"w", full_range(DType::I8, {n, k}, seed + 1)}});
+    seed += 2;
   }
   EXPECT_EQ(batch.run(), 0);
 }
