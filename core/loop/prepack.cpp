@@ -2,6 +2,7 @@
 #include "core/loop/prepack.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <map>
 #include <set>
@@ -220,9 +221,39 @@ int add_packed_buffer(KernelGraph& kg, const HostTensor& packed, const std::stri
   return desc.id;
 }
 
+// The memo's key of a packed copy: the source constant, which side, the panels' layout and
+// the element offsets it was packed through (a hash of them).
+std::string memo_key(NodeRef src, char side, DType dt, int64_t kc, int64_t width, int64_t c0, const std::vector<int64_t>& roff,
+                     const std::vector<int64_t>& koff) {
+  uint64_t h = 1469598103934665603ull;
+  auto mix = [&](int64_t v) { h = (h ^ static_cast<uint64_t>(v)) * 1099511628211ull; };
+  for (auto* v : {&roff, &koff}) {
+    mix(static_cast<int64_t>(v->size()));
+    for (int64_t o : *v) mix(o);
+  }
+  char buf[160];
+  std::snprintf(buf, sizeof buf, "%p/%c/%d/%lld/%lld/%lld/%llx", static_cast<const void*>(src), side, static_cast<int>(dt),
+                static_cast<long long>(kc), static_cast<long long>(width), static_cast<long long>(c0),
+                static_cast<unsigned long long>(h));
+  return buf;
+}
+
+// memo->packed[key] when it is there; else make() stored under key (without a memo: make())
+template <class F>
+HostTensor memoized(PrepackMemo* memo, const std::string& key, F&& make) {
+  if (!memo) return make();
+  auto it = memo->packed.find(key);
+  if (it != memo->packed.end()) {
+    ++memo->hits;
+    return it->second;
+  }
+  return memo->packed[key] = make();
+}
+
 }  // namespace
 
-std::vector<int> prepack_constant_b(KernelGraph& kg, const MatmulParams& P, int64_t min_bytes, int64_t min_int8_bytes) {
+std::vector<int> prepack_constant_b(KernelGraph& kg, const MatmulParams& P, int64_t min_bytes, int64_t min_int8_bytes,
+                                    PrepackMemo* memo) {
   std::vector<int> changed;
   std::map<int, int> readers = count_readers(kg);
   const int threads = std::max(1u, std::thread::hardware_concurrency());
@@ -256,7 +287,8 @@ std::vector<int> prepack_constant_b(KernelGraph& kg, const MatmulParams& P, int6
     if (lo < 0 || hi >= total) continue;
     if (ints.g) {
       if (kc % ints.g != 0) continue;
-      HostTensor packed = pack_int8(data, ints.b, ints.g, N, K, kc, nr, c0, *noff, *koff);
+      HostTensor packed = memoized(memo, memo_key(src, 'B', ints.b, kc, nr, c0, *noff, *koff),
+                                   [&] { return pack_int8(data, ints.b, ints.g, N, K, kc, nr, c0, *noff, *koff); });
       k.packed_b = add_packed_buffer(kg, packed, "packed_" + kg.buffers[kg.buffer_of.at(src)].name);
       k.packed_kc = kc;
       k.packed_nr = nr;
@@ -264,9 +296,10 @@ std::vector<int> prepack_constant_b(KernelGraph& kg, const MatmulParams& P, int6
       if (readers[kg.buffer_of.at(src)] == 1 && mm->a.src != src) page_out(data.data(), data.nbytes());
       continue;
     }
-    HostTensor packed(DType::F32, {kblocks * panels * kc * nr});
+    HostTensor packed = memoized(memo, memo_key(src, 'B', DType::F32, kc, nr, c0, *noff, *koff), [&] {
+    HostTensor fresh(DType::F32, {kblocks * panels * kc * nr});  // zero-filled
     const float* b = data.ptr<float>();
-    float* out = packed.ptr<float>();
+    float* out = fresh.ptr<float>();
     // the threads take equal ranges of panels; each goes through its range 64 panels at a
     // time, row by row of B (reads in address order, writes within 64 panels' KC block)
     // B read across its rows (W^T: consecutive k adjacent, columns a row apart, a conv's
@@ -299,6 +332,8 @@ std::vector<int> prepack_constant_b(KernelGraph& kg, const MatmulParams& P, int6
     for (int64_t w = 1; w < workers; ++w) pool.emplace_back(pack, panels * w / workers, panels * (w + 1) / workers);
     pack(0, panels / std::max<int64_t>(workers, 1));
     for (auto& t : pool) t.join();
+    return fresh;
+    });
     k.packed_b = add_packed_buffer(kg, packed, "packed_" + kg.buffers[kg.buffer_of.at(src)].name);
     k.packed_kc = kc;
     k.packed_nr = nr;
@@ -311,7 +346,7 @@ std::vector<int> prepack_constant_b(KernelGraph& kg, const MatmulParams& P, int6
 }
 
 std::vector<int> prepack_constant_a(KernelGraph& kg, const MatmulParams& P, int64_t max_n, int64_t max_bytes,
-                                    int64_t max_int8_bytes) {
+                                    int64_t max_int8_bytes, int64_t few_n, int64_t few_n_max_bytes, PrepackMemo* memo) {
   std::vector<int> changed;
   std::map<int, int> readers = count_readers(kg);
   const int threads = std::max(1u, std::thread::hardware_concurrency());
@@ -334,7 +369,9 @@ std::vector<int> prepack_constant_a(KernelGraph& kg, const MatmulParams& P, int6
     if (!moff || !koff || !Ns.is_const() || Ns.value() > max_n) continue;
     const HostTensor& data = *src->attrs.data;
     const int64_t M = moff->size(), K = koff->size(), total = data.numel(), c0 = A.addr.c0.value();
-    if (M * K * static_cast<int64_t>(ints.g ? dtype_size(ints.a) : sizeof(float)) > (ints.g ? max_int8_bytes : max_bytes)) continue;
+    // (few columns: each packed element serves few of them per run, any size up to few_n_max_bytes)
+    const int64_t cap = std::max(ints.g ? max_int8_bytes : max_bytes, Ns.value() <= few_n ? few_n_max_bytes : 0);
+    if (M * K * static_cast<int64_t>(ints.g ? dtype_size(ints.a) : sizeof(float)) > cap) continue;
     // the blocks the lowering will choose (it uses the packed copy only when KC agrees)
     const MatmulBlocking bl = matmul_blocking(M, Ns.value(), K, Bs.is_const() ? Bs.value() : -1, threads, P);
     const int64_t kc = bl.kc, mr = P.mr;
@@ -345,26 +382,26 @@ std::vector<int> prepack_constant_a(KernelGraph& kg, const MatmulParams& P, int6
     if (lo < 0 || hi >= total) continue;
     if (ints.g) {  // int8: the interleaved groups of the integer panels (pack_int8)
       if (kc % ints.g != 0) continue;
-      HostTensor packed = pack_int8(data, ints.a, ints.g, M, K, kc, mr, c0, *moff, *koff);
+      HostTensor packed = memoized(memo, memo_key(src, 'A', ints.a, kc, mr, c0, *moff, *koff),
+                                   [&] { return pack_int8(data, ints.a, ints.g, M, K, kc, mr, c0, *moff, *koff); });
       add_packed_buffer(kg, packed, "packed_a_" + k.name);
       changed.push_back(k.id);
       if (readers[kg.buffer_of.at(src)] == 1 && mm->b.src != src) page_out(data.data(), data.nbytes());
       continue;
     }
     //   packed[((pc · panels + ip) · KC + kk) · MR + r] = A[m = ip·MR + r, k = pc·KC + kk], zero outside
-    HostTensor packed(DType::F32, {kblocks, panels, kc, mr});
+    HostTensor packed = memoized(memo, memo_key(src, 'A', DType::F32, kc, mr, c0, *moff, *koff), [&] {
+    HostTensor fresh(DType::F32, {kblocks, panels, kc, mr});  // zero-filled: the padding
     const float* a = data.ptr<float>();
-    float* out = packed.ptr<float>();
+    float* out = fresh.ptr<float>();
     // each row of a panel is read along k (a convolution's weights: in address order) into
     // its KC block, MR floats apart
     auto pack = [&](int64_t p_begin, int64_t p_end) {
-      std::fill(out + p_begin * kc * mr, out + p_end * kc * mr, 0.0f);  // the first K block's
       for (int64_t pc = 0; pc < kblocks; ++pc) {
         const int64_t kend = std::min(kc, K - pc * kc);
         const int64_t* ko = koff->data() + pc * kc;
         for (int64_t ip = p_begin; ip < p_end; ++ip) {
           float* blk = out + (pc * panels + ip) * kc * mr;
-          if (pc > 0) std::fill(blk, blk + kc * mr, 0.0f);
           for (int64_t r = 0, m = ip * mr; r < mr && m < M; ++r, ++m) {
             const float* row = a + c0 + (*moff)[m];
             for (int64_t kk = 0; kk < kend; ++kk) blk[kk * mr + r] = row[ko[kk]];
@@ -372,7 +409,9 @@ std::vector<int> prepack_constant_a(KernelGraph& kg, const MatmulParams& P, int6
         }
       }
     };
-    pack(0, panels);  // at most max_bytes: on this thread (a thread's start costs more under load)
+    pack(0, panels);  // on this thread (a thread's start costs more under load)
+    return fresh;
+    });
     add_packed_buffer(kg, packed, "packed_a_" + k.name);
     changed.push_back(k.id);
     if (readers[kg.buffer_of.at(src)] == 1 && mm->b.src != src) page_out(data.data(), data.nbytes());

@@ -68,6 +68,7 @@ Program build_program(const Graph& given, const BuildOptions& opts) {
   std::set<NodeRef> force;
   const char* prepack_env = std::getenv("LATHE_PREPACK");
   const char* a_env = std::getenv("LATHE_PREPACK_A");  // =0: A packed per run (A/B runs)
+  loop::PrepackMemo prepacked;  // a second attempt reuses the first one's packed copies
   for (int attempt = 0;; ++attempt) {
     StageTimer ts(p, opts, "schedule");
     p.kg = schedule_graph(g, force);
@@ -84,10 +85,14 @@ Program build_program(const Graph& given, const BuildOptions& opts) {
       // lowering, so each kernel is lowered once, reading the packed copy
       StageTimer t(p, opts, "prepack");
       bool all = prepack_env && std::string(prepack_env) == "all";
-      std::vector<int> packed = loop::prepack_constant_b(p.kg, loop::host_matmul_params(), all ? 0 : loop::prepack_min_bytes(), 0);
+      std::vector<int> packed = loop::prepack_constant_b(p.kg, loop::host_matmul_params(), all ? 0 : loop::prepack_min_bytes(), 0,
+                                                           &prepacked);
       if (!(a_env && std::string(a_env) == "0")) {
-        std::vector<int> packed_a = loop::prepack_constant_a(p.kg, loop::host_matmul_params(), loop::kPrepackAMaxN,
-                                                             loop::kPrepackAMaxBytes, loop::kPrepackAInt8MaxBytes);
+        // LATHE_PREPACK_A=small: only weights under kPrepackAMaxBytes, whatever N (A/B runs)
+        const bool small = a_env && std::string(a_env) == "small";
+        std::vector<int> packed_a = loop::prepack_constant_a(
+            p.kg, loop::host_matmul_params(), loop::kPrepackAMaxN, loop::kPrepackAMaxBytes, loop::kPrepackAInt8MaxBytes,
+            loop::kPrepackAFewN, small ? 0 : loop::kPrepackAFewNMaxBytes, &prepacked);
         packed.insert(packed.end(), packed_a.begin(), packed_a.end());
       }
       int64_t bytes = 0;
