@@ -6,6 +6,7 @@
 // [SECTION] statements (loops, parallel outlining)
 // [SECTION] module entry point
 #include "backends/llvm/emit.h"
+#include "backends/llvm/parallel.h"
 
 #include <llvm/IR/DiagnosticInfo.h>
 #include <llvm/IR/DiagnosticPrinter.h>
@@ -67,7 +68,15 @@ class FunctionEmitter {
     dims_arg_ = fn_->getArg(1);
     load_dims_and_buffers();
     emit_stmts(lf_.body);
+    pop_scratch();
     b_.CreateRetVoid();
+  }
+
+  // the scratch arrays this function took (lathe_llvm_scratch_push), given back before it returns
+  void pop_scratch() {
+    if (scratch_pushes_ == 0) return;
+    auto* pop_ty = llvm::FunctionType::get(b_.getVoidTy(), {b_.getInt64Ty()}, false);
+    b_.CreateCall(m_.getOrInsertFunction("lathe_llvm_scratch_pop", pop_ty), {b_.getInt64(scratch_pushes_)});
   }
 
   // Emits an outlined parallel chunk: fn_(buffers, dims, captures, begin, end) runs
@@ -92,12 +101,14 @@ class FunctionEmitter {
       vars_[name] = v;
     }
     emit_loop(loop, fn_->getArg(3), fn_->getArg(4));
+    pop_scratch();
     b_.CreateRetVoid();
   }
 
  private:
   llvm::Module& m_;
   llvm::LLVMContext& ctx_;
+  int64_t scratch_pushes_ = 0;  // arrays taken from the thread's scratch stack (pop_scratch)
   llvm::IRBuilder<> b_;
   const loop::LoopFunc& lf_;
   llvm::Function* fn_;
@@ -627,8 +638,19 @@ class FunctionEmitter {
         var.lanes = s.lanes;
         var.dtype = s.dtype;
         var.type = reg_type(s.dtype, s.lanes);
-        var.slot = entry_alloca(var.type, s.var, b_.getInt64(std::max<int64_t>(s.count, 1)));
-        llvm::cast<llvm::AllocaInst>(var.slot)->setAlignment(llvm::Align(64));
+        const int64_t bytes = std::max<int64_t>(s.count, 1) * s.lanes * static_cast<int64_t>(dtype_size(s.dtype));
+        if (!s.registers && bytes > kHeapScratchBytes) {  // off the stack: parallel.h
+          llvm::IRBuilder<> eb(&fn_->getEntryBlock(), fn_->getEntryBlock().begin());
+          auto* push_ty = llvm::FunctionType::get(b_.getPtrTy(), {b_.getInt64Ty()}, false);
+          llvm::CallInst* p = eb.CreateCall(m_.getOrInsertFunction("lathe_llvm_scratch_push", push_ty), {eb.getInt64(bytes)}, s.var);
+          p->addRetAttr(llvm::Attribute::NoAlias);
+          p->addRetAttr(llvm::Attribute::getWithAlignment(ctx_, llvm::Align(64)));
+          var.slot = p;
+          ++scratch_pushes_;
+        } else {
+          var.slot = entry_alloca(var.type, s.var, b_.getInt64(std::max<int64_t>(s.count, 1)));
+          llvm::cast<llvm::AllocaInst>(var.slot)->setAlignment(llvm::Align(64));
+        }
         vars_[s.var] = var;
         return;
       }

@@ -113,6 +113,10 @@ JitState& state() {
     llvm::orc::SymbolMap host;
     host[s->jit->mangleAndIntern("lathe_llvm_parallel_for")] = {
         llvm::orc::ExecutorAddr::fromPtr(&lathe_llvm_parallel_for), llvm::JITSymbolFlags::Exported};
+    host[s->jit->mangleAndIntern("lathe_llvm_scratch_push")] = {
+        llvm::orc::ExecutorAddr::fromPtr(&lathe_llvm_scratch_push), llvm::JITSymbolFlags::Exported};
+    host[s->jit->mangleAndIntern("lathe_llvm_scratch_pop")] = {
+        llvm::orc::ExecutorAddr::fromPtr(&lathe_llvm_scratch_pop), llvm::JITSymbolFlags::Exported};
     if (auto e = s->jit->getMainJITDylib().define(llvm::orc::absoluteSymbols(std::move(host))))
       throw InternalError("LLVM JIT: cannot define host symbols: " + take_error(std::move(e)));
     return s;

@@ -32,6 +32,8 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
 #include <ctime>
 #include <mutex>
 #include <thread>
@@ -320,6 +322,43 @@ extern "C" void lathe_llvm_parallel_for(ChunkFn fn, void* const* buffers, const 
                                         int64_t n) {
   pool().run(fn, buffers, dims, captures, n);
 }
+
+namespace {
+// this thread's scratch stack: one buffer per depth, grown as needed, freed with the thread
+struct Scratch {
+  struct Buf {
+    void* p = nullptr;
+    int64_t bytes = 0;
+  };
+  std::vector<Buf> bufs;
+  size_t depth = 0;
+  ~Scratch() {
+    for (Buf& b : bufs) std::free(b.p);
+  }
+};
+thread_local Scratch t_scratch;
+}  // namespace
+
+extern "C" void* lathe_llvm_scratch_push(int64_t bytes) {
+  Scratch& s = t_scratch;
+  if (s.depth == s.bufs.size()) s.bufs.emplace_back();
+  Scratch::Buf& b = s.bufs[s.depth];
+  if (b.bytes < bytes) {
+    std::free(b.p);
+    const int64_t size = (std::max<int64_t>(bytes, 1) + 63) / 64 * 64;
+    b.p = std::aligned_alloc(64, static_cast<size_t>(size));
+    if (!b.p) {
+      b.bytes = 0;
+      std::fprintf(stderr, "lathe: out of memory for a kernel's %lld-byte scratch array\n", static_cast<long long>(bytes));
+      std::abort();
+    }
+    b.bytes = size;
+  }
+  ++s.depth;
+  return b.p;
+}
+
+extern "C" void lathe_llvm_scratch_pop(int64_t count) { t_scratch.depth -= static_cast<size_t>(count); }
 
 int pool_threads() { return pool().threads(); }
 

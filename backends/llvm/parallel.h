@@ -24,6 +24,16 @@ using ChunkFn = void (*)(void* const* buffers, const int64_t* dims, const int64_
 extern "C" void lathe_llvm_parallel_for(ChunkFn fn, void* const* buffers, const int64_t* dims,
                                         const int64_t* captures, int64_t n);
 
+// A kernel's local arrays over kHeapScratchBytes (a GEMM job's packed panels, a convolution's
+// im2col pack shared by all jobs: up to 3 MiB) do not go on the stack of the thread that runs
+// it, which may be small (a user's thread, a pool worker): the function takes them from this
+// thread's scratch stack on entry, lathe_llvm_scratch_push(bytes) (64-byte aligned, kept
+// between calls, so no allocation once warm), and gives its `count` back with
+// lathe_llvm_scratch_pop(count) before it returns. Contents are not initialized (as an alloca).
+constexpr int64_t kHeapScratchBytes = 64 << 10;
+extern "C" void* lathe_llvm_scratch_push(int64_t bytes);
+extern "C" void lathe_llvm_scratch_pop(int64_t count);
+
 int pool_threads();
 
 // Counters since start-up (tests and diagnostics): loops handed to the pool's threads, those

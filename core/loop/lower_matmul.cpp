@@ -607,13 +607,21 @@ LoopFunc MatmulLowering::run() {
   // k outer, the MR rows inner (unrolled): each k writes one contiguous MR-wide column of
   // the panel. (Rows outer made the vectorizer scatter the stores with stride MR, which
   // costs more than the micro-kernel's share of the data.)
-  Stmt packa_r = make_for("r", const_int(P.mr),
-                          {make_local_store("Ap", panel_index(var("ip"), kk, var("r"), P.mr),
-                                            packed(pa, mm_.a.src, adt_, address(Ax, row, kk),
-                                                   logical_and(kin, logical_and(rows_whole ? nullptr : lt(row, mc), in_range(Ax, row, kk)))))},
-                          "pack A: panel row");
-  packa_r.annot.unroll = P.mr;
-  std::vector<Stmt> packa_v{make_for("ip", ceil_div(mc, P.mr), {make_for("kk", kpack, {packa_r}, "pack A: k")}, "pack A: MR-tall panels")};
+  // Only the last panel of a block whose rows are no multiple of MR (M = 128 tokens, 64 or
+  // 256 channels on MR 6) needs the row guard: the whole panels load without it (a guarded
+  // load per element was a branch or an element insert each).
+  auto packa_k = [&](bool guard) {
+    Stmt r = make_for("r", const_int(P.mr),
+                      {make_local_store("Ap", panel_index(var("ip"), kk, var("r"), P.mr),
+                                        packed(pa, mm_.a.src, adt_, address(Ax, row, kk),
+                                               logical_and(kin, logical_and(guard ? lt(row, mc) : nullptr, in_range(Ax, row, kk)))))},
+                      guard ? "pack A: panel row (ragged panel)" : "pack A: panel row");
+    r.annot.unroll = P.mr;
+    return make_for("kk", kpack, {r}, guard ? "pack A: k (ragged panel)" : "pack A: k");
+  };
+  Stmt ipbody = rows_whole ? packa_k(false)
+                           : make_if(le(add(mul(var("ip"), const_int(P.mr)), const_int(P.mr)), mc), {packa_k(false)}, {packa_k(true)});
+  std::vector<Stmt> packa_v{make_for("ip", ceil_div(mc, P.mr), {ipbody}, "pack A: MR-tall panels")};
   rename_loops(packa_v, "kk", "ka");
   rename_loops(packa_v, "r", "ra");
   return std::move(packa_v[0]);

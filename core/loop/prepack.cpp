@@ -402,7 +402,7 @@ std::vector<int> prepack_constant_b(KernelGraph& kg, const MatmulParams& P, int6
 }
 
 std::vector<int> prepack_constant_a(KernelGraph& kg, const MatmulParams& P, int64_t max_n, int64_t max_bytes,
-                                    int64_t max_int8_bytes, PackMemo* memo) {
+                                    int64_t max_int8_bytes, int64_t few_n, int64_t few_n_max_bytes, PackMemo* memo) {
   std::vector<int> changed;
   std::map<int, int> readers = count_readers(kg);
   const int threads = std::max(1u, std::thread::hardware_concurrency());
@@ -425,7 +425,9 @@ std::vector<int> prepack_constant_a(KernelGraph& kg, const MatmulParams& P, int6
     if (!moff || !koff || !Ns.is_const() || Ns.value() > max_n) continue;
     const HostTensor& data = *src->attrs.data;
     const int64_t M = moff->size(), K = koff->size(), total = data.numel(), c0 = A.addr.c0.value();
-    if (M * K * static_cast<int64_t>(ints.g ? dtype_size(ints.a) : sizeof(float)) > (ints.g ? max_int8_bytes : max_bytes)) continue;
+    // (few columns: each packed element serves few of them per run, any size up to few_n_max_bytes)
+    const int64_t cap = std::max(ints.g ? max_int8_bytes : max_bytes, Ns.value() <= few_n ? few_n_max_bytes : 0);
+    if (M * K * static_cast<int64_t>(ints.g ? dtype_size(ints.a) : sizeof(float)) > cap) continue;
     // the blocks the lowering will choose (it uses the packed copy only when KC agrees)
     const MatmulBlocking bl = matmul_blocking(M, Ns.value(), K, Bs.is_const() ? Bs.value() : -1, threads, P);
     const int64_t kc = bl.kc, mr = P.mr;

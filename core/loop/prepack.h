@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "core/loop/lower.h"
+#include "core/runtime/host_tensor.h"
 
 namespace lathe::loop {
 
@@ -53,17 +54,23 @@ int64_t prepack_min_bytes();
 // ((pc · panels + m0 / MR) · KC) · MR. Only where N <= max_n: with few columns per job each
 // packed element serves few of them, and the per-run copy is a large share of the kernel
 // (MobileNet's 14 × 14 and 28 × 28 layers); with many it is a few percent. And only where A
-// is at most max_bytes: packing (and hashing the copy for the kernel cache) is paid on every
-// start, warm ones too; without the cap ResNet-50's build grew by ~0.4-0.6 s (36 MB of
-// weights) for no run-time gain measurable at load ~8. The packed copy is
+// is at most max_bytes: packing is paid on every start, warm ones too (about 1.5 ms of CPU
+// per MB here). Where N <= few_n (a 14 x 14 or 28 x 28 layer: each packed element serves at
+// most that many columns per run, so the per-run copy, masked rows and all, was 10-30% of
+// the kernel) the cap is few_n_max_bytes instead: ResNet-50's middle stages, 2.4 MB 3x3
+// weights, measured 20-30% less CPU per run (155-162 -> 109-135 ms of task-clock, load
+// 11-13) for ~50 ms more CPU at build (57 -> 89 MiB packed, the originals paged out). The
+// packed copy is
 // a Constant buffer named packed_a_<kernel name>, shaped [K blocks, panels, KC, MR] (the
 // lowering reads KC and MR from it, and uses it only when they are its own).
 // An int8 contraction's constant 8-bit A (a convolution's weights) likewise, in its integer
 // panels, up to max_int8_bytes packed: their per-run packing widens every element, and
 // costs as much as a third of a late ResNet-50 layer (few positions per weight).
 std::vector<int> prepack_constant_a(KernelGraph& kg, const MatmulParams& P, int64_t max_n, int64_t max_bytes,
-                                    int64_t max_int8_bytes = 0, PackMemo* memo = nullptr);
+                                    int64_t max_int8_bytes = 0, int64_t few_n = 0, int64_t few_n_max_bytes = 0,
+                                    PackMemo* memo = nullptr);
 constexpr int64_t kPrepackAMaxN = 4096, kPrepackAMaxBytes = 256 << 10, kPrepackAInt8MaxBytes = 16 << 20;
+constexpr int64_t kPrepackAFewN = 1024, kPrepackAFewNMaxBytes = int64_t(64) << 20;
 
 // Hands back the pages of every constant that kernels only gather from (gathers_only, no
 // kernel reading all of it, not an output): an embedding table whose import touched every

@@ -88,8 +88,11 @@ Program build_program(const Graph& given, const BuildOptions& opts) {
       bool all = prepack_env && std::string(prepack_env) == "all";
       std::vector<int> changed = loop::prepack_constant_b(p.kg, loop::host_matmul_params(), all ? 0 : loop::prepack_min_bytes(), 0, &packed);
       if (!(a_env && std::string(a_env) == "0")) {
-        std::vector<int> packed_a = loop::prepack_constant_a(p.kg, loop::host_matmul_params(), loop::kPrepackAMaxN,
-                                                             loop::kPrepackAMaxBytes, loop::kPrepackAInt8MaxBytes, &packed);
+        // LATHE_PREPACK_A=small: only weights under kPrepackAMaxBytes, whatever N (A/B runs)
+        const bool small = a_env && std::string(a_env) == "small";
+        std::vector<int> packed_a = loop::prepack_constant_a(
+            p.kg, loop::host_matmul_params(), loop::kPrepackAMaxN, loop::kPrepackAMaxBytes, loop::kPrepackAInt8MaxBytes,
+            loop::kPrepackAFewN, small ? 0 : loop::kPrepackAFewNMaxBytes, &packed);
         changed.insert(changed.end(), packed_a.begin(), packed_a.end());
       }
       int64_t bytes = 0;

@@ -151,6 +151,35 @@ TEST(Contraction, WholeTilesMatchInterpreter) {
   EXPECT_EQ(batch.run(), 0);
 }
 
+// Rows no multiple of MR (M = 128 tokens, 131, 7, a conv's 64 channels on MR 6): only the
+// block's last, ragged A panel keeps the per-row guard; the whole panels are packed without
+// it. Batch 1 and 64, a K over the KC block, a conv, against the interpreter.
+TEST(Contraction, OnlyTheRaggedAPanelIsGuarded) {
+  if (const char* e = std::getenv("LATHE_MATMUL_TILE"); e && *e) GTEST_SKIP() << "tile overridden by LATHE_MATMUL_TILE";
+  const int mr = loop::host_matmul_params().mr;
+  test::DiffBatch batch;
+  for (int64_t m : {128, 131, 7}) {
+    if (m % mr == 0) continue;
+    Tensor x = input("x", {m, 300}), w = input("w", {300, 45});
+    Graph g = Graph::from_outputs({{"y", relu(matmul(x, w)).node()}});
+    std::string ir = test::loop_ir_of(build_program(g));
+    EXPECT_NE(ir.find("pack A: k (ragged panel)"), std::string::npos) << "M=" << m << "\n" << ir;
+    // the whole panels' loop: its element has no row guard (` < mc)`) in it
+    size_t whole = ir.find("# pack A: k\n");
+    ASSERT_NE(whole, std::string::npos) << "M=" << m << "\n" << ir;
+    size_t line = ir.find("Ap[", whole);
+    ASSERT_NE(line, std::string::npos);
+    std::string store = ir.substr(line, ir.find('\n', line) - line);
+    EXPECT_EQ(store.find(" < mc)"), std::string::npos) << "M=" << m << ": " << store;
+    batch.add("M=" + std::to_string(m), g);
+  }
+  Tensor xb = input("x", {64, 13, 37}), wb = input("w", {37, 29});
+  batch.add("batch 64 of 13 rows", Graph::from_outputs({{"y", matmul(xb, wb).node()}}));
+  batch.add("conv 64 channels, 3x3", conv_graph({1, 17, 23, 23, 64, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, true}));
+  batch.add("conv 131 channels, stride 2, batch 2", conv_graph({2, 5, 19, 19, 131, 3, 3, {2, 2}, {1, 1}, {1, 1}, 1, false}));
+  EXPECT_EQ(batch.run(), 0);
+}
+
 // The block sizes: they nest (MC a multiple of MR, NC of NR, KC of 8), stay within the
 // caps, cover the sizes, and give a multiple of the thread count of jobs where N allows.
 TEST(Contraction, BlockingNestsAndSplitsJobsEvenly) {

@@ -203,7 +203,10 @@ TEST(Prepack, ASecondSchedulingAttemptReusesThePackedWeights) {
 // kernel no longer packs A per run. Output channels no multiple of MR (6 on AVX2), K across
 // the KC block, stride 2, an M split (few positions, many channels), batch 1, 2 and 64,
 // residual and relu epilogues, against the interpreter. Beyond kPrepackAMaxN positions, or
-// with weights over kPrepackAMaxBytes (300 x 256 floats), A is packed per run as before.
+// with weights over kPrepackAMaxBytes (1801 x 37 floats) and more than kPrepackAFewN
+// columns (33 x 33; 5 x 5 at batch 48: 1200), A is packed per run as before; with few
+// columns (9 x 9, 8 x 8 after stride 2) weights of any size are packed (a 14 x 14 layer's
+// 2.4 MB 3x3 weights). LATHE_PREPACK_A=small keeps the old cap for those too.
 TEST(Prepack, ConvWeightsOnTheASideArePackedOnceWhenPositionsAreFew) {
   Conv2dOptions same, strided;
   same.padding = {1, 1};
@@ -212,7 +215,8 @@ TEST(Prepack, ConvWeightsOnTheASideArePackedOnceWhenPositionsAreFew) {
   struct Case { int64_t n, c, h, k, r; bool stride2; bool packed; };
   for (Case t : {Case{1, 23, 14, 13, 1, false, true}, Case{2, 41, 11, 37, 3, false, true}, Case{1, 17, 23, 31, 3, true, true},
                  Case{1, 29, 9, 257, 1, false, true}, Case{64, 7, 5, 11, 1, false, true}, Case{1, 3, 67, 7, 1, false, false},
-                 Case{1, 256, 9, 300, 1, false, false}}) {
+                 Case{1, 37, 33, 1801, 1, false, false}, Case{1, 131, 9, 521, 1, false, true},
+                 Case{1, 29, 15, 257, 3, true, true}, Case{48, 8, 5, 911, 3, false, false}}) {
     std::string what = "n" + std::to_string(t.n) + " c" + std::to_string(t.c) + " " + std::to_string(t.h) + "x" +
                        std::to_string(t.h) + " k" + std::to_string(t.k) + " " + std::to_string(t.r) + "x" + std::to_string(t.r) +
                        (t.stride2 ? " stride 2" : "");
@@ -248,6 +252,53 @@ TEST(Prepack, ConvWeightsOnTheASideArePackedOnceWhenPositionsAreFew) {
   EXPECT_EQ(loop::packed_a_buffer(pa.kg, pa.kg.kernels[0]), -1);
   Program pd = build_program(g);  // and by default it is prepacked
   EXPECT_GE(loop::packed_a_buffer(pd.kg, pd.kg.kernels[0]), 0);
+  // 300 x 256 weights at 9 x 9: over kPrepackAMaxBytes, packed only with the few-columns cap
+  Tensor xb = input("x", {1, 256, 9, 9});
+  Graph gb = Graph::from_outputs({{"y", conv2d(xb, from_host(weights({300, 256, 1, 1}, 3)), std::nullopt, Conv2dOptions{}).node()}});
+  setenv("LATHE_PREPACK_A", "small", 1);
+  Program ps = build_program(gb);
+  unsetenv("LATHE_PREPACK_A");
+  EXPECT_EQ(loop::packed_a_buffer(ps.kg, ps.kg.kernels[0]), -1);
+  Program pb = build_program(gb);
+  EXPECT_GE(loop::packed_a_buffer(pb.kg, pb.kg.kernels[0]), 0);
+  expect_matches(gb, "300 x 256 weights at 9 x 9");
+}
+
+// build_program schedules again when lowering asks for a node to be materialized; the memo
+// gives that attempt the first one's packed copies instead of packing every weight again:
+// a second schedule of one graph, packed through the same memo, reuses every packed copy
+// (A and B sides) and gets the same ones. Odd sizes: a 3x3 conv (weights on A) and a late
+// conv whose weights are B.
+TEST(Prepack, ASecondScheduleReusesThePackedCopies) {
+  Conv2dOptions same;
+  same.padding = {1, 1};
+  Tensor x = input("x", {1, 7, 13, 13});
+  Tensor h = relu(conv2d(x, from_host(weights({11, 7, 3, 3}, 2)), std::nullopt, same));
+  Tensor y = conv2d(max_pool2d(h, Pool2dOptions{}), from_host(weights({131, 11, 3, 3}, 4)), std::nullopt, same);
+  Graph g = Graph::from_outputs({{"y", y.node()}});
+  auto packed_storage = [](const KernelGraph& kg) {
+    std::vector<const void*> r;
+    for (const Kernel& k : kg.kernels)
+      for (int b : {k.packed_b, loop::packed_a_buffer(kg, k)})
+        if (b >= 0) r.push_back(kg.buffers[b].node->attrs.data->data());
+    return r;
+  };
+  const loop::MatmulParams P = loop::host_matmul_params();
+  auto pack = [&](KernelGraph& kg, loop::PackMemo* memo) {
+    loop::prepack_constant_b(kg, P, 0, 0, memo);
+    loop::prepack_constant_a(kg, P, loop::kPrepackAMaxN, loop::kPrepackAMaxBytes, 0, loop::kPrepackAFewN,
+                             loop::kPrepackAFewNMaxBytes, memo);
+  };
+  loop::PackMemo memo;
+  KernelGraph k1 = schedule_graph(g), k2 = schedule_graph(g);
+  pack(k1, &memo);
+  EXPECT_EQ(memo.reused, 0);
+  pack(k2, &memo);
+  auto s1 = packed_storage(k1), s2 = packed_storage(k2);
+  EXPECT_EQ(s1.size(), 2u);
+  EXPECT_EQ(memo.reused, static_cast<int>(s1.size()));
+  EXPECT_EQ(s1, s2);
+  expect_matches(g, "two convolutions");
 }
 
 }  // namespace

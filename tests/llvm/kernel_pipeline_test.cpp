@@ -6,12 +6,15 @@
 // sizes, batch 1 and 64.
 #include <gtest/gtest.h>
 
+#include <pthread.h>
+
 #include <cstdlib>
 #include <string>
 
 #include "backends/backend.h"
 #include "backends/llvm/jit.h"
 #include "core/frontend/frontend.h"
+#include "core/frontend/nn.h"
 #include "core/interp/interp.h"
 #include "core/runtime/compare.h"
 #include "core/runtime/random.h"
@@ -72,6 +75,56 @@ TEST(LlvmPipeline, LoopsStillVectorizeAndMatchTheInterpreter) {
     for (const char* out : {"y", "z"}) {
       std::string why;
       EXPECT_TRUE(allclose(got.at(out), want.at(out), 1e-4, 1e-4, &why)) << "N=" << n << " " << out << ": " << why;
+    }
+  }
+}
+
+// A kernel's local arrays over kHeapScratchBytes (a convolution's im2col pack shared by the
+// jobs, ~1 MB here; each job's packed panels) come from the running thread's scratch stack
+// (parallel.h), not from its stack: the kernels run on a thread with a 512 KB stack and
+// match the interpreter (an alloca of them overflowed it: SIGSEGV). Odd and prime sizes, a
+// 14 x 14 3x3 convolution and a plain matmul, batch 1 and 2.
+TEST(LlvmScratch, BigLocalArraysDoNotLiveOnTheStack) {
+  Backend& b = get_backend("llvm");
+  for (int64_t n : {1, 2}) {
+    Tensor x = input("x", {n, 131, 14, 14});
+    Tensor w = input("w", {263, 131, 3, 3});
+    Conv2dOptions same;
+    same.padding = {1, 1};
+    Tensor y = relu(conv2d(x, w, std::nullopt, same));
+    Tensor z = matmul(input("a", {n * 67, 613}), input("m", {613, 521}));
+    Graph g = Graph::from_outputs({{"y", y.node()}, {"z", z.node()}});
+    Program p = build_program(g);
+    bool pushes = false;
+    for (int k = 0; k < p.num_kernels(); ++k) {
+      if (p.funcs[k].kind != "matmul") continue;
+      std::string ir = b.render_optimized(p, k);
+      pushes = pushes || ir.find("lathe_llvm_scratch_push") != std::string::npos;
+    }
+    EXPECT_TRUE(pushes) << "n=" << n;
+    auto cp = b.compile(p, CompileOptions{});
+    TensorMap in = random_inputs(g, 5);
+    Executable exe(std::move(p), cp, "llvm");
+    struct Job {
+      Executable* exe;
+      const TensorMap* in;
+      TensorMap out;
+    } job{&exe, &in, {}};
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setstacksize(&attr, 512 << 10);
+    pthread_t t;
+    ASSERT_EQ(pthread_create(&t, &attr, [](void* j) -> void* {
+      auto* job = static_cast<Job*>(j);
+      job->out = job->exe->run(*job->in);
+      return nullptr;
+    }, &job), 0);
+    pthread_join(t, nullptr);
+    pthread_attr_destroy(&attr);
+    TensorMap want = interpret(g, in);
+    for (const char* out : {"y", "z"}) {
+      std::string why;
+      EXPECT_TRUE(allclose(job.out.at(out), want.at(out), 1e-4, 1e-4, &why)) << "n=" << n << " " << out << ": " << why;
     }
   }
 }
