@@ -176,7 +176,7 @@ TEST(Prepack, ASecondSchedulingAttemptReusesThePackedWeights) {
     loop::PackMemo memo;
     auto packed_nodes = [&](KernelGraph& kg) {
       std::vector<int> b = loop::prepack_constant_b(kg, P, 0, 0, &memo);
-      std::vector<int> a = loop::prepack_constant_a(kg, P, loop::kPrepackAMaxN, loop::kPrepackAMaxBytes, 0, &memo);
+      std::vector<int> a = loop::prepack_constant_a(kg, P, loop::kPrepackAMaxN, loop::kPrepackAMaxBytes, 0, 0, 0, &memo);
       std::vector<NodeRef> nodes;
       for (const Kernel& k : kg.kernels)
         for (int buf : {k.packed_b, loop::packed_a_buffer(kg, k)})
