@@ -321,7 +321,7 @@ TuneResult tune_program(const Program& p, const Bindings& dims, const std::strin
           std::vector<Timing> again;
           double t0 = elapsed();
           try {
-            again = m->measure_each(k, {{&best->built.f, &best->built.schedule}});
+            again = m->confirm(k, {&best->built.f, &best->built.schedule});
           } catch (const UserError&) {
           }
           confirm_s = std::max(confirm_s, elapsed() - t0);

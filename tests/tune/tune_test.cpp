@@ -375,6 +375,24 @@ TEST(Tune, MeasuredSearchTunesRepeatedKernelsOnce) {
   EXPECT_LT(max_diff(e.run(in), interpret(g, in)), 1e-3);
 }
 
+// the winner's confirmation times it inside whole runs of the program (alternating with the
+// heuristic's kernel, the other kernels between), not back to back with its data hot
+TEST(Tune, ConfirmationTimesTheCandidateInsideWholeRuns) {
+  Tensor x = input("x", {48, 40});
+  Graph g = Graph::from_outputs({{"a", sum(x, {0}).node()}, {"b", (x * 2.0).node()}});
+  Program p = build_program(g);
+  ASSERT_EQ(p.num_kernels(), 2);
+  BackendMeasurer m(p, "c", random_inputs(g, 1), 3);
+  tune::Space sp = tune::make_space(p.kg, 0, tune::Machine{2, 8, 16});
+  tune::Built b = tune::build(p.kg, 0, sp, tune::Point(sp.knobs.size(), 0));
+  auto t = m.confirm(0, {&b.f, &b.schedule});
+  ASSERT_EQ(t.size(), 1u);
+  EXPECT_GT(t[0].ms, 0);
+  EXPECT_GT(t[0].baseline_ms, 0);
+  EXPECT_GE(m.confirm_runs, 8);
+  EXPECT_EQ(m.confirm_runs % 2, 0);
+}
+
 // a measurer whose every batch takes `seconds` (compiling and timing, as on a loaded machine)
 class SlowMeasurer : public tune::Measurer {
  public:
