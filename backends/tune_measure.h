@@ -25,6 +25,10 @@ class BackendMeasurer : public tune::Measurer {
  public:
   BackendMeasurer(const Program& p, const std::string& backend, TensorMap inputs, int repeats = 7);
   std::vector<double> measure(int kernel, const std::vector<const loop::LoopFunc*>& candidates, double* baseline_ms) override;
+  // Times the candidate and the heuristic's kernel inside whole runs of the program
+  // (alternating runs, one timed launch each; the other kernels run between them).
+  std::vector<tune::Timing> confirm(int kernel, const tune::Candidate& c) override;
+  int confirm_runs = 0;  // whole program runs the last confirm() made (for tests)
   // Throws the UserError the constructor would for a backend it cannot measure on (interp,
   // cuda, one not available here), before anything is compiled.
   static void check_backend(const std::string& backend);

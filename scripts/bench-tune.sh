@@ -18,7 +18,12 @@ mkdir -p "$OUT"
 # one run: "median min"
 stats() { "$L" run "$1" --backend "$B" --tuned "$2" --iters 20 --stats 2>/dev/null |
   sed -n 's/.*"median_ms":\([0-9.e+-]*\).*"min_ms":\([0-9.e+-]*\).*/\1 \2/p'; }
-echo "# $(uptime | sed 's/.*load/load/') ; backend $B; tune budget ${BUDGET}s per workload"
+# The bandwidth measured now (lathe bench's triad peer, in this locked run): a memory-bound
+# kernel's share of it says what the kernel reaches under the same load; the roof % of
+# the profile divides by the machine's best ceiling (taken once, at low load).
+M=$("$L" bench --only eltwise --iters 3 2>/dev/null | sed -n 's/.*ceiling [0-9.]* GFLOP\/s, \([0-9.]*\) GB\/s; triad peer now \([0-9.]*\) GB\/s.*/\1 \2/p')
+CEIL_GBPS=${M% *}; NOW_GBPS=${M#* }
+echo "# $(uptime | sed 's/.*load/load/') ; backend $B; tune budget ${BUDGET}s per workload; bandwidth ceiling ${CEIL_GBPS:-?} GB/s, triad now ${NOW_GBPS:-?} GB/s"
 printf '%-16s %12s %12s %8s %12s %12s %8s  %s\n' workload "heur median" "tuned median" speedup "heur min" "tuned min" speedup \
   "tuned kernels: roof % of median (of min)"
 for f in "$DIR"/*.lua; do
@@ -34,8 +39,10 @@ for f in "$DIR"/*.lua; do
     i=$((i + 1))
   done
   # roof % of the median (and of the minimum, what the code reaches between other load)
-  roof=$("$L" run "$f" --backend "$B" --tuned "$R" --profile --iters 20 2>/dev/null | awk '$NF ~ /^(memory|compute)$/ && $6 == $8 {
-    r = $(NF-1); sub(/\*$/, "", r); printf "%s=%s(min %.0f) ", $1, $(NF-1), r * $5 / $7 }')
+  roof=$("$L" run "$f" --backend "$B" --tuned "$R" --profile --iters 20 2>/dev/null | awk -v c="${CEIL_GBPS:-0}" -v now="${NOW_GBPS:-0}" '$NF ~ /^(memory|compute)$/ && $6 == $8 {
+    r = $(NF-1); sub(/\*$/, "", r); printf "%s=%s(min %.0f", $1, $(NF-1), r * $5 / $7
+    if ($NF == "memory" && now > 0) printf "; of the triad now %.0f, min %.0f", r * c / now, r * $5 / $7 * c / now
+    printf ") " }')
   grep -q 'not faster' "$OUT/$n.tune.txt" && roof="$roof(no record applied: the heuristic stays)"
   sort -k1,1 -k2,2g "$OUT/$n.runs" | awk -v n="$n" -v roof="$roof" '
     { med[$1, ++c[$1]] = $2; if (!($1 in mn) || $3 < mn[$1]) mn[$1] = $3 }

@@ -46,6 +46,10 @@ class Measurer {
   // measures parts of a batch in different processes or machines (app/tune_mpi.h) reports
   // each part beside its own heuristic run. Default: measure() over the whole batch.
   virtual std::vector<Timing> measure_each(int kernel, const std::vector<Candidate>& candidates);
+  // The winner's confirmation (its time and the heuristic's beside it). Default:
+  // measure_each; a BackendMeasurer times both inside whole runs of the program instead of
+  // back to back (a candidate that only wins with its data hot in cache loses there).
+  virtual std::vector<Timing> confirm(int kernel, const Candidate& c) { return measure_each(kernel, {c}); }
   // "time", or "model" when the times are the cost model's estimates (--measure model).
   virtual std::string kind() const { return "time"; }
 };

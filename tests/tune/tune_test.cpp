@@ -10,7 +10,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <chrono>
 #include <map>
+#include <thread>
 
 #include "backends/backend.h"
 #include "backends/tune_measure.h"
@@ -371,6 +373,58 @@ TEST(Tune, MeasuredSearchTunesRepeatedKernelsOnce) {
   EXPECT_EQ(applied, 2);
   TensorMap in = random_inputs(g, 2);
   EXPECT_LT(max_diff(e.run(in), interpret(g, in)), 1e-3);
+}
+
+// the winner's confirmation times it inside whole runs of the program (alternating with the
+// heuristic's kernel, the other kernels between), not back to back with its data hot
+TEST(Tune, ConfirmationTimesTheCandidateInsideWholeRuns) {
+  Tensor x = input("x", {48, 40});
+  Graph g = Graph::from_outputs({{"a", sum(x, {0}).node()}, {"b", (x * 2.0).node()}});
+  Program p = build_program(g);
+  ASSERT_EQ(p.num_kernels(), 2);
+  BackendMeasurer m(p, "c", random_inputs(g, 1), 3);
+  tune::Space sp = tune::make_space(p.kg, 0, tune::Machine{2, 8, 16});
+  tune::Built b = tune::build(p.kg, 0, sp, tune::Point(sp.knobs.size(), 0));
+  auto t = m.confirm(0, {&b.f, &b.schedule});
+  ASSERT_EQ(t.size(), 1u);
+  EXPECT_GT(t[0].ms, 0);
+  EXPECT_GT(t[0].baseline_ms, 0);
+  EXPECT_GE(m.confirm_runs, 8);
+  EXPECT_EQ(m.confirm_runs % 2, 0);
+}
+
+// a measurer whose every batch takes `seconds` (compiling and timing, as on a loaded machine)
+class SlowMeasurer : public tune::Measurer {
+ public:
+  explicit SlowMeasurer(double seconds) : seconds_(seconds) {}
+  std::vector<double> measure(int, const std::vector<const loop::LoopFunc*>& c, double* baseline_ms) override {
+    std::this_thread::sleep_for(std::chrono::duration<double>(seconds_));
+    if (baseline_ms) *baseline_ms = 2;
+    return std::vector<double>(c.size(), 1);
+  }
+
+ private:
+  double seconds_;
+};
+
+// --time-budget bounds the whole run: no batch or confirmation starts that would end past it
+// (a kernel started near the end used to run a batch and a confirmation over it)
+TEST(Tune, TimeBudgetIsNeverOverrun) {
+  Tensor x = input("x", {48, 40}), y = input("y", {48, 41}), z = input("z", {48, 43});
+  Graph g = Graph::from_outputs({{"a", sum(x, {0}).node()}, {"b", sum(y, {0}).node()}, {"c", sum(z, {0}).node()}});
+  Program p = build_program(g);
+  ASSERT_EQ(p.num_kernels(), 3);
+  SlowMeasurer m(0.3);
+  tune::TuneOptions o = model_opts(48);
+  o.budget_s = 1.2;
+  auto t0 = std::chrono::steady_clock::now();
+  auto r = tune::tune_program(p, {}, "T", &m, o);
+  double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_LE(s, o.budget_s + 0.05);
+  ASSERT_GE(r.records.size(), 1u);  // the first kernel had the time for a batch and its confirmation
+  std::string notes;
+  for (auto& n : r.notes) notes += n + "\n";
+  EXPECT_NE(notes.find("time budget spent before"), std::string::npos) << notes;
 }
 
 TEST(Tune, StopFlagEndsTheSearchWithWhatWasFound) {
