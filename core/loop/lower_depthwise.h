@@ -18,6 +18,12 @@
 // Stride, dilation and padding come from the operands' affine addresses and range
 // conditions (operand_access), not from the importer, so any graph with that shape of
 // reduction (the ONNX Conv with group = channels, the frontend's conv) takes this path.
+// Several output channels per input plane (an output dim X does not read: a stem convolution
+// with 3 input channels, or a grouped convolution with several outputs per group) are
+// computed OCB at a time from the same band copy: per tap one load of each output row's
+// vector and one broadcast weight per channel into 2 x OCB register accumulators. A matmul
+// kernel takes this path only for a small window over at most 8 input channels (≤ 160 taps:
+// a 3x3 or 7x7 stem), where packing taps x positions for a GEMM costs more than the taps.
 // Anything else (symbolic spatial sizes, more than 64 taps, a channel contraction, bounds
 // that are not per-row / per-column) returns nullopt and the generic lowering runs, as it
 // does for every kernel under LATHE_DEPTHWISE=0 (A/B comparisons).
@@ -29,9 +35,13 @@
 
 namespace lathe::loop {
 
-// `lanes`: the vector width of the output rows (8 on AVX2).
-std::optional<LoopFunc> lower_depthwise_kernel(const KernelGraph& kg, int kernel, int lanes = 8);
-// Is f the direct depthwise nest of lower_depthwise_kernel (its first schedule log line)?
+// `lanes`: the vector width of the output rows (8 on AVX2); `ocb`: output channels per pass
+// when several outputs read each input plane (0: the default, 4).
+std::optional<LoopFunc> lower_depthwise_kernel(const KernelGraph& kg, int kernel, int lanes = 8, int ocb = 0);
+// Would lower_depthwise_kernel take kernel (a matmul kernel that does is not packed)?
+bool takes_direct_conv(const KernelGraph& kg, int kernel, int lanes = 8);
+// Is f the direct nest of lower_depthwise_kernel (its first schedule log line: `depthwise: …`
+// or, several output channels per input plane, `direct conv: …`)?
 bool is_depthwise(const LoopFunc& f);
 
 }  // namespace lathe::loop
