@@ -66,10 +66,11 @@ struct Plan {
   int oc = -1;
   int64_t OC = 1, OCB = 1, cwoc = 0;
   std::vector<int> xsel;  // the plane dims: sel without oc
+  int64_t RP = 2;         // output rows per pass (they share the loads of the input rows both read)
   bool multi() const { return oc >= 0; }
 };
 
-std::optional<Plan> analyse(const KernelGraph& kg, const Kernel& k, int L, int ocb) {
+std::optional<Plan> analyse(const KernelGraph& kg, const Kernel& k, int L, const DirectParams& dp) {
   if (k.kind != "reduce" && k.kind != "matmul") return std::nullopt;
   Plan p;
   for (NodeRef n : k.nodes)
@@ -166,6 +167,7 @@ std::optional<Plan> analyse(const KernelGraph& kg, const Kernel& k, int L, int o
       else return std::nullopt;
     }
   if (p.oh >= 0) p.OH = s[p.oh].value();
+  if (dp.rows > 0) p.RP = dp.rows;
   if (p.kh >= 0) p.KH = s[p.kh].value();
   if (p.kw >= 0) p.KW = s[p.kw].value();
   p.akw = p.kw >= 0 ? *coef(p.x.addr, p.kw) : 0;
@@ -185,11 +187,12 @@ std::optional<Plan> analyse(const KernelGraph& kg, const Kernel& k, int L, int o
   const int64_t ntaps = p.CG * p.KH * p.KW;
   if (p.multi()) {
     p.cwoc = *coef(p.w.addr, p.oc);
-    p.OCB = std::min<int64_t>(p.OC, ocb > 0 ? ocb : outputs_per_pass(p.OC));
+    p.OCB = std::min<int64_t>(p.OC, dp.ocb > 0 ? dp.ocb : outputs_per_pass(p.OC));
     // a GEMM (matmul kernel) stays one unless its contraction is a small window over few
     // input channels (a stem): there the direct nest reads the input once per band instead
     // of packing taps x positions of it
-    if (ntaps > kMaxDirectTaps || (k.kind == "matmul" && (p.KH * p.KW < 2 || p.CG > kMaxDirectChannels))) return std::nullopt;
+    if (ntaps > kMaxDirectTaps || (k.kind == "matmul" && (p.KH < 2 || p.KW < 2 || p.oh < 0 || p.CG > kMaxDirectChannels)))
+      return std::nullopt;
   } else if (ntaps > kMaxTaps || k.kind == "matmul") {
     return std::nullopt;
   }
@@ -239,6 +242,10 @@ std::optional<Plan> analyse(const KernelGraph& kg, const Kernel& k, int L, int o
     if (g > 0) p.RW = g, p.uh = ah / g, p.ukh = akh / g;
   }
   if (p.oh >= 0 && p.uh == 0) return std::nullopt;
+  // a matmul kernel's window lies along rows of the input (a plain GEMM read as a "window"
+  // of K taps a column apart does not)
+  if (k.kind == "matmul" && (p.akw * (p.KW - 1) >= p.RW || (p.CG > 1 && p.ukh * (p.KH - 1) * p.RW >= p.ackc)))
+    return std::nullopt;
   p.E = p.s * (p.OW - 1) + p.akw * (p.KW - 1) + 1;
   int64_t owv = cdiv(p.OW, L) * L;
   p.Q = std::max(cdiv(p.E, p.s), owv + p.akw * (p.KW - 1) / p.s);
@@ -253,7 +260,7 @@ std::optional<Plan> analyse(const KernelGraph& kg, const Kernel& k, int L, int o
     if (planes * p.NB < kMinTasks) p.NB = std::max(p.NB, std::min(cdiv(kMinTasks, planes), cdiv(p.OH, 2)));
   }
   p.BH = cdiv(p.OH, p.NB);
-  if (p.multi() && p.BH % 2 && p.BH < p.OH) ++p.BH;  // rows go in pairs: an odd band has a half-speed row
+  if (p.multi() && p.BH % p.RP && p.BH < p.OH) p.BH += p.RP - p.BH % p.RP;  // whole passes: a partial one runs at part speed
   p.NB = cdiv(p.OH, p.BH);
   p.UB = rows(p.BH);
   if (p.CG * p.UB * p.s * p.Q > kMaxBandFloats) return std::nullopt;
@@ -322,7 +329,7 @@ class DepthwiseLowering {
           body.push_back(make_let(wname(c, i, j), DType::F32,
                                   load(pw, DType::F32, add(var("wa"), const_int(p.ckc * c + p.ckh * i + p.ckw * j)))));
     body.push_back(make_alloc("pb", DType::F32, 1, p.CG * p.UB * S * Q));
-    body.push_back(make_alloc("rowt", DType::F32, 1, 2 * p.OCB * owv));
+    body.push_back(make_alloc("rowt", DType::F32, 1, p.RP * p.OCB * owv));
 
     // fill: buffer row u = input row u0 + u, split into S phases of Q
     ExprRef u = var("u"), ug = add(u0, u);
@@ -446,15 +453,20 @@ class DepthwiseLowering {
       return make_for("v", const_int(owv / L_), std::move(vb), note);
     };
     std::vector<Stmt> rows_body;
-    ExprRef i0 = mul(var("ip"), const_int(2)), i1 = add(i0, const_int(1));
-    std::vector<Stmt> pair{pass({i0, i1}, "vectors of two output rows")};
-    for (int64_t r = 0; r < 2; ++r)
-      for (int64_t j = 0; j < p.OCB; ++j) pair.push_back(epilogue(r == 0 ? i0 : i1, r * p.OCB + j, j));
-    rows_body.push_back(make_for("ip", binary(Op::IDiv, var("nh"), const_int(2)), std::move(pair), "pairs of output rows of the band"));
-    ExprRef il = sub(var("nh"), const_int(1));
-    std::vector<Stmt> last{pass({il}, "vectors of the last output row")};
-    for (int64_t j = 0; j < p.OCB; ++j) last.push_back(epilogue(il, j, j));
-    rows_body.push_back(make_if(lt(const_int(0), binary(Op::Mod, var("nh"), const_int(2))), std::move(last)));
+    const int64_t RP = p.RP;
+    std::vector<ExprRef> is;
+    for (int64_t r = 0; r < RP; ++r) is.push_back(add(mul(var("ip"), const_int(RP)), const_int(r)));
+    std::vector<Stmt> group{pass(is, RP == 1 ? "vectors of an output row" : "vectors of " + std::to_string(RP) + " output rows")};
+    for (int64_t r = 0; r < RP; ++r)
+      for (int64_t j = 0; j < p.OCB; ++j) group.push_back(epilogue(is[r], r * p.OCB + j, j));
+    rows_body.push_back(make_for("ip", binary(Op::IDiv, var("nh"), const_int(RP)), std::move(group),
+                                 RP == 2 ? "pairs of output rows of the band" : "passes of output rows of the band"));
+    if (RP > 1) {  // the band's last nh % RP rows, one at a time
+      ExprRef il = add(mul(binary(Op::IDiv, var("nh"), const_int(RP)), const_int(RP)), var("ir"));
+      std::vector<Stmt> last{pass({il}, "vectors of a last output row")};
+      for (int64_t j = 0; j < p.OCB; ++j) last.push_back(epilogue(il, j, j));
+      rows_body.push_back(make_for("ir", binary(Op::Mod, var("nh"), const_int(RP)), std::move(last), "the last rows"));
+    }
     if (p.multi()) {
       // passes of OCB output channels; the last starts at OC - OCB (it may redo a few)
       std::vector<Stmt> ob{make_let("o0", DType::I64, min_of(mul(var("ob"), const_int(p.OCB)), const_int(p.OC - p.OCB))),
@@ -470,7 +482,8 @@ class DepthwiseLowering {
     f_.body.push_back(std::move(tl));
     std::string taps = (p.CG > 1 ? std::to_string(p.CG) + " channels x " : std::string()) + std::to_string(p.KH) + "x" +
                        std::to_string(p.KW) + " taps, stride " + std::to_string(p.s) + ", " + std::to_string(L_) +
-                       " lanes, bands of " + std::to_string(p.BH) + " rows, rows in pairs";
+                       " lanes, bands of " + std::to_string(p.BH) + " rows, " +
+                       (p.RP == 2 ? std::string("rows in pairs") : std::to_string(p.RP) + " rows per pass");
     if (p.multi())
       f_.schedule_log.push_back("direct conv: " + taps + ", " + std::to_string(p.OCB) + " of " + std::to_string(p.OC) +
                                 " output channels per pass");
@@ -510,16 +523,16 @@ bool depthwise_off() {
 
 }  // namespace
 
-std::optional<LoopFunc> lower_depthwise_kernel(const KernelGraph& kg, int kernel, int lanes, int ocb) {
-  if (depthwise_off()) return std::nullopt;
+std::optional<LoopFunc> lower_depthwise_kernel(const KernelGraph& kg, int kernel, int lanes, const DirectParams& dp) {
+  if (depthwise_off() && !dp.force) return std::nullopt;
   const Kernel& k = kg.kernels.at(kernel);
-  auto plan = analyse(kg, k, lanes, ocb);
+  auto plan = analyse(kg, k, lanes, dp);
   if (!plan) return std::nullopt;
   return DepthwiseLowering(kg, k, *plan, lanes).run();
 }
 
 bool takes_direct_conv(const KernelGraph& kg, int kernel, int lanes) {
-  return !depthwise_off() && analyse(kg, kg.kernels.at(kernel), lanes, 0).has_value();
+  return !depthwise_off() && analyse(kg, kg.kernels.at(kernel), lanes, DirectParams{}).has_value();
 }
 
 bool is_depthwise(const LoopFunc& f) {

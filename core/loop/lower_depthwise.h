@@ -35,9 +35,16 @@
 
 namespace lathe::loop {
 
-// `lanes`: the vector width of the output rows (8 on AVX2); `ocb`: output channels per pass
-// when several outputs read each input plane (0: the default, 4).
-std::optional<LoopFunc> lower_depthwise_kernel(const KernelGraph& kg, int kernel, int lanes = 8, int ocb = 0);
+// The nest's parameters (0: the heuristic's choice). `ocb`: output channels per pass when
+// several outputs read each input plane (the default weighs FMA latency against the channels
+// a last pass redoes: 4-6); `rows`: output rows per pass (default 2); `force`: also under
+// LATHE_DEPTHWISE=0 (a tuning record that names the nest).
+struct DirectParams {
+  int ocb = 0, rows = 0;
+  bool force = false;
+};
+// `lanes`: the vector width of the output rows (8 on AVX2).
+std::optional<LoopFunc> lower_depthwise_kernel(const KernelGraph& kg, int kernel, int lanes = 8, const DirectParams& dp = {});
 // Would lower_depthwise_kernel take kernel (a matmul kernel that does is not packed)?
 bool takes_direct_conv(const KernelGraph& kg, int kernel, int lanes = 8);
 // Is f the direct nest of lower_depthwise_kernel (its first schedule log line: `depthwise: …`

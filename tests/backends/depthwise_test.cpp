@@ -158,7 +158,9 @@ TEST(Depthwise, DirectNestPassWidths) {
   Program p = build_program(g);
   ASSERT_EQ(p.num_kernels(), 1);
   for (int ocb = 1; ocb <= 6; ++ocb) {
-    auto f = loop::lower_depthwise_kernel(p.kg, 0, 8, ocb);
+    loop::DirectParams dp;
+    dp.ocb = ocb;
+    auto f = loop::lower_depthwise_kernel(p.kg, 0, 8, dp);
     ASSERT_TRUE(f.has_value());
     EXPECT_NE(f->schedule_log.at(0).find(std::to_string(ocb) + " of 11 output channels per pass"), std::string::npos)
         << f->schedule_log.at(0);
