@@ -191,7 +191,10 @@ std::optional<Plan> analyse(const KernelGraph& kg, const Kernel& k, int L, const
     // a GEMM (matmul kernel) stays one unless its contraction is a small window over few
     // input channels (a stem): there the direct nest reads the input once per band instead
     // of packing taps x positions of it
-    if (ntaps > kMaxDirectTaps || (k.kind == "matmul" && (p.KH < 2 || p.KW < 2 || p.oh < 0 || p.CG > kMaxDirectChannels)))
+    // (the heuristic's limit for a matmul kernel is kMaxTaps: a 7x7 x 3-channel stem measured
+    // no faster than the GEMM; a tuning candidate, dp.force, goes to kMaxDirectTaps)
+    if (ntaps > (k.kind == "matmul" && !dp.force ? kMaxTaps : kMaxDirectTaps) ||
+        (k.kind == "matmul" && (p.KH < 2 || p.KW < 2 || p.oh < 0 || p.CG > kMaxDirectChannels)))
       return std::nullopt;
   } else if (ntaps > kMaxTaps || k.kind == "matmul") {
     return std::nullopt;
@@ -531,8 +534,10 @@ std::optional<LoopFunc> lower_depthwise_kernel(const KernelGraph& kg, int kernel
   return DepthwiseLowering(kg, k, *plan, lanes).run();
 }
 
-bool takes_direct_conv(const KernelGraph& kg, int kernel, int lanes) {
-  return !depthwise_off() && analyse(kg, kg.kernels.at(kernel), lanes, DirectParams{}).has_value();
+bool takes_direct_conv(const KernelGraph& kg, int kernel, int lanes, bool candidate) {
+  DirectParams dp;
+  dp.force = candidate;
+  return (candidate || !depthwise_off()) && analyse(kg, kg.kernels.at(kernel), lanes, dp).has_value();
 }
 
 bool is_depthwise(const LoopFunc& f) {

@@ -22,8 +22,8 @@
 // with 3 input channels, or a grouped convolution with several outputs per group) are
 // computed OCB at a time from the same band copy: per tap one load of each output row's
 // vector and one broadcast weight per channel into 2 x OCB register accumulators. A matmul
-// kernel takes this path only for a small window over at most 8 input channels (≤ 160 taps:
-// a 3x3 or 7x7 stem), where packing taps x positions for a GEMM costs more than the taps.
+// kernel takes this path only for a small 2-D window over at most 8 input channels (≤ 64
+// taps: a 3x3 stem), where packing taps x positions for a GEMM costs more than the taps.
 // Anything else (symbolic spatial sizes, more than 64 taps, a channel contraction, bounds
 // that are not per-row / per-column) returns nullopt and the generic lowering runs, as it
 // does for every kernel under LATHE_DEPTHWISE=0 (A/B comparisons).
@@ -46,7 +46,9 @@ struct DirectParams {
 // `lanes`: the vector width of the output rows (8 on AVX2).
 std::optional<LoopFunc> lower_depthwise_kernel(const KernelGraph& kg, int kernel, int lanes = 8, const DirectParams& dp = {});
 // Would lower_depthwise_kernel take kernel (a matmul kernel that does is not packed)?
-bool takes_direct_conv(const KernelGraph& kg, int kernel, int lanes = 8);
+// `candidate`: could a tuning candidate (DirectParams::force) take it (a matmul kernel: up
+// to 160 taps, where the heuristic keeps those over 64 a GEMM)?
+bool takes_direct_conv(const KernelGraph& kg, int kernel, int lanes = 8, bool candidate = false);
 // Is f the direct nest of lower_depthwise_kernel (its first schedule log line: `depthwise: …`
 // or, several output channels per input plane, `direct conv: …`)?
 bool is_depthwise(const LoopFunc& f);

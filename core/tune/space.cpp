@@ -265,9 +265,11 @@ Space make_space(const KernelGraph& kg, int kernel, const Machine& m) {
   if (k.kind == "extern") return s;
   // a depthwise or stem convolution: the direct nest (1) with its passes' sizes, or (0) the
   // GEMM / the plain reduction with the knobs below
-  if (loop::takes_direct_conv(kg, kernel, m.lanes)) {
+  if (loop::takes_direct_conv(kg, kernel, m.lanes, /*candidate=*/true)) {
     s.knobs.push_back({"direct", {1, 0}});
-    auto f = loop::lower_depthwise_kernel(kg, kernel, m.lanes);
+    loop::DirectParams dp;
+    dp.force = true;
+    auto f = loop::lower_depthwise_kernel(kg, kernel, m.lanes, dp);
     if (f && f->schedule_log.at(0).rfind("direct conv: ", 0) == 0) s.knobs.push_back({"ocb", {0, 2, 3, 4, 5, 6}});
     s.knobs.push_back({"direct_rows", {0, 1, 3, 4}});
   }
