@@ -401,7 +401,10 @@ class Lowerer : public ValueLowering {
 
 LoopFunc lower_kernel(const KernelGraph& kg, int kernel, bool plain) {
   const Kernel& k = kg.kernels.at(kernel);
-  if (k.kind == "matmul" && !plain) return lower_matmul_kernel(kg, kernel, host_matmul_params());
+  if (k.kind == "matmul" && !plain) {  // a stem convolution: the direct nest (lower_depthwise.h); else the packed GEMM
+    if (auto f = lower_depthwise_kernel(kg, kernel, host_matmul_params().lanes)) return std::move(*f);
+    return lower_matmul_kernel(kg, kernel, host_matmul_params());
+  }
   if (k.kind == "attention") {  // plain: one query row per iteration (the GPU's form)
     AttentionParams ap = host_attention_params();
     if (plain) ap.bq = 1, ap.bk = 8, ap.mr = 1, ap.vector = false;

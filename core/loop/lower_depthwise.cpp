@@ -33,6 +33,23 @@ int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 constexpr int64_t kBandFloats = 16384;     // a band's input copy: 64 KiB (L2, and the C backend's stack)
 constexpr int64_t kMaxBandFloats = 1 << 18;  // one row band larger than this: the generic lowering
 constexpr int64_t kMaxTaps = 64;
+constexpr int64_t kMaxDirectTaps = 160;     // several outputs per plane: the taps are unrolled per output vector
+constexpr int64_t kMaxDirectChannels = 8;   // a matmul kernel's input channels, at most
+constexpr int64_t kMinTasks = 16;           // parallel tasks wanted (planes x row bands), when rows allow
+
+// output channels per pass (2 rows x OCB register accumulators, + 2 input vectors and a
+// weight: OCB <= 6 of AVX2's 16 registers): the one that wastes least of the FMA units, with
+// ~10 independent accumulators needed to cover the FMA latency (5 cycles x 2 units) and the
+// last pass redoing channels when OCB does not divide OC
+int64_t outputs_per_pass(int64_t OC) {
+  int64_t best = 1;
+  double best_eff = 0;
+  for (int64_t b = 6; b >= 1; --b) {
+    double eff = std::min(1.0, 2.0 * b / 10) * OC / double(cdiv(std::max(OC, b), b) * b);
+    if (eff > best_eff + 1e-9) best = b, best_eff = eff;
+  }
+  return best;
+}
 
 struct Plan {
   NodeRef R = nullptr, mul = nullptr;
@@ -43,10 +60,18 @@ struct Plan {
   int64_t s = 1, akw = 0, RW = 1, uh = 0, ukh = 0, ckh = 0, ckw = 0;
   std::vector<size_t> col_b, row_b, plane_b;  // X bounds by kind
   int64_t E = 0, Q = 0, BH = 1, NB = 1, UB = 1;
+  // several outputs per input plane (a stem convolution, a grouped convolution with several
+  // outputs per group): oc, an output dim X does not read and W does; OCB of them per pass
+  // share each load of the input rows (register accumulators)
+  int oc = -1;
+  int64_t OC = 1, OCB = 1, cwoc = 0;
+  std::vector<int> xsel;  // the plane dims: sel without oc
+  int64_t RP = 2;         // output rows per pass (they share the loads of the input rows both read)
+  bool multi() const { return oc >= 0; }
 };
 
-std::optional<Plan> analyse(const KernelGraph& kg, const Kernel& k, int L) {
-  if (k.kind != "reduce") return std::nullopt;
+std::optional<Plan> analyse(const KernelGraph& kg, const Kernel& k, int L, const DirectParams& dp) {
+  if (k.kind != "reduce" && k.kind != "matmul") return std::nullopt;
   Plan p;
   for (NodeRef n : k.nodes)
     if (n->op == Op::Reduce) {
@@ -142,9 +167,9 @@ std::optional<Plan> analyse(const KernelGraph& kg, const Kernel& k, int L) {
       else return std::nullopt;
     }
   if (p.oh >= 0) p.OH = s[p.oh].value();
+  if (dp.rows > 0) p.RP = dp.rows;
   if (p.kh >= 0) p.KH = s[p.kh].value();
   if (p.kw >= 0) p.KW = s[p.kw].value();
-  if (p.CG * p.KH * p.KW > kMaxTaps) return std::nullopt;
   p.akw = p.kw >= 0 ? *coef(p.x.addr, p.kw) : 0;
   int64_t ah = p.oh >= 0 ? *coef(p.x.addr, p.oh) : 0, akh = p.kh >= 0 ? *coef(p.x.addr, p.kh) : 0;
   for (int d : outs)
@@ -153,6 +178,27 @@ std::optional<Plan> analyse(const KernelGraph& kg, const Kernel& k, int L) {
   // per-channel taps: W reads a different filter for some plane dim (a vector-matrix
   // product, x[k] · W[k, n], has the same shape of reduction with the matrix as "X")
   if (std::none_of(p.sel.begin(), p.sel.end(), [&](int d) { return p.w.uses(d); })) return std::nullopt;
+  // an output channel dim X does not read: the widest such
+  for (int d : p.sel)
+    if (!p.x.uses(d) && p.w.uses(d) && s[d].is_const() && coef(p.w.addr, d) && (p.oc < 0 || s[d].value() > p.OC))
+      p.oc = d, p.OC = s[d].value();
+  for (int d : p.sel)
+    if (d != p.oc) p.xsel.push_back(d);
+  const int64_t ntaps = p.CG * p.KH * p.KW;
+  if (p.multi()) {
+    p.cwoc = *coef(p.w.addr, p.oc);
+    p.OCB = std::min<int64_t>(p.OC, dp.ocb > 0 ? dp.ocb : outputs_per_pass(p.OC));
+    // a GEMM (matmul kernel) stays one unless its contraction is a small window over few
+    // input channels (a stem): there the direct nest reads the input once per band instead
+    // of packing taps x positions of it
+    // (the heuristic's limit for a matmul kernel is kMaxTaps: a 7x7 x 3-channel stem measured
+    // no faster than the GEMM; a tuning candidate, dp.force, goes to kMaxDirectTaps)
+    if (ntaps > (k.kind == "matmul" && !dp.force ? kMaxTaps : kMaxDirectTaps) ||
+        (k.kind == "matmul" && (p.KH < 2 || p.KW < 2 || p.oh < 0 || p.CG > kMaxDirectChannels)))
+      return std::nullopt;
+  } else if (ntaps > kMaxTaps || k.kind == "matmul") {
+    return std::nullopt;
+  }
   if (p.kh >= 0) {
     auto c = coef(p.w.addr, p.kh);
     if (!c) return std::nullopt;
@@ -199,6 +245,10 @@ std::optional<Plan> analyse(const KernelGraph& kg, const Kernel& k, int L) {
     if (g > 0) p.RW = g, p.uh = ah / g, p.ukh = akh / g;
   }
   if (p.oh >= 0 && p.uh == 0) return std::nullopt;
+  // a matmul kernel's window lies along rows of the input (a plain GEMM read as a "window"
+  // of K taps a column apart does not)
+  if (k.kind == "matmul" && (p.akw * (p.KW - 1) >= p.RW || (p.CG > 1 && p.ukh * (p.KH - 1) * p.RW >= p.ackc)))
+    return std::nullopt;
   p.E = p.s * (p.OW - 1) + p.akw * (p.KW - 1) + 1;
   int64_t owv = cdiv(p.OW, L) * L;
   p.Q = std::max(cdiv(p.E, p.s), owv + p.akw * (p.KW - 1) / p.s);
@@ -207,7 +257,14 @@ std::optional<Plan> analyse(const KernelGraph& kg, const Kernel& k, int L) {
   if (rows(p.BH) * p.CG * p.s * p.Q > kBandFloats && p.uh > 0)
     p.BH = std::clamp<int64_t>((kBandFloats / (p.CG * p.s * p.Q) - p.ukh * (p.KH - 1) - 1) / p.uh + 1, 1, p.OH);
   p.NB = cdiv(p.OH, p.BH);
+  if (p.multi() && p.uh > 0) {  // few planes (a batch-1 stem): enough bands for the cores
+    int64_t planes = 1;
+    for (int d : p.xsel) planes = s[d].is_const() ? planes * s[d].value() : kMinTasks;
+    if (planes * p.NB < kMinTasks) p.NB = std::max(p.NB, std::min(cdiv(kMinTasks, planes), cdiv(p.OH, 2)));
+  }
   p.BH = cdiv(p.OH, p.NB);
+  if (p.multi() && p.BH % p.RP && p.BH < p.OH) p.BH += p.RP - p.BH % p.RP;  // whole passes: a partial one runs at part speed
+  p.NB = cdiv(p.OH, p.BH);
   p.UB = rows(p.BH);
   if (p.CG * p.UB * p.s * p.Q > kMaxBandFloats) return std::nullopt;
   // the copy must not cost more than the taps it serves
@@ -234,7 +291,7 @@ class DepthwiseLowering {
 
     std::vector<Stmt> body;
     SymInt planes = 1;
-    for (int d : p.sel) planes = planes * s[d];
+    for (int d : p.xsel) planes = planes * s[d];
     ExprRef t = var("t"), plane = t, band = const_int(0);
     if (p.NB > 1) {
       body.push_back(make_let("band", DType::I64, binary(Op::Mod, t, const_int(p.NB))));
@@ -242,7 +299,7 @@ class DepthwiseLowering {
       band = var("band"), plane = var("plane");
     }
     std::map<int, ExprRef> co;
-    if (!p.sel.empty()) co = group_coords(p.sel, s, plane);
+    if (!p.xsel.empty()) co = group_coords(p.xsel, s, plane);
     for (auto& [d, e] : co)
       if (e->kind != ExprKind::Var) {
         std::string n = "c" + std::to_string(d);
@@ -254,7 +311,7 @@ class DepthwiseLowering {
     body.push_back(make_let("nh", DType::I64, min_of(const_int(p.BH), sub(const_int(p.OH), var("oh0")))));
     ExprRef u0 = mul(var("oh0"), const_int(p.uh));  // the band's first input row
     body.push_back(make_let("xa", DType::I64, add(part(p.x.addr), mul(u0, const_int(p.RW)))));
-    body.push_back(make_let("wa", DType::I64, part(p.w.addr)));
+    if (!p.multi()) body.push_back(make_let("wa", DType::I64, part(p.w.addr)));
     // the valid part of a row, [elo, ehi) along e: the column conditions
     ExprRef elo = const_int(0), ehi = const_int(p.E);
     for (size_t j : p.col_b) {
@@ -267,14 +324,15 @@ class DepthwiseLowering {
     body.push_back(make_let("ehi", DType::I64, binary(Op::Max, ehi, var("elo"))));
     body.push_back(make_let("qlo", DType::I64, binary(Op::IDiv, add(var("elo"), const_int(S - 1)), const_int(S))));
     body.push_back(make_let("qhi", DType::I64, binary(Op::Max, var("qlo"), binary(Op::IDiv, var("ehi"), const_int(S)))));
-    // the taps' weights, once per plane
+    // the taps' weights, once per plane (several outputs per plane: read at each use)
+    if (!p.multi())
     for (int64_t c = 0; c < p.CG; ++c)
       for (int64_t i = 0; i < p.KH; ++i)
         for (int64_t j = 0; j < p.KW; ++j)
           body.push_back(make_let(wname(c, i, j), DType::F32,
                                   load(pw, DType::F32, add(var("wa"), const_int(p.ckc * c + p.ckh * i + p.ckw * j)))));
     body.push_back(make_alloc("pb", DType::F32, 1, p.CG * p.UB * S * Q));
-    body.push_back(make_alloc("rowt", DType::F32, 1, 2 * owv));
+    body.push_back(make_alloc("rowt", DType::F32, 1, p.RP * p.OCB * owv));
 
     // fill: buffer row u = input row u0 + u, split into S phases of Q
     ExprRef u = var("u"), ug = add(u0, u);
@@ -337,11 +395,13 @@ class DepthwiseLowering {
     };
     auto cstr = contiguous_strides(p.R->shape);
     int variants = 0;
-    auto epilogue = [&](ExprRef i, int64_t slot) {  // output row i from rowt[slot · owv …]
+    // output row i, channel o0 + j of the pass, from rowt[slot · owv …]
+    auto epilogue = [&](ExprRef i, int64_t slot, int64_t j) {
       std::string a = "a" + std::to_string(variants);
       ExprRef ow = var("ow");
       std::vector<ExprRef> ridx(p.R->shape.size(), const_int(0));
       for (auto& [d, e] : co) ridx[d] = e;
+      if (p.multi()) ridx[p.oc] = add(var("o0"), const_int(j));
       if (p.oh >= 0) ridx[p.oh] = add(var("oh0"), i);
       ridx[p.ow] = ow;
       ExprRef caddr = const_int(0);
@@ -356,24 +416,82 @@ class DepthwiseLowering {
       eloop.annot.vectorize = true;
       return eloop;
     };
-    ExprRef i0 = mul(var("ip"), const_int(2)), i1 = add(i0, const_int(1));
-    Stmt pair_v = make_for("v", const_int(owv / L_),
-                           {make_local_store("rowt", mul(v, const_int(L_)), row_sum(i0)),
-                            make_local_store("rowt", add(mul(v, const_int(L_)), const_int(owv)), row_sum(i1))},
-                           "vectors of two output rows");
-    body.push_back(make_for("ip", binary(Op::IDiv, var("nh"), const_int(2)),
-                            {std::move(pair_v), epilogue(i0, 0), epilogue(i1, 1)}, "pairs of output rows of the band"));
-    ExprRef il = sub(var("nh"), const_int(1));
-    Stmt last_v = make_for("v", const_int(owv / L_), {make_local_store("rowt", mul(v, const_int(L_)), row_sum(il))},
-                           "vectors of the last output row");
-    body.push_back(make_if(lt(const_int(0), binary(Op::Mod, var("nh"), const_int(2))), {std::move(last_v), epilogue(il, 0)}));
+    // the input vector of tap (c, kh, kw) for output row i
+    auto tap_load = [&](ExprRef i, int64_t c, int64_t kh, int64_t kw) {
+      ExprRef row = add(mul(add(mul(i, const_int(p.uh)), const_int(c * p.UB + p.ukh * kh)), const_int(S)), const_int(p.akw * kw % S));
+      ExprRef idx = add(add(mul(row, const_int(Q)), mul(v, const_int(L_))), const_int(p.akw * kw / S));
+      return local_load("pb", DType::F32, idx, L_);
+    };
+    // one vector of each of rows `is` (× OCB output channels): rowt[(r · OCB + j) · owv + v · L]
+    auto pass = [&](const std::vector<ExprRef>& is, const std::string& note) {
+      std::vector<Stmt> vb;
+      if (!p.multi()) {
+        for (size_t r = 0; r < is.size(); ++r) vb.push_back(make_local_store("rowt", add(mul(v, const_int(L_)), const_int((int64_t)r * owv)), row_sum(is[r])));
+        return make_for("v", const_int(owv / L_), std::move(vb), note);
+      }
+      // register accumulators acc[r · OCB + j]; per tap one load per row, one weight per channel
+      const int64_t R = (int64_t)is.size(), n = R * p.OCB;
+      vb.push_back(make_alloc("acc", DType::F32, L_, n, /*registers=*/true));
+      for (int64_t a = 0; a < n; ++a) vb.push_back(make_local_store("acc", const_int(a), broadcast(const_float(0, DType::F32), L_)));
+      int tap = 0;
+      for (int64_t c = 0; c < p.CG; ++c)
+        for (int64_t kh = 0; kh < p.KH; ++kh)
+          for (int64_t kw = 0; kw < p.KW; ++kw, ++tap) {
+            std::string ts = std::to_string(tap);
+            for (int64_t r = 0; r < R; ++r)
+              vb.push_back(make_let("x" + std::to_string(r) + "_" + ts, DType::F32, tap_load(is[r], c, kh, kw)));
+            for (int64_t j = 0; j < p.OCB; ++j) {
+              ExprRef w = broadcast(load(pw, DType::F32, add(var("wa"), const_int(p.cwoc * j + p.ckc * c + p.ckh * kh + p.ckw * kw))), L_);
+              std::string wn = "wv" + std::to_string(j) + "_" + ts;
+              vb.push_back(make_let(wn, DType::F32, w));
+              for (int64_t r = 0; r < R; ++r) {
+                ExprRef cur = local_load("acc", DType::F32, const_int(r * p.OCB + j), L_);
+                ExprRef term = binary(Op::Mul, var(wn, DType::F32, L_), var("x" + std::to_string(r) + "_" + ts, DType::F32, L_));
+                vb.push_back(make_local_store("acc", const_int(r * p.OCB + j), binary(Op::Add, cur, term)));
+              }
+            }
+          }
+      for (int64_t a = 0; a < n; ++a)
+        vb.push_back(make_local_store("rowt", add(mul(v, const_int(L_)), const_int(a * owv)), local_load("acc", DType::F32, const_int(a), L_)));
+      return make_for("v", const_int(owv / L_), std::move(vb), note);
+    };
+    std::vector<Stmt> rows_body;
+    const int64_t RP = p.RP;
+    std::vector<ExprRef> is;
+    for (int64_t r = 0; r < RP; ++r) is.push_back(add(mul(var("ip"), const_int(RP)), const_int(r)));
+    std::vector<Stmt> group{pass(is, RP == 1 ? "vectors of an output row" : "vectors of " + std::to_string(RP) + " output rows")};
+    for (int64_t r = 0; r < RP; ++r)
+      for (int64_t j = 0; j < p.OCB; ++j) group.push_back(epilogue(is[r], r * p.OCB + j, j));
+    rows_body.push_back(make_for("ip", binary(Op::IDiv, var("nh"), const_int(RP)), std::move(group),
+                                 RP == 2 ? "pairs of output rows of the band" : "passes of output rows of the band"));
+    if (RP > 1) {  // the band's last nh % RP rows, one at a time
+      ExprRef il = add(mul(binary(Op::IDiv, var("nh"), const_int(RP)), const_int(RP)), var("ir"));
+      std::vector<Stmt> last{pass({il}, "vectors of a last output row")};
+      for (int64_t j = 0; j < p.OCB; ++j) last.push_back(epilogue(il, j, j));
+      rows_body.push_back(make_for("ir", binary(Op::Mod, var("nh"), const_int(RP)), std::move(last), "the last rows"));
+    }
+    if (p.multi()) {
+      // passes of OCB output channels; the last starts at OC - OCB (it may redo a few)
+      std::vector<Stmt> ob{make_let("o0", DType::I64, min_of(mul(var("ob"), const_int(p.OCB)), const_int(p.OC - p.OCB))),
+                           make_let("wa", DType::I64, add(part(p.w.addr), mul(var("o0"), const_int(p.cwoc))))};
+      for (auto& st : rows_body) ob.push_back(std::move(st));
+      body.push_back(make_for("ob", const_int(cdiv(p.OC, p.OCB)), std::move(ob), "passes of output channels"));
+    } else {
+      for (auto& st : rows_body) body.push_back(std::move(st));
+    }
 
     Stmt tl = make_for("t", mul(from_sym(planes), const_int(p.NB)), std::move(body), "planes × row bands");
     tl.annot.parallel = true;
     f_.body.push_back(std::move(tl));
-    f_.schedule_log.push_back("depthwise: " + (p.CG > 1 ? std::to_string(p.CG) + " channels x " : std::string()) + std::to_string(p.KH) + "x" + std::to_string(p.KW) + " taps, stride " +
-                              std::to_string(p.s) + ", " + std::to_string(L_) + " lanes, bands of " +
-                              std::to_string(p.BH) + " rows, rows in pairs");
+    std::string taps = (p.CG > 1 ? std::to_string(p.CG) + " channels x " : std::string()) + std::to_string(p.KH) + "x" +
+                       std::to_string(p.KW) + " taps, stride " + std::to_string(p.s) + ", " + std::to_string(L_) +
+                       " lanes, bands of " + std::to_string(p.BH) + " rows, " +
+                       (p.RP == 2 ? std::string("rows in pairs") : std::to_string(p.RP) + " rows per pass");
+    if (p.multi())
+      f_.schedule_log.push_back("direct conv: " + taps + ", " + std::to_string(p.OCB) + " of " + std::to_string(p.OC) +
+                                " output channels per pass");
+    else
+      f_.schedule_log.push_back("depthwise: " + taps);
     unique_loop_names(f_);
     return std::move(f_);
   }
@@ -398,22 +516,33 @@ class DepthwiseLowering {
   }
 };
 
-}  // namespace
-
-std::optional<LoopFunc> lower_depthwise_kernel(const KernelGraph& kg, int kernel, int lanes) {
+bool depthwise_off() {
   static const bool off = [] {
     const char* e = std::getenv("LATHE_DEPTHWISE");
     return e && std::string(e) == "0";
   }();
-  if (off) return std::nullopt;  // LATHE_DEPTHWISE=0: the generic reduction (A/B runs)
+  return off;  // LATHE_DEPTHWISE=0: the generic reduction / the GEMM (A/B runs)
+}
+
+}  // namespace
+
+std::optional<LoopFunc> lower_depthwise_kernel(const KernelGraph& kg, int kernel, int lanes, const DirectParams& dp) {
+  if (depthwise_off() && !dp.force) return std::nullopt;
   const Kernel& k = kg.kernels.at(kernel);
-  auto plan = analyse(kg, k, lanes);
+  auto plan = analyse(kg, k, lanes, dp);
   if (!plan) return std::nullopt;
   return DepthwiseLowering(kg, k, *plan, lanes).run();
 }
 
+bool takes_direct_conv(const KernelGraph& kg, int kernel, int lanes, bool candidate) {
+  DirectParams dp;
+  dp.force = candidate;
+  return (candidate || !depthwise_off()) && analyse(kg, kg.kernels.at(kernel), lanes, dp).has_value();
+}
+
 bool is_depthwise(const LoopFunc& f) {
-  return !f.schedule_log.empty() && f.schedule_log.front().rfind("depthwise: ", 0) == 0;
+  return !f.schedule_log.empty() &&
+         (f.schedule_log.front().rfind("depthwise: ", 0) == 0 || f.schedule_log.front().rfind("direct conv: ", 0) == 0);
 }
 
 }  // namespace lathe::loop

@@ -18,6 +18,12 @@
 // Stride, dilation and padding come from the operands' affine addresses and range
 // conditions (operand_access), not from the importer, so any graph with that shape of
 // reduction (the ONNX Conv with group = channels, the frontend's conv) takes this path.
+// Several output channels per input plane (an output dim X does not read: a stem convolution
+// with 3 input channels, or a grouped convolution with several outputs per group) are
+// computed OCB at a time from the same band copy: per tap one load of each output row's
+// vector and one broadcast weight per channel into 2 x OCB register accumulators. A matmul
+// kernel takes this path only for a small 2-D window over at most 8 input channels (≤ 64
+// taps: a 3x3 stem), where packing taps x positions for a GEMM costs more than the taps.
 // Anything else (symbolic spatial sizes, more than 64 taps, a channel contraction, bounds
 // that are not per-row / per-column) returns nullopt and the generic lowering runs, as it
 // does for every kernel under LATHE_DEPTHWISE=0 (A/B comparisons).
@@ -29,9 +35,22 @@
 
 namespace lathe::loop {
 
+// The nest's parameters (0: the heuristic's choice). `ocb`: output channels per pass when
+// several outputs read each input plane (the default weighs FMA latency against the channels
+// a last pass redoes: 4-6); `rows`: output rows per pass (default 2); `force`: also under
+// LATHE_DEPTHWISE=0 (a tuning record that names the nest).
+struct DirectParams {
+  int ocb = 0, rows = 0;
+  bool force = false;
+};
 // `lanes`: the vector width of the output rows (8 on AVX2).
-std::optional<LoopFunc> lower_depthwise_kernel(const KernelGraph& kg, int kernel, int lanes = 8);
-// Is f the direct depthwise nest of lower_depthwise_kernel (its first schedule log line)?
+std::optional<LoopFunc> lower_depthwise_kernel(const KernelGraph& kg, int kernel, int lanes = 8, const DirectParams& dp = {});
+// Would lower_depthwise_kernel take kernel (a matmul kernel that does is not packed)?
+// `candidate`: could a tuning candidate (DirectParams::force) take it (a matmul kernel: up
+// to 160 taps, where the heuristic keeps those over 64 a GEMM)?
+bool takes_direct_conv(const KernelGraph& kg, int kernel, int lanes = 8, bool candidate = false);
+// Is f the direct nest of lower_depthwise_kernel (its first schedule log line: `depthwise: …`
+// or, several output channels per input plane, `direct conv: …`)?
 bool is_depthwise(const LoopFunc& f);
 
 }  // namespace lathe::loop

@@ -1,6 +1,8 @@
 // prepack.cpp — see prepack.h.
 #include "core/loop/prepack.h"
 
+#include "core/loop/lower_depthwise.h"
+
 #include <algorithm>
 #include <cstring>
 #include <map>
@@ -290,7 +292,7 @@ std::vector<int> prepack_constant_b(KernelGraph& kg, const MatmulParams& P, int6
   std::map<int, int> readers = count_readers(kg);
   const int threads = std::max(1u, std::thread::hardware_concurrency());
   for (Kernel& k : kg.kernels) {
-    if (k.kind != "matmul" || k.packed_b >= 0) continue;
+    if (k.kind != "matmul" || k.packed_b >= 0 || takes_direct_conv(kg, k.id, P.lanes)) continue;  // (no GEMM)
     auto mm = match_matmul(k.matmul ? k.matmul : k.root);
     if (!mm) continue;
     // a late conv layer's weights on the B side: few rows (its positions) share each packed
@@ -407,7 +409,7 @@ std::vector<int> prepack_constant_a(KernelGraph& kg, const MatmulParams& P, int6
   std::map<int, int> readers = count_readers(kg);
   const int threads = std::max(1u, std::thread::hardware_concurrency());
   for (Kernel& k : kg.kernels) {
-    if (k.kind != "matmul" || packed_a_buffer(kg, k) >= 0) continue;
+    if (k.kind != "matmul" || packed_a_buffer(kg, k) >= 0 || takes_direct_conv(kg, k.id, P.lanes)) continue;
     auto mm = match_matmul(k.matmul ? k.matmul : k.root);
     if (!mm) continue;
     orient_matmul(*mm, P);  // the sides the lowering uses

@@ -8,6 +8,7 @@
 
 #include "core/ir/diag.h"
 #include "core/loop/loop_print.h"
+#include "core/loop/lower_depthwise.h"
 #include "core/loop/row_reduce.h"
 #include "core/loop/transform.h"
 
@@ -142,6 +143,26 @@ bool parse_matmul_line(const std::string& line, loop::MatmulParams& p) {
   return true;
 }
 
+std::string direct_line(const loop::DirectParams& p) {
+  return "direct ocb=" + std::to_string(p.ocb) + " rows=" + std::to_string(p.rows);
+}
+
+bool parse_direct_line(const std::string& line, loop::DirectParams& p) {
+  auto w = words(line);
+  if (w.empty() || w[0] != "direct") return false;
+  for (size_t i = 1; i < w.size(); ++i) {
+    size_t eq = w[i].find('=');
+    if (eq == std::string::npos) throw UserError("schedule line '" + line + "': expected key=value, got '" + w[i] + "'");
+    std::string k = w[i].substr(0, eq);
+    int v = static_cast<int>(to_int(w[i].substr(eq + 1), line));
+    if (k == "ocb" && v >= 0 && v <= 8) p.ocb = v;
+    else if (k == "rows" && v >= 0 && v <= 8) p.rows = v;
+    else throw UserError("schedule line '" + line + "': expected ocb=0..8 rows=0..8, got '" + w[i] + "'");
+  }
+  p.force = true;
+  return true;
+}
+
 void apply_line(loop::LoopFunc& f, const std::string& line) {
   auto w = words(line);
   auto need = [&](size_t n, const char* form) {
@@ -191,7 +212,13 @@ loop::LoopFunc replay(const KernelGraph& kg, int kernel, const std::vector<std::
   size_t first = 0;
   loop::LoopFunc f;
   loop::MatmulParams mp;
-  if (!schedule.empty() && parse_matmul_line(schedule[0], mp)) {
+  loop::DirectParams dp;
+  if (!schedule.empty() && parse_direct_line(schedule[0], dp)) {
+    auto d = loop::lower_depthwise_kernel(kg, kernel, host_machine().lanes, dp);
+    if (!d) throw UserError("schedule line 1 '" + schedule[0] + "': kernel " + k.name + " is no convolution the direct nest takes");
+    f = std::move(*d);
+    first = 1;
+  } else if (!schedule.empty() && parse_matmul_line(schedule[0], mp)) {
     if (k.kind != "matmul") throw UserError("schedule line 1 '" + schedule[0] + "': kernel " + k.name + " is not a matmul");
     f = loop::lower_matmul_kernel(kg, kernel, mp);
     first = 1;
@@ -236,6 +263,16 @@ Space make_space(const KernelGraph& kg, int kernel, const Machine& m) {
   s.lanes = m.lanes;
   s.threads = std::max(1, m.threads);
   if (k.kind == "extern") return s;
+  // a depthwise or stem convolution: the direct nest (1) with its passes' sizes, or (0) the
+  // GEMM / the plain reduction with the knobs below
+  if (loop::takes_direct_conv(kg, kernel, m.lanes, /*candidate=*/true)) {
+    s.knobs.push_back({"direct", {1, 0}});
+    loop::DirectParams dp;
+    dp.force = true;
+    auto f = loop::lower_depthwise_kernel(kg, kernel, m.lanes, dp);
+    if (f && f->schedule_log.at(0).rfind("direct conv: ", 0) == 0) s.knobs.push_back({"ocb", {0, 2, 3, 4, 5, 6}});
+    s.knobs.push_back({"direct_rows", {0, 1, 3, 4}});
+  }
   if (k.kind == "matmul") {
     // 0 = the packed GEMM nest (BLIS), 1 = the plain reduction scheduled with the generic knobs
     s.knobs.push_back({"mode", {0, 1}});
@@ -282,6 +319,17 @@ Built build(const KernelGraph& kg, int kernel, const Space& s, const Point& p) {
   };
   Built b;
   const Kernel& k = kg.kernels.at(kernel);
+  if (val("direct", 0) == 1) {
+    loop::DirectParams dp;
+    dp.ocb = (int)val("ocb", 0);
+    dp.rows = (int)val("direct_rows", 0);
+    dp.force = true;
+    if (auto f = loop::lower_depthwise_kernel(kg, kernel, s.lanes, dp)) {
+      b.schedule.push_back(direct_line(dp));
+      b.f = std::move(*f);
+      return b;  // the nest comes scheduled (parallel planes x bands, vectorized rows)
+    }
+  }
   if (k.kind == "matmul" && val("mode", 1) == 0) {
     loop::MatmulParams mp;
     mp.mr = (int)val("mr", 6);

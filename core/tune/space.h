@@ -11,6 +11,9 @@
 // replayed on the kernel's plain lowering (lower_kernel(kg, i, plain = true)). A matmul's
 // packed GEMM nest starts with one more line, the lowering's parameters:
 //     matmul mr=6 nr=16 lanes=8 kc=256 mc=144 nc=512
+// and a depthwise or stem convolution's direct nest (lower_depthwise.h) is one line, its
+// output channels and rows per pass (0: the heuristic's), with nothing after it:
+//     direct ocb=5 rows=2
 // A Point picks one value per knob of a Space; build() applies its primitives in a fixed
 // order, skipping those a kernel refuses (the log shows only what was applied).
 #pragma once
@@ -19,6 +22,7 @@
 #include <vector>
 
 #include "core/loop/loop_ir.h"
+#include "core/loop/lower_depthwise.h"
 #include "core/loop/lower.h"
 #include "core/schedule/kernel_graph.h"
 
@@ -32,6 +36,10 @@ void apply_line(loop::LoopFunc& f, const std::string& line);
 // "matmul mr=… nr=… lanes=… kc=… mc=… nc=…" <-> params
 std::string matmul_line(const loop::MatmulParams& p);
 bool parse_matmul_line(const std::string& line, loop::MatmulParams& p);
+// "direct ocb=… rows=…" <-> the direct convolution nest's parameters (lower_depthwise.h):
+// a depthwise or stem convolution's output channels and rows per pass (0: the heuristic's)
+std::string direct_line(const loop::DirectParams& p);
+bool parse_direct_line(const std::string& line, loop::DirectParams& p);
 
 struct Knob {
   std::string name;            // "rows", "parallel", "mr", …

@@ -112,5 +112,72 @@ TEST(Depthwise, OneDimensionalAndThinWindows) {
   EXPECT_EQ(batch.run(), 0);
 }
 
+// several output channels per input plane: stem convolutions (a matmul kernel with a small
+// window over 1-5 input channels) take the direct nest with OCB channels per pass; odd and
+// prime output counts (the last pass redoes channels), batch 1 and 64, 3x3 and 7x7, stride 1-3
+struct StemCase {
+  int64_t n, ci, co, h, w, k, stride, pad;
+};
+const std::vector<StemCase> kStems = {
+    {1, 3, 32, 23, 29, 3, 2, 1},   // MobileNet's stem, prime plane
+    {1, 1, 13, 31, 37, 7, 2, 3},   // a 7x7 stride-2 stem on one channel, 13 outputs (OCB does not divide)
+    {64, 3, 7, 9, 11, 3, 1, 1},    // batch 64, 7 outputs
+    {2, 1, 5, 17, 19, 5, 1, 2},    // one input channel
+    {1, 5, 11, 13, 41, 3, 3, 0},   // stride 3, no padding, rows of several vectors
+    {1, 3, 64, 57, 61, 3, 2, 1},   // wide: several bands, 64 outputs
+    {3, 2, 3, 8, 8, 3, 2, 1},      // fewer outputs than a pass
+};
+
+TEST(Depthwise, StemConvolutionsTakeTheDirectNest) {
+  test::DiffBatch batch;
+  int i = 0;
+  for (auto& t : kStems) {
+    Conv2dOptions o;
+    o.stride = {t.stride, t.stride};
+    o.padding = {t.pad, t.pad};
+    Tensor x = input("x", {t.n, t.ci, t.h, t.w});
+    Tensor w = i % 2 ? input("w", {t.co, t.ci, t.k, t.k}) : from_host(random_tensor(DType::F32, {t.co, t.ci, t.k, t.k}, 40 + i));
+    Tensor y = conv2d(x, w, input("b", {t.co}), o);
+    Graph g = one(i % 3 == 2 ? y : clamp(y, Scalar(0.0), Scalar(6.0)));
+    Program p = build_program(g);
+    EXPECT_EQ(direct_kernels(p), 1) << "stem " << i << "\n" << test::loop_ir_of(p);
+    EXPECT_EQ(p.num_kernels(), 1) << test::loop_ir_of(p);  // the bias / ReLU6 epilogue stays fused
+    if (!p.funcs.empty()) {
+      EXPECT_EQ(p.funcs[0].schedule_log.at(0).rfind("direct conv: ", 0), 0u) << p.funcs[0].schedule_log.at(0);
+    }
+    batch.add("stem " + std::to_string(i++), g);
+  }
+  EXPECT_EQ(batch.run(), 0);
+}
+
+TEST(Depthwise, DirectNestPassWidths) {
+  Conv2dOptions o;
+  o.stride = {2, 2};
+  o.padding = {1, 1};
+  Graph g = one(conv2d(input("x", {1, 3, 13, 17}), input("w", {11, 3, 3, 3}), std::nullopt, o));
+  Program p = build_program(g);
+  ASSERT_EQ(p.num_kernels(), 1);
+  for (int ocb = 1; ocb <= 6; ++ocb) {
+    loop::DirectParams dp;
+    dp.ocb = ocb;
+    auto f = loop::lower_depthwise_kernel(p.kg, 0, 8, dp);
+    ASSERT_TRUE(f.has_value());
+    EXPECT_NE(f->schedule_log.at(0).find(std::to_string(ocb) + " of 11 output channels per pass"), std::string::npos)
+        << f->schedule_log.at(0);
+  }
+  EXPECT_TRUE(loop::takes_direct_conv(p.kg, 0));
+}
+
+// a GEMM stays a GEMM: 1x1 convolutions, many input channels, no window
+TEST(Depthwise, ConvolutionsWithWideContractionsStayGemms) {
+  // (a 7x7 stem over 3 channels, 147 taps, measured no faster direct: the GEMM by default)
+  for (auto [ci, k] : std::vector<std::pair<int64_t, int64_t>>{{16, 1}, {64, 3}, {9, 3}, {3, 7}}) {
+    Conv2dOptions o;
+    o.padding = {k / 2, k / 2};
+    Program p = build_program(one(conv2d(input("x", {1, ci, 14, 14}), input("w", {32, ci, k, k}), std::nullopt, o)));
+    EXPECT_EQ(direct_kernels(p), 0) << ci << "x" << k << "\n" << test::loop_ir_of(p);
+  }
+}
+
 }  // namespace
 }  // namespace lathe

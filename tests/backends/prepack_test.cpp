@@ -141,7 +141,7 @@ TEST(Prepack, LateConvWeightsArePackedOnceByDefault) {
   same.padding = {1, 1};
   struct Case { int64_t n, c, h, k, r; bool late; };
   for (Case t : {Case{1, 23, 7, 131, 3, true}, Case{1, 41, 7, 257, 1, true}, Case{2, 19, 3, 67, 3, true},
-                 Case{1, 5, 17, 13, 3, false}}) {
+                 Case{1, 9, 17, 13, 3, false}}) {  // (<= 8 input channels: the direct nest, no GEMM)
     std::string what = "n" + std::to_string(t.n) + " c" + std::to_string(t.c) + " " + std::to_string(t.h) + "x" +
                        std::to_string(t.h) + " k" + std::to_string(t.k) + " " + std::to_string(t.r) + "x" + std::to_string(t.r);
     Tensor x = input("x", {t.n, t.c, t.h, t.h});

@@ -1,0 +1,156 @@
+// direct_space_test.cpp — the direct convolution nest in the tuner's space (space.h): a
+// depthwise or stem convolution's kernel gets the knobs `direct` (the nest, or the GEMM /
+// plain reduction), `ocb` (output channels per pass, stems only) and `direct_rows` (output
+// rows per pass); a point on the nest logs `direct ocb=… rows=…`, which replays to the same
+// code, and every such point computes what the interpreter computes. Bad lines are errors.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "backends/backend.h"
+#include "core/frontend/nn.h"
+#include "core/frontend/tensor.h"
+#include "core/interp/interp.h"
+#include "core/ir/diag.h"
+#include "core/loop/loop_print.h"
+#include "core/loop/lower_depthwise.h"
+#include "core/runtime/compare.h"
+#include "core/runtime/random.h"
+#include "core/tune/space.h"
+
+namespace lathe {
+namespace {
+
+Graph stem() {  // a 7x7 stride-2 stem with 13 outputs (no pass width divides it), odd plane
+  Conv2dOptions o;
+  o.stride = {2, 2};
+  o.padding = {3, 3};
+  Tensor y = conv2d(input("x", {1, 3, 29, 31}), input("w", {13, 3, 7, 7}), input("b", {13}), o);
+  return Graph::from_outputs({{"y", clamp(y, Scalar(0.0), Scalar(6.0)).node()}});
+}
+Graph stem3() {  // a 3x3 stride-2 stem (MobileNet's), 13 outputs: quick to compile in every shape
+  Conv2dOptions o;
+  o.stride = {2, 2};
+  o.padding = {1, 1};
+  return Graph::from_outputs({{"y", conv2d(input("x", {1, 3, 23, 29}), input("w", {13, 3, 3, 3}), input("b", {13}), o).node()}});
+}
+Graph dw5() {  // a 5x5 depthwise convolution, 7 channels, batch 2, prime plane
+  Conv2dOptions o;
+  o.padding = {2, 2};
+  o.groups = 7;
+  return Graph::from_outputs({{"y", conv2d(input("x", {2, 7, 17, 19}), input("w", {7, 1, 5, 5}), std::nullopt, o).node()}});
+}
+
+double max_diff(const TensorMap& a, const TensorMap& b) {  // relative to the largest reference value
+  double m = 0, r = 1e-30;
+  for (auto& [n, t] : b) {
+    const HostTensor& u = a.at(n);
+    for (int64_t i = 0; i < t.numel(); ++i) {
+      m = std::max(m, std::abs(u.get_f64(i) - t.get_f64(i)));
+      r = std::max(r, std::abs(t.get_f64(i)));
+    }
+  }
+  return m / r;
+}
+
+tune::Point point(const tune::Space& s, std::initializer_list<std::pair<const char*, int64_t>> set) {
+  tune::Point pt(s.knobs.size(), 0);
+  for (auto& [name, value] : set) {
+    int k = s.knob(name);
+    EXPECT_GE(k, 0) << name;
+    if (k < 0) continue;
+    auto& v = s.knobs[k].values;
+    auto it = std::find(v.begin(), v.end(), value);
+    EXPECT_NE(it, v.end()) << name << "=" << value;
+    pt[k] = int(it - v.begin());
+  }
+  return pt;
+}
+
+TEST(TuneDirect, StemAndDepthwiseKernelsHaveTheNestsKnobs) {
+  const tune::Machine m{2, 8, 16};
+  Program ps = build_program(stem()), pd = build_program(dw5());
+  ASSERT_EQ(ps.num_kernels(), 1);
+  ASSERT_EQ(pd.num_kernels(), 1);
+  tune::Space ss = tune::make_space(ps.kg, 0, m), sd = tune::make_space(pd.kg, 0, m);
+  EXPECT_GE(ss.knob("direct"), 0);
+  EXPECT_GE(ss.knob("ocb"), 0);
+  EXPECT_GE(ss.knob("direct_rows"), 0);
+  EXPECT_GE(ss.knob("mr"), 0);  // the GEMM stays a choice for the stem
+  EXPECT_GE(sd.knob("direct"), 0);
+  EXPECT_LT(sd.knob("ocb"), 0);  // one output per plane: no pass width to choose
+  EXPECT_GE(sd.knob("direct_rows"), 0);
+  // a GEMM without a window has none of them
+  Program pm = build_program(Graph::from_outputs({{"y", matmul(input("a", {9, 16}), input("b", {16, 11})).node()}}));
+  EXPECT_LT(tune::make_space(pm.kg, 0, m).knob("direct"), 0);
+}
+
+TEST(TuneDirect, PointsLogTheNestAndReplayToTheSameCode) {
+  const tune::Machine m{2, 8, 16};
+  Program p = build_program(stem());
+  tune::Space s = tune::make_space(p.kg, 0, m);
+  tune::Built b = tune::build(p.kg, 0, s, point(s, {{"direct", 1}, {"ocb", 3}, {"direct_rows", 4}}));
+  ASSERT_EQ(b.schedule, std::vector<std::string>{"direct ocb=3 rows=4"});
+  ASSERT_TRUE(loop::is_depthwise(b.f));
+  EXPECT_NE(b.f.schedule_log.at(0).find("3 of 13 output channels per pass"), std::string::npos) << b.f.schedule_log[0];
+  EXPECT_NE(b.f.schedule_log.at(0).find("4 rows per pass"), std::string::npos) << b.f.schedule_log[0];
+  loop::LoopFunc again = tune::replay(p.kg, 0, b.schedule);
+  EXPECT_EQ(tune::code_key(again), tune::code_key(b.f));
+  // direct = 0: the GEMM or the plain reduction, as before
+  tune::Built g = tune::build(p.kg, 0, s, point(s, {{"direct", 0}}));
+  EXPECT_FALSE(loop::is_depthwise(g.f));
+  // the 7x7 x 3-channel stem's heuristic is the GEMM (147 taps); a 3x3 stem's is the nest,
+  // and its point of all defaults is the heuristic's code
+  EXPECT_FALSE(loop::is_depthwise(p.funcs[0]));
+  Program p3 = build_program(stem3());
+  tune::Space s3 = tune::make_space(p3.kg, 0, m);
+  tune::Built h = tune::build(p3.kg, 0, s3, point(s3, {{"direct", 1}}));
+  ASSERT_TRUE(loop::is_depthwise(p3.funcs[0]));
+  EXPECT_EQ(tune::code_key(h.f), tune::code_key(p3.funcs[0]));
+}
+
+TEST(TuneDirect, EveryPassShapeMatchesTheInterpreter) {
+  Backend& be = get_backend("c");
+  for (const Graph& g : {stem3(), dw5()}) {
+    Program base = build_program(g);
+    TensorMap in = random_inputs(g, 5);
+    TensorMap want = interpret(g, in);
+    tune::Space s = tune::make_space(base.kg, 0, tune::Machine{2, 8, 16});
+    std::vector<Program> progs;
+    for (int64_t rows : {1, 3, 4})
+      for (int64_t ocb : {2, 6}) {
+        Program p = base;
+        tune::Built b = s.knob("ocb") >= 0 ? tune::build(p.kg, 0, s, point(s, {{"direct", 1}, {"ocb", ocb}, {"direct_rows", rows}}))
+                                           : tune::build(p.kg, 0, s, point(s, {{"direct", 1}, {"direct_rows", rows}}));
+        b.f.name = p.funcs[0].name;
+        p.funcs[0] = b.f;
+        progs.push_back(std::move(p));
+        if (s.knob("ocb") < 0) break;
+      }
+    std::vector<const Program*> ps;
+    for (auto& p : progs) ps.push_back(&p);
+    auto compiled = be.compile_many(ps);
+    for (size_t i = 0; i < progs.size(); ++i) {
+      Executable e(progs[i], compiled[i], "c");
+      EXPECT_LT(max_diff(e.run(in), want), 1e-3) << loop::print_loop(progs[i].funcs[0]);
+    }
+  }
+}
+
+TEST(TuneDirect, BadDirectLinesAreErrors) {
+  Program p = build_program(stem());
+  EXPECT_THROW(tune::replay(p.kg, 0, {"direct ocb=x rows=2"}), UserError);
+  EXPECT_THROW(tune::replay(p.kg, 0, {"direct ocb=3 lanes=2"}), UserError);
+  EXPECT_THROW(tune::replay(p.kg, 0, {"direct ocb=99"}), UserError);
+  Program pm = build_program(Graph::from_outputs({{"y", matmul(input("a", {9, 16}), input("b", {16, 11})).node()}}));
+  try {
+    tune::replay(pm.kg, 0, {"direct ocb=0 rows=2"});
+    ADD_FAILURE() << "a matmul took the direct nest";
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("no convolution the direct nest takes"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace lathe
