@@ -5,7 +5,8 @@
 // without a copy"): [N, C, O1..Ok, K1..Kk] with strides (stride·s, dilation·s) per spatial
 // dim. Conv multiplies that by the broadcast weight and reduces over (C/group, K…);
 // pooling reduces over K…. ConvTranspose is a stride-1 convolution of the zero-upsampled
-// input with the flipped, regrouped weight. ONNX specifics handled here: auto_pad
+// input with the flipped, regrouped weight, except where its kernel equals its stride (a 1×1
+// convolution plus a depth-to-space permute: conv_transpose_by_tiles). ONNX specifics handled here: auto_pad
 // (SAME_UPPER / SAME_LOWER / VALID), pads layout [begins…, ends…], ceil_mode,
 // count_include_pad, output_padding / output_shape, Gemm's transA/transB/alpha/beta.
 #include <algorithm>
@@ -194,6 +195,57 @@ Tensor upsample_zeros(const Tensor& x, const std::vector<int64_t>& strides) {
   return y;
 }
 
+// A ConvTranspose whose kernel equals its stride in every spatial dim (no padding, no
+// output padding, no dilation, one group: UNet / FCN decoders' 2×2 stride-2 up-convolution)
+// writes each output position from exactly one input position and one kernel tap:
+//   y[n, m, i·s + a] = Σ_c x[n, c, i] · w[c, m, a] (+ bias[m])
+// That is a 1×1 convolution into M·A channels (A = Π kernel), [N, M, a…, i…], followed by a
+// depth-to-space permute to [N, M, (i, a)…] (one copy, with the bias added). The general
+// path (the zero-upsampled input convolved with the flipped weight) multiplies A times as
+// many products, most of them by inserted zeros. nullopt: not that case.
+std::optional<Tensor> conv_transpose_by_tiles(const NodeCtx& c, const Tensor& x, const Tensor& weight,
+                                              const std::optional<Tensor>& bias, const std::vector<int64_t>& in,
+                                              const std::vector<int64_t>& kernel, const std::vector<int64_t>& strides,
+                                              const std::vector<int64_t>& dil, const std::vector<int64_t>& pads,
+                                              const std::vector<int64_t>& outpad, int64_t G) {
+  const size_t k = in.size();
+  if (G != 1 || weight.rank() != static_cast<int>(k + 2) || !weight.shape()[1].is_const()) return std::nullopt;
+  for (size_t i = 0; i < k; ++i)
+    if (kernel[i] != strides[i] || dil[i] != 1 || pads[i] != 0 || pads[i + k] != 0 || outpad[i] != 0 ||
+        weight.shape()[2 + i] != SymInt(kernel[i]))
+      return std::nullopt;
+  const int64_t C = weight.shape()[0].value(), M = weight.shape()[1].value();
+  int64_t A = 1;
+  for (int64_t kk : kernel) A *= kk;
+  if (bias && (bias->rank() != 1 || bias->shape()[0] != SymInt(M))) c.fail("bias " + bias->describe() + " must be [" + std::to_string(M) + "]");
+  // weight [C, M, a…] -> [M·A, C, 1…]
+  Shape ws{SymInt(M * A), SymInt(C)};
+  for (size_t i = 0; i < k; ++i) ws.push_back(1);
+  Tensor w1 = reshape(transpose(reshape(weight, {SymInt(C), SymInt(M * A)}), 0, 1), ws);
+  Window w;
+  w.kernel.assign(k, 1);
+  w.strides.assign(k, 1);
+  w.dilations.assign(k, 1);
+  w.pad_begin.assign(k, 0);
+  w.pad_end.assign(k, 0);
+  w.out = in;
+  Tensor z = conv_core(c, x, w1, std::nullopt, w, 1);  // [N, M·A, i…]
+  Shape zs{x.shape()[0], SymInt(M)}, ys{x.shape()[0], SymInt(M)};
+  for (size_t i = 0; i < k; ++i) zs.push_back(kernel[i]);
+  for (size_t i = 0; i < k; ++i) zs.push_back(in[i]);
+  std::vector<int> perm{0, 1};
+  for (size_t i = 0; i < k; ++i) {
+    perm.push_back(static_cast<int>(2 + k + i));  // i
+    perm.push_back(static_cast<int>(2 + i));      // a
+    ys.push_back(in[i] * kernel[i]);
+  }
+  Tensor y = reshape(permute(reshape(z, zs), perm), ys);
+  if (!bias) return y;
+  Shape bs{SymInt(M)};
+  for (size_t i = 0; i < k; ++i) bs.push_back(1);
+  return y + reshape(*bias, bs);  // after the permute: fused into its copy, no [M, A] bias table
+}
+
 void conv_transpose_op(NodeCtx& c) {
   c.only_outputs(1);
   Tensor x = c.in(0), weight = c.in(1);
@@ -240,6 +292,10 @@ void conv_transpose_op(NodeCtx& c) {
   // weight [C, M/G, K…] -> [M, C/G, K…], flipped spatially
   SymInt C = weight.shape()[0], Mg = weight.shape()[1];
   if (!C.is_const() || C.value() % G || x.shape()[1] != C) c.fail("weight " + weight.describe() + " does not match input " + x.describe() + " with group " + std::to_string(G));
+  if (auto y = conv_transpose_by_tiles(c, x, weight, c.opt_in(2), in, kernel, strides, dil, pads, outpad, G)) {
+    c.set(0, *y);
+    return;
+  }
   int64_t Cg = C.value() / G;
   Shape s1{G, Cg, Mg};
   for (int64_t kk : kernel) s1.push_back(kk);
