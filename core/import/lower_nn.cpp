@@ -5,7 +5,8 @@
 // without a copy"): [N, C, O1..Ok, K1..Kk] with strides (stride·s, dilation·s) per spatial
 // dim. Conv multiplies that by the broadcast weight and reduces over (C/group, K…);
 // pooling reduces over K…. ConvTranspose is a stride-1 convolution of the zero-upsampled
-// input with the flipped, regrouped weight. ONNX specifics handled here: auto_pad
+// input with the flipped, regrouped weight, except where its kernel equals its stride (a 1×1
+// convolution plus a depth-to-space permute: conv_transpose_by_tiles). ONNX specifics handled here: auto_pad
 // (SAME_UPPER / SAME_LOWER / VALID), pads layout [begins…, ends…], ceil_mode,
 // count_include_pad, output_padding / output_shape, Gemm's transA/transB/alpha/beta.
 #include <algorithm>
@@ -166,6 +167,34 @@ Tensor conv_integer(const NodeCtx& c, const Tensor& x, const Tensor& weight, int
 
 namespace {
 
+// A 1×1 convolution (stride 1, no padding, one group) of an upsampled tensor: the
+// resampling (Resize nearest / linear over the spatial axes, Folder::resamplings) mixes
+// positions with weights summing to 1 and the convolution mixes channels at each position,
+// so they commute, bias included. Convolving at the input resolution costs 1 / (the area
+// ratio) of the products (4× fewer for a 2× upsampling) and resamples M channels instead of
+// C (a UNet's Upsample + 1×1 conv: 128 -> 64 channels). Only when the resampling enlarges
+// the spatial size (never shrinks an axis) and C >= 4. nullopt: not that case.
+std::optional<Tensor> pointwise_before_upsampling(const NodeCtx& c, const Tensor& x, const Tensor& weight, const Window& w) {
+  if (c.attr_int("group", 1) != 1) return std::nullopt;
+  auto it = c.folder().resamplings.find(x.node());
+  if (it == c.folder().resamplings.end()) return std::nullopt;
+  const Tensor& u = it->second.input;
+  const size_t k = w.out.size();
+  if (u.rank() != x.rank() || !weight.shape()[1].is_const() || weight.shape()[1].value() < 4) return std::nullopt;
+  int64_t in_area = 1, out_area = 1;
+  for (size_t i = 0; i < k; ++i) {
+    if (w.kernel[i] != 1 || w.strides[i] != 1 || w.pad_begin[i] != 0 || w.pad_end[i] != 0) return std::nullopt;
+    if (!u.shape()[2 + i].is_const() || u.shape()[2 + i].value() > w.out[i]) return std::nullopt;
+    in_area *= u.shape()[2 + i].value();
+    out_area *= w.out[i];
+  }
+  if (in_area >= out_area) return std::nullopt;
+  Window low = w;
+  for (size_t i = 0; i < k; ++i) low.out[i] = u.shape()[2 + i].value();
+  Tensor z = conv_core(c, u, weight, c.opt_in(2), low, 1);
+  return it->second.apply(c, z);
+}
+
 void conv_op(NodeCtx& c) {
   c.only_outputs(1);
   Tensor x = c.in(0), weight = c.in(1);
@@ -174,6 +203,10 @@ void conv_op(NodeCtx& c) {
   auto in = spatial_dims(c, x);
   if (weight.rank() != x.rank()) c.fail("weight " + weight.describe() + " must have the input's rank");
   Window w = plan_window(c, in, kernel_of(c, weight, in.size()), false);
+  if (auto y = pointwise_before_upsampling(c, x, weight, w)) {
+    c.set(0, *y);
+    return;
+  }
   c.set(0, conv_core(c, x, weight, c.opt_in(2), w, c.attr_int("group", 1)));
 }
 
@@ -192,6 +225,57 @@ Tensor upsample_zeros(const Tensor& x, const std::vector<int64_t>& strides) {
     y = narrow(y, d, 0, (n - 1) * s + 1);
   }
   return y;
+}
+
+// A ConvTranspose whose kernel equals its stride in every spatial dim (no padding, no
+// output padding, no dilation, one group: UNet / FCN decoders' 2×2 stride-2 up-convolution)
+// writes each output position from exactly one input position and one kernel tap:
+//   y[n, m, i·s + a] = Σ_c x[n, c, i] · w[c, m, a] (+ bias[m])
+// That is a 1×1 convolution into M·A channels (A = Π kernel), [N, M, a…, i…], followed by a
+// depth-to-space permute to [N, M, (i, a)…] (one copy, with the bias added). The general
+// path (the zero-upsampled input convolved with the flipped weight) multiplies A times as
+// many products, most of them by inserted zeros. nullopt: not that case.
+std::optional<Tensor> conv_transpose_by_tiles(const NodeCtx& c, const Tensor& x, const Tensor& weight,
+                                              const std::optional<Tensor>& bias, const std::vector<int64_t>& in,
+                                              const std::vector<int64_t>& kernel, const std::vector<int64_t>& strides,
+                                              const std::vector<int64_t>& dil, const std::vector<int64_t>& pads,
+                                              const std::vector<int64_t>& outpad, int64_t G) {
+  const size_t k = in.size();
+  if (G != 1 || weight.rank() != static_cast<int>(k + 2) || !weight.shape()[1].is_const()) return std::nullopt;
+  for (size_t i = 0; i < k; ++i)
+    if (kernel[i] != strides[i] || dil[i] != 1 || pads[i] != 0 || pads[i + k] != 0 || outpad[i] != 0 ||
+        weight.shape()[2 + i] != SymInt(kernel[i]))
+      return std::nullopt;
+  const int64_t C = weight.shape()[0].value(), M = weight.shape()[1].value();
+  int64_t A = 1;
+  for (int64_t kk : kernel) A *= kk;
+  if (bias && (bias->rank() != 1 || bias->shape()[0] != SymInt(M))) c.fail("bias " + bias->describe() + " must be [" + std::to_string(M) + "]");
+  // weight [C, M, a…] -> [M·A, C, 1…]
+  Shape ws{SymInt(M * A), SymInt(C)};
+  for (size_t i = 0; i < k; ++i) ws.push_back(1);
+  Tensor w1 = reshape(transpose(reshape(weight, {SymInt(C), SymInt(M * A)}), 0, 1), ws);
+  Window w;
+  w.kernel.assign(k, 1);
+  w.strides.assign(k, 1);
+  w.dilations.assign(k, 1);
+  w.pad_begin.assign(k, 0);
+  w.pad_end.assign(k, 0);
+  w.out = in;
+  Tensor z = conv_core(c, x, w1, std::nullopt, w, 1);  // [N, M·A, i…]
+  Shape zs{x.shape()[0], SymInt(M)}, ys{x.shape()[0], SymInt(M)};
+  for (size_t i = 0; i < k; ++i) zs.push_back(kernel[i]);
+  for (size_t i = 0; i < k; ++i) zs.push_back(in[i]);
+  std::vector<int> perm{0, 1};
+  for (size_t i = 0; i < k; ++i) {
+    perm.push_back(static_cast<int>(2 + k + i));  // i
+    perm.push_back(static_cast<int>(2 + i));      // a
+    ys.push_back(in[i] * kernel[i]);
+  }
+  Tensor y = reshape(permute(reshape(z, zs), perm), ys);
+  if (!bias) return y;
+  Shape bs{SymInt(M)};
+  for (size_t i = 0; i < k; ++i) bs.push_back(1);
+  return y + reshape(*bias, bs);  // after the permute: fused into its copy, no [M, A] bias table
 }
 
 void conv_transpose_op(NodeCtx& c) {
@@ -240,6 +324,10 @@ void conv_transpose_op(NodeCtx& c) {
   // weight [C, M/G, K…] -> [M, C/G, K…], flipped spatially
   SymInt C = weight.shape()[0], Mg = weight.shape()[1];
   if (!C.is_const() || C.value() % G || x.shape()[1] != C) c.fail("weight " + weight.describe() + " does not match input " + x.describe() + " with group " + std::to_string(G));
+  if (auto y = conv_transpose_by_tiles(c, x, weight, c.opt_in(2), in, kernel, strides, dil, pads, outpad, G)) {
+    c.set(0, *y);
+    return;
+  }
   int64_t Cg = C.value() / G;
   Shape s1{G, Cg, Mg};
   for (int64_t kk : kernel) s1.push_back(kk);

@@ -281,10 +281,23 @@ void resize_common(NodeCtx& c, const Tensor& x, ResizeAttrs a, std::vector<doubl
   }
   Tensor y = x;
   std::vector<Tensor> masks;
+  auto identity = [&](int d) { return out[d] == in[d] && sc[d] == 1.0 && a.coord != "tf_crop_and_resize"; };
   for (int d = 0; d < r; ++d) {
-    bool identity = out[d] == in[d] && sc[d] == 1.0 && a.coord != "tf_crop_and_resize";
-    if (identity) continue;
+    if (identity(d)) continue;
     y = resize_axis(c, a, y, d, out[d], sc[d], lo[d], hi[d], masks);
+  }
+  // A spatial resampling whose taps sum to 1 commutes with a 1×1 convolution (a per-position
+  // linear map of the channels, bias included): remember how to replay it (Folder::resamplings)
+  if (masks.empty() && r >= 3 && identity(0) && identity(1) && (a.mode == "nearest" || a.mode == "linear") &&
+      is_float(x.dtype())) {
+    c.folder().resamplings[y.node()] = {x, [a, out, sc, lo, hi, r](const NodeCtx& cc, const Tensor& t) {
+      Tensor z = t;
+      std::vector<Tensor> unused;
+      for (int d = 2; d < r; ++d)
+        if (!(out[d] == t.shape()[d].value() && sc[d] == 1.0))
+          z = resize_axis(cc, a, z, d, out[d], sc[d], lo[d], hi[d], unused);
+      return z;
+    }};
   }
   if (!masks.empty()) {
     Tensor m = masks[0];

@@ -23,11 +23,23 @@ namespace lathe::onnx_import {
 // Import-time constant folding: the value of a node whose inputs are all constants.
 // Throws OnnxUnsupported ("dynamic shape input not supported: WHERE") when n depends on a
 // graph input. Results are cached per node.
+class NodeCtx;
 class Folder {
  public:
   explicit Folder(int64_t max_elements) : max_elements_(max_elements) {}
   std::optional<HostTensor> try_fold(NodeRef n);
   int64_t max_elements() const { return max_elements_; }
+
+  // Resize outputs (by node) that resample only the spatial axes (dims 2…) with taps whose
+  // weights sum to 1 (nearest, linear; no tf_crop_and_resize extrapolation): the resized
+  // input, and how to apply the same resampling to another tensor of that spatial shape.
+  // A 1×1 convolution of such an output is computed before the resampling (conv_op).
+  struct Resampling {
+    Tensor input;
+    std::function<Tensor(const NodeCtx&, const Tensor&)> apply;
+  };
+  std::map<NodeRef, Resampling> resamplings;
+
  private:
   int64_t max_elements_;
   std::map<NodeRef, std::optional<HostTensor>> cache_;
