@@ -450,10 +450,10 @@ TEST(Contraction, SwappedSidesMatchInterpreter) {
 // copy (no zeroing, no variable-length loop); panels at a row's ends or across two rows
 // take the general path. Both against the interpreter.
 TEST(Contraction, WholePanelsAreOneCopy) {
-  std::string ir = test::loop_ir_of(build_program(conv_graph({1, 3, 5, 64, 5, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, false})));
+  std::string ir = test::loop_ir_of(build_program(conv_graph({1, 9, 5, 64, 5, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, false})));
   EXPECT_NE(ir.find("pack B: copy a whole panel"), std::string::npos) << ir;
   test::DiffBatch batch;
-  for (const ConvCase& c : std::vector<ConvCase>{{1, 3, 5, 64, 5, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, false},
+  for (const ConvCase& c : std::vector<ConvCase>{{1, 9, 5, 64, 5, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, false},
                                                  {2, 4, 6, 50, 7, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, true},
                                                  {1, 3, 9, 83, 11, 5, 5, {2, 2}, {2, 2}, {1, 1}, 1, false},
                                                  {1, 2, 4, 37, 3, 3, 3, {1, 1}, {0, 0}, {1, 1}, 1, false}})
@@ -467,12 +467,12 @@ TEST(Contraction, ShortRowsArePackedRunByRun) {
   if (loop::host_matmul_params().nr != 16) GTEST_SKIP() << "the run counts are for NR 16";
   auto ir = [](const ConvCase& c) { return test::loop_ir_of(build_program(conv_graph(c))); };
   EXPECT_NE(ir({1, 37, 14, 14, 41, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, false}).find("pack B: copy a run"), std::string::npos);
-  EXPECT_NE(ir({1, 3, 6, 6, 5, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, false}).find("pack B: copy a run"), std::string::npos);
-  EXPECT_EQ(ir({1, 3, 4, 4, 5, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, false}).find("pack B: copy a run"), std::string::npos);
+  EXPECT_NE(ir({1, 9, 6, 6, 5, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, false}).find("pack B: copy a run"), std::string::npos);
+  EXPECT_EQ(ir({1, 9, 4, 4, 5, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, false}).find("pack B: copy a run"), std::string::npos);
   test::DiffBatch batch;
   for (const ConvCase& c : std::vector<ConvCase>{{1, 37, 14, 14, 41, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, true},
                                                  {2, 5, 9, 9, 7, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, false},
-                                                 {1, 3, 6, 6, 5, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, false},
+                                                 {1, 9, 6, 6, 5, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, false},
                                                  {3, 4, 11, 10, 6, 3, 3, {2, 2}, {1, 1}, {1, 1}, 1, false},
                                                  {1, 2, 13, 13, 3, 5, 5, {1, 1}, {2, 2}, {1, 1}, 1, false},
                                                  {2, 3, 12, 12, 4, 3, 3, {1, 1}, {2, 2}, {2, 2}, 1, true}})
