@@ -9,7 +9,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 BUILD=${BUILD:-build-gpu}
 cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DLATHE_WITH_GUI=OFF -DLATHE_WITH_LLVM=OFF \
-  -DLATHE_WITH_ONNX=OFF >/dev/null
+  -DLATHE_WITH_ONNX=${ONNX:-OFF} >/dev/null   # ONNX=ON: whole models too
 cmake --build "$BUILD" --target lathe cuda_tests backend_tests -j"$(nproc)"
 rm -rf .gpu && mkdir -p .gpu/bin .gpu/lib
 exclude=$(git rev-parse --git-common-dir)/info/exclude
