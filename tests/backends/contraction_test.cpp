@@ -307,7 +307,10 @@ TEST(Contraction, JobsShareOnePackedOperand) {
       {"3x3 5x5 c3 k17: too little to share", conv(1, 3, 5, 17, 3, same, false), ""},
   };
   test::DiffBatch batch;
-  const bool threads = std::thread::hardware_concurrency() >= 2;
+  // The expected choices are those of a 2-thread machine (CI's): with more threads the job
+  // split changes and so may which side is shared (seen on a 16-core GPU machine); the
+  // interpreter comparison below runs everywhere.
+  const bool threads = std::thread::hardware_concurrency() == 2;
   for (auto& c : cases) {
     std::string ir = test::loop_ir_of(build_program(c.g));
     if (threads && !std::getenv("LATHE_MATMUL_SHARED_PACK") && !std::getenv("LATHE_MATMUL_TILE")) {

@@ -23,6 +23,20 @@ mkdir -p "$RESULTS"
 JOBS=$(nproc 2>/dev/null || echo 4)
 status=0
 step() { echo; echo "=== $* ==="; }
+# A gtest binary in $SHARDS (default: one per core) parallel shards; the GPU is shared by
+# them, and each shard compiles its own kernels with NVRTC. Output joined into NAME.txt.
+sharded() {
+  local name=$1 n=${SHARDS:-$JOBS} rc=0 i; shift
+  local pids=()
+  for ((i = 0; i < n; i++)); do
+    GTEST_TOTAL_SHARDS=$n GTEST_SHARD_INDEX=$i timeout "${TEST_TIMEOUT:-900}" "$@" --gtest_color=no \
+      > "$RESULTS/$name.shard$i" 2>&1 &
+    pids+=($!)
+  done
+  for i in "${pids[@]}"; do wait "$i" || rc=1; done
+  cat "$RESULTS/$name".shard* > "$RESULTS/$name.txt"; rm -f "$RESULTS/$name".shard*
+  return $rc
+}
 
 step "GPU"
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv 2>&1 | tee "$RESULTS/nvidia-smi.txt" || echo "nvidia-smi not found"
@@ -48,15 +62,15 @@ else
 fi
 
 step "cuda tests (render, NVRTC, golden, differential vs interp)"
-"$CUDA_TESTS" --gtest_color=no 2>&1 | tee "$RESULTS/cuda_tests.txt"
-[ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+sharded cuda_tests "$CUDA_TESTS" || status=1
+grep -E "^\[  (FAILED|PASSED|SKIPPED) |tests ran" "$RESULTS/cuda_tests.txt" | head -40
 if grep -q "SKIPPED" "$RESULTS/cuda_tests.txt" && grep -q "CudaGpu" "$RESULTS/cuda_tests.txt"; then
   grep -A1 "SKIPPED" "$RESULTS/cuda_tests.txt" | head -5
 fi
 
 step "differential suite on cuda (random graphs, every op, fusion patterns, regressions)"
-LATHE_TEST_BACKEND=cuda "$BACKEND_TESTS" --gtest_color=no 2>&1 | tee "$RESULTS/backend_tests_cuda.txt" | grep -E "^\[  (FAILED|PASSED) |mismatch|reproducer" | head -60
-[ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+LATHE_TEST_BACKEND=cuda sharded backend_tests_cuda "$BACKEND_TESTS" || status=1
+grep -E "^\[  (FAILED|PASSED) |mismatch|reproducer" "$RESULTS/backend_tests_cuda.txt" | head -60
 
 step "lathe kernels --backend cuda (softmax sample)"
 "$LATHE" kernels samples/03-softmax.lathe --backend cuda --show source > "$RESULTS/softmax-kernels.txt" 2>&1 \
@@ -76,16 +90,25 @@ done
 
 step "lathe bench --backend cuda"
 if "$LATHE" help 2>&1 | grep -q bench; then
-  "$LATHE" bench --backend cuda --json 2>&1 | tee "$RESULTS/bench-cuda.jsonl"
+  timeout "${BENCH_TIMEOUT:-300}" "$LATHE" bench --backend cuda --json 2>&1 | tee "$RESULTS/bench-cuda.jsonl"
 else
   echo "this build has no 'lathe bench' command yet" | tee "$RESULTS/bench-cuda.jsonl"
 fi
 
 step "PyTorch on this GPU (peer)"
 if python3 -c 'import torch' 2>/dev/null; then
-  python3 tests/gpu/torch_peer.py 2>&1 | tee "$RESULTS/bench-torch.jsonl"
+  timeout "${BENCH_TIMEOUT:-300}" python3 tests/gpu/torch_peer.py 2>&1 | tee "$RESULTS/bench-torch.jsonl"
 else
   echo "no PyTorch here: no peer numbers"
+fi
+
+# Whole models (ONNX=ON bundles): every model directory under $PREBUILT/models or $MODELS
+MODELS=${MODELS:-${PREBUILT:+$PREBUILT/models}}
+if [ -n "$MODELS" ] && [ -d "$MODELS" ]; then
+  step "lathe bench --backend cuda --models $MODELS"
+  for m in "$MODELS"/*/; do
+    timeout "${MODEL_TIMEOUT:-120}" "$LATHE" bench --backend cuda --models "$m" --iters 10 --timeout 100 2>&1 | tee -a "$RESULTS/bench-models.txt"
+  done
 fi
 
 step "summary"
