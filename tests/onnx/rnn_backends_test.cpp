@@ -338,7 +338,7 @@ TEST(FusedRecurrence, OneKernelPerDirection) {
       kernels[i++] = static_cast<size_t>(p.num_kernels());
     }
     EXPECT_EQ(kernels[0], kernels[1]) << label(c);
-    EXPECT_LE(kernels[1], 16u) << label(c);  // the GEMM, the rnn kernels, copies of the states and outputs
+    EXPECT_LE(kernels[1], 16u) << label(c);  // the rnn kernels (their projections inside), copies of the states and outputs
   }
 }
 
