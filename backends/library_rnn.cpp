@@ -112,6 +112,38 @@ __attribute__((target("avx2,fma"))) void tile_4x16(int64_t K, const float* a, in
   _mm256_storeu_ps(c + 3 * ldc, c30), _mm256_storeu_ps(c + 3 * ldc + 8, c31);
 }
 
+// 6 rows × 16 columns (12 accumulators: 2 loads of w and 6 broadcasts per 12 FMAs, against 4×16's
+// 2 + 4 per 8), for the input projections, whose rows (the steps) are all known at once
+__attribute__((target("avx2,fma"))) void tile_6x16(int64_t K, const float* a, int64_t lda, const float* w, int64_t ldw,
+                                                   float* c, int64_t ldc) {
+  __m256 c00 = _mm256_loadu_ps(c), c01 = _mm256_loadu_ps(c + 8), c10 = _mm256_loadu_ps(c + ldc),
+         c11 = _mm256_loadu_ps(c + ldc + 8), c20 = _mm256_loadu_ps(c + 2 * ldc), c21 = _mm256_loadu_ps(c + 2 * ldc + 8),
+         c30 = _mm256_loadu_ps(c + 3 * ldc), c31 = _mm256_loadu_ps(c + 3 * ldc + 8), c40 = _mm256_loadu_ps(c + 4 * ldc),
+         c41 = _mm256_loadu_ps(c + 4 * ldc + 8), c50 = _mm256_loadu_ps(c + 5 * ldc), c51 = _mm256_loadu_ps(c + 5 * ldc + 8);
+  const float *a0 = a, *a1 = a + lda, *a2 = a + 2 * lda, *a3 = a + 3 * lda, *a4 = a + 4 * lda, *a5 = a + 5 * lda;
+  for (int64_t k = 0; k < K; ++k) {
+    const __m256 w0 = _mm256_loadu_ps(w + k * ldw), w1 = _mm256_loadu_ps(w + k * ldw + 8);
+    __m256 x = _mm256_broadcast_ss(a0 + k);
+    c00 = _mm256_fmadd_ps(x, w0, c00), c01 = _mm256_fmadd_ps(x, w1, c01);
+    x = _mm256_broadcast_ss(a1 + k);
+    c10 = _mm256_fmadd_ps(x, w0, c10), c11 = _mm256_fmadd_ps(x, w1, c11);
+    x = _mm256_broadcast_ss(a2 + k);
+    c20 = _mm256_fmadd_ps(x, w0, c20), c21 = _mm256_fmadd_ps(x, w1, c21);
+    x = _mm256_broadcast_ss(a3 + k);
+    c30 = _mm256_fmadd_ps(x, w0, c30), c31 = _mm256_fmadd_ps(x, w1, c31);
+    x = _mm256_broadcast_ss(a4 + k);
+    c40 = _mm256_fmadd_ps(x, w0, c40), c41 = _mm256_fmadd_ps(x, w1, c41);
+    x = _mm256_broadcast_ss(a5 + k);
+    c50 = _mm256_fmadd_ps(x, w0, c50), c51 = _mm256_fmadd_ps(x, w1, c51);
+  }
+  _mm256_storeu_ps(c, c00), _mm256_storeu_ps(c + 8, c01);
+  _mm256_storeu_ps(c + ldc, c10), _mm256_storeu_ps(c + ldc + 8, c11);
+  _mm256_storeu_ps(c + 2 * ldc, c20), _mm256_storeu_ps(c + 2 * ldc + 8, c21);
+  _mm256_storeu_ps(c + 3 * ldc, c30), _mm256_storeu_ps(c + 3 * ldc + 8, c31);
+  _mm256_storeu_ps(c + 4 * ldc, c40), _mm256_storeu_ps(c + 4 * ldc + 8, c41);
+  _mm256_storeu_ps(c + 5 * ldc, c50), _mm256_storeu_ps(c + 5 * ldc + 8, c51);
+}
+
 // `backward` reverses the order w is walked in. The steps alternate it: w (RT) is read whole
 // every step, and at H = 256 (1 MiB) it is a little more than a 1 MiB L2 holds with the rest
 // of the step's data; walked the same way each time, least-recently-used replacement evicts
@@ -227,12 +259,46 @@ void clamp_n(float* x, int64_t n, float lim) {
 
 // ---- the recurrence ----
 
+// The input projection of a node with the `proj` flag: X [T·B, I] · WT [I, XW] (+ xb), this
+// direction's columns [col0, col0 + G·H).
+struct Proj {
+  const float *x = nullptr, *wt = nullptr, *xb = nullptr;
+  int64_t I = 0, XW = 0, col0 = 0;
+};
+
 struct Args {
-  RnnSpec s;
+  RnnSpec s;  // with the projection, XW and col0 are those of the projections computed here (G·H, 0)
   const float *xp, *rt, *h0, *c0, *peep, *rbh;
   const int32_t* lens;
   float* out;
+  Proj pj;                 // pj.x: the projection is computed here, into xp_w
+  float* xp_w = nullptr;   // = xp then
 };
+
+// dst[r - r0, c - c0] = xb[col0 + c] + X[r] · WT[:, col0 + c] for rows [r0, r1), columns
+// [c0, c1) of this direction's projections; blocks of 72 rows, so the block of X stays in L2
+// while the 16-column strips of WT pass over it in 6×16 register tiles (the rest: gemm_acc).
+void project(const Proj& p, int64_t r0, int64_t r1, int64_t c0, int64_t c1, float* dst, int64_t ldd) {
+  const int64_t n = c1 - c0, n16 = n / 16 * 16;
+  for (int64_t rb = r0; rb < r1; rb += 72) {
+    const int64_t re = std::min(r1, rb + 72), m = re - rb, m6 = kAvx2 ? m / 6 * 6 : 0;
+    for (int64_t r = rb; r < re; ++r) {
+      float* d = dst + (r - r0) * ldd;
+      if (p.xb) std::memcpy(d, p.xb + p.col0 + c0, sizeof(float) * static_cast<size_t>(n));
+      else std::fill(d, d + n, 0.f);
+    }
+    const float *x = p.x + rb * p.I, *w = p.wt + p.col0 + c0;
+    float* d = dst + (rb - r0) * ldd;
+    if (m6 && n16) {  // 6×16 tiles, the 16-column strip of WT staying in L1 over the row tiles
+      for (int64_t j = 0; j < n16; j += 16)
+        for (int64_t r = 0; r < m6; r += 6) tile_6x16(p.I, x + r * p.I, p.I, w + j, p.XW, d + r * ldd + j, ldd);
+      if (n16 < n) gemm_acc(m6, n - n16, p.I, x, p.I, w + n16, p.XW, d + n16, ldd, false);
+      if (m6 < m) gemm_acc(m - m6, n, p.I, x + m6 * p.I, p.I, w, p.XW, d + m6 * ldd, ldd, false);
+    } else {
+      gemm_acc(m, n, p.I, x, p.I, w, p.XW, d, ldd, false);
+    }
+  }
+}
 
 // The state of batch rows [b0, b0 + m) between steps: h and c double buffered (step s reads
 // buffer (s + 1) % 2, writes buffer s % 2), and the two-phase GRU's z gate and r ⊙ h. A piece
@@ -256,7 +322,7 @@ int phases(const RnnSpec& s) { return s.kind == RnnKind::Gru && !s.lbr ? 2 : 1; 
 
 // One thread's results for a piece: hidden units [u0, u1) of every row of the state.
 struct Piece {
-  std::vector<float> gates, hc, hn, cn;
+  std::vector<float> gates, hc, hn, cn, proj;  // proj: the Team's round 0, the piece's projections [T·B, G·U]
   explicit Piece(const Args& a, int64_t m, int64_t U) {
     const size_t n = static_cast<size_t>(m * U);
     gates.resize(n * a.s.gates()), hc.resize(n), hn.resize(n), cn.resize(n);
@@ -376,6 +442,22 @@ void pack_rows(const Args& a, const std::vector<std::pair<int64_t, int64_t>>& un
         const int64_t U = u1 - u0;
         std::memcpy(dst + H * G * u0 + (k * G + g) * U, a.rt + k * G * H + g * H + u0, sizeof(float) * U);
       }
+}
+
+// The projections of units [u0, u1) of every gate, all T·B rows, into p.proj ([T·B, G·U]):
+// computed privately, as a piece of a step is, since a stalled piece may be computed twice.
+void project_piece(const Args& a, int64_t u0, int64_t u1, Piece& p) {
+  const int64_t H = a.s.H, G = a.s.gates(), U = u1 - u0, rows = a.s.T * a.s.B;
+  p.proj.resize(static_cast<size_t>(rows * G * U));
+  for (int64_t g = 0; g < G; ++g) project(a.pj, 0, rows, g * H + u0, g * H + u1, p.proj.data() + g * U, G * U);
+}
+
+// ... and into XP, by the thread whose commit won.
+void commit_projection(const Args& a, int64_t u0, int64_t u1, const Piece& p) {
+  const int64_t H = a.s.H, G = a.s.gates(), U = u1 - u0, rows = a.s.T * a.s.B;
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t g = 0; g < G; ++g)
+      std::memcpy(a.xp_w + r * G * H + g * H + u0, p.proj.data() + (r * G + g) * U, sizeof(float) * static_cast<size_t>(U));
 }
 
 // Writes a computed piece into the state and the output.
@@ -538,11 +620,16 @@ void team_work(Team& tm, int me) {
       const int ph = (r - 1) % tm.per_step;
       if (tm.stall_us > 0 && (r + i + me) % 3 == 0)  // LATHE_RNN_STALL_US (tests): as if descheduled here
         std::this_thread::sleep_for(std::chrono::microseconds(tm.stall_us));
-      if (r == 0) pack_rows(a, tm.units, a.s.H * i / np, a.s.H * (i + 1) / np, tm.packed);  // round 0: rows
-      else compute(a, tm.st, step, ph, u0, u1, p, pk);
+      if (r == 0) {  // round 0: rows of RT packed, and the projections of the piece's units
+        pack_rows(a, tm.units, a.s.H * i / np, a.s.H * (i + 1) / np, tm.packed);
+        if (a.pj.x) project_piece(a, u0, u1, p);
+      } else {
+        compute(a, tm.st, step, ph, u0, u1, p, pk);
+      }
       int64_t mine = enc(r, me, 1);
       if (tm.piece[i].compare_exchange_strong(mine, enc(r, me, 2), std::memory_order_acq_rel)) {
         if (r > 0) commit(a, tm.st, step, ph, u0, u1, p);
+        else if (a.pj.x) commit_projection(a, u0, u1, p);
         tm.piece[i].store(enc(r, me, 3), std::memory_order_release);
         tm.committed.fetch_add(1, std::memory_order_acq_rel);
       }
@@ -630,11 +717,43 @@ void run_rnn(NodeRef n, void* const* bufs) {
   a.rbh = static_cast<const float*>(in(sp->in_rbh()));
   const int64_t B = sp->B, H = sp->H, T = sp->T, GH = sp->gates() * H;
   const int hw = thread_limit() > 0 ? thread_limit() : hardware_threads();
+  // With the projection: XP of this direction's columns, [T·B, G·H], in a buffer of the pool
+  // (computed below by whichever way the recurrence runs)
+  struct Scratch {
+    float* p = nullptr;
+    size_t bytes = 0;
+    ~Scratch() {
+      if (p) PackPool::get().give(p, bytes);
+    }
+  } xp;
+  if (sp->has_proj) {
+    a.pj = {a.xp, static_cast<const float*>(in(sp->in_wt())), static_cast<const float*>(in(sp->in_xb())), sp->I, sp->XW,
+            sp->col0};
+    xp.bytes = (sizeof(float) * static_cast<size_t>(T * B * GH) + 63) / 64 * 64;
+    xp.p = PackPool::get().take(xp.bytes);
+    LATHE_CHECK(xp.p != nullptr, "rnn: out of memory for the input projections");
+    a.xp = a.xp_w = xp.p;
+    a.s.XW = GH, a.s.col0 = 0;
+  }
+  // the projections on this thread (one thread runs the recurrence too)
+  auto project_all = [&] {
+    if (a.pj.x) project(a.pj, 0, T * B, 0, GH, a.xp_w, GH);
+  };
   // A large batch: its rows are independent through the whole recurrence, so threads take
   // blocks of rows (multiples of 4, the register tile) for all T steps, never meeting.
   if (B >= 8 && hw > 1 && T * H * GH * B >= (int64_t(1) << 24)) {
     const int threads = static_cast<int>(std::min<int64_t>(hw, B / 4));
     const int64_t per = (B / 4 + threads - 1) / threads * 4;
+    if (a.pj.x) {  // the projections first, threads taking strips of 16 columns
+      const int64_t strips = (GH + 15) / 16;
+      const int pt = static_cast<int>(std::min<int64_t>(hw, strips));
+      auto cols = [&](int i) { return std::min(GH, strips * i / pt * 16); };
+      std::vector<std::thread> pool;
+      for (int i = 1; i < pt; ++i)
+        pool.emplace_back([&a, &cols, i, T, B, GH] { project(a.pj, 0, T * B, cols(i), cols(i + 1), a.xp_w + cols(i), GH); });
+      project(a.pj, 0, T * B, 0, cols(1), a.xp_w, GH);
+      for (auto& t : pool) t.join();
+    }
     std::vector<std::unique_ptr<State>> parts;
     for (int i = 0; i < threads; ++i) {
       const int64_t lo = i * per, hi = i == threads - 1 ? B : std::min(B, (i + 1) * per);
@@ -664,6 +783,7 @@ void run_rnn(NodeRef n, void* const* bufs) {
     }
     const double t0 = now_us();
     if (mode == 0) {
+      project_all();
       State st(a, 0, B);
       run_alone(a, st);
     } else {
@@ -674,6 +794,7 @@ void run_rnn(NodeRef n, void* const* bufs) {
     return;
   }
   if (threads <= 1) {
+    project_all();
     State st(a, 0, B);
     return run_alone(a, st);
   }

@@ -66,12 +66,20 @@ CudaKernel render_rnn(const loop::LoopFunc& f, NodeRef n) {
   o << "static __device__ __forceinline__ float " << nm << "_clip(float v) { "
     << (s.has_clip ? "return fminf(" + fconst(s.clip) + ", fmaxf(-" + fconst(s.clip) + ", v));" : std::string("return v;"))
     << " }\n";
+  if (s.has_proj)  // the projection of column j (of this direction's) of X's row, summed here per step
+    o << "static __device__ __forceinline__ float " << nm << "_xp(const float* __restrict__ X, const float* __restrict__ wt, "
+      << "const float* __restrict__ xb, long long row, long long j) {\n"
+      << "  float a = " << (s.has_xb ? "xb[" + std::to_string(s.col0) + "LL + j]" : std::string("0.f")) << ";\n"
+      << "  for (long long k = 0; k < " << s.I << "LL; ++k) a += X[row * " << s.I << "LL + k] * wt[k * " << s.XW << "LL + "
+      << s.col0 << "LL + j];\n  return a;\n}\n";
   o << "extern \"C\" __global__ void " << nm << "(float* __restrict__ out, const float* __restrict__ xp, const float* __restrict__ rt";
   if (s.has_h0) o << ", const float* __restrict__ h0";
   if (s.has_c0) o << ", const float* __restrict__ c0";
   if (s.has_peep) o << ", const float* __restrict__ P";
   if (s.has_lens) o << ", const int* __restrict__ lens";
   if (s.has_rbh) o << ", const float* __restrict__ rbh";
+  if (s.has_proj) o << ", const float* __restrict__ wt";
+  if (s.has_xb) o << ", const float* __restrict__ xb";
   o << ") {\n";
   o << "  const long long T = " << s.T << "LL, B = " << s.B << "LL, H = " << s.H << "LL, GH = " << s.gates() * s.H
     << "LL, XW = " << s.XW << "LL, C0 = " << s.col0 << "LL;\n";
@@ -90,7 +98,11 @@ CudaKernel render_rnn(const loop::LoopFunc& f, NodeRef n) {
   o << "      if (t >= len) {  // past this entry's length (the whole block agrees)\n";
   o << "        for (long long i = threadIdx.x; i < H; i += blockDim.x) y[i] = 0.f;\n";
   o << "        continue;\n      }\n";
-  o << "      const float* x = xp + (t * B + b) * XW + C0;\n";
+  // x(j): the step's gate input j (column j of this direction's projections)
+  auto x = [&](const std::string& j) {
+    return s.has_proj ? nm + "_xp(xp, wt, " + (s.has_xb ? "xb" : "nullptr") + ", t * B + b, " + j + ")" : "x[" + j + "]";
+  };
+  if (!s.has_proj) o << "      const float* x = xp + (t * B + b) * XW + C0;\n";
   o << "      float hn[" << U << "];\n";
   const bool gru_two = s.kind == RnnKind::Gru && !s.lbr;
   if (gru_two) o << "      float zs[" << U << "];\n";
@@ -99,11 +111,11 @@ CudaKernel render_rnn(const loop::LoopFunc& f, NodeRef n) {
   o << "        if (i >= H) break;\n";
   const std::string F = nm + "_act0", G = nm + "_act1", Hh = nm + "_act2", C = nm + "_clip";
   if (s.kind == RnnKind::Rnn) {
-    o << "        float a = x[i];\n";
+    o << "        float a = " << x("i") << ";\n";
     o << "        for (long long k = 0; k < H; ++k) a += hs[k] * rt[k * GH + i];\n";
     o << "        hn[u] = " << F << "(" << C << "(a));\n";
   } else if (s.kind == RnnKind::Gru) {
-    o << "        float az = x[i], ar = x[H + i]" << (s.lbr ? std::string(", ah = ") + (s.has_rbh ? "rbh[i]" : "0.f") : "") << ";\n";
+    o << "        float az = " << x("i") << ", ar = " << x("H + i") << (s.lbr ? std::string(", ah = ") + (s.has_rbh ? "rbh[i]" : "0.f") : "") << ";\n";
     o << "        for (long long k = 0; k < H; ++k) {\n";
     o << "          const float hk = hs[k];\n";
     o << "          const float* w = rt + k * GH + i;\n";
@@ -112,13 +124,13 @@ CudaKernel render_rnn(const loop::LoopFunc& f, NodeRef n) {
     o << "        }\n";
     o << "        const float z = " << F << "(" << C << "(az)), r = " << F << "(" << C << "(ar));\n";
     if (s.lbr) {
-      o << "        const float hh = " << G << "(" << C << "(x[2 * H + i] + r * ah));\n";
+      o << "        const float hh = " << G << "(" << C << "(" << x("2 * H + i") << " + r * ah));\n";
       o << "        hn[u] = (1.f - z) * hh + z * hs[i];\n";
     } else {
       o << "        zs[u] = z;\n        y[i] = r * hs[i];  // r ⊙ h, read by every thread below\n";
     }
   } else {
-    o << "        float ai = x[i], ao = x[H + i], af = x[2 * H + i], ac = x[3 * H + i];\n";
+    o << "        float ai = " << x("i") << ", ao = " << x("H + i") << ", af = " << x("2 * H + i") << ", ac = " << x("3 * H + i") << ";\n";
     o << "        for (long long k = 0; k < H; ++k) {\n";
     o << "          const float hk = hs[k];\n";
     o << "          const float* w = rt + k * GH + i;\n";
@@ -139,7 +151,7 @@ CudaKernel render_rnn(const loop::LoopFunc& f, NodeRef n) {
     o << "      for (int u = 0; u < " << U << "; ++u) {\n";
     o << "        const long long i = threadIdx.x + (long long)u * blockDim.x;\n";
     o << "        if (i >= H) break;\n";
-    o << "        float ah = x[2 * H + i];\n";
+    o << "        float ah = " << x("2 * H + i") << ";\n";
     o << "        for (long long k = 0; k < H; ++k) ah += y[k] * rt[k * GH + 2 * H + i];\n";
     o << "        const float hh = " << G << "(" << C << "(ah));\n";
     o << "        hn[u] = (1.f - zs[u]) * hh + zs[u] * hs[i];\n";

@@ -41,7 +41,12 @@ Tensor rnn_unrolled(const RnnSpec& s, const std::vector<Tensor>& in) {
   const int64_t T = s.T, B = s.B, H = s.H, G = s.gates();
   const DType dt = in[0].dtype();
   auto opt = [&](int i) { return i < 0 ? Tensor() : in[static_cast<size_t>(i)]; };
-  Tensor xp = slice(reshape(in[0], {SymInt(T), SymInt(B), SymInt(s.XW)}), 2, s.col0, s.col0 + G * H);  // [T, B, G·H]
+  Tensor xp0 = in[0];
+  if (s.has_proj) {  // X · WT (+ xb): [T·B, XW]
+    xp0 = matmul(reshape(in[0], {SymInt(T * B), SymInt(s.I)}), reshape(opt(s.in_wt()), {SymInt(s.I), SymInt(s.XW)}));
+    if (s.has_xb) xp0 = xp0 + reshape(opt(s.in_xb()), {SymInt(s.XW)});
+  }
+  Tensor xp = slice(reshape(xp0, {SymInt(T), SymInt(B), SymInt(s.XW)}), 2, s.col0, s.col0 + G * H);  // [T, B, G·H]
   Tensor rt = reshape(in[1], {SymInt(H), SymInt(G * H)});
   Tensor h = s.has_h0 ? reshape(opt(s.in_h0()), {SymInt(B), SymInt(H)}) : zeros({SymInt(B), SymInt(H)}, dt);
   Tensor c = s.has_c0 ? reshape(opt(s.in_c0()), {SymInt(B), SymInt(H)}) : zeros({SymInt(B), SymInt(H)}, dt);
@@ -108,7 +113,12 @@ std::vector<Tensor> rnn_backward(NodeRef n, const Tensor& g) {
   std::vector<int> which;  // the operands that carry a gradient
   for (size_t i = 0; i < n->inputs.size(); ++i) {
     ins.emplace_back(n->inputs[i]);
-    if (is_float(n->inputs[i]->dtype)) params.push_back(ins.back()), which.push_back(static_cast<int>(i));
+    if (!is_float(n->inputs[i]->dtype)) continue;
+    // a Copy as the operand the expansion reads: an operand that is a View (the layer's X
+    // reshaped, under the projection) would otherwise fold into the expansion's own reshapes,
+    // which then read its source around it, and its gradient would come out zero
+    if (n->inputs[i]->op == Op::View) ins.back() = Tensor(prim::copy(n->inputs[i]));
+    params.push_back(ins.back()), which.push_back(static_cast<int>(i));
   }
   Tensor y = rnn_unrolled(*sp, ins);
   std::vector<Tensor> gp = grad(y, params, to(g, y.dtype()));

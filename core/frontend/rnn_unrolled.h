@@ -13,8 +13,8 @@ namespace lathe {
 
 constexpr int64_t kRnnUnrolledMaxSteps = 4096;
 
-// The node's result [T + S, B, H] from its operands (in the order of rnn_op.h: XP, RT, then
-// the optional ones present per the spec), in the float dtype of XP (f32 for the node; f64
+// The node's result [T + S, B, H] from its operands (in the order of rnn_op.h: XP (or X), RT,
+// then the optional ones present per the spec, WT and xb with the projection), in the float dtype of XP (f32 for the node; f64
 // for finite-difference checks). Throws UserError for more than kRnnUnrolledMaxSteps steps.
 Tensor rnn_unrolled(const RnnSpec& s, const std::vector<Tensor>& in);
 

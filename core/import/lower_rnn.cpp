@@ -1,19 +1,22 @@
 // lower_rnn.cpp — ONNX RNN, GRU and LSTM (opsets 7–14, layout 0 and 1).
 //
-// Design. The input projections of every step and every direction are one GEMM,
-// [T·B, I] × [I, D·G·H] (G gates), plus the input and recurrent biases folded in once.
-// Constant weights are stored transposed when imported (W as [I, D·G·H], R as [H, G·H] per
-// direction), so products read their B operand along contiguous rows.
+// Design. The input projections of every step are one GEMM, [T·B, I] × [I, G·H] (G gates)
+// per direction, plus the input and recurrent biases folded in once. Constant weights are
+// stored transposed when imported (W as [I, D·G·H], R as [H, G·H] per direction), so products
+// read their B operand along contiguous rows.
 //
-// The recurrence itself is one Extern "rnn" kernel per direction (core/ir/rnn_op.h) that runs
-// the T steps in a loop inside: the interpreter's reference (core/interp/eval_rnn.cpp), the
+// The layer is one Extern "rnn" kernel per direction (core/ir/rnn_op.h) that computes its
+// direction's projections and then runs the T steps in a loop inside, reading the layer's
+// input X directly (a layer's X is often the last one's output, a view of its result): the
+// interpreter's reference (core/interp/eval_rnn.cpp), the
 // CPU library kernel of c and llvm (backends/library_rnn.cpp), the cuda rendering
 // (backends/cuda/render_rnn.cpp). Its result [T + 1 or 2, B, H] holds Y's rows and the last
 // states, which Y, Y_h and Y_c view. This covers f32 layers whose batch size is a constant.
 //
 // Otherwise (f64 / f16, a symbolic batch, or LATHE_RNN=unrolled) the sequence length must be
 // a constant and the recurrence is unrolled into the one graph, so the whole layer is still
-// one compiled program (no trip through the host per step). Each step then adds one
+// one compiled program (no trip through the host per step): the projections one GEMM kernel
+// over all steps and directions, [T·B, I] × [I, D·G·H]. Each step then adds one
 // [B, H] × [H, G·H] GEMM of the hidden state (GRU without linear_before_reset: two, the
 // candidate gate's after the reset gate) and the fused gate arithmetic. Y is stacked along T
 // with a balanced tree of two-part concatenations (log₂ T levels rather than one T-way sum of
@@ -226,8 +229,9 @@ void recurrent_op(NodeCtx& c, Kind kind) {
   // (a constant W is stored transposed, [I, D·G·H], so the GEMM reads B along its rows)
   std::optional<HostTensor> w_const = constant_input(c, 1);
   Tensor wt = w_const ? from_host(transposed_rows(*w_const, 0, D, 0, G * H)) : t(reshape(w, {SymInt(D * G * H), I}));
-  Tensor xp = matmul(reshape(x, {SymInt(T) * B, I}), wt);
+  Tensor xin = reshape(x, {SymInt(T) * B, I});
   Tensor rb_h;  // GRU candidate recurrent bias [D, H] when it cannot be folded
+  Tensor xbias;  // the biases folded into the projections, [D·G·H]
   if (bias) {
     Tensor wb = slice(*bias, 1, 0, G * H), rb = slice(*bias, 1, G * H, 2 * G * H);
     Tensor fold = wb + rb;
@@ -237,11 +241,13 @@ void recurrent_op(NodeCtx& c, Kind kind) {
     } else if (kind == Kind::Gru) {
       fold = wb + rb;  // r ⊙ (H·Rh) + Rbh: the bias is outside the product, so it folds
     }
-    xp = xp + reshape(fold, {SymInt(D * G * H)});
+    xbias = reshape(fold, {SymInt(D * G * H)});
   }
   std::optional<HostTensor> r_const = constant_input(c, 2);
   if (fused_applies(x, B)) {
-    // one Extern "rnn" per direction: the loop over the steps runs inside the kernel
+    // one Extern "rnn" per direction: the loop over the steps runs inside the kernel, and so
+    // do the input projections of its direction (the `proj` form of rnn_op.h: no GEMM kernel
+    // and no [T·B, D·G·H] buffer of projections between the layers)
     std::vector<RnnAct> racts;
     for (const Act& a : acts) {
       auto k = rnn_act_named(a.name);
@@ -249,6 +255,11 @@ void recurrent_op(NodeCtx& c, Kind kind) {
       racts.push_back({k->kind, static_cast<float>(a.alpha), static_cast<float>(a.beta)});
     }
     std::vector<Tensor> outs;
+    if (!I.is_const()) c.unsupported("a symbolic input size " + I.to_string());
+    // a W known only at run time is transposed by a copy kernel once per run (the kernel
+    // reads WT row by row)
+    Tensor wt_op = w_const ? wt : Tensor(prim::copy(wt.node()));
+    std::optional<Tensor> xb;  // the same for both directions
     for (int d = 0; d < D; ++d) {
       RnnSpec sp;
       sp.kind = kind == Kind::Lstm ? RnnKind::Lstm : kind == Kind::Gru ? RnnKind::Gru : RnnKind::Rnn;
@@ -275,8 +286,12 @@ void recurrent_op(NodeCtx& c, Kind kind) {
       if (rb_h.defined()) rbh = operand(to(select(rb_h, 0, d), DType::F32));
       sp.has_h0 = h0d.has_value(), sp.has_c0 = c0d.has_value(), sp.has_peep = pd.has_value(), sp.has_lens = lens.has_value();
       sp.has_rbh = rbh.has_value();
+      sp.has_proj = true, sp.I = I.value();
+      if (d == 0 && xbias.defined()) xb = operand(to(xbias, DType::F32));
+      sp.has_xb = xb.has_value();
       Tensor rt = recurrent_weight(r_const, r, d, 0, G * H);
-      outs.push_back(Tensor(rnn_call(sp, xp.node(), rt.node(), node(h0d), node(c0d), node(pd), node(lens), node(rbh))));
+      outs.push_back(Tensor(rnn_call(sp, xin.node(), rt.node(), node(h0d), node(c0d), node(pd), node(lens), node(rbh),
+                                     wt_op.node(), node(xb))));
     }
     // [T + S, B, H] per direction: Y's rows, then the last h (and c)
     auto stack_dirs = [&](int64_t lo, int64_t hi) {  // rows [lo, hi) of each direction -> [hi - lo, D, B, H]
@@ -296,6 +311,8 @@ void recurrent_op(NodeCtx& c, Kind kind) {
     if (kind == Kind::Lstm && c.wants(2)) c.set(2, state_out(T + 1));
     return;
   }
+  Tensor xp = matmul(xin, wt);
+  if (xbias.defined()) xp = xp + xbias;
   xp = reshape(xp, {SymInt(T), B, SymInt(D * G * H)});
 
   // The step numbers as a tensor in memory, for the sequence_lens masks: a step reads its

@@ -20,12 +20,30 @@ HostTensor kernel_rnn(const std::vector<HostTensor>& in, const std::vector<int64
     if (in[i].dtype() != DType::F32 || in[i].numel() != n) throw UserError("Extern rnn: operand " + std::to_string(i) + " does not match the spec");
     return static_cast<const float*>(in[i].data());
   };
-  const float *xp = f32(0, T * B * s.XW), *rt = f32(1, H * GH), *h0 = f32(s.in_h0(), B * H), *c0 = f32(s.in_c0(), B * H),
+  const float *xp = f32(0, T * B * (s.has_proj ? s.I : s.XW)), *rt = f32(1, H * GH), *h0 = f32(s.in_h0(), B * H), *c0 = f32(s.in_c0(), B * H),
               *peep = f32(s.in_peep(), 3 * H), *rbh = f32(s.in_rbh(), H);
   const int32_t* lens = nullptr;
   if (s.has_lens) {
     if (in[s.in_lens()].dtype() != DType::I32 || in[s.in_lens()].numel() != B) throw UserError("Extern rnn: lens must be i32 [B]");
     lens = static_cast<const int32_t*>(in[s.in_lens()].data());
+  }
+  // the projections of this direction's columns, each summed in double and rounded to f32 once
+  int64_t XW = s.XW, col0 = s.col0;
+  std::vector<float> proj;
+  if (s.has_proj) {
+    const float *x = xp, *wt = f32(s.in_wt(), s.I * s.XW), *xb = f32(s.in_xb(), s.XW);
+    proj.resize(static_cast<size_t>(T * B * GH));
+    std::vector<double> acc(static_cast<size_t>(GH));
+    for (int64_t row = 0; row < T * B; ++row) {
+      for (int64_t j = 0; j < GH; ++j) acc[j] = xb ? xb[s.col0 + j] : 0.0;
+      for (int64_t i = 0; i < s.I; ++i) {
+        const double xi = x[row * s.I + i];
+        const float* w = wt + i * s.XW + s.col0;
+        for (int64_t j = 0; j < GH; ++j) acc[j] += xi * w[j];
+      }
+      for (int64_t j = 0; j < GH; ++j) proj[row * GH + j] = static_cast<float>(acc[j]);
+    }
+    xp = proj.data(), XW = GH, col0 = 0;
   }
   HostTensor out(DType::F32, {T + s.state_rows(), B, H});
   float* o = static_cast<float*>(out.data());
@@ -48,7 +66,7 @@ HostTensor kernel_rnn(const std::vector<HostTensor>& in, const std::vector<int64
       }
       float* hb = h.data() + b * H;
       float* cb = c.data() + b * H;
-      const float* x = xp + (t * B + b) * s.XW + s.col0;
+      const float* x = xp + (t * B + b) * XW + col0;
       // the recurrent product h·RT over the gates that read h (GRU without linear_before_reset:
       // its candidate gate reads r ⊙ h, below)
       const int64_t direct = s.kind == RnnKind::Gru && !s.lbr ? 2 * H : GH;

@@ -12,11 +12,11 @@ namespace lathe {
 
 namespace {
 
-constexpr size_t kInts = 18;
+constexpr size_t kInts = 18;  // 19 with the projection (its I last)
 
 // the flags word's bits
 constexpr int64_t kH0 = 1, kC0 = 2, kPeep = 4, kLens = 8, kRbh = 16, kInputForget = 32, kLbr = 64, kClip = 128,
-                  kAllFlags = 255;
+                  kProj = 256, kXb = 512, kAllFlags = 1023;
 
 int64_t fbits(float f) {
   int32_t b;
@@ -39,19 +39,21 @@ const char* const kActNames[] = {"Sigmoid", "Tanh", "Relu", "LeakyRelu", "Thresh
 std::vector<int64_t> rnn_ints(const RnnSpec& s) {
   int64_t flags = (s.has_h0 ? kH0 : 0) | (s.has_c0 ? kC0 : 0) | (s.has_peep ? kPeep : 0) | (s.has_lens ? kLens : 0) |
                   (s.has_rbh ? kRbh : 0) | (s.input_forget ? kInputForget : 0) | (s.lbr ? kLbr : 0) |
-                  (s.has_clip ? kClip : 0);
+                  (s.has_clip ? kClip : 0) | (s.has_proj ? kProj : 0) | (s.has_xb ? kXb : 0);
   std::vector<int64_t> v{static_cast<int64_t>(s.kind), s.T, s.B, s.H, s.XW, s.col0, s.reverse ? 1 : 0, flags, fbits(s.clip)};
   for (const RnnAct& a : s.act) {
     v.push_back(static_cast<int64_t>(a.kind));
     v.push_back(fbits(a.alpha));
     v.push_back(fbits(a.beta));
   }
+  if (s.has_proj) v.push_back(s.I);
   return v;
 }
 
 std::optional<RnnSpec> rnn_spec_of_ints(const std::vector<int64_t>& v) {
-  if (v.size() != kInts) return std::nullopt;
-  if (v[0] < 0 || v[0] > 2 || v[6] < 0 || v[6] > 1 || v[7] < 0 || (v[7] & ~int64_t(kAllFlags))) return std::nullopt;
+  if (v.size() < kInts || v[0] < 0 || v[0] > 2 || v[6] < 0 || v[6] > 1 || v[7] < 0 || (v[7] & ~int64_t(kAllFlags)))
+    return std::nullopt;
+  if (v.size() != ((v[7] & kProj) ? kInts + 1 : kInts)) return std::nullopt;
   for (size_t i = 8; i < kInts; ++i)
     if (v[i] < INT32_MIN || v[i] > INT32_MAX) return std::nullopt;
   RnnSpec s;
@@ -61,6 +63,8 @@ std::optional<RnnSpec> rnn_spec_of_ints(const std::vector<int64_t>& v) {
   int64_t f = v[7];
   s.has_h0 = f & kH0, s.has_c0 = f & kC0, s.has_peep = f & kPeep, s.has_lens = f & kLens, s.has_rbh = f & kRbh;
   s.input_forget = f & kInputForget, s.lbr = f & kLbr, s.has_clip = f & kClip;
+  s.has_proj = f & kProj, s.has_xb = f & kXb;
+  if (s.has_proj) s.I = v[kInts];
   s.clip = of_bits(v[8]);
   for (int i = 0; i < 3; ++i) {
     int64_t k = v[9 + 3 * i];
@@ -79,7 +83,7 @@ std::string check_rnn(const std::vector<NodeRef>& in, DType dt, const Shape& sha
   auto sp = rnn_spec_of_ints(ints);
   if (!sp)
     return "Extern rnn takes 18 ints {kind (0 RNN, 1 GRU, 2 LSTM), T, B, H, XW, col0, reverse, flags, clip bits, "
-           "then 3 × (activation, alpha bits, beta bits)}";
+           "then 3 × (activation, alpha bits, beta bits)}, and I after them when flags has the projection (256)";
   const RnnSpec& s = *sp;
   const int64_t G = s.gates();
   // every size the kernels index with (T·B·XW, (T + 2)·B·H, H·G·H) must fit an int64
@@ -90,6 +94,10 @@ std::string check_rnn(const std::vector<NodeRef>& in, DType dt, const Shape& sha
       __builtin_mul_overflow(s.H * G, s.H, &hgh))
     return "Extern rnn: T, B, H, XW must be positive and their products below 2^63 (T=" + std::to_string(s.T) +
            ", B=" + std::to_string(s.B) + ", H=" + std::to_string(s.H) + ", XW=" + std::to_string(s.XW) + ")";
+  int64_t tbi = 0, ixw = 0;
+  if (s.has_proj && (s.I < 1 || s.I > kMax || __builtin_mul_overflow(tb, s.I, &tbi) || __builtin_mul_overflow(s.I, s.XW, &ixw)))
+    return "Extern rnn: I must be positive and T·B·I, I·XW below 2^63 (I=" + std::to_string(s.I) + ")";
+  if (s.has_xb && !s.has_proj) return "Extern rnn: xb is for the projection only";
   if (s.col0 < 0 || s.col0 > s.XW || s.XW - s.col0 < G * s.H) return "Extern rnn: the gate columns [col0, col0 + G·H) exceed XW";
   if (s.has_c0 && s.kind != RnnKind::Lstm) return "Extern rnn: only LSTM has a cell state";
   if (s.has_peep && s.kind != RnnKind::Lstm) return "Extern rnn: only LSTM has peepholes";
@@ -102,7 +110,13 @@ std::string check_rnn(const std::vector<NodeRef>& in, DType dt, const Shape& sha
   if (dt != DType::F32) return "Extern rnn is f32 only";
   auto numel_is = [](NodeRef x, int64_t n) { return shape_numel(x->shape) == SymInt(n); };
   auto f32 = [](NodeRef x) { return x->dtype == DType::F32; };
-  if (!f32(in[0]) || !numel_is(in[0], s.T * s.B * s.XW)) return "Extern rnn: XP must be f32 [T·B, XW]";
+  if (s.has_proj) {
+    if (!f32(in[0]) || !numel_is(in[0], s.T * s.B * s.I)) return "Extern rnn: X must be f32 [T·B, I]";
+    if (!f32(in[s.in_wt()]) || !numel_is(in[s.in_wt()], s.I * s.XW)) return "Extern rnn: WT must be f32 [I, XW]";
+    if (s.has_xb && (!f32(in[s.in_xb()]) || !numel_is(in[s.in_xb()], s.XW))) return "Extern rnn: xb must be f32 [XW]";
+  } else if (!f32(in[0]) || !numel_is(in[0], s.T * s.B * s.XW)) {
+    return "Extern rnn: XP must be f32 [T·B, XW]";
+  }
   if (!f32(in[1]) || !numel_is(in[1], s.H * G * s.H)) return "Extern rnn: RT must be f32 [H, G·H]";
   if (s.has_h0 && (!f32(in[s.in_h0()]) || !numel_is(in[s.in_h0()], s.B * s.H))) return "Extern rnn: h0 must be f32 [B, H]";
   if (s.has_c0 && (!f32(in[s.in_c0()]) || !numel_is(in[s.in_c0()], s.B * s.H))) return "Extern rnn: c0 must be f32 [B, H]";
@@ -115,9 +129,10 @@ std::string check_rnn(const std::vector<NodeRef>& in, DType dt, const Shape& sha
   return "";
 }
 
-NodeRef rnn_call(const RnnSpec& s, NodeRef xp, NodeRef rt, NodeRef h0, NodeRef c0, NodeRef peep, NodeRef lens, NodeRef rbh) {
+NodeRef rnn_call(const RnnSpec& s, NodeRef xp, NodeRef rt, NodeRef h0, NodeRef c0, NodeRef peep, NodeRef lens, NodeRef rbh,
+                 NodeRef wt, NodeRef xb) {
   std::vector<NodeRef> in{xp, rt};
-  for (NodeRef x : {h0, c0, peep, lens, rbh})
+  for (NodeRef x : {h0, c0, peep, lens, rbh, wt, xb})
     if (x) in.push_back(x);
   return prim::extern_call("rnn", in, DType::F32, {SymInt(s.T + s.state_rows()), SymInt(s.B), SymInt(s.H)}, rnn_ints(s));
 }

@@ -4,10 +4,16 @@
 // of every step as one GEMM before it).
 //
 //   Extern{name="rnn", ints=[kind, T, B, H, XW, col0, reverse, flags, clip_bits,
-//                            act0, alpha0_bits, beta0_bits, act1, …, act2, …]}
+//                            act0, alpha0_bits, beta0_bits, act1, …, act2, … [, I]]}
 //         (XP, RT [, h0] [, c0] [, P] [, lens] [, rbh])        (present per `flags`, in this order)
 //   XP   [T·B, XW] f32: the input projections with the biases folded in; step t, batch entry b
 //        reads its G·H gate inputs at row t·B + b, columns [col0, col0 + G·H)
+// With the `proj` flag the node computes those projections itself (one pass over the layer, no
+// GEMM kernel and [T·B, XW] buffer of its own before it); the ints gain I (19 of them) and:
+//         (X, RT [, h0] [, c0] [, P] [, lens] [, rbh], WT [, xb])
+//   X    [T·B, I] f32: the layer's input; XP's row t·B + b is then X[t·B + b] · WT (+ xb)
+//   WT   [I, XW] f32: the input weights transposed (both directions' columns; col0 picks them)
+//   xb   [XW] f32: the biases folded into the projections (zeros when absent)
 //   RT   [H, G·H] f32: the recurrent weight transposed (Rᵀ of one direction: column g·H + j
 //        is gate g's unit j), gates in ONNX order (LSTM i o f c, GRU z r h, RNN one)
 //   h0, c0 [B, H] f32 initial states (zeros when absent); P [3H] f32 peepholes (i o f);
@@ -59,6 +65,9 @@ struct RnnSpec {
   bool lbr = false;           // GRU linear_before_reset
   bool has_clip = false;
   float clip = 0;
+  bool has_proj = false;      // X, WT [, xb] in place of XP (the projection computed inside)
+  bool has_xb = false;        // proj only
+  int64_t I = 0;              // X's width (proj only)
   RnnAct act[3];              // f, g, h (RNN uses f; GRU f, g)
 
   int gates() const { return kind == RnnKind::Lstm ? 4 : kind == RnnKind::Gru ? 3 : 1; }
@@ -70,7 +79,9 @@ struct RnnSpec {
   int in_peep() const { return has_peep ? 2 + has_h0 + has_c0 : -1; }
   int in_lens() const { return has_lens ? 2 + has_h0 + has_c0 + has_peep : -1; }
   int in_rbh() const { return has_rbh ? 2 + has_h0 + has_c0 + has_peep + has_lens : -1; }
-  int num_inputs() const { return 2 + has_h0 + has_c0 + has_peep + has_lens + has_rbh; }
+  int in_wt() const { return has_proj ? 2 + has_h0 + has_c0 + has_peep + has_lens + has_rbh : -1; }
+  int in_xb() const { return has_xb ? in_wt() + 1 : -1; }
+  int num_inputs() const { return 2 + has_h0 + has_c0 + has_peep + has_lens + has_rbh + has_proj + has_xb; }
 };
 
 std::vector<int64_t> rnn_ints(const RnnSpec& s);
@@ -79,8 +90,10 @@ std::optional<RnnSpec> rnn_spec(NodeRef n);
 std::optional<RnnSpec> rnn_spec_of_ints(const std::vector<int64_t>& ints);
 // "" when these operands, ints and result type make a valid rnn node; else what is wrong.
 std::string check_rnn(const std::vector<NodeRef>& in, DType dt, const Shape& shape, const std::vector<int64_t>& ints);
-// Builds the node (checked); absent optional inputs are nullptr and must agree with the spec.
-NodeRef rnn_call(const RnnSpec& s, NodeRef xp, NodeRef rt, NodeRef h0, NodeRef c0, NodeRef peep, NodeRef lens, NodeRef rbh);
+// Builds the node (checked); absent optional inputs are nullptr and must agree with the spec
+// (xp is X under `has_proj`, and wt, xb its WT and xb).
+NodeRef rnn_call(const RnnSpec& s, NodeRef xp, NodeRef rt, NodeRef h0, NodeRef c0, NodeRef peep, NodeRef lens, NodeRef rbh,
+                 NodeRef wt = nullptr, NodeRef xb = nullptr);
 
 // The ONNX activation name (case-insensitive) -> kind with ONNX's default alpha/beta; nullopt
 // when unknown.

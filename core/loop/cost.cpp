@@ -102,9 +102,9 @@ KernelCost estimate_cost(const LoopFunc& f, const KernelGraph& kg, const Binding
     if (k.root->op == Op::Extern && k.root->attrs.name == "sgemm" && k.root->attrs.ints.size() >= 3)
       c.flops = 2.0 * static_cast<double>(k.root->attrs.ints[0]) * static_cast<double>(k.root->attrs.ints[1]) *
                 static_cast<double>(k.root->attrs.ints[2]);  // 2·M·N·K
-    if (auto r = rnn_spec(k.root))  // the recurrent products, 2·T·B·G·H·H (the gate arithmetic is minor)
+    if (auto r = rnn_spec(k.root))  // the recurrent products, 2·T·B·G·H·H, and with the projection 2·T·B·G·H·I
       c.flops = 2.0 * static_cast<double>(r->T) * static_cast<double>(r->B) * r->gates() * static_cast<double>(r->H) *
-                static_cast<double>(r->H);
+                (static_cast<double>(r->H) + static_cast<double>(r->has_proj ? r->I : 0));  // (the gate arithmetic is minor)
     return c;
   }
   if (f.kind == "attention") {  // Q·Kᵀ and P·V: 2·2·batch·L·S·E (half the pairs when causal)

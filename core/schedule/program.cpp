@@ -11,6 +11,7 @@
 #include "core/ir/verify.h"
 #include "core/loop/base_offsets.h"
 #include "core/loop/lower.h"
+#include "core/schedule/flat_view.h"
 #include "core/loop/prepack.h"
 #include "core/runtime/host_tensor.h"
 
@@ -44,7 +45,11 @@ loop::LoopFunc lower_one(const KernelGraph& kg, int i, bool plain) {
     f.dims = kg.symbols;
     f.buffers.push_back({k.output, "out", kg.buffers[k.output].dtype, true});
     for (NodeRef in : k.root->inputs) {
-      int b = kg.buffer_of.at(in);
+      // a flat-prefix view the scheduler left unmaterialized (flat_view.h): its source's buffer
+      auto it = kg.buffer_of.find(in);
+      if (it == kg.buffer_of.end() && reads_flat_prefix(in)) it = kg.buffer_of.find(in->inputs[0]);
+      LATHE_CHECK(it != kg.buffer_of.end(), "extern kernel " + k.name + ": an operand has no buffer");
+      int b = it->second;
       f.buffers.push_back({b, "in" + std::to_string(f.buffers.size() - 1), kg.buffers[b].dtype, false});
     }
     return f;

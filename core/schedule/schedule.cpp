@@ -6,6 +6,7 @@
 
 #include "core/ir/diag.h"
 #include "core/schedule/kernel_graph.h"
+#include "core/schedule/flat_view.h"
 #include "core/schedule/view_index.h"
 
 namespace lathe {
@@ -75,6 +76,13 @@ class Scheduler {
             // transpose: no copy); lower_attention.cpp addresses it through the view
             if ((n->attrs.name == "attention" || n->attrs.name == "attention_bwd") && in->op == Op::View && in->attrs.view && !in->attrs.view->has_mask() &&
                 in->inputs[0]->op != Op::View) {
+              mat_.insert(in->inputs[0]);
+              continue;
+            }
+            // the fused recurrence reads a view that is the first elements of a buffer in
+            // order (X reshaped to [T·B, I], the last layer's Y rows of its result) from that
+            // buffer itself: the same pointer (program.cpp's lower_one), no copy kernel
+            if (n->attrs.name == "rnn" && reads_flat_prefix(in)) {
               mat_.insert(in->inputs[0]);
               continue;
             }

@@ -4,7 +4,8 @@
 // kernel computes; its gradient in f64 matches central differences; and the gradient taken
 // through the node (f32) matches directional finite differences of the node itself and the
 // f64 gradient. LSTM (peepholes, clip, initial states, input_forget, reverse, sequence
-// lengths outside [0, T]), GRU in both reset modes, RNN, non-default activations, odd sizes.
+// lengths outside [0, T]), GRU in both reset modes, RNN, non-default activations, odd sizes,
+// the projection computed inside the node (X, WT, xb operands).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -27,6 +28,8 @@ struct Case {
   bool reverse = false, h0 = false, c0 = false, peep = false, lens = false, lbr = false, rbh = false, clip = false,
        input_forget = false;
   std::vector<RnnAct> acts = {};
+  int64_t I = 0;    // > 0: the node computes its projections from X [T·B, I] and WT [I, XW]
+  bool xb = false;  // … plus xb [XW]
 };
 
 RnnSpec spec_of(const Case& c) {
@@ -42,6 +45,7 @@ RnnSpec spec_of(const Case& c) {
   if (c.kind == RnnKind::Gru) s.act[0] = {RnnActKind::Sigmoid}, s.act[1] = {RnnActKind::Tanh};
   if (c.kind == RnnKind::Rnn) s.act[0] = {RnnActKind::Tanh};
   for (size_t i = 0; i < c.acts.size(); ++i) s.act[i] = c.acts[i];
+  s.has_proj = c.I > 0, s.I = c.I, s.has_xb = c.xb;
   return s;
 }
 
@@ -50,7 +54,8 @@ std::string label(const Case& c) {
   return std::string(k[static_cast<int>(c.kind)]) + " T" + std::to_string(c.T) + " B" + std::to_string(c.B) + " H" +
          std::to_string(c.H) + (c.reverse ? " reverse" : "") + (c.h0 ? " h0" : "") + (c.c0 ? " c0" : "") +
          (c.peep ? " peep" : "") + (c.lens ? " lens" : "") + (c.lbr ? " lbr" : "") + (c.rbh ? " rbh" : "") +
-         (c.clip ? " clip" : "") + (c.input_forget ? " input_forget" : "") + (c.acts.empty() ? "" : " acts");
+         (c.clip ? " clip" : "") + (c.input_forget ? " input_forget" : "") + (c.acts.empty() ? "" : " acts") +
+         (c.I ? " proj I" + std::to_string(c.I) : "") + (c.xb ? " xb" : "");
 }
 
 // The operands' shapes, in the node's order; lens (i32) is the one that takes no gradient.
@@ -59,7 +64,7 @@ std::vector<testing::GradInput> operands(const Case& c, DType dt) {
   const int64_t GH = s.gates() * c.H;
   auto scaled = [](double k) { return [k](double v) { return v * k; }; };
   std::vector<testing::GradInput> v;
-  v.push_back({{c.T * c.B, s.XW}, scaled(0.8), true, dt});
+  v.push_back({{c.T * c.B, c.I > 0 ? c.I : s.XW}, scaled(0.8), true, dt});
   v.push_back({{c.H, GH}, scaled(0.5), true, dt});
   if (c.h0) v.push_back({{c.B, c.H}, scaled(0.5), true, dt});
   if (c.c0) v.push_back({{c.B, c.H}, scaled(0.5), true, dt});
@@ -70,6 +75,8 @@ std::vector<testing::GradInput> operands(const Case& c, DType dt) {
     v.push_back(l);
   }
   if (c.rbh) v.push_back({{c.H}, scaled(0.5), true, dt});
+  if (c.I > 0) v.push_back({{c.I, s.XW}, scaled(0.5), true, dt});
+  if (c.xb) v.push_back({{s.XW}, scaled(0.5), true, dt});
   return v;
 }
 
@@ -107,7 +114,7 @@ void check_node(const Case& c) {
   }
   auto opt = [&](int i) { return i < 0 ? nullptr : in[static_cast<size_t>(i)].node(); };
   Tensor y(rnn_call(s, in[0].node(), in[1].node(), opt(s.in_h0()), opt(s.in_c0()), opt(s.in_peep()), opt(s.in_lens()),
-                    opt(s.in_rbh())));
+                    opt(s.in_rbh()), opt(s.in_wt()), opt(s.in_xb())));
   Tensor w = input("w", y.shape(), DType::F32);
   Tensor loss = sum(y * w);
   std::vector<Tensor> g = grad(loss, params);
@@ -170,6 +177,11 @@ std::vector<Case> cases() {
   v.push_back({.kind = RnnKind::Rnn, .T = 7, .B = 2, .H = 3, .reverse = true, .h0 = true});
   v.push_back({.kind = RnnKind::Rnn, .T = 4, .B = 4, .H = 2, .lens = true, .acts = {kSoftplus}});
   v.push_back({.kind = RnnKind::Rnn, .T = 3, .B = 1, .H = 4, .clip = true, .acts = {kLeaky}});
+  // the projection inside the node: gradients of X, WT and xb too
+  v.push_back({.T = 4, .B = 3, .H = 3, .reverse = true, .c0 = true, .peep = true, .lens = true, .I = 5, .xb = true});
+  v.push_back({.kind = RnnKind::Gru, .T = 3, .B = 2, .H = 4, .extra = 0, .lbr = true, .rbh = true, .I = 3, .xb = true});
+  v.push_back({.kind = RnnKind::Gru, .T = 4, .B = 1, .H = 3, .h0 = true, .I = 2});
+  v.push_back({.kind = RnnKind::Rnn, .T = 5, .B = 2, .H = 3, .I = 7});
   return v;
 }
 

@@ -41,6 +41,7 @@ struct Case {
   int layout = 0;
   bool lens_input = false;  // sequence_lens a graph input (values outside [0, T] too)
   bool bias = true;
+  bool w_input = false;     // W a graph input rather than a weight
 };
 
 void attr_strings(onnx::NodeProto* n, const std::string& k, const std::vector<std::string>& v) {
@@ -69,7 +70,12 @@ Graph recurrent_graph(const Case& c, TensorMap& inputs) {
   Model m;
   m.input("X", lay(c, {c.T, c.B, c.I}));
   inputs["X"] = randt(lay(c, {c.T, c.B, c.I}), rng, 1.0);
-  m.init("W", randt({D, G * c.H, c.I}, rng));
+  if (c.w_input) {
+    m.input("W", {D, G * c.H, c.I});
+    inputs["W"] = randt({D, G * c.H, c.I}, rng);
+  } else {
+    m.init("W", randt({D, G * c.H, c.I}, rng));
+  }
   if (c.r_input) {
     m.input("R", {D, G * c.H, c.H});
     inputs["R"] = randt({D, G * c.H, c.H}, rng);
@@ -123,7 +129,8 @@ std::string label(const Case& c) {
          std::to_string(c.H) + " " + c.direction + (c.lens ? " lens" : "") + (c.peep ? " peep" : "") +
          (c.states ? " states" : "") + (c.clip ? " clip" : "") + (c.lbr ? " lbr" : "") + (c.r_input ? " R-input" : "") +
          (c.acts.empty() ? "" : " acts " + c.acts[0] + "…") + (c.input_forget ? " input_forget" : "") +
-         (c.layout ? " layout1" : "") + (c.lens_input ? " lens-input" : "") + (c.bias ? "" : " no-bias");
+         (c.layout ? " layout1" : "") + (c.lens_input ? " lens-input" : "") + (c.bias ? "" : " no-bias") +
+         (c.w_input ? " W-input" : "");
 }
 
 void expect_matches_interp(const Case& c) {
@@ -215,6 +222,13 @@ TEST(FusedRecurrence, LstmAtOddSizesAndBatches) {
   expect_fused_matches_unrolled({"LSTM", 3, 1, 4, 257});      // a hidden size past the 16-column tiles
   expect_fused_matches_unrolled({"LSTM", 6, 67, 5, 17, "forward", false, true, true, true});  // row tiles + remainder rows, threads
   expect_fused_matches_unrolled({"LSTM", 3, 5, 2, 3, "bidirectional", false, false, false, false, 0, true});  // R an input
+  Case w{"LSTM", 4, 3, 7, 5, "bidirectional", true};
+  w.w_input = true;  // W known only at run time: its transpose a copy kernel, the projection still inside
+  expect_fused_matches_unrolled(w);
+  // a batch big enough that threads take blocks of rows (and first strips of the projections'
+  // columns): odd batch and hidden size
+  expect_fused_matches_unrolled({"LSTM", 17, 67, 5, 61, "forward", false, false, true});
+  expect_fused_matches_unrolled({"GRU", 17, 64, 3, 75, "reverse", false, false, false, false, 1});
 }
 
 TEST(FusedRecurrence, LstmAttributes) {
@@ -324,7 +338,51 @@ TEST(FusedRecurrence, OneKernelPerDirection) {
       kernels[i++] = static_cast<size_t>(p.num_kernels());
     }
     EXPECT_EQ(kernels[0], kernels[1]) << label(c);
-    EXPECT_LE(kernels[1], 16u) << label(c);  // the GEMM, the rnn kernels, copies of the states and outputs
+    EXPECT_LE(kernels[1], 16u) << label(c);  // the rnn kernels (their projections inside), copies of the states and outputs
+  }
+}
+
+// Stacked layers as PyTorch exports them (LSTM, Squeeze of Y's direction axis, LSTM): each
+// layer is its one Extern, which computes its projections itself (no GEMM kernel) and reads its
+// X in place (the model's input reshaped, the last layer's Y rows of its result: no copy
+// kernel before it); only the outputs' copies and the concatenated last states remain.
+TEST(FusedRecurrence, StackedLayersAreTheirExternsAlone) {
+  for (int64_t B : {1, 3, 64}) {
+    std::mt19937 rng(static_cast<unsigned>(B));
+    const int64_t T = 7, I = 5, H = 11;
+    Model m;
+    m.input("X", {T, B, I});
+    m.init("W1", randt({1, 4 * H, I}, rng));
+    m.init("R1", randt({1, 4 * H, H}, rng));
+    m.init("B1", randt({1, 8 * H}, rng));
+    m.init("W2", randt({1, 4 * H, H}, rng));
+    m.init("R2", randt({1, 4 * H, H}, rng));
+    HostTensor axes(DType::I64, {1});
+    axes.set_i64(0, 1);
+    m.init("axes", axes);
+    test::attr_i(m.node("LSTM", {"X", "W1", "R1", "B1"}, {"", "", ""}), "hidden_size", H);
+    m.g()->mutable_node(0)->set_output(0, "Y1");
+    m.node("Squeeze", {"Y1", "axes"}, {""})->set_output(0, "X2");
+    test::attr_i(m.node("LSTM", {"X2", "W2", "R2"}, {"Y", "Yh", ""}), "hidden_size", H);
+    Graph g = m.load();
+    Program p = build_program(g);
+    int rnn = 0, extern_inputs_copied = 0;
+    for (int k = 0; k < p.num_kernels(); ++k) {
+      const Kernel& kk = p.kg.kernels[k];
+      EXPECT_NE(kk.kind, "matmul") << kk.name << " (B " << B << ")";
+      if (kk.kind == "extern" && kk.root->attrs.name == "rnn") {
+        ++rnn;
+        for (int b : kk.inputs)  // each operand a buffer no kernel writes just for it: an input, a constant, the last layer's result
+          for (int j = 0; j < p.num_kernels(); ++j)
+            if (p.kg.kernels[j].output == b && !(p.kg.kernels[j].kind == "extern")) ++extern_inputs_copied;
+      }
+    }
+    EXPECT_EQ(rnn, 2) << "B " << B;
+    EXPECT_EQ(extern_inputs_copied, 0) << "B " << B;
+    EXPECT_LE(p.num_kernels(), 4) << "B " << B;  // 2 rnn, Y's copy out of the result, Yh
+    TensorMap in{{"X", randt({T, B, I}, rng, 1.0)}};
+    Executable exe = compile_graph(g, test::test_backend());
+    EXPECT_EQ(test::compare_outputs(exe.run(in), interpret(g, in), 4), "") << "B " << B;
   }
 }
 
@@ -431,6 +489,28 @@ TEST(FusedRecurrence, MalformedNodesAreUserErrors) {
   std::vector<int64_t> ints = rnn_ints(sp);
   ints[9] = 99;  // no such activation
   EXPECT_NE(message("rnn", {xp, rt}, out, ints).find("Extern rnn takes"), std::string::npos);
+  // the projection inside: X [T·B, I], WT [I, XW] (+ xb [XW]) after the other operands, I the 19th int
+  RnnSpec pj = sp;
+  pj.has_proj = true, pj.I = 3;
+  NodeRef x = f32({6, 3}), wt = f32({3, 16}), xb = f32({16});
+  EXPECT_EQ(message("rnn", {x, rt, wt}, out, rnn_ints(pj)), "no error");
+  EXPECT_NE(message("rnn", {x, rt, f32({4, 16})}, out, rnn_ints(pj)).find("WT must be"), std::string::npos);
+  EXPECT_NE(message("rnn", {xp, rt, wt}, out, rnn_ints(pj)).find("X must be"), std::string::npos);
+  EXPECT_NE(message("rnn", {x, rt}, out, rnn_ints(pj)).find("call for 3 inputs"), std::string::npos);
+  pj.has_xb = true;
+  EXPECT_EQ(message("rnn", {x, rt, wt, xb}, out, rnn_ints(pj)), "no error");
+  EXPECT_NE(message("rnn", {x, rt, wt, f32({15})}, out, rnn_ints(pj)).find("xb must be"), std::string::npos);
+  ints = rnn_ints(pj);
+  ints.pop_back();  // the flag without I
+  EXPECT_NE(message("rnn", {x, rt, wt, xb}, out, ints).find("Extern rnn takes"), std::string::npos);
+  for (int64_t bad_i : {int64_t(0), int64_t(-4), int64_t(1) << 62}) {
+    ints = rnn_ints(pj);
+    ints.back() = bad_i;
+    EXPECT_NE(message("rnn", {x, rt, wt, xb}, out, ints).find("I must be positive"), std::string::npos) << bad_i;
+  }
+  RnnSpec nopj = sp;
+  nopj.has_xb = true;  // xb without the projection
+  EXPECT_NE(message("rnn", {xp, rt, xb}, out, rnn_ints(nopj)).find("xb is for the projection only"), std::string::npos);
 }
 
 }  // namespace
