@@ -107,7 +107,8 @@ Graph attention_grad_graph(bool definition) {
 // = x[1, 768] · W^T, W a constant [50257, 768] f32 (seeded uniform values in ±0.05), or W
 // quantized by `lathe quantize --mode weight-int8 --per-channel` / `--mode weight-int4`
 // (packed two a byte, blocks of 32, the gemv_q4 kernel). Memory-bound: the bytes counted
-// are the weight's as stored (constants included), x and y.
+// are the weight's as stored (constants included), x and y. gemv-int4's peer is the read
+// bandwidth measured in the same run (issue 18: at least 60% of it), gemv-int8's the f32 gemv.
 bool is_gemv(const std::string& name) { return name == "gemv" || name == "gemv-int8" || name == "gemv-int4"; }
 
 Graph gemv_graph(const std::string& name) {
@@ -190,7 +191,14 @@ Result bench_graph(const std::string& name, const std::string& backend, int iter
   for (auto& n : notes) std::fprintf(stderr, "note: %s\n", n.c_str());
   bool long_attention = name == "attention-long" || name == "attention-grad";
   if (long_attention) iters = std::min(iters, 3);  // seconds per run for the unfused peer
+  // gemv-int4's peer: the machine's read bandwidth now, a plain read of a buffer past the
+  // last-level cache on every thread, best of the rounds before and after the kernel's runs
+  double read_bw = 0;
+  size_t read_bytes = std::max<size_t>(size_t(64) << 20, static_cast<size_t>(4 * last_level_cache_bytes()));
+  int hw = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  if (name == "gemv-int4" && !peers.device) read_bw = read_gbps(hw, read_bytes, 5);
   r.median_ms = exe.time_ms(inputs, iters, long_attention ? 1 : 2);
+  if (name == "gemv-int4" && !peers.device) read_bw = std::max(read_bw, read_gbps(hw, read_bytes, 5));
   if (long_attention) r.arena_mb = static_cast<double>(exe.memory_plan().arena_bytes) / (1 << 20);
   double bytes = 0, flops = 0;
   for (auto& [n, t] : inputs) bytes += static_cast<double>(t.nbytes());
@@ -247,6 +255,15 @@ Result bench_graph(const std::string& name, const std::string& backend, int iter
     r.peer_median_ms = pe.time_ms(inputs, iters, 1);
     r.peer_ratio = r.peer_median_ms / r.median_ms;
     r.note += (r.note.empty() ? "" : "; ") + ("unfused arena " + std::to_string((int)(pe.memory_plan().arena_bytes >> 20)) + " MiB");
+  } else if (read_bw > 0) {  // gemv-int4: the share of the read bandwidth measured in this run; f32 gemv in the note
+    r.peer = "read-bw";
+    r.peer_median_ms = bytes / (read_bw * 1e9) * 1000;
+    r.peer_ratio = r.gbps / read_bw;
+    double f32_ms = compile_graph(gemv_graph("gemv"), backend).time_ms(inputs, iters, 2);
+    char buf[128];
+    std::snprintf(buf, sizeof buf, "read %.1f GB/s now (%zu MiB, %d threads); f32 gemv %.3f ms (%.1fx)", read_bw,
+                  read_bytes >> 20, hw, f32_ms, f32_ms / r.median_ms);
+    r.note += (r.note.empty() ? "" : "; ") + std::string(buf);
   } else if (name == "gemv-int8" || name == "gemv-int4") {  // the peer: Lathe's f32 gemv, same backend, same run
     Graph gf = gemv_graph("gemv");
     r.peer = "lathe-f32-gemv";

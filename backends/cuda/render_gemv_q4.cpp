@@ -2,7 +2,8 @@
 // as a CUDA kernel: one warp per output element (m, n); its 32 lanes stride over the blocks of
 // W's row n (a lane per block when there are fewer bytes than lanes per block), each block's
 // bytes unpacked (low nibble: weight j, high nibble: weight j + block/2, value nibble - 8),
-// FMA'd with x and scaled by the block's scale; the lanes' sums meet by warp shuffles.
+// multiplied with x quantized per block to int16 (core/interp/gemv_q4_act.h: each lane
+// finds its block's max|x| itself) and scaled by both scales; the lanes' sums meet by warp shuffles.
 // The same arithmetic as the CPU kernel (backends/library_q4.cpp) up to the summation order.
 #include <sstream>
 
@@ -35,7 +36,14 @@ CudaKernel render_gemv_q4(const loop::LoopFunc& f, NodeRef n) {
   o << "      const long long b = i / H, j = i % H;\n";
   o << "      const int q = wr[i];\n";
   o << "      const float* xb = xr + b * B;\n";
-  o << "      acc += s[n * NB + b] * ((float)((q & 15) - 8) * xb[j] + (float)((q >> 4) - 8) * xb[j + H]);\n";
+  // X's block quantized to int16 as core/interp/gemv_q4_act.h does (IEEE division, round-half-even)
+  o << "      float mx = 0.f;\n";
+  o << "      for (long long k = 0; k < B; ++k) mx = fmaxf(mx, fabsf(xb[k]));\n";
+  o << "      const float xs = __fdiv_rn(mx, 32767.f);\n";
+  o << "      const float q0 = xs > 0.f ? fminf(32767.f, fmaxf(-32767.f, rintf(__fdiv_rn(xb[j], xs)))) : 0.f;\n";
+  o << "      const float q1 = xs > 0.f ? fminf(32767.f, fmaxf(-32767.f, rintf(__fdiv_rn(xb[j + H], xs)))) : 0.f;\n";
+  o << "      const int is = ((q & 15) - 8) * (int)q0 + ((q >> 4) - 8) * (int)q1;\n";
+  o << "      acc += (float)is * (xs * s[n * NB + b]);\n";
   o << "    }\n";
   o << "    for (int d = 16; d > 0; d >>= 1) acc += __shfl_down_sync(0xffffffffu, acc, d);\n";
   o << "    if (lane == 0) y[o] = acc;\n";

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <string>
 
+#include "core/interp/gemv_q4_act.h"
 #include "core/interp/kernels.h"
 
 namespace lathe::interp {
@@ -213,9 +214,13 @@ HostTensor kernel_sgemm(const HostTensor& a, const HostTensor& b, const std::vec
 
 // Extern "gemv_q4": Y[M, N] = X[M, K] · W^T with W [N, K] stored in blocks of B weights
 // along K, each B/2 bytes (byte j: low nibble = weight j, high nibble = weight j + B/2,
-// the value nibble - 8) and one f32 scale: y = sum over blocks of d · sum (q - 8) · x.
+// the value nibble - 8) and one f32 scale d; X's rows quantized per block to int16 with
+// scales s (gemv_q4_act.h): y = sum over blocks of d · s · sum (w - 8) · q, the inner sum
+// exact in integers.
 HostTensor kernel_gemv_q4(const std::vector<HostTensor>& in, const std::vector<int64_t>& ints) {
   int64_t M = ints.at(0), N = ints.at(1), K = ints.at(2), B = ints.at(3);
+  if (B <= 0 || B % 2 != 0 || K % B != 0)
+    throw UserError("Extern gemv_q4: the block " + std::to_string(B) + " must be even and divide K=" + std::to_string(K));
   int64_t nb = K / B;
   if (in.size() != 3 || in[0].numel() != M * K || in[1].numel() != N * K / 2 || in[2].numel() != N * nb ||
       in[1].dtype() != DType::U8)
@@ -226,19 +231,22 @@ HostTensor kernel_gemv_q4(const std::vector<HostTensor>& in, const std::vector<i
   const uint8_t* W = in[1].ptr<uint8_t>();
   const float* S = in[2].ptr<float>();
   float* Y = out.ptr<float>();
-  for (int64_t m = 0; m < M; ++m)
+  std::vector<int16_t> xq(static_cast<size_t>(K));
+  std::vector<float> xs(static_cast<size_t>(nb));
+  for (int64_t m = 0; m < M; ++m) {
+    gemv_q4_quantize_row(X + m * K, K, B, xq.data(), xs.data());
     for (int64_t n = 0; n < N; ++n) {
       double acc = 0;
       for (int64_t b = 0; b < nb; ++b) {
         const uint8_t* w = W + n * (K / 2) + b * (B / 2);
-        const float* x = X + m * K + b * B;
-        double s = 0;
-        for (int64_t j = 0; j < B / 2; ++j)
-          s += double((w[j] & 15) - 8) * x[j] + double((w[j] >> 4) - 8) * x[j + B / 2];
-        acc += s * S[n * nb + b];
+        const int16_t* q = xq.data() + b * B;
+        int64_t s = 0;
+        for (int64_t j = 0; j < B / 2; ++j) s += int64_t((w[j] & 15) - 8) * q[j] + int64_t((w[j] >> 4) - 8) * q[j + B / 2];
+        acc += static_cast<double>(s) * xs[b] * S[n * nb + b];
       }
       Y[m * N + n] = static_cast<float>(acc);
     }
+  }
   return out;
 }
 

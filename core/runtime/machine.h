@@ -42,5 +42,9 @@ std::string above_roof_reason(double share, bool memory_bound, double bytes);
 // The STREAM triad a[i] = b[i] + s*c[i] over n floats on `threads` threads: best GB/s of
 // `reps` (bytes = 3 arrays × n × 4). Buffers are allocated and touched before timing.
 double triad_gbps(int threads, size_t n, int reps);
+// A plain read (a sum) of `bytes` on `threads` threads, each its share: best GB/s of `reps`.
+// The bound of a kernel that only streams its operands in (a matrix-vector product); pick
+// `bytes` above the last-level cache to measure memory, not cache.
+double read_gbps(int threads, size_t bytes, int reps);
 
 }  // namespace lathe

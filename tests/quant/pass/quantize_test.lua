@@ -58,13 +58,16 @@ end
 -- multiple of the block), K = 160 (5 blocks), prime output widths, batch 1 and 3; every
 -- contraction runs the packed kernel, on each backend equal to the interpreter
 -- blocks of 32 take the kernel's fixed-block path, 16 its general one
-for _, case in ipairs({{1, 32}, {3, 32}, {1, 16}, {3, 16}}) do
+-- (blocks of 48: a 16-byte chunk and an 8-byte tail; 96 = K: one block a row), rows of X 1
+-- to 16 (the kernel takes them 4 at a time, then 3, 2 or 1)
+for _, case in ipairs({{1, 32}, {3, 32}, {1, 16}, {3, 16}, {5, 48}, {16, 32}, {7, 96}, {2, 8}}) do
   local batch, blk = case[1], case[2]
   local x = lathe.input("x", {batch, 96})
-  local z = lathe.input("z", {batch, 160})
+  local kz = blk == 48 and 144 or blk == 96 and 192 or 160
+  local z = lathe.input("z", {batch, kz})
   local a = x:linear(lathe.randn({97, 96}, 21)) * 0.1                  -- [N, K] weight, N = 97 (prime)
   local b = x:tanh():matmul(lathe.randn({96, 61}, 22)) * 0.1           -- [K, N] weight (ONNX MatMul layout)
-  local c = z:linear(lathe.randn({31, 160}, 23))                       -- K = 160: 5 blocks
+  local c = z:linear(lathe.randn({31, kz}, 23))                        -- K = 160: 5 blocks (144, 192 for blocks of 48, 96)
   local g = lathe.graph{ a = a, b = b, c = c }
   local q, info = lathe.quantize(g, {mode = "weight-int4", block = blk})
   assert(info.quantized == 3, "packed: quantized " .. info.quantized)
@@ -73,7 +76,7 @@ for _, case in ipairs({{1, 32}, {3, 32}, {1, 16}, {3, 16}}) do
     assert(e.rel_max > 0 and e.rel_max < 0.2 and e.cosine > 0.985,
            string.format("packed B=%d %s: max|d|/max|ref| %.4g, cosine %.6f", batch, e.output, e.rel_max, e.cosine))
   end
-  local ins = {x = lathe.randn({batch, 96}, 8), z = lathe.randn({batch, 160}, 9)}
+  local ins = {x = lathe.randn({batch, 96}, 8), z = lathe.randn({batch, kz}, 9)}
   local ref = lathe.run(q, ins)
   for _, bk in ipairs(backends) do
     local got = lathe.run(q, ins, {backend = bk})
@@ -81,6 +84,25 @@ for _, case in ipairs({{1, 32}, {3, 32}, {1, 16}, {3, 16}}) do
       local ok, why = lathe.allclose(got[o], v, 1e-5, 1e-5)
       assert(ok, "packed B=" .. batch .. " block " .. blk .. " on " .. bk .. ": output " .. o .. ": " .. tostring(why))
     end
+  end
+end
+
+-- the packed kernel reads X quantized per block to int16 (core/interp/gemv_q4_act.h): with
+-- unit weights (exact in int4: d = -1/8, q = -8) a block [32767, 0.4, 0, ...] has the scale 1,
+-- so 0.4 rounds to 0 and y is 32767 exactly on the interpreter and on every backend (reading X
+-- in f32 gave 32767.4 - 16383); the second block [-32767, 16384, 0, ...] adds -16383 exactly
+do
+  local xv, ones = {}, {}
+  for i = 1, 64 do xv[i], ones[i] = 0, 1 end
+  local q, info = lathe.quantize(lathe.graph{ y = lathe.input("x", {1, 64}):linear(lathe.tensor({ones, ones})) }, {mode = "weight-int4"})
+  assert(info.quantized == 1 and info.notes[1]:find("packed two a byte"), "int16 activation blocks: not packed")
+  xv[1], xv[2], xv[33], xv[34] = 32767, 0.4, -32767, 16384
+  local ins = {x = lathe.tensor({xv})}
+  local ref = lathe.run(q, ins).y:tolist()
+  assert(ref[1][1] == 16384 and ref[1][2] == 16384, "int16 activation blocks: got " .. ref[1][1])
+  for _, bk in ipairs(backends) do
+    local got = lathe.run(q, ins, {backend = bk}).y:tolist()
+    assert(got[1][1] == ref[1][1] and got[1][2] == ref[1][2], "int16 activation blocks on " .. bk .. ": got " .. got[1][1])
   end
 end
 
