@@ -226,22 +226,30 @@ class MatmulLowering {
   // LATHE_CONV_IN_PLACE=0 packs every panel (A/B runs).
   struct WindowInPlace {
     std::vector<int64_t> cb, kmin, kmax;  // per bound: the coefficient along a run, the k part's range
+    int64_t ca = 1;                       // the address's coefficient along a run
+    bool in_place = false;                // interior panels read by the micro-kernel (else packed)
   };
-  std::optional<WindowInPlace> window_in_place(const OperandParts& B, const SymInt& Ms) const {
-    static const bool enabled = [] {
+  // LATHE_CONV_IN_PLACE: unset / 1 the default; 0 packs every panel (interior ones by the
+  // unguarded copy); guarded packs every panel k by k with the bounds tested per k (A/B runs)
+  static const std::string& in_place_mode() {
+    static const std::string mode = [] {
       const char* e = std::getenv("LATHE_CONV_IN_PLACE");
-      return !(e && std::string(e) == "0");
+      return std::string(e ? e : "1");
     }();
+    return mode;
+  }
+  std::optional<WindowInPlace> window_in_place(const OperandParts& B, const SymInt& Ms) const {
     const OperandAccess& acc = *B.acc;
-    if (!enabled || G_ != 1 || acc.bounds.empty() || mm_.n_axes.empty()) return std::nullopt;
-    // Few rows of A (the 1x1 case's bound, reads_b_in_place): each MR panel re-reads the
-    // panel's rows, and more rows amortize the pack (a 28 x 28 layer into 128 channels
-    // measured no faster in place)
-    if (!Ms.is_const() || Ms.value() > 64) return std::nullopt;
+    if (in_place_mode() == "guarded" || G_ != 1 || acc.bounds.empty() || mm_.n_axes.empty()) return std::nullopt;
     const int din = mm_.n_axes.back();
     if (!s_[din].is_const() || s_[din].value() < P_.nr) return std::nullopt;  // no whole panel in a row
     auto ca = coef_of(acc.addr, din);
-    if (!ca || *ca != 1) return std::nullopt;  // a strided window: positions are not consecutive
+    if (!ca) return std::nullopt;
+    // Read in place: a stride-1 window (a strided one's positions are not consecutive), few
+    // rows of A (the 1x1 case's bound, reads_b_in_place: each MR panel re-reads the panel's
+    // rows, and more rows amortize the pack; a 28 x 28 layer into 128 channels measured no
+    // faster in place).
+    bool in_place = in_place_mode() != "0" && *ca == 1 && Ms.is_const() && Ms.value() <= 64;
     // The micro-kernel reads one row per k and re-reads them for every MR panel of A, so
     // they must stay in L1: rows of consecutive channels whose distance is a multiple of
     // the L1's way size (4 KiB) share a set (a 64 x 64 or 128 x 128 map: every channel's
@@ -255,8 +263,10 @@ class MatmulLowering {
       if (s_[d].value() > 1) kstride = std::max(kstride, std::abs(k.value()));
     }
     const int64_t way = 4096, bytes = kstride * int64_t(sizeof(float)) % way;
-    if (kstride > 0 && std::min<int64_t>(64, way / std::gcd(bytes, way)) < 16) return std::nullopt;
+    if (kstride > 0 && std::min<int64_t>(64, way / std::gcd(bytes, way)) < 16) in_place = false;
     WindowInPlace w;
+    w.ca = *ca;
+    w.in_place = in_place;
     for (auto& b : acc.bounds) {
       auto c = coef_of(b.coord, din);
       if (!c) return std::nullopt;
@@ -287,7 +297,7 @@ class MatmulLowering {
     }
     return ok;
   }
-  std::optional<WindowInPlace> win_;  // set when this kernel reads B's interior panels in place
+  std::optional<WindowInPlace> win_;  // a window whose interior panels are read in place or copied whole
 
   // Jobs that split M (few N blocks for the threads: a 14 x 14 layer's 196 positions are
   // one block) each packed all of B again: both threads gathered the same im2col panels,
@@ -457,8 +467,19 @@ class MatmulLowering {
         body.insert(body.end(), general.begin(), general.end());
       }
       Stmt k_loop = make_for("kk", var("kc"), std::move(body));
-      if (win_)  // interior panels are read in place by the micro-kernel (window_in_place)
+      if (win_ && win_->in_place) {  // interior panels are read in place by the micro-kernel
         k_loop = make_if(unary(Op::Not, window_interior(B, *win_, p0)), {std::move(k_loop)});
+      } else if (win_) {  // an interior panel: one unguarded NR-wide copy per k, no bounds per k
+        Stmt whole = make_for("c", const_int(NR),
+                              {make_local_store("Bp", add(dst, var("c")),
+                                                elem(add(add(var("wp"), at(B.ks[0], kk)), mul(var("c"), const_int(win_->ca)))))},
+                              "pack B: copy an interior panel");
+        whole.annot.vectorize = true;
+        k_loop = make_if(window_interior(B, *win_, p0),
+                         {make_let("wp", DType::I64, add(batch_part(acc.addr), at(B.rows[0], p0))),
+                          make_for("kk", var("kc"), {whole}, "pack B: k (interior panel)")},
+                         {std::move(k_loop)});
+      }
       return make_for("jp", ceil_div(nc, P_.nr), {std::move(k_loop)}, "pack B: NR-wide panels, by runs");
     }
     // integer panels: a group of G k at a time (the block's kc is a multiple of G here),
@@ -804,7 +825,7 @@ LoopFunc MatmulLowering::run() {
   };
   if (G_ > 1) {
     micro.push_back(k_loop(std::move(kbody)));
-  } else if (win_) {  // an interior panel of the window read in place, a border one packed
+  } else if (win_ && win_->in_place) {  // an interior panel of the window read in place, a border one packed
     std::vector<Stmt> packed_k{k_loop(f32_kbody(BSrc::Panel))};
     rename_loops(packed_k, "kk", "kq");
     micro.push_back(make_if(lt(const_int(0), var("wi")), {k_loop(f32_kbody(BSrc::Window))}, std::move(packed_k)));
@@ -897,7 +918,7 @@ LoopFunc MatmulLowering::run() {
   }
   Stmt ir_loop = make_for("ir", ceil_div(mc, P.mr), std::move(micro), "MR panels of A");
   std::vector<Stmt> jrbody;
-  if (win_) {  // is this panel read in place, and where its row starts
+  if (win_ && win_->in_place) {  // is this panel read in place, and where its row starts
     ExprRef p0 = mul(var("jr"), const_int(P.nr));
     jrbody.push_back(make_let("wi", DType::I64, select(window_interior(B, *win_, p0), const_int(1), const_int(0))));
     jrbody.push_back(make_let("wa", DType::I64, add(batch_part(mm_.b.addr), at(B.rows[0], p0))));
@@ -947,7 +968,7 @@ LoopFunc MatmulLowering::run() {
   f_.schedule_log.push_back("matmul: MR=" + std::to_string(P.mr) + (G_ == 4 ? " int8 u8xi8 dot4" : G_ == 2 ? " int8 i16 dot2" : "") + " NR=" + std::to_string(P.nr) + " KC=" +
                             std::to_string(kc_blk_) + " MC=" + std::to_string(mc_blk_) + " NC=" + std::to_string(nc_blk) +
                             " msplit=" + std::to_string(msplit) + (epilogue ? narrow ? " +epilogue(" + std::string(dtype_name(kg_.buffers[k_.output].dtype)) + ")" : " +epilogue" : "") +
-                            (prepacked ? " B prepacked" : "") + (shared_b ? " B packed once" : "") + (shared_a ? " A packed once" : "") + (prepacked_a ? " A prepacked" : "") + (direct ? " B in place" : "") + (win_ ? " B interior in place" : "") +
+                            (prepacked ? " B prepacked" : "") + (shared_b ? " B packed once" : "") + (shared_a ? " A packed once" : "") + (prepacked_a ? " A prepacked" : "") + (direct ? " B in place" : "") + (win_ ? win_->in_place ? " B interior in place" : " B interior copied whole" : "") +
                             (tables_ ? " gather(" + std::to_string(tables_) + " tables)" : ""));
   // K == 0: the loops above write nothing; zero the output first (never with an epilogue)
   if (!(Ks.is_const() && Ks.value() > 0)) {

@@ -2,7 +2,9 @@
 // micro-kernel (lower_matmul.cpp: window_in_place): a panel of NR positions in one row of
 // the map whose window is inside the padding for every tap is not packed; border panels
 // (a row's ends, the top and bottom rows, panels across two rows, a ragged last one) are.
-// Which layers take it, and every shape against the interpreter.
+// Elsewhere (more rows of A, strided windows, rows that alias in L1) an interior panel is
+// packed by one unguarded copy per k. Which layers take which, and every shape against
+// the interpreter.
 #include <array>
 #include <cstdlib>
 
@@ -39,13 +41,15 @@ std::string label(const Case& t) {
          " pad " + v(t.pad) + " dil " + v(t.dil) + " groups " + std::to_string(t.groups);
 }
 
-bool in_place(const Case& t) {
-  return test::loop_ir_of(build_program(graph_of(t))).find("B interior in place") != std::string::npos;
+bool has(const Case& t, const std::string& what) {
+  return test::loop_ir_of(build_program(graph_of(t))).find(what) != std::string::npos;
 }
+bool in_place(const Case& t) { return has(t, "B interior in place"); }
+bool copied_whole(const Case& t) { return has(t, "B interior copied whole"); }
 
 // (>= 9 input channels: fewer take the direct nest, no GEMM)
 TEST(ConvWindow, StrideOneRowsOfNRAreReadInPlace) {
-  if (const char* e = std::getenv("LATHE_CONV_IN_PLACE"); e && std::string(e) == "0") GTEST_SKIP() << "LATHE_CONV_IN_PLACE=0";
+  if (const char* e = std::getenv("LATHE_CONV_IN_PLACE"); e && std::string(e) != "1") GTEST_SKIP() << "LATHE_CONV_IN_PLACE set";
   if (loop::host_matmul_params().nr > 16) GTEST_SKIP() << "the row widths are for NR <= 16";
   EXPECT_TRUE(in_place({1, 64, 56, 56, 64, 3, 3, {1, 1}, {1, 1}, {1, 1}}));    // ResNet-50's first stage
   EXPECT_TRUE(in_place({2, 13, 37, 53, 7, 3, 3, {1, 1}, {1, 1}, {1, 1}}));     // prime sizes, M below MR
@@ -54,10 +58,13 @@ TEST(ConvWindow, StrideOneRowsOfNRAreReadInPlace) {
   EXPECT_FALSE(in_place({1, 32, 29, 29, 16, 3, 3, {2, 2}, {1, 1}, {1, 1}}));   // stride 2: no consecutive run
   EXPECT_FALSE(in_place({1, 37, 14, 14, 41, 3, 3, {1, 1}, {1, 1}, {1, 1}}));   // rows shorter than NR
   EXPECT_FALSE(in_place({1, 128, 28, 28, 128, 3, 3, {1, 1}, {1, 1}, {1, 1}}));  // over 64 rows of A
+  EXPECT_TRUE(copied_whole({1, 128, 28, 28, 128, 3, 3, {1, 1}, {1, 1}, {1, 1}}));  // (its interior panels: one copy)
   // a channel stride that is a multiple of 4 KiB (64 x 64, 128 x 128 maps): the rows of
   // consecutive channels share an L1 set; packed
   EXPECT_FALSE(in_place({1, 32, 64, 64, 32, 3, 3, {1, 1}, {1, 1}, {1, 1}}));
   EXPECT_FALSE(in_place({1, 16, 128, 128, 16, 3, 3, {1, 1}, {1, 1}, {1, 1}}));
+  EXPECT_TRUE(copied_whole({1, 16, 128, 128, 16, 3, 3, {1, 1}, {1, 1}, {1, 1}}));
+  EXPECT_TRUE(copied_whole({1, 32, 61, 61, 16, 3, 3, {2, 2}, {1, 1}, {1, 1}}));  // stride 2, rows of 31
 }
 
 TEST(ConvWindow, InPlacePanelsMatchInterpreter) {
@@ -73,8 +80,11 @@ TEST(ConvWindow, InPlacePanelsMatchInterpreter) {
            {1, 9, 1, 50, 8, 3, 3, {1, 1}, {1, 1}, {1, 1}},         // one row: no interior panel
            {64, 9, 6, 20, 5, 3, 3, {1, 1}, {1, 1}, {1, 1}},        // batch 64
            {3, 131, 11, 24, 67, 3, 3, {1, 1}, {1, 1}, {1, 1}},     // prime channels, K over KC
+           {1, 16, 64, 64, 16, 3, 3, {1, 1}, {1, 1}, {1, 1}},      // aliasing rows: interior copied whole
+           {2, 19, 61, 67, 11, 3, 3, {2, 2}, {1, 1}, {1, 1}},      // stride 2: copied whole
+           {1, 70, 28, 28, 71, 3, 3, {1, 1}, {1, 1}, {1, 1}},      // over 64 rows of A: copied whole
        })
-    batch.add(label(t), graph_of(t));
+    batch.add(label(t), graph_of(t), 7, t.c * t.r * t.s > 500 ? 4 : 1);  // long f32 sums (as packed)
   // an epilogue (bias, residual, relu) and a 1-D convolution with long rows
   Case t{2, 15, 18, 45, 22, 3, 3, {1, 1}, {1, 1}, {1, 1}};
   Tensor b = input("b", {t.k}), res = input("res", {t.n, t.k, t.h, t.w});
