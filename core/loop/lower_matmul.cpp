@@ -212,6 +212,93 @@ class MatmulLowering {
     return c && *c == SymInt(1);
   }
 
+  // A stride-1 window's interior panels read in place. Packing B (the implicit im2col of a
+  // 3x3 convolution) copies every position once per k: for a layer with few output
+  // channels that copy is a fixed cost per element against only M FMAs (a 64 -> 64 layer
+  // at 56 x 56 took 0.93x the CPU time in place). A panel of NR positions that lies in
+  // one row of the map (one run: consecutive addresses, coefficient 1) and whose window
+  // is inside the bounds for every k of the layer (the sums of the k part's extremes, the
+  // static kmin / kmax below) needs no zeros and no gather: the micro-kernel reads its NR
+  // columns at depth kk straight from the input (the row's address plus the k part, a
+  // table load). Those panels are not packed; border panels (a row's first or last, the
+  // map's top and bottom rows, panels that cross rows) are packed as before.
+  // f32, not prepacked, not shared, M <= 64, no L1 set aliasing (below);
+  // LATHE_CONV_IN_PLACE=0 packs every panel (A/B runs).
+  struct WindowInPlace {
+    std::vector<int64_t> cb, kmin, kmax;  // per bound: the coefficient along a run, the k part's range
+    int64_t ca = 1;                       // the address's coefficient along a run
+    bool in_place = false;                // interior panels read by the micro-kernel (else packed)
+  };
+  // LATHE_CONV_IN_PLACE: unset / 1 the default; 0 packs every panel (interior ones by the
+  // unguarded copy); guarded packs every panel k by k with the bounds tested per k (A/B runs)
+  static const std::string& in_place_mode() {
+    static const std::string mode = [] {
+      const char* e = std::getenv("LATHE_CONV_IN_PLACE");
+      return std::string(e ? e : "1");
+    }();
+    return mode;
+  }
+  std::optional<WindowInPlace> window_in_place(const OperandParts& B, const SymInt& Ms) const {
+    const OperandAccess& acc = *B.acc;
+    if (in_place_mode() == "guarded" || G_ != 1 || acc.bounds.empty() || mm_.n_axes.empty()) return std::nullopt;
+    const int din = mm_.n_axes.back();
+    if (!s_[din].is_const() || s_[din].value() < P_.nr) return std::nullopt;  // no whole panel in a row
+    auto ca = coef_of(acc.addr, din);
+    if (!ca) return std::nullopt;
+    // Read in place: a stride-1 window (a strided one's positions are not consecutive), few
+    // rows of A (the 1x1 case's bound, reads_b_in_place: each MR panel re-reads the panel's
+    // rows, and more rows amortize the pack; a 28 x 28 layer into 128 channels measured no
+    // faster in place).
+    bool in_place = in_place_mode() != "0" && *ca == 1 && Ms.is_const() && Ms.value() <= 64;
+    // The micro-kernel reads one row per k and re-reads them for every MR panel of A, so
+    // they must stay in L1: rows of consecutive channels whose distance is a multiple of
+    // the L1's way size (4 KiB) share a set (a 64 x 64 or 128 x 128 map: every channel's
+    // row lands in the same 8 ways) and evict each other: a 128 x 128 layer measured 5-8%
+    // more CPU time read in place than packed, a 56 x 56 one 6-7% less. So only where the
+    // largest k stride (the channel's) spreads the rows over >= 16 of the 64 sets.
+    int64_t kstride = 0;
+    for (auto& [d, k] : acc.addr.terms) {
+      if (std::find(mm_.k_axes.begin(), mm_.k_axes.end(), d) == mm_.k_axes.end()) continue;
+      if (!k.is_const() || !s_[d].is_const()) return std::nullopt;
+      if (s_[d].value() > 1) kstride = std::max(kstride, std::abs(k.value()));
+    }
+    const int64_t way = 4096, bytes = kstride * int64_t(sizeof(float)) % way;
+    if (kstride > 0 && std::min<int64_t>(64, way / std::gcd(bytes, way)) < 16) in_place = false;
+    WindowInPlace w;
+    w.ca = *ca;
+    w.in_place = in_place;
+    for (auto& b : acc.bounds) {
+      auto c = coef_of(b.coord, din);
+      if (!c) return std::nullopt;
+      int64_t lo = 0, hi = 0;
+      for (auto& [d, k] : b.coord.terms) {
+        if (std::find(mm_.k_axes.begin(), mm_.k_axes.end(), d) == mm_.k_axes.end()) continue;
+        if (!k.is_const() || !s_[d].is_const() || s_[d].value() < 1) return std::nullopt;
+        const int64_t span = k.value() * (s_[d].value() - 1);
+        (span < 0 ? lo : hi) += span;
+      }
+      w.cb.push_back(*c);
+      w.kmin.push_back(lo);
+      w.kmax.push_back(hi);
+    }
+    return w;
+  }
+  // Is the panel at local column p0 (of this job's block, n0 / nc) one run inside the bounds
+  // for every k? (see window_in_place)
+  ExprRef window_interior(const OperandParts& B, const WindowInPlace& w, ExprRef p0) const {
+    const int64_t NR = P_.nr, inner = s_[mm_.n_axes.back()].value();
+    ExprRef ok = logical_and(le(add(p0, const_int(NR)), var("nc")),
+                             le(add(binary(Op::Mod, add(var("n0"), p0), const_int(inner)), const_int(NR)), const_int(inner)));
+    for (size_t j = 0; j < B.acc->bounds.size(); ++j) {
+      auto& b = B.acc->bounds[j];
+      ExprRef base = add(batch_part(b.coord), at(B.rows[j + 1], p0));
+      ok = logical_and(ok, logical_and(le(from_sym(b.lo), add(base, const_int(w.kmin[j]))),
+                                       lt(add(base, const_int(w.cb[j] * (NR - 1) + w.kmax[j])), from_sym(b.hi))));
+    }
+    return ok;
+  }
+  std::optional<WindowInPlace> win_;  // a window whose interior panels are read in place or copied whole
+
   // Jobs that split M (few N blocks for the threads: a 14 x 14 layer's 196 positions are
   // one block) each packed all of B again: both threads gathered the same im2col panels,
   // the costliest copy of a convolution. A convolution's jobs that split N into narrow
@@ -379,7 +466,21 @@ class MatmulLowering {
       } else {
         body.insert(body.end(), general.begin(), general.end());
       }
-      return make_for("jp", ceil_div(nc, P_.nr), {make_for("kk", var("kc"), std::move(body))}, "pack B: NR-wide panels, by runs");
+      Stmt k_loop = make_for("kk", var("kc"), std::move(body));
+      if (win_ && win_->in_place) {  // interior panels are read in place by the micro-kernel
+        k_loop = make_if(unary(Op::Not, window_interior(B, *win_, p0)), {std::move(k_loop)});
+      } else if (win_) {  // an interior panel: one unguarded NR-wide copy per k, no bounds per k
+        Stmt whole = make_for("c", const_int(NR),
+                              {make_local_store("Bp", add(dst, var("c")),
+                                                elem(add(add(var("wp"), at(B.ks[0], kk)), mul(var("c"), const_int(win_->ca)))))},
+                              "pack B: copy an interior panel");
+        whole.annot.vectorize = true;
+        k_loop = make_if(window_interior(B, *win_, p0),
+                         {make_let("wp", DType::I64, add(batch_part(acc.addr), at(B.rows[0], p0))),
+                          make_for("kk", var("kc"), {whole}, "pack B: k (interior panel)")},
+                         {std::move(k_loop)});
+      }
+      return make_for("jp", ceil_div(nc, P_.nr), {std::move(k_loop)}, "pack B: NR-wide panels, by runs");
     }
     // integer panels: a group of G k at a time (the block's kc is a multiple of G here),
     // so a whole panel's G rows are copied by one loop whose G stores per column the
@@ -535,6 +636,8 @@ LoopFunc MatmulLowering::run() {
     for (auto [from, to] : {std::pair{&bfill_n, &nfill}, {&bfill_k, &kfill}, {&ballocs, &allocs}})
       to->insert(to->end(), from->begin(), from->end());
   Part ccol = make_part(caff, mm_.n_axes, n0, ncap, nc_blk, nfill, allocs);
+  // B's interior panels read where they lie (a stride-1 window): see window_in_place
+  if (!prepacked && !direct && !shared_b) win_ = window_in_place(B, Ms);
 
   // pack B (the parts give its addresses: this job's, or a shared pack step's)
   auto make_packb = [&](const OperandParts& Bx) {
@@ -687,7 +790,7 @@ LoopFunc MatmulLowering::run() {
     abase = add(abase, mul(add(mul(var("pc"), ceil_div(M, P.mr)), binary(Op::IDiv, m0, const_int(P.mr))),
                            const_int(kc_blk_ * P.mr)));
   // f32: B's NR columns at depth kk from the panel, the prepacked panels, or B itself
-  enum class BSrc { Panel, Prepacked, Shared, InPlace, RaggedPanel };
+  enum class BSrc { Panel, Prepacked, Shared, InPlace, RaggedPanel, Window };
   auto f32_kbody = [&](BSrc src) {
     std::vector<Stmt> body;
     for (int q = 0; q < NQ; ++q) {
@@ -698,6 +801,7 @@ LoopFunc MatmulLowering::run() {
         case BSrc::Shared: v = local_load("Bs", DType::F32, add(bbase, off), P.lanes); break;
         case BSrc::InPlace: v = load(pb, DType::F32, address(B, add(mul(var("jr"), const_int(P.nr)), off), kk), nullptr, P.lanes); break;
         case BSrc::RaggedPanel: v = local_load("Bp", DType::F32, add(mul(kk, const_int(P.nr)), off), P.lanes); break;
+        case BSrc::Window: v = load(pb, DType::F32, add(add(var("wa"), at(B.ks[0], kk)), off), nullptr, P.lanes); break;
       }
       body.push_back(make_let("bq" + std::to_string(q), DType::F32, v));
     }
@@ -721,6 +825,10 @@ LoopFunc MatmulLowering::run() {
   };
   if (G_ > 1) {
     micro.push_back(k_loop(std::move(kbody)));
+  } else if (win_ && win_->in_place) {  // an interior panel of the window read in place, a border one packed
+    std::vector<Stmt> packed_k{k_loop(f32_kbody(BSrc::Panel))};
+    rename_loops(packed_k, "kk", "kq");
+    micro.push_back(make_if(lt(const_int(0), var("wi")), {k_loop(f32_kbody(BSrc::Window))}, std::move(packed_k)));
   } else if (!direct) {
     micro.push_back(k_loop(f32_kbody(prepacked ? BSrc::Prepacked : shared_b ? BSrc::Shared : BSrc::Panel)));
   } else if (cols_whole) {
@@ -809,7 +917,14 @@ LoopFunc MatmulLowering::run() {
     st = std::move(one[0]);
   }
   Stmt ir_loop = make_for("ir", ceil_div(mc, P.mr), std::move(micro), "MR panels of A");
-  Stmt jr_loop = make_for("jr", ceil_div(nc, P.nr), {ir_loop}, "NR panels of B");
+  std::vector<Stmt> jrbody;
+  if (win_ && win_->in_place) {  // is this panel read in place, and where its row starts
+    ExprRef p0 = mul(var("jr"), const_int(P.nr));
+    jrbody.push_back(make_let("wi", DType::I64, select(window_interior(B, *win_, p0), const_int(1), const_int(0))));
+    jrbody.push_back(make_let("wa", DType::I64, add(batch_part(mm_.b.addr), at(B.rows[0], p0))));
+  }
+  jrbody.push_back(std::move(ir_loop));
+  Stmt jr_loop = make_for("jr", ceil_div(nc, P.nr), std::move(jrbody), "NR panels of B");
 
   std::vector<Stmt> icbody{make_let("m0", DType::I64, add(var("ms0"), mul(var("ic"), const_int(mc_blk_)))),
                            make_let("mc", DType::I64, min_of(const_int(mc_blk_), sub(add(var("ms0"), var("msz")), m0)))};
@@ -853,7 +968,7 @@ LoopFunc MatmulLowering::run() {
   f_.schedule_log.push_back("matmul: MR=" + std::to_string(P.mr) + (G_ == 4 ? " int8 u8xi8 dot4" : G_ == 2 ? " int8 i16 dot2" : "") + " NR=" + std::to_string(P.nr) + " KC=" +
                             std::to_string(kc_blk_) + " MC=" + std::to_string(mc_blk_) + " NC=" + std::to_string(nc_blk) +
                             " msplit=" + std::to_string(msplit) + (epilogue ? narrow ? " +epilogue(" + std::string(dtype_name(kg_.buffers[k_.output].dtype)) + ")" : " +epilogue" : "") +
-                            (prepacked ? " B prepacked" : "") + (shared_b ? " B packed once" : "") + (shared_a ? " A packed once" : "") + (prepacked_a ? " A prepacked" : "") + (direct ? " B in place" : "") +
+                            (prepacked ? " B prepacked" : "") + (shared_b ? " B packed once" : "") + (shared_a ? " A packed once" : "") + (prepacked_a ? " A prepacked" : "") + (direct ? " B in place" : "") + (win_ ? win_->in_place ? " B interior in place" : " B interior copied whole" : "") +
                             (tables_ ? " gather(" + std::to_string(tables_) + " tables)" : ""));
   // K == 0: the loops above write nothing; zero the output first (never with an epilogue)
   if (!(Ks.is_const() && Ks.value() > 0)) {
