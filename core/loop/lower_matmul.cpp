@@ -653,8 +653,14 @@ LoopFunc MatmulLowering::run() {
   // micro-kernel
   std::vector<Stmt> micro;
   micro.push_back(make_alloc("acc", acc_, P.lanes, (int64_t)P.mr * NQ, /*registers=*/true));
-  for (int a = 0; a < P.mr * NQ; ++a)
-    micro.push_back(make_local_store("acc", const_int(a), broadcast(const_of(0, acc_), P.lanes)));
+  auto zero_acc = [&](int rows, std::vector<Stmt>& out) {
+    for (int a = 0; a < rows * NQ; ++a)
+      out.push_back(make_local_store("acc", const_int(a), broadcast(const_of(0, acc_), P.lanes)));
+  };
+  auto store_tile = [&](int rows, std::vector<Stmt>& out) {
+    for (int a = 0; a < rows * NQ; ++a)
+      out.push_back(make_local_store("tile", const_int(a * P.lanes), local_load("acc", acc_, const_int(a), P.lanes)));
+  };
   std::vector<Stmt> kbody;
   if (G_ > 1) {  // one group of G k per step: acc[r][q] = dot(acc, A group of row r, B groups of NR/NQ columns)
     ExprRef bb = mul(mul(add(mul(var("jr"), const_int(kc_blk_ / G_)), kk), const_int(P.nr)), const_int(G_));
@@ -688,7 +694,7 @@ LoopFunc MatmulLowering::run() {
                            const_int(kc_blk_ * P.mr)));
   // f32: B's NR columns at depth kk from the panel, the prepacked panels, or B itself
   enum class BSrc { Panel, Prepacked, Shared, InPlace, RaggedPanel };
-  auto f32_kbody = [&](BSrc src) {
+  auto f32_kbody = [&](BSrc src, int rows) {
     std::vector<Stmt> body;
     for (int q = 0; q < NQ; ++q) {
       ExprRef off = const_int(q * P.lanes), v;
@@ -701,7 +707,7 @@ LoopFunc MatmulLowering::run() {
       }
       body.push_back(make_let("bq" + std::to_string(q), DType::F32, v));
     }
-    for (int r = 0; r < P.mr; ++r) {
+    for (int r = 0; r < rows; ++r) {
       ExprRef ar = broadcast(prepacked_a ? load(pap, DType::F32, add(abase, const_int(r)))
                              : shared_a  ? local_load("As", DType::F32, add(abase, const_int(r)))
                                          : local_load("Ap", DType::F32, add(abase, const_int(r))),
@@ -719,20 +725,50 @@ LoopFunc MatmulLowering::run() {
     l.reduces = {"acc"};
     return l;
   };
-  if (G_ > 1) {
-    micro.push_back(k_loop(std::move(kbody)));
-  } else if (!direct) {
-    micro.push_back(k_loop(f32_kbody(prepacked ? BSrc::Prepacked : shared_b ? BSrc::Shared : BSrc::Panel)));
-  } else if (cols_whole) {
-    micro.push_back(k_loop(f32_kbody(BSrc::InPlace)));
-  } else {  // whole panels read B in place, the ragged last one its zero-padded copy
-    std::vector<Stmt> ragged{k_loop(f32_kbody(BSrc::RaggedPanel))};
-    rename_loops(ragged, "kk", "kq");
-    micro.push_back(make_if(le(add(mul(var("jr"), const_int(P.nr)), const_int(P.nr)), nc), {k_loop(f32_kbody(BSrc::InPlace))},
+  // The f32 micro-kernel over `rows` rows of the A panel: zero, the k loop, the tile.
+  auto f32_micro = [&](int rows) {
+    std::vector<Stmt> out;
+    zero_acc(rows, out);
+    if (!direct) {
+      out.push_back(k_loop(f32_kbody(prepacked ? BSrc::Prepacked : shared_b ? BSrc::Shared : BSrc::Panel, rows)));
+    } else if (cols_whole) {
+      out.push_back(k_loop(f32_kbody(BSrc::InPlace, rows)));
+    } else {  // whole panels read B in place, the ragged last one its zero-padded copy
+      std::vector<Stmt> ragged{k_loop(f32_kbody(BSrc::RaggedPanel, rows))};
+      rename_loops(ragged, "kk", "kq");
+      out.push_back(make_if(le(add(mul(var("jr"), const_int(P.nr)), const_int(P.nr)), nc), {k_loop(f32_kbody(BSrc::InPlace, rows))},
                             std::move(ragged)));
+    }
+    store_tile(rows, out);
+    return out;
+  };
+  // The ragged panel: when M is no multiple of MR, one panel (the last of M: every MC block,
+  // M split and shared or prepacked panel starts at a multiple of MR) has M % MR rows. It
+  // runs a micro-kernel of that many rows instead of MR rows of zero padding (T = 128 tokens
+  // on MR 6: the 22nd panel of 2 rows did the work of 6; a single row, M = 1, did 6 times
+  // its work). The write-back reads only the panel's valid rows of the tile.
+  // LATHE_MATMUL_RAGGED_ROWS=0 runs it with all MR rows (A/B runs).
+  static const bool ragged_kernel = [] {
+    const char* e = std::getenv("LATHE_MATMUL_RAGGED_ROWS");
+    return !(e && std::string(e) == "0");
+  }();
+  const int ragged_rows = ragged_kernel && G_ == 1 && !rows_whole && Ms.is_const() ? static_cast<int>(Ms.value() % P.mr) : 0;
+  if (G_ > 1) {
+    zero_acc(P.mr, micro);
+    micro.push_back(k_loop(std::move(kbody)));
+    store_tile(P.mr, micro);
+  } else if (ragged_rows == 0) {
+    for (Stmt& st : f32_micro(P.mr)) micro.push_back(std::move(st));
+  } else {
+    std::vector<Stmt> few = f32_micro(ragged_rows);
+    for (Stmt& st : few) {  // its own loop names (the full panel's k loop is kk)
+      std::vector<Stmt> one{std::move(st)};
+      rename_loops(one, "kk", "km");
+      rename_loops(one, "kq", "kqm");
+      st = std::move(one[0]);
+    }
+    micro.push_back(make_if(le(add(mul(var("ir"), const_int(P.mr)), const_int(P.mr)), mc), f32_micro(P.mr), std::move(few)));
   }
-  for (int a = 0; a < P.mr * NQ; ++a)
-    micro.push_back(make_local_store("tile", const_int(a * P.lanes), local_load("acc", acc_, const_int(a), P.lanes)));
 
   // write back: C (+)= tile; at the last K block the epilogue computes the kernel's root
   ExprRef mrow = add(mul(var("ir"), const_int(P.mr)), var("r"));
