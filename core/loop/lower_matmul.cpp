@@ -661,6 +661,8 @@ LoopFunc MatmulLowering::run() {
     for (int a = 0; a < rows * NQ; ++a)
       out.push_back(make_local_store("tile", const_int(a * P.lanes), local_load("acc", acc_, const_int(a), P.lanes)));
   };
+  // integer: one group of G k per step over `rows` rows of the A panel
+  auto int_kbody = [&](int rows) {
   std::vector<Stmt> kbody;
   if (G_ > 1) {  // one group of G k per step: acc[r][q] = dot(acc, A group of row r, B groups of NR/NQ columns)
     ExprRef bb = mul(mul(add(mul(var("jr"), const_int(kc_blk_ / G_)), kk), const_int(P.nr)), const_int(G_));
@@ -675,7 +677,7 @@ LoopFunc MatmulLowering::run() {
       kbody.push_back(make_let("bq" + std::to_string(q), bdt_,
                                prepacked ? load(pbp, bdt_, at_q, nullptr, P.lanes * G_) : local_load("Bp", bdt_, at_q, P.lanes * G_)));
     }
-    for (int r = 0; r < P.mr; ++r) {
+    for (int r = 0; r < rows; ++r) {
       ExprRef at_r = add(ab, const_int(r * G_));
       ExprRef ar = prepacked_a ? load(pap, adt_, at_r, nullptr, G_) : local_load("Ap", adt_, at_r, G_);
       for (int q = 0; q < NQ; ++q) {
@@ -684,6 +686,8 @@ LoopFunc MatmulLowering::run() {
       }
     }
   }
+  return kbody;
+  };
   ExprRef bbase = mul(add(mul(var("jr"), const_int(kc_blk_)), kk), const_int(P.nr));
   ExprRef abase = mul(add(mul(var("ir"), const_int(kc_blk_)), kk), const_int(P.mr));
   if (prepacked || shared_b)  // panels of all N: this job's start at n0 / NR, KC block pc
@@ -746,17 +750,31 @@ LoopFunc MatmulLowering::run() {
   // M split and shared or prepacked panel starts at a multiple of MR) has M % MR rows. It
   // runs a micro-kernel of that many rows instead of MR rows of zero padding (T = 128 tokens
   // on MR 6: the 22nd panel of 2 rows did the work of 6; a single row, M = 1, did 6 times
-  // its work). The write-back reads only the panel's valid rows of the tile.
+  // its work). The write-back reads only the panel's valid rows of the tile. Integer
+  // contractions (int8 groups of G k) the same.
   // LATHE_MATMUL_RAGGED_ROWS=0 runs it with all MR rows (A/B runs).
   static const bool ragged_kernel = [] {
     const char* e = std::getenv("LATHE_MATMUL_RAGGED_ROWS");
     return !(e && std::string(e) == "0");
   }();
-  const int ragged_rows = ragged_kernel && G_ == 1 && !rows_whole && Ms.is_const() ? static_cast<int>(Ms.value() % P.mr) : 0;
-  if (G_ > 1) {
-    zero_acc(P.mr, micro);
-    micro.push_back(k_loop(std::move(kbody)));
-    store_tile(P.mr, micro);
+  const int ragged_rows = ragged_kernel && !rows_whole && Ms.is_const() ? static_cast<int>(Ms.value() % P.mr) : 0;
+  auto int_micro = [&](int rows) {
+    std::vector<Stmt> out;
+    zero_acc(rows, out);
+    out.push_back(k_loop(int_kbody(rows)));
+    store_tile(rows, out);
+    return out;
+  };
+  if (G_ > 1 && ragged_rows == 0) {
+    for (Stmt& st : int_micro(P.mr)) micro.push_back(std::move(st));
+  } else if (G_ > 1) {
+    std::vector<Stmt> few = int_micro(ragged_rows);
+    for (Stmt& st : few) {
+      std::vector<Stmt> one{std::move(st)};
+      rename_loops(one, "kk", "km");
+      st = std::move(one[0]);
+    }
+    micro.push_back(make_if(le(add(mul(var("ir"), const_int(P.mr)), const_int(P.mr)), mc), int_micro(P.mr), std::move(few)));
   } else if (ragged_rows == 0) {
     for (Stmt& st : f32_micro(P.mr)) micro.push_back(std::move(st));
   } else {
