@@ -57,6 +57,8 @@ const char* kEnvironment =
     "                           evicts them from the page cache, so the next start reads them from disk)\n"
     "  LATHE_MATMUL_SHARED_PACK=0  GEMM jobs that split M (or a conv's N) each pack the whole shared side\n"
     "                           again, instead of one parallel pack step for all of them (A/B comparisons)\n"
+    "  LATHE_MATMUL_RAGGED_ROWS=0  a GEMM's last A panel of M % MR rows runs the full MR-row micro-kernel\n"
+    "                           on zero padding, not one of its rows only (A/B comparisons)\n"
     "  LATHE_DEPTHWISE=0        depthwise convolutions take the generic reduction, not the direct nest\n"
     "  LATHE_RNN=unrolled       ONNX LSTM / GRU / RNN import as the unrolled step-by-step graph, not one\n"
     "                           Extern rnn kernel per direction that loops over the steps (A/B comparisons)\n"
