@@ -698,28 +698,32 @@ LoopFunc MatmulLowering::run() {
                            const_int(kc_blk_ * P.mr)));
   // f32: B's NR columns at depth kk from the panel, the prepacked panels, or B itself
   enum class BSrc { Panel, Prepacked, Shared, InPlace, RaggedPanel };
-  auto f32_kbody = [&](BSrc src, int rows) {
+  // (depth `ki`, accumulators from `acc0`, its lets' names ending in `sfx`: a ragged panel's
+  // kernel runs several depths per step into separate accumulators, see f32_micro)
+  auto f32_kbody = [&](BSrc src, int rows, ExprRef ki = nullptr, int acc0 = 0, const std::string& sfx = "") {
+    if (!ki) ki = kk;
+    ExprRef bb = substitute(bbase, "kk", ki), ab = substitute(abase, "kk", ki);
     std::vector<Stmt> body;
     for (int q = 0; q < NQ; ++q) {
       ExprRef off = const_int(q * P.lanes), v;
       switch (src) {
-        case BSrc::Panel: v = local_load("Bp", DType::F32, add(bbase, off), P.lanes); break;
-        case BSrc::Prepacked: v = load(pbp, DType::F32, add(bbase, off), nullptr, P.lanes); break;
-        case BSrc::Shared: v = local_load("Bs", DType::F32, add(bbase, off), P.lanes); break;
-        case BSrc::InPlace: v = load(pb, DType::F32, address(B, add(mul(var("jr"), const_int(P.nr)), off), kk), nullptr, P.lanes); break;
-        case BSrc::RaggedPanel: v = local_load("Bp", DType::F32, add(mul(kk, const_int(P.nr)), off), P.lanes); break;
+        case BSrc::Panel: v = local_load("Bp", DType::F32, add(bb, off), P.lanes); break;
+        case BSrc::Prepacked: v = load(pbp, DType::F32, add(bb, off), nullptr, P.lanes); break;
+        case BSrc::Shared: v = local_load("Bs", DType::F32, add(bb, off), P.lanes); break;
+        case BSrc::InPlace: v = load(pb, DType::F32, address(B, add(mul(var("jr"), const_int(P.nr)), off), ki), nullptr, P.lanes); break;
+        case BSrc::RaggedPanel: v = local_load("Bp", DType::F32, add(mul(ki, const_int(P.nr)), off), P.lanes); break;
       }
-      body.push_back(make_let("bq" + std::to_string(q), DType::F32, v));
+      body.push_back(make_let("bq" + std::to_string(q) + sfx, DType::F32, v));
     }
     for (int r = 0; r < rows; ++r) {
-      ExprRef ar = broadcast(prepacked_a ? load(pap, DType::F32, add(abase, const_int(r)))
-                             : shared_a  ? local_load("As", DType::F32, add(abase, const_int(r)))
-                                         : local_load("Ap", DType::F32, add(abase, const_int(r))),
+      ExprRef ar = broadcast(prepacked_a ? load(pap, DType::F32, add(ab, const_int(r)))
+                             : shared_a  ? local_load("As", DType::F32, add(ab, const_int(r)))
+                                         : local_load("Ap", DType::F32, add(ab, const_int(r))),
                              P.lanes);
       for (int q = 0; q < NQ; ++q) {
-        ExprRef cur = local_load("acc", DType::F32, const_int(r * NQ + q), P.lanes);
-        ExprRef bq = var("bq" + std::to_string(q), DType::F32, P.lanes);
-        body.push_back(make_local_store("acc", const_int(r * NQ + q), binary(Op::Add, cur, binary(Op::Mul, ar, bq))));
+        ExprRef cur = local_load("acc", DType::F32, const_int(acc0 + r * NQ + q), P.lanes);
+        ExprRef bq = var("bq" + std::to_string(q) + sfx, DType::F32, P.lanes);
+        body.push_back(make_local_store("acc", const_int(acc0 + r * NQ + q), binary(Op::Add, cur, binary(Op::Mul, ar, bq))));
       }
     }
     return body;
@@ -730,18 +734,43 @@ LoopFunc MatmulLowering::run() {
     return l;
   };
   // The f32 micro-kernel over `rows` rows of the A panel: zero, the k loop, the tile.
+  // With few rows the FMAs of one depth are too few chains to cover the FMA latency (1 row:
+  // NR/lanes accumulators, each waiting on the last), so a kernel of fewer than MR rows runs
+  // `split` depths per step into their own accumulators (at least 8 chains, within the MR x
+  // NR/lanes registers), a remainder loop for the last kc % split depths, then sums them.
   auto f32_micro = [&](int rows) {
+    const int split = rows == P.mr ? 1 : std::max(1, std::min(P.mr / rows, static_cast<int>(ceil_div(int64_t(8), int64_t(rows) * NQ))));
     std::vector<Stmt> out;
-    zero_acc(rows, out);
+    zero_acc(rows * split, out);
+    auto loops = [&](BSrc src) {
+      if (split == 1) return std::vector<Stmt>{k_loop(f32_kbody(src, rows))};
+      std::vector<Stmt> body;
+      for (int sp = 0; sp < split; ++sp)
+        for (Stmt& st : f32_kbody(src, rows, add(mul(kk, const_int(split)), const_int(sp)), sp * rows * NQ, "_" + std::to_string(sp)))
+          body.push_back(std::move(st));
+      Stmt main = make_for("kk", binary(Op::IDiv, kc, const_int(split)), std::move(body), "micro-kernel: k, " + std::to_string(split) + " depths a step");
+      main.reduces = {"acc"};
+      std::vector<Stmt> rest{make_for("kk", binary(Op::Mod, kc, const_int(split)),
+                                      f32_kbody(src, rows, add(mul(binary(Op::IDiv, kc, const_int(split)), const_int(split)), kk)),
+                                      "micro-kernel: the last depths")};
+      rest[0].reduces = {"acc"};
+      rename_loops(rest, "kk", "kt");
+      std::vector<Stmt> v{std::move(main), std::move(rest[0])};
+      for (int sp = 1; sp < split; ++sp)
+        for (int a = 0; a < rows * NQ; ++a)
+          v.push_back(make_local_store("acc", const_int(a), binary(Op::Add, local_load("acc", DType::F32, const_int(a), P.lanes),
+                                                                     local_load("acc", DType::F32, const_int(sp * rows * NQ + a), P.lanes))));
+      return v;
+    };
     if (!direct) {
-      out.push_back(k_loop(f32_kbody(prepacked ? BSrc::Prepacked : shared_b ? BSrc::Shared : BSrc::Panel, rows)));
+      for (Stmt& st : loops(prepacked ? BSrc::Prepacked : shared_b ? BSrc::Shared : BSrc::Panel)) out.push_back(std::move(st));
     } else if (cols_whole) {
-      out.push_back(k_loop(f32_kbody(BSrc::InPlace, rows)));
+      for (Stmt& st : loops(BSrc::InPlace)) out.push_back(std::move(st));
     } else {  // whole panels read B in place, the ragged last one its zero-padded copy
-      std::vector<Stmt> ragged{k_loop(f32_kbody(BSrc::RaggedPanel, rows))};
+      std::vector<Stmt> ragged = loops(BSrc::RaggedPanel);
       rename_loops(ragged, "kk", "kq");
-      out.push_back(make_if(le(add(mul(var("jr"), const_int(P.nr)), const_int(P.nr)), nc), {k_loop(f32_kbody(BSrc::InPlace, rows))},
-                            std::move(ragged)));
+      rename_loops(ragged, "kt", "kqt");
+      out.push_back(make_if(le(add(mul(var("jr"), const_int(P.nr)), const_int(P.nr)), nc), loops(BSrc::InPlace), std::move(ragged)));
     }
     store_tile(rows, out);
     return out;
@@ -783,6 +812,8 @@ LoopFunc MatmulLowering::run() {
       std::vector<Stmt> one{std::move(st)};
       rename_loops(one, "kk", "km");
       rename_loops(one, "kq", "kqm");
+      rename_loops(one, "kt", "kmt");
+      rename_loops(one, "kqt", "kqmt");
       st = std::move(one[0]);
     }
     micro.push_back(make_if(le(add(mul(var("ir"), const_int(P.mr)), const_int(P.mr)), mc), f32_micro(P.mr), std::move(few)));
