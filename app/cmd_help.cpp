@@ -59,6 +59,8 @@ const char* kEnvironment =
     "                           again, instead of one parallel pack step for all of them (A/B comparisons)\n"
     "  LATHE_CONV_IN_PLACE=0|guarded  k x k convolutions: 0 = interior im2col panels copied, never read in\n"
     "                           place; guarded = every panel packed with per-k bounds (A/B comparisons)\n"
+    "  LATHE_MATMUL_RAGGED_ROWS=0  a GEMM's last A panel of M % MR rows runs the full MR-row micro-kernel\n"
+    "                           on zero padding, not one of its rows only (A/B comparisons)\n"
     "  LATHE_DEPTHWISE=0        depthwise convolutions take the generic reduction, not the direct nest\n"
     "  LATHE_RNN=unrolled       ONNX LSTM / GRU / RNN import as the unrolled step-by-step graph, not one\n"
     "                           Extern rnn kernel per direction that loops over the steps (A/B comparisons)\n"

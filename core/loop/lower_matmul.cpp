@@ -756,8 +756,16 @@ LoopFunc MatmulLowering::run() {
   // micro-kernel
   std::vector<Stmt> micro;
   micro.push_back(make_alloc("acc", acc_, P.lanes, (int64_t)P.mr * NQ, /*registers=*/true));
-  for (int a = 0; a < P.mr * NQ; ++a)
-    micro.push_back(make_local_store("acc", const_int(a), broadcast(const_of(0, acc_), P.lanes)));
+  auto zero_acc = [&](int rows, std::vector<Stmt>& out) {
+    for (int a = 0; a < rows * NQ; ++a)
+      out.push_back(make_local_store("acc", const_int(a), broadcast(const_of(0, acc_), P.lanes)));
+  };
+  auto store_tile = [&](int rows, std::vector<Stmt>& out) {
+    for (int a = 0; a < rows * NQ; ++a)
+      out.push_back(make_local_store("tile", const_int(a * P.lanes), local_load("acc", acc_, const_int(a), P.lanes)));
+  };
+  // integer: one group of G k per step over `rows` rows of the A panel
+  auto int_kbody = [&](int rows) {
   std::vector<Stmt> kbody;
   if (G_ > 1) {  // one group of G k per step: acc[r][q] = dot(acc, A group of row r, B groups of NR/NQ columns)
     ExprRef bb = mul(mul(add(mul(var("jr"), const_int(kc_blk_ / G_)), kk), const_int(P.nr)), const_int(G_));
@@ -772,7 +780,7 @@ LoopFunc MatmulLowering::run() {
       kbody.push_back(make_let("bq" + std::to_string(q), bdt_,
                                prepacked ? load(pbp, bdt_, at_q, nullptr, P.lanes * G_) : local_load("Bp", bdt_, at_q, P.lanes * G_)));
     }
-    for (int r = 0; r < P.mr; ++r) {
+    for (int r = 0; r < rows; ++r) {
       ExprRef at_r = add(ab, const_int(r * G_));
       ExprRef ar = prepacked_a ? load(pap, adt_, at_r, nullptr, G_) : local_load("Ap", adt_, at_r, G_);
       for (int q = 0; q < NQ; ++q) {
@@ -781,6 +789,8 @@ LoopFunc MatmulLowering::run() {
       }
     }
   }
+  return kbody;
+  };
   ExprRef bbase = mul(add(mul(var("jr"), const_int(kc_blk_)), kk), const_int(P.nr));
   ExprRef abase = mul(add(mul(var("ir"), const_int(kc_blk_)), kk), const_int(P.mr));
   if (prepacked || shared_b)  // panels of all N: this job's start at n0 / NR, KC block pc
@@ -791,29 +801,33 @@ LoopFunc MatmulLowering::run() {
                            const_int(kc_blk_ * P.mr)));
   // f32: B's NR columns at depth kk from the panel, the prepacked panels, or B itself
   enum class BSrc { Panel, Prepacked, Shared, InPlace, RaggedPanel, Window };
-  auto f32_kbody = [&](BSrc src) {
+  // (depth `ki`, accumulators from `acc0`, its lets' names ending in `sfx`: a ragged panel's
+  // kernel runs several depths per step into separate accumulators, see f32_micro)
+  auto f32_kbody = [&](BSrc src, int rows, ExprRef ki = nullptr, int acc0 = 0, const std::string& sfx = "") {
+    if (!ki) ki = kk;
+    ExprRef bb = substitute(bbase, "kk", ki), ab = substitute(abase, "kk", ki);
     std::vector<Stmt> body;
     for (int q = 0; q < NQ; ++q) {
       ExprRef off = const_int(q * P.lanes), v;
       switch (src) {
-        case BSrc::Panel: v = local_load("Bp", DType::F32, add(bbase, off), P.lanes); break;
-        case BSrc::Prepacked: v = load(pbp, DType::F32, add(bbase, off), nullptr, P.lanes); break;
-        case BSrc::Shared: v = local_load("Bs", DType::F32, add(bbase, off), P.lanes); break;
-        case BSrc::InPlace: v = load(pb, DType::F32, address(B, add(mul(var("jr"), const_int(P.nr)), off), kk), nullptr, P.lanes); break;
-        case BSrc::RaggedPanel: v = local_load("Bp", DType::F32, add(mul(kk, const_int(P.nr)), off), P.lanes); break;
-        case BSrc::Window: v = load(pb, DType::F32, add(add(var("wa"), at(B.ks[0], kk)), off), nullptr, P.lanes); break;
+        case BSrc::Panel: v = local_load("Bp", DType::F32, add(bb, off), P.lanes); break;
+        case BSrc::Prepacked: v = load(pbp, DType::F32, add(bb, off), nullptr, P.lanes); break;
+        case BSrc::Shared: v = local_load("Bs", DType::F32, add(bb, off), P.lanes); break;
+        case BSrc::InPlace: v = load(pb, DType::F32, address(B, add(mul(var("jr"), const_int(P.nr)), off), ki), nullptr, P.lanes); break;
+        case BSrc::RaggedPanel: v = local_load("Bp", DType::F32, add(mul(ki, const_int(P.nr)), off), P.lanes); break;
+        case BSrc::Window: v = load(pb, DType::F32, add(add(var("wa"), at(B.ks[0], ki)), off), nullptr, P.lanes); break;
       }
-      body.push_back(make_let("bq" + std::to_string(q), DType::F32, v));
+      body.push_back(make_let("bq" + std::to_string(q) + sfx, DType::F32, v));
     }
-    for (int r = 0; r < P.mr; ++r) {
-      ExprRef ar = broadcast(prepacked_a ? load(pap, DType::F32, add(abase, const_int(r)))
-                             : shared_a  ? local_load("As", DType::F32, add(abase, const_int(r)))
-                                         : local_load("Ap", DType::F32, add(abase, const_int(r))),
+    for (int r = 0; r < rows; ++r) {
+      ExprRef ar = broadcast(prepacked_a ? load(pap, DType::F32, add(ab, const_int(r)))
+                             : shared_a  ? local_load("As", DType::F32, add(ab, const_int(r)))
+                                         : local_load("Ap", DType::F32, add(ab, const_int(r))),
                              P.lanes);
       for (int q = 0; q < NQ; ++q) {
-        ExprRef cur = local_load("acc", DType::F32, const_int(r * NQ + q), P.lanes);
-        ExprRef bq = var("bq" + std::to_string(q), DType::F32, P.lanes);
-        body.push_back(make_local_store("acc", const_int(r * NQ + q), binary(Op::Add, cur, binary(Op::Mul, ar, bq))));
+        ExprRef cur = local_load("acc", DType::F32, const_int(acc0 + r * NQ + q), P.lanes);
+        ExprRef bq = var("bq" + std::to_string(q) + sfx, DType::F32, P.lanes);
+        body.push_back(make_local_store("acc", const_int(acc0 + r * NQ + q), binary(Op::Add, cur, binary(Op::Mul, ar, bq))));
       }
     }
     return body;
@@ -823,24 +837,96 @@ LoopFunc MatmulLowering::run() {
     l.reduces = {"acc"};
     return l;
   };
-  if (G_ > 1) {
-    micro.push_back(k_loop(std::move(kbody)));
-  } else if (win_ && win_->in_place) {  // an interior panel of the window read in place, a border one packed
-    std::vector<Stmt> packed_k{k_loop(f32_kbody(BSrc::Panel))};
-    rename_loops(packed_k, "kk", "kq");
-    micro.push_back(make_if(lt(const_int(0), var("wi")), {k_loop(f32_kbody(BSrc::Window))}, std::move(packed_k)));
-  } else if (!direct) {
-    micro.push_back(k_loop(f32_kbody(prepacked ? BSrc::Prepacked : shared_b ? BSrc::Shared : BSrc::Panel)));
-  } else if (cols_whole) {
-    micro.push_back(k_loop(f32_kbody(BSrc::InPlace)));
-  } else {  // whole panels read B in place, the ragged last one its zero-padded copy
-    std::vector<Stmt> ragged{k_loop(f32_kbody(BSrc::RaggedPanel))};
-    rename_loops(ragged, "kk", "kq");
-    micro.push_back(make_if(le(add(mul(var("jr"), const_int(P.nr)), const_int(P.nr)), nc), {k_loop(f32_kbody(BSrc::InPlace))},
-                            std::move(ragged)));
+  // The f32 micro-kernel over `rows` rows of the A panel: zero, the k loop, the tile.
+  // With few rows the FMAs of one depth are too few chains to cover the FMA latency (1 row:
+  // NR/lanes accumulators, each waiting on the last), so a kernel of fewer than MR rows runs
+  // `split` depths per step into their own accumulators (at least 8 chains, within the MR x
+  // NR/lanes registers), a remainder loop for the last kc % split depths, then sums them.
+  auto f32_micro = [&](int rows) {
+    const int split = rows == P.mr ? 1 : std::max(1, std::min(P.mr / rows, static_cast<int>(ceil_div(int64_t(8), int64_t(rows) * NQ))));
+    std::vector<Stmt> out;
+    zero_acc(rows * split, out);
+    auto loops = [&](BSrc src) {
+      if (split == 1) return std::vector<Stmt>{k_loop(f32_kbody(src, rows))};
+      std::vector<Stmt> body;
+      for (int sp = 0; sp < split; ++sp)
+        for (Stmt& st : f32_kbody(src, rows, add(mul(kk, const_int(split)), const_int(sp)), sp * rows * NQ, "_" + std::to_string(sp)))
+          body.push_back(std::move(st));
+      Stmt main = make_for("kk", binary(Op::IDiv, kc, const_int(split)), std::move(body), "micro-kernel: k, " + std::to_string(split) + " depths a step");
+      main.reduces = {"acc"};
+      std::vector<Stmt> rest{make_for("kk", binary(Op::Mod, kc, const_int(split)),
+                                      f32_kbody(src, rows, add(mul(binary(Op::IDiv, kc, const_int(split)), const_int(split)), kk)),
+                                      "micro-kernel: the last depths")};
+      rest[0].reduces = {"acc"};
+      rename_loops(rest, "kk", "kt");
+      std::vector<Stmt> v{std::move(main), std::move(rest[0])};
+      for (int sp = 1; sp < split; ++sp)
+        for (int a = 0; a < rows * NQ; ++a)
+          v.push_back(make_local_store("acc", const_int(a), binary(Op::Add, local_load("acc", DType::F32, const_int(a), P.lanes),
+                                                                     local_load("acc", DType::F32, const_int(sp * rows * NQ + a), P.lanes))));
+      return v;
+    };
+    if (win_ && win_->in_place) {  // an interior panel of the window read in place, a border one packed
+      std::vector<Stmt> packed_k = loops(BSrc::Panel);
+      rename_loops(packed_k, "kk", "kq");
+      rename_loops(packed_k, "kt", "kqt");
+      out.push_back(make_if(lt(const_int(0), var("wi")), loops(BSrc::Window), std::move(packed_k)));
+    } else if (!direct) {
+      for (Stmt& st : loops(prepacked ? BSrc::Prepacked : shared_b ? BSrc::Shared : BSrc::Panel)) out.push_back(std::move(st));
+    } else if (cols_whole) {
+      for (Stmt& st : loops(BSrc::InPlace)) out.push_back(std::move(st));
+    } else {  // whole panels read B in place, the ragged last one its zero-padded copy
+      std::vector<Stmt> ragged = loops(BSrc::RaggedPanel);
+      rename_loops(ragged, "kk", "kq");
+      rename_loops(ragged, "kt", "kqt");
+      out.push_back(make_if(le(add(mul(var("jr"), const_int(P.nr)), const_int(P.nr)), nc), loops(BSrc::InPlace), std::move(ragged)));
+    }
+    store_tile(rows, out);
+    return out;
+  };
+  // The ragged panel: when M is no multiple of MR, one panel (the last of M: every MC block,
+  // M split and shared or prepacked panel starts at a multiple of MR) has M % MR rows. It
+  // runs a micro-kernel of that many rows instead of MR rows of zero padding (T = 128 tokens
+  // on MR 6: the 22nd panel of 2 rows did the work of 6; a single row, M = 1, did 6 times
+  // its work). The write-back reads only the panel's valid rows of the tile. Integer
+  // contractions (int8 groups of G k) the same.
+  // LATHE_MATMUL_RAGGED_ROWS=0 runs it with all MR rows (A/B runs).
+  static const bool ragged_kernel = [] {
+    const char* e = std::getenv("LATHE_MATMUL_RAGGED_ROWS");
+    return !(e && std::string(e) == "0");
+  }();
+  const int ragged_rows = ragged_kernel && !rows_whole && Ms.is_const() ? static_cast<int>(Ms.value() % P.mr) : 0;
+  auto int_micro = [&](int rows) {
+    std::vector<Stmt> out;
+    zero_acc(rows, out);
+    out.push_back(k_loop(int_kbody(rows)));
+    store_tile(rows, out);
+    return out;
+  };
+  if (G_ > 1 && ragged_rows == 0) {
+    for (Stmt& st : int_micro(P.mr)) micro.push_back(std::move(st));
+  } else if (G_ > 1) {
+    std::vector<Stmt> few = int_micro(ragged_rows);
+    for (Stmt& st : few) {
+      std::vector<Stmt> one{std::move(st)};
+      rename_loops(one, "kk", "km");
+      st = std::move(one[0]);
+    }
+    micro.push_back(make_if(le(add(mul(var("ir"), const_int(P.mr)), const_int(P.mr)), mc), int_micro(P.mr), std::move(few)));
+  } else if (ragged_rows == 0) {
+    for (Stmt& st : f32_micro(P.mr)) micro.push_back(std::move(st));
+  } else {
+    std::vector<Stmt> few = f32_micro(ragged_rows);
+    for (Stmt& st : few) {  // its own loop names (the full panel's k loop is kk)
+      std::vector<Stmt> one{std::move(st)};
+      rename_loops(one, "kk", "km");
+      rename_loops(one, "kq", "kqm");
+      rename_loops(one, "kt", "kmt");
+      rename_loops(one, "kqt", "kqmt");
+      st = std::move(one[0]);
+    }
+    micro.push_back(make_if(le(add(mul(var("ir"), const_int(P.mr)), const_int(P.mr)), mc), f32_micro(P.mr), std::move(few)));
   }
-  for (int a = 0; a < P.mr * NQ; ++a)
-    micro.push_back(make_local_store("tile", const_int(a * P.lanes), local_load("acc", acc_, const_int(a), P.lanes)));
 
   // write back: C (+)= tile; at the last K block the epilogue computes the kernel's root
   ExprRef mrow = add(mul(var("ir"), const_int(P.mr)), var("r"));

@@ -209,6 +209,62 @@ TEST(Contraction, EdgeTilesMatchInterpreter) {
   EXPECT_EQ(batch.run(), 0);
 }
 
+// The ragged A panel (M % MR rows, M no multiple of MR) runs a micro-kernel of only its rows
+// (M = 128 tokens on MR 6: 2 rows, not 6 of which 4 are zero padding). The loop IR has that
+// kernel's k loop with M % MR rows of accumulators; and against the interpreter: M = 1, 7,
+// 77, 128, 129, 131, a prime M over several MC blocks, M split over the threads (few
+// columns), batch 1 and 64, an epilogue (bias + GELU), B read in place (a 1x1 conv into 17
+// channels), a conv with 131 channels (A is the weights) and constant weights (prepacked A).
+TEST(Contraction, RaggedAPanelRunsOnlyItsRows) {
+  if (const char* e = std::getenv("LATHE_MATMUL_TILE"); e && *e) GTEST_SKIP() << "tile overridden by LATHE_MATMUL_TILE";
+  const loop::MatmulParams P = loop::host_matmul_params();
+  const int nq = P.nr / P.lanes;
+  test::DiffBatch batch;
+  for (int64_t m : {1, 7, 77, 128, 129, 131, 293}) {
+    Tensor x = input("x", {m, 300}), w = input("w", {300, 45}), b = input("b", {45});
+    Graph g = Graph::from_outputs({{"y", gelu(matmul(x, w) + b).node()}});
+    const int rows = static_cast<int>(m % P.mr);
+    Program prog = build_program(g);
+    if (rows != 0 && count_kind(prog, "matmul") > 0) {  // (M = 1 is a row of dot products, no GEMM)
+      std::string ir = test::loop_ir_of(prog);
+      // the ragged kernel: its own k loop, whose step updates the accumulators of A's `rows`
+      // rows (for each of the depths it takes a step), no more than the MR-row tile has
+      size_t km = ir.find("for km in ");
+      ASSERT_NE(km, std::string::npos) << "M=" << m << "\n" << ir;
+      size_t end = std::min(ir.find("micro-kernel: the last depths", km), ir.find("tile<", km));
+      ASSERT_NE(end, std::string::npos);
+      std::string body = ir.substr(km, end - km);
+      int broadcasts = 0;
+      for (size_t at = body.find("broadcast<"); at != std::string::npos; at = body.find("broadcast<", at + 1)) ++broadcasts;
+      // (one broadcast of a row's A per accumulator it updates: rows x NR/lanes a depth)
+      EXPECT_GT(broadcasts, 0) << "M=" << m << "\n" << body;
+      EXPECT_EQ(broadcasts % (rows * nq), 0) << "M=" << m << "\n" << body;
+      EXPECT_LE(broadcasts, P.mr * nq) << "M=" << m << ": accumulators within the tile's registers\n" << body;
+    }
+    batch.add("M=" + std::to_string(m) + " bias + gelu", g);
+  }
+  Tensor xs = input("x", {301, 97}), ws = input("w", {97, 16});
+  batch.add("M 301 split over the threads, 16 columns", Graph::from_outputs({{"y", matmul(xs, ws).node()}}));
+  Tensor x1 = input("x", {1, 1, 768}), w1 = input("w", {768, 131});
+  batch.add("one row (batch 1, T 1)", Graph::from_outputs({{"y", matmul(x1, w1).node()}}));
+  Tensor xb = input("x", {64, 13, 37}), wb = input("w", {37, 29});
+  batch.add("batch 64 of 13 rows", Graph::from_outputs({{"y", matmul(xb, wb).node()}}));
+  Tensor xq = input("x", {2, 12, 77, 64}), kq = input("k", {2, 12, 77, 64});
+  batch.add("attention scores, T 77", Graph::from_outputs({{"y", matmul(xq, transpose(kq, 2, 3)).node()}}));
+  Tensor xk = input("x", {7, 301}), wk = input("w", {301, 45});
+  batch.add("M 7, K 301 (a remainder of depths)", Graph::from_outputs({{"y", matmul(xk, wk).node()}}));
+  batch.add("1x1 conv into 17 channels (B in place)", conv_graph({1, 64, 16, 16, 17, 1, 1, {1, 1}, {0, 0}, {1, 1}, 1, false}));
+  batch.add("1x1 conv into 13 channels, 15x15 (B in place, ragged columns)", conv_graph({1, 67, 15, 15, 13, 1, 1, {1, 1}, {0, 0}, {1, 1}, 1, false}));
+  batch.add("conv 131 channels, stride 2, batch 2", conv_graph({2, 5, 19, 19, 131, 3, 3, {2, 2}, {1, 1}, {1, 1}, 1, false}));
+  HostTensor wt(DType::F32, {131, 13, 3, 3});
+  for (int64_t i = 0; i < wt.numel(); ++i) wt.set_f64(i, std::cos(0.37 * static_cast<double>(i)));
+  Conv2dOptions same;
+  same.padding = {1, 1};
+  Tensor xc = input("x", {1, 13, 14, 14});
+  batch.add("conv, constant weights (131 channels)", Graph::from_outputs({{"y", relu(conv2d(xc, from_host(wt), std::nullopt, same)).node()}}));
+  EXPECT_EQ(batch.run(), 0);
+}
+
 // The block sizes: they nest (MC a multiple of MR, NC of NR, KC of 8), stay within the
 // caps, cover the sizes, and give a multiple of the thread count of jobs where N allows.
 TEST(Contraction, BlockingNestsAndSplitsJobsEvenly) {

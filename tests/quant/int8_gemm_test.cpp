@@ -2,6 +2,7 @@
 // i32 sums) through the packed int8 GEMM, against the interpreter on the backend under test
 // (LATHE_TEST_BACKEND), at odd sizes, with full-range and saturating operands.
 #include <cstdint>
+#include <cstdlib>
 #include <tuple>
 
 #include "../backends/diff_util.h"
@@ -54,6 +55,28 @@ TEST(Int8Gemm, OddSizesMatchInterpreter) {
     Graph g = mm_graph(c.a, c.b, c.da, c.db);
     batch.add("matmul_integer " + std::to_string(seed), g,
               TensorMap{{"a", full_range(c.da, c.a, seed)}, {"b", full_range(c.db, c.b, seed + 100)}});
+    ++seed;
+  }
+  EXPECT_EQ(batch.run(), 0);
+}
+
+// The ragged A panel (M % MR rows) runs an integer micro-kernel of only its rows (its own
+// k loop, km), like the f32 one (contraction_test.cpp), against the interpreter.
+TEST(Int8Gemm, RaggedAPanelRunsOnlyItsRows) {
+  if (const char* e = std::getenv("LATHE_MATMUL_TILE"); e && *e) GTEST_SKIP() << "tile overridden by LATHE_MATMUL_TILE";
+  const int mr = loop::host_matmul_params().mr;
+  test::DiffBatch batch;
+  uint64_t seed = 7;
+  for (std::vector<int64_t> a : {std::vector<int64_t>{13, 77}, {128, 64}, {65, 129}, {2, 131, 9}}) {
+    std::vector<int64_t> b = a.size() == 3 ? std::vector<int64_t>{a[0], a[2], 17} : std::vector<int64_t>{a.back(), 33};
+    Graph g = mm_graph(a, b);
+    if (a[a.size() - 2] % mr != 0) {
+      Program p = build_program(g);
+      std::string ir = test::loop_ir_of(p);
+      EXPECT_NE(ir.find("for km in "), std::string::npos) << ir;
+    }
+    batch.add("ragged rows " + std::to_string(a[a.size() - 2]), g,
+              TensorMap{{"a", full_range(DType::U8, a, seed)}, {"b", full_range(DType::I8, b, seed + 100)}});
     ++seed;
   }
   EXPECT_EQ(batch.run(), 0);
