@@ -101,7 +101,7 @@ int run_tune(const std::vector<std::string>& args) {
   cli.add_option("--backend", backend, "c | llvm (default: " + default_backend() + ")");
   cli.add_option("--records", records, "records file to update (default: " + tune::default_records_path() + ")");
   cli.add_option("--trials", trials, "candidates measured per kernel (default 48)")->check(CLI::Range(1, 100000));
-  cli.add_option("--time-budget", budget, "seconds for the whole run, shared over the kernels; no batch starts that would end past it (default: none)")
+  cli.add_option("--time-budget", budget, "seconds for the whole run, shared over the kernels by their share of a run (the largest first); no batch starts that would end past it (default: none)")
       ->check(CLI::PositiveNumber);
   cli.add_option("--measure", measure, "time: run candidates on the backend; model: rank by the cost model alone (deterministic)")
       ->check(CLI::IsMember({"time", "model"}));

@@ -148,7 +148,44 @@ class InProgramLauncher : public KernelLauncher {
   const loop::LoopFunc& cand_f_;
 };
 
+// Times every launch of the heuristic's kernels (for the search's budget shares).
+class ClockLauncher : public KernelLauncher {
+ public:
+  ClockLauncher(KernelLauncher& base, int n) : base_(base), ms(n, 0) {}
+  void launch(int k, void* const* bufs, const int64_t* dims) override {
+    auto t0 = Clock::now();
+    base_.launch(k, bufs, dims);
+    ms.at(k) += std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+  }
+  KernelLauncher& base_;
+  std::vector<double> ms;  // this run's, per kernel
+};
+
 }  // namespace
+
+std::vector<double> BackendMeasurer::kernel_ms() {
+  const Program& p = exe_->program();
+  int n = p.num_kernels();
+  ClockLauncher cl(*base_, n);
+  std::shared_ptr<KernelLauncher> wrap(&cl, [](KernelLauncher*) {});
+  exe_->set_launcher(wrap);
+  std::vector<std::vector<double>> runs(n);
+  try {
+    for (int r = 0; r < 6; ++r) {
+      std::fill(cl.ms.begin(), cl.ms.end(), 0.0);
+      exe_->run(inputs_);
+      if (r > 0)
+        for (int k = 0; k < n; ++k) runs[k].push_back(cl.ms[k]);
+    }
+  } catch (...) {
+    exe_->set_launcher(base_);
+    throw;
+  }
+  exe_->set_launcher(base_);
+  std::vector<double> out;
+  for (auto& v : runs) out.push_back(robust_median(v));
+  return out;
+}
 
 std::vector<tune::Timing> BackendMeasurer::confirm(int kernel, const tune::Candidate& c) {
   const Program& p = exe_->program();

@@ -29,6 +29,8 @@ class BackendMeasurer : public tune::Measurer {
   // (alternating runs, one timed launch each; the other kernels run between them).
   std::vector<tune::Timing> confirm(int kernel, const tune::Candidate& c) override;
   int confirm_runs = 0;  // whole program runs the last confirm() made (for tests)
+  // Each kernel's median time over 5 runs of the heuristic program (after one warm-up).
+  std::vector<double> kernel_ms() override;
   // Throws the UserError the constructor would for a backend it cannot measure on (interp,
   // cuda, one not available here), before anything is compiled.
   static void check_backend(const std::string& backend);

@@ -147,6 +147,19 @@ int s_vectorize(lua_State* L) {
   });
 }
 
+// :peel(loop, width [, "masked"]): a vector body of whole `width`-lane vectors, then the tail
+int s_peel(lua_State* L) {
+  std::string l = loop_arg(L, 2, "peel");
+  int64_t width = check_int(L, 3, "width");
+  bool masked = false;
+  if (!lua_isnoneornil(L, 4)) {
+    std::string t = luaL_checkstring(L, 4);
+    if (t != "masked" && t != "scalar") raise(L, "peel " + l + ": the tail is \"scalar\" or \"masked\", got '" + t + "'");
+    masked = t == "masked";
+  }
+  return apply(L, [&](loop::LoopFunc& f) { loop::peel(f, l, width, masked); });
+}
+
 int s_unroll(lua_State* L) {
   std::string l = loop_arg(L, 2, "unroll");
   int64_t n = lua_isnoneornil(L, 3) ? 0 : check_int(L, 3, "factor");
@@ -274,6 +287,8 @@ const Function kMethods[] = {
     {"tile", s_tile, "k:tile(a, b, fa, fb)", "split a by fa and b by fb, then order a_o, b_o, a_i, b_i"},
     {"fuse", s_fuse, "k:fuse(outer, inner)", "merge two perfectly nested loops into one (outer_inner)"},
     {"vectorize", s_vectorize, "k:vectorize(loop [, width])", "SIMD across an innermost loop; with width: split by it, vectorize loop_i"},
+    {"peel", s_peel, "k:peel(loop, width [, \"masked\"])",
+     "vectorize loop as whole vectors of width lanes (no interleave), then the remainder: scalar, or one masked vector"},
     {"unroll", s_unroll, "k:unroll(loop [, n])", "unroll by n (0 or none: fully, constant extents up to 64)"},
     {"parallel", s_parallel, "k:parallel(loop)", "spread the loop's iterations over threads (refused for reductions and racing stores)"},
     {"rows", s_rows, "k:rows(loop [, block=256])",

@@ -385,6 +385,8 @@ void CEmitter::emit_for(const Stmt& s, int depth) {
   }
   if (s.annot.parallel && s.annot.vectorize) out_ << pad(depth) << "#pragma omp parallel for simd schedule(static)" << red << "\n";
   else if (s.annot.parallel) out_ << pad(depth) << "#pragma omp parallel for schedule(static)\n";
+  else if (s.annot.vectorize && s.annot.width > 0)  // peel: the width; GCC picks its own tail
+    out_ << pad(depth) << "#pragma omp simd simdlen(" << s.annot.width << ")" << red << "\n";
   else if (s.annot.vectorize) out_ << pad(depth) << "#pragma omp simd" << red << "\n";
   // GCC accepts no pragma between an OpenMP loop pragma and its loop (nor the other way
   // round): the unroll hint of a vectorized or parallel loop is left to the compiler

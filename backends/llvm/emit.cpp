@@ -701,6 +701,12 @@ class FunctionEmitter {
       ops.push_back(llvm::MDNode::get(ctx_, {llvm::MDString::get(ctx_, name), v}));
     };
     if (a.vectorize) flag("llvm.loop.vectorize.enable", llvm::ConstantAsMetadata::get(b_.getTrue()));
+    if (a.vectorize && a.width > 0) {  // peel: one vector of `width` lanes per step, no interleave
+      flag("llvm.loop.vectorize.width", llvm::ConstantAsMetadata::get(b_.getInt32(a.width)));
+      flag("llvm.loop.interleave.count", llvm::ConstantAsMetadata::get(b_.getInt32(1)));
+    }
+    if (a.vectorize && a.masked)  // the peeled tail: one masked vector (tail folding)
+      flag("llvm.loop.vectorize.predicate.enable", llvm::ConstantAsMetadata::get(b_.getTrue()));
     if (a.unroll > 1) flag("llvm.loop.unroll.count", llvm::ConstantAsMetadata::get(b_.getInt32(a.unroll)));
     if (ops.size() == 1) return;
     llvm::MDNode* md = llvm::MDNode::getDistinct(ctx_, ops);

@@ -108,6 +108,8 @@ struct LoopAnnot {
   bool parallel = false;   // iterations spread over threads
   bool vectorize = false;  // SIMD across iterations (omp simd / LLVM vectorizer hint)
   int unroll = 0;          // 0 = leave to the compiler; n > 1 = unroll hint by n
+  int width = 0;           // vectorized: SIMD width W, one vector per step (0 = compiler's choice; peel)
+  bool masked = false;     // vectorized: the last partial vector runs masked, no scalar remainder (peel)
 };
 
 struct Stmt {

@@ -88,7 +88,9 @@ void print_stmts(std::ostringstream& o, const std::vector<Stmt>& body, const Loo
       case StmtKind::For: {
         o << pad;
         if (s.annot.parallel) o << "parallel ";
-        if (s.annot.vectorize) o << "vectorized ";
+        if (s.annot.vectorize && s.annot.width)
+          o << "vectorized(" << s.annot.width << (s.annot.masked ? " masked" : "") << ") ";
+        else if (s.annot.vectorize) o << "vectorized ";
         if (s.annot.unroll) o << "unroll(" << s.annot.unroll << ") ";
         o << "for " << s.var << " in 0.." << print_expr(s.extent, &f);
         if (!s.reduces.empty()) {

@@ -227,6 +227,49 @@ void vectorize(LoopFunc& f, std::string name) {
   log(f, "vectorize " + name);
 }
 
+void peel(LoopFunc& f, std::string name, int64_t width, bool masked) {
+  std::string how = name + " by " + std::to_string(width) + (masked ? " masked" : "");
+  if (width < 2 || width > 64 || (width & (width - 1))) refuse("peel", how, "width must be a power of two from 2 to 64");
+  Found fd = must_find(f, "peel", name);
+  {
+    Stmt& loop = *fd.get();
+    if (contains_loop(loop.body)) refuse("peel", how, "it contains other loops; peel the innermost loop");
+    if (loop.annot.parallel) refuse("peel", how, "it is a parallel loop");
+  }
+  vectorize(f, name);  // its legality checks (logs a line: dropped below)
+  f.schedule_log.pop_back();
+  fd = must_find(f, "peel", name);
+  Stmt& loop = *fd.get();
+  loop.annot.width = static_cast<int>(width);
+  loop.annot.masked = false;
+  ExprRef main_extent, tail_extent;
+  if (is_const(loop.extent)) {
+    int64_t e = loop.extent->i;
+    main_extent = const_int(e - e % width);
+    tail_extent = const_int(e % width);
+  } else {
+    main_extent = mul(binary(Op::IDiv, loop.extent, const_int(width)), const_int(width));
+    tail_extent = binary(Op::Mod, loop.extent, const_int(width));
+  }
+  if (!is_const(tail_extent, 0)) {
+    std::string vt = fresh(f, name + "_t");
+    std::vector<Stmt> body = loop.body;
+    substitute(body, name, add(main_extent, var(vt)));
+    Stmt tail = make_for(vt, tail_extent, std::move(body), loop.note.empty() ? "tail" : loop.note + " (tail)");
+    tail.reduces = loop.reduces;
+    tail.reduce_op = loop.reduce_op;
+    tail.annot.vectorize = masked;
+    tail.annot.width = masked ? static_cast<int>(width) : 0;
+    tail.annot.masked = masked;
+    loop.extent = main_extent;
+    std::vector<Stmt>& parent = *fd.parent;
+    size_t at = fd.index + 1;
+    if (is_const(main_extent, 0)) parent.erase(parent.begin() + (long)fd.index), --at;
+    parent.insert(parent.begin() + (long)at, std::move(tail));
+  }
+  log(f, "peel " + how);
+}
+
 void unroll(LoopFunc& f, std::string name, int factor) {
   Found fd = must_find(f, "unroll", name);
   Stmt& loop = *fd.get();

@@ -24,6 +24,12 @@ void tile(LoopFunc& f, std::string a, std::string b, int64_t fa, int64_t fb);
 void fuse(LoopFunc& f, std::string outer, std::string inner);
 // SIMD across iterations of an innermost loop (reductions become SIMD reductions)
 void vectorize(LoopFunc& f, std::string loop);
+// Vector body + tail of an innermost loop: for v in 0..E  →  vectorized(W) for v in 0..E/W*W:
+// body; for v_t in 0..E%W: body[v := E/W*W + v_t]. The body runs whole vectors of `width`
+// lanes, one per step (no compiler interleave that leaves a scalar remainder of up to
+// 4W-1: a softmax row of 77 ran 13 of 77 scalar); the tail runs scalar, or with `masked`
+// as one masked vector. A constant E that W divides keeps one loop (the width hint only).
+void peel(LoopFunc& f, std::string loop, int64_t width, bool masked = false);
 // unroll hint: factor 0 = fully (constant extent ≤ 64)
 void unroll(LoopFunc& f, std::string loop, int factor = 0);
 // spread iterations over threads; refused for reductions and racing stores

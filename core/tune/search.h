@@ -52,6 +52,11 @@ class Measurer {
   virtual std::vector<Timing> confirm(int kernel, const Candidate& c) { return measure_each(kernel, {c}); }
   // "time", or "model" when the times are the cost model's estimates (--measure model).
   virtual std::string kind() const { return "time"; }
+  // The heuristic program's time per run in each kernel (ms, one per kernel of the program):
+  // the search tunes the kernels that take most of a run first and shares a time budget by
+  // that share (a kernel that repeats counts every time it runs). Empty (the default):
+  // unknown, the program's order and equal shares.
+  virtual std::vector<double> kernel_ms() { return {}; }
 };
 
 // --measure model as a Measurer: each candidate's analytic estimate (model.h) on `machine`,

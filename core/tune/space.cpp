@@ -187,6 +187,11 @@ void apply_line(loop::LoopFunc& f, const std::string& line) {
   } else if (op == "vectorize") {
     need(2, "vectorize LOOP");
     loop::vectorize(f, w[1]);
+  } else if (op == "peel") {
+    need(4, "peel LOOP by WIDTH [masked]");
+    if (w.size() > 5 || (w.size() == 5 && w[4] != "masked"))
+      throw UserError("schedule line '" + line + "': expected 'peel LOOP by WIDTH [masked]'");
+    loop::peel(f, w[1], to_int(w[3], line), w.size() == 5);
   } else if (op == "unroll") {
     need(4, "unroll LOOP by N");
     loop::unroll(f, w[1], static_cast<int>(to_int(w[3], line)));
@@ -201,7 +206,7 @@ void apply_line(loop::LoopFunc& f, const std::string& line) {
     loop::cache(f, w[3], w[1]);
   } else {
     throw UserError("schedule line '" + line + "': unknown primitive '" + op +
-                    "' (split reorder tile fuse vectorize unroll parallel reduce_rows cache; matmul first)");
+                    "' (split reorder tile fuse vectorize peel unroll parallel reduce_rows cache; matmul first)");
   }
 }
 
@@ -291,6 +296,15 @@ Space make_space(const KernelGraph& kg, int kernel, const Machine& m) {
   s.knobs.push_back({"tile", {0, 8, 16, 32, 64}});                    // square tile of the innermost two output loops
   s.knobs.push_back({"parallel", {1, 0}});                            // parallel outermost loop
   s.knobs.push_back({"vectorize", {1, 0, 8, 16, 32, 64, 256}});       // 1: innermost loops; w: split by w first
+  // peel the vectorized innermost loops whose extent the vector width does not divide: whole
+  // vectors of W lanes then a scalar tail (W), or one masked vector (-W); 0: the compiler's
+  // interleaved loop (its scalar remainder can be most of a short row: 13 of 77)
+  {
+    loop::LoopFunc plain = loop::lower_kernel(kg, kernel, /*plain=*/true);
+    bool odd = false;
+    for (auto& l : leaves(plain)) odd |= l.extent < 0 || l.extent % m.lanes != 0 || l.extent < 4 * m.lanes;
+    if (odd && !loop::is_packed_matmul(plain)) s.knobs.push_back({"peel", {0, m.lanes, -m.lanes, 2 * m.lanes}});
+  }
   s.knobs.push_back({"unroll", {0, 2, 4, 8}});                        // unroll hint on the innermost loops
   return s;
 }
@@ -382,6 +396,13 @@ Built build(const KernelGraph& kg, int kernel, const Space& s, const Point& p) {
       } else if (attempt(f, [&] { loop::vectorize(f, l.var); })) {
         inner.push_back(l.var);
       }
+    }
+  }
+  if (int64_t w = val("peel", 0); w != 0) {
+    for (auto& l : inner) {
+      int64_t e = extent_of(f, l);
+      if (e >= 0 && e % std::abs(w) == 0 && e >= 4 * std::abs(w)) continue;  // whole interleaved vectors
+      attempt(f, [&] { loop::peel(f, l, std::abs(w), w < 0); });
     }
   }
   if (int64_t u = val("unroll", 0); u > 0) {
