@@ -446,6 +446,56 @@ TEST(Contraction, SwappedSidesMatchInterpreter) {
   EXPECT_EQ(batch.run(), 0);
 }
 
+// A swapped layer writes its output columns (channels) a stride apart: the partial sums of
+// the K blocks before the last stay in the job's tile scratch ("sums in tiles"), and only the
+// last block writes the output, through the epilogue. Several K blocks (K > KC = 256: 3x3
+// over 37..61 channels, 1x1 over 300), prime channel counts, stride 2, batch 1, 2 and 64, no
+// epilogue, bias + relu and a residual, input and constant weights, against the interpreter.
+TEST(Contraction, SwappedLayersKeepPartialSumsInTiles) {
+  Conv2dOptions same;
+  same.padding = {1, 1};
+  Conv2dOptions s2 = same;
+  s2.stride = {2, 2};
+  if (loop::host_matmul_params().nr == 16) {
+    Program p = build_program(conv_graph({1, 61, 7, 7, 131, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, true}));
+    std::string ir = test::loop_ir_of(p);
+    EXPECT_NE(ir.find("(B^T)"), std::string::npos) << ir;
+    EXPECT_NE(ir.find("sums in tiles"), std::string::npos) << ir;
+    setenv("LATHE_MATMUL_TILE_SUMS", "0", 1);
+    std::string off = test::loop_ir_of(build_program(conv_graph({1, 61, 7, 7, 131, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, true})));
+    unsetenv("LATHE_MATMUL_TILE_SUMS");
+    EXPECT_EQ(off.find("sums in tiles"), std::string::npos) << off;
+    // one K block (K <= 256): nothing to keep between blocks
+    std::string one = test::loop_ir_of(build_program(conv_graph({1, 23, 7, 7, 130, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, true})));
+    EXPECT_EQ(one.find("sums in tiles"), std::string::npos) << one;
+  }
+  test::DiffBatch batch;
+  // {n, c, h, w, k, r, stride 2, constant weights}
+  for (auto [n, c, h, wd, k, r, st, cw] : std::vector<std::array<int64_t, 8>>{{1, 61, 7, 7, 131, 3, 0, 0},
+                                                                             {1, 37, 7, 7, 97, 3, 0, 1},
+                                                                             {1, 300, 7, 7, 67, 1, 0, 1},
+                                                                             {2, 41, 5, 3, 53, 3, 0, 0},
+                                                                             {1, 59, 13, 13, 101, 3, 1, 1},
+                                                                             {64, 37, 2, 2, 19, 3, 0, 0}}) {
+    Tensor x = input("x", {n, c, h, wd}), b = input("b", {k});
+    Tensor w = input("w", {k, c, r, r});
+    if (cw) {
+      HostTensor t(DType::F32, {k, c, r, r});
+      for (int64_t i = 0; i < t.numel(); ++i) t.set_f64(i, std::sin(0.37 * static_cast<double>(i)) / 8);
+      w = from_host(t);
+    }
+    Tensor res = input("res", {n, k, st ? (h + 1) / 2 : h, st ? (wd + 1) / 2 : wd});
+    std::string label = "tile sums n" + std::to_string(n) + " c" + std::to_string(c) + " " + std::to_string(h) + "x" +
+                        std::to_string(wd) + " k" + std::to_string(k) + " " + std::to_string(r) + "x" + std::to_string(r) +
+                        (st ? " stride 2" : "") + (cw ? " const w" : "");
+    Conv2dOptions o = r == 3 ? (st ? s2 : same) : Conv2dOptions{};
+    batch.add(label, Graph::from_outputs({{"y", conv2d(x, w, std::nullopt, o).node()}}));
+    batch.add(label + " + bias + relu", Graph::from_outputs({{"y", relu(conv2d(x, w, b, o)).node()}}));
+    batch.add(label + " + residual", Graph::from_outputs({{"y", (conv2d(x, w, std::nullopt, o) + res).node()}}));
+  }
+  EXPECT_EQ(batch.run(), 0);
+}
+
 // Rows of at least NR positions: an interior panel inside the padding is one fixed NR-wide
 // copy (no zeroing, no variable-length loop); panels at a row's ends or across two rows
 // take the general path. Both against the interpreter.
