@@ -496,6 +496,49 @@ TEST(Contraction, SwappedLayersKeepPartialSumsInTiles) {
   EXPECT_EQ(batch.run(), 0);
 }
 
+// The row tile fits M: MR - 1 where that pads at least 5% fewer rows (a swapped 7 x 7 layer's
+// 49 positions: 50 rows on MR 5, not 54 on MR 6), for f32 kernels that pack A per run; a
+// prepacked A (a 14 x 14 layer's weights) and M = 128 (132 vs 130 rows) keep MR. Against
+// the interpreter: 49, 25 and 15 positions, 7 and 19 matmul rows, batch 1, 2 and 64.
+TEST(Contraction, RowTileFitsFewRows) {
+  const loop::MatmulParams P = loop::host_matmul_params();
+  auto mr_of = [&](const Graph& g) {
+    Program p = build_program(g);
+    for (auto& f : p.funcs)
+      for (auto& l : f.schedule_log)
+        if (auto at = l.find("matmul: MR="); at != std::string::npos) return std::stoi(l.substr(at + 11));
+    return 0;
+  };
+  Conv2dOptions same;
+  same.padding = {1, 1};
+  if (P.mr == 6 && P.nr == 16) {
+    EXPECT_EQ(mr_of(conv_graph({1, 61, 7, 7, 131, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, true})), 5);
+    EXPECT_EQ(mr_of(conv_graph({1, 37, 14, 14, 256, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, true})), 6);
+    Tensor x = input("x", {128, 37}), w = input("w", {37, 29});
+    EXPECT_EQ(mr_of(Graph::from_outputs({{"y", matmul(x, w).node()}})), 6);
+    Tensor x7 = input("x", {7, 37});
+    EXPECT_EQ(mr_of(Graph::from_outputs({{"y", matmul(x7, w).node()}})), 5);
+    setenv("LATHE_MATMUL_FIT_ROWS", "0", 1);
+    EXPECT_EQ(mr_of(conv_graph({1, 61, 7, 7, 131, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, true})), 6);
+    unsetenv("LATHE_MATMUL_FIT_ROWS");
+  }
+  test::DiffBatch batch;
+  for (const ConvCase& c : std::vector<ConvCase>{{1, 61, 7, 7, 131, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, true},
+                                                 {1, 300, 7, 7, 67, 1, 1, {1, 1}, {0, 0}, {1, 1}, 1, false},
+                                                 {1, 43, 5, 5, 97, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, true},
+                                                 {2, 29, 5, 3, 53, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, true},
+                                                 {1, 59, 13, 13, 101, 3, 3, {2, 2}, {1, 1}, {1, 1}, 1, true}})
+    batch.add("fit rows conv " + std::to_string(c.n) + "x" + std::to_string(c.c) + "x" + std::to_string(c.h) + "x" +
+                  std::to_string(c.w) + " k" + std::to_string(c.k),
+              conv_graph(c), 7, 2);  // sums of 300-549 products (a 0.0135 output off by 1.15e-5 vs 1.13e-5 allowed)
+  for (auto [b, m, k, n] : std::vector<std::array<int64_t, 4>>{{1, 7, 37, 29}, {1, 19, 300, 131}, {64, 7, 41, 17}, {2, 49, 13, 97}}) {
+    Tensor x = input("x", {b, m, k}), w = input("w", {k, n}), bias = input("bias", {n});
+    batch.add("fit rows matmul " + std::to_string(b) + "x" + std::to_string(m) + "x" + std::to_string(k) + "x" + std::to_string(n),
+              Graph::from_outputs({{"y", relu(matmul(x, w) + bias).node()}}));
+  }
+  EXPECT_EQ(batch.run(), 0);
+}
+
 // Rows of at least NR positions: an interior panel inside the padding is one fixed NR-wide
 // copy (no zeroing, no variable-length loop); panels at a row's ends or across two rows
 // take the general path. Both against the interpreter.
