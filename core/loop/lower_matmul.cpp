@@ -745,7 +745,9 @@ LoopFunc MatmulLowering::run() {
   if (G_ == 1 && !narrow && Ms.is_const() && Ks.is_const() && ceil_div(Ks.value(), kc_blk_) > 1) {
     std::optional<SymInt> cstride = collapsed(caff, mm_.n_axes);
     const char* e = std::getenv("LATHE_MATMUL_TILE_SUMS");
-    tile_sums = !(cstride && *cstride == SymInt(1)) && !(e && std::string(e) == "0");
+    // (columns through a table, a group such as batch x positions, are runs of contiguous
+    // columns: their write-back is whole vectors already)
+    tile_sums = cstride && *cstride != SymInt(1) && !(e && std::string(e) == "0");
   }
   if (tile_sums) {
     const int64_t msz_max = msplit == 1 ? Ms.value() : round_up(ceil_div(Ms.value(), msplit), P.mr);
