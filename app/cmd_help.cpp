@@ -57,6 +57,8 @@ const char* kEnvironment =
     "                           evicts them from the page cache, so the next start reads them from disk)\n"
     "  LATHE_MATMUL_SHARED_PACK=0  GEMM jobs that split M (or a conv's N) each pack the whole shared side\n"
     "                           again, instead of one parallel pack step for all of them (A/B comparisons)\n"
+    "  LATHE_MATMUL_TILE_SUMS=0  outputs with strided columns (swapped late convs) add each K block's sums into the output\n"
+    "  LATHE_MATMUL_FIT_ROWS=0  keep the host's MR where MR - 1 would pad M by fewer rows\n"
     "  LATHE_DEPTHWISE=0        depthwise convolutions take the generic reduction, not the direct nest\n"
     "  LATHE_RNN=unrolled       ONNX LSTM / GRU / RNN import as the unrolled step-by-step graph, not one\n"
     "                           Extern rnn kernel per direction that loops over the steps (A/B comparisons)\n"
