@@ -61,6 +61,8 @@ const char* kEnvironment =
     "                           place; guarded = every panel packed with per-k bounds (A/B comparisons)\n"
     "  LATHE_MATMUL_RAGGED_ROWS=0  a GEMM's last A panel of M % MR rows runs the full MR-row micro-kernel\n"
     "                           on zero padding, not one of its rows only (A/B comparisons)\n"
+    "  LATHE_MATMUL_TILE_SUMS=0  outputs with strided columns (swapped late convs) add each K block's sums into the output\n"
+    "  LATHE_MATMUL_FIT_ROWS=0  keep the host's MR where MR - 1 would pad M by fewer rows\n"
     "  LATHE_DEPTHWISE=0        depthwise convolutions take the generic reduction, not the direct nest\n"
     "  LATHE_RNN=unrolled       ONNX LSTM / GRU / RNN import as the unrolled step-by-step graph, not one\n"
     "                           Extern rnn kernel per direction that loops over the steps (A/B comparisons)\n"

@@ -50,6 +50,11 @@ MatmulBlocking matmul_blocking(int64_t m, int64_t n, int64_t k, int64_t batch, i
 // 32 accumulators on every k); 6 × 8 on SSE. LATHE_MATMUL_TILE=MRxNRxLANES
 // overrides (A/B comparisons).
 MatmulParams host_matmul_params();
+// P with its row tile fitted to one kernel's M: MR one less where that pads M by at least 5%
+// fewer rows (a 7 x 7 layer's 49 positions, swapped to the rows: 50 on MR 5, not 54 on MR 6:
+// the last panel of one row did a whole panel's FMAs), for f32 kernels whose A is packed per
+// run and where MR - 1 rows still keep 8 accumulators. LATHE_MATMUL_FIT_ROWS=0 keeps P.
+MatmulParams fit_matmul_rows(const KernelGraph& kg, int kernel, MatmulParams P);
 // How the int8 GEMM (u8/i8 operands, i32 sums) groups k: 4 (u8 × i8 bytes, vpdpbusd) on
 // hosts with AVX-512 VNNI or AVX-VNNI, else 2 (both widened to i16 when packed, vpmaddwd:
 // exact, where vpmaddubsw's i16 pair sums would saturate). LATHE_INT8_DOT=vnni|i16 overrides

@@ -754,6 +754,32 @@ LoopFunc MatmulLowering::run() {
   };
   Stmt packa = shared_a ? Stmt{} : make_packa(A);
   // micro-kernel
+  ExprRef last_pc = sub(ceil_div(K, kc_blk_), const_int(1));
+  // Output columns a stride apart (a late convolution layer with its sides swapped: the
+  // positions are the rows, the channels the columns, 49 floats apart at 7 x 7): the write-back
+  // of every K block gathered and scattered each tile element alone (8 inserts and 8 extracts
+  // a vector, ~200 instructions a tile: 18 K blocks of a 512-channel 3x3). Instead the partial
+  // sums of the K blocks before the last stay in a scratch of this job's tiles, in the
+  // registers' layout (MR x NR contiguous: whole-vector loads and stores), the accumulators
+  // start from it, and only the last K block writes the output, once, through the epilogue.
+  // f32, static M and K, more than one K block. LATHE_MATMUL_TILE_SUMS=0 turns it off (A/B).
+  const bool narrow = epilogue && kg_.buffers[k_.output].dtype != acc_;
+  bool tile_sums = false;
+  if (G_ == 1 && !narrow && Ms.is_const() && Ks.is_const() && ceil_div(Ks.value(), kc_blk_) > 1) {
+    std::optional<SymInt> cstride = collapsed(caff, mm_.n_axes);
+    const char* e = std::getenv("LATHE_MATMUL_TILE_SUMS");
+    // (columns through a table, a group such as batch x positions, are runs of contiguous
+    // columns: their write-back is whole vectors already)
+    tile_sums = cstride && *cstride != SymInt(1) && !(e && std::string(e) == "0");
+  }
+  ExprRef tbase;  // this tile's place in Ct: MR-row panel (m0 - ms0) / MR + ir of the job, NR panel jr
+  if (tile_sums) {
+    const int64_t msz_max = msplit == 1 ? Ms.value() : round_up(ceil_div(Ms.value(), msplit), P.mr);
+    allocs.push_back(make_alloc("Ct", DType::F32, 1, round_up(msz_max, P.mr) * nc_blk));
+    tbase = mul(add(mul(add(binary(Op::IDiv, sub(m0, var("ms0")), const_int(P.mr)), var("ir")), const_int(nc_blk / P.nr)),
+                    var("jr")),
+                const_int((int64_t)P.mr * P.nr));
+  }
   std::vector<Stmt> micro;
   micro.push_back(make_alloc("acc", acc_, P.lanes, (int64_t)P.mr * NQ, /*registers=*/true));
   auto zero_acc = [&](int rows, std::vector<Stmt>& out) {
@@ -763,6 +789,23 @@ LoopFunc MatmulLowering::run() {
   auto store_tile = [&](int rows, std::vector<Stmt>& out) {
     for (int a = 0; a < rows * NQ; ++a)
       out.push_back(make_local_store("tile", const_int(a * P.lanes), local_load("acc", acc_, const_int(a), P.lanes)));
+  };
+  // tile sums (above): from the second K block on the accumulators resume the sums kept in
+  // Ct; every K block but the last keeps them there, the last one hands them to the tile
+  auto resume_sums = [&](int rows, std::vector<Stmt>& out) {
+    if (!tile_sums) return;
+    std::vector<Stmt> resume;
+    for (int a = 0; a < rows * NQ; ++a)
+      resume.push_back(make_local_store("acc", const_int(a), local_load("Ct", DType::F32, add(tbase, const_int(a * P.lanes)), P.lanes)));
+    out.push_back(make_if(lt(const_int(0), var("pc")), std::move(resume)));
+  };
+  auto finish_tile = [&](int rows, std::vector<Stmt>& out) {
+    if (!tile_sums) return store_tile(rows, out);
+    std::vector<Stmt> keep, last;
+    for (int a = 0; a < rows * NQ; ++a)
+      keep.push_back(make_local_store("Ct", add(tbase, const_int(a * P.lanes)), local_load("acc", acc_, const_int(a), P.lanes)));
+    store_tile(rows, last);
+    out.push_back(make_if(lt(var("pc"), last_pc), std::move(keep), std::move(last)));
   };
   // integer: one group of G k per step over `rows` rows of the A panel
   auto int_kbody = [&](int rows) {
@@ -846,6 +889,7 @@ LoopFunc MatmulLowering::run() {
     const int split = rows == P.mr ? 1 : std::max(1, std::min(P.mr / rows, static_cast<int>(ceil_div(int64_t(8), int64_t(rows) * NQ))));
     std::vector<Stmt> out;
     zero_acc(rows * split, out);
+    resume_sums(rows, out);
     auto loops = [&](BSrc src) {
       if (split == 1) return std::vector<Stmt>{k_loop(f32_kbody(src, rows))};
       std::vector<Stmt> body;
@@ -881,7 +925,7 @@ LoopFunc MatmulLowering::run() {
       rename_loops(ragged, "kt", "kqt");
       out.push_back(make_if(le(add(mul(var("jr"), const_int(P.nr)), const_int(P.nr)), nc), loops(BSrc::InPlace), std::move(ragged)));
     }
-    store_tile(rows, out);
+    finish_tile(rows, out);
     return out;
   };
   // The ragged panel: when M is no multiple of MR, one panel (the last of M: every MC block,
@@ -931,12 +975,10 @@ LoopFunc MatmulLowering::run() {
   // write back: C (+)= tile; at the last K block the epilogue computes the kernel's root
   ExprRef mrow = add(mul(var("ir"), const_int(P.mr)), var("r"));
   ExprRef ncol = add(mul(var("jr"), const_int(P.nr)), var("c"));
-  ExprRef last_pc = sub(ceil_div(K, kc_blk_), const_int(1));
   // A root narrower than the sum (an int8 contraction requantized to u8 in its write-back):
   // the partial sums of the K blocks before the last go to a scratch of this job's msz × nc
   // outputs (static sizes: fusable_epilogue), the last block's sum straight through the
   // epilogue into the output. With one K block there is no scratch and no condition.
-  const bool narrow = epilogue && kg_.buffers[k_.output].dtype != acc_;
   int64_t kblocks = 0;
   if (narrow) {
     LATHE_CHECK(Ks.is_const() && Ms.is_const(), "matmul epilogue of another dtype with symbolic sizes");
@@ -950,7 +992,8 @@ LoopFunc MatmulLowering::run() {
     ExprRef tv = local_load("tile", acc_, add(mul(var("r"), const_int(P.nr)), var("c")));
     ExprRef saddr = add(mul(add(sub(m0, var("ms0")), mrow), const_int(nc_blk)), ncol);  // narrow: the scratch
     ExprRef prev = narrow ? (kblocks > 1 ? select(lt(const_int(0), var("pc")), local_load("Cs", acc_, saddr), const_of(0, acc_)) : nullptr)
-                          : select(lt(const_int(0), var("pc")), load(pout, acc_, caddr), const_of(0, acc_));
+                   : tile_sums ? nullptr  // the tile holds the whole sum (written at the last K block only)
+                               : select(lt(const_int(0), var("pc")), load(pout, acc_, caddr), const_of(0, acc_));
     ExprRef sum = prev ? binary(Op::Add, prev, tv) : tv;
     // a full tile writes without per-element conditions (plain vector loads and stores)
     ExprRef full = logical_and(le(add(mul(var("ir"), const_int(P.mr)), const_int(P.mr)), mc),
@@ -971,7 +1014,7 @@ LoopFunc MatmulLowering::run() {
       return make_if(full, {rows}, {make_for("r", rows_left, {edge}, "write back: row (edge)")});
     };
     Stmt plain = narrow ? loops({make_local_store("Cs", saddr, sum)}) : loops({make_store(pout, caddr, sum)});
-    if (!epilogue) return plain;
+    if (!epilogue) return tile_sums ? make_if(le(last_pc, var("pc")), {plain}) : plain;
     std::vector<ExprRef> ridx(R->shape.size(), const_int(0));
     auto mco = group_coords(mm_.m_axes, s_, add(m0, mrow)), nco = group_coords(mm_.n_axes, s_, add(n0, ncol));
     for (auto* co : {&mco, &nco, &batch_})
@@ -982,6 +1025,7 @@ LoopFunc MatmulLowering::run() {
     ++variants;
     body.push_back(make_store(pout, caddr, v));
     if (narrow && kblocks == 1) return loops(std::move(body));
+    if (tile_sums) return make_if(le(last_pc, var("pc")), {loops(std::move(body))});
     return make_if(lt(var("pc"), last_pc), {plain}, {loops(std::move(body))});
   };
   if (ccol.table.empty()) {
@@ -1055,6 +1099,7 @@ LoopFunc MatmulLowering::run() {
                             std::to_string(kc_blk_) + " MC=" + std::to_string(mc_blk_) + " NC=" + std::to_string(nc_blk) +
                             " msplit=" + std::to_string(msplit) + (epilogue ? narrow ? " +epilogue(" + std::string(dtype_name(kg_.buffers[k_.output].dtype)) + ")" : " +epilogue" : "") +
                             (prepacked ? " B prepacked" : "") + (shared_b ? " B packed once" : "") + (shared_a ? " A packed once" : "") + (prepacked_a ? " A prepacked" : "") + (direct ? " B in place" : "") + (win_ ? win_->in_place ? " B interior in place" : " B interior copied whole" : "") +
+                            (tile_sums ? " sums in tiles" : "") +
                             (tables_ ? " gather(" + std::to_string(tables_) + " tables)" : ""));
   // K == 0: the loops above write nothing; zero the output first (never with an epilogue)
   if (!(Ks.is_const() && Ks.value() > 0)) {

@@ -9,6 +9,7 @@
 
 #include "core/ir/diag.h"
 #include "core/loop/lower.h"
+#include "core/loop/prepack.h"
 
 namespace lathe::loop {
 
@@ -85,6 +86,34 @@ MatmulParams host_matmul_params() {
     return p;
   }();
   return params;
+}
+
+MatmulParams fit_matmul_rows(const KernelGraph& kg, int kernel, MatmulParams P) {
+  if (const char* e = std::getenv("LATHE_MATMUL_TILE"); e && *e) return P;  // an explicit tile stays
+  if (const char* e = std::getenv("LATHE_MATMUL_FIT_ROWS"); e && std::string(e) == "0") return P;
+  const Kernel& k = kg.kernels.at(kernel);
+  const int mr = P.mr - 1;
+  // f32 only (the int8 kernels' panels are sized for MR), A packed per run (prepacked A
+  // panels are MR tall), and enough accumulators to cover the FMA latency (2 pipes x 4
+  // cycles: 8 independent sums)
+  if (k.kind != "matmul" || mr * (P.nr / P.lanes) < 8 || packed_a_buffer(kg, k) >= 0) return P;
+  auto mm = match_matmul(k.matmul ? k.matmul : k.root);
+  if (!mm || mm->reduce->dtype != DType::F32) return P;
+  const bool swapped = orient_matmul(*mm, P);
+  int64_t m = 1;
+  for (int d : mm->m_axes) {
+    if (!mm->mul->shape[d].is_const()) return P;
+    m *= mm->mul->shape[d].value();
+  }
+  // at least 5% fewer padded rows (49 positions: 50 rows on MR 5, not 54 on MR 6)
+  if (round_up(m, mr) * 100 > round_up(m, P.mr) * 95) return P;
+  MatmulParams fit = P;
+  fit.mr = mr;
+  fit.mc = std::max(1, P.mc / mr) * mr;
+  // the sides must stay where the weights were packed for (orient_matmul weighs the padding)
+  auto again = match_matmul(k.matmul ? k.matmul : k.root);
+  if (orient_matmul(*again, fit) != swapped) return P;
+  return fit;
 }
 
 int host_int8_dot_group() {

@@ -505,6 +505,99 @@ TEST(Contraction, SwappedSidesMatchInterpreter) {
   EXPECT_EQ(batch.run(), 0);
 }
 
+// A swapped layer writes its output columns (channels) a stride apart: the partial sums of
+// the K blocks before the last stay in the job's tile scratch ("sums in tiles"), and only the
+// last block writes the output, through the epilogue. Several K blocks (K > KC = 256: 3x3
+// over 37..61 channels, 1x1 over 300), prime channel counts, stride 2, batch 1, 2 and 64, no
+// epilogue, bias + relu and a residual, input and constant weights, against the interpreter.
+TEST(Contraction, SwappedLayersKeepPartialSumsInTiles) {
+  Conv2dOptions same;
+  same.padding = {1, 1};
+  Conv2dOptions s2 = same;
+  s2.stride = {2, 2};
+  if (loop::host_matmul_params().nr == 16) {
+    Program p = build_program(conv_graph({1, 61, 7, 7, 131, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, true}));
+    std::string ir = test::loop_ir_of(p);
+    EXPECT_NE(ir.find("(B^T)"), std::string::npos) << ir;
+    EXPECT_NE(ir.find("sums in tiles"), std::string::npos) << ir;
+    setenv("LATHE_MATMUL_TILE_SUMS", "0", 1);
+    std::string off = test::loop_ir_of(build_program(conv_graph({1, 61, 7, 7, 131, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, true})));
+    unsetenv("LATHE_MATMUL_TILE_SUMS");
+    EXPECT_EQ(off.find("sums in tiles"), std::string::npos) << off;
+    // one K block (K <= 256): nothing to keep between blocks
+    std::string one = test::loop_ir_of(build_program(conv_graph({1, 23, 7, 7, 130, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, true})));
+    EXPECT_EQ(one.find("sums in tiles"), std::string::npos) << one;
+  }
+  test::DiffBatch batch;
+  // {n, c, h, w, k, r, stride 2, constant weights}
+  for (auto [n, c, h, wd, k, r, st, cw] : std::vector<std::array<int64_t, 8>>{{1, 61, 7, 7, 131, 3, 0, 0},
+                                                                             {1, 37, 7, 7, 97, 3, 0, 1},
+                                                                             {1, 300, 7, 7, 67, 1, 0, 1},
+                                                                             {2, 41, 5, 3, 53, 3, 0, 0},
+                                                                             {1, 59, 13, 13, 101, 3, 1, 1},
+                                                                             {64, 37, 2, 2, 19, 3, 0, 0}}) {
+    Tensor x = input("x", {n, c, h, wd}), b = input("b", {k});
+    Tensor w = input("w", {k, c, r, r});
+    if (cw) {
+      HostTensor t(DType::F32, {k, c, r, r});
+      for (int64_t i = 0; i < t.numel(); ++i) t.set_f64(i, std::sin(0.37 * static_cast<double>(i)) / 8);
+      w = from_host(t);
+    }
+    Tensor res = input("res", {n, k, st ? (h + 1) / 2 : h, st ? (wd + 1) / 2 : wd});
+    std::string label = "tile sums n" + std::to_string(n) + " c" + std::to_string(c) + " " + std::to_string(h) + "x" +
+                        std::to_string(wd) + " k" + std::to_string(k) + " " + std::to_string(r) + "x" + std::to_string(r) +
+                        (st ? " stride 2" : "") + (cw ? " const w" : "");
+    Conv2dOptions o = r == 3 ? (st ? s2 : same) : Conv2dOptions{};
+    batch.add(label, Graph::from_outputs({{"y", conv2d(x, w, std::nullopt, o).node()}}));
+    batch.add(label + " + bias + relu", Graph::from_outputs({{"y", relu(conv2d(x, w, b, o)).node()}}));
+    batch.add(label + " + residual", Graph::from_outputs({{"y", (conv2d(x, w, std::nullopt, o) + res).node()}}));
+  }
+  EXPECT_EQ(batch.run(), 0);
+}
+
+// The row tile fits M: MR - 1 where that pads at least 5% fewer rows (a swapped 7 x 7 layer's
+// 49 positions: 50 rows on MR 5, not 54 on MR 6), for f32 kernels that pack A per run; a
+// prepacked A (a 14 x 14 layer's weights) and M = 128 (132 vs 130 rows) keep MR. Against
+// the interpreter: 49, 25 and 15 positions, 7 and 19 matmul rows, batch 1, 2 and 64.
+TEST(Contraction, RowTileFitsFewRows) {
+  const loop::MatmulParams P = loop::host_matmul_params();
+  auto mr_of = [&](const Graph& g) {
+    Program p = build_program(g);
+    for (auto& f : p.funcs)
+      for (auto& l : f.schedule_log)
+        if (auto at = l.find("matmul: MR="); at != std::string::npos) return std::stoi(l.substr(at + 11));
+    return 0;
+  };
+  Conv2dOptions same;
+  same.padding = {1, 1};
+  if (P.mr == 6 && P.nr == 16) {
+    EXPECT_EQ(mr_of(conv_graph({1, 61, 7, 7, 131, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, true})), 5);
+    EXPECT_EQ(mr_of(conv_graph({1, 37, 14, 14, 256, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, true})), 6);
+    Tensor x = input("x", {128, 37}), w = input("w", {37, 29});
+    EXPECT_EQ(mr_of(Graph::from_outputs({{"y", matmul(x, w).node()}})), 6);
+    Tensor x7 = input("x", {7, 37});
+    EXPECT_EQ(mr_of(Graph::from_outputs({{"y", matmul(x7, w).node()}})), 5);
+    setenv("LATHE_MATMUL_FIT_ROWS", "0", 1);
+    EXPECT_EQ(mr_of(conv_graph({1, 61, 7, 7, 131, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, true})), 6);
+    unsetenv("LATHE_MATMUL_FIT_ROWS");
+  }
+  test::DiffBatch batch;
+  for (const ConvCase& c : std::vector<ConvCase>{{1, 61, 7, 7, 131, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, true},
+                                                 {1, 300, 7, 7, 67, 1, 1, {1, 1}, {0, 0}, {1, 1}, 1, false},
+                                                 {1, 43, 5, 5, 97, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, true},
+                                                 {2, 29, 5, 3, 53, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, true},
+                                                 {1, 59, 13, 13, 101, 3, 3, {2, 2}, {1, 1}, {1, 1}, 1, true}})
+    batch.add("fit rows conv " + std::to_string(c.n) + "x" + std::to_string(c.c) + "x" + std::to_string(c.h) + "x" +
+                  std::to_string(c.w) + " k" + std::to_string(c.k),
+              conv_graph(c), 7, 2);  // sums of 300-549 products (a 0.0135 output off by 1.15e-5 vs 1.13e-5 allowed)
+  for (auto [b, m, k, n] : std::vector<std::array<int64_t, 4>>{{1, 7, 37, 29}, {1, 19, 300, 131}, {64, 7, 41, 17}, {2, 49, 13, 97}}) {
+    Tensor x = input("x", {b, m, k}), w = input("w", {k, n}), bias = input("bias", {n});
+    batch.add("fit rows matmul " + std::to_string(b) + "x" + std::to_string(m) + "x" + std::to_string(k) + "x" + std::to_string(n),
+              Graph::from_outputs({{"y", relu(matmul(x, w) + bias).node()}}));
+  }
+  EXPECT_EQ(batch.run(), 0);
+}
+
 // Rows of at least NR positions: an interior panel inside the padding is one fixed NR-wide
 // copy (no zeroing, no variable-length loop); panels at a row's ends or across two rows
 // take the general path. Both against the interpreter.
