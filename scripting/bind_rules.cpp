@@ -267,8 +267,9 @@ int l_rules_builtin(lua_State* L) {
 // Rule sets whose callbacks are C++ (assets/rules/NAME.lua returns lathe.rules.native(NAME)).
 int l_rules_native(lua_State* L) {
   std::string name = luaL_checkstring(L, 1);
-  if (name != "qdq") return luaL_error(L, "lathe.rules.native: no C++ rule set '%s' (known: qdq)", name.c_str());
-  push_ruleset(L, qdq_rules());
+  if (name != "qdq" && name != "qdq-sat16")
+    return luaL_error(L, "lathe.rules.native: no C++ rule set '%s' (known: qdq, qdq-sat16)", name.c_str());
+  push_ruleset(L, name == "qdq" ? qdq_rules() : qdq_sat16_rules());
   return 1;
 }
 int l_rules_list(lua_State* L) {
@@ -289,7 +290,7 @@ const Function kModule[] = {
 const Function kRulesFns[] = {
     {"load", l_rules_load, "lathe.rules.load(path)", "run a rule file (it returns a ruleset or a table of rules)"},
     {"builtin", l_rules_builtin, "lathe.rules.builtin(name)", "a built-in rule set from assets/rules/NAME.lua"},
-    {"native", l_rules_native, "lathe.rules.native(name)", "a rule set written in C++: \"qdq\" (core/rewrite/qdq_rules.h)"},
+    {"native", l_rules_native, "lathe.rules.native(name)", "a rule set written in C++: \"qdq\", \"qdq-sat16\" (core/rewrite/qdq_rules.h)"},
     {"list", l_rules_list, "lathe.rules.list()", "names of the built-in rule sets"},
     {nullptr, nullptr, nullptr, nullptr},
 };

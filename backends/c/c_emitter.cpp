@@ -66,6 +66,21 @@ LATHE_DOT(2, 8, i16, i16)
 LATHE_DOT(2, 16, i16, i16)
 LATHE_DOT(4, 8, u8, i8)
 LATHE_DOT(4, 16, u8, i8)
+/* the same with each pair (0-1, 2-3) summed in a saturating i16 (vpmaddubsw; qdq-sat16) */
+#define LATHE_DOT_SAT(L)                                                                                   \
+  static inline lathe_i32x##L lathe_dot4sat16_u8_i8_##L(lathe_i32x##L acc, lathe_u8x4 a, lathe_i8x##L##4 b) { \
+    for (int l = 0; l < L; ++l) {                                                                          \
+      uint32_t s = (uint32_t)acc[l];                                                                       \
+      for (int j = 0; j < 4; j += 2) {                                                                     \
+        int32_t p = (int32_t)a[j] * (int32_t)b[l * 4 + j] + (int32_t)a[j + 1] * (int32_t)b[l * 4 + j + 1];  \
+        s += (uint32_t)(p > 32767 ? 32767 : p < -32768 ? -32768 : p);                                       \
+      }                                                                                                    \
+      acc[l] = (int32_t)s;                                                                                 \
+    }                                                                                                      \
+    return acc;                                                                                            \
+  }
+LATHE_DOT_SAT(8)
+LATHE_DOT_SAT(16)
 
 static inline lathe_f32x16 lathe_bcast_f32x16(float x) { return (lathe_f32x16){x, x, x, x, x, x, x, x, x, x, x, x, x, x, x, x}; }
 static inline lathe_f32x8 lathe_bcast_f32x8(float x) { return (lathe_f32x8){x, x, x, x, x, x, x, x}; }
@@ -357,6 +372,7 @@ std::string CEmitter::expr(const ExprRef& e) {
       std::string ta(dtype_name(e->args[1]->dtype)), tb(dtype_name(e->args[2]->dtype));
       bool ok = (g == 2 && ta == "i16" && tb == "i16") || (g == 4 && ta == "u8" && tb == "i8");
       LATHE_CHECK(ok && (e->lanes == 8 || e->lanes == 16), "C emitter: no dot" + std::to_string(g) + " of " + ta + " x " + tb);
+      if (e->op == Op::Max) return "lathe_dot4sat16_u8_i8_" + std::to_string(e->lanes) + "(" + a(0) + ", " + a(1) + ", " + a(2) + ")";
       return "lathe_dot" + std::to_string(g) + "_" + ta + "_" + tb + "_" + std::to_string(e->lanes) + "(" + a(0) + ", " + a(1) +
              ", " + a(2) + ")";
     }

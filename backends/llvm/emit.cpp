@@ -407,6 +407,35 @@ class FunctionEmitter {
       if (L == 16 && host_has("avx512bw"))
         return b_.CreateAdd(acc, intrinsic(llvm::Intrinsic::x86_avx512_pmaddw_d_512, {av, b}, {}));
     }
+    if (e->op == Op::Max) {  // saturating pairs (dot_acc sat16): vpmaddubsw, vpmaddwd by 1
+      llvm::Value* aw = b_.CreateVectorSplat(L, b_.CreateBitCast(a, i32));
+      if (L == 8 && host_has("avx2")) {
+        llvm::Value* p16 = intrinsic(llvm::Intrinsic::x86_avx2_pmadd_ub_sw, {b_.CreateBitCast(aw, vec(b_.getInt8Ty(), 32)), b}, {});
+        llvm::Value* one = splat(llvm::ConstantInt::get(b_.getInt16Ty(), 1), 16);
+        return b_.CreateAdd(acc, intrinsic(llvm::Intrinsic::x86_avx2_pmadd_wd, {p16, one}, {}));
+      }
+      if (L == 16 && host_has("avx512bw")) {
+        llvm::Value* p16 = intrinsic(llvm::Intrinsic::x86_avx512_pmaddubs_w_512, {b_.CreateBitCast(aw, vec(b_.getInt8Ty(), 64)), b}, {});
+        llvm::Value* one = splat(llvm::ConstantInt::get(b_.getInt16Ty(), 1), 32);
+        return b_.CreateAdd(acc, intrinsic(llvm::Intrinsic::x86_avx512_pmaddw_d_512, {p16, one}, {}));
+      }
+      // plain code: pair sums in i32, clamped to i16's range
+      llvm::Value* a32 = b_.CreateZExt(a, vec(i32, 4));
+      llvm::Value* b32 = b_.CreateSExt(b, vec(i32, 4 * L));
+      for (int j = 0; j < 4; j += 2) {
+        llvm::Value* p = nullptr;
+        for (int h = j; h < j + 2; ++h) {
+          std::vector<int> bj(L), aj(L, h);
+          for (int l = 0; l < L; ++l) bj[l] = l * 4 + h;
+          llvm::Value* t = b_.CreateMul(b_.CreateShuffleVector(a32, aj), b_.CreateShuffleVector(b32, bj));
+          p = p ? b_.CreateAdd(p, t) : t;
+        }
+        p = b_.CreateSelect(b_.CreateICmpSGT(p, splat(b_.getInt32(32767), L)), splat(b_.getInt32(32767), L), p);
+        p = b_.CreateSelect(b_.CreateICmpSLT(p, splat(b_.getInt32(-32768), L)), splat(b_.getInt32(-32768), L), p);
+        acc = b_.CreateAdd(acc, p);
+      }
+      return acc;
+    }
     if (G == 4 && ta == DType::U8 && tb == DType::I8) {
       llvm::Value* aw = b_.CreateVectorSplat(L, b_.CreateBitCast(a, i32));
       llvm::Value* bw = b_.CreateBitCast(b, vec(i32, L));

@@ -121,11 +121,13 @@ ExprRef broadcast(ExprRef a, int lanes) {
   return make(std::move(e));
 }
 
-ExprRef dot_acc(ExprRef acc, ExprRef a, ExprRef b) {
+ExprRef dot_acc(ExprRef acc, ExprRef a, ExprRef b, bool sat16) {
   int g = a->lanes;
   LATHE_CHECK(acc->dtype == DType::I32 && is_int(a->dtype) && is_int(b->dtype) && b->lanes == g * acc->lanes,
               "dot_acc: expects i32 × L accumulators, a group of G integers and G·L integers");
+  LATHE_CHECK(!sat16 || (g == 4 && a->dtype == DType::U8 && b->dtype == DType::I8), "dot_acc: saturating pairs take u8 × i8 groups of 4");
   Expr e{ExprKind::Dot, DType::I32, acc->lanes};
+  e.op = sat16 ? Op::Max : Op::Add;
   e.args = {std::move(acc), std::move(a), std::move(b)};
   return make(std::move(e));
 }
@@ -278,7 +280,7 @@ ExprRef with_args(const ExprRef& e, std::vector<ExprRef> args) {
     case ExprKind::Select: return select(args[0], args[1], args[2]);
     case ExprKind::Cast: return cast(args[0], e->dtype);
     case ExprKind::Broadcast: return broadcast(args[0], e->lanes);
-    case ExprKind::Dot: return dot_acc(args[0], args[1], args[2]);
+    case ExprKind::Dot: return dot_acc(args[0], args[1], args[2], e->op == Op::Max);
     default: return e;
   }
 }
@@ -303,7 +305,7 @@ std::string expr_key(const ExprRef& e) {
     case ExprKind::Cast: k = "C" + std::string(dtype_name(e->dtype)); break;
     case ExprKind::Broadcast: k = "B" + std::to_string(e->lanes); break;
     case ExprKind::Select: k = "?"; break;
-    case ExprKind::Dot: k = "D"; break;
+    case ExprKind::Dot: k = e->op == Op::Max ? "Ds" : "D"; break;
     default: k = std::string(op_name(e->op)); break;
   }
   k += "(";

@@ -43,7 +43,9 @@ enum class ExprKind : uint8_t {
   Broadcast,  // a scalar args[0] repeated `lanes` times
   Dot,        // grouped integer dot, accumulating (the int8 GEMM micro-kernel): args[0] acc
               // (i32 × L) + Σ_j args[1][j] · args[2][l·G + j], args[1] G lanes (the same group
-              // for every l), args[2] G·L lanes; integer operands, exact products, i32 wrapping sum
+              // for every l), args[2] G·L lanes; integer operands, exact products, i32 wrapping sum;
+              // op Max (dot_acc sat16): u8 × i8, G 4, each pair j = 0-1, 2-3 summed in an i16
+              // that saturates (vpmaddubsw: ONNX Runtime's AVX2 int8 sums, qdq-sat16)
 };
 
 struct Expr;
@@ -73,7 +75,7 @@ ExprRef binary(Op op, ExprRef a, ExprRef b);   // result dtype: bool for compare
 ExprRef select(ExprRef c, ExprRef a, ExprRef b);
 ExprRef cast(ExprRef a, DType dt);
 ExprRef broadcast(ExprRef a, int lanes);
-ExprRef dot_acc(ExprRef acc, ExprRef a, ExprRef b);   // ExprKind::Dot
+ExprRef dot_acc(ExprRef acc, ExprRef a, ExprRef b, bool sat16 = false);   // ExprKind::Dot
 // index helpers (i64)
 ExprRef add(ExprRef a, ExprRef b);
 ExprRef mul(ExprRef a, ExprRef b);

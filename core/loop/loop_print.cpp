@@ -73,7 +73,7 @@ std::string print_expr(const ExprRef& e, const LoopFunc* f) {
     case ExprKind::Cast: return std::string(dtype_name(e->dtype)) + "(" + print_expr(e->args[0], f) + ")";
     case ExprKind::Broadcast: return "broadcast<" + std::to_string(e->lanes) + ">(" + print_expr(e->args[0], f) + ")";
     case ExprKind::Dot:
-      return "dot" + std::to_string(e->args[1]->lanes) + "(" + print_expr(e->args[0], f) + ", " + print_expr(e->args[1], f) +
+      return "dot" + std::to_string(e->args[1]->lanes) + (e->op == Op::Max ? "sat16(" : "(") + print_expr(e->args[0], f) + ", " + print_expr(e->args[1], f) +
              ", " + print_expr(e->args[2], f) + ")";
   }
   return "?";

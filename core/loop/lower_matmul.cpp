@@ -526,7 +526,7 @@ LoopFunc MatmulLowering::run() {
   bool epilogue = k_.root != R;
   if (R->dtype == DType::I32) {  // int8 contraction: VNNI's u8 × i8 groups of 4, else i16 pairs
     acc_ = DType::I32;
-    if (host_int8_dot_group() == 4 && mm_.a.src->dtype == DType::U8 && mm_.b.src->dtype == DType::I8) {
+    if ((mm_.sat16 || host_int8_dot_group() == 4) && mm_.a.src->dtype == DType::U8 && mm_.b.src->dtype == DType::I8) {
       G_ = 4, adt_ = DType::U8, bdt_ = DType::I8;
     } else {
       G_ = 2, adt_ = bdt_ = DType::I16;
@@ -828,7 +828,7 @@ LoopFunc MatmulLowering::run() {
       ExprRef ar = prepacked_a ? load(pap, adt_, at_r, nullptr, G_) : local_load("Ap", adt_, at_r, G_);
       for (int q = 0; q < NQ; ++q) {
         ExprRef cur = local_load("acc", acc_, const_int(r * NQ + q), P.lanes);
-        kbody.push_back(make_local_store("acc", const_int(r * NQ + q), dot_acc(cur, ar, var("bq" + std::to_string(q), bdt_, P.lanes * G_))));
+        kbody.push_back(make_local_store("acc", const_int(r * NQ + q), dot_acc(cur, ar, var("bq" + std::to_string(q), bdt_, P.lanes * G_), mm_.sat16)));
       }
     }
   }

@@ -139,6 +139,7 @@ int host_int8_dot_group() {
 bool orient_matmul(MatmulMatch& mm, const MatmulParams& P) {
   // (int8 too: both sides widen to i16 alike, and VNNI's u8 × i8 groups want the u8
   // activations on A, where the swap puts them)
+  if (mm.sat16) return false;  // its u8 side stays A (the saturating dot's first operand)
   const Shape& s = mm.mul->shape;
   auto size = [&](const std::vector<int>& g) -> int64_t {
     int64_t n = 1;

@@ -81,7 +81,7 @@ struct IntPanels {
 };
 IntPanels int_panels(const MatmulMatch& mm) {
   if (mm.reduce->dtype != DType::I32) return {};
-  if (host_int8_dot_group() == 4 && mm.a.src->dtype == DType::U8 && mm.b.src->dtype == DType::I8)
+  if ((mm.sat16 || host_int8_dot_group() == 4) && mm.a.src->dtype == DType::U8 && mm.b.src->dtype == DType::I8)
     return {4, DType::U8, DType::I8};
   return {2, DType::I16, DType::I16};
 }

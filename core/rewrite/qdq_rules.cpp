@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <optional>
 #include <unordered_map>
 #include <unordered_set>
@@ -384,7 +385,64 @@ NodeRef requant(const Match& m) {
   return nullptr;
 }
 
+// ---- qdq-sat16 ---------------------------------------------------------------------------
+
+// x read along `axis` from `start`, `count` elements `step` apart (a view of x's own layout);
+// the first `valid` of them read (the rest read 0) when valid < count.
+NodeRef along(NodeRef x, int axis, int64_t start, int64_t count, int64_t step, int64_t valid) {
+  ViewSpec v = ViewSpec::contiguous(x->shape);
+  v.offset = v.strides[axis] * SymInt(start);
+  v.shape[axis] = SymInt(count);
+  v.strides[axis] = v.strides[axis] * SymInt(step);
+  if (valid < count) {
+    for (size_t d = 0; d < v.shape.size(); ++d) v.mask.push_back({SymInt(0), v.shape[d]});
+    v.mask[axis].second = SymInt(valid);
+  }
+  return prim::view(x, v);
+}
+
+// Σ_k u8·i8 over one axis as ONNX Runtime's AVX2 kernels (MLAS U8S8 without VNNI) compute it:
+// vpmaddubsw adds the products of each pair of neighbouring k (0-1, 2-3, …) into an i16 that
+// saturates at ±2^15, vpmaddwd widens the pairs: Σ_j sat16(a_2j·w_2j + a_2j+1·w_2j+1) over
+// the raw 8-bit values (the zero point's correction stays exact); an odd last k is alone (its
+// partner reads 0). Only where the sum runs over one axis (MatMul, Gemm, 1×1 Conv); a wider
+// window (ORT orders its k differently there) stays exact. The form (match_matmul reads it
+// back as an int8 GEMM with saturating pairs, MatmulMatch::sat16):
+//   Reduce_k(−max(−max(a[2k]·w[2k] + a[2k+1]·w[2k+1], −2^15), −(2^15 − 1)))
+NodeRef sat16(const Match& m) {
+  NodeRef r = m.root;
+  ProvenanceScope ps(r->prov.path);
+  if (r->attrs.reduce != ReduceOp::Add || r->dtype != DType::I32 || r->attrs.axes.size() != 1) return nullptr;
+  NodeRef mul = r->inputs[0];
+  if (mul->op != Op::Mul || mul->inputs[0]->op != Op::Cast || mul->inputs[1]->op != Op::Cast) return nullptr;
+  NodeRef a = mul->inputs[0]->inputs[0], w = mul->inputs[1]->inputs[0];
+  if (a->dtype == DType::I8 && w->dtype == DType::U8) std::swap(a, w);
+  if (a->dtype != DType::U8 || w->dtype != DType::I8 || a->shape != w->shape) return nullptr;
+  const int ax = r->attrs.axes[0];
+  if (!a->shape[ax].is_const()) return nullptr;
+  const int64_t K = a->shape[ax].value(), K2 = (K + 1) / 2;
+  if (K < 2) return nullptr;  // one product: nothing to pair
+  auto i32 = [](NodeRef x) { return prim::cast(x, DType::I32); };
+  NodeRef even = prim::binary(Op::Mul, i32(along(a, ax, 0, K2, 2, K2)), i32(along(w, ax, 0, K2, 2, K2)));
+  NodeRef odd = prim::binary(Op::Mul, i32(along(a, ax, 1, K2, 2, K / 2)), i32(along(w, ax, 1, K2, 2, K / 2)));
+  NodeRef pair = prim::binary(Op::Add, even, odd);
+  // clamp to [−2^15, 2^15 − 1] with Max and Neg (the IR has no Min)
+  NodeRef lo = prim::binary(Op::Max, pair, prim::constant_int(-32768, DType::I32, pair->shape));
+  NodeRef hi = prim::unary(Op::Neg, prim::binary(Op::Max, prim::unary(Op::Neg, lo),
+                                                 prim::constant_int(-32767, DType::I32, pair->shape)));
+  return prim::reduce(ReduceOp::Add, hi, {ax});
+}
+
 }  // namespace
+
+Ruleset qdq_sat16_rules() {
+  return Ruleset("qdq-sat16", {make_rule("qdq-sat16", "Reduce(x)", sat16)});
+}
+
+bool qdq_sat16_default() {
+  const char* e = std::getenv("LATHE_QDQ_SAT16");
+  return e && *e && std::string(e) != "0";
+}
 
 Ruleset qdq_rules() {
   return Ruleset("qdq", {
@@ -394,7 +452,7 @@ Ruleset qdq_rules() {
   });
 }
 
-Graph apply_qdq_rules(const Graph& g, std::map<std::string, int>* fired) {
+Graph apply_qdq_rules(const Graph& g, std::map<std::string, int>* fired, bool sat16) {
   static const Ruleset rules = qdq_rules();
   RuleIndex index({rules});
   RewriteContext ctx;
@@ -420,6 +478,16 @@ Graph apply_qdq_rules(const Graph& g, std::map<std::string, int>* fired) {
       for (auto& [k, v] : s.fired) (*fired)[k] += v;
     cur = std::move(s.graph);
     if (s.rewrites == 0) break;
+  }
+  if (sat16) {
+    static const Ruleset srules = qdq_sat16_rules();
+    RuleIndex sindex({srules});
+    RewriteContext sctx;
+    sctx.rules = &sindex;
+    SweepResult s = sweep(cur, sctx);
+    if (fired)
+      for (auto& [k, v] : s.fired) (*fired)[k] += v;
+    cur = std::move(s.graph);
   }
   return cur;
 }

@@ -26,7 +26,20 @@ namespace lathe {
 
 Ruleset qdq_rules();
 
-// g with the qdq rules applied to a fixpoint (bottom-up sweeps); per-rule counts in *fired.
-Graph apply_qdq_rules(const Graph& g, std::map<std::string, int>* fired = nullptr);
+// `qdq-sat16`: the int8 sums of u8 × i8 over one axis (MatMul, Gemm, 1×1 Conv) as ONNX
+// Runtime computes them on x86 without VNNI (MLAS's AVX2 U8S8 kernels, vpmaddubsw): each pair
+// of neighbouring k summed in an i16 that saturates, Σ_j sat16(a_2j·w_2j + a_2j+1·w_2j+1).
+// ORT documents the saturation (its quantization guide, "reduce_range"); its results on such a
+// machine differ from exact sums by far more than float rounding (bert_base QDQ here:
+// max|d|/max|ref| 0.15 / 0.49 between ORT's fused and op-by-op runs). Opt-in: the graph then
+// states the saturating sums, which the interpreter and every backend compute (as plain
+// reductions, no int8 GEMM kernel yet).
+Ruleset qdq_sat16_rules();
+// LATHE_QDQ_SAT16=1: the loader's default for OnnxOptions::qdq_sat16.
+bool qdq_sat16_default();
+
+// g with the qdq rules applied to a fixpoint (bottom-up sweeps); per-rule counts in *fired;
+// sat16: then one sweep of qdq-sat16.
+Graph apply_qdq_rules(const Graph& g, std::map<std::string, int>* fired = nullptr, bool sat16 = false);
 
 }  // namespace lathe

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <functional>
 
+#include "core/ir/build.h"
 #include "core/schedule/kernel_graph.h"
 #include "core/schedule/view_index.h"
 
@@ -111,17 +112,74 @@ bool is_int8_operand(NodeRef x) {
   return x->op == Op::Cast && x->dtype == DType::I32 && (x->inputs[0]->dtype == DType::U8 || x->inputs[0]->dtype == DType::I8);
 }
 
+// qdq-sat16's pairs over the reduced axis ax (qdq_rules.cpp writes them):
+//   Reduce_ax(−max(−max(Mul(Cast(a_e), Cast(w_e)) + Mul(Cast(a_o), Cast(w_o)), −2^15), −(2^15−1)))
+// a_e / a_o: views of one tensor at k = 2j and 2j+1 (a_o masked past K when K is odd).
+// Returns Mul(Cast(a), Cast(w)) over the whole K (a, w: the even views with K and the stride
+// halved), or null.
+bool is_const_value(NodeRef n, int64_t v) {
+  while (n->op == Op::View && !n->attrs.view->has_mask()) n = n->inputs[0];
+  return n->is_scalar_const() && n->const_value() == static_cast<double>(v);
+}
+NodeRef sat16_product(NodeRef r) {
+  if (r->op != Op::Reduce || r->attrs.reduce != ReduceOp::Add || r->dtype != DType::I32 || r->attrs.axes.size() != 1)
+    return nullptr;
+  const int ax = r->attrs.axes[0];
+  NodeRef hi = r->inputs[0];
+  if (hi->op != Op::Neg) return nullptr;
+  NodeRef m1 = hi->inputs[0];
+  if (m1->op != Op::Max) return nullptr;
+  NodeRef neg = nullptr;
+  for (int i = 0; i < 2; ++i)
+    if (m1->inputs[i]->op == Op::Neg && is_const_value(m1->inputs[1 - i], -32767)) neg = m1->inputs[i];
+  if (!neg || neg->inputs[0]->op != Op::Max) return nullptr;
+  NodeRef m0 = neg->inputs[0], pair = nullptr;
+  for (int i = 0; i < 2; ++i)
+    if (m0->inputs[i]->op == Op::Add && is_const_value(m0->inputs[1 - i], -32768)) pair = m0->inputs[i];
+  if (!pair) return nullptr;
+  NodeRef even = pair->inputs[0], odd = pair->inputs[1];
+  for (NodeRef p : {even, odd})
+    if (p->op != Op::Mul || !is_int8_operand(p->inputs[0]) || !is_int8_operand(p->inputs[1])) return nullptr;
+  // the even view with its k stride halved; the odd one must be the same view one k on
+  NodeRef full[2];
+  for (int i = 0; i < 2; ++i) {
+    NodeRef e = even->inputs[i]->inputs[0], o = odd->inputs[i]->inputs[0];
+    if (e->op != Op::View || o->op != Op::View || e->inputs[0] != o->inputs[0] || e->attrs.view->has_mask()) return nullptr;
+    const ViewSpec &ve = *e->attrs.view, &vo = *o->attrs.view;
+    if (!ve.strides[ax].is_const() || ve.strides[ax].value() % 2 || !ve.shape[ax].is_const()) return nullptr;
+    const int64_t s = ve.strides[ax].value() / 2, K2 = ve.shape[ax].value();
+    if (vo.shape != ve.shape || vo.offset != ve.offset + SymInt(s)) return nullptr;
+    for (size_t d = 0; d < ve.shape.size(); ++d)
+      if (vo.strides[d] != ve.strides[d]) return nullptr;
+    bool ragged = vo.has_mask();  // K odd: the last odd k is past the end
+    if (ragged) {
+      for (size_t d = 0; d < vo.mask.size(); ++d) {
+        std::pair<SymInt, SymInt> want = {SymInt(0), (int)d == ax ? SymInt(K2 - 1) : vo.shape[d]};
+        if (vo.mask[d] != want) return nullptr;
+      }
+    }
+    ViewSpec v = ve;
+    v.shape[ax] = SymInt(2 * K2 - (ragged ? 1 : 0));
+    v.strides[ax] = SymInt(s);
+    full[i] = prim::view(e->inputs[0], v);
+  }
+  return prim::binary(Op::Mul, prim::cast(full[0], DType::I32), prim::cast(full[1], DType::I32));
+}
+
 }  // namespace
 
 std::optional<MatmulMatch> match_matmul(NodeRef r) {
   if (r->op != Op::Reduce || r->attrs.reduce != ReduceOp::Add) return std::nullopt;
   NodeRef mul = r->inputs[0];
-  if (mul->op != Op::Mul) return std::nullopt;
+  const bool sat16 = mul->op == Op::Neg;
+  if (sat16) mul = sat16_product(r);
+  if (!mul || mul->op != Op::Mul) return std::nullopt;
   bool int8 = r->dtype == DType::I32 && is_int8_operand(mul->inputs[0]) && is_int8_operand(mul->inputs[1]);
   if (!int8 && (r->dtype != DType::F32 || mul->inputs[0]->dtype != DType::F32)) return std::nullopt;
   MatmulMatch m;
   m.reduce = r;
   m.mul = mul;
+  m.sat16 = sat16;
   m.a = access_of(int8 ? mul->inputs[0]->inputs[0] : mul->inputs[0]);
   m.b = access_of(int8 ? mul->inputs[1]->inputs[0] : mul->inputs[1]);
   for (auto* acc : {&m.a, &m.b})
@@ -145,6 +203,9 @@ std::optional<MatmulMatch> match_matmul(NodeRef r) {
     std::swap(m.a, m.b);
     std::swap(m.m_axes, m.n_axes);
   }
+  // the saturating pairs as the int8 GEMM computes them: u8 rows (A) × i8 columns (B), else
+  // the plain reduction they are
+  if (sat16 && (m.a.src->dtype != DType::U8 || m.b.src->dtype != DType::I8)) return std::nullopt;
   return m;
 }
 
@@ -168,7 +229,8 @@ bool fusable_epilogue(NodeRef root, NodeRef reduce, const std::set<NodeRef>& mat
     if (!narrow_ok || (root->dtype != DType::U8 && root->dtype != DType::I8)) return false;
     if (reduce->dtype != DType::I32 || reduce->op != Op::Reduce || reduce->inputs.empty()) return false;
     NodeRef mul = reduce->inputs[0];
-    if (mul->op != Op::Mul || !is_int8_operand(mul->inputs[0]) || !is_int8_operand(mul->inputs[1])) return false;
+    if (mul->op == Op::Neg) mul = sat16_product(reduce);
+    if (!mul || mul->op != Op::Mul || !is_int8_operand(mul->inputs[0]) || !is_int8_operand(mul->inputs[1])) return false;
     for (auto& d : mul->shape)
       if (!d.is_const()) return false;
     // the scratch (a job's rows × columns, at most the whole output) lives on the worker's
