@@ -14,7 +14,9 @@
 // loop annotations, local array sizes, buffer kinds), the divisor of an integer division
 // or remainder (a division by a run-time value is a hardware divide; by a constant, a
 // multiply), and the extent of a loop annotated to unroll (the micro-kernel's register
-// tile). Equal codes (kernel_dedup.h) should be merged first: funcs are distinct codes.
+// tile), and a serial loop's trip count under 32 (a short loop whose trip count is known
+// only at run time vectorizes worse: MobileNetV2's 7x7 and 14x14 depthwise layers ran
+// 1.4-1.8x slower in one code with the 112x112 layer). Equal codes (kernel_dedup.h) should be merged first: funcs are distinct codes.
 //
 // The generic function computes exactly what each member computes: the members' IR are the
 // same tree with the same literals in every place but the parameters, so substituting a
@@ -41,11 +43,13 @@ struct ShapeParamPlan {
   size_t grouped() const;                        // funcs that share a code with another
 };
 
-// min_group: groups smaller than this stay separate codes.
-ShapeParamPlan plan_shape_params(const std::vector<const loop::LoopFunc*>& funcs, size_t min_group = 2);
+// min_group: groups smaller than this stay separate codes. min_trip: a serial loop's literal
+// trip count below it stays a constant (INT64_MIN: every trip count is free).
+ShapeParamPlan plan_shape_params(const std::vector<const loop::LoopFunc*>& funcs, size_t min_group = 2,
+                                 int64_t min_trip = 32);
 
 // The grouping key alone (a diagnostic and for tests): equal for kernels plan_shape_params
 // would put in one group.
-std::string shape_param_key(const loop::LoopFunc& f);
+std::string shape_param_key(const loop::LoopFunc& f, int64_t min_trip = 32);
 
 }  // namespace lathe

@@ -699,12 +699,25 @@ class FunctionEmitter {
     llvm::Value* next = b_.CreateAdd(b_.CreateLoad(b_.getInt64Ty(), iv), b_.getInt64(1));
     b_.CreateStore(next, iv);
     llvm::BranchInst* latch = b_.CreateBr(cond);
-    add_loop_metadata(latch, s.annot);
+    add_loop_metadata(latch, s.annot, shape_parametric());
     b_.SetInsertPoint(exit);
     if (had) vars_[s.var] = saved; else vars_.erase(s.var);
   }
 
-  void add_loop_metadata(llvm::BranchInst* latch, const loop::LoopAnnot& a) {
+  // Is this a shape-parametric code (kernel_param.h): has it dims with known bounds?
+  bool shape_parametric() const {
+    if (!ranges_) return false;
+    for (auto& [lo, hi] : *ranges_)
+      if (lo <= hi) return true;
+    return false;
+  }
+
+  // param_trips: the loop is in a shape-parametric code, where most trip counts are known
+  // only at run time. Such loops are not interleaved: with the trip count unknown the
+  // vectorizer interleaves by 4 (and vectorizes a remainder), so a member's 14-iteration row
+  // (32 lanes per step) ran all scalar, and the code compiled 2x bigger; a constant trip
+  // count under 128 is not interleaved either.
+  void add_loop_metadata(llvm::BranchInst* latch, const loop::LoopAnnot& a, bool param_trips = false) {
     std::vector<llvm::Metadata*> ops;
     ops.push_back(nullptr);  // self reference
     auto flag = [&](const char* name, llvm::Metadata* v) {
@@ -712,6 +725,7 @@ class FunctionEmitter {
     };
     if (a.vectorize) flag("llvm.loop.vectorize.enable", llvm::ConstantAsMetadata::get(b_.getTrue()));
     if (a.unroll > 1) flag("llvm.loop.unroll.count", llvm::ConstantAsMetadata::get(b_.getInt32(a.unroll)));
+    if (param_trips) flag("llvm.loop.interleave.count", llvm::ConstantAsMetadata::get(b_.getInt32(1)));
     if (ops.size() == 1) return;
     llvm::MDNode* md = llvm::MDNode::getDistinct(ctx_, ops);
     md->replaceOperandWith(0, md);

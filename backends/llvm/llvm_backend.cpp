@@ -61,10 +61,14 @@ bool read_file(const std::string& path, std::vector<char>& out) {
 
 // Kernels equal up to shape constants run one generic code (kernel_param.h); it reads the
 // program's dims followed by this kernel's own values.
-bool shape_params_on() {
-  static const bool on = [] { const char* e = std::getenv("LATHE_LLVM_SHAPE_PARAMS"); return !(e && std::string(e) == "0"); }();
-  return on;
+// LATHE_LLVM_SHAPE_PARAMS=1: on, serial trip counts under 32 stay constants; =all: those are
+// free too (fewer codes, slower small layers: kernel_param.h); default 0: off (run speed
+// with it on not yet confirmed on a quiet machine).
+std::string shape_params_mode() {
+  const char* e = std::getenv("LATHE_LLVM_SHAPE_PARAMS");
+  return e && *e ? e : "0";
 }
+bool shape_params_on() { return shape_params_mode() != "0"; }
 
 class LlvmProgram : public CompiledProgram {
  public:
@@ -158,7 +162,8 @@ class LlvmBackend : public Backend {
       ir += all[i]->name + "\n" + same.keys[i] + "\n";
       if (same.is_first(i)) distinct.push_back(all[i]);
     }
-    ShapeParamPlan plan = plan_shape_params(distinct, shape_params_on() ? 2 : SIZE_MAX);
+    ShapeParamPlan plan = plan_shape_params(distinct, shape_params_on() ? 2 : SIZE_MAX,
+                                            shape_params_mode() == "all" ? INT64_MIN : 32);
     std::unordered_map<std::string, size_t> distinct_index;
     for (size_t d = 0; d < distinct.size(); ++d) distinct_index[distinct[d]->name] = d;
     for (size_t i = 0; i < all.size(); ++i) {
@@ -175,11 +180,8 @@ class LlvmBackend : public Backend {
       r.assign(plan.first_param[c], {1, 0});  // the program's own dims: unknown
       r.insert(r.end(), plan.bounds[c].begin(), plan.bounds[c].end());
     }
-    if (std::getenv("LATHE_SP_DUMP"))  // TEMP
-      for (size_t c = 0; c < plan.codes.size(); ++c)
-        if (plan.codes[c].dims.size() > plan.first_param[c]) std::fprintf(stderr, "%s\n", loop::print_loop(plan.codes[c]).c_str());
     std::string key = cache_key({"llvm", llvmjit::emitter_build_id(), llvmjit::pipeline_id(),
-                                 shape_params_on() ? "shape-params" : "", ir, llvmjit::host_cpu(),
+                                 "shape-params=" + shape_params_mode(), ir, llvmjit::host_cpu(),
                                  llvmjit::host_features_hash()});
     std::string path = o.use_cache ? cache_path("llvm", key + ".o") : "";
     std::vector<char> blob;
