@@ -1,6 +1,7 @@
 // kernel_param.cpp — see kernel_param.h.
 #include "backends/kernel_param.h"
 
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <algorithm>
@@ -218,6 +219,16 @@ size_t ShapeParamPlan::grouped() const {
 
 ShapeParamPlan plan_shape_params(const std::vector<const loop::LoopFunc*>& funcs, size_t min_group, int64_t min_trip) {
   ShapeParamPlan plan;
+  if (min_group == SIZE_MAX) {  // off: each function its own code, no walk
+    for (size_t i = 0; i < funcs.size(); ++i) {
+      plan.codes.push_back(*funcs[i]);
+      plan.code.push_back(static_cast<int>(i));
+      plan.values.emplace_back();
+      plan.first_param.push_back(funcs[i]->dims.size());
+      plan.bounds.emplace_back();
+    }
+    return plan;
+  }
   std::vector<KeyWalk> walks(funcs.size(), KeyWalk(min_trip));
   std::unordered_map<std::string, std::vector<size_t>> groups;
   for (size_t i = 0; i < funcs.size(); ++i) {
