@@ -53,7 +53,7 @@ double ms_since(Clock::time_point t) { return std::chrono::duration<double, std:
 // --stats: where a run's time went.
 struct RunStats {
   double load_ms = 0, build_ms = 0, compile_ms = 0, first_run_ms = 0, median_ms = -1, min_ms = -1;
-  int kernels = 0, distinct_kernels = 0, distinct_up_to_constants = 0, iters = 0;
+  int kernels = 0, distinct_kernels = 0, distinct_up_to_constants = 0, codes_compiled = -1, iters = 0;
   bool from_cache = false;
 };
 
@@ -90,6 +90,7 @@ RunResult run_on_backend(const std::string& backend, const Graph& g, const Tenso
   auto compiled = b.compile(p);
   st.compile_ms = ms_since(t0);
   st.from_cache = compiled->from_cache;
+  st.codes_compiled = compiled->codes_compiled;
   st.kernels = p.num_kernels();
   std::vector<const loop::LoopFunc*> fs;
   for (auto& f : p.funcs) fs.push_back(&f);
@@ -463,6 +464,7 @@ int run_parsed(const Graph& g, const std::string& file, const std::string& backe
                         {"kernels", st.kernels},       {"distinct_kernels", st.distinct_kernels},
                         {"distinct_up_to_constants", st.distinct_up_to_constants},
                         {"from_cache", st.from_cache},   {"peak_rss_mb", ru.ru_maxrss / 1024.0}};
+    if (st.codes_compiled >= 0) j["codes"] = st.codes_compiled;  // machine codes (llvm: shape-parametric sharing)
     if (st.iters) {
       j["iters"] = st.iters;
       j["median_ms"] = st.median_ms;

@@ -40,6 +40,7 @@ class CompiledProgram : public KernelLauncher {
   virtual std::string assembly(int kernel) const { return ""; }
   double compile_ms = 0;        // time spent rendering + compiling (0 when cached)
   bool from_cache = false;      // loaded from the kernel cache
+  int codes_compiled = -1;      // distinct machine codes behind the kernels (-1: not reported)
   std::string command;          // the compiler invocation, for the curious
 };
 

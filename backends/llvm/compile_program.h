@@ -10,13 +10,16 @@
 #include <string>
 #include <vector>
 
+#include "backends/llvm/emit.h"
 #include "core/loop/loop_ir.h"
 
 namespace lathe::llvmjit {
 
 // threads <= 0: one per hardware thread. Returns one object file per group (in no
 // particular kernel order). Throws what compile_module throws.
-std::vector<std::vector<char>> compile_kernels(const std::vector<const loop::LoopFunc*>& funcs, int threads = 0);
+// ranges: known bounds of the kernels' dims (emit.h), or nullptr.
+std::vector<std::vector<char>> compile_kernels(const std::vector<const loop::LoopFunc*>& funcs, int threads = 0,
+                                               const DimRanges* ranges = nullptr);
 
 // Object files <-> one cache entry ("LATHEOBJS", a count, then each size and its bytes).
 std::string pack_objects(const std::vector<std::vector<char>>& objects);

@@ -57,8 +57,9 @@ struct Var {
 
 class FunctionEmitter {
  public:
-  FunctionEmitter(llvm::Module& m, const loop::LoopFunc& f, llvm::Function* fn)
-      : m_(m), ctx_(m.getContext()), b_(ctx_), lf_(f), fn_(fn) {}
+  FunctionEmitter(llvm::Module& m, const loop::LoopFunc& f, llvm::Function* fn,
+                  const std::vector<std::pair<int64_t, int64_t>>* ranges = nullptr)
+      : m_(m), ctx_(m.getContext()), b_(ctx_), lf_(f), fn_(fn), ranges_(ranges) {}
 
   // Emits the kernel body into fn_ (args: buffers, dims).
   void emit_kernel() {
@@ -112,6 +113,7 @@ class FunctionEmitter {
   llvm::IRBuilder<> b_;
   const loop::LoopFunc& lf_;
   llvm::Function* fn_;
+  const std::vector<std::pair<int64_t, int64_t>>* ranges_;  // per dim: known bounds (emit.h)
   llvm::Value* buffers_arg_ = nullptr;
   llvm::Value* dims_arg_ = nullptr;
   std::vector<llvm::Value*> buffer_ptrs_;
@@ -124,9 +126,17 @@ class FunctionEmitter {
     for (size_t p = 0; p < lf_.buffers.size(); ++p)
       buffer_ptrs_.push_back(b_.CreateLoad(b_.getPtrTy(), b_.CreateConstGEP1_64(b_.getPtrTy(), buffers_arg_, p),
                                            lf_.buffers[p].name));
-    for (size_t d = 0; d < lf_.dims.size(); ++d)
-      dims_[lf_.dims[d]] = b_.CreateLoad(b_.getInt64Ty(), b_.CreateConstGEP1_64(b_.getInt64Ty(), dims_arg_, d),
-                                         lf_.dims[d]);
+    for (size_t d = 0; d < lf_.dims.size(); ++d) {
+      llvm::LoadInst* v = b_.CreateLoad(b_.getInt64Ty(), b_.CreateConstGEP1_64(b_.getInt64Ty(), dims_arg_, d), lf_.dims[d]);
+      if (ranges_ && d < ranges_->size() && (*ranges_)[d].first <= (*ranges_)[d].second &&
+          (*ranges_)[d].second < INT64_MAX) {
+        auto [lo, hi] = (*ranges_)[d];
+        v->setMetadata(llvm::LLVMContext::MD_range,
+                       llvm::MDBuilder(ctx_).createRange(llvm::APInt(64, static_cast<uint64_t>(lo), true),
+                                                         llvm::APInt(64, static_cast<uint64_t>(hi + 1), true)));
+      }
+      dims_[lf_.dims[d]] = v;
+    }
   }
 
   // The register type of a scalar of dtype dt (bf16 computes in f32; bool is i1).
@@ -718,12 +728,25 @@ class FunctionEmitter {
     llvm::Value* next = b_.CreateAdd(b_.CreateLoad(b_.getInt64Ty(), iv), b_.getInt64(1));
     b_.CreateStore(next, iv);
     llvm::BranchInst* latch = b_.CreateBr(cond);
-    add_loop_metadata(latch, s.annot);
+    add_loop_metadata(latch, s.annot, shape_parametric());
     b_.SetInsertPoint(exit);
     if (had) vars_[s.var] = saved; else vars_.erase(s.var);
   }
 
-  void add_loop_metadata(llvm::BranchInst* latch, const loop::LoopAnnot& a) {
+  // Is this a shape-parametric code (kernel_param.h): has it dims with known bounds?
+  bool shape_parametric() const {
+    if (!ranges_) return false;
+    for (auto& [lo, hi] : *ranges_)
+      if (lo <= hi) return true;
+    return false;
+  }
+
+  // param_trips: the loop is in a shape-parametric code, where most trip counts are known
+  // only at run time. Such loops are not interleaved: with the trip count unknown the
+  // vectorizer interleaves by 4 (and vectorizes a remainder), so a member's 14-iteration row
+  // (32 lanes per step) ran all scalar, and the code compiled 2x bigger; a constant trip
+  // count under 128 is not interleaved either.
+  void add_loop_metadata(llvm::BranchInst* latch, const loop::LoopAnnot& a, bool param_trips = false) {
     std::vector<llvm::Metadata*> ops;
     ops.push_back(nullptr);  // self reference
     auto flag = [&](const char* name, llvm::Metadata* v) {
@@ -737,6 +760,7 @@ class FunctionEmitter {
     if (a.vectorize && a.masked)  // the peeled tail: one masked vector (tail folding)
       flag("llvm.loop.vectorize.predicate.enable", llvm::ConstantAsMetadata::get(b_.getTrue()));
     if (a.unroll > 1) flag("llvm.loop.unroll.count", llvm::ConstantAsMetadata::get(b_.getInt32(a.unroll)));
+    if (param_trips) flag("llvm.loop.interleave.count", llvm::ConstantAsMetadata::get(b_.getInt32(1)));
     if (ops.size() == 1) return;
     llvm::MDNode* md = llvm::MDNode::getDistinct(ctx_, ops);
     md->replaceOperandWith(0, md);
@@ -772,7 +796,7 @@ class FunctionEmitter {
     std::string cname = fn_->getName().str() + ".par" + std::to_string(outlined_++);
     auto* chunk = llvm::Function::Create(fty, llvm::Function::InternalLinkage, cname, m_);
     {
-      FunctionEmitter sub(m_, lf_, chunk);
+      FunctionEmitter sub(m_, lf_, chunk, ranges_);
       sub.outlined_ = 0;
       sub.emit_chunk(s, caps);
     }
@@ -805,7 +829,7 @@ class FunctionEmitter {
 const char* emitter_build_id() { return __DATE__ " " __TIME__; }
 
 std::unique_ptr<llvm::Module> emit_module(const std::vector<const loop::LoopFunc*>& funcs, llvm::LLVMContext& ctx,
-                                          const std::string& module_name) {
+                                          const std::string& module_name, const DimRanges* ranges) {
   // The optimizer's remarks ("loop not vectorized") are not the user's business; real
   // errors still surface through verification and codegen failures.
   ctx.setDiagnosticHandlerCallBack(
@@ -826,7 +850,10 @@ std::unique_ptr<llvm::Module> emit_module(const std::vector<const loop::LoopFunc
   for (const loop::LoopFunc* lf : funcs) {
     auto* fn = llvm::Function::Create(fty, llvm::Function::ExternalLinkage, lf->name, *m);
     fn->addFnAttr(llvm::Attribute::NoUnwind);
-    FunctionEmitter fe(*m, *lf, fn);
+    const std::vector<std::pair<int64_t, int64_t>>* r = nullptr;
+    if (ranges)
+      if (auto it = ranges->find(lf->name); it != ranges->end()) r = &it->second;
+    FunctionEmitter fe(*m, *lf, fn, r);
     fe.emit_kernel();
   }
   return m;

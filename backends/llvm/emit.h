@@ -9,6 +9,8 @@
 #pragma once
 #include <memory>
 #include <string>
+#include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "core/loop/loop_ir.h"
@@ -21,7 +23,12 @@ namespace lathe::llvmjit {
 // never reuses objects made by an older one).
 const char* emitter_build_id();
 
+// Known bounds (inclusive) of a kernel's run-time dims, by kernel name, one pair per entry of
+// LoopFunc::dims (lo > hi: unknown). Their loads carry !range metadata, so the optimizer sees
+// trip counts and strides of a shape-parametric kernel (kernel_param.h) as bounded.
+using DimRanges = std::unordered_map<std::string, std::vector<std::pair<int64_t, int64_t>>>;
+
 std::unique_ptr<llvm::Module> emit_module(const std::vector<const loop::LoopFunc*>& funcs, llvm::LLVMContext& ctx,
-                                          const std::string& module_name);
+                                          const std::string& module_name, const DimRanges* ranges = nullptr);
 
 }  // namespace lathe::llvmjit

@@ -9,7 +9,10 @@
 #include <llvm/IR/Module.h>
 #include <llvm/Support/raw_ostream.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstdint>
+#include <cstdlib>
 #include <fstream>
 #include <mutex>
 #include <sstream>
@@ -17,6 +20,7 @@
 
 #include "backends/backend.h"
 #include "backends/kernel_dedup.h"
+#include "backends/kernel_param.h"
 #include "backends/library.h"
 #include "backends/llvm/compile_program.h"
 #include "backends/llvm/emit.h"
@@ -55,22 +59,50 @@ bool read_file(const std::string& path, std::vector<char>& out) {
   return !out.empty();
 }
 
+// Kernels equal up to shape constants run one generic code (kernel_param.h); it reads the
+// program's dims followed by this kernel's own values.
+// LATHE_LLVM_SHAPE_PARAMS=1: on, serial trip counts under 32 stay constants; =all: those are
+// free too (fewer codes, slower small layers: kernel_param.h); default 0: off (run speed
+// with it on not yet confirmed on a quiet machine).
+std::string shape_params_mode() {
+  const char* e = std::getenv("LATHE_LLVM_SHAPE_PARAMS");
+  return e && *e ? e : "0";
+}
+bool shape_params_on() { return shape_params_mode() != "0"; }
+
 class LlvmProgram : public CompiledProgram {
  public:
-  // code_name: kernel name -> the name its code was compiled under (kernel_dedup.h)
+  // code_name: kernel name -> the name its code was compiled under (kernel_dedup.h);
+  // values: kernel name -> the values of that code's extra dims (kernel_param.h)
   LlvmProgram(const Program& p, std::unique_ptr<llvmjit::LoadedCode> code,
-              const std::unordered_map<std::string, std::string>& code_name)
-      : program_(p), code_(std::move(code)) {
+              const std::unordered_map<std::string, std::string>& code_name,
+              const std::unordered_map<std::string, std::vector<int64_t>>& values)
+      : program_(p), code_(std::move(code)), symbols_(p.kg.symbols.size()) {
     for (auto& f : p.funcs) {
+      params_.emplace_back();
       if (f.kind == "extern") { fns_.push_back(nullptr); continue; }
       auto* fn = reinterpret_cast<KernelFn>(code_->lookup(code_name.at(f.name)));
       LATHE_CHECK(fn, "llvm backend: compiled module lacks kernel " + f.name);
       fns_.push_back(fn);
+      if (auto it = values.find(f.name); it != values.end()) params_.back() = it->second;
     }
   }
   void launch(int k, void* const* bufs, const int64_t* dims) override {
-    if (KernelFn fn = fns_.at(k)) fn(bufs, dims);
-    else run_library_kernel(program_.kg.kernels.at(k).root, bufs);
+    KernelFn fn = fns_.at(k);
+    if (!fn) return run_library_kernel(program_.kg.kernels.at(k).root, bufs);
+    const std::vector<int64_t>& ps = params_[k];
+    if (ps.empty()) return fn(bufs, dims);
+    constexpr size_t kLocal = 64;
+    int64_t local[kLocal];
+    std::vector<int64_t> heap;
+    int64_t* all = local;
+    if (symbols_ + ps.size() > kLocal) {
+      heap.resize(symbols_ + ps.size());
+      all = heap.data();
+    }
+    for (size_t d = 0; d < symbols_; ++d) all[d] = dims[d];
+    std::copy(ps.begin(), ps.end(), all + symbols_);
+    fn(bufs, all);
   }
   std::string source(int k) const override {
     const auto& f = program_.funcs.at(k);
@@ -88,7 +120,9 @@ class LlvmProgram : public CompiledProgram {
  private:
   Program program_;
   std::unique_ptr<llvmjit::LoadedCode> code_;
+  size_t symbols_;
   std::vector<KernelFn> fns_;
+  std::vector<std::vector<int64_t>> params_;
 };
 
 class LlvmBackend : public Backend {
@@ -115,19 +149,39 @@ class LlvmBackend : public Backend {
   std::shared_ptr<CompiledProgram> compile(const Program& p, const CompileOptions& o) override {
     if (auto why = supports_graph(p.graph); !why.empty()) throw UserError("backend 'llvm' cannot run " + why);
     auto t0 = std::chrono::steady_clock::now();
-    // Kernels with the same loop IR are compiled once, under the first one's name. The key
-    // covers everything that determines the object code: the loop IR of every kernel
-    // (names included), the CPU, and this backend's code-generation version.
+    // Kernels with the same loop IR are compiled once, under the first one's name; kernels
+    // equal up to shape constants share a generic code (kernel_param.h). The key covers
+    // everything that determines the object code: the loop IR of every kernel (names
+    // included), the CPU, and this backend's code-generation version.
     std::vector<const loop::LoopFunc*> all = kernel_funcs(p), distinct;
     SameCode same = same_code(all);
     std::unordered_map<std::string, std::string> code_name;
+    std::unordered_map<std::string, std::vector<int64_t>> values;
     std::string ir;
     for (size_t i = 0; i < all.size(); ++i) {
       ir += all[i]->name + "\n" + same.keys[i] + "\n";
-      code_name[all[i]->name] = all[same.first[i]]->name;
       if (same.is_first(i)) distinct.push_back(all[i]);
     }
-    std::string key = cache_key({"llvm", llvmjit::emitter_build_id(), llvmjit::pipeline_id(), ir, llvmjit::host_cpu(),
+    ShapeParamPlan plan = plan_shape_params(distinct, shape_params_on() ? 2 : SIZE_MAX,
+                                            shape_params_mode() == "all" ? INT64_MIN : 32);
+    std::unordered_map<std::string, size_t> distinct_index;
+    for (size_t d = 0; d < distinct.size(); ++d) distinct_index[distinct[d]->name] = d;
+    for (size_t i = 0; i < all.size(); ++i) {
+      size_t d = distinct_index.at(all[same.first[i]]->name);
+      code_name[all[i]->name] = plan.codes[plan.code[d]].name;
+      if (!plan.values[d].empty()) values[all[i]->name] = plan.values[d];
+    }
+    std::vector<const loop::LoopFunc*> codes;
+    llvmjit::DimRanges ranges;
+    for (size_t c = 0; c < plan.codes.size(); ++c) {
+      codes.push_back(&plan.codes[c]);
+      if (plan.bounds[c].empty()) continue;
+      auto& r = ranges[plan.codes[c].name];
+      r.assign(plan.first_param[c], {1, 0});  // the program's own dims: unknown
+      r.insert(r.end(), plan.bounds[c].begin(), plan.bounds[c].end());
+    }
+    std::string key = cache_key({"llvm", llvmjit::emitter_build_id(), llvmjit::pipeline_id(),
+                                 "shape-params=" + shape_params_mode(), ir, llvmjit::host_cpu(),
                                  llvmjit::host_features_hash()});
     std::string path = o.use_cache ? cache_path("llvm", key + ".o") : "";
     std::vector<char> blob;
@@ -138,7 +192,7 @@ class LlvmBackend : public Backend {
       try {
         if (!llvmjit::unpack_objects(blob, objects)) throw UserError("not an object bundle");
         code = llvmjit::load_objects(objects, "k" + key.substr(0, 8));
-        for (const loop::LoopFunc* f : distinct)
+        for (const loop::LoopFunc* f : codes)
           if (!code->lookup(f->name)) throw UserError("missing symbol");
         cached = true;
       } catch (const std::exception&) {
@@ -147,11 +201,12 @@ class LlvmBackend : public Backend {
       }
     }
     if (!code) {
-      objects = llvmjit::compile_kernels(distinct);  // on every hardware thread
+      objects = llvmjit::compile_kernels(codes, 0, &ranges);  // on every hardware thread
       if (!path.empty()) atomic_write(path, llvmjit::pack_objects(objects));
       code = llvmjit::load_objects(objects, "k" + key.substr(0, 8));
     }
-    auto cp = std::make_shared<LlvmProgram>(p, std::move(code), code_name);
+    auto cp = std::make_shared<LlvmProgram>(p, std::move(code), code_name, values);
+    cp->codes_compiled = static_cast<int>(codes.size());
     cp->from_cache = cached;
     cp->compile_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     cp->command = std::string("LLVM ") + llvmjit::pipeline_id() + " -mcpu=" + llvmjit::host_cpu() + (cached ? " (cached object)" : "");

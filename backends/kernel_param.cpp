@@ -1,0 +1,292 @@
+// kernel_param.cpp — see kernel_param.h.
+#include "backends/kernel_param.h"
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <algorithm>
+#include <map>
+#include <unordered_map>
+
+namespace lathe {
+
+using loop::Expr;
+using loop::ExprKind;
+using loop::ExprRef;
+using loop::Stmt;
+using loop::StmtKind;
+
+namespace {
+
+// Is a literal at this place free to become a run-time value?
+// min_free: the place's rule, the smallest value a literal there may have to be free
+// (kAny, kNever, or kLongTrip in a serial loop's extent)
+constexpr int64_t kAny = INT64_MIN, kNever = INT64_MAX;
+bool free_literal(const Expr& e, int64_t min_free) {
+  return e.kind == ExprKind::Const && e.dtype == DType::I64 && e.lanes == 1 && e.i >= min_free;
+}
+// Is operand k of e a place whose literals must stay constants? (and everything below it)
+// A divisor, where it is evaluated inside a loop (hot): a division by a run-time value is a
+// hardware divide, by a constant a multiply. Outside loops, or once per iteration of the
+// parallel loop that splits the work (planes x row bands), it costs nothing measurable.
+int64_t operand_rule(const Expr& e, size_t k, bool hot, int64_t min_free) {
+  return hot && e.kind == ExprKind::Binary && (e.op == Op::IDiv || e.op == Op::Mod) && k == 1 ? kNever : min_free;
+}
+
+// Tracks whether the statements being walked are inside a hot loop: any loop but one
+// outermost parallel loop.
+struct LoopDepth {
+  int loops = 0;
+  bool serial = false;  // one of them is not parallel
+  bool hot() const { return loops > 1 || serial; }
+};
+// A serial loop's literal trip counts (and those in its extent expression) under 32 stay
+// constants: short loops whose trip count is known only at run time run worse (MobileNetV2's
+// 7x7 and 14x14 depthwise layers ran 1.4-1.8x slower in one code with the 112x112 one);
+// a loop the IR unrolls keeps its trip count; the parallel loop's (planes, row bands, GEMM
+// jobs) is free.
+int64_t extent_rule(const Stmt& s, int64_t min_trip) {
+  if (s.kind != StmtKind::For) return kAny;
+  if (s.annot.unroll > 1) return kNever;
+  return s.annot.parallel ? kAny : min_trip;
+}
+// A local array's size is no code: members of a group take the largest (registers excepted).
+bool free_count(const Stmt& s) { return s.kind == StmtKind::Alloc && !s.registers; }
+
+// One walk of a function in a fixed order: the key (structure, with '#' for each free
+// literal) and the free literals' values in the same order.
+class KeyWalk {
+ public:
+  explicit KeyWalk(int64_t min_trip = 32) : min_trip_(min_trip) {}
+  std::string key;
+  std::vector<int64_t> lits;
+  std::vector<int64_t> counts;  // the sizes of local arrays (free_count), in walk order
+
+  void func(const loop::LoopFunc& f) {
+    key += "F";
+    for (auto& b : f.buffers) key += "b" + std::to_string(static_cast<int>(b.dtype)) + (b.written ? "w" : "r");
+    for (auto& d : f.dims) key += "d" + d + ";";
+    stmts(f.body);
+  }
+
+ private:
+  int64_t min_trip_;
+  LoopDepth depth_;
+  void num(int64_t v) { key += std::to_string(v); key += ','; }
+  void str(const std::string& s) { key += std::to_string(s.size()); key += ':'; key += s; }
+
+  void expr(const ExprRef& e, int64_t min_free) {
+    if (!e) { key += '~'; return; }
+    key += '(';
+    num(static_cast<int>(e->kind));
+    num(static_cast<int>(e->dtype));
+    num(e->lanes);
+    switch (e->kind) {
+      case ExprKind::Const:
+        if (is_float(e->dtype)) {
+          uint64_t bits;
+          std::memcpy(&bits, &e->f, sizeof bits);
+          key += 'f';
+          num(static_cast<int64_t>(bits));
+        } else if (free_literal(*e, min_free)) {
+          key += '#';
+          lits.push_back(e->i);
+        } else {
+          num(e->i);
+        }
+        break;
+      case ExprKind::Var: case ExprKind::LocalLoad: str(e->name); break;
+      case ExprKind::Load: num(e->buffer); break;
+      case ExprKind::Unary: case ExprKind::Binary: num(static_cast<int>(e->op)); break;
+      default: break;
+    }
+    for (size_t k = 0; k < e->args.size(); ++k) expr(e->args[k], operand_rule(*e, k, depth_.hot(), min_free));
+    key += ')';
+  }
+
+  void stmts(const std::vector<Stmt>& body) {
+    key += '{';
+    for (auto& s : body) stmt(s);
+    key += '}';
+  }
+
+  void stmt(const Stmt& s) {
+    key += '[';
+    num(static_cast<int>(s.kind));
+    str(s.var);
+    expr(s.extent, extent_rule(s, min_trip_));
+    expr(s.cond, kAny);
+    expr(s.index, kAny);
+    expr(s.value, kAny);
+    num(s.buffer);
+    num(static_cast<int>(s.dtype));
+    num(s.lanes);
+    if (free_count(s)) counts.push_back(s.count);
+    else num(s.count);
+    num(s.registers);
+    num(s.annot.parallel);
+    num(s.annot.vectorize);
+    num(s.annot.unroll);
+    for (auto& r : s.reduces) str(r);
+    num(static_cast<int>(s.reduce_op));
+    LoopDepth outer = depth_;
+    if (s.kind == StmtKind::For) {
+      ++depth_.loops;
+      depth_.serial |= !s.annot.parallel;
+    }
+    stmts(s.body);
+    depth_ = outer;
+    stmts(s.else_body);
+    key += ']';
+  }
+};
+
+// The same walk, rebuilding the function with the free literals at the chosen positions
+// replaced by variables.
+class Rewrite {
+ public:
+  Rewrite(const std::vector<int>& param_of, const std::vector<int64_t>& counts, int64_t min_trip)
+      : param_of_(param_of), counts_(counts), min_trip_(min_trip) {}
+
+  void func(loop::LoopFunc& f) { stmts(f.body); }
+
+ private:
+  const std::vector<int>& param_of_;  // per free literal: -1 or its parameter number
+  const std::vector<int64_t>& counts_;  // per free local array: its size in the generic code
+  int64_t min_trip_;
+  size_t pos_ = 0, count_pos_ = 0;
+  LoopDepth depth_;
+
+ public:
+  static std::string name(int k) { return "sp$" + std::to_string(k); }
+
+ private:
+  ExprRef expr(const ExprRef& e, int64_t min_free) {
+    if (!e) return e;
+    if (free_literal(*e, min_free)) {
+      int p = param_of_.at(pos_++);
+      return p < 0 ? e : loop::var(name(p), DType::I64);
+    }
+    std::vector<ExprRef> args;
+    bool changed = false;
+    args.reserve(e->args.size());
+    for (size_t k = 0; k < e->args.size(); ++k) {
+      args.push_back(expr(e->args[k], operand_rule(*e, k, depth_.hot(), min_free)));
+      changed |= args.back() != e->args[k];
+    }
+    if (!changed) return e;
+    auto n = std::make_shared<Expr>(*e);  // no re-simplification: the same tree, other leaves
+    n->args = std::move(args);
+    return n;
+  }
+
+  void stmts(std::vector<Stmt>& body) {
+    for (auto& s : body) stmt(s);
+  }
+
+  void stmt(Stmt& s) {
+    s.extent = expr(s.extent, extent_rule(s, min_trip_));
+    s.cond = expr(s.cond, kAny);
+    s.index = expr(s.index, kAny);
+    s.value = expr(s.value, kAny);
+    if (free_count(s)) s.count = counts_.at(count_pos_++);
+    LoopDepth outer = depth_;
+    if (s.kind == StmtKind::For) {
+      ++depth_.loops;
+      depth_.serial |= !s.annot.parallel;
+    }
+    stmts(s.body);
+    depth_ = outer;
+    stmts(s.else_body);
+  }
+};
+
+}  // namespace
+
+std::string shape_param_key(const loop::LoopFunc& f, int64_t min_trip) {
+  KeyWalk w(min_trip);
+  w.func(f);
+  return std::move(w.key);
+}
+
+size_t ShapeParamPlan::grouped() const {
+  std::vector<int> members(codes.size(), 0);
+  for (int c : code) ++members[c];
+  size_t n = 0;
+  for (int c : code) n += members[c] > 1;
+  return n;
+}
+
+ShapeParamPlan plan_shape_params(const std::vector<const loop::LoopFunc*>& funcs, size_t min_group, int64_t min_trip) {
+  ShapeParamPlan plan;
+  if (min_group == SIZE_MAX) {  // off: each function its own code, no walk
+    for (size_t i = 0; i < funcs.size(); ++i) {
+      plan.codes.push_back(*funcs[i]);
+      plan.code.push_back(static_cast<int>(i));
+      plan.values.emplace_back();
+      plan.first_param.push_back(funcs[i]->dims.size());
+      plan.bounds.emplace_back();
+    }
+    return plan;
+  }
+  std::vector<KeyWalk> walks(funcs.size(), KeyWalk(min_trip));
+  std::unordered_map<std::string, std::vector<size_t>> groups;
+  for (size_t i = 0; i < funcs.size(); ++i) {
+    walks[i].func(*funcs[i]);
+    groups[walks[i].key].push_back(i);
+  }
+  plan.code.assign(funcs.size(), -1);
+  plan.values.assign(funcs.size(), {});
+  for (size_t i = 0; i < funcs.size(); ++i) {
+    if (plan.code[i] >= 0) continue;
+    const std::vector<size_t>& g = groups.at(walks[i].key);
+    const int c = static_cast<int>(plan.codes.size());
+    plan.codes.push_back(*funcs[i]);
+    plan.first_param.push_back(funcs[i]->dims.size());
+    plan.bounds.emplace_back();
+    if (g.size() < std::max<size_t>(min_group, 2)) {
+      plan.code[i] = c;
+      continue;
+    }
+    // the literals the members disagree on become parameters, numbered in walk order
+    const size_t n = walks[i].lits.size();
+    // (places where every member has the same value as at an earlier place share its
+    // parameter: one stride, one extent, as the optimizer would have seen them as constants)
+    std::vector<int> param_of(n, -1);
+    int params = 0;
+    std::map<std::vector<int64_t>, int> param_by_values;
+    std::vector<int64_t> column(g.size());
+    for (size_t p = 0; p < n; ++p) {
+      bool varies = false;
+      for (size_t m = 0; m < g.size(); ++m) {
+        column[m] = walks[g[m]].lits[p];
+        varies |= column[m] != column[0];
+      }
+      if (!varies) continue;
+      auto [it, fresh] = param_by_values.try_emplace(column, params);
+      params += fresh;
+      param_of[p] = it->second;
+    }
+    std::vector<int64_t> counts = walks[i].counts;
+    for (size_t j : g)
+      for (size_t a = 0; a < counts.size(); ++a) counts[a] = std::max(counts[a], walks[j].counts[a]);
+    loop::LoopFunc& generic = plan.codes.back();
+    Rewrite(param_of, counts, min_trip).func(generic);
+    for (int k = 0; k < params; ++k) generic.dims.push_back(Rewrite::name(k));
+    plan.bounds.back().assign(params, {INT64_MAX, INT64_MIN});
+    for (size_t j : g) {
+      plan.code[j] = c;
+      plan.values[j].assign(params, 0);
+      for (size_t p = 0; p < n; ++p)
+        if (param_of[p] >= 0) plan.values[j][param_of[p]] = walks[j].lits[p];
+      for (int k = 0; k < params; ++k) {
+        auto& [lo, hi] = plan.bounds.back()[k];
+        lo = std::min(lo, plan.values[j][k]);
+        hi = std::max(hi, plan.values[j][k]);
+      }
+    }
+  }
+  return plan;
+}
+
+}  // namespace lathe
