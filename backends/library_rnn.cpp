@@ -88,60 +88,26 @@ __attribute__((target("avx2,fma"))) void row_reduce_avx2(int64_t n, int64_t K, c
   }
 }
 
-// 4 rows × 16 columns of acc in registers over all of K
-__attribute__((target("avx2,fma"))) void tile_4x16(int64_t K, const float* a, int64_t lda, const float* w, int64_t ldw,
+// R rows × 16 columns of acc in registers over all of K (R×2 accumulators, fully unrolled so
+// they stay in registers): R = 4 for the recurrence; R = 6 for the input projections, whose
+// rows (the steps) are all known at once (2 loads of w and 6 broadcasts per 12 FMAs, against
+// 4×16's 2 + 4 per 8)
+template <int R>
+__attribute__((target("avx2,fma"))) void tile_rx16(int64_t K, const float* a, int64_t lda, const float* w, int64_t ldw,
                                                    float* c, int64_t ldc) {
-  __m256 c00 = _mm256_loadu_ps(c), c01 = _mm256_loadu_ps(c + 8), c10 = _mm256_loadu_ps(c + ldc),
-         c11 = _mm256_loadu_ps(c + ldc + 8), c20 = _mm256_loadu_ps(c + 2 * ldc), c21 = _mm256_loadu_ps(c + 2 * ldc + 8),
-         c30 = _mm256_loadu_ps(c + 3 * ldc), c31 = _mm256_loadu_ps(c + 3 * ldc + 8);
-  const float *a0 = a, *a1 = a + lda, *a2 = a + 2 * lda, *a3 = a + 3 * lda;
+  __m256 acc[R][2];
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) acc[r][0] = _mm256_loadu_ps(c + r * ldc), acc[r][1] = _mm256_loadu_ps(c + r * ldc + 8);
   for (int64_t k = 0; k < K; ++k) {
     const __m256 w0 = _mm256_loadu_ps(w + k * ldw), w1 = _mm256_loadu_ps(w + k * ldw + 8);
-    __m256 x = _mm256_broadcast_ss(a0 + k);
-    c00 = _mm256_fmadd_ps(x, w0, c00), c01 = _mm256_fmadd_ps(x, w1, c01);
-    x = _mm256_broadcast_ss(a1 + k);
-    c10 = _mm256_fmadd_ps(x, w0, c10), c11 = _mm256_fmadd_ps(x, w1, c11);
-    x = _mm256_broadcast_ss(a2 + k);
-    c20 = _mm256_fmadd_ps(x, w0, c20), c21 = _mm256_fmadd_ps(x, w1, c21);
-    x = _mm256_broadcast_ss(a3 + k);
-    c30 = _mm256_fmadd_ps(x, w0, c30), c31 = _mm256_fmadd_ps(x, w1, c31);
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+      const __m256 x = _mm256_broadcast_ss(a + r * lda + k);
+      acc[r][0] = _mm256_fmadd_ps(x, w0, acc[r][0]), acc[r][1] = _mm256_fmadd_ps(x, w1, acc[r][1]);
+    }
   }
-  _mm256_storeu_ps(c, c00), _mm256_storeu_ps(c + 8, c01);
-  _mm256_storeu_ps(c + ldc, c10), _mm256_storeu_ps(c + ldc + 8, c11);
-  _mm256_storeu_ps(c + 2 * ldc, c20), _mm256_storeu_ps(c + 2 * ldc + 8, c21);
-  _mm256_storeu_ps(c + 3 * ldc, c30), _mm256_storeu_ps(c + 3 * ldc + 8, c31);
-}
-
-// 6 rows × 16 columns (12 accumulators: 2 loads of w and 6 broadcasts per 12 FMAs, against 4×16's
-// 2 + 4 per 8), for the input projections, whose rows (the steps) are all known at once
-__attribute__((target("avx2,fma"))) void tile_6x16(int64_t K, const float* a, int64_t lda, const float* w, int64_t ldw,
-                                                   float* c, int64_t ldc) {
-  __m256 c00 = _mm256_loadu_ps(c), c01 = _mm256_loadu_ps(c + 8), c10 = _mm256_loadu_ps(c + ldc),
-         c11 = _mm256_loadu_ps(c + ldc + 8), c20 = _mm256_loadu_ps(c + 2 * ldc), c21 = _mm256_loadu_ps(c + 2 * ldc + 8),
-         c30 = _mm256_loadu_ps(c + 3 * ldc), c31 = _mm256_loadu_ps(c + 3 * ldc + 8), c40 = _mm256_loadu_ps(c + 4 * ldc),
-         c41 = _mm256_loadu_ps(c + 4 * ldc + 8), c50 = _mm256_loadu_ps(c + 5 * ldc), c51 = _mm256_loadu_ps(c + 5 * ldc + 8);
-  const float *a0 = a, *a1 = a + lda, *a2 = a + 2 * lda, *a3 = a + 3 * lda, *a4 = a + 4 * lda, *a5 = a + 5 * lda;
-  for (int64_t k = 0; k < K; ++k) {
-    const __m256 w0 = _mm256_loadu_ps(w + k * ldw), w1 = _mm256_loadu_ps(w + k * ldw + 8);
-    __m256 x = _mm256_broadcast_ss(a0 + k);
-    c00 = _mm256_fmadd_ps(x, w0, c00), c01 = _mm256_fmadd_ps(x, w1, c01);
-    x = _mm256_broadcast_ss(a1 + k);
-    c10 = _mm256_fmadd_ps(x, w0, c10), c11 = _mm256_fmadd_ps(x, w1, c11);
-    x = _mm256_broadcast_ss(a2 + k);
-    c20 = _mm256_fmadd_ps(x, w0, c20), c21 = _mm256_fmadd_ps(x, w1, c21);
-    x = _mm256_broadcast_ss(a3 + k);
-    c30 = _mm256_fmadd_ps(x, w0, c30), c31 = _mm256_fmadd_ps(x, w1, c31);
-    x = _mm256_broadcast_ss(a4 + k);
-    c40 = _mm256_fmadd_ps(x, w0, c40), c41 = _mm256_fmadd_ps(x, w1, c41);
-    x = _mm256_broadcast_ss(a5 + k);
-    c50 = _mm256_fmadd_ps(x, w0, c50), c51 = _mm256_fmadd_ps(x, w1, c51);
-  }
-  _mm256_storeu_ps(c, c00), _mm256_storeu_ps(c + 8, c01);
-  _mm256_storeu_ps(c + ldc, c10), _mm256_storeu_ps(c + ldc + 8, c11);
-  _mm256_storeu_ps(c + 2 * ldc, c20), _mm256_storeu_ps(c + 2 * ldc + 8, c21);
-  _mm256_storeu_ps(c + 3 * ldc, c30), _mm256_storeu_ps(c + 3 * ldc + 8, c31);
-  _mm256_storeu_ps(c + 4 * ldc, c40), _mm256_storeu_ps(c + 4 * ldc + 8, c41);
-  _mm256_storeu_ps(c + 5 * ldc, c50), _mm256_storeu_ps(c + 5 * ldc + 8, c51);
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) _mm256_storeu_ps(c + r * ldc, acc[r][0]), _mm256_storeu_ps(c + r * ldc + 8, acc[r][1]);
 }
 
 // `backward` reverses the order w is walked in. The steps alternate it: w (RT) is read whole
@@ -157,7 +123,7 @@ void gemm_acc(int64_t m, int64_t n, int64_t K, const float* a, int64_t lda, cons
   if (m4 && n16) {
     for (int64_t jb = 0; jb < n16; jb += 16) {  // the strip w[:, j:j+16] stays in L1 over the row blocks
       const int64_t j = backward ? n16 - 16 - jb : jb;
-      for (int64_t r = 0; r < m4; r += 4) tile_4x16(K, a + r * lda, lda, w + j, ldw, acc + r * ldc + j, ldc);
+      for (int64_t r = 0; r < m4; r += 4) tile_rx16<4>(K, a + r * lda, lda, w + j, ldw, acc + r * ldc + j, ldc);
     }
     if (n16 < n)
       for (int64_t r = 0; r < m4; ++r) row_reduce_avx2(n - n16, K, a + r * lda, w + n16, ldw, acc + r * ldc + n16, backward);
@@ -291,7 +257,7 @@ void project(const Proj& p, int64_t r0, int64_t r1, int64_t c0, int64_t c1, floa
     float* d = dst + (rb - r0) * ldd;
     if (m6 && n16) {  // 6×16 tiles, the 16-column strip of WT staying in L1 over the row tiles
       for (int64_t j = 0; j < n16; j += 16)
-        for (int64_t r = 0; r < m6; r += 6) tile_6x16(p.I, x + r * p.I, p.I, w + j, p.XW, d + r * ldd + j, ldd);
+        for (int64_t r = 0; r < m6; r += 6) tile_rx16<6>(p.I, x + r * p.I, p.I, w + j, p.XW, d + r * ldd + j, ldd);
       if (n16 < n) gemm_acc(m6, n - n16, p.I, x, p.I, w + n16, p.XW, d + n16, ldd, false);
       if (m6 < m) gemm_acc(m - m6, n, p.I, x + m6 * p.I, p.I, w, p.XW, d + m6 * ldd, ldd, false);
     } else {
