@@ -34,7 +34,9 @@
 #include <sstream>
 #include <thread>
 
+#include "backends/backend.h"
 #include "core/ir/diag.h"
+#include "core/runtime/machine.h"
 #include "core/runtime/npy.h"
 
 namespace lathe::app {
@@ -253,6 +255,7 @@ OutputError compare_output(const std::string& name, const std::string& got_path,
 struct Row {
   std::string name, backend, status = "ok", note;
   double cold_s = 0, warm_s = 0, median_ms = 0, rss_mb = 0, cold_rss_mb = 0;
+  double gflop = -1;  // the program's work per run (`lathe run --stats`), for GFLOP/s and the share of peak
   nlohmann::json cold_stats, warm_stats;
   std::vector<OutputError> errors;
   double max_error = 0, min_cosine = 1;
@@ -331,6 +334,7 @@ Row bench_model(const ModelDir& m, const BenchModelsOptions& o, const std::strin
     return r;
   }
   r.median_ms = st["median_ms"].get<double>();
+  if (st.contains("gflop") && st["gflop"].is_number()) r.gflop = st["gflop"].get<double>();
 
   if (!o.ort_peer.empty()) {
     std::vector<std::string> pargv = {o.ort_peer, m.dir, "--iters", std::to_string(o.iters), "--threads",
@@ -367,7 +371,7 @@ Row bench_model(const ModelDir& m, const BenchModelsOptions& o, const std::strin
 // ORT's start (session creation + one run) over Lathe's.
 double start_ratio(const Row& r, double lathe_s) { return (r.ort_create_ms + r.ort_median_ms) / 1000 / lathe_s; }
 
-void print_row(const Row& r, bool json) {
+void print_row(const Row& r, bool json, double peak_gflops) {
   if (json) {
     nlohmann::json j = {{"name", r.name}, {"backend", r.backend}, {"status", r.status}};
     if (r.status == "ok" || r.status == "wrong") {
@@ -383,6 +387,11 @@ void print_row(const Row& r, bool json) {
       nlohmann::json errs = nlohmann::json::object();
       for (auto& e : r.errors) errs[e.name] = {{"max_abs", e.max_abs}, {"max_rel_to_max", e.rel}, {"cosine", e.cosine}};
       j["errors"] = errs;
+      if (r.gflop >= 0) {
+        j["gflop"] = r.gflop;
+        j["gflops"] = r.gflop / (r.median_ms / 1000);
+        if (peak_gflops > 0) j["peak_share"] = r.gflop / (r.median_ms / 1000) / peak_gflops;
+      }
       j["cold"] = r.cold_stats;
       j["warm"] = r.warm_stats;
       j["peer"] = r.peer ? nlohmann::json("onnxruntime") : nlohmann::json();
@@ -407,8 +416,16 @@ void print_row(const Row& r, bool json) {
     std::fflush(stdout);
     return;
   }
-  std::printf("%-14s %-7s %7.2f %7.2f %10.3f %8.0f %9.1e", r.name.c_str(), r.backend.c_str(), r.cold_s, r.warm_s,
-              r.median_ms, r.rss_mb, r.max_error);
+  std::printf("%-14s %-7s %7.2f %7.2f %10.3f", r.name.c_str(), r.backend.c_str(), r.cold_s, r.warm_s, r.median_ms);
+  if (r.gflop >= 0 && r.median_ms > 0) {
+    double gf = r.gflop / (r.median_ms / 1000);
+    std::printf(" %8.1f", gf);
+    if (peak_gflops > 0) std::printf(" %5.0f%%", 100 * gf / peak_gflops);
+    else std::printf(" %6s", "-");
+  } else {
+    std::printf(" %8s %6s", "-", "-");
+  }
+  std::printf(" %8.0f %9.1e", r.rss_mb, r.max_error);
   if (r.peer)
     std::printf("   %7.2f %10.3f %8.0f   %6.2fx %6.2fx %6.2fx %6.2fx", (r.ort_create_ms + r.ort_median_ms) / 1000,
                 r.ort_median_ms, r.ort_rss_mb, r.ort_median_ms / r.median_ms, start_ratio(r, r.cold_s),
@@ -431,18 +448,32 @@ int run_bench_models(const BenchModelsOptions& o) {
   char tmpl[] = "/tmp/lathe-bench-models-XXXXXX";
   if (!mkdtemp(tmpl)) throw UserError(std::string("cannot create a temp directory: ") + std::strerror(errno));
   std::string tmp = tmpl;
+  // The ceiling GFLOP/s is divided by: the device's f32 peak (cuda), else the host's measured FMA peak.
+  double peak_gflops = 0;
+  std::string peak_what = "the host's FMA peak over all threads (machine ceiling)";
+  if (o.backend == "cuda") {
+    std::string why;
+    peak_gflops = get_backend(o.backend).device_peak_gflops(&why);
+    peak_what = "the device's f32 peak";
+  } else if (o.backend != "interp") {
+    peak_gflops = machine_ceiling().gflops;
+  }
   if (!o.json) {
     double load[3] = {0, 0, 0};
     if (getloadavg(load, 3) < 0) load[0] = -1;
     std::printf("# %zu model(s) from %s; cold = fresh process, empty kernel cache; warm = fresh process, cache filled;\n"
                 "# median of %d runs; RSS = peak resident MB; error = max|got-ref|/max|ref|; load average %.2f\n",
                 models.size(), o.dir.c_str(), o.iters, load[0]);
-    std::printf("%-14s %-7s %7s %7s %10s %8s %9s", "model", "backend", "cold s", "warm s", "median ms", "RSS MB", "error");
+    if (peak_gflops > 0)
+      std::printf("# GFLOP/s = the program's floating-point work / median; peak = its share of %s, %.0f GFLOP/s\n",
+                  peak_what.c_str(), peak_gflops);
+    std::printf("%-14s %-7s %7s %7s %10s %8s %6s %8s %9s", "model", "backend", "cold s", "warm s", "median ms", "GFLOP/s",
+                "peak", "RSS MB", "error");
     if (!o.ort_peer.empty())
       std::printf("   %7s %10s %8s   %7s %7s %7s %7s", "ORT s", "ORT ms", "ORT MB", "speed", "cold", "warm", "RSS");
     std::printf("\n");
     if (!o.ort_peer.empty())
-      std::printf("%-14s %-7s %7s %7s %10s %8s %9s   %-28s   %s\n", "", "", "", "", "", "", "",
+      std::printf("%-14s %-7s %7s %7s %10s %8s %6s %8s %9s   %-28s   %s\n", "", "", "", "", "", "", "", "", "",
                   "(ORT s = create + one run)", "(ratios: ORT/Lathe time; RSS Lathe/ORT)");
   }
   int failures = 0;
@@ -457,7 +488,7 @@ int run_bench_models(const BenchModelsOptions& o) {
       r.note = e.diag().message;
     }
     if (r.status == "error" || r.status == "wrong") ++failures;
-    print_row(r, o.json);
+    print_row(r, o.json, peak_gflops);
   }
   std::error_code ec;
   fs::remove_all(tmp, ec);

@@ -37,6 +37,7 @@
 #include "core/ir/diag.h"
 #include "core/frontend/samples.h"
 #include "core/ir/loader.h"
+#include "core/loop/cost.h"
 #include "core/runtime/npy.h"
 #include "core/runtime/random.h"
 #include "core/tune/records.h"
@@ -53,6 +54,7 @@ double ms_since(Clock::time_point t) { return std::chrono::duration<double, std:
 // --stats: where a run's time went.
 struct RunStats {
   double load_ms = 0, build_ms = 0, compile_ms = 0, first_run_ms = 0, median_ms = -1, min_ms = -1;
+  double gflop = -1;  // the program's floating-point work per run (loop/cost.h's count), in GFLOP
   int kernels = 0, distinct_kernels = 0, distinct_up_to_constants = 0, codes_compiled = -1, iters = 0;
   bool from_cache = false;
 };
@@ -96,6 +98,8 @@ RunResult run_on_backend(const std::string& backend, const Graph& g, const Tenso
   for (auto& f : p.funcs) fs.push_back(&f);
   st.distinct_kernels = static_cast<int>(same_code(fs).distinct());
   st.distinct_up_to_constants = static_cast<int>(distinct_up_to_constants(fs));
+  st.gflop = 0;
+  for (auto& f : p.funcs) st.gflop += loop::estimate_cost(f, p.kg, binds).flops / 1e9;
   Executable exe(std::move(p), std::move(compiled), backend);
   t0 = Clock::now();
   r.outputs = exe.run(inputs, &r.updated);
@@ -358,7 +362,7 @@ int run_run(const std::vector<std::string>& args) {
   app.add_option("--iters", flags.iters, "after the first run, time N more (median and min in --stats)")
       ->check(CLI::Range(0, 100000));
   app.add_flag("--stats", flags.stats,
-               "print `stats: {JSON}`: load, build, compile and first-run ms, run medians, peak resident memory");
+               "print `stats: {JSON}`: load, build, compile and first-run ms, run medians, GFLOP per run, peak resident memory");
   app.add_option("--tuned", flags.tuned, "tuning records to apply (`lathe tune`; default: the records file in the cache dir, 'none': no records)");
   if (int rc = parse_cli(app, args); rc >= 0) return rc;
   if (file.empty() && sample.empty()) {
@@ -465,6 +469,7 @@ int run_parsed(const Graph& g, const std::string& file, const std::string& backe
                         {"distinct_up_to_constants", st.distinct_up_to_constants},
                         {"from_cache", st.from_cache},   {"peak_rss_mb", ru.ru_maxrss / 1024.0}};
     if (st.codes_compiled >= 0) j["codes"] = st.codes_compiled;  // machine codes (llvm: shape-parametric sharing)
+    if (st.gflop >= 0) j["gflop"] = st.gflop;
     if (st.iters) {
       j["iters"] = st.iters;
       j["median_ms"] = st.median_ms;

@@ -138,6 +138,11 @@ TEST(BenchModels, MeasuresAndComparesWithAPeer) {
   EXPECT_GT(j["median_ms"].get<double>(), 0);
   EXPECT_GT(j["peak_rss_mb"].get<double>(), 1);
   EXPECT_LT(j["max_error"].get<double>(), 1e-5);
+  // the work per run: the 3x40 . 40x50 product's 2*M*N*K = 12000 FLOPs, and the bias add and Relu's 150 each at most
+  EXPECT_GE(j["gflop"].get<double>(), 12000e-9) << j.dump();
+  EXPECT_LE(j["gflop"].get<double>(), 12300e-9) << j.dump();
+  EXPECT_NEAR(j["gflops"].get<double>(), j["gflop"].get<double>() / (j["median_ms"].get<double>() / 1000), 1e-9);
+  EXPECT_GT(j["peak_share"].get<double>(), 0) << j.dump();
   EXPECT_FALSE(j["cold"]["from_cache"].get<bool>()) << "the cold start must find an empty kernel cache";
   EXPECT_TRUE(j["warm"]["from_cache"].get<bool>()) << "the warm start must find the kernels cached";
   EXPECT_EQ(j["peer"], "onnxruntime");
@@ -150,6 +155,7 @@ TEST(BenchModels, MeasuresAndComparesWithAPeer) {
   EXPECT_EQ(r.rc, 0) << r.out;
   EXPECT_NE(r.out.find("tiny_mlp"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("cold s"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("GFLOP/s"), std::string::npos) << r.out;
 }
 
 TEST(BenchModels, WrongOutputsFailAndUnsupportedOpsSkip) {
