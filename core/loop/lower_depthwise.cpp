@@ -67,7 +67,9 @@ struct Plan {
   int64_t OC = 1, OCB = 1, cwoc = 0;
   std::vector<int> xsel;  // the plane dims: sel without oc
   int64_t RP = 2;         // output rows per pass (they share the loads of the input rows both read)
+  bool acc = false;       // register accumulators (always with several outputs per plane)
   bool multi() const { return oc >= 0; }
+  bool accumulate() const { return multi() || acc; }
 };
 
 std::optional<Plan> analyse(const KernelGraph& kg, const Kernel& k, int L, const DirectParams& dp) {
@@ -168,6 +170,7 @@ std::optional<Plan> analyse(const KernelGraph& kg, const Kernel& k, int L, const
     }
   if (p.oh >= 0) p.OH = s[p.oh].value();
   if (dp.rows > 0) p.RP = dp.rows;
+  p.acc = dp.acc;
   if (p.kh >= 0) p.KH = s[p.kh].value();
   if (p.kw >= 0) p.KW = s[p.kw].value();
   p.akw = p.kw >= 0 ? *coef(p.x.addr, p.kw) : 0;
@@ -324,8 +327,8 @@ class DepthwiseLowering {
     body.push_back(make_let("ehi", DType::I64, binary(Op::Max, ehi, var("elo"))));
     body.push_back(make_let("qlo", DType::I64, binary(Op::IDiv, add(var("elo"), const_int(S - 1)), const_int(S))));
     body.push_back(make_let("qhi", DType::I64, binary(Op::Max, var("qlo"), binary(Op::IDiv, var("ehi"), const_int(S)))));
-    // the taps' weights, once per plane (several outputs per plane: read at each use)
-    if (!p.multi())
+    // the taps' weights, once per plane (register accumulators: read at each use)
+    if (!p.accumulate())
     for (int64_t c = 0; c < p.CG; ++c)
       for (int64_t i = 0; i < p.KH; ++i)
         for (int64_t j = 0; j < p.KW; ++j)
@@ -425,7 +428,7 @@ class DepthwiseLowering {
     // one vector of each of rows `is` (× OCB output channels): rowt[(r · OCB + j) · owv + v · L]
     auto pass = [&](const std::vector<ExprRef>& is, const std::string& note) {
       std::vector<Stmt> vb;
-      if (!p.multi()) {
+      if (!p.accumulate()) {
         for (size_t r = 0; r < is.size(); ++r) vb.push_back(make_local_store("rowt", add(mul(v, const_int(L_)), const_int((int64_t)r * owv)), row_sum(is[r])));
         return make_for("v", const_int(owv / L_), std::move(vb), note);
       }
@@ -491,7 +494,7 @@ class DepthwiseLowering {
       f_.schedule_log.push_back("direct conv: " + taps + ", " + std::to_string(p.OCB) + " of " + std::to_string(p.OC) +
                                 " output channels per pass");
     else
-      f_.schedule_log.push_back("depthwise: " + taps);
+      f_.schedule_log.push_back("depthwise: " + taps + (p.acc ? ", register accumulators" : ""));
     unique_loop_names(f_);
     return std::move(f_);
   }

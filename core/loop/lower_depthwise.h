@@ -38,10 +38,15 @@ namespace lathe::loop {
 // The nest's parameters (0: the heuristic's choice). `ocb`: output channels per pass when
 // several outputs read each input plane (the default weighs FMA latency against the channels
 // a last pass redoes: 4-6); `rows`: output rows per pass (default 2); `force`: also under
-// LATHE_DEPTHWISE=0 (a tuning record that names the nest).
+// LATHE_DEPTHWISE=0 (a tuning record that names the nest). `acc` (a depthwise convolution,
+// one output per plane; tuning only): the pass keeps its rows' sums in register accumulators
+// and reads each tap's weight as it uses it (as the stem's nest does), instead of one sum
+// expression per output vector over the plane's taps held as values: a 5x5 window's 25
+// weights do not fit AVX2's 16 registers, and LLVM spilled weights and input vectors.
 struct DirectParams {
   int ocb = 0, rows = 0;
   bool force = false;
+  bool acc = false;
 };
 // `lanes`: the vector width of the output rows (8 on AVX2).
 std::optional<LoopFunc> lower_depthwise_kernel(const KernelGraph& kg, int kernel, int lanes = 8, const DirectParams& dp = {});

@@ -7,6 +7,7 @@
 
 #include "core/loop/cost.h"
 #include "core/loop/lower.h"
+#include "core/loop/lower_depthwise.h"
 
 namespace lathe::tune {
 
@@ -266,6 +267,22 @@ Estimate estimate(const loop::LoopFunc& f, const KernelGraph& kg, const Bindings
   if (!packed) {
     Env env(dims.begin(), dims.end());
     cycles = w.cycles(f.body, env, 1);
+    // a depthwise nest that holds its plane's taps as values (not register accumulators):
+    // with more weights than the vector registers leave (a 5x5 window's 25 on AVX2's 16)
+    // LLVM spills weights and the shared input vectors around every output vector (5x5:
+    // ~75 instructions per row vector, checked in the assembly, against ~45 with
+    // accumulators and 2 rows per pass)
+    if (loop::is_depthwise(f) && f.schedule_log[0].rfind("depthwise: ", 0) == 0 &&
+        f.schedule_log[0].find("register accumulators") == std::string::npos) {
+      int weights = 0;
+      for (auto& st : f.body)
+        if (st.kind == loop::StmtKind::For)
+          for (auto& b : st.body) weights += b.kind == loop::StmtKind::Let && b.dtype == DType::F32;
+      if (weights > m.vregs - 4) {
+        spill = 1;
+        cycles *= 1.6;
+      }
+    }
   }
   e.ms = std::max(cycles, 1.0) / (kGhz * 1e6);
   const Stats& s = w.st;

@@ -144,7 +144,7 @@ bool parse_matmul_line(const std::string& line, loop::MatmulParams& p) {
 }
 
 std::string direct_line(const loop::DirectParams& p) {
-  return "direct ocb=" + std::to_string(p.ocb) + " rows=" + std::to_string(p.rows);
+  return "direct ocb=" + std::to_string(p.ocb) + " rows=" + std::to_string(p.rows) + (p.acc ? " acc=1" : "");
 }
 
 bool parse_direct_line(const std::string& line, loop::DirectParams& p) {
@@ -157,7 +157,8 @@ bool parse_direct_line(const std::string& line, loop::DirectParams& p) {
     int v = static_cast<int>(to_int(w[i].substr(eq + 1), line));
     if (k == "ocb" && v >= 0 && v <= 8) p.ocb = v;
     else if (k == "rows" && v >= 0 && v <= 8) p.rows = v;
-    else throw UserError("schedule line '" + line + "': expected ocb=0..8 rows=0..8, got '" + w[i] + "'");
+    else if (k == "acc" && (v == 0 || v == 1)) p.acc = v == 1;
+    else throw UserError("schedule line '" + line + "': expected ocb=0..8 rows=0..8 acc=0|1, got '" + w[i] + "'");
   }
   p.force = true;
   return true;
@@ -277,6 +278,8 @@ Space make_space(const KernelGraph& kg, int kernel, const Machine& m) {
     auto f = loop::lower_depthwise_kernel(kg, kernel, m.lanes, dp);
     if (f && f->schedule_log.at(0).rfind("direct conv: ", 0) == 0) s.knobs.push_back({"ocb", {0, 2, 3, 4, 5, 6}});
     s.knobs.push_back({"direct_rows", {0, 1, 3, 4}});
+    // one output per plane (a depthwise convolution): its rows' sums in register accumulators
+    if (f && f->schedule_log.at(0).rfind("depthwise: ", 0) == 0) s.knobs.push_back({"direct_acc", {0, 1}});
   }
   if (k.kind == "matmul") {
     // 0 = the packed GEMM nest (BLIS), 1 = the plain reduction scheduled with the generic knobs
@@ -337,6 +340,7 @@ Built build(const KernelGraph& kg, int kernel, const Space& s, const Point& p) {
     loop::DirectParams dp;
     dp.ocb = (int)val("ocb", 0);
     dp.rows = (int)val("direct_rows", 0);
+    dp.acc = val("direct_acc", 0) == 1;
     dp.force = true;
     if (auto f = loop::lower_depthwise_kernel(kg, kernel, s.lanes, dp)) {
       b.schedule.push_back(direct_line(dp));

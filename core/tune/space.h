@@ -13,7 +13,7 @@
 //     matmul mr=6 nr=16 lanes=8 kc=256 mc=144 nc=512
 // and a depthwise or stem convolution's direct nest (lower_depthwise.h) is one line, its
 // output channels and rows per pass (0: the heuristic's), with nothing after it:
-//     direct ocb=5 rows=2
+//     direct ocb=5 rows=2            (a depthwise one may add acc=1: register accumulators)
 // A Point picks one value per knob of a Space; build() applies its primitives in a fixed
 // order, skipping those a kernel refuses (the log shows only what was applied).
 #pragma once

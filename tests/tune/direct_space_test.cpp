@@ -17,6 +17,7 @@
 #include "core/loop/lower_depthwise.h"
 #include "core/runtime/compare.h"
 #include "core/runtime/random.h"
+#include "core/tune/model.h"
 #include "core/tune/space.h"
 
 namespace lathe {
@@ -81,6 +82,8 @@ TEST(TuneDirect, StemAndDepthwiseKernelsHaveTheNestsKnobs) {
   EXPECT_GE(sd.knob("direct"), 0);
   EXPECT_LT(sd.knob("ocb"), 0);  // one output per plane: no pass width to choose
   EXPECT_GE(sd.knob("direct_rows"), 0);
+  EXPECT_GE(sd.knob("direct_acc"), 0);  // its rows' sums in register accumulators, or not
+  EXPECT_LT(ss.knob("direct_acc"), 0);  // a stem's passes always accumulate in registers
   // a GEMM without a window has none of them
   Program pm = build_program(Graph::from_outputs({{"y", matmul(input("a", {9, 16}), input("b", {16, 11})).node()}}));
   EXPECT_LT(tune::make_space(pm.kg, 0, m).knob("direct"), 0);
@@ -136,6 +139,37 @@ TEST(TuneDirect, EveryPassShapeMatchesTheInterpreter) {
       EXPECT_LT(max_diff(e.run(in), want), 1e-3) << loop::print_loop(progs[i].funcs[0]);
     }
   }
+}
+
+// A 5x5 depthwise convolution's 25 weights held as values do not fit AVX2's 16 vector
+// registers (LLVM spilled them and the input vectors around every output vector): the
+// register-accumulator pass replays from its line, and the cost model ranks it first.
+TEST(TuneDirect, DepthwiseAccumulatorsReplayAndTheModelPicksThem) {
+  const tune::Machine m{2, 8, 16};
+  Program p = build_program(dw5());
+  tune::Space s = tune::make_space(p.kg, 0, m);
+  tune::Built a = tune::build(p.kg, 0, s, point(s, {{"direct", 1}, {"direct_rows", 4}, {"direct_acc", 1}}));
+  ASSERT_EQ(a.schedule, std::vector<std::string>{"direct ocb=0 rows=4 acc=1"});
+  EXPECT_EQ(tune::code_key(tune::replay(p.kg, 0, a.schedule)), tune::code_key(a.f));
+  // acc=0 (and a line without acc) is the heuristic's pass
+  EXPECT_EQ(tune::code_key(tune::replay(p.kg, 0, {"direct ocb=0 rows=0 acc=0"})), tune::code_key(p.funcs[0]));
+  EXPECT_EQ(tune::code_key(tune::replay(p.kg, 0, {"direct ocb=0 rows=0"})), tune::code_key(p.funcs[0]));
+  EXPECT_THROW(tune::replay(p.kg, 0, {"direct ocb=0 rows=2 acc=2"}), UserError);
+  // the model: the heuristic's pass above every accumulator pass of 2 or more rows
+  Bindings dims;
+  double heur = tune::estimate(p.funcs[0], p.kg, dims, m).ms;
+  for (int64_t rows : {3, 4}) {
+    tune::Built b = tune::build(p.kg, 0, s, point(s, {{"direct", 1}, {"direct_rows", rows}, {"direct_acc", 1}}));
+    EXPECT_LT(tune::estimate(b.f, p.kg, dims, m).ms, heur) << rows;
+  }
+  // a 3x3 depthwise's 9 weights fit: no charge, the heuristic's pass is no worse there
+  Conv2dOptions o;
+  o.padding = {1, 1};
+  o.groups = 7;
+  Program p3 = build_program(Graph::from_outputs({{"y", conv2d(input("x", {1, 7, 17, 19}), input("w", {7, 1, 3, 3}), std::nullopt, o).node()}}));
+  tune::Space s3 = tune::make_space(p3.kg, 0, m);
+  tune::Built b3 = tune::build(p3.kg, 0, s3, point(s3, {{"direct", 1}, {"direct_acc", 0}}));
+  EXPECT_EQ(tune::estimate(b3.f, p3.kg, dims, m).features.at(9), 0.0);  // spill feature
 }
 
 TEST(TuneDirect, BadDirectLinesAreErrors) {
