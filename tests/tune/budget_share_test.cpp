@@ -57,7 +57,9 @@ TEST(TuneBudget, TheKernelsThatTakeTheRunAreTunedFirstAndLongest) {
   auto t0 = std::chrono::steady_clock::now();
   auto r = tune::tune_program(p, {}, "T", &m, o);
   double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  EXPECT_LE(s, o.budget_s + 0.05);
+  // Without the budget the 96 trials would take about 4.8 s of fake measurement; the search's own work (the
+  // space, the cost model) is real CPU time, which a 2-core machine at load 16 stretched by 0.1-0.15 s.
+  EXPECT_LE(s, o.budget_s + 0.5);
   int kb = std::min(of.at("sb"), of.at("sd"));  // the first of b's hash is the one tuned
   ASSERT_GE(order.size(), 2u);
   EXPECT_EQ(order[0], kb);          // 4 ms of the run's 5.25
