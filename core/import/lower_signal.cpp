@@ -14,6 +14,8 @@
 // own axis. MelWeightMatrix is folded to a constant, as the ONNX reference computes it
 // (triangular filters between mel-spaced bin indices).
 #include <cmath>
+#include <cstdio>
+#include <string>
 
 #include "core/frontend/nn.h"
 #include "core/import/onnx_lower.h"
@@ -24,6 +26,12 @@ namespace {
 
 constexpr double kPi = 3.14159265358979323846;
 constexpr int64_t kMaxBasis = int64_t(1) << 24;  // elements of one DFT basis
+
+std::string fmt_g(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
+}
 
 // An integer scalar input (0-D or one element).
 int64_t int_scalar(const NodeCtx& c, size_t i, const char* what) {
@@ -43,7 +51,8 @@ Tensor dft(const NodeCtx& c, Tensor x, int ax, int64_t n, bool inverse, bool one
   const int64_t cc = x.shape()[r - 1].value();
   if (onesided && cc == 2) c.fail("onesided output needs a real signal (last dim 1), got " + x.describe());
   if (!x.shape()[ax].is_const()) c.unsupported("a DFT along a symbolic dim");
-  if (n <= 0 || n > c.max_elements()) c.fail("dft_length must be positive, got " + std::to_string(n));
+  if (n <= 0 || n > c.max_elements())
+    c.fail("dft_length must be in [1, " + std::to_string(c.max_elements()) + "], got " + std::to_string(n));
   const int64_t len = x.shape()[ax].value();
   const int64_t k_bins = onesided ? n / 2 + 1 : n;
   if (n * cc > kMaxBasis / (2 * k_bins))
@@ -94,13 +103,7 @@ void dft_op(NodeCtx& c) {
   if (!is_float(x.dtype())) c.fail("input must be float, got " + x.describe());
   int r = x.rank();
   if (r < 2) c.fail("input must be [.., signal, 1 or 2], got " + x.describe());
-  int64_t a;
-  if (c.opset() >= 20) {
-    if (c.has_attr("axis")) c.fail("axis is an input since opset 20, not an attribute");
-    a = c.has(2) ? int_scalar(c, 2, "axis") : -2;
-  } else {
-    a = c.attr_int("axis", 1);
-  }
+  int64_t a = c.attr_int("axis", 1);  // opset 17 (an input from opset 20, which Lathe does not read yet)
   // accepted: [-r, -2] and [0, r - 2] (the last dim holds the complex parts)
   if (a < -r || a > r - 2 || a == -1)
     c.fail("axis " + std::to_string(a) + " is out of range for an input of rank " + std::to_string(r) +
@@ -108,7 +111,6 @@ void dft_op(NodeCtx& c) {
   int ax = static_cast<int>(a < 0 ? a + r : a);
   if (!x.shape()[ax].is_const()) c.unsupported("a DFT along a symbolic dim");
   int64_t n = c.has(1) ? int_scalar(c, 1, "dft_length") : x.shape()[ax].value();
-  if (n <= 0) c.fail("dft_length must be positive, got " + std::to_string(n));
   bool inverse = c.attr_int("inverse", 0) != 0, onesided = c.attr_int("onesided", 0) != 0;
   c.set(0, dft(c, x, ax, n, inverse, onesided));
 }
@@ -178,8 +180,8 @@ void mel_weight_matrix_op(NodeCtx& c) {
     // the last filter's falling edge (exclusive)
     double limit = static_cast<double>(i == mels + 1 ? bins : bins - 1);
     if (!(b >= 0) || b > limit)
-      c.fail("upper_edge_hertz " + std::to_string(hi) + " maps past the last DFT bin (" + std::to_string(bins - 1) +
-             "); it must be at most about sample_rate / 2");
+      c.fail("upper_edge_hertz " + fmt_g(hi) + " maps past the last DFT bin (" + std::to_string(bins - 1) +
+             "); it must be at most about sample_rate / 2 = " + fmt_g(static_cast<double>(rate) / 2));
     pt[static_cast<size_t>(i)] = static_cast<int64_t>(b);
   }
   HostTensor out(DType::F64, {bins, mels});

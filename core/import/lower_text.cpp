@@ -57,11 +57,16 @@ void tfidf_op(NodeCtx& c) {
   struct Level { int64_t n, first_id, start, grams; };
   std::vector<Level> levels;
   int64_t ids = 0;
+  for (size_t k = 0; k < counts.size(); ++k) {
+    if (counts[k] < 0 || counts[k] > P)
+      c.fail("ngram_counts[" + std::to_string(k) + "] = " + std::to_string(counts[k]) + " is outside the pool [0, " +
+             std::to_string(P) + "]");
+    if (k > 0 && counts[k] < counts[k - 1])
+      c.fail("ngram_counts must be ascending, but ngram_counts[" + std::to_string(k) + "] = " + std::to_string(counts[k]) +
+             " < " + std::to_string(counts[k - 1]));
+  }
   for (size_t lv = 0; lv < counts.size(); ++lv) {
     int64_t start = counts[lv], end = lv + 1 < counts.size() ? counts[lv + 1] : P;
-    if (start < 0 || start > P || end < start || end > P)
-      c.fail("ngram_counts[" + std::to_string(lv) + "] = " + std::to_string(start) + " is out of the pool's range [0, " +
-             std::to_string(P) + "] or not ascending");
     int64_t n = static_cast<int64_t>(lv) + 1;
     if ((end - start) % n != 0)
       c.fail("the pool's " + std::to_string(n) + "-grams (" + std::to_string(end - start) + " items) are not a multiple of " +
