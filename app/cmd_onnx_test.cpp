@@ -452,7 +452,9 @@ int run_onnx_test(const std::vector<std::string>& args) {
                "Outputs compare element-wise: |got - want| <= atol + rtol * |want| (default rtol 1e-3,\n"
                "atol 1e-7, as the ONNX runner); --max-rel: max|got - want| <= atol + rtol * max|want| per\n"
                "output (bf16 outputs: rtol at least 2^-7). Sequence and optional inputs are read as the model\n"
-               "declares them and fix the model's structure per data set. Exit code 0 when nothing failed.",
+               "declares them and fix the model's structure per data set. Input data must have the declared\n"
+               "shape, except for an input the program never reads (CastLike's `like`): its dtype only is\n"
+               "checked, as in the ONNX reference. Exit code 0 when nothing failed.",
                "lathe onnx-test"};
   std::vector<std::string> paths;
   std::string backend = "interp";
