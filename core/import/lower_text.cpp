@@ -94,9 +94,11 @@ void tfidf_op(NodeCtx& c) {
     const int64_t G = static_cast<int64_t>(last.size());
     int64_t D = lv.n == 1 ? 1 : std::min(max_skip + 1, C > 0 ? (C - 1) / (lv.n - 1) : 0);
     if (C == 0 || D == 0) continue;
-    if (G * D > kMaxCompare / (C * lv.n))
+    const int64_t nb = B.is_const() ? std::max<int64_t>(B.value(), 1) : 1;
+    if (G * D > kMaxCompare / (C * lv.n) / nb)
       c.unsupported("TfIdfVectorizer comparing " + std::to_string(G) + " " + std::to_string(lv.n) + "-grams at " +
-                    std::to_string(D * C) + " places (over " + std::to_string(kMaxCompare) + " elements per row)");
+                    std::to_string(D * C) + " places in " + std::to_string(nb) + " rows (over " +
+                    std::to_string(kMaxCompare) + " comparisons)");
     HostTensor grams(DType::I64, {G, lv.n}), onehot(DType::F32, {G, out_size});
     int64_t r = 0;
     for (const auto& [gram, g] : last) {
