@@ -351,6 +351,12 @@ void add_extra_ops(OpTable& t) {
   t["HannWindow"] = [](NodeCtx& c) { window_op(c, {0.5, 0.5}); };
   t["HammingWindow"] = [](NodeCtx& c) { window_op(c, {25.0 / 46.0, 1.0 - 25.0 / 46.0}); };
   t["BlackmanWindow"] = [](NodeCtx& c) { window_op(c, {0.42, 0.5, 0.08}); };
+  // random sampling: no reference could check the values, and no exported inference model
+  // needs it (Dropout in training mode is the same case, lower_shape.cpp)
+  for (const char* op : {"Bernoulli", "RandomUniform", "RandomUniformLike", "RandomNormal", "RandomNormalLike", "Multinomial"})
+    t[op] = [op](NodeCtx& c) {
+      c.unsupported(std::string(op) + " draws random samples (training-mode randomness; Lathe imports no random-number ops)");
+    };
   t["Compress"] = compress_op;
   t["NonZero"] = nonzero_op;
   t["Unique"] = unique_op;

@@ -292,6 +292,8 @@ const OpTable& op_table() {
     add_rnn_ops(t);
     add_scatter_ops(t);
     add_extra_ops(t);
+    add_signal_ops(t);
+    add_text_ops(t);
     add_control_ops(t);
     add_sequence_ops(t);
     add_quant_ops(t);

@@ -39,7 +39,12 @@ int model_opset(const onnx::ModelProto& m, const std::string& file) {
     if (o.domain().empty() || o.domain() == "ai.onnx") opset = static_cast<int>(o.version());
   if (opset < 0) {
     if (m.opset_import_size() == 0) opset = 1;  // IR version 1-2 models predate opset_import
-    else throw OnnxUnsupported(file + ": the model imports no ai.onnx opset (only custom domains)");
+    else {
+      std::string domains;
+      for (const auto& o : m.opset_import()) domains += (domains.empty() ? "'" : ", '") + o.domain() + "'";
+      throw OnnxUnsupported(file + ": the model imports no ai.onnx opset, only the domains " + domains +
+                            " (Lathe reads ai.onnx ops only)");
+    }
   }
   if (opset < kMinOpset || opset > kMaxOpset)
     throw OnnxUnsupported(file + ": opset " + std::to_string(opset) + " is not supported (Lathe reads opsets " +
@@ -52,7 +57,8 @@ NodeRef make_tensor_input(const std::string& name, const onnx::TypeProto& type, 
   if (!type.has_tensor_type()) throw OnnxUnsupported(what + " is not a tensor (maps and sparse tensors are not supported)");
   const auto& tt = type.tensor_type();
   if (tt.elem_type() != 0 && !dtype_from_onnx(tt.elem_type()))
-    throw OnnxUnsupported(what + ": unsupported ONNX dtype '" + onnx_type_name(tt.elem_type()) + "'");
+    throw OnnxUnsupported(what + ": unsupported ONNX dtype '" + onnx_type_name(tt.elem_type()) + "'" +
+                          (tt.elem_type() == onnx::TensorProto::STRING ? " (Lathe has no string tensors)" : ""));
   DType dt = require_dtype(tt.elem_type(), what);
   if (!tt.has_shape()) throw OnnxUnsupported(what + " has no shape (unknown rank is not supported)");
   Shape shape;

@@ -41,7 +41,9 @@ std::string onnx_type_name(int t) {
 DType require_dtype(int t, const std::string& what) {
   if (t == 0) throw UserError(what + ": element type is undefined");
   auto d = dtype_from_onnx(t);
-  if (!d) throw OnnxUnsupported("unsupported ONNX dtype '" + onnx_type_name(t) + "' (" + what + ")");
+  if (!d)
+    throw OnnxUnsupported("unsupported ONNX dtype '" + onnx_type_name(t) + "' (" + what + ")" +
+                          (t == onnx::TensorProto::STRING ? ": Lathe has no string tensors" : ""));
   return *d;
 }
 

@@ -71,12 +71,16 @@ if [ -d "$data" ]; then
            "$data"/node/test_if_opt "$data"/node/test_nonzero_example "$data"/node/test_compress_0 \
            "$data"/node/test_unique_sorted_with_axis "$data"/node/test_nonmaxsuppression_two_batches \
            "$data"/node/test_top_k "$data"/node/test_range_float_type_positive_delta_expanded \
-           "$data"/node/test_expand_dim_changed; do
+           "$data"/node/test_expand_dim_changed "$data"/node/test_dft_axis "$data"/node/test_stft_with_window \
+           "$data"/node/test_melweightmatrix "$data"/node/test_tfidfvectorizer_tf_batch_uniandbigrams_skip5 \
+           "$data"/node/test_castlike_FLOAT_to_BFLOAT16; do
     [ -f "$m/model.onnx" ] && cp "$m/model.onnx" "$out/seeds/$(basename "$m").onnx"
   done
   seeds="$out/seeds"
 fi
 [ -d "$src/samples/onnx" ] && seeds="$seeds $src/samples/onnx"
+# hostile models of the signal and text ops (tests/onnx/signal_ops_test.cpp writes them)
+[ -d "$src/tests/onnx/fuzz/seeds" ] && seeds="$seeds $src/tests/onnx/fuzz/seeds"
 log="$out/last_run.log"
 # The test suite fuzzes deterministically: seed 1 and a fixed number of inputs (about
 # SECONDS on a quiet 2-core machine, with SECONDS x 6 as a cap), so CI runs the same inputs
