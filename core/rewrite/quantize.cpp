@@ -15,6 +15,7 @@
 #include "core/frontend/tensor.h"
 #include "core/ir/build.h"
 #include "core/ir/diag.h"
+#include "core/loop/lower.h"
 #include "core/runtime/host_tensor.h"
 
 namespace lathe {
@@ -239,13 +240,15 @@ NodeRef packed_int4(const Site& s, const QuantWeight& qw, int64_t B) {
 // int8 GEMM runs as u8 × i8 groups of 4 (vpmaddubsw + vpmaddwd on AVX2, without VNNI):
 //   Reduce_k(−max(−max(a[2j]·w[2j] + a[2j+1]·w[2j+1], −2^15), −(2^15 − 1)))
 // equal to the plain sum here, as the callers' values cannot reach the clamp (|a·w| ≤ 255 · 63
-// a product). Otherwise the plain sum (the i16 GEMM: each operand widened to i16 pairs).
+// a product). Otherwise (and on hosts with VNNI, whose vpdpbusd takes the plain u8 × i8 sum
+// in groups of 4) the plain sum (without VNNI the i16 GEMM: both operands widened to i16).
 // pairs_form says which (dn: the Mul dim walking the weight's channels, or -1).
 bool pairs_form(const Shape& mul_shape, int k, int64_t K, int dn) {
   int inner = -1;
   for (size_t d = 0; d < mul_shape.size(); ++d)
     if ((int)d != k && mul_shape[d] != SymInt(1)) inner = static_cast<int>(d);
-  return K % 2 == 0 && dn >= 0 && inner == dn;
+  // with VNNI the plain u8 × i8 sum already runs as groups of 4 (vpdpbusd, 8-bit weights)
+  return loop::host_int8_dot_group() != 4 && K % 2 == 0 && dn >= 0 && inner == dn;
 }
 NodeRef int8_sum(NodeRef a, NodeRef w, int k, bool pairs) {
   auto i32 = [](NodeRef x) { return prim::cast(x, DType::I32); };
