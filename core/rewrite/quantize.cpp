@@ -417,13 +417,13 @@ NodeRef rebuild(const Site& s, const std::optional<Chain>& pc, const QuantizeOpt
       wview.strides[d] = (int)d == s.k ? SymInt(Cp) : wview.strides[d] == SymInt(0) ? SymInt(0) : SymInt(1);
     if (pad) wview.shape[dn] = aview.shape[dn] = SymInt(Cp);
   }
-  // −128 · Σ_k w per (padded) channel, added to the sum, read in the sum's layout: stride 1 along the dims that
-  // walk the weight's channels (the stored weight is [K, Cp], channels contiguous)
+  // 128 · Σ_k w per (padded) channel (the activations' + 128), taken from the sum, read in the
+  // sum's layout: stride 1 along the dims that walk the weight's channels ([K, Cp], contiguous)
   HostTensor corr(DType::I32, {Cp});
   for (int64_t c = 0; c < Cp; ++c) {
     int64_t t = 0;
     for (int64_t k = 0; c < s.C && k < s.K; ++k) t += qw.q.ptr<int8_t>()[flat(s.w_kaxis, c, k, s.K, s.C)];
-    corr.ptr<int32_t>()[c] = static_cast<int32_t>(-128 * t);
+    corr.ptr<int32_t>()[c] = static_cast<int32_t>(128 * t);
   }
   ViewSpec cv;
   cv.shape = out_shape(s);
@@ -432,7 +432,8 @@ NodeRef rebuild(const Site& s, const std::optional<Chain>& pc, const QuantizeOpt
     cv.strides.push_back((int)d != s.k && wview.strides[d] != SymInt(0) ? SymInt(1) : SymInt(0));
   cv.offset = SymInt(0);
   NodeRef sum = int8_sum(prim::view(aq.node(), aview), prim::view(q.node(), wview), s.k, pairs);
-  sum = prim::binary(Op::Add, sum, prim::view(from_host(corr).node(), cv));
+  // sum − 128 · Σ_k w: the sums' zero point, as the inspector (quant_info) reads x − zp
+  sum = prim::binary(Op::Add, sum, prim::unary(Op::Neg, prim::view(from_host(corr).node(), cv)));
   if (pad) {
     std::vector<std::pair<SymInt, SymInt>> keep;
     for (size_t d = 0; d < sum->shape.size(); ++d) keep.push_back({SymInt(0), (int)d == dn ? SymInt(s.C) : sum->shape[d]});
