@@ -20,7 +20,8 @@ namespace {
 
 int run_quantize(const std::vector<std::string>& args) {
   CLI::App app{"Quantize the MatMul/Gemm-like contractions with constant weights; everything else stays float.\n"
-               "  dynamic      int8 weights (once) and int8 activations per row (at run time): the int8 GEMM\n"
+               "  dynamic      int8 weights (once) and int8 activations per row (at run time): the int8 GEMM;\n"
+               "               without VNNI, even K: 7-bit weights, so it runs as vpmaddubsw u8 x i8 pairs\n"
                "  weight-int8  int8 weights, dequantized at run time, f32 contraction\n"
                "  weight-int4  4-bit values in blocks of --block weights along K, one f32 scale per block (q4_0);\n"
                "               up to 16 rows: packed two a byte, dequantized in the gemv_q4 kernel\n"

@@ -55,6 +55,7 @@ double ms_since(Clock::time_point t) { return std::chrono::duration<double, std:
 struct RunStats {
   double load_ms = 0, build_ms = 0, compile_ms = 0, first_run_ms = 0, median_ms = -1, min_ms = -1;
   double gflop = -1;  // the program's floating-point work per run (loop/cost.h's count), in GFLOP
+  double cpu_ms = -1;  // the process's CPU time (all threads, user + system) per timed run
   int kernels = 0, distinct_kernels = 0, distinct_up_to_constants = 0, codes_compiled = -1, iters = 0;
   bool from_cache = false;
 };
@@ -106,11 +107,19 @@ RunResult run_on_backend(const std::string& backend, const Graph& g, const Tenso
   st.first_run_ms = ms_since(t0);
   if (iters > 0) {
     std::vector<double> t;
+    struct rusage r0 {};
+    getrusage(RUSAGE_SELF, &r0);
     for (int i = 0; i < iters; ++i) {
       auto t1 = Clock::now();
       exe.run(inputs);
       t.push_back(ms_since(t1));
     }
+    struct rusage r1 {};
+    getrusage(RUSAGE_SELF, &r1);
+    auto cpu_s = [](const struct rusage& r) {
+      return r.ru_utime.tv_sec + r.ru_stime.tv_sec + (r.ru_utime.tv_usec + r.ru_stime.tv_usec) * 1e-6;
+    };
+    st.cpu_ms = (cpu_s(r1) - cpu_s(r0)) * 1000 / iters;
     std::sort(t.begin(), t.end());
     st.iters = iters;
     st.min_ms = t.front();
@@ -474,6 +483,7 @@ int run_parsed(const Graph& g, const std::string& file, const std::string& backe
       j["iters"] = st.iters;
       j["median_ms"] = st.median_ms;
       j["min_ms"] = st.min_ms;
+      j["cpu_ms"] = st.cpu_ms;
     }
     std::cout << "stats: " << j.dump() << std::endl;
   }

@@ -15,6 +15,7 @@
 #include "core/frontend/tensor.h"
 #include "core/ir/build.h"
 #include "core/ir/diag.h"
+#include "core/loop/lower.h"
 #include "core/runtime/host_tensor.h"
 
 namespace lathe {
@@ -133,7 +134,8 @@ double at(const HostTensor& w, int kaxis, int64_t c, int64_t k, int64_t K, int64
 }
 int64_t flat(int kaxis, int64_t c, int64_t k, int64_t K, int64_t C) { return kaxis == 1 ? c * K + k : k * C + c; }
 
-QuantWeight quantize_int8(const HostTensor& w, const Site& s, bool per_channel) {
+// Symmetric, per channel or per tensor, values in [-levels, levels] (127; 63 in dynamic mode).
+QuantWeight quantize_int8(const HostTensor& w, const Site& s, bool per_channel, int levels = 127) {
   QuantWeight r{HostTensor(DType::I8, w.shape()), HostTensor(DType::F32, {per_channel ? s.C : 1})};
   auto* q = r.q.ptr<int8_t>();
   auto* sc = r.scale.ptr<float>();
@@ -146,11 +148,11 @@ QuantWeight quantize_int8(const HostTensor& w, const Site& s, bool per_channel) 
       m = 0;
       for (int64_t k = 0; k < s.K; ++k) m = std::max(m, std::fabs(at(w, s.w_kaxis, c, k, s.K, s.C)));
     }
-    float scale = m > 0 ? static_cast<float>(m / 127.0) : 1.0f;
+    float scale = m > 0 ? static_cast<float>(m / levels) : 1.0f;
     if (per_channel || c == 0) sc[per_channel ? c : 0] = scale;
     for (int64_t k = 0; k < s.K; ++k) {
       float v = round_half_even(static_cast<float>(at(w, s.w_kaxis, c, k, s.K, s.C)) / scale);
-      q[flat(s.w_kaxis, c, k, s.K, s.C)] = static_cast<int8_t>(std::fmax(-127.f, std::fmin(127.f, v)));
+      q[flat(s.w_kaxis, c, k, s.K, s.C)] = static_cast<int8_t>(std::fmax(-float(levels), std::fmin(float(levels), v)));
     }
   }
   return r;
@@ -230,6 +232,41 @@ NodeRef packed_int4(const Site& s, const QuantWeight& qw, int64_t B) {
   std::vector<int> inv(perm.size());
   for (size_t i = 0; i < perm.size(); ++i) inv[perm[i]] = static_cast<int>(i);
   return permute(reshape(Tensor(y), ys), inv).node();
+}
+
+// Σ_k a·w (u8 a, i8 w: views of one shape, k the reduced dim) as an i32 Reduce. When K is
+// even and dn (the dim walking the weight's channels) is the output's innermost non-unit dim
+// (the int8 GEMM's vector side), in the form of qdq-sat16's saturating pairs, which the
+// int8 GEMM runs as u8 × i8 groups of 4 (vpmaddubsw + vpmaddwd on AVX2, without VNNI):
+//   Reduce_k(−max(−max(a[2j]·w[2j] + a[2j+1]·w[2j+1], −2^15), −(2^15 − 1)))
+// equal to the plain sum here, as the callers' values cannot reach the clamp (|a·w| ≤ 255 · 63
+// a product). Otherwise (and on hosts with VNNI, whose vpdpbusd takes the plain u8 × i8 sum
+// in groups of 4) the plain sum (without VNNI the i16 GEMM: both operands widened to i16).
+// pairs_form says which (dn: the Mul dim walking the weight's channels, or -1).
+bool pairs_form(const Shape& mul_shape, int k, int64_t K, int dn) {
+  int inner = -1;
+  for (size_t d = 0; d < mul_shape.size(); ++d)
+    if ((int)d != k && mul_shape[d] != SymInt(1)) inner = static_cast<int>(d);
+  // with VNNI the plain u8 × i8 sum already runs as groups of 4 (vpdpbusd, 8-bit weights)
+  return loop::host_int8_dot_group() != 4 && K % 2 == 0 && dn >= 0 && inner == dn;
+}
+NodeRef int8_sum(NodeRef a, NodeRef w, int k, bool pairs) {
+  auto i32 = [](NodeRef x) { return prim::cast(x, DType::I32); };
+  if (!pairs) return prim::reduce(ReduceOp::Add, prim::binary(Op::Mul, i32(a), i32(w)), {k});
+  const int64_t K = a->shape[k].value();
+  auto half = [&](NodeRef x, int64_t start) {  // x at k = 2j + start, j < K / 2
+    ViewSpec v = ViewSpec::contiguous(x->shape);
+    v.offset = v.strides[k] * SymInt(start);
+    v.shape[k] = SymInt(K / 2);
+    v.strides[k] = v.strides[k] * SymInt(2);
+    return prim::view(x, v);
+  };
+  NodeRef pair = prim::binary(Op::Add, prim::binary(Op::Mul, i32(half(a, 0)), i32(half(w, 0))),
+                              prim::binary(Op::Mul, i32(half(a, 1)), i32(half(w, 1))));
+  NodeRef lo = prim::binary(Op::Max, pair, prim::constant_int(-32768, DType::I32, pair->shape));
+  NodeRef hi = prim::unary(Op::Neg, prim::binary(Op::Max, prim::unary(Op::Neg, lo),
+                                                 prim::constant_int(-32767, DType::I32, pair->shape)));
+  return prim::reduce(ReduceOp::Add, hi, {k});
 }
 
 // "%12 (fc1/linear/matmul)": the node id and where it came from (an ONNX node's name).
@@ -328,7 +365,16 @@ NodeRef rebuild(const Site& s, const std::optional<Chain>& pc, const QuantizeOpt
     res.notes.push_back(node_name(s.reduce) + " weight " + shape + " int4, blocks of " + std::to_string(o.block));
     return prim::reduce(ReduceOp::Add, prod.node(), {s.k});
   }
-  QuantWeight qw = quantize_int8(w, s, o.per_channel);
+  // The Mul dim that walks the weight's channels (dn, when exactly one does).
+  int dn = -1, walkers = 0;
+  for (size_t d = 0; d < s.mul->shape.size(); ++d)
+    if ((int)d != s.k && s.mul->shape[d] != SymInt(1) && s.w.view.strides[d] != SymInt(0)) dn = static_cast<int>(d), ++walkers;
+  if (walkers != 1) dn = -1;
+  // dynamic with the int8 GEMM's u8 × i8 pairs (int8_sum): 7-bit weights, so that u8
+  // activations times them never saturate vpmaddubsw's i16 pair sums (2 · 255 · 63 = 32130 <
+  // 2^15; ONNX Runtime's reduce_range does the same); else 8-bit
+  const bool pairs = o.mode == QuantMode::Dynamic && p_src && pairs_form(s.mul->shape, s.k, s.K, dn);
+  QuantWeight qw = quantize_int8(w, s, o.per_channel, pairs ? 63 : 127);
   res.weight_bytes_after += w.numel() + qw.scale.numel() * 4;
   Tensor wscale = o.per_channel ? channel_scale_view(s, qw.scale) : scalar(static_cast<double>(qw.scale.ptr<float>()[0]), DType::F32);
   Tensor q = from_host(qw.q);
@@ -348,16 +394,16 @@ NodeRef rebuild(const Site& s, const std::optional<Chain>& pc, const QuantizeOpt
   a = reshape(a, {*rows_of(a.shape(), s.K), SymInt(s.K)});  // rows of K (row-major)
   Tensor amax = max(abs(a), {-1}, true);                                     // [.., 1]
   Tensor ascale = maximum(amax, scalar(1e-30, DType::F32)) * (1.0 / 127.0);  // [.., 1]
-  Tensor aq = to(clamp(round(a * (127.0 / maximum(amax, scalar(1e-30, DType::F32)))), Scalar(-127.0), Scalar(127.0)), DType::I8);
+  // stored + 128 as u8 [1, 255] (vpmaddubsw's unsigned operand); the + 128 comes back out
+  // of the sum as 128 · Σ_k w, a constant per output channel
+  Tensor aq = to(clamp(round(a * (127.0 / maximum(amax, scalar(1e-30, DType::F32)))), Scalar(-127.0), Scalar(127.0)) + 128.0,
+                 DType::U8);
   aq = Tensor(prim::copy(aq.node()));  // materialized once: the int8 GEMM packs it
   // The weight is stored as [K, Cp]: an [N, K] weight transposed, and the channels padded
   // with zero columns to a multiple of 16 when one Mul dim walks them, the sum sliced back
   // to C before it is materialized. The int8 GEMM runs a ragged last column block several
   // times slower (GPT-2's 768 x 50257 head: 229 ms as is, 69 ms padded, 97 ms in f32).
-  int dn = -1, walkers = 0;
-  for (size_t d = 0; d < s.mul->shape.size(); ++d)
-    if ((int)d != s.k && s.mul->shape[d] != SymInt(1) && s.w.view.strides[d] != SymInt(0)) dn = static_cast<int>(d), ++walkers;
-  bool pad = walkers == 1 && s.mul->shape[dn] == SymInt(s.C) && s.C % 16 != 0;
+  bool pad = dn >= 0 && s.mul->shape[dn] == SymInt(s.C) && s.C % 16 != 0;
   int64_t Cp = pad ? (s.C + 15) / 16 * 16 : s.C;
   ViewSpec wview = s.w.view, aview = pc->view;
   if (s.w_kaxis == 1 || pad) {
@@ -371,25 +417,39 @@ NodeRef rebuild(const Site& s, const std::optional<Chain>& pc, const QuantizeOpt
       wview.strides[d] = (int)d == s.k ? SymInt(Cp) : wview.strides[d] == SymInt(0) ? SymInt(0) : SymInt(1);
     if (pad) wview.shape[dn] = aview.shape[dn] = SymInt(Cp);
   }
-  Tensor wv = to(Tensor(prim::view(q.node(), wview)), DType::I32);
-  Tensor av = to(Tensor(prim::view(aq.node(), aview)), DType::I32);
-  Tensor prod = s.w_side == 0 ? wv * av : av * wv;
-  NodeRef sum = prim::reduce(ReduceOp::Add, prod.node(), {s.k});
+  // 128 · Σ_k w per (padded) channel (the activations' + 128), taken from the sum, read in the
+  // sum's layout: stride 1 along the dims that walk the weight's channels ([K, Cp], contiguous)
+  HostTensor corr(DType::I32, {Cp});
+  for (int64_t c = 0; c < Cp; ++c) {
+    int64_t t = 0;
+    for (int64_t k = 0; c < s.C && k < s.K; ++k) t += qw.q.ptr<int8_t>()[flat(s.w_kaxis, c, k, s.K, s.C)];
+    corr.ptr<int32_t>()[c] = static_cast<int32_t>(128 * t);
+  }
+  ViewSpec cv;
+  cv.shape = out_shape(s);
+  if (pad) cv.shape[dn] = SymInt(Cp);
+  for (size_t d = 0; d < cv.shape.size(); ++d)
+    cv.strides.push_back((int)d != s.k && wview.strides[d] != SymInt(0) ? SymInt(1) : SymInt(0));
+  cv.offset = SymInt(0);
+  NodeRef sum = int8_sum(prim::view(aq.node(), aview), prim::view(q.node(), wview), s.k, pairs);
+  // sum − 128 · Σ_k w: the sums' zero point, as the inspector (quant_info) reads x − zp
+  sum = prim::binary(Op::Add, sum, prim::unary(Op::Neg, prim::view(from_host(corr).node(), cv)));
   if (pad) {
     std::vector<std::pair<SymInt, SymInt>> keep;
     for (size_t d = 0; d < sum->shape.size(); ++d) keep.push_back({SymInt(0), (int)d == dn ? SymInt(s.C) : sum->shape[d]});
     sum = prim::view(sum, view_shrink(ViewSpec::contiguous(sum->shape), keep));
   }
-  // the i32 sum materialized (a Copy): without it the scheduler may inline the contraction
-  // into a consumer that reads it twice (the next layer's row scale and quantization)
-  Tensor acc = to(Tensor(prim::copy(sum)), DType::F32);
+  // no Copy of the i32 sum: the int8 GEMM (a matched contraction) writes it to a buffer of
+  // its own, which the consumer reads (through the slice when padded); a Copy was a second
+  // pass over it (gpt2_small: 49 copy kernels, the head's 25.7 MB)
+  Tensor acc = to(Tensor(sum), DType::F32);
   ViewSpec sv;
   sv.shape = out_shape(s);
   for (size_t d = 0; d < sv.shape.size(); ++d)
     sv.strides.push_back((int)d == s.k ? SymInt(0) : floordiv(pc->view.strides[d], SymInt(s.K)));
   sv.offset = floordiv(pc->view.offset, SymInt(s.K));
   Tensor as(prim::view(ascale.node(), sv));
-  res.notes.push_back(node_name(s.reduce) + " weight " + shape + " int8 " + gran + ", activations int8 per row");
+  res.notes.push_back(node_name(s.reduce) + " weight " + shape + (pairs ? " int8 (7-bit) " : " int8 ") + gran + ", activations int8 per row");
   return (acc * as * wscale).node();
 }
 

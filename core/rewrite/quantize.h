@@ -9,7 +9,10 @@
 //                the contraction runs in f32.
 //   dynamic      W as above; the activation P's source is quantized per row (symmetric
 //                i8, scale max|row|/127) at run time, the product is the i8 × i8 → i32
-//                contraction (the int8 GEMM), rescaled by s_row · s_w.
+//                contraction (the int8 GEMM), rescaled by s_row · s_w. The activations are
+//                stored + 128 as u8 (the + 128 taken back out as −128 · Σ_k w per channel);
+//                without VNNI, an even K whose channels are the GEMM's vector side takes
+//                7-bit weights and the form of qdq-sat16's pairs (vpmaddubsw, no saturation).
 //   weight-int4  W in blocks of `block` weights along K (q4_0 style): values in [-8, 7],
 //                one f32 scale per block (the extreme value / -8, as q4_0). A plain X · W
 //                (batch dims constant, at most 16 rows, even block) stores them packed two a byte and runs

@@ -47,6 +47,15 @@ for _, batch in ipairs({1, 64}) do
   check("weight-int8 per-tensor B=" .. batch, g, {mode = "weight-int8"}, 0.035, 0.9995, batch, 37)
   check("dynamic per-channel B=" .. batch, g, {mode = "dynamic", per_channel = true}, 0.03, 0.9995, batch, 37)
   check("dynamic per-tensor B=" .. batch, g, {mode = "dynamic"}, 0.04, 0.999, batch, 37)
+  -- even K (38, 54, 30): u8 activations × 7-bit weights as the int8 GEMM's pairs (twice the
+  -- weight rounding of 8 bits; odd K above keeps 8-bit weights)
+  local ge = mlp(batch, 38, 54, 30, 11)
+  for _, pc in ipairs({true, false}) do
+    local _, info = lathe.quantize(ge, {mode = "dynamic", per_channel = pc})
+    for _, n in ipairs(info.notes) do assert(n:find("int8 %(7%-bit%)"), "even K: " .. n) end
+    check("dynamic pairs per_channel=" .. tostring(pc) .. " B=" .. batch, ge, {mode = "dynamic", per_channel = pc},
+          pc and 0.06 or 0.08, 0.998, batch, 38)
+  end
   local g4 = mlp(batch, 40, 56, 29, 11)  -- K = 40, 56, 29... 29 is prime: blocks of 8 fail on it
   local ok, err = pcall(lathe.quantize, g4, {mode = "weight-int4", block = 8})
   assert(not ok and tostring(err):find("does not divide the row of 29 weights"), "int4 block error: " .. tostring(err))
