@@ -231,6 +231,18 @@ TEST(FusedRecurrence, LstmAtOddSizesAndBatches) {
   expect_fused_matches_unrolled({"GRU", 17, 64, 3, 75, "reverse", false, false, false, false, 1});
 }
 
+// the projections inside the kernel run over copies of 16-column strips of WT in 6×16 tiles,
+// the last 1..5 rows of each 72-row block in narrower tiles and the last G·H mod 16 columns
+// apart: every row remainder (T·B 6..11, 73 = 72 + 1, 77 = 72 + 5), both directions (the
+// second reads WT from column G·H on), odd input widths, batch 1 and 64
+TEST(FusedRecurrence, ProjectionRowAndColumnRemainders) {
+  for (int64_t T : {6, 7, 8, 9, 10, 11}) expect_fused_matches_unrolled({"LSTM", T, 1, 13, 19, "bidirectional"});
+  expect_fused_matches_unrolled({"GRU", 73, 1, 7, 5, "reverse"});  // G·H 15: no full strip
+  expect_fused_matches_unrolled({"RNN", 77, 1, 31, 33, "bidirectional"});
+  expect_fused_matches_unrolled({"LSTM", 3, 64, 17, 31, "bidirectional", false, false, true});
+  expect_fused_matches_unrolled({"GRU", 5, 7, 1, 7, "forward", false, false, false, false, 1});  // I 1
+}
+
 TEST(FusedRecurrence, LstmAttributes) {
   Case c{"LSTM", 5, 3, 4, 6, "bidirectional", false, true, true, true};
   c.input_forget = true;
