@@ -542,6 +542,14 @@ class PackPool {
   std::vector<std::pair<size_t, float*>> free_;
 };
 
+// An atomic on a cache line of its own: the pieces' states and the threads' counters are
+// written by one thread and read (or taken over) by the others, and on one shared line every
+// claim and commit of either thread moved the line between the cores (about 24 transfers a
+// step at 8 pieces, against a step of ~10 µs)
+struct alignas(64) Padded {
+  std::atomic<int64_t> v{0};
+};
+
 struct Team {
   Args a;
   State st;
@@ -550,9 +558,9 @@ struct Team {
   std::vector<int> owner;                          // of each piece
   // a piece's state: (round + 1) << 8 | thread << 2 | status (1 claimed, 2 committing, 3 committed);
   // 3 before round 0 (committed in round -1)
-  std::unique_ptr<std::atomic<int64_t>[]> piece;
-  std::atomic<int64_t> committed{0};                 // pieces committed in all rounds so far
-  std::atomic<int> inside[kMaxThreads] = {};         // a thread between a claim attempt and its commit
+  std::unique_ptr<Padded[]> piece;
+  std::unique_ptr<Padded[]> done_by{new Padded[kMaxThreads]};  // pieces each thread committed, all rounds so far
+  std::unique_ptr<Padded[]> inside{new Padded[kMaxThreads]};   // a thread between a claim attempt and its commit
   float* packed = nullptr;  // RT by piece (pack_rows): piece i at H·G·u0; 64-byte aligned (PackPool)
   size_t packed_bytes = 0;
   int stall_us = 0;  // LATHE_RNN_STALL_US=N (tests): a claimed piece sleeps N µs now and then
@@ -568,13 +576,20 @@ struct Team {
       owner.push_back(static_cast<int>(i * n / pieces));
     }
     if (const char* e = std::getenv("LATHE_RNN_STALL_US")) stall_us = std::max(0, std::atoi(e));
-    piece.reset(new std::atomic<int64_t>[static_cast<size_t>(pieces)]);
-    for (int64_t i = 0; i < pieces; ++i) piece[i].store(3);
+    piece.reset(new Padded[static_cast<size_t>(pieces)]);
+    for (int64_t i = 0; i < pieces; ++i) piece[i].v.store(3);
   }
   ~Team() { PackPool::get().give(packed, packed_bytes); }
   Team(const Team&) = delete;
   Team& operator=(const Team&) = delete;
   int64_t pieces() const { return static_cast<int64_t>(units.size()); }
+  // pieces committed in all rounds so far (each count only grows: a sum of reads that reaches
+  // a round's target means every piece of it has committed)
+  int64_t committed() const {
+    int64_t n = 0;
+    for (int t = 0; t < threads; ++t) n += done_by[t].v.load(std::memory_order_acquire);
+    return n;
+  }
 };
 
 int64_t enc(int64_t round, int th, int status) { return (round + 1) << 8 | th << 2 | status; }
@@ -594,11 +609,11 @@ void team_work(Team& tm, int me) {
   // (or, with `steal`, claimed by another thread that has not committed it), computes and
   // commits it
   auto attempt = [&](int64_t i, int r, bool steal) {
-    tm.inside[me].store(1, std::memory_order_seq_cst);
-    int64_t v = tm.piece[i].load(std::memory_order_acquire);
+    tm.inside[me].v.store(1, std::memory_order_seq_cst);
+    int64_t v = tm.piece[i].v.load(std::memory_order_acquire);
     const bool open = (v >> 8) == r && (v & 3) == 3;  // committed in round r - 1
     const bool stale = steal && (v >> 8) == r + 1 && (v & 3) == 1 && (v >> 2 & 63) != me;
-    bool ok = (open || stale) && tm.piece[i].compare_exchange_strong(v, enc(r, me, 1), std::memory_order_acq_rel);
+    bool ok = (open || stale) && tm.piece[i].v.compare_exchange_strong(v, enc(r, me, 1), std::memory_order_acq_rel);
     if (ok) {
       const auto [u0, u1] = tm.units[static_cast<size_t>(i)];
       float* pk = tm.packed + a.s.H * a.s.gates() * u0;
@@ -613,39 +628,44 @@ void team_work(Team& tm, int me) {
         compute(a, tm.st, step, ph, u0, u1, p, pk);
       }
       int64_t mine = enc(r, me, 1);
-      if (tm.piece[i].compare_exchange_strong(mine, enc(r, me, 2), std::memory_order_acq_rel)) {
+      if (tm.piece[i].v.compare_exchange_strong(mine, enc(r, me, 2), std::memory_order_acq_rel)) {
         if (r > 0) commit(a, tm.st, step, ph, u0, u1, p);
         else if (a.pj.x) commit_projection(a, u0, u1, p);
-        tm.piece[i].store(enc(r, me, 3), std::memory_order_release);
-        tm.committed.fetch_add(1, std::memory_order_acq_rel);
+        tm.piece[i].v.store(enc(r, me, 3), std::memory_order_release);
+        tm.done_by[me].v.fetch_add(1, std::memory_order_acq_rel);
       }
     }
-    tm.inside[me].store(0, std::memory_order_release);
+    tm.inside[me].v.store(0, std::memory_order_release);
     return ok;
   };
   int64_t done = 0;  // pieces this thread took in the last round
   for (int r = 0; r < tm.rounds; ++r) {
     const int64_t target = (r + 1) * np;
-    if (tm.committed.load(std::memory_order_acquire) >= target) continue;  // a late thread catching up
+    if (tm.committed() >= target) continue;  // a late thread catching up
     // RT is read back and forth (as by one thread alone, gemm_acc): this thread's pieces in
     // the order opposite to the last step's; after a round it ran alone, all pieces so
     const bool fwd = r == 0 || (r - 1) / tm.per_step % 2 == 0, solo = done == np;  // as compute()'s rows
     done = 0;
+    const double own_start = now_us();
     for (int64_t k = 0; k < np; ++k) {
       const int64_t i = fwd ? k : np - 1 - k;
       if (solo || tm.owner[static_cast<size_t>(i)] == me) done += attempt(i, r, false);
     }
     const double start = now_us();
+    // others' open pieces are taken once a partner is a piece's time late (this thread's own
+    // pieces this round): a partner that is just a little behind keeps its pieces, whose
+    // columns of RT are in its core's cache, not this one's
+    const double piece_us = done ? (start - own_start) / static_cast<double>(done) : 0;
     double patience = 20;  // µs: a piece takes a few
-    for (int spin = 0; tm.committed.load(std::memory_order_acquire) < target; ++spin) {
+    for (int spin = 0; tm.committed() < target; ++spin) {
       if (spin % 32 == 0) {
         const double waited = now_us() - start;
-        for (int64_t i = np; i-- > 0;)  // others' open pieces, from the far end of their shares
+        for (int64_t i = np; i-- > 0 && waited >= piece_us;)  // others' open pieces, from the far end of their shares
           if (tm.owner[static_cast<size_t>(i)] != me) done += attempt(i, r, waited >= patience);
         if (waited >= patience) patience += 20;
         // still waiting long after the last piece was claimed (a round takes ~10 µs): a
         // partner was descheduled inside a piece; let whatever else wants this core run
-        if (tm.committed.load(std::memory_order_acquire) < target && now_us() - start > 50) std::this_thread::yield();
+        if (tm.committed() < target && now_us() - start > 50) std::this_thread::yield();
       }
       _mm_pause();
     }
@@ -799,7 +819,7 @@ void run_team(const Args& a, int threads, int64_t pieces) {
   }
   team_work(*team, 0);
   for (int i = 1; i < threads; ++i)  // a partner inside a piece may still read the call's buffers
-    for (int spin = 0; team->inside[i].load(std::memory_order_acquire); ++spin)
+    for (int spin = 0; team->inside[i].v.load(std::memory_order_acquire); ++spin)
       if (spin > 1000) std::this_thread::yield();
       else _mm_pause();
   write_last(team->a, team->st);
