@@ -4,11 +4,12 @@
 // A step: the gate pre-activations start as the step's row of XP (the input projections and
 // biases, computed for all steps by one GEMM before this kernel), gain h·RT, and the gate
 // arithmetic makes the new state. h·RT reads RT [H, G·H] along its rows:
-//   * a few batch rows (< 4): a row reduction per batch row, the G·H accumulators in L1 gaining
+//   * one batch row (and the Team's pieces, gemm_acc): a row reduction, the accumulators in L1 gaining
 //     h[k..k+3] times four contiguous rows of RT at a time (RT streams through once per row;
 //     at batch 1 the step is bound by reading RT, which no tiling reduces);
-//   * more: register tiles of 4 batch rows × 16 columns, the 16-column strip of RT staying in
-//     L1 while every block of batch rows passes over it.
+//   * more: register tiles of up to 6 batch rows × 16 columns over a copy of RT made at the
+//     start of the call, strip by strip (pack_strips), the 16-column strip staying in L1
+//     while every block of batch rows passes over it.
 // The activations Sigmoid, Tanh and ScaledTanh are vectorized (exp by Cody–Waite range
 // reduction and a degree-5 polynomial, tanh as a rational function below ln 3 / 2 and
 // 1 - 2/(e^2x + 1) above, both within a few f32 ulps); the others run the scalar formula.
@@ -239,7 +240,59 @@ struct Args {
   float* out;
   Proj pj;                 // pj.x: the projection is computed here, into xp_w
   float* xp_w = nullptr;   // = xp then
+  const float* strips = nullptr;  // RT's 16-column strips, contiguous (pack_strips), or nullptr
 };
+
+// A step of 2 rows or more reads RT in register tiles of up to 6 rows × 16 columns (RT read
+// once a step, not once a row), every tile walking a 16-column strip down all H rows. In
+// place the strip's rows are G·H floats apart, and at G·H a multiple of 1024 they all fall in
+// one L1 set: the strip never stayed in L1 while the row tiles passed over it. So such a call
+// first copies RT strip by strip, each [H, 16] contiguous, gate by gate (gate g's strip s at
+// (g·S + s)·H·16, S = H / 16 strips a gate; each gate's last H mod 16 columns are read in
+// place). Measured on one thread (T 16, I 128, H 256, load 14, min of 30): batch 4 1.63 ->
+// 0.76 ms, 8 2.71 -> 1.59 ms, 64 20.6 -> 12.4 ms CPU; batch 2 (T 64) 2.8-3.3 -> 2.3-2.7 ms.
+// Batch 1 keeps the row reduction (gemm_acc), which is bound by reading RT, not by its
+// arithmetic, and the copy then only costs (1.6 vs 1.8-2.0 ms).
+int64_t strips_per_gate(const RnnSpec& s) { return s.H / 16; }
+bool use_strips(const RnnSpec& s, int64_t rows) { return kAvx2 && rows >= 2 && s.T >= 2 && strips_per_gate(s) > 0; }
+
+void pack_strips(const float* rt, const RnnSpec& s, float* dst) {
+  const int64_t H = s.H, GH = s.gates() * H, S = strips_per_gate(s);
+  for (int64_t g = 0; g < s.gates(); ++g)
+    for (int64_t j = 0; j < S; ++j) {
+      float* d = dst + (g * S + j) * H * 16;
+      const float* w = rt + g * H + j * 16;
+      for (int64_t k = 0; k < H; ++k) std::memcpy(d + k * 16, w + k * GH, sizeof(float) * 16);
+    }
+}
+
+// gt[r, g·H + j] += in[r] · RT[:, g·H + j] for rows r < m, gates [g0, g1), over the strips
+// (6×16 tiles; the last 1..5 rows of a strip in narrower ones) and RT in place for each gate's
+// last columns; ldg: gt's row stride
+void gates_by_strips(int64_t m, int g0, int g1, const float* in, const Args& a, float* gt, int64_t ldg, bool backward) {
+  const int64_t H = a.s.H, GH = a.s.gates() * H, S = strips_per_gate(a.s), m6 = m / 6 * 6;
+  for (int g = g0; g < g1; ++g) {
+    for (int64_t jb = 0; jb < S; ++jb) {
+      const int64_t j = backward ? S - 1 - jb : jb;
+      const float* w = a.strips + (g * S + j) * H * 16;
+      float* c = gt + g * H + j * 16;
+      for (int64_t r = 0; r < m6; r += 6) tile_rx16<6>(H, in + r * H, H, w, 16, c + r * ldg, ldg);
+      const float* ir = in + m6 * H;
+      float* cr = c + m6 * ldg;
+      switch (m - m6) {
+        case 1: tile_rx16<1>(H, ir, H, w, 16, cr, ldg); break;
+        case 2: tile_rx16<2>(H, ir, H, w, 16, cr, ldg); break;
+        case 3: tile_rx16<3>(H, ir, H, w, 16, cr, ldg); break;
+        case 4: tile_rx16<4>(H, ir, H, w, 16, cr, ldg); break;
+        case 5: tile_rx16<5>(H, ir, H, w, 16, cr, ldg); break;
+        default: break;
+      }
+    }
+    if (S * 16 < H)
+      for (int64_t r = 0; r < m; ++r)
+        row_reduce_avx2(H - S * 16, H, in + r * H, a.rt + g * H + S * 16, GH, gt + r * ldg + g * H + S * 16, backward);
+  }
+}
 
 // dst[r - r0, c - c0] = xb[col0 + c] + X[r] · WT[:, col0 + c] for rows [r0, r1), columns
 // [c0, c1) of this direction's projections; blocks of 72 rows, so the block of X stays in L2
@@ -346,6 +399,7 @@ void compute(const Args& a, const State& st, int64_t step, int phase, int64_t u0
       }
     }
     if (packed) return gemm_acc(m, (g1 - g0) * U, H, in, H, packed + g0 * U, GU, gt + g0 * U, GU, backward);
+    if (U == H && a.strips && use_strips(s, m)) return gates_by_strips(m, g0, g1, in, a, gt, GU, backward);
     if (U == H) return gemm_acc(m, (g1 - g0) * H, H, in, H, a.rt + g0 * H, GH, gt + g0 * H, GU, backward);
     for (int g = g0; g < g1; ++g) gemm_acc(m, U, H, in, H, a.rt + g * H + u0, GH, gt + g * U, GU, backward);
   };
@@ -741,9 +795,27 @@ void run_rnn(NodeRef n, void* const* bufs) {
     a.xp = a.xp_w = xp.p;
     a.s.XW = GH, a.s.col0 = 0;
   }
+  // RT by strips (pack_strips) when whole steps run on 2 rows or more (one thread, or blocks
+  // of rows), in a buffer of the pool; the Team packs RT its own way
+  struct Strips {
+    float* p = nullptr;
+    size_t bytes = 0;
+    ~Strips() {
+      if (p) PackPool::get().give(p, bytes);
+    }
+  } strips;
+  auto pack_rt = [&] {
+    if (!use_strips(*sp, B)) return;
+    strips.bytes = (sizeof(float) * static_cast<size_t>(sp->gates() * strips_per_gate(*sp) * 16 * H) + 63) / 64 * 64;
+    strips.p = PackPool::get().take(strips.bytes);
+    LATHE_CHECK(strips.p != nullptr, "rnn: out of memory for the packed recurrent weight");
+    pack_strips(a.rt, *sp, strips.p);
+    a.strips = strips.p;
+  };
   // the projections on this thread (one thread runs the recurrence too)
-  auto project_all = [&] {
+  auto project_all = [&] {  // and RT by strips
     if (a.pj.x) project(a.pj, 0, T * B, 0, GH, a.xp_w, GH);
+    pack_rt();
   };
   // A large batch: its rows are independent through the whole recurrence, so threads take
   // blocks of rows (multiples of 4, the register tile) for all T steps, never meeting.
@@ -751,15 +823,16 @@ void run_rnn(NodeRef n, void* const* bufs) {
     const int threads = static_cast<int>(std::min<int64_t>(hw, B / 4));
     const int64_t per = (B / 4 + threads - 1) / threads * 4;
     if (a.pj.x) {  // the projections first, threads taking strips of 16 columns
-      const int64_t strips = (GH + 15) / 16;
-      const int pt = static_cast<int>(std::min<int64_t>(hw, strips));
-      auto cols = [&](int i) { return std::min(GH, strips * i / pt * 16); };
+      const int64_t col_strips = (GH + 15) / 16;
+      const int pt = static_cast<int>(std::min<int64_t>(hw, col_strips));
+      auto cols = [&](int i) { return std::min(GH, col_strips * i / pt * 16); };
       std::vector<std::thread> pool;
       for (int i = 1; i < pt; ++i)
         pool.emplace_back([&a, &cols, i, T, B, GH] { project(a.pj, 0, T * B, cols(i), cols(i + 1), a.xp_w + cols(i), GH); });
       project(a.pj, 0, T * B, 0, cols(1), a.xp_w, GH);
       for (auto& t : pool) t.join();
     }
+    pack_rt();
     std::vector<std::unique_ptr<State>> parts;
     for (int i = 0; i < threads; ++i) {
       const int64_t lo = i * per, hi = i == threads - 1 ? B : std::min(B, (i + 1) * per);

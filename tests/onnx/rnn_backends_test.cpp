@@ -243,6 +243,22 @@ TEST(FusedRecurrence, ProjectionRowAndColumnRemainders) {
   expect_fused_matches_unrolled({"GRU", 5, 7, 1, 7, "forward", false, false, false, false, 1});  // I 1
 }
 
+// steps of 2 rows or more read a copy of RT by 16-column strips in 6×16 tiles (the last 1..5
+// rows in narrower ones, each gate's last H mod 16 columns in place): batches 2..7 and 64 (two
+// threads take blocks of rows, the last one ragged), hidden sizes of one strip and a
+// remainder, of whole strips, and under 16 (no strips), both GRU modes (the candidate gate's
+// product apart), RNN, the attributes that touch the gates
+TEST(FusedRecurrence, BatchRowsOverStripsOfTheRecurrentWeight) {
+  for (int64_t B : {2, 3, 5, 7}) expect_fused_matches_unrolled({"LSTM", 5, B, 6, 19, "bidirectional"});
+  expect_fused_matches_unrolled({"LSTM", 4, 4, 3, 32, "forward", true, true, true, true});
+  expect_fused_matches_unrolled({"LSTM", 3, 6, 5, 15});  // H under 16: no strips
+  expect_fused_matches_unrolled({"GRU", 4, 6, 3, 33, "reverse", false, false, true, false, 0});
+  expect_fused_matches_unrolled({"GRU", 4, 3, 3, 17, "bidirectional", true, false, true, true, 1});
+  expect_fused_matches_unrolled({"RNN", 6, 2, 2, 47, "forward"});
+  expect_fused_matches_unrolled({"LSTM", 3, 65, 4, 20, "forward", true, false, true});
+  expect_fused_matches_unrolled({"LSTM", 2, 1, 3, 31});  // batch 1: the row reduction
+}
+
 TEST(FusedRecurrence, LstmAttributes) {
   Case c{"LSTM", 5, 3, 4, 6, "bidirectional", false, true, true, true};
   c.input_forget = true;
