@@ -4,11 +4,12 @@
 // A step: the gate pre-activations start as the step's row of XP (the input projections and
 // biases, computed for all steps by one GEMM before this kernel), gain h·RT, and the gate
 // arithmetic makes the new state. h·RT reads RT [H, G·H] along its rows:
-//   * a few batch rows (< 4): a row reduction per batch row, the G·H accumulators in L1 gaining
+//   * one batch row (and the Team's pieces, gemm_acc): a row reduction, the accumulators in L1 gaining
 //     h[k..k+3] times four contiguous rows of RT at a time (RT streams through once per row;
 //     at batch 1 the step is bound by reading RT, which no tiling reduces);
-//   * more: register tiles of 4 batch rows × 16 columns, the 16-column strip of RT staying in
-//     L1 while every block of batch rows passes over it.
+//   * more: register tiles of up to 6 batch rows × 16 columns over a copy of RT made at the
+//     start of the call, strip by strip (pack_strips), the 16-column strip staying in L1
+//     while every block of batch rows passes over it.
 // The activations Sigmoid, Tanh and ScaledTanh are vectorized (exp by Cody–Waite range
 // reduction and a degree-5 polynomial, tanh as a rational function below ln 3 / 2 and
 // 1 - 2/(e^2x + 1) above, both within a few f32 ulps); the others run the scalar formula.
@@ -239,11 +240,64 @@ struct Args {
   float* out;
   Proj pj;                 // pj.x: the projection is computed here, into xp_w
   float* xp_w = nullptr;   // = xp then
+  const float* strips = nullptr;  // RT's 16-column strips, contiguous (pack_strips), or nullptr
 };
+
+// A step of 2 rows or more reads RT in register tiles of up to 6 rows × 16 columns (RT read
+// once a step, not once a row), every tile walking a 16-column strip down all H rows. In
+// place the strip's rows are G·H floats apart, and at G·H a multiple of 1024 they all fall in
+// one L1 set: the strip never stayed in L1 while the row tiles passed over it. So such a call
+// first copies RT strip by strip, each [H, 16] contiguous, gate by gate (gate g's strip s at
+// (g·S + s)·H·16, S = H / 16 strips a gate; each gate's last H mod 16 columns are read in
+// place). Measured on one thread (T 16, I 128, H 256, load 14, min of 30): batch 4 1.63 ->
+// 0.76 ms, 8 2.71 -> 1.59 ms, 64 20.6 -> 12.4 ms CPU; batch 2 (T 64) 2.8-3.3 -> 2.3-2.7 ms.
+// Batch 1 keeps the row reduction (gemm_acc), which is bound by reading RT, not by its
+// arithmetic, and the copy then only costs (1.6 vs 1.8-2.0 ms).
+int64_t strips_per_gate(const RnnSpec& s) { return s.H / 16; }
+bool use_strips(const RnnSpec& s, int64_t rows) { return kAvx2 && rows >= 2 && s.T >= 2 && strips_per_gate(s) > 0; }
+
+void pack_strips(const float* rt, const RnnSpec& s, float* dst) {
+  const int64_t H = s.H, GH = s.gates() * H, S = strips_per_gate(s);
+  for (int64_t g = 0; g < s.gates(); ++g)
+    for (int64_t j = 0; j < S; ++j) {
+      float* d = dst + (g * S + j) * H * 16;
+      const float* w = rt + g * H + j * 16;
+      for (int64_t k = 0; k < H; ++k) std::memcpy(d + k * 16, w + k * GH, sizeof(float) * 16);
+    }
+}
+
+// gt[r, g·H + j] += in[r] · RT[:, g·H + j] for rows r < m, gates [g0, g1), over the strips
+// (6×16 tiles; the last 1..5 rows of a strip in narrower ones) and RT in place for each gate's
+// last columns; ldg: gt's row stride
+void gates_by_strips(int64_t m, int g0, int g1, const float* in, const Args& a, float* gt, int64_t ldg, bool backward) {
+  const int64_t H = a.s.H, GH = a.s.gates() * H, S = strips_per_gate(a.s), m6 = m / 6 * 6;
+  for (int g = g0; g < g1; ++g) {
+    for (int64_t jb = 0; jb < S; ++jb) {
+      const int64_t j = backward ? S - 1 - jb : jb;
+      const float* w = a.strips + (g * S + j) * H * 16;
+      float* c = gt + g * H + j * 16;
+      for (int64_t r = 0; r < m6; r += 6) tile_rx16<6>(H, in + r * H, H, w, 16, c + r * ldg, ldg);
+      const float* ir = in + m6 * H;
+      float* cr = c + m6 * ldg;
+      switch (m - m6) {
+        case 1: tile_rx16<1>(H, ir, H, w, 16, cr, ldg); break;
+        case 2: tile_rx16<2>(H, ir, H, w, 16, cr, ldg); break;
+        case 3: tile_rx16<3>(H, ir, H, w, 16, cr, ldg); break;
+        case 4: tile_rx16<4>(H, ir, H, w, 16, cr, ldg); break;
+        case 5: tile_rx16<5>(H, ir, H, w, 16, cr, ldg); break;
+        default: break;
+      }
+    }
+    if (S * 16 < H)
+      for (int64_t r = 0; r < m; ++r)
+        row_reduce_avx2(H - S * 16, H, in + r * H, a.rt + g * H + S * 16, GH, gt + r * ldg + g * H + S * 16, backward);
+  }
+}
 
 // dst[r - r0, c - c0] = xb[col0 + c] + X[r] · WT[:, col0 + c] for rows [r0, r1), columns
 // [c0, c1) of this direction's projections; blocks of 72 rows, so the block of X stays in L2
-// while the 16-column strips of WT pass over it in 6×16 register tiles (the rest: gemm_acc).
+// while the 16-column strips of WT pass over it in 6×16 register tiles (the last rows of a
+// block in 1..5×16 tiles, the last columns in gemm_acc).
 void project(const Proj& p, int64_t r0, int64_t r1, int64_t c0, int64_t c1, float* dst, int64_t ldd) {
   const int64_t n = c1 - c0, n16 = n / 16 * 16;
   for (int64_t rb = r0; rb < r1; rb += 72) {
@@ -255,11 +309,30 @@ void project(const Proj& p, int64_t r0, int64_t r1, int64_t c0, int64_t c1, floa
     }
     const float *x = p.x + rb * p.I, *w = p.wt + p.col0 + c0;
     float* d = dst + (rb - r0) * ldd;
-    if (m6 && n16) {  // 6×16 tiles, the 16-column strip of WT staying in L1 over the row tiles
-      for (int64_t j = 0; j < n16; j += 16)
-        for (int64_t r = 0; r < m6; r += 6) tile_rx16<6>(p.I, x + r * p.I, p.I, w + j, p.XW, d + r * ldd + j, ldd);
-      if (n16 < n) gemm_acc(m6, n - n16, p.I, x, p.I, w + n16, p.XW, d + n16, ldd, false);
-      if (m6 < m) gemm_acc(m - m6, n, p.I, x + m6 * p.I, p.I, w, p.XW, d + m6 * ldd, ldd, false);
+    if (m6 && n16) {
+      // 6×16 tiles over a contiguous copy of the 16-column strip of WT, which then stays in
+      // L1 over the row tiles. Read in place, the strip's rows are XW floats apart, and at XW
+      // a multiple of 1024 (lstm: 4·256) all of them fall in one L1 set of 8 ways: every tile
+      // read the strip from L2 again (the copy: the lstm model's projections 0.32 -> 0.23 ms
+      // at I 128, 0.62 -> 0.43 ms at I 256, one thread)
+      static thread_local std::vector<float> strip;
+      strip.resize(static_cast<size_t>(p.I * 16));
+      for (int64_t j = 0; j < n16; j += 16) {
+        for (int64_t k = 0; k < p.I; ++k) std::memcpy(strip.data() + k * 16, w + k * p.XW + j, sizeof(float) * 16);
+        const float* sw = strip.data();
+        for (int64_t r = 0; r < m6; r += 6) tile_rx16<6>(p.I, x + r * p.I, p.I, sw, 16, d + r * ldd + j, ldd);
+        const float* xr = x + m6 * p.I;
+        float* dr = d + m6 * ldd + j;
+        switch (m - m6) {  // the last rows, fewer than 6
+          case 1: tile_rx16<1>(p.I, xr, p.I, sw, 16, dr, ldd); break;
+          case 2: tile_rx16<2>(p.I, xr, p.I, sw, 16, dr, ldd); break;
+          case 3: tile_rx16<3>(p.I, xr, p.I, sw, 16, dr, ldd); break;
+          case 4: tile_rx16<4>(p.I, xr, p.I, sw, 16, dr, ldd); break;
+          case 5: tile_rx16<5>(p.I, xr, p.I, sw, 16, dr, ldd); break;
+          default: break;
+        }
+      }
+      if (n16 < n) gemm_acc(m, n - n16, p.I, x, p.I, w + n16, p.XW, d + n16, ldd, false);
     } else {
       gemm_acc(m, n, p.I, x, p.I, w, p.XW, d, ldd, false);
     }
@@ -326,6 +399,7 @@ void compute(const Args& a, const State& st, int64_t step, int phase, int64_t u0
       }
     }
     if (packed) return gemm_acc(m, (g1 - g0) * U, H, in, H, packed + g0 * U, GU, gt + g0 * U, GU, backward);
+    if (U == H && a.strips && use_strips(s, m)) return gates_by_strips(m, g0, g1, in, a, gt, GU, backward);
     if (U == H) return gemm_acc(m, (g1 - g0) * H, H, in, H, a.rt + g0 * H, GH, gt + g0 * H, GU, backward);
     for (int g = g0; g < g1; ++g) gemm_acc(m, U, H, in, H, a.rt + g * H + u0, GH, gt + g * U, GU, backward);
   };
@@ -522,6 +596,14 @@ class PackPool {
   std::vector<std::pair<size_t, float*>> free_;
 };
 
+// An atomic on a cache line of its own: the pieces' states and the threads' counters are
+// written by one thread and read (or taken over) by the others, and on one shared line every
+// claim and commit of either thread moved the line between the cores (about 24 transfers a
+// step at 8 pieces, against a step of ~10 µs)
+struct alignas(64) Padded {
+  std::atomic<int64_t> v{0};
+};
+
 struct Team {
   Args a;
   State st;
@@ -530,9 +612,9 @@ struct Team {
   std::vector<int> owner;                          // of each piece
   // a piece's state: (round + 1) << 8 | thread << 2 | status (1 claimed, 2 committing, 3 committed);
   // 3 before round 0 (committed in round -1)
-  std::unique_ptr<std::atomic<int64_t>[]> piece;
-  std::atomic<int64_t> committed{0};                 // pieces committed in all rounds so far
-  std::atomic<int> inside[kMaxThreads] = {};         // a thread between a claim attempt and its commit
+  std::unique_ptr<Padded[]> piece;
+  std::unique_ptr<Padded[]> done_by{new Padded[kMaxThreads]};  // pieces each thread committed, all rounds so far
+  std::unique_ptr<Padded[]> inside{new Padded[kMaxThreads]};   // a thread between a claim attempt and its commit
   float* packed = nullptr;  // RT by piece (pack_rows): piece i at H·G·u0; 64-byte aligned (PackPool)
   size_t packed_bytes = 0;
   int stall_us = 0;  // LATHE_RNN_STALL_US=N (tests): a claimed piece sleeps N µs now and then
@@ -548,13 +630,20 @@ struct Team {
       owner.push_back(static_cast<int>(i * n / pieces));
     }
     if (const char* e = std::getenv("LATHE_RNN_STALL_US")) stall_us = std::max(0, std::atoi(e));
-    piece.reset(new std::atomic<int64_t>[static_cast<size_t>(pieces)]);
-    for (int64_t i = 0; i < pieces; ++i) piece[i].store(3);
+    piece.reset(new Padded[static_cast<size_t>(pieces)]);
+    for (int64_t i = 0; i < pieces; ++i) piece[i].v.store(3);
   }
   ~Team() { PackPool::get().give(packed, packed_bytes); }
   Team(const Team&) = delete;
   Team& operator=(const Team&) = delete;
   int64_t pieces() const { return static_cast<int64_t>(units.size()); }
+  // pieces committed in all rounds so far (each count only grows: a sum of reads that reaches
+  // a round's target means every piece of it has committed)
+  int64_t committed() const {
+    int64_t n = 0;
+    for (int t = 0; t < threads; ++t) n += done_by[t].v.load(std::memory_order_acquire);
+    return n;
+  }
 };
 
 int64_t enc(int64_t round, int th, int status) { return (round + 1) << 8 | th << 2 | status; }
@@ -574,11 +663,11 @@ void team_work(Team& tm, int me) {
   // (or, with `steal`, claimed by another thread that has not committed it), computes and
   // commits it
   auto attempt = [&](int64_t i, int r, bool steal) {
-    tm.inside[me].store(1, std::memory_order_seq_cst);
-    int64_t v = tm.piece[i].load(std::memory_order_acquire);
+    tm.inside[me].v.store(1, std::memory_order_seq_cst);
+    int64_t v = tm.piece[i].v.load(std::memory_order_acquire);
     const bool open = (v >> 8) == r && (v & 3) == 3;  // committed in round r - 1
     const bool stale = steal && (v >> 8) == r + 1 && (v & 3) == 1 && (v >> 2 & 63) != me;
-    bool ok = (open || stale) && tm.piece[i].compare_exchange_strong(v, enc(r, me, 1), std::memory_order_acq_rel);
+    bool ok = (open || stale) && tm.piece[i].v.compare_exchange_strong(v, enc(r, me, 1), std::memory_order_acq_rel);
     if (ok) {
       const auto [u0, u1] = tm.units[static_cast<size_t>(i)];
       float* pk = tm.packed + a.s.H * a.s.gates() * u0;
@@ -593,39 +682,44 @@ void team_work(Team& tm, int me) {
         compute(a, tm.st, step, ph, u0, u1, p, pk);
       }
       int64_t mine = enc(r, me, 1);
-      if (tm.piece[i].compare_exchange_strong(mine, enc(r, me, 2), std::memory_order_acq_rel)) {
+      if (tm.piece[i].v.compare_exchange_strong(mine, enc(r, me, 2), std::memory_order_acq_rel)) {
         if (r > 0) commit(a, tm.st, step, ph, u0, u1, p);
         else if (a.pj.x) commit_projection(a, u0, u1, p);
-        tm.piece[i].store(enc(r, me, 3), std::memory_order_release);
-        tm.committed.fetch_add(1, std::memory_order_acq_rel);
+        tm.piece[i].v.store(enc(r, me, 3), std::memory_order_release);
+        tm.done_by[me].v.fetch_add(1, std::memory_order_acq_rel);
       }
     }
-    tm.inside[me].store(0, std::memory_order_release);
+    tm.inside[me].v.store(0, std::memory_order_release);
     return ok;
   };
   int64_t done = 0;  // pieces this thread took in the last round
   for (int r = 0; r < tm.rounds; ++r) {
     const int64_t target = (r + 1) * np;
-    if (tm.committed.load(std::memory_order_acquire) >= target) continue;  // a late thread catching up
+    if (tm.committed() >= target) continue;  // a late thread catching up
     // RT is read back and forth (as by one thread alone, gemm_acc): this thread's pieces in
     // the order opposite to the last step's; after a round it ran alone, all pieces so
     const bool fwd = r == 0 || (r - 1) / tm.per_step % 2 == 0, solo = done == np;  // as compute()'s rows
     done = 0;
+    const double own_start = now_us();
     for (int64_t k = 0; k < np; ++k) {
       const int64_t i = fwd ? k : np - 1 - k;
       if (solo || tm.owner[static_cast<size_t>(i)] == me) done += attempt(i, r, false);
     }
     const double start = now_us();
+    // others' open pieces are taken once a partner is a piece's time late (this thread's own
+    // pieces this round): a partner that is just a little behind keeps its pieces, whose
+    // columns of RT are in its core's cache, not this one's
+    const double piece_us = done ? (start - own_start) / static_cast<double>(done) : 0;
     double patience = 20;  // µs: a piece takes a few
-    for (int spin = 0; tm.committed.load(std::memory_order_acquire) < target; ++spin) {
+    for (int spin = 0; tm.committed() < target; ++spin) {
       if (spin % 32 == 0) {
         const double waited = now_us() - start;
-        for (int64_t i = np; i-- > 0;)  // others' open pieces, from the far end of their shares
+        for (int64_t i = np; i-- > 0 && waited >= piece_us;)  // others' open pieces, from the far end of their shares
           if (tm.owner[static_cast<size_t>(i)] != me) done += attempt(i, r, waited >= patience);
         if (waited >= patience) patience += 20;
         // still waiting long after the last piece was claimed (a round takes ~10 µs): a
         // partner was descheduled inside a piece; let whatever else wants this core run
-        if (tm.committed.load(std::memory_order_acquire) < target && now_us() - start > 50) std::this_thread::yield();
+        if (tm.committed() < target && now_us() - start > 50) std::this_thread::yield();
       }
       _mm_pause();
     }
@@ -701,9 +795,27 @@ void run_rnn(NodeRef n, void* const* bufs) {
     a.xp = a.xp_w = xp.p;
     a.s.XW = GH, a.s.col0 = 0;
   }
+  // RT by strips (pack_strips) when whole steps run on 2 rows or more (one thread, or blocks
+  // of rows), in a buffer of the pool; the Team packs RT its own way
+  struct Strips {
+    float* p = nullptr;
+    size_t bytes = 0;
+    ~Strips() {
+      if (p) PackPool::get().give(p, bytes);
+    }
+  } strips;
+  auto pack_rt = [&] {
+    if (!use_strips(*sp, B)) return;
+    strips.bytes = (sizeof(float) * static_cast<size_t>(sp->gates() * strips_per_gate(*sp) * 16 * H) + 63) / 64 * 64;
+    strips.p = PackPool::get().take(strips.bytes);
+    LATHE_CHECK(strips.p != nullptr, "rnn: out of memory for the packed recurrent weight");
+    pack_strips(a.rt, *sp, strips.p);
+    a.strips = strips.p;
+  };
   // the projections on this thread (one thread runs the recurrence too)
-  auto project_all = [&] {
+  auto project_all = [&] {  // and RT by strips
     if (a.pj.x) project(a.pj, 0, T * B, 0, GH, a.xp_w, GH);
+    pack_rt();
   };
   // A large batch: its rows are independent through the whole recurrence, so threads take
   // blocks of rows (multiples of 4, the register tile) for all T steps, never meeting.
@@ -711,15 +823,16 @@ void run_rnn(NodeRef n, void* const* bufs) {
     const int threads = static_cast<int>(std::min<int64_t>(hw, B / 4));
     const int64_t per = (B / 4 + threads - 1) / threads * 4;
     if (a.pj.x) {  // the projections first, threads taking strips of 16 columns
-      const int64_t strips = (GH + 15) / 16;
-      const int pt = static_cast<int>(std::min<int64_t>(hw, strips));
-      auto cols = [&](int i) { return std::min(GH, strips * i / pt * 16); };
+      const int64_t col_strips = (GH + 15) / 16;
+      const int pt = static_cast<int>(std::min<int64_t>(hw, col_strips));
+      auto cols = [&](int i) { return std::min(GH, col_strips * i / pt * 16); };
       std::vector<std::thread> pool;
       for (int i = 1; i < pt; ++i)
         pool.emplace_back([&a, &cols, i, T, B, GH] { project(a.pj, 0, T * B, cols(i), cols(i + 1), a.xp_w + cols(i), GH); });
       project(a.pj, 0, T * B, 0, cols(1), a.xp_w, GH);
       for (auto& t : pool) t.join();
     }
+    pack_rt();
     std::vector<std::unique_ptr<State>> parts;
     for (int i = 0; i < threads; ++i) {
       const int64_t lo = i * per, hi = i == threads - 1 ? B : std::min(B, (i + 1) * per);
@@ -779,7 +892,7 @@ void run_team(const Args& a, int threads, int64_t pieces) {
   }
   team_work(*team, 0);
   for (int i = 1; i < threads; ++i)  // a partner inside a piece may still read the call's buffers
-    for (int spin = 0; team->inside[i].load(std::memory_order_acquire); ++spin)
+    for (int spin = 0; team->inside[i].v.load(std::memory_order_acquire); ++spin)
       if (spin > 1000) std::this_thread::yield();
       else _mm_pause();
   write_last(team->a, team->st);

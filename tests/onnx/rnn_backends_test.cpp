@@ -231,6 +231,37 @@ TEST(FusedRecurrence, LstmAtOddSizesAndBatches) {
   expect_fused_matches_unrolled({"GRU", 17, 64, 3, 75, "reverse", false, false, false, false, 1});
 }
 
+// The CPU library kernel's register tiles (c and llvm only: the cuda rendering has its own
+// tests above, and emulated these took ~3 min each).
+//
+// the projections inside the kernel run over copies of 16-column strips of WT in 6×16 tiles,
+// the last 1..5 rows of each 72-row block in narrower tiles and the last G·H mod 16 columns
+// apart: every row remainder (T·B 6..11, 73 = 72 + 1, 77 = 72 + 5), both directions (the
+// second reads WT from column G·H on), odd input widths, batch 1 and 64
+TEST(CpuRecurrenceTiles, ProjectionRowAndColumnRemainders) {
+  for (int64_t T : {6, 7, 8, 9, 10, 11}) expect_fused_matches_unrolled({"LSTM", T, 1, 13, 19, "bidirectional"});
+  expect_fused_matches_unrolled({"GRU", 73, 1, 7, 5, "reverse"});  // G·H 15: no full strip
+  expect_fused_matches_unrolled({"RNN", 77, 1, 31, 33, "bidirectional"});
+  expect_fused_matches_unrolled({"LSTM", 3, 64, 17, 31, "bidirectional", false, false, true});
+  expect_fused_matches_unrolled({"GRU", 5, 7, 1, 7, "forward", false, false, false, false, 1});  // I 1
+}
+
+// steps of 2 rows or more read a copy of RT by 16-column strips in 6×16 tiles (the last 1..5
+// rows in narrower ones, each gate's last H mod 16 columns in place): batches 2..7 and 64 (two
+// threads take blocks of rows, the last one ragged), hidden sizes of one strip and a
+// remainder, of whole strips, and under 16 (no strips), both GRU modes (the candidate gate's
+// product apart), RNN, the attributes that touch the gates
+TEST(CpuRecurrenceTiles, BatchRowsOverStripsOfTheRecurrentWeight) {
+  for (int64_t B : {2, 3, 5, 7}) expect_fused_matches_unrolled({"LSTM", 5, B, 6, 19, "bidirectional"});
+  expect_fused_matches_unrolled({"LSTM", 4, 4, 3, 32, "forward", true, true, true, true});
+  expect_fused_matches_unrolled({"LSTM", 3, 6, 5, 15});  // H under 16: no strips
+  expect_fused_matches_unrolled({"GRU", 4, 6, 3, 33, "reverse", false, false, true, false, 0});
+  expect_fused_matches_unrolled({"GRU", 4, 3, 3, 17, "bidirectional", true, false, true, true, 1});
+  expect_fused_matches_unrolled({"RNN", 6, 2, 2, 47, "forward"});
+  expect_fused_matches_unrolled({"LSTM", 3, 65, 4, 20, "forward", true, false, true});
+  expect_fused_matches_unrolled({"LSTM", 2, 1, 3, 31});  // batch 1: the row reduction
+}
+
 TEST(FusedRecurrence, LstmAttributes) {
   Case c{"LSTM", 5, 3, 4, 6, "bidirectional", false, true, true, true};
   c.input_forget = true;
