@@ -16,7 +16,8 @@
 // multiply), and the extent of a loop annotated to unroll (the micro-kernel's register
 // tile), and a serial loop's trip count under 32 (a short loop whose trip count is known
 // only at run time vectorizes worse: MobileNetV2's 7x7 and 14x14 depthwise layers ran
-// 1.4-1.8x slower in one code with the 112x112 layer). Equal codes (kernel_dedup.h) should be merged first: funcs are distinct codes.
+// 1.4-1.8x slower in one code with the 112x112 layer), or, with size classes (the default in
+// the llvm backend), a serial loop's trip count's size class. Equal codes (kernel_dedup.h) should be merged first: funcs are distinct codes.
 //
 // The generic function computes exactly what each member computes: the members' IR are the
 // same tree with the same literals in every place but the parameters, so substituting a
@@ -44,7 +45,11 @@ struct ShapeParamPlan {
 };
 
 // min_group: groups smaller than this stay separate codes. min_trip: a serial loop's literal
-// trip count below it stays a constant (INT64_MIN: every trip count is free).
+// trip count below it stays a constant (INT64_MIN: every trip count is free;
+// kShapeParamClasses: every trip count is free but only kernels whose serial loops' literal
+// trip counts fall in the same size classes share a code: counts under 8 equal, longer ones
+// in the same power-of-two bucket and alike in being a multiple of 8).
+constexpr int64_t kShapeParamClasses = INT64_MIN + 1;
 ShapeParamPlan plan_shape_params(const std::vector<const loop::LoopFunc*>& funcs, size_t min_group = 2,
                                  int64_t min_trip = 32);
 

@@ -61,12 +61,17 @@ bool read_file(const std::string& path, std::vector<char>& out) {
 
 // Kernels equal up to shape constants run one generic code (kernel_param.h); it reads the
 // program's dims followed by this kernel's own values.
-// LATHE_LLVM_SHAPE_PARAMS=1: on, serial trip counts under 32 stay constants; =all: those are
-// free too (fewer codes, slower small layers: kernel_param.h); default 0: off (run speed
-// with it on not yet confirmed on a quiet machine).
+// LATHE_LLVM_SHAPE_PARAMS=class (the default): kernels share a code only when their serial
+// loops' trip counts fall in the same size classes (kernel_param.h); =1: serial trip counts
+// under 32 stay constants; =all: every trip count is free (fewest codes, but short loops in a
+// code shared with long ones run slower); =0: off.
 std::string shape_params_mode() {
   const char* e = std::getenv("LATHE_LLVM_SHAPE_PARAMS");
-  return e && *e ? e : "0";
+  return e && *e ? e : "class";
+}
+int64_t shape_params_min_trip() {
+  std::string m = shape_params_mode();
+  return m == "all" ? INT64_MIN : m == "class" ? kShapeParamClasses : 32;
 }
 bool shape_params_on() { return shape_params_mode() != "0"; }
 
@@ -162,8 +167,7 @@ class LlvmBackend : public Backend {
       ir += all[i]->name + "\n" + same.keys[i] + "\n";
       if (same.is_first(i)) distinct.push_back(all[i]);
     }
-    ShapeParamPlan plan = plan_shape_params(distinct, shape_params_on() ? 2 : SIZE_MAX,
-                                            shape_params_mode() == "all" ? INT64_MIN : 32);
+    ShapeParamPlan plan = plan_shape_params(distinct, shape_params_on() ? 2 : SIZE_MAX, shape_params_min_trip());
     std::unordered_map<std::string, size_t> distinct_index;
     for (size_t d = 0; d < distinct.size(); ++d) distinct_index[distinct[d]->name] = d;
     for (size_t i = 0; i < all.size(); ++i) {

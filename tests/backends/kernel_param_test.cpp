@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <map>
+#include <set>
 
 #include "backends/backend.h"
 #include "backends/kernel_dedup.h"
@@ -165,6 +166,102 @@ TEST(KernelParam, SharedCodeRunsEveryLayerAtItsShape) {
     }
   }
   unsetenv("LATHE_LLVM_SHAPE_PARAMS");
+}
+
+
+// Size classes (the llvm default): depthwise layers of one spatial size and other channel
+// counts share a code; another spatial size (other short trip counts) does not.
+Tensor depthwise(const Tensor& x, int64_t c, double seed) {
+  Conv2dOptions o;
+  o.padding = {1, 1};
+  o.groups = c;
+  return relu(conv2d(x, from_host(values({c, 1, 3, 3}, seed)), from_host(values({c}, seed + 1)), o));
+}
+const loop::LoopFunc* only_kernel(const Program& p) {
+  auto fs = distinct_funcs(p);
+  EXPECT_EQ(fs.size(), 1u) << test::loop_ir_of(p);
+  return fs.empty() ? nullptr : fs[0];
+}
+Program depthwise_program(int64_t n, int64_t c, int64_t h) {
+  Tensor x = input("x", {SymInt(n), SymInt(c), SymInt(h), SymInt(h)});
+  return build_program(Graph::from_outputs({{"y", depthwise(x, c, 0.5).node()}}));
+}
+
+bool is_param(const loop::ExprRef& e) { return e && e->kind == loop::ExprKind::Var && e->name.rfind("sp$", 0) == 0; }
+// Parameters in e other than a per-task base offset (a parameter times a variable that is no
+// serial loop's)
+int loose_params(const loop::ExprRef& e, const std::set<std::string>& serial) {
+  if (!e) return 0;
+  if (is_param(e)) return 1;
+  if (e->kind == loop::ExprKind::Binary && e->op == Op::Mul && e->args.size() == 2)
+    for (size_t k = 0; k < 2; ++k)
+      if (is_param(e->args[k]) && e->args[1 - k]->kind == loop::ExprKind::Var && !serial.count(e->args[1 - k]->name))
+        return loose_params(e->args[1 - k], serial);
+  int n = 0;
+  for (auto& a : e->args) n += loose_params(a, serial);
+  return n;
+}
+bool has_loop(const std::vector<loop::Stmt>& body) {
+  for (auto& s : body)
+    if (s.kind == loop::StmtKind::For || has_loop(s.body) || has_loop(s.else_body)) return true;
+  return false;
+}
+int params_in_innermost_loops(const std::vector<loop::Stmt>& body, bool inner, std::set<std::string> serial = {}) {
+  int n = 0;
+  for (auto& s : body) {
+    if (inner)
+      n += loose_params(s.extent, serial) + loose_params(s.cond, serial) + loose_params(s.index, serial) +
+           loose_params(s.value, serial);
+    bool in = inner || (s.kind == loop::StmtKind::For && !s.annot.parallel && !has_loop(s.body));
+    std::set<std::string> sv = serial;
+    if (s.kind == loop::StmtKind::For && !s.annot.parallel) sv.insert(s.var);
+    n += params_in_innermost_loops(s.body, in, sv) + params_in_innermost_loops(s.else_body, in, sv);
+  }
+  return n;
+}
+
+TEST(KernelParam, SizeClassesShareOnlyAlikeLoops) {
+  for (int64_t n : {1, 64}) {
+    Program a = depthwise_program(n, 5, 29), b = depthwise_program(n, 11, 29), c = depthwise_program(n, 5, 13);
+    const loop::LoopFunc *fa = only_kernel(a), *fb = only_kernel(b), *fc = only_kernel(c);
+    ASSERT_TRUE(fa && fb && fc);
+    EXPECT_EQ(shape_param_key(*fa, kShapeParamClasses), shape_param_key(*fb, kShapeParamClasses))
+        << "N=" << n << ": same rows, other channel counts share\n" << loop::print_loop(*fa) << loop::print_loop(*fb);
+    EXPECT_NE(shape_param_key(*fa, kShapeParamClasses), shape_param_key(*fc, kShapeParamClasses)) << "N=" << n;
+    // with every trip count free the small layer would join them
+    EXPECT_EQ(shape_param_key(*fa, INT64_MIN), shape_param_key(*fc, INT64_MIN)) << "N=" << n;
+    ShapeParamPlan plan = plan_shape_params({fa, fb, fc}, 2, kShapeParamClasses);
+    EXPECT_EQ(plan.codes.size(), 2u);
+    EXPECT_EQ(plan.code[0], plan.code[1]);
+    EXPECT_NE(plan.code[0], plan.code[2]);
+    // the shared code's innermost loops are the members' own: no parameter inside them but
+    // per-task base offsets (the batch stride at N=64)
+    const loop::LoopFunc& g = plan.codes[plan.code[0]];
+    EXPECT_GT(g.dims.size(), fa->dims.size()) << "no parameters";
+    EXPECT_EQ(params_in_innermost_loops(g.body, false), 0) << loop::print_loop(g);
+  }
+}
+
+TEST(KernelParam, SizeClassedCodesMatchTheInterpreter) {
+  std::string backend = test::test_backend();
+  if (backend != "llvm") GTEST_SKIP() << "llvm only";
+  unsetenv("LATHE_LLVM_SHAPE_PARAMS");  // the default: size classes
+  for (int64_t n : {1, 3, 64}) {
+    Tensor x = input("x", {SymInt(n), SymInt(5), SymInt(29), SymInt(29)});
+    Tensor z = input("z", {SymInt(n), SymInt(11), SymInt(29), SymInt(29)});
+    Tensor w = input("w", {SymInt(n), SymInt(7), SymInt(13), SymInt(13)});
+    Graph g = Graph::from_outputs({{"a", depthwise(x, 5, 0.5).node()}, {"b", depthwise(z, 11, 1.5).node()},
+                                   {"c", depthwise(w, 7, 2.5).node()}});
+    Program p = build_program(g);
+    size_t distinct = distinct_funcs(p).size();
+    CompileOptions o;
+    o.use_cache = false;
+    auto compiled = get_backend("llvm").compile(p, o);
+    EXPECT_EQ(compiled->codes_compiled, static_cast<int>(distinct) - 1) << "N=" << n << "\n" << test::loop_ir_of(p);
+    Executable exe(std::move(p), compiled, "llvm");
+    TensorMap in = random_inputs(g, 7);
+    EXPECT_EQ(test::compare_outputs(exe.run(in), interpret(g, in)), "") << "N=" << n;
+  }
 }
 
 }  // namespace
