@@ -50,6 +50,7 @@ namespace {
 //   LATHE_LLVM_PIPELINE=TEXT  a pass pipeline in opt's syntax instead ("default<O3>")
 //   LATHE_LLVM_CODEGEN=0..3   the code generator's level (default 3)
 //   LATHE_LLVM_LSR=0          no Loop Strength Reduction
+//   LATHE_LLVM_NOALIAS=0      no scoped no-alias metadata on the buffers' loads and stores (emit.cpp)
 //   LATHE_LLVM_ARGS=...       LLVM's own options ("-time-passes")
 std::string env_or(const char* name, const char* fallback) {
   const char* e = std::getenv(name);
@@ -62,6 +63,9 @@ int env_level(const char* name, const char* fallback, int lo) {
 int opt_level() { static const int l = env_level("LATHE_LLVM_OPT", "3", 1); return l; }
 int codegen_level() { static const int l = env_level("LATHE_LLVM_CODEGEN", "3", 0); return l; }
 bool keep_lsr() { static const bool k = env_or("LATHE_LLVM_LSR", "1") != "0"; return k; }
+}  // namespace
+bool alias_scopes() { static const bool k = env_or("LATHE_LLVM_NOALIAS", "1") != "0"; return k; }
+namespace {
 
 double thread_cpu_ms() {
   timespec ts{};
@@ -179,7 +183,7 @@ class TmLease {
 const char* pipeline_id() {
   static const std::string id = [] {
     std::string s = "O" + std::to_string(opt_level()) + "-no-unroll;cg=O" + std::to_string(codegen_level()) +
-                    (keep_lsr() ? "" : "-no-lsr") + ";v3";
+                    (keep_lsr() ? "" : "-no-lsr") + (alias_scopes() ? "" : "-no-alias-scopes") + ";v3";
     if (!pipeline_override().empty()) s += ";passes=" + pipeline_override();
     if (const char* a = std::getenv("LATHE_LLVM_ARGS"); a && *a) s += ";llvm-args=" + std::string(a);
     return s;

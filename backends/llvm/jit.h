@@ -39,6 +39,8 @@ std::string host_features_hash();
 
 // Names the optimization pipeline and code generator settings (part of cache keys).
 const char* pipeline_id();
+// whether emit.cpp tags buffer accesses with scoped no-alias metadata (LATHE_LLVM_NOALIAS=0: not)
+bool alias_scopes();
 
 // Verifies, optimizes and compiles a module. Throws InternalError with LLVM's message
 // when the module does not verify (a bug in IR generation, reported clearly).

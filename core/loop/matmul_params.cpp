@@ -88,10 +88,30 @@ MatmulParams host_matmul_params() {
   return params;
 }
 
+// The saturating u8 x i8 pairs (qdq-sat16's dot4sat16) take two instructions a step where
+// there is no VNNI: vpmaddubsw into a temporary, then vpmaddwd of it by a register of ones.
+// Besides the MR x NR/lanes accumulators and the NR/lanes B vectors, a step holds the
+// broadcast A group, that temporary and the ones: on AVX2 (16 ymm registers) the 6 x 16 tile
+// needs 17, and LLVM spilled and shuffled ten accumulators through the stack every step
+// (BERT QDQ's sat16 GEMMs ran at about half the speed of the exact i16 ones). The rows are
+// cut to the most that fit. A prepacked A side (panels MR tall) keeps the host's MR.
+static MatmulParams fit_sat16_rows(const KernelGraph& kg, const Kernel& k, MatmulParams P) {
+  if (k.kind != "matmul" || host_int8_dot_group() == 4 || packed_a_buffer(kg, k) >= 0) return P;
+  auto mm = match_matmul(k.matmul ? k.matmul : k.root);
+  if (!mm || !mm->sat16) return P;
+  const int regs = P.lanes == 16 ? 32 : 16, nq = P.nr / P.lanes;
+  const int fit = (regs - nq - 3) / nq;
+  if (fit < 1 || fit >= P.mr) return P;
+  P.mr = fit;
+  P.mc = std::max(1, P.mc / fit) * fit;
+  return P;
+}
+
 MatmulParams fit_matmul_rows(const KernelGraph& kg, int kernel, MatmulParams P) {
   if (const char* e = std::getenv("LATHE_MATMUL_TILE"); e && *e) return P;  // an explicit tile stays
   if (const char* e = std::getenv("LATHE_MATMUL_FIT_ROWS"); e && std::string(e) == "0") return P;
   const Kernel& k = kg.kernels.at(kernel);
+  if (MatmulParams sat = fit_sat16_rows(kg, k, P); sat.mr != P.mr) return sat;
   const int mr = P.mr - 1;
   // f32 only (the int8 kernels' panels are sized for MR), A packed per run (prepacked A
   // panels are MR tall), and enough accumulators to cover the FMA latency (2 pipes x 4

@@ -181,7 +181,21 @@ TEST(QdqSat16, BackendMatchesInterpreterThroughTheInt8Gemm) {
     if (K > 2 && K % 2 == 0 && M > 1) {
       Program p = build_program(g);
       bool sat = false;
-      for (auto& f : p.funcs) sat = sat || loop::print_loop(f).find("dot4sat16(") != std::string::npos;
+      for (auto& f : p.funcs) {
+        if (loop::print_loop(f).find("dot4sat16(") == std::string::npos) continue;
+        sat = true;
+        // without VNNI each step holds MR x NR/lanes accumulators, NR/lanes B vectors, the
+        // broadcast A group, vpmaddubsw's result and the ones of vpmaddwd: within the
+        // registers (6 x 16 on AVX2 needed 17 of 16 and spilled every step)
+        const loop::MatmulParams hp = loop::host_matmul_params();
+        for (const std::string& line : f.schedule_log) {
+          auto mr_at = line.find("MR="), nr_at = line.find(" NR=");
+          if (line.rfind("matmul:", 0) != 0 || mr_at == std::string::npos || nr_at == std::string::npos) continue;
+          const int mr = std::stoi(line.substr(mr_at + 3)), nq = std::stoi(line.substr(nr_at + 4)) / hp.lanes;
+          if (loop::host_int8_dot_group() != 4)
+            EXPECT_LE(mr * nq + nq + 3, hp.lanes == 16 ? 32 : 16) << line;
+        }
+      }
       EXPECT_TRUE(sat) << "no saturating dot in the int8 GEMM";
     }
     batch.add("sat16 B" + std::to_string(B) + " M" + std::to_string(M) + " K" + std::to_string(K), g,
