@@ -59,7 +59,8 @@ class BackendMeasurer : public tune::Measurer {
     double baseline_ms = -1;
     int samples = 0, inner = 0;
   };
-  Batch run_batch(int kernel, const std::vector<tune::Candidate>& candidates, int repeats, double sample_ms);
+  Batch run_batch(int kernel, const std::vector<tune::Candidate>& candidates, int repeats, double sample_ms,
+                  bool cut_slow = true);
 };
 
 // build_program + tuning records + compile: compile_graph with `records` applied for

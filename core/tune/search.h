@@ -67,6 +67,9 @@ class ModelMeasurer : public Measurer {
   ModelMeasurer(const Program& p, const Bindings& dims, const Machine& m) : p_(p), dims_(dims), m_(m) {}
   std::vector<double> measure(int kernel, const std::vector<const loop::LoopFunc*>& candidates,
                               double* baseline_ms) override;
+  // with their schedules: a GEMM candidate with other blocks is estimated reading the
+  // weights packed in its layout, as its record's program runs it (loop::repack_for)
+  std::vector<Timing> measure_each(int kernel, const std::vector<Candidate>& candidates) override;
   std::string kind() const override { return "model"; }
 
  private:
