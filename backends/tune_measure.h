@@ -25,10 +25,20 @@ class BackendMeasurer : public tune::Measurer {
  public:
   BackendMeasurer(const Program& p, const std::string& backend, TensorMap inputs, int repeats = 7);
   std::vector<double> measure(int kernel, const std::vector<const loop::LoopFunc*>& candidates, double* baseline_ms) override;
-  // Times the candidate and the heuristic's kernel inside whole runs of the program
-  // (alternating runs, one timed launch each; the other kernels run between them).
+  // Times the candidate and the heuristic's kernel as measure() does (back to back on the
+  // program's buffers, warm-up, rotating rounds, outliers dropped), with kConfirmRepeats
+  // rounds of samples of at least kConfirmSampleMs: the kernel's own time, not a lone
+  // launch's inside a whole run (that added the launch's fixed costs to both sides).
   std::vector<tune::Timing> confirm(int kernel, const tune::Candidate& c) override;
-  int confirm_runs = 0;  // whole program runs the last confirm() made (for tests)
+  static constexpr int kConfirmRepeats = 15;
+  static constexpr double kConfirmSampleMs = 2.0;
+  int confirm_runs = 0;     // whole program runs the last confirm() made (for tests)
+  int confirm_samples = 0;  // samples of each side it took
+  int confirm_inner = 0;    // back-to-back launches per sample
+  // Candidates with their schedules: a GEMM candidate whose blocks differ from the build's
+  // reads the weights packed in its own layout (loop::repack_for), as its record's program would.
+  std::vector<tune::Timing> measure_each(int kernel, const std::vector<tune::Candidate>& candidates) override;
+  int repacked = 0;         // candidates of the last batch given weights packed for their blocks
   // Each kernel's median time over 5 runs of the heuristic program (after one warm-up).
   std::vector<double> kernel_ms() override;
   // Throws the UserError the constructor would for a backend it cannot measure on (interp,
@@ -44,6 +54,13 @@ class BackendMeasurer : public tune::Measurer {
   std::shared_ptr<CompiledProgram> base_;
   TensorMap inputs_;
   int repeats_;
+  struct Batch {
+    std::vector<double> ms;  // per candidate, < 0: wrong output
+    double baseline_ms = -1;
+    int samples = 0, inner = 0;
+  };
+  Batch run_batch(int kernel, const std::vector<tune::Candidate>& candidates, int repeats, double sample_ms,
+                  bool cut_slow = true);
 };
 
 // build_program + tuning records + compile: compile_graph with `records` applied for

@@ -1,5 +1,6 @@
 // prepack.cpp — see prepack.h.
 #include "core/loop/prepack.h"
+#include "core/loop/repack.h"
 
 #include "core/loop/lower_depthwise.h"
 
@@ -286,12 +287,16 @@ HostTensor packed_before(PackMemo* memo, const std::string& key) {
 
 }  // namespace
 
-std::vector<int> prepack_constant_b(KernelGraph& kg, const MatmulParams& P, int64_t min_bytes, int64_t min_int8_bytes,
-                                    PackMemo* memo) {
+namespace {
+
+// only >= 0: that kernel alone (repack_for)
+std::vector<int> prepack_b_impl(KernelGraph& kg, const MatmulParams& P, int64_t min_bytes, int64_t min_int8_bytes,
+                                PackMemo* memo, int only) {
   std::vector<int> changed;
   std::map<int, int> readers = count_readers(kg);
   const int threads = std::max(1u, std::thread::hardware_concurrency());
   for (Kernel& k : kg.kernels) {
+    if (only >= 0 && &k != &kg.kernels[only]) continue;
     if (k.kind != "matmul" || k.packed_b >= 0 || takes_direct_conv(kg, k.id, P.lanes)) continue;  // (no GEMM)
     auto mm = match_matmul(k.matmul ? k.matmul : k.root);
     if (!mm) continue;
@@ -403,12 +408,13 @@ std::vector<int> prepack_constant_b(KernelGraph& kg, const MatmulParams& P, int6
   return changed;
 }
 
-std::vector<int> prepack_constant_a(KernelGraph& kg, const MatmulParams& P, int64_t max_n, int64_t max_bytes,
-                                    int64_t max_int8_bytes, int64_t few_n, int64_t few_n_max_bytes, PackMemo* memo) {
+std::vector<int> prepack_a_impl(KernelGraph& kg, const MatmulParams& P, int64_t max_n, int64_t max_bytes,
+                                int64_t max_int8_bytes, int64_t few_n, int64_t few_n_max_bytes, PackMemo* memo, int only) {
   std::vector<int> changed;
   std::map<int, int> readers = count_readers(kg);
   const int threads = std::max(1u, std::thread::hardware_concurrency());
   for (Kernel& k : kg.kernels) {
+    if (only >= 0 && &k != &kg.kernels[only]) continue;
     if (k.kind != "matmul" || packed_a_buffer(kg, k) >= 0 || takes_direct_conv(kg, k.id, P.lanes)) continue;
     auto mm = match_matmul(k.matmul ? k.matmul : k.root);
     if (!mm) continue;
@@ -479,6 +485,51 @@ std::vector<int> prepack_constant_a(KernelGraph& kg, const MatmulParams& P, int6
     if (readers[kg.buffer_of.at(src)] == 1 && mm->b.src != src) page_out(data.data(), data.nbytes());
   }
   return changed;
+}
+
+}  // namespace
+
+std::vector<int> prepack_constant_b(KernelGraph& kg, const MatmulParams& P, int64_t min_bytes, int64_t min_int8_bytes,
+                                    PackMemo* memo) {
+  return prepack_b_impl(kg, P, min_bytes, min_int8_bytes, memo, -1);
+}
+
+std::vector<int> prepack_constant_a(KernelGraph& kg, const MatmulParams& P, int64_t max_n, int64_t max_bytes,
+                                    int64_t max_int8_bytes, int64_t few_n, int64_t few_n_max_bytes, PackMemo* memo) {
+  return prepack_a_impl(kg, P, max_n, max_bytes, max_int8_bytes, few_n, few_n_max_bytes, memo, -1);
+}
+
+bool repack_for(KernelGraph& kg, int kernel, const MatmulParams& P) {
+  Kernel& k = kg.kernels.at(kernel);
+  const int old_a = packed_a_buffer(kg, k), old_b = k.packed_b;
+  if (old_a < 0 && old_b < 0) return false;  // the build packs nothing here: the candidate neither
+  const int64_t old_kc = k.packed_kc, old_nr = k.packed_nr;
+  const size_t nbuf = kg.buffers.size();
+  // the build's packings out of the lowering's sight (still there: other kernels may share them)
+  k.packed_b = -1;
+  const std::string a_name = old_a >= 0 ? kg.buffers[old_a].name : "";
+  if (old_a >= 0) kg.buffers[old_a].name += "~heuristic";
+  // packed as the build packs them, with P's blocks (a weight the build packed is packed at
+  // any size: its size qualified it, whatever the blocks)
+  prepack_b_impl(kg, P, old_b >= 0 ? 0 : prepack_min_bytes(), 0, nullptr, kernel);
+  prepack_a_impl(kg, P, kPrepackAMaxN, old_a >= 0 ? INT64_MAX : kPrepackAMaxBytes, kPrepackAInt8MaxBytes, kPrepackAFewN,
+                 old_a >= 0 ? INT64_MAX : kPrepackAFewNMaxBytes, nullptr, kernel);
+  const int new_a = packed_a_buffer(kg, k);
+  // the same layouts as before (P's blocks come to the heuristic's): keep the build's copies
+  const bool same_b = (old_b < 0) == (k.packed_b < 0) && (old_b < 0 || (k.packed_kc == old_kc && k.packed_nr == old_nr &&
+                                                                         kg.buffers[k.packed_b].dtype == kg.buffers[old_b].dtype));
+  const bool same_a = (old_a < 0) == (new_a < 0) &&
+                      (old_a < 0 || (kg.buffers[new_a].shape == kg.buffers[old_a].shape && kg.buffers[new_a].dtype == kg.buffers[old_a].dtype));
+  if (same_a && same_b) {
+    for (size_t b = nbuf; b < kg.buffers.size(); ++b) kg.buffer_of.erase(kg.buffers[b].node);
+    kg.buffers.resize(nbuf);
+    k.packed_b = old_b;
+    k.packed_kc = old_kc;
+    k.packed_nr = old_nr;
+    if (old_a >= 0) kg.buffers[old_a].name = a_name;
+    return false;
+  }
+  return true;
 }
 
 int packed_a_buffer(const KernelGraph& kg, const Kernel& k) {

@@ -10,6 +10,7 @@
 
 #include "core/ir/diag.h"
 #include "core/loop/lower.h"
+#include "core/loop/repack.h"
 #include "core/runtime/kernel_cache.h"
 #include "core/tune/space.h"
 
@@ -151,6 +152,10 @@ ApplyReport apply_records(Program& p, const std::vector<Record>& records, const 
       continue;
     }
     try {
+      // GEMM blocks other than the build's: its prepacked weights packed again in the
+      // record's layout, once, here (else the tuned kernel would pack them on every run)
+      loop::MatmulParams mp;
+      if (!match->schedule.empty() && parse_matmul_line(match->schedule[0], mp)) loop::repack_for(p.kg, i, mp);
       loop::LoopFunc f = replay(p.kg, i, match->schedule);
       f.name = p.funcs[i].name;
       p.funcs[i] = std::move(f);

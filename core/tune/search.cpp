@@ -12,6 +12,7 @@
 #include <set>
 
 #include "core/ir/diag.h"
+#include "core/loop/repack.h"
 #include "core/tune/model.h"
 
 namespace lathe::tune {
@@ -20,6 +21,19 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 constexpr double kInf = std::numeric_limits<double>::infinity();
+
+// The estimate of a candidate as its program would run it: a GEMM candidate with blocks
+// other than the build's reads the weights packed once in its own layout (loop::repack_for,
+// as apply_records and the BackendMeasurer give it), not copied on every run.
+Estimate estimate_as_built(const loop::LoopFunc& f, const std::vector<std::string>* schedule, const KernelGraph& kg,
+                           int kernel, const Bindings& dims, const Machine& m) {
+  loop::MatmulParams mp;
+  if (schedule && !schedule->empty() && parse_matmul_line(schedule->front(), mp)) {
+    KernelGraph repacked = kg;
+    if (loop::repack_for(repacked, kernel, mp)) return estimate(replay(repacked, kernel, *schedule), repacked, dims, m);
+  }
+  return estimate(f, kg, dims, m);
+}
 
 struct Rng {  // splitmix64: the same sequence on every platform
   uint64_t s;
@@ -81,7 +95,7 @@ class KernelSearch {
       cands_.push_back(std::move(c));
       return &cands_.back();
     }
-    c.est = estimate(c.built.f, p_.kg, dims_, o_.machine);
+    c.est = estimate_as_built(c.built.f, &c.built.schedule, p_.kg, k_, dims_, o_.machine);
     c.predicted = model_.predict(c.est);
     if (std::getenv("LATHE_TUNE_DEBUG")) {
       std::fprintf(stderr, "tune: %s est %.4f ms:", p_.funcs[k_].name.c_str(), c.est.ms);
@@ -139,6 +153,13 @@ std::vector<Timing> Measurer::measure_each(int kernel, const std::vector<Candida
   std::vector<double> ms = measure(kernel, fs, &base);
   std::vector<Timing> t(candidates.size());
   for (size_t i = 0; i < t.size() && i < ms.size(); ++i) t[i] = {ms[i], base};
+  return t;
+}
+
+std::vector<Timing> ModelMeasurer::measure_each(int kernel, const std::vector<Candidate>& candidates) {
+  const double base = estimate(p_.funcs.at(kernel), p_.kg, dims_, m_).ms;
+  std::vector<Timing> t;
+  for (const Candidate& c : candidates) t.push_back({estimate_as_built(*c.f, c.schedule, p_.kg, kernel, dims_, m_).ms, base});
   return t;
 }
 

@@ -4,7 +4,7 @@
 // measured so far and draws fresh points; the model, refitted after every batch, picks
 // which to measure). Candidates rank by their time over the heuristic's measured in the
 // same rounds (so a load change between batches does not pick a winner); the winner is
-// // measured again beside the heuristic and the record keeps the less favourable pair.
+// measured again beside the heuristic and the record keeps the less favourable pair.
 // With --measure model the model's estimate is the time, and the search is a fixed-seed
 // random sample plus hill climbing in rounds (each round: 8 mutations of the best so far),
 // every sample and round estimated as one batch by the Measurer: deterministic, and the
@@ -47,8 +47,8 @@ class Measurer {
   // each part beside its own heuristic run. Default: measure() over the whole batch.
   virtual std::vector<Timing> measure_each(int kernel, const std::vector<Candidate>& candidates);
   // The winner's confirmation (its time and the heuristic's beside it). Default:
-  // measure_each; a BackendMeasurer times both inside whole runs of the program instead of
-  // back to back (a candidate that only wins with its data hot in cache loses there).
+  // measure_each; a BackendMeasurer times both back to back for longer (more rounds, longer
+  // samples: the kernel's own time, as the search measured it).
   virtual std::vector<Timing> confirm(int kernel, const Candidate& c) { return measure_each(kernel, {c}); }
   // "time", or "model" when the times are the cost model's estimates (--measure model).
   virtual std::string kind() const { return "time"; }
@@ -67,6 +67,9 @@ class ModelMeasurer : public Measurer {
   ModelMeasurer(const Program& p, const Bindings& dims, const Machine& m) : p_(p), dims_(dims), m_(m) {}
   std::vector<double> measure(int kernel, const std::vector<const loop::LoopFunc*>& candidates,
                               double* baseline_ms) override;
+  // with their schedules: a GEMM candidate with other blocks is estimated reading the
+  // weights packed in its layout, as its record's program runs it (loop::repack_for)
+  std::vector<Timing> measure_each(int kernel, const std::vector<Candidate>& candidates) override;
   std::string kind() const override { return "model"; }
 
  private:
