@@ -335,8 +335,7 @@ class CudaProgram : public CompiledProgram {
     }
     std::vector<void*> params;
     for (auto& a : args) params.push_back(&a);
-    for (auto& v : dimv) params.push_back(&v);
-    if (ck.scratch_bytes > 0) {  // the kernel's scratch, one buffer for the program (launches run in order)
+    if (ck.scratch_bytes > 0) {  // the kernel's scratch after its buffers, one for the program (launches run in order)
       if (scratch_bytes_ < static_cast<size_t>(ck.scratch_bytes)) {
         if (scratch_) check(d.MemFree(scratch_), "cuMemFree");
         scratch_ = 0;
@@ -345,6 +344,7 @@ class CudaProgram : public CompiledProgram {
       }
       params.push_back(&scratch_);
     }
+    for (auto& v : dimv) params.push_back(&v);  // (kernels without dim parameters ignore these)
     // launch shape: blocks of L.block threads, 0 when there is no work
     std::map<std::string, int64_t, std::less<>> ienv(env.begin(), env.end());
     auto grid_of = [&](const LaunchShape& L) -> unsigned {

@@ -54,8 +54,9 @@ struct CudaKernel {
   // Its __global__ function is part of `source`.
   std::string pre_name;
   LaunchShape pre_launch;
-  // Device scratch that both kernels take as one extra last parameter (`float*`), owned by
-  // the compiled program and reused by every launch; 0: no such parameter.
+  // Device scratch that both kernels take as one extra parameter (`float*`) right after the
+  // buffers (before any dims), owned by the compiled program and reused by every launch;
+  // 0: no such parameter.
   int64_t scratch_bytes = 0;
 };
 
