@@ -191,7 +191,7 @@ CudaKernel render_attention_bwd(const loop::LoopFunc& f, const loop::AttentionDe
     o << "      for (int j = 0; j < lathe_kn; ++j) {\n";
     o << "      float lathe_s = 0.0f, lathe_dp = 0.0f;\n";
     o << dot("lathe_s", "lathe_q", "lathe_Ks", "j", nEc, "E") << dot("lathe_dp", "lathe_g", "lathe_Vs", "j", nVc, "EV") << reduce2;
-    o << "      const long long key = lathe_k0 + j;\n";
+    if (d.causal || d.has_mask || d.part == 2) o << "      const long long key = lathe_k0 + j;\n";
     o << "      const bool lathe_ok = lathe_on" << (d.causal ? " && key <= lathe_i" : "") << ";\n";
     if (d.has_mask) o << "      if (lathe_ok) lathe_s += " << mat("lathe_i", "key") << " * " << l2 << ";\n";
     o << "      const float lathe_p = lathe_ok ? exp2f(lathe_s - lathe_lse) : 0.0f;\n";
@@ -252,7 +252,7 @@ CudaKernel render_attention_bwd(const loop::LoopFunc& f, const loop::AttentionDe
     o << "      for (int r = 0; r < lathe_qn; ++r) {\n";
     o << "      float lathe_s = 0.0f, lathe_dp = 0.0f;\n";
     o << dot("lathe_s", "lathe_k", "lathe_Qs", "r", nEc, "E") << dot("lathe_dp", "lathe_v", "lathe_Gs", "r", nVc, "EV") << reduce2;
-    o << "      const long long i = lathe_q0 + r;\n";
+    if (d.causal || d.has_mask) o << "      const long long i = lathe_q0 + r;\n";
     o << "      const bool lathe_ok = lathe_on" << (d.causal ? " && lathe_j <= i" : "") << ";\n";
     if (d.has_mask) o << "      if (lathe_ok) lathe_s += " << mat("i", "lathe_j") << " * " << l2 << ";\n";
     o << "      const float lathe_p = lathe_ok ? exp2f(lathe_s - lathe_lses[r]) : 0.0f;\n";

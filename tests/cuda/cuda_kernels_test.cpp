@@ -179,12 +179,17 @@ TEST(CudaKernels, Int8ContractionsSumByDp4a) {
 TEST(CudaKernels, AttentionBackwardStagesTilesAndSplitsRows) {
   std::string all = cuda::cuda_prelude();
   int progs = 0;
-  for (bool causal : {true, false}) {
+  for (bool causal : {true, false})
+  for (bool mask : {true, false}) {
     NodeRef q = prim::input("q", DType::F32, {2, 3, 37, 16}), k = prim::input("k", DType::F32, {2, 3, 37, 16});
     NodeRef v = prim::input("v", DType::F32, {2, 3, 37, 16}), m = prim::input("m", DType::F32, {2, 1, 1, 37});
     Tensor tq(q), tk(k), tv(v), tm(m);
-    auto g = grad(sum(Tensor(attention_call(q, k, v, m, causal, 0.25)) * Tensor(q)), {tq, tk, tv, tm});
-    Program p = build_program(Graph::from_outputs({{"dq", g[0].node()}, {"dk", g[1].node()}, {"dv", g[2].node()}, {"dm", g[3].node()}}));
+    std::vector<Tensor> params{tq, tk, tv};
+    if (mask) params.push_back(tm);
+    auto g = grad(sum(Tensor(attention_call(q, k, v, mask ? m : nullptr, causal, 0.25)) * Tensor(q)), params);
+    std::vector<std::pair<std::string, NodeRef>> outs{{"dq", g[0].node()}, {"dk", g[1].node()}, {"dv", g[2].node()}};
+    if (mask) outs.push_back({"dm", g[3].node()});
+    Program p = build_program(Graph::from_outputs(outs));
     int parts = 0;
     for (int kk = 0; kk < p.num_kernels(); ++kk) {
       if (p.funcs[kk].kind != "attention_bwd") continue;
@@ -201,7 +206,7 @@ TEST(CudaKernels, AttentionBackwardStagesTilesAndSplitsRows) {
       unsetenv("LATHE_CUDA_FLASH");
       EXPECT_EQ(plain.source.find("__shared__"), std::string::npos);
     }
-    EXPECT_EQ(parts, 3);  // dQ, dK|dV, dS (the mask's gradient)
+    EXPECT_EQ(parts, mask ? 3 : 2);  // dQ, dK|dV, dS (the mask's gradient)
   }
   compile_clean(all, "attention_bwd");
 }
