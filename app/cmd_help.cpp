@@ -96,7 +96,7 @@ const char* kEnvironment =
     "  LATHE_CUDA_SPLIT_K=0     never split K of a tiled contraction over blocks\n"
     "  LATHE_CUDA_TILE=8x4      force the tiled contractions' register tile per thread (4x4, 4x8, 8x4, 8x8)\n"
     "  LATHE_CUDA_ROW_CACHE=0   block-per-row kernels re-read rows from global memory\n"
-    "  LATHE_CUDA_FLASH=0       the fused attention one query row per thread (default: shared-memory K/V tiles)\n"
+    "  LATHE_CUDA_FLASH=0       the fused attention and its backward one row per thread (default: shared-memory tiles)\n"
     "  LATHE_TEST_BACKEND       the backend the differential tests run on (c, llvm, cuda)\n";
 
 int run_help(const std::vector<std::string>& args) {

@@ -72,6 +72,8 @@ CudaKernel render_rnn(const loop::LoopFunc& f, NodeRef n);  // render_rnn.cpp
 bool is_rnn(NodeRef n) { return n && n->op == Op::Extern && n->attrs.name == "rnn"; }
 bool flash_attention_applies(const loop::AttentionDesc& d);                      // render_attention.cpp
 CudaKernel render_flash_attention(const loop::LoopFunc& f, const loop::AttentionDesc& d);  // render_attention.cpp
+bool attention_bwd_applies(const loop::AttentionDesc& d);                        // render_attention_bwd.cpp
+CudaKernel render_attention_bwd(const loop::LoopFunc& f, const loop::AttentionDesc& d);    // render_attention_bwd.cpp
 
 CudaKernel render_program_kernel(const Program& p, int kernel, const std::string& prefix, const RenderOptions& o,
                                  loop::LoopFunc* out) {
@@ -92,8 +94,14 @@ CudaKernel render_program_kernel(const Program& p, int kernel, const std::string
     d = loop::attention_desc(p.kg, kernel);
     use_flash = flash_attention_applies(d);
   }
-  if (use_flash) {
-    k = render_flash_attention(f, d);
+  // the backward likewise (LATHE_CUDA_FLASH=0: the loop IR kernel, one row per thread)
+  bool use_bwd = f.kind == "attention_bwd" && !(flash && std::string(flash) == "0");
+  if (use_bwd) {
+    d = loop::attention_bwd_desc(p.kg, kernel);
+    use_bwd = attention_bwd_applies(d);
+  }
+  if (use_flash || use_bwd) {
+    k = use_flash ? render_flash_attention(f, d) : render_attention_bwd(f, d);
     f.schedule_log.push_back("cuda: " + k.launch.tiled);
   } else {
     k = render_cuda_kernel(f, o);
@@ -191,6 +199,7 @@ class CudaProgram : public CompiledProgram {
         if (a) d.EventDestroy(a);
         if (b) d.EventDestroy(b);
       }
+      if (scratch_) d.MemFree(scratch_);
       if (module_) d.ModuleUnload(module_);
     }
   }
@@ -326,25 +335,45 @@ class CudaProgram : public CompiledProgram {
     }
     std::vector<void*> params;
     for (auto& a : args) params.push_back(&a);
-    for (auto& v : dimv) params.push_back(&v);
-    // launch shape
-    unsigned grid = 1, block = static_cast<unsigned>(ck.launch.block);
-    if (ck.launch.work) {
-      std::map<std::string, int64_t, std::less<>> ienv(env.begin(), env.end());
-      int64_t work = 0;
-      LATHE_CHECK(loop::eval_index(ck.launch.work, ienv, work), "cuda: cannot evaluate the launch size of " + f.name);
-      if (work <= 0) {
-        kernel_ms_[k] = 0;
-        return;
+    if (ck.scratch_bytes > 0) {  // the kernel's scratch after its buffers, one for the program (launches run in order)
+      if (scratch_bytes_ < static_cast<size_t>(ck.scratch_bytes)) {
+        if (scratch_) check(d.MemFree(scratch_), "cuMemFree");
+        scratch_ = 0;
+        check(d.MemAlloc(&scratch_, static_cast<size_t>(ck.scratch_bytes)), "cuMemAlloc (kernel scratch)");
+        scratch_bytes_ = static_cast<size_t>(ck.scratch_bytes);
       }
-      int64_t blocks = ck.launch.per_block ? work : (work + block - 1) / block;
-      int64_t cap = ck.launch.per_block ? int64_t(dev_->sm_count) * 64 : int64_t(dev_->sm_count) * 32;
-      grid = static_cast<unsigned>(std::max<int64_t>(1, std::min(blocks, cap)));
+      params.push_back(&scratch_);
+    }
+    for (auto& v : dimv) params.push_back(&v);  // (kernels without dim parameters ignore these)
+    // launch shape: blocks of L.block threads, 0 when there is no work
+    std::map<std::string, int64_t, std::less<>> ienv(env.begin(), env.end());
+    auto grid_of = [&](const LaunchShape& L) -> unsigned {
+      if (!L.work) return 1;
+      int64_t work = 0;
+      LATHE_CHECK(loop::eval_index(L.work, ienv, work), "cuda: cannot evaluate the launch size of " + f.name);
+      if (work <= 0) return 0;
+      int64_t blocks = L.per_block ? work : (work + L.block - 1) / L.block;
+      int64_t cap = L.per_block ? int64_t(dev_->sm_count) * 64 : int64_t(dev_->sm_count) * 32;
+      return static_cast<unsigned>(std::max<int64_t>(1, std::min(blocks, cap)));
+    };
+    unsigned grid = grid_of(ck.launch), block = static_cast<unsigned>(ck.launch.block);
+    if (grid == 0) {
+      kernel_ms_[k] = 0;
+      return;
     }
     auto& [e0, e1] = events_[k];
     if (!e0) check(d.EventCreate(&e0, CU_EVENT_DEFAULT), "cuEventCreate");
     if (!e1) check(d.EventCreate(&e1, CU_EVENT_DEFAULT), "cuEventCreate");
     check(d.EventRecord(e0, nullptr), "cuEventRecord");
+    if (!ck.pre_name.empty()) {  // the phase before it (same parameters), inside the kernel's events
+      unsigned pg = grid_of(ck.pre_launch), pb = static_cast<unsigned>(ck.pre_launch.block);
+      if (pg)
+        check(d.LaunchKernel(pre_fns_.at(k), pg, 1, 1, pb, 1, 1, 0, nullptr, params.data(), nullptr), ("cuLaunchKernel " + ck.pre_name).c_str());
+      if (debug_on()) {
+        std::fprintf(stderr, "cuda: launch %s grid %u block %u\n", ck.pre_name.c_str(), pg, pb);
+        check(d.CtxSynchronize(), ("running kernel " + ck.pre_name).c_str());
+      }
+    }
     check(d.LaunchKernel(fns_.at(k), grid, 1, 1, block, 1, 1, 0, nullptr, params.data(), nullptr), ("cuLaunchKernel " + f.name).c_str());
     check(d.EventRecord(e1, nullptr), "cuEventRecord");
     launched_[k] = true;
@@ -371,9 +400,11 @@ class CudaProgram : public CompiledProgram {
     const Driver& d = driver();
     check(d.ModuleLoadData(&module_, bin_->binary.data()), ("cuModuleLoadData (" + bin_->arch + ")").c_str());
     for (auto& k : unit_.kernels) {
-      CUfunction fn = nullptr;
+      CUfunction fn = nullptr, pre = nullptr;
       check(d.ModuleGetFunction(&fn, module_, k.name.c_str()), ("cuModuleGetFunction " + k.name).c_str());
+      if (!k.pre_name.empty()) check(d.ModuleGetFunction(&pre, module_, k.pre_name.c_str()), ("cuModuleGetFunction " + k.pre_name).c_str());
       fns_.push_back(fn);
+      pre_fns_.push_back(pre);
     }
   }
 
@@ -389,7 +420,9 @@ class CudaProgram : public CompiledProgram {
   std::vector<bool> launched_;                        // in the current run
   Device* dev_ = nullptr;
   CUmodule module_ = nullptr;
-  std::vector<CUfunction> fns_;
+  std::vector<CUfunction> fns_, pre_fns_;  // per kernel: its function, the one launched before it (or null)
+  CUdeviceptr scratch_ = 0;                 // the kernels' scratch (CudaKernel::scratch_bytes), the largest
+  size_t scratch_bytes_ = 0;
   std::map<const std::byte*, Mirror> mirrors_;
   const std::byte* host_arena_ = nullptr;
   CUdeviceptr arena_ = 0;

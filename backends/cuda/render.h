@@ -49,6 +49,15 @@ struct CudaKernel {
   std::string name;      // the extern "C" symbol
   std::string source;    // the __global__ function (without the prelude)
   LaunchShape launch;
+  // A kernel launched just before this one on the same stream, with the same parameters
+  // (the rnn's input projections, a parallel GEMM phase before the recurrence); "" if none.
+  // Its __global__ function is part of `source`.
+  std::string pre_name;
+  LaunchShape pre_launch;
+  // Device scratch that both kernels take as one extra parameter (`float*`) right after the
+  // buffers (before any dims), owned by the compiled program and reused by every launch;
+  // 0: no such parameter.
+  int64_t scratch_bytes = 0;
 };
 
 // Typedefs and helpers every kernel may use: once per translation unit.

@@ -8,6 +8,11 @@
 // registers until every thread has read the old one. The state lives in the result itself:
 // row T holds h (read by every thread), row T+1 the LSTM cell (each unit read and written by
 // its own thread only); GRU without linear_before_reset stages r ⊙ h in the step's Y row.
+// With the `proj` flag (the node computes its input projections from X, WT and xb) the
+// projections of all T·B rows are a parallel phase first: a kernel NAME_proj launched just
+// before the recurrence (CudaKernel::pre_name) writes them to the program's scratch
+// ([T·B, G·H], 8 rows × 1 column a thread, the whole grid), and the recurrence reads that
+// scratch as it reads XP — the steps carry only the h·RT products.
 // The arithmetic is the interpreter's (core/interp/eval_rnn.cpp) in f32.
 #include <cstring>
 #include <sstream>
@@ -66,23 +71,51 @@ CudaKernel render_rnn(const loop::LoopFunc& f, NodeRef n) {
   o << "static __device__ __forceinline__ float " << nm << "_clip(float v) { "
     << (s.has_clip ? "return fminf(" + fconst(s.clip) + ", fmaxf(-" + fconst(s.clip) + ", v));" : std::string("return v;"))
     << " }\n";
-  if (s.has_proj)  // the projection of column j (of this direction's) of X's row, summed here per step
-    o << "static __device__ __forceinline__ float " << nm << "_xp(const float* __restrict__ X, const float* __restrict__ wt, "
-      << "const float* __restrict__ xb, long long row, long long j) {\n"
-      << "  float a = " << (s.has_xb ? "xb[" + std::to_string(s.col0) + "LL + j]" : std::string("0.f")) << ";\n"
-      << "  for (long long k = 0; k < " << s.I << "LL; ++k) a += X[row * " << s.I << "LL + k] * wt[k * " << s.XW << "LL + "
-      << s.col0 << "LL + j];\n  return a;\n}\n";
-  o << "extern \"C\" __global__ void " << nm << "(float* __restrict__ out, const float* __restrict__ xp, const float* __restrict__ rt";
-  if (s.has_h0) o << ", const float* __restrict__ h0";
-  if (s.has_c0) o << ", const float* __restrict__ c0";
-  if (s.has_peep) o << ", const float* __restrict__ P";
-  if (s.has_lens) o << ", const int* __restrict__ lens";
-  if (s.has_rbh) o << ", const float* __restrict__ rbh";
-  if (s.has_proj) o << ", const float* __restrict__ wt";
-  if (s.has_xb) o << ", const float* __restrict__ xb";
-  o << ") {\n";
-  o << "  const long long T = " << s.T << "LL, B = " << s.B << "LL, H = " << s.H << "LL, GH = " << s.gates() * s.H
-    << "LL, XW = " << s.XW << "LL, C0 = " << s.col0 << "LL;\n";
+  // the kernel's parameters (the projection phase takes the same ones)
+  std::ostringstream ps;
+  ps << "(float* __restrict__ out, const float* __restrict__ xp, const float* __restrict__ rt";
+  if (s.has_h0) ps << ", const float* __restrict__ h0";
+  if (s.has_c0) ps << ", const float* __restrict__ c0";
+  if (s.has_peep) ps << ", const float* __restrict__ P";
+  if (s.has_lens) ps << ", const int* __restrict__ lens";
+  if (s.has_rbh) ps << ", const float* __restrict__ rbh";
+  if (s.has_proj) ps << ", const float* __restrict__ wt";
+  if (s.has_xb) ps << ", const float* __restrict__ xb";
+  if (s.has_proj) ps << ", float* __restrict__ lathe_scratch";
+  ps << ")";
+  constexpr int kProjRows = 8, kProjThreads = 128;
+  const int64_t TB = s.T * s.B, GH = s.gates() * s.H;
+  const int64_t proj_tiles = (TB + kProjRows - 1) / kProjRows * ((GH + kProjThreads - 1) / kProjThreads);
+  if (s.has_proj) {  // XP[r, j] = xb[C0 + j] + Σ_k X[r, k] · WT[k, C0 + j] into the scratch, before the steps
+    o << "extern \"C\" __global__ void " << nm << "_proj" << ps.str() << " {\n";
+    o << "  // the input projections of all " << TB << " rows: " << kProjRows << " rows x 1 column a thread\n";
+    o << "  const long long TB = " << TB << "LL, GH = " << GH << "LL, I = " << s.I << "LL, XW = " << s.XW << "LL, C0 = " << s.col0
+      << "LL;\n";
+    o << "  constexpr int PR = " << kProjRows << ", PC = " << kProjThreads << ";\n";
+    o << "  const long long TC = (GH + PC - 1) / PC;\n";
+    o << "  for (long long tile = blockIdx.x; tile < (TB + PR - 1) / PR * TC; tile += gridDim.x) {\n";
+    o << "    const long long r0 = tile / TC * PR, j = tile % TC * PC + threadIdx.x;\n";
+    o << "    if (j >= GH) continue;\n";
+    o << "    const float bias = " << (s.has_xb ? "xb[C0 + j]" : std::string("0.f")) << ";\n";
+    o << "    float a[PR];\n";
+    o << "    const float* xr[PR];\n";
+    o << "    #pragma unroll\n    for (int q = 0; q < PR; ++q) {\n";
+    o << "      a[q] = bias;\n";
+    o << "      xr[q] = xp + (r0 + q < TB ? r0 + q : TB - 1) * I;  // rows past the end: a copy, not written\n";
+    o << "    }\n";
+    o << "    const float* wc = wt + C0 + j;\n";
+    o << "    for (long long k = 0; k < I; ++k) {\n";
+    o << "      const float wk = wc[k * XW];\n";
+    o << "      #pragma unroll\n      for (int q = 0; q < PR; ++q) a[q] += xr[q][k] * wk;\n";
+    o << "    }\n";
+    o << "    #pragma unroll\n    for (int q = 0; q < PR; ++q)\n";
+    o << "      if (r0 + q < TB) lathe_scratch[(r0 + q) * GH + j] = a[q];\n";
+    o << "  }\n}\n";
+  }
+  o << "extern \"C\" __global__ void " << nm << ps.str() << " {\n";
+  o << "  const long long T = " << s.T << "LL, B = " << s.B << "LL, H = " << s.H << "LL, GH = " << s.gates() * s.H << "LL";
+  if (!s.has_proj) o << ", XW = " << s.XW << "LL, C0 = " << s.col0 << "LL";  // XP's row width, this direction's columns
+  o << ";\n";
   o << "  for (long long b = blockIdx.x; b < B; b += gridDim.x) {\n";
   o << "    float* hs = out + (T * B + b) * H;  // the state h\n";
   if (s.kind == RnnKind::Lstm) o << "    float* cs = out + ((T + 1) * B + b) * H;  // the cell\n";
@@ -99,10 +132,11 @@ CudaKernel render_rnn(const loop::LoopFunc& f, NodeRef n) {
   o << "        for (long long i = threadIdx.x; i < H; i += blockDim.x) y[i] = 0.f;\n";
   o << "        continue;\n      }\n";
   // x(j): the step's gate input j (column j of this direction's projections)
-  auto x = [&](const std::string& j) {
-    return s.has_proj ? nm + "_xp(xp, wt, " + (s.has_xb ? "xb" : "nullptr") + ", t * B + b, " + j + ")" : "x[" + j + "]";
-  };
-  if (!s.has_proj) o << "      const float* x = xp + (t * B + b) * XW + C0;\n";
+  auto x = [&](const std::string& j) { return "x[" + j + "]"; };
+  if (s.has_proj)
+    o << "      const float* x = lathe_scratch + (t * B + b) * GH;  // the projection phase's row\n";
+  else
+    o << "      const float* x = xp + (t * B + b) * XW + C0;\n";
   o << "      float hn[" << U << "];\n";
   const bool gru_two = s.kind == RnnKind::Gru && !s.lbr;
   if (gru_two) o << "      float zs[" << U << "];\n";
@@ -170,6 +204,15 @@ CudaKernel render_rnn(const loop::LoopFunc& f, NodeRef n) {
   k.launch.per_block = true;
   k.launch.block = kThreads;
   k.launch.tiled = "rnn: one block per batch entry, " + std::to_string(s.T) + " steps inside";
+  if (s.has_proj) {
+    k.pre_name = nm + "_proj";
+    k.pre_launch.work = loop::const_int(proj_tiles);
+    k.pre_launch.per_block = true;
+    k.pre_launch.block = kProjThreads;
+    k.scratch_bytes = TB * GH * static_cast<int64_t>(sizeof(float));
+    k.launch.tiled += "; the input projections first (" + k.pre_name + ": " + std::to_string(kProjRows) + " rows x 1 column a thread, " +
+                      std::to_string(proj_tiles) + " blocks of " + std::to_string(kProjThreads) + ")";
+  }
   k.source = "// launch: " + k.launch.describe() + "\n" + o.str();
   return k;
 }

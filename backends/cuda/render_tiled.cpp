@@ -18,6 +18,11 @@
 // memory (in float, with out-of-range elements as 0) and accumulating a TM×TN register
 // tile per thread (BM = 16·TM, BN = 16·TN). The epilogue runs the kernel's own statements
 // per output element with acc taken from the registers.
+// Integer contractions of 8-bit operands (an i32 accumulator of Cast(u8|i8) · Cast(u8|i8):
+// matmul_integer, the int8 GEMMs) take the same tiles with K steps of 32 staged as bytes,
+// 4 consecutive k packed in a 32-bit word ([k/4][m] and [k/4][n]), and the register tile
+// summed by dp4a (4 products of 8-bit lanes and their sum in one instruction, i32 wrapping
+// as the interpreter's sums); no split K.
 #include <algorithm>
 #include <functional>
 #include <map>
@@ -82,8 +87,10 @@ bool CudaEmitter::emit_tiled(const std::vector<const Stmt*>& chain, const std::v
   if (inner.size() < 3 || inner[0].kind != StmtKind::Let || inner[1].kind != StmtKind::For) return false;
   const Stmt& init = inner[0];
   const Stmt& red = inner[1];
-  if (init.dtype != DType::F32 || red.reduces != std::vector<std::string>{init.var} || red.reduce_op != ReduceOp::Add) return false;
-  if (!loop::is_const(init.value) || init.value->f != 0) return false;
+  const bool int8 = init.dtype == DType::I32;  // the dp4a form (checked on the product below)
+  if ((init.dtype != DType::F32 && !int8) || red.reduces != std::vector<std::string>{init.var} || red.reduce_op != ReduceOp::Add)
+    return false;
+  if (!loop::is_const(init.value) || (int8 ? init.value->i != 0 : init.value->f != 0)) return false;
   std::vector<const Stmt*> rloops;
   for (const Stmt* l = &red;;) {
     rloops.push_back(l);
@@ -101,7 +108,11 @@ bool CudaEmitter::emit_tiled(const std::vector<const Stmt*>& chain, const std::v
       upd->args[0]->name != init.var)
     return false;
   const ExprRef& prod = upd->args[1];
-  if (prod->kind != ExprKind::Binary || prod->op != Op::Mul || prod->dtype != DType::F32) return false;
+  if (prod->kind != ExprKind::Binary || prod->op != Op::Mul || prod->dtype != init.dtype) return false;
+  auto byte_cast = [](const ExprRef& e) {  // Cast(i32) of an 8-bit value
+    return e->kind == ExprKind::Cast && e->dtype == DType::I32 && (e->args[0]->dtype == DType::U8 || e->args[0]->dtype == DType::I8);
+  };
+  if (int8 && (!byte_cast(prod->args[0]) || !byte_cast(prod->args[1]))) return false;
   for (size_t i = 2; i < inner.size(); ++i)
     if (inner[i].kind == StmtKind::For) return false;
   for (const Stmt* l : chain)
@@ -140,7 +151,7 @@ bool CudaEmitter::emit_tiled(const std::vector<const Stmt*>& chain, const std::v
       TM = TN = 8;
   }
   if (forced_tile_.first) TM = forced_tile_.first, TN = forced_tile_.second;  // LATHE_CUDA_TILE
-  const int BM = 16 * TM, BN = 16 * TN, BK = 16;
+  const int BM = 16 * TM, BN = 16 * TN, BK = int8 ? 32 : 16;
 
   // ---- split K ----
   // Too few output tiles to fill the GPU (the GPT-2 block's 128 x 768 projections: 24
@@ -156,7 +167,7 @@ bool CudaEmitter::emit_tiled(const std::vector<const Stmt*>& chain, const std::v
     if (f_.dims.empty() && loop::eval_index(M.size(), env, m) && loop::eval_index(N.size(), env, n) &&
         loop::eval_index(B.size(), env, b) && loop::eval_index(K.size(), env, k_const)) {
       tiles = b * ((m + BM - 1) / BM) * ((n + BN - 1) / BN);
-      if (split_k_ && tiles < 132 && k_const >= 512) {
+      if (split_k_ && !int8 && tiles < 132 && k_const >= 512) {
         S = static_cast<int>(std::min<int64_t>(8, (2 * 132 + tiles - 1) / tiles));
         while (S > 1 && k_const / S < 128) --S;
         if (S * tiles * BM * BN * 4 > (int64_t(64) << 20)) S = 1;  // workspace ≤ 64 MiB
@@ -191,8 +202,22 @@ bool CudaEmitter::emit_tiled(const std::vector<const Stmt*>& chain, const std::v
        << ", lathe_K = " << expr(K.size()) << ", lathe_B = " << expr(B.size()) << ";\n";
   out_ << "  const long long lathe_tm = (lathe_M + " << BM - 1 << ") / " << BM << ", lathe_tn = (lathe_N + " << BN - 1
        << ") / " << BN << ";\n";
-  out_ << "  __shared__ __align__(16) float lathe_As[" << BK << "][" << BM + 4 << "];  // [k][m]\n";
-  out_ << "  __shared__ __align__(16) float lathe_Bs[" << BK << "][" << BN + 4 << "];  // [k][n]\n";
+  const std::string acc_t = int8 ? "int" : "float", zero = int8 ? "0" : "0.0f";
+  const std::string dp4a = "lathe_dp4a_" + f_.name;
+  if (int8) {  // [k/4][m] and [k/4][n] words of 4 bytes (k, k+1, k+2, k+3)
+    out_ << "  __shared__ __align__(16) unsigned int lathe_As[" << BK / 4 << "][" << BM + 4 << "];  // [k/4][m], 4 k a word\n";
+    out_ << "  __shared__ __align__(16) unsigned int lathe_Bs[" << BK / 4 << "][" << BN + 4 << "];  // [k/4][n]\n";
+    const bool ua = prod->args[0]->args[0]->dtype == DType::U8, ub = prod->args[1]->args[0]->dtype == DType::U8;
+    globals_ += std::string("static __device__ __forceinline__ int ") + dp4a + "(unsigned int a, unsigned int b, int c) {\n" +
+                "#ifdef __CUDA_ARCH__\n  int d;\n  asm(\"dp4a." + (ua ? "u32" : "s32") + "." + (ub ? "u32" : "s32") +
+                " %0, %1, %2, %3;\" : \"=r\"(d) : \"r\"(a), \"r\"(b), \"r\"(c));\n  return d;\n#else\n" +
+                "  unsigned int s = (unsigned int)c;\n  for (int i = 0; i < 32; i += 8) s += (unsigned int)((int)(" +
+                (ua ? "unsigned char" : "signed char") + ")(a >> i) * (int)(" + (ub ? "unsigned char" : "signed char") +
+                ")(b >> i));\n  return (int)s;\n#endif\n}\n";
+  } else {
+    out_ << "  __shared__ __align__(16) float lathe_As[" << BK << "][" << BM + 4 << "];  // [k][m]\n";
+    out_ << "  __shared__ __align__(16) float lathe_Bs[" << BK << "][" << BN + 4 << "];  // [k][n]\n";
+  }
   out_ << "  const int lathe_tx = threadIdx.x % 16, lathe_ty = threadIdx.x / 16;\n";
   std::string nS = std::to_string(S);
   out_ << "  for (long long lathe_tile = blockIdx.x; lathe_tile < lathe_B * lathe_tm * lathe_tn" << (S > 1 ? " * " + nS : "")
@@ -207,9 +232,9 @@ bool CudaEmitter::emit_tiled(const std::vector<const Stmt*>& chain, const std::v
   out_ << "    const long long lathe_n0 = (lathe_t % lathe_tn) * " << BN << ";\n";
   out_ << "    const long long lathe_m0 = ((lathe_t / lathe_tn) % lathe_tm) * " << BM << ";\n";
   if (!B.loops.empty()) out_ << "    const long long lathe_b = lathe_t / (lathe_tn * lathe_tm);\n";
-  out_ << "    float lathe_acc[" << TM << "][" << TN << "];\n";
+  out_ << "    " << acc_t << " lathe_acc[" << TM << "][" << TN << "];\n";
   out_ << "    #pragma unroll\n    for (int lathe_i = 0; lathe_i < " << TM << "; ++lathe_i)\n      #pragma unroll\n      for (int lathe_j = 0; lathe_j < " << TN
-       << "; ++lathe_j) lathe_acc[lathe_i][lathe_j] = 0.0f;\n";
+       << "; ++lathe_j) lathe_acc[lathe_i][lathe_j] = " << zero << ";\n";
   out_ << "    for (long long lathe_k0 = lathe_kbeg; lathe_k0 < lathe_kend; lathe_k0 += " << BK << ") {\n";
   auto stage = [&](const char* tile, const Group& G, bool is_a, int W, bool k_fast, const ExprRef& val, const char* what) {
     out_ << "      for (int lathe_e = threadIdx.x; lathe_e < " << W * BK << "; lathe_e += 256) {  // " << what << "\n";
@@ -220,27 +245,36 @@ bool CudaEmitter::emit_tiled(const std::vector<const Stmt*>& chain, const std::v
     std::string x0 = is_a ? "lathe_m0" : "lathe_n0";
     std::string X = is_a ? "lathe_M" : "lathe_N";
     out_ << "        const long long lathe_x = " << x0 << " + lathe_xx, lathe_k = lathe_k0 + lathe_kk;\n";
-    out_ << "        float lathe_v = 0.0f;\n";
+    out_ << "        " << (int8 ? "unsigned int" : "float") << " lathe_v = " << (int8 ? "0u" : "0.0f") << ";\n";
     out_ << "        if (lathe_x < " << X << " && lathe_k < lathe_kend) {\n";
     decode(B, "lathe_b", 5);
     decode(G, "lathe_x", 5);
     decode(K, "lathe_k", 5);
-    out_ << "          lathe_v = " << expr(val) << ";\n";
+    if (int8)  // the 8-bit value's bits
+      out_ << "          lathe_v = (unsigned char)(" << expr(val->args[0]) << ");\n";
+    else
+      out_ << "          lathe_v = " << expr(val) << ";\n";
     out_ << "        }\n";
-    out_ << "        " << tile << "[lathe_kk][lathe_xx] = lathe_v;\n";
+    if (int8)
+      out_ << "        ((unsigned char*)&" << tile << "[lathe_kk / 4][lathe_xx])[lathe_kk % 4] = (unsigned char)lathe_v;\n";
+    else
+      out_ << "        " << tile << "[lathe_kk][lathe_xx] = lathe_v;\n";
     out_ << "      }\n";
   };
   stage("lathe_As", M, true, BM, a_k_fast, prod->args[0], "A tile (M x K)");
   stage("lathe_Bs", N, false, BN, b_k_fast, prod->args[1], "B tile (K x N)");
   out_ << "      __syncthreads();\n";
-  out_ << "      #pragma unroll\n      for (int lathe_q = 0; lathe_q < " << BK << "; ++lathe_q) {\n";
-  out_ << "        float lathe_a[" << TM << "], lathe_bv[" << TN << "];\n";
+  const std::string vt = int8 ? "uint4" : "float4", et = int8 ? "unsigned int" : "float";
+  out_ << "      #pragma unroll\n      for (int lathe_q = 0; lathe_q < " << (int8 ? BK / 4 : BK) << "; ++lathe_q) {\n";
+  out_ << "        " << et << " lathe_a[" << TM << "], lathe_bv[" << TN << "];\n";
   for (int i = 0; i < TM; i += 4)
-    out_ << "        *(float4*)&lathe_a[" << i << "] = *(const float4*)&lathe_As[lathe_q][lathe_ty * " << TM << " + " << i << "];\n";
+    out_ << "        *(" << vt << "*)&lathe_a[" << i << "] = *(const " << vt << "*)&lathe_As[lathe_q][lathe_ty * " << TM << " + " << i << "];\n";
   for (int j = 0; j < TN; j += 4)
-    out_ << "        *(float4*)&lathe_bv[" << j << "] = *(const float4*)&lathe_Bs[lathe_q][lathe_tx * " << TN << " + " << j << "];\n";
+    out_ << "        *(" << vt << "*)&lathe_bv[" << j << "] = *(const " << vt << "*)&lathe_Bs[lathe_q][lathe_tx * " << TN << " + " << j << "];\n";
   out_ << "        #pragma unroll\n        for (int lathe_i = 0; lathe_i < " << TM << "; ++lathe_i)\n          #pragma unroll\n          for (int lathe_j = 0; lathe_j < "
-       << TN << "; ++lathe_j) lathe_acc[lathe_i][lathe_j] = fmaf(lathe_a[lathe_i], lathe_bv[lathe_j], lathe_acc[lathe_i][lathe_j]);\n";
+       << TN << "; ++lathe_j) lathe_acc[lathe_i][lathe_j] = "
+       << (int8 ? dp4a + "(lathe_a[lathe_i], lathe_bv[lathe_j], lathe_acc[lathe_i][lathe_j]);\n"
+                : std::string("fmaf(lathe_a[lathe_i], lathe_bv[lathe_j], lathe_acc[lathe_i][lathe_j]);\n"));
   out_ << "      }\n";
   out_ << "      __syncthreads();\n";
   out_ << "    }\n";
@@ -278,7 +312,7 @@ bool CudaEmitter::emit_tiled(const std::vector<const Stmt*>& chain, const std::v
   decode(M, "lathe_m", 4);
   decode(N, "lathe_n", 4);
   emit_chain_lets(chain, 4);
-  out_ << "        float " << init.var << " = lathe_acc[lathe_i][lathe_j];\n";
+  out_ << "        " << acc_t << " " << init.var << " = lathe_acc[lathe_i][lathe_j];\n";
   std::vector<Stmt> epilogue(inner.begin() + 2, inner.end());
   emit_block(epilogue, 4);
   out_ << "      }\n";
@@ -289,7 +323,7 @@ bool CudaEmitter::emit_tiled(const std::vector<const Stmt*>& chain, const std::v
   L.per_block = true;
   L.block = 256;
   L.tiled = std::to_string(BM) + "x" + std::to_string(BN) + " tiles, K step " + std::to_string(BK) + ", " +
-            std::to_string(TM) + "x" + std::to_string(TN) + " per thread" +
+            std::to_string(TM) + "x" + std::to_string(TN) + " per thread" + (int8 ? ", 8-bit operands by dp4a" : "") +
             (S > 1 ? ", K split " + std::to_string(S) + " ways" : "");
   return true;
 }

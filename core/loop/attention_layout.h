@@ -50,7 +50,14 @@ struct AttentionDesc {
   int q = -1, k = -1, v = -1, mask = -1;  // buffer parameters (0 is the output)
   ExprRef qoff, koff, voff, moff;    // element offsets of bh's matrices
   ExprRef qsL, qsE, ksS, ksE, vsS, vsC, msL, msS;  // row and column strides
+  // the backward (attention_bwd_desc): its part, and OS (the stats forward's [.., Ev+1]) and dO
+  int part = -1;
+  int os = -1, dout = -1;
+  ExprRef ooff, goff, osL, osC, gsL, gsC;
 };
 AttentionDesc attention_desc(const KernelGraph& kg, int kernel);
+// The same for a fused attention backward kernel (kind "attention_bwd"), its parameters as
+// lower_attention_bwd_kernel numbers them (lower_attention_bwd.cpp).
+AttentionDesc attention_bwd_desc(const KernelGraph& kg, int kernel);
 
 }  // namespace lathe::loop

@@ -48,11 +48,12 @@ TEST(CudaGpu, PatternsMatchTheInterpreter) {
 TEST(CudaGpu, SamplesMatchTheInterpreter) { run_all(cuda_test::sample_graphs()); }
 
 // Every register tile shape of the tiled contractions (the heuristic picks them by size,
-// so small graphs would only ever see 4x4): odd sizes, an epilogue, split K, a convolution.
+// so small graphs would only ever see 4x4): odd sizes, an epilogue, split K, a convolution,
+// the 8-bit dp4a tiles.
 TEST(CudaGpu, EveryRegisterTileMatchesTheInterpreter) {
   std::vector<cuda_test::Named> graphs;
   for (auto& n : cuda_test::pattern_graphs())
-    if (n.first.rfind("split_k", 0) == 0) graphs.push_back(n);
+    if (n.first.rfind("split_k", 0) == 0 || n.first.rfind("matmul_", 0) == 0) graphs.push_back(n);
   for (auto& n : cuda_test::sample_graphs())
     if (n.first == "02-convnet" || n.first == "01-mlp") graphs.push_back(n);
   for (const char* tile : {"4x8", "8x4", "8x8"}) {

@@ -8,6 +8,7 @@
 
 #include "../passes/test_graphs.h"
 #include "core/frontend/autodiff.h"
+#include "core/frontend/nn.h"
 #include "core/frontend/samples.h"
 #include "core/frontend/tensor.h"
 #include "core/ir/attention_op.h"
@@ -74,6 +75,16 @@ inline std::vector<Named> pattern_graphs() {
   r.push_back({"split_k_odd", one(mm(prim::input("p", DType::F32, {130, 1100}), prim::input("q", DType::F32, {1100, 70})))});
   for (const char* s : {"softmax", "layernorm", "matmul", "eltwise", "mlp", "conv2d"})
     r.push_back({std::string("bench_") + s, build_sample(s)});
+  // 8-bit integer contractions (the dp4a tiles): u8 x i8, i8 x i8, u8 x u8 at prime sizes, K
+  // no multiple of 4 or 32, a batch; with an epilogue reading the i32 sum
+  {
+    Tensor ua = input("ua", {37, 70}, DType::U8), sb = input("sb", {70, 29}, DType::I8);
+    r.push_back({"matmul_u8_i8_odd", one(matmul_integer(ua, sb).node())});
+    Tensor sa = input("sa", {3, 17, 33}, DType::I8), sb3 = input("sb3", {3, 33, 9}, DType::I8);
+    r.push_back({"matmul_i8_i8_batched", one(matmul_integer(sa, sb3).node())});
+    Tensor ub = input("ub", {70, 131}, DType::U8);
+    r.push_back({"matmul_u8_u8_epilogue", one(to(matmul_integer(ua, ub), DType::F32).node())});
+  }
   // the fused attention op (flash-attention rules): causal with a broadcast additive mask,
   // plain, and head dims of odd size
   {
@@ -106,6 +117,17 @@ inline std::vector<Named> pattern_graphs() {
       auto g5 = grad(sum(y5), {tq5, tk5, tv3});
       r.push_back({"attention_grad_odd_dims" + c,
                    Graph::from_outputs({{"dq", g5[0].node()}, {"dk", g5[1].node()}, {"dv", g5[2].node()}})});
+      // several query and key tiles (32 rows each on cuda), L != S, head dims 24/20 (no float4
+      // chunks), and K/V shared by groups of query heads
+      Tensor tql(ql), tks(ks), tvs(vs), tqg(qg), tkg(kg), tvg(vg);
+      Tensor yl(attention_call(ql, ks, vs, nullptr, causal, 0.2));
+      auto gl = grad(sum(yl * yl), {tql, tks, tvs});
+      r.push_back({"attention_grad_tiles_L130_S70" + c,
+                   Graph::from_outputs({{"dq", gl[0].node()}, {"dk", gl[1].node()}, {"dv", gl[2].node()}})});
+      Tensor yg(attention_call(qg, kg, vg, nullptr, causal, 0.25));
+      auto gg = grad(sum(yg * yg), {tqg, tkg, tvg});
+      r.push_back({"attention_grad_grouped_heads" + c,
+                   Graph::from_outputs({{"dq", gg[0].node()}, {"dk", gg[1].node()}, {"dv", gg[2].node()}})});
     }
   }
   return r;

@@ -95,6 +95,14 @@ else
   echo "this build has no 'lathe bench' command yet" | tee "$RESULTS/bench-cuda.jsonl"
 fi
 
+# the kernels rewritten without a GPU (cuda5), for a first timing: gemv-int4, matmul-int8 and
+# attention-grad are in the bench above; the rnn with its projection phase per kernel on the
+# committed small lstm (the full lstm is timed whole with the bundle's models/, as below)
+step "lathe run tests/onnx/models/lstm_small --backend cuda --profile"
+timeout "${MODEL_TIMEOUT:-120}" "$LATHE" run tests/onnx/models/lstm_small/model.onnx --backend cuda --profile --iters 20 2>&1 \
+  | tee "$RESULTS/profile-lstm-small.txt" | tail -12 || echo "(no ONNX import in this build)"
+grep -hE '"name": ?"(gemv-int4|matmul-int8|attention-grad)"' "$RESULTS/bench-cuda.jsonl" 2>/dev/null || true
+
 step "PyTorch on this GPU (peer)"
 if python3 -c 'import torch' 2>/dev/null; then
   timeout "${BENCH_TIMEOUT:-300}" python3 tests/gpu/torch_peer.py 2>&1 | tee "$RESULTS/bench-torch.jsonl"
