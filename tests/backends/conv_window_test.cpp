@@ -1,5 +1,5 @@
 // conv_window_test.cpp — a stride-1 convolution's interior panels read in place by the
-// micro-kernel (lower_matmul.cpp: window_in_place): a panel of NR positions in one row of
+// micro-kernel (lower_matmul_pack.cpp: window_in_place): a panel of NR positions in one row of
 // the map whose window is inside the padding for every tap is not packed; border panels
 // (a row's ends, the top and bottom rows, panels across two rows, a ragged last one) are.
 // Elsewhere (more rows of A, strided windows, rows that alias in L1) an interior panel is

@@ -1,0 +1,255 @@
+// lower_matmul_micro.cpp — the micro-kernels of the packed matmul lowering (lower_matmul.cpp):
+// an MR × NR register tile of accumulators (MR × NR/lanes vectors, unrolled: constant
+// indices, so they live in registers) over one depth kk at a time, f32 FMAs or int8 dot
+// groups of G k; the ragged A panel's kernel of only its rows; partial sums kept in tiles
+// across K blocks for a layer whose output columns lie a stride apart.
+#include <algorithm>
+#include <cstdlib>
+
+#include "core/loop/lower_matmul_impl.h"
+
+namespace lathe::loop::matmul_lowering {
+
+// Output columns a stride apart (a late convolution layer with its sides swapped: the
+// positions are the rows, the channels the columns, 49 floats apart at 7 x 7): the write-back
+// of every K block gathered and scattered each tile element alone (8 inserts and 8 extracts
+// a vector, ~200 instructions a tile: 18 K blocks of a 512-channel 3x3). Instead the partial
+// sums of the K blocks before the last stay in a scratch of this job's tiles, in the
+// registers' layout (MR x NR contiguous: whole-vector loads and stores), the accumulators
+// start from it, and only the last K block writes the output, once, through the epilogue.
+// f32, static M and K, more than one K block. LATHE_MATMUL_TILE_SUMS=0 turns it off (A/B).
+void MatmulLowering::plan_tile_sums(std::vector<Stmt>& allocs) {
+  const MatmulParams& P = P_;
+  narrow_ = epilogue_ && kg_.buffers[k_.output].dtype != acc_;
+  tile_sums_ = false;
+  if (G_ == 1 && !narrow_ && Ms_.is_const() && Ks_.is_const() && ceil_div(Ks_.value(), kc_blk_) > 1) {
+    std::optional<SymInt> cstride = collapsed(caff_, mm_.n_axes);
+    const char* e = std::getenv("LATHE_MATMUL_TILE_SUMS");
+    // (columns through a table, a group such as batch x positions, are runs of contiguous
+    // columns: their write-back is whole vectors already)
+    tile_sums_ = cstride && *cstride != SymInt(1) && !(e && std::string(e) == "0");
+  }
+  // this tile's place in Ct: MR-row panel (m0 - ms0) / MR + ir of the job, NR panel jr
+  if (tile_sums_) {
+    const int64_t msz_max = msplit_ == 1 ? Ms_.value() : round_up(ceil_div(Ms_.value(), msplit_), P.mr);
+    allocs.push_back(make_alloc("Ct", DType::F32, 1, round_up(msz_max, P.mr) * nc_blk_));
+    tbase_ = mul(add(mul(add(binary(Op::IDiv, sub(m0_, var("ms0")), const_int(P.mr)), var("ir")), const_int(nc_blk_ / P.nr)),
+                     var("jr")),
+                 const_int((int64_t)P.mr * P.nr));
+  }
+}
+
+void MatmulLowering::zero_acc(int rows, std::vector<Stmt>& out) const {
+  for (int a = 0; a < rows * NQ_; ++a)
+    out.push_back(make_local_store("acc", const_int(a), broadcast(const_of(0, acc_), P_.lanes)));
+}
+
+void MatmulLowering::store_tile(int rows, std::vector<Stmt>& out) const {
+  for (int a = 0; a < rows * NQ_; ++a)
+    out.push_back(make_local_store("tile", const_int(a * P_.lanes), local_load("acc", acc_, const_int(a), P_.lanes)));
+}
+
+// tile sums (plan_tile_sums): from the second K block on the accumulators resume the sums
+// kept in Ct; every K block but the last keeps them there, the last one hands them to the tile
+void MatmulLowering::resume_sums(int rows, std::vector<Stmt>& out) const {
+  if (!tile_sums_) return;
+  std::vector<Stmt> resume;
+  for (int a = 0; a < rows * NQ_; ++a)
+    resume.push_back(make_local_store("acc", const_int(a), local_load("Ct", DType::F32, add(tbase_, const_int(a * P_.lanes)), P_.lanes)));
+  out.push_back(make_if(lt(const_int(0), var("pc")), std::move(resume)));
+}
+
+void MatmulLowering::finish_tile(int rows, std::vector<Stmt>& out) const {
+  if (!tile_sums_) return store_tile(rows, out);
+  std::vector<Stmt> keep, last;
+  for (int a = 0; a < rows * NQ_; ++a)
+    keep.push_back(make_local_store("Ct", add(tbase_, const_int(a * P_.lanes)), local_load("acc", acc_, const_int(a), P_.lanes)));
+  store_tile(rows, last);
+  out.push_back(make_if(lt(var("pc"), last_pc_), std::move(keep), std::move(last)));
+}
+
+// integer: one group of G k per step over `rows` rows of the A panel
+std::vector<Stmt> MatmulLowering::int_kbody(int rows) const {
+  const MatmulParams& P = P_;
+  const ExprRef& kk = kk_;
+  std::vector<Stmt> kbody;
+  if (G_ > 1) {  // one group of G k per step: acc[r][q] = dot(acc, A group of row r, B groups of NR/NQ columns)
+    ExprRef bb = mul(mul(add(mul(var("jr"), const_int(kc_blk_ / G_)), kk), const_int(P.nr)), const_int(G_));
+    ExprRef ab = mul(mul(add(mul(var("ir"), const_int(kc_blk_ / G_)), kk), const_int(P.mr)), const_int(G_));
+    // prepacked panels (prepack.h): this job's start in all of them, KC block pc
+    if (prepacked_)
+      bb = add(bb, mul(add(mul(var("pc"), ceil_div(N_, P.nr)), binary(Op::IDiv, n0_, const_int(P.nr))), const_int(kc_blk_ * P.nr)));
+    if (prepacked_a_)
+      ab = add(ab, mul(add(mul(var("pc"), ceil_div(M_, P.mr)), binary(Op::IDiv, m0_, const_int(P.mr))), const_int(kc_blk_ * P.mr)));
+    for (int q = 0; q < NQ_; ++q) {
+      ExprRef at_q = add(bb, const_int(q * P.lanes * G_));
+      kbody.push_back(make_let("bq" + std::to_string(q), bdt_,
+                               prepacked_ ? load(pbp_, bdt_, at_q, nullptr, P.lanes * G_) : local_load("Bp", bdt_, at_q, P.lanes * G_)));
+    }
+    for (int r = 0; r < rows; ++r) {
+      ExprRef at_r = add(ab, const_int(r * G_));
+      ExprRef ar = prepacked_a_ ? load(pap_, adt_, at_r, nullptr, G_) : local_load("Ap", adt_, at_r, G_);
+      for (int q = 0; q < NQ_; ++q) {
+        ExprRef cur = local_load("acc", acc_, const_int(r * NQ_ + q), P.lanes);
+        kbody.push_back(make_local_store("acc", const_int(r * NQ_ + q), dot_acc(cur, ar, var("bq" + std::to_string(q), bdt_, P.lanes * G_), mm_.sat16)));
+      }
+    }
+  }
+  return kbody;
+}
+
+// f32: one depth of the tile. (Depth `ki`, accumulators from `acc0`, its lets' names ending
+// in `sfx`: a ragged panel's kernel runs several depths per step into separate accumulators,
+// see f32_micro.)
+std::vector<Stmt> MatmulLowering::f32_kbody(BSrc src, int rows, ExprRef ki, int acc0, const std::string& sfx) const {
+  const MatmulParams& P = P_;
+  if (!ki) ki = kk_;
+  ExprRef bb = substitute(bbase_, "kk", ki), ab = substitute(abase_, "kk", ki);
+  std::vector<Stmt> body;
+  for (int q = 0; q < NQ_; ++q) {
+    ExprRef off = const_int(q * P.lanes), v;
+    switch (src) {
+      case BSrc::Panel: v = local_load("Bp", DType::F32, add(bb, off), P.lanes); break;
+      case BSrc::Prepacked: v = load(pbp_, DType::F32, add(bb, off), nullptr, P.lanes); break;
+      case BSrc::Shared: v = local_load("Bs", DType::F32, add(bb, off), P.lanes); break;
+      case BSrc::InPlace: v = load(pb_, DType::F32, address(B_, add(mul(var("jr"), const_int(P.nr)), off), ki), nullptr, P.lanes); break;
+      case BSrc::RaggedPanel: v = local_load("Bp", DType::F32, add(mul(ki, const_int(P.nr)), off), P.lanes); break;
+      case BSrc::Window: v = load(pb_, DType::F32, add(add(var("wa"), at(B_.ks[0], ki)), off), nullptr, P.lanes); break;
+    }
+    body.push_back(make_let("bq" + std::to_string(q) + sfx, DType::F32, v));
+  }
+  for (int r = 0; r < rows; ++r) {
+    ExprRef ar = broadcast(prepacked_a_ ? load(pap_, DType::F32, add(ab, const_int(r)))
+                           : shared_a_  ? local_load("As", DType::F32, add(ab, const_int(r)))
+                                        : local_load("Ap", DType::F32, add(ab, const_int(r))),
+                           P.lanes);
+    for (int q = 0; q < NQ_; ++q) {
+      ExprRef cur = local_load("acc", DType::F32, const_int(acc0 + r * NQ_ + q), P.lanes);
+      ExprRef bq = var("bq" + std::to_string(q) + sfx, DType::F32, P.lanes);
+      body.push_back(make_local_store("acc", const_int(acc0 + r * NQ_ + q), binary(Op::Add, cur, binary(Op::Mul, ar, bq))));
+    }
+  }
+  return body;
+}
+
+Stmt MatmulLowering::k_loop(std::vector<Stmt> body) const {
+  Stmt l = make_for("kk", G_ == 1 ? kc_ : ceil_div(kc_, G_), std::move(body), G_ == 1 ? "micro-kernel: k" : "micro-kernel: k groups");
+  l.reduces = {"acc"};
+  return l;
+}
+
+// The f32 micro-kernel over `rows` rows of the A panel: zero, the k loop, the tile.
+// With few rows the FMAs of one depth are too few chains to cover the FMA latency (1 row:
+// NR/lanes accumulators, each waiting on the last), so a kernel of fewer than MR rows runs
+// `split` depths per step into their own accumulators (at least 8 chains, within the MR x
+// NR/lanes registers), a remainder loop for the last kc % split depths, then sums them.
+std::vector<Stmt> MatmulLowering::f32_micro(int rows) const {
+  const MatmulParams& P = P_;
+  const ExprRef &kk = kk_, &kc = kc_, &nc = nc_;
+  const int NQ = NQ_;
+  const int split = rows == P.mr ? 1 : std::max(1, std::min(P.mr / rows, static_cast<int>(ceil_div(int64_t(8), int64_t(rows) * NQ))));
+  std::vector<Stmt> out;
+  zero_acc(rows * split, out);
+  resume_sums(rows, out);
+  auto loops = [&](BSrc src) {
+    if (split == 1) return std::vector<Stmt>{k_loop(f32_kbody(src, rows))};
+    std::vector<Stmt> body;
+    for (int sp = 0; sp < split; ++sp)
+      for (Stmt& st : f32_kbody(src, rows, add(mul(kk, const_int(split)), const_int(sp)), sp * rows * NQ, "_" + std::to_string(sp)))
+        body.push_back(std::move(st));
+    Stmt main = make_for("kk", binary(Op::IDiv, kc, const_int(split)), std::move(body), "micro-kernel: k, " + std::to_string(split) + " depths a step");
+    main.reduces = {"acc"};
+    std::vector<Stmt> rest{make_for("kk", binary(Op::Mod, kc, const_int(split)),
+                                    f32_kbody(src, rows, add(mul(binary(Op::IDiv, kc, const_int(split)), const_int(split)), kk)),
+                                    "micro-kernel: the last depths")};
+    rest[0].reduces = {"acc"};
+    rename_loops(rest, "kk", "kt");
+    std::vector<Stmt> v{std::move(main), std::move(rest[0])};
+    for (int sp = 1; sp < split; ++sp)
+      for (int a = 0; a < rows * NQ; ++a)
+        v.push_back(make_local_store("acc", const_int(a), binary(Op::Add, local_load("acc", DType::F32, const_int(a), P.lanes),
+                                                                   local_load("acc", DType::F32, const_int(sp * rows * NQ + a), P.lanes))));
+    return v;
+  };
+  if (win_ && win_->in_place) {  // an interior panel of the window read in place, a border one packed
+    std::vector<Stmt> packed_k = loops(BSrc::Panel);
+    rename_loops(packed_k, "kk", "kq");
+    rename_loops(packed_k, "kt", "kqt");
+    out.push_back(make_if(lt(const_int(0), var("wi")), loops(BSrc::Window), std::move(packed_k)));
+  } else if (!direct_) {
+    for (Stmt& st : loops(prepacked_ ? BSrc::Prepacked : shared_b_ ? BSrc::Shared : BSrc::Panel)) out.push_back(std::move(st));
+  } else if (cols_whole_) {
+    for (Stmt& st : loops(BSrc::InPlace)) out.push_back(std::move(st));
+  } else {  // whole panels read B in place, the ragged last one its zero-padded copy
+    std::vector<Stmt> ragged = loops(BSrc::RaggedPanel);
+    rename_loops(ragged, "kk", "kq");
+    rename_loops(ragged, "kt", "kqt");
+    out.push_back(make_if(le(add(mul(var("jr"), const_int(P.nr)), const_int(P.nr)), nc), loops(BSrc::InPlace), std::move(ragged)));
+  }
+  finish_tile(rows, out);
+  return out;
+}
+
+std::vector<Stmt> MatmulLowering::int_micro(int rows) const {
+  std::vector<Stmt> out;
+  zero_acc(rows, out);
+  out.push_back(k_loop(int_kbody(rows)));
+  store_tile(rows, out);
+  return out;
+}
+
+// The micro-kernel of one MR panel ir of A and NR panel jr of B: the accumulators, and the
+// kernel of MR rows, or for the ragged panel one of its rows.
+// The ragged panel: when M is no multiple of MR, one panel (the last of M: every MC block,
+// M split and shared or prepacked panel starts at a multiple of MR) has M % MR rows. It
+// runs a micro-kernel of that many rows instead of MR rows of zero padding (T = 128 tokens
+// on MR 6: the 22nd panel of 2 rows did the work of 6; a single row, M = 1, did 6 times
+// its work). The write-back reads only the panel's valid rows of the tile. Integer
+// contractions (int8 groups of G k) the same.
+// LATHE_MATMUL_RAGGED_ROWS=0 runs it with all MR rows (A/B runs).
+std::vector<Stmt> MatmulLowering::micro_kernel() {
+  const MatmulParams& P = P_;
+  std::vector<Stmt> micro;
+  micro.push_back(make_alloc("acc", acc_, P.lanes, (int64_t)P.mr * NQ_, /*registers=*/true));
+  bbase_ = mul(add(mul(var("jr"), const_int(kc_blk_)), kk_), const_int(P.nr));
+  abase_ = mul(add(mul(var("ir"), const_int(kc_blk_)), kk_), const_int(P.mr));
+  if (prepacked_ || shared_b_)  // panels of all N: this job's start at n0 / NR, KC block pc
+    bbase_ = add(bbase_, mul(add(mul(var("pc"), ceil_div(N_, P.nr)), binary(Op::IDiv, n0_, const_int(P.nr))),
+                             const_int(kc_blk_ * P.nr)));
+  if (prepacked_a_ || shared_a_)
+    abase_ = add(abase_, mul(add(mul(var("pc"), ceil_div(M_, P.mr)), binary(Op::IDiv, m0_, const_int(P.mr))),
+                             const_int(kc_blk_ * P.mr)));
+  static const bool ragged_kernel = [] {
+    const char* e = std::getenv("LATHE_MATMUL_RAGGED_ROWS");
+    return !(e && std::string(e) == "0");
+  }();
+  ragged_rows_ = ragged_kernel && !rows_whole_ && Ms_.is_const() ? static_cast<int>(Ms_.value() % P.mr) : 0;
+  const int ragged_rows = ragged_rows_;
+  if (G_ > 1 && ragged_rows == 0) {
+    for (Stmt& st : int_micro(P.mr)) micro.push_back(std::move(st));
+  } else if (G_ > 1) {
+    std::vector<Stmt> few = int_micro(ragged_rows);
+    for (Stmt& st : few) {
+      std::vector<Stmt> one{std::move(st)};
+      rename_loops(one, "kk", "km");
+      st = std::move(one[0]);
+    }
+    micro.push_back(make_if(le(add(mul(var("ir"), const_int(P.mr)), const_int(P.mr)), mc_), int_micro(P.mr), std::move(few)));
+  } else if (ragged_rows == 0) {
+    for (Stmt& st : f32_micro(P.mr)) micro.push_back(std::move(st));
+  } else {
+    std::vector<Stmt> few = f32_micro(ragged_rows);
+    for (Stmt& st : few) {  // its own loop names (the full panel's k loop is kk)
+      std::vector<Stmt> one{std::move(st)};
+      rename_loops(one, "kk", "km");
+      rename_loops(one, "kq", "kqm");
+      rename_loops(one, "kt", "kmt");
+      rename_loops(one, "kqt", "kqmt");
+      st = std::move(one[0]);
+    }
+    micro.push_back(make_if(le(add(mul(var("ir"), const_int(P.mr)), const_int(P.mr)), mc_), f32_micro(P.mr), std::move(few)));
+  }
+  return micro;
+}
+
+}  // namespace lathe::loop::matmul_lowering

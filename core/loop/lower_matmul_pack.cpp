@@ -1,0 +1,463 @@
+// lower_matmul_pack.cpp — the packing steps of the packed matmul lowering (lower_matmul.cpp):
+// B's NR-wide panels (row by row, panel by panel for B^T, run by run through a window: the
+// implicit im2col), A's MR-tall panels, and the choices of what is not packed per job: B
+// read in place (a 1x1 convolution into few channels), a stride-1 window's interior panels
+// read in place or copied whole, and a side packed once for all the jobs (shared pack).
+#include <algorithm>
+#include <cstdlib>
+#include <numeric>
+
+#include "core/loop/lower_matmul_impl.h"
+#include "core/loop/matmul_epilogue.h"
+
+namespace lathe::loop::matmul_lowering {
+
+// Does one k of B read its columns at consecutive addresses (the innermost N dim has
+// coefficient 1, or there is only one column)?
+bool MatmulLowering::b_columns_contiguous() const {
+  if (mm_.n_axes.empty()) return true;
+  int din = mm_.n_axes.back();
+  auto c = coef_of(mm_.b.addr, din);
+  return !c || *c == 1 || s_[din] == SymInt(1);
+}
+
+// Can the micro-kernel read B where it lies, NR consecutive columns per k, instead of
+// packing it? A 1x1 convolution's input (no window, no padding: one k is one contiguous
+// row of positions, a group of dims that collapses to stride 1) into few output channels
+// (a MobileNet projection: 144 -> 32): packing copies a K x NC block of B (over L1 for
+// K >= 64) for only M <= 64 FMAs per element, as much time as the arithmetic; the
+// micro-kernel's NR-wide row segments, reused across the MR panels of A, are as cheap
+// to read in place. Measured (MobileNetV2, same binary) 10-30% faster for those layers;
+// with K < 64 (an expansion 16 -> 96) the packed block is small and K strided row
+// streams were no faster or slower, and with many rows of A the copy is amortized, so
+// those, strided 1x1 convolutions and plain matmuls keep their packed panels.
+// LATHE_MATMUL_B_IN_PLACE=0 packs always (A/B runs).
+bool MatmulLowering::reads_b_in_place(const OperandParts& B, const SymInt& Ms, const SymInt& Ks) const {
+  static const bool enabled = [] {
+    const char* e = std::getenv("LATHE_MATMUL_B_IN_PLACE");
+    return !(e && std::string(e) == "0");
+  }();
+  if (!enabled || G_ != 1 || !B.acc->bounds.empty() || mm_.n_axes.empty()) return false;
+  const bool conv_like = mm_.n_axes.size() > 1 || mm_.k_axes.size() > 1;
+  if (!conv_like || !Ms.is_const() || Ms.value() > 64 || !Ks.is_const() || Ks.value() < 64) return false;
+  if (!B.rows[0].table.empty() || !B.ks[0].table.empty()) return false;
+  auto c = collapsed(B.acc->addr, mm_.n_axes);
+  return c && *c == SymInt(1);
+}
+
+// A stride-1 window's interior panels read in place. Packing B (the implicit im2col of a
+// 3x3 convolution) copies every position once per k: for a layer with few output
+// channels that copy is a fixed cost per element against only M FMAs (a 64 -> 64 layer
+// at 56 x 56 took 0.93x the CPU time in place). A panel of NR positions that lies in
+// one row of the map (one run: consecutive addresses, coefficient 1) and whose window
+// is inside the bounds for every k of the layer (the sums of the k part's extremes, the
+// static kmin / kmax below) needs no zeros and no gather: the micro-kernel reads its NR
+// columns at depth kk straight from the input (the row's address plus the k part, a
+// table load). Those panels are not packed; border panels (a row's first or last, the
+// map's top and bottom rows, panels that cross rows) are packed as before.
+// f32, not prepacked, not shared, M <= 64, no L1 set aliasing (below);
+// LATHE_CONV_IN_PLACE=0 packs every panel (A/B runs).
+// LATHE_CONV_IN_PLACE: unset / 1 the default; 0 packs every panel (interior ones by the
+// unguarded copy); guarded packs every panel k by k with the bounds tested per k (A/B runs)
+const std::string& MatmulLowering::in_place_mode() {
+  static const std::string mode = [] {
+    const char* e = std::getenv("LATHE_CONV_IN_PLACE");
+    return std::string(e ? e : "1");
+  }();
+  return mode;
+}
+std::optional<MatmulLowering::WindowInPlace> MatmulLowering::window_in_place(const OperandParts& B, const SymInt& Ms) const {
+  const OperandAccess& acc = *B.acc;
+  if (in_place_mode() == "guarded" || G_ != 1 || acc.bounds.empty() || mm_.n_axes.empty()) return std::nullopt;
+  const int din = mm_.n_axes.back();
+  if (!s_[din].is_const() || s_[din].value() < P_.nr) return std::nullopt;  // no whole panel in a row
+  auto ca = coef_of(acc.addr, din);
+  if (!ca) return std::nullopt;
+  // Read in place: a stride-1 window (a strided one's positions are not consecutive), few
+  // rows of A (the 1x1 case's bound, reads_b_in_place: each MR panel re-reads the panel's
+  // rows, and more rows amortize the pack; a 28 x 28 layer into 128 channels measured no
+  // faster in place).
+  bool in_place = in_place_mode() != "0" && *ca == 1 && Ms.is_const() && Ms.value() <= 64;
+  // The micro-kernel reads one row per k and re-reads them for every MR panel of A, so
+  // they must stay in L1: rows of consecutive channels whose distance is a multiple of
+  // the L1's way size (4 KiB) share a set (a 64 x 64 or 128 x 128 map: every channel's
+  // row lands in the same 8 ways) and evict each other: a 128 x 128 layer measured 5-8%
+  // more CPU time read in place than packed, a 56 x 56 one 6-7% less. So only where the
+  // largest k stride (the channel's) spreads the rows over >= 16 of the 64 sets.
+  int64_t kstride = 0;
+  for (auto& [d, k] : acc.addr.terms) {
+    if (std::find(mm_.k_axes.begin(), mm_.k_axes.end(), d) == mm_.k_axes.end()) continue;
+    if (!k.is_const() || !s_[d].is_const()) return std::nullopt;
+    if (s_[d].value() > 1) kstride = std::max(kstride, std::abs(k.value()));
+  }
+  const int64_t way = 4096, bytes = kstride * int64_t(sizeof(float)) % way;
+  if (kstride > 0 && std::min<int64_t>(64, way / std::gcd(bytes, way)) < 16) in_place = false;
+  WindowInPlace w;
+  w.ca = *ca;
+  w.in_place = in_place;
+  for (auto& b : acc.bounds) {
+    auto c = coef_of(b.coord, din);
+    if (!c) return std::nullopt;
+    int64_t lo = 0, hi = 0;
+    for (auto& [d, k] : b.coord.terms) {
+      if (std::find(mm_.k_axes.begin(), mm_.k_axes.end(), d) == mm_.k_axes.end()) continue;
+      if (!k.is_const() || !s_[d].is_const() || s_[d].value() < 1) return std::nullopt;
+      const int64_t span = k.value() * (s_[d].value() - 1);
+      (span < 0 ? lo : hi) += span;
+    }
+    w.cb.push_back(*c);
+    w.kmin.push_back(lo);
+    w.kmax.push_back(hi);
+  }
+  return w;
+}
+// Is the panel at local column p0 (of this job's block, n0 / nc) one run inside the bounds
+// for every k? (see window_in_place)
+ExprRef MatmulLowering::window_interior(const OperandParts& B, const WindowInPlace& w, ExprRef p0) const {
+  const int64_t NR = P_.nr, inner = s_[mm_.n_axes.back()].value();
+  ExprRef ok = logical_and(le(add(p0, const_int(NR)), var("nc")),
+                           le(add(binary(Op::Mod, add(var("n0"), p0), const_int(inner)), const_int(NR)), const_int(inner)));
+  for (size_t j = 0; j < B.acc->bounds.size(); ++j) {
+    auto& b = B.acc->bounds[j];
+    ExprRef base = add(batch_part(b.coord), at(B.rows[j + 1], p0));
+    ok = logical_and(ok, logical_and(le(from_sym(b.lo), add(base, const_int(w.kmin[j]))),
+                                     lt(add(base, const_int(w.cb[j] * (NR - 1) + w.kmax[j])), from_sym(b.hi))));
+  }
+  return ok;
+}
+
+// Jobs that split M (few N blocks for the threads: a 14 x 14 layer's 196 positions are
+// one block) each packed all of B again: both threads gathered the same im2col panels,
+// the costliest copy of a convolution. A convolution's jobs that split N into narrow
+// blocks (a 16 x 16 layer: 2 blocks of 128 positions) each packed all of A the same way
+// (see shared_a in run() for where A is left per job). Instead one parallel
+// step packs that side once, all KC blocks and panels (the layout of prepack.h:
+// [pc][panel][kk][NR or MR]) into a buffer the jobs share, its iterations chunks of
+// panels of one KC block that any thread takes; the jobs' micro-kernels then read it as
+// they read a prepacked operand. f32, one batch index (other batches' jobs would need
+// their own copy), static sizes, enough repeated copying to pay for the extra parallel
+// step (kSharedPackMinWaste elements), and at most kSharedPackMaxBytes (the buffer is the
+// kernel's local array: the caller's stack in the llvm backend).
+// LATHE_MATMUL_SHARED_PACK=0 packs per job (A/B runs).
+int64_t MatmulLowering::shared_elems(int64_t rows, int64_t K, int64_t width) const {
+  return ceil_div(K, kc_blk_) * ceil_div(rows, width) * kc_blk_ * width;
+}
+// rows: the packed side's size (N for B, M for A); copies: how many jobs pack all of it
+bool MatmulLowering::shares_pack(const SymInt& rows, const SymInt& Ks, const SymInt& batch, int64_t copies, int64_t width) const {
+  static const bool enabled = [] {
+    const char* e = std::getenv("LATHE_MATMUL_SHARED_PACK");
+    return !(e && std::string(e) == "0");
+  }();
+  if (!enabled || G_ != 1 || copies < 2 || !rows.is_const() || !Ks.is_const() || batch != SymInt(1)) return false;
+  if (rows.value() < 1 || Ks.value() < 1 || (copies - 1) * rows.value() * Ks.value() < kSharedPackMinWaste) return false;
+  return shared_elems(rows.value(), Ks.value(), width) * int64_t(sizeof(float)) <= kSharedPackMaxBytes;
+}
+// The shared pack step: for u over KC blocks x chunks of panels, make_pack's copy (into
+// `local`, panel-major from the chunk's first row r0) moved to the chunk's place in
+// `shared`. Its own tables, and its own r0/rc (n0/nc or m0/mc) and k0/kc.
+Stmt MatmulLowering::shared_pack_loop(const OperandAccess& acc, const std::vector<int>& axes, int64_t rows, int64_t K,
+                                      int64_t width, int64_t max_panels, int threads, const std::string& r0,
+                                      const std::string& rc, const std::string& local, const std::string& shared,
+                                      int64_t table_pad, const std::function<Stmt(const OperandParts&)>& make_pack) {
+  const int64_t panels = ceil_div(rows, width), kblocks = ceil_div(K, kc_blk_);
+  // chunks: about 8 per thread over all blocks (the pool's threads steal what is left),
+  // whole panels, at most a job's block of them (the tables' size)
+  const int64_t cpan = std::clamp<int64_t>(ceil_div(panels * kblocks, 8 * int64_t(threads)), 1, std::max<int64_t>(1, max_panels));
+  const int64_t chunks = ceil_div(panels, cpan);
+  auto saved = batch_;
+  for (auto& [d, e] : batch_) e = const_int(0);  // the one batch index
+  std::vector<Stmt> body{make_let("pc", DType::I64, binary(Op::IDiv, var("u"), const_int(chunks))),
+                         make_let(r0, DType::I64, mul(binary(Op::Mod, var("u"), const_int(chunks)), const_int(cpan * width))),
+                         make_let(rc, DType::I64, min_of(const_int(cpan * width), sub(const_int(rows), var(r0)))),
+                         make_let("k0", DType::I64, mul(var("pc"), const_int(kc_blk_))),
+                         make_let("kc", DType::I64, min_of(const_int(kc_blk_), sub(const_int(K), var("k0"))))};
+  std::vector<Stmt> rfill, kfill, allocs;
+  ExprRef rcap = mul(ceil_div(var(rc), width), const_int(width));
+  OperandParts X = make_parts(acc, axes, var(r0), add(rcap, const_int(table_pad)), cpan * width + table_pad, rfill,
+                              var("k0"), var("kc"), kfill, allocs);
+  std::vector<Stmt> pack{make_pack(X)};
+  batch_ = std::move(saved);
+  // the chunk's panels start at panel r0 / width of KC block pc
+  ExprRef off = mul(add(mul(var("pc"), const_int(panels)), binary(Op::IDiv, var(r0), const_int(width))),
+                    const_int(kc_blk_ * width));
+  walk(pack, [&](Stmt& st) {
+    if (st.kind == StmtKind::LocalStore && st.var == local) {
+      st.var = shared;
+      st.index = add(off, st.index);
+    }
+    return true;
+  });
+  for (auto* v : {&allocs, &rfill, &kfill})
+    for (auto& st : *v) body.push_back(st);
+  body.push_back(std::move(pack[0]));
+  Stmt u = make_for("u", const_int(kblocks * chunks), std::move(body), "pack " + std::string(local == "Bp" ? "B" : "A") +
+                                                                          " once for all jobs: KC blocks x panel chunks");
+  // a small pack (unet's 32 x 288 weights: 10K floats, ~10 us) runs on the calling thread:
+  // a parallel region of its own would cost a wake-up of the pool's threads for nothing
+  u.annot.parallel = kblocks * panels * kc_blk_ * width >= kSharedPackParallelMin;
+  return u;
+}
+
+// Pack B run by run: a panel of NR columns spans at most two runs of the innermost N dim
+// when that dim has >= NR elements (1 + ceil((NR - 1) / rows) runs for shorter rows, up
+// to 4); along a run every address and bound is affine in
+// the column, so each run is one contiguous (or constant-stride) copy of the columns whose
+// bounds hold, and the rest of the panel is zero. No per-element gather or mask.
+std::optional<Stmt> MatmulLowering::pack_b_runs(const OperandParts& B, int pb) {
+  const OperandAccess& acc = *B.acc;
+  if (acc.bounds.empty() && (mm_.n_axes.size() == 1 || collapsed(acc.addr, mm_.n_axes)))
+    return std::nullopt;  // already contiguous
+  int din = mm_.n_axes.back();
+  if (!s_[din].is_const()) return std::nullopt;
+  // a panel spans at most `segs` runs: 2 for rows of >= NR positions, more for shorter
+  // rows (3 for a 14-wide feature map); rows shorter than NR / 3 stay with the gather
+  const int64_t inner = s_[din].value();
+  const int segs = static_cast<int>(1 + ceil_div(P_.nr - 1, inner));
+  if (inner < 1 || segs > 4) return std::nullopt;
+  auto ca = coef_of(acc.addr, din);
+  if (!ca) return std::nullopt;
+  std::vector<int64_t> cb;
+  for (auto& b : acc.bounds) {
+    auto c = coef_of(b.coord, din);
+    if (!c) return std::nullopt;
+    cb.push_back(*c);
+  }
+  const int64_t NR = P_.nr;
+  ExprRef p0 = mul(var("jp"), const_int(NR)), nc = var("nc"), n0 = var("n0");
+  auto elem = [&](ExprRef addr) { return packed(pb, B.acc->src, bdt_, addr, nullptr); };
+  ExprRef sin = const_int(s_[din].value());
+  ExprRef pend = min_of(const_int(NR), sub(nc, p0));
+  ExprRef e1 = min_of(min_of(const_int(NR), sub(sin, binary(Op::Mod, add(n0, p0), sin))), pend);
+  auto clamp0 = [](ExprRef x) { return binary(Op::Max, x, const_int(0)); };
+  // One depth kk of the panel: `body` gets the first run's lets, `general` the zeroing and
+  // the run copies; *full is the condition for the whole panel being the first run (then
+  // its address is the let px + "g0_a"), null when that fast path does not apply. Names
+  // start with px (one set per member of an integer group).
+  auto one_k = [&](ExprRef kk, const std::string& px, std::function<ExprRef(ExprRef)> at_col, std::vector<Stmt>& body,
+                   std::vector<Stmt>& general, ExprRef* full) {
+    Stmt zero = make_for("c", const_int(NR), {make_local_store("Bp", at_col(var("c")), const_of(0, bdt_))},
+                         "pack B: zero the panel");
+    zero.annot.vectorize = true;
+    general.push_back(zero);
+    for (int seg = 0; seg < segs; ++seg) {
+      std::vector<Stmt>& out = seg == 0 ? body : general;
+      std::string sg = px + "g" + std::to_string(seg) + "_";
+      ExprRef cs = seg == 0 ? const_int(0) : var(px + "g" + std::to_string(seg - 1) + "_ce");
+      ExprRef ce = seg == 0 ? e1 : min_of(add(cs, sin), pend);  // the next row's run
+      out.push_back(make_let(sg + "ce", DType::I64, ce));
+      ExprRef lo = cs, hi = var(sg + "ce"), ok;
+      for (size_t j = 0; j < acc.bounds.size(); ++j) {
+        auto& b = acc.bounds[j];
+        ExprRef base = add(batch_part(b.coord), add(at(B.rows[j + 1], add(p0, cs)), at(B.ks[j + 1], kk)));
+        out.push_back(make_let(sg + "b" + std::to_string(j), DType::I64, base));
+        base = var(sg + "b" + std::to_string(j));
+        ExprRef blo = from_sym(b.lo), bhi = from_sym(b.hi);
+        if (cb[j] == 0) {
+          ok = logical_and(ok, logical_and(le(blo, base), lt(base, bhi)));
+          continue;
+        }
+        lo = binary(Op::Max, lo, add(cs, ceil_div(clamp0(sub(blo, base)), cb[j])));
+        hi = min_of(hi, add(cs, ceil_div(clamp0(sub(bhi, base)), cb[j])));
+      }
+      out.push_back(make_let(sg + "lo", DType::I64, lo));
+      out.push_back(make_let(sg + "hi", DType::I64, hi));
+      ExprRef addr = add(batch_part(acc.addr), add(at(B.rows[0], add(p0, cs)), at(B.ks[0], kk)));
+      out.push_back(make_let(sg + "a", DType::I64, addr));
+      ExprRef c = add(var(sg + "lo"), var("c"));
+      Stmt copy = make_for("c", sub(var(sg + "hi"), var(sg + "lo")),
+                           {make_local_store("Bp", at_col(c), elem(add(var(sg + "a"), mul(sub(c, cs), const_int(*ca)))))},
+                           "pack B: copy a run");
+      copy.annot.vectorize = true;
+      // the common case: the whole panel is one run inside the bounds (an interior panel of
+      // a row at least NR wide): a fixed NR-wide copy, no zeroing, no variable-length loop
+      // (whose short trip counts the vectorizer leaves to its scalar remainder)
+      if (seg == 0 && inner >= NR)
+        *full = logical_and(ok, logical_and(le(const_int(NR), var(sg + "ce")),
+                                            logical_and(le(var(sg + "lo"), const_int(0)), le(const_int(NR), var(sg + "hi")))));
+      general.push_back(ok ? make_if(ok, {copy}) : copy);  // after the zeroing
+    }
+  };
+  std::vector<Stmt> body, general;
+  ExprRef full_cond;
+  if (G_ == 1) {
+    ExprRef kk = var("kk");
+    ExprRef dst = mul(add(mul(var("jp"), const_int(kc_blk_)), kk), const_int(NR));
+    one_k(kk, "", [&](ExprRef c) { return add(dst, c); }, body, general, &full_cond);
+    if (full_cond) {
+      Stmt whole = make_for("c", const_int(NR), {make_local_store("Bp", add(dst, var("c")), elem(add(var("g0_a"), mul(var("c"), const_int(*ca)))))},
+                            "pack B: copy a whole panel");
+      whole.annot.vectorize = true;
+      body.push_back(make_if(full_cond, {whole}, std::move(general)));
+    } else {
+      body.insert(body.end(), general.begin(), general.end());
+    }
+    Stmt k_loop = make_for("kk", var("kc"), std::move(body));
+    if (win_ && win_->in_place) {  // interior panels are read in place by the micro-kernel
+      k_loop = make_if(unary(Op::Not, window_interior(B, *win_, p0)), {std::move(k_loop)});
+    } else if (win_) {  // an interior panel: one unguarded NR-wide copy per k, no bounds per k
+      Stmt whole = make_for("c", const_int(NR),
+                            {make_local_store("Bp", add(dst, var("c")),
+                                              elem(add(add(var("wp"), at(B.ks[0], kk)), mul(var("c"), const_int(win_->ca)))))},
+                            "pack B: copy an interior panel");
+      whole.annot.vectorize = true;
+      k_loop = make_if(window_interior(B, *win_, p0),
+                       {make_let("wp", DType::I64, add(batch_part(acc.addr), at(B.rows[0], p0))),
+                        make_for("kk", var("kc"), {whole}, "pack B: k (interior panel)")},
+                       {std::move(k_loop)});
+    }
+    return make_for("jp", ceil_div(nc, P_.nr), {std::move(k_loop)}, "pack B: NR-wide panels, by runs");
+  }
+  // integer panels: a group of G k at a time (the block's kc is a multiple of G here),
+  // so a whole panel's G rows are copied by one loop whose G stores per column the
+  // vectorizer interleaves into whole-vector stores (one k at a time stored each element
+  // alone: the stride is G)
+  ExprRef kg = var("kg");
+  std::vector<Stmt> whole_stores;
+  for (int j = 0; j < G_; ++j) {
+    std::string px = "k" + std::to_string(j) + "_";
+    ExprRef kk = add(mul(kg, const_int(G_)), const_int(j));
+    std::vector<Stmt> gen_j;
+    ExprRef full_j;
+    one_k(kk, px, [&, j](ExprRef c) { return group_panel_index(var("jp"), kg, j, c, NR); }, body, gen_j, &full_j);
+    general.insert(general.end(), gen_j.begin(), gen_j.end());
+    if (full_j) {
+      full_cond = j == 0 ? full_j : logical_and(full_cond, full_j);
+      whole_stores.push_back(make_local_store("Bp", group_panel_index(var("jp"), kg, j, var("c"), NR),
+                                              elem(add(var(px + "g0_a"), mul(var("c"), const_int(*ca))))));
+    }
+  }
+  if (full_cond && (int)whole_stores.size() == G_) {
+    Stmt whole = make_for("c", const_int(NR), std::move(whole_stores), "pack B: copy a whole panel (a group of k)");
+    whole.annot.vectorize = true;
+    body.push_back(make_if(full_cond, {whole}, std::move(general)));
+  } else {
+    body.insert(body.end(), general.begin(), general.end());
+  }
+  return make_for("jp", ceil_div(nc, P_.nr), {make_for("kg", ceil_div(var("kc"), G_), std::move(body))}, "pack B: NR-wide panels, by runs");
+}
+
+// pack B: this job's block, k by k into NR-wide panels (the parts give its addresses: this
+// job's, or a shared pack step's: shared_pack_loop)
+Stmt MatmulLowering::pack_b(const OperandParts& Bx) {
+  const MatmulParams& P = P_;
+  const ExprRef &kk = kk_, &nc = nc_, &kc = kc_, &kin = kin_, &kpack = kpack_;
+  const bool cols_whole = cols_whole_, k_ragged = k_ragged_;
+  const int pb = pb_;
+  ExprRef col = add(mul(var("jp"), const_int(P.nr)), var("c"));
+  Stmt packb_c = make_for("c", const_int(P.nr),
+                          {make_local_store("Bp", panel_index(var("jp"), kk, var("c"), P.nr),
+                                            packed(pb, mm_.b.src, bdt_, address(Bx, col, kk),
+                                                   logical_and(kin, logical_and(cols_whole ? nullptr : lt(col, nc), in_range(Bx, col, kk)))))},
+                          "pack B: panel column");
+  packb_c.annot.vectorize = true;
+  // integer panels (G k per column): one column iteration writes its whole group, G stores
+  // at consecutive addresses that the vectorizer joins into an interleaved group (widen G
+  // rows of B, interleave, store whole vectors). One k per iteration stored every element
+  // alone (16 vpextrw a vector: ResNet-50 QDQ's 1x1 convs spent as long packing B as in
+  // the micro-kernel). The group loop `kg` runs kpack / G times.
+  ExprRef kg = var("kg");
+  auto group_columns = [&](bool guard_cols, const char* note) {
+    std::vector<Stmt> stores;
+    for (int j = 0; j < G_; ++j) {
+      ExprRef kj = add(mul(kg, const_int(G_)), const_int(j));
+      ExprRef kin_j = k_ragged ? lt(kj, kc) : nullptr;
+      stores.push_back(make_local_store("Bp", group_panel_index(var("jp"), kg, j, var("c"), P.nr),
+                                        packed(pb, mm_.b.src, bdt_, address(Bx, col, kj),
+                                               logical_and(kin_j, logical_and(guard_cols ? lt(col, nc) : nullptr, in_range(Bx, col, kj))))));
+    }
+    Stmt f = make_for("c", const_int(P.nr), std::move(stores), note);
+    f.annot.vectorize = true;
+    return f;
+  };
+  Stmt packb_g = G_ > 1 ? group_columns(!cols_whole, "pack B: panel column (a group of k)") : Stmt{};
+  // row by row of B (k outer): each k reads one run of nc columns, in address order when
+  // N is B's contiguous dim; panel by panel would walk down the columns a row stride apart
+  // (a page apart for wide B), defeating the prefetchers and the TLB.
+  Stmt packb;
+  if (G_ > 1) {
+    packb = make_for("kg", ceil_div(kpack, G_), {make_for("jp", ceil_div(nc, P.nr), {packb_g}, "pack B: NR-wide panels")}, "pack B: k groups");
+  } else {
+    // A ragged last panel (N not a multiple of NR) copies its columns with a loop of that many
+    // and zeroes the rest; whole panels copy without the column guard. A guard inside the
+    // vectorized column loop became gathers or masked loads (slow on AVX2 hosts).
+    std::vector<Stmt> jp_body{packb_c};
+    if (!cols_whole) {
+      auto copy_col = [&](ExprRef c) {
+        ExprRef at_c = add(mul(var("jp"), const_int(P.nr)), c);
+        return make_local_store("Bp", panel_index(var("jp"), kk, c, P.nr),
+                                packed(pb, mm_.b.src, bdt_, address(Bx, at_c, kk), logical_and(kin, in_range(Bx, at_c, kk))));
+  };
+      ExprRef left = sub(nc, mul(var("jp"), const_int(P.nr)));
+      Stmt whole = make_for("c", const_int(P.nr), {copy_col(var("c"))}, "pack B: panel column (whole panel)");
+      Stmt copy = make_for("c", left, {copy_col(var("c"))}, "pack B: panel column (ragged panel)");
+      Stmt zero = make_for("c", sub(const_int(P.nr), left),
+                           {make_local_store("Bp", panel_index(var("jp"), kk, add(left, var("c")), P.nr), const_of(0, bdt_))},
+                           "pack B: zero the ragged panel's rest");
+      for (Stmt* l : {&whole, &copy, &zero}) l->annot.vectorize = true;
+      jp_body = {make_if(le(add(mul(var("jp"), const_int(P.nr)), const_int(P.nr)), nc), {whole}, {copy, zero})};
+    }
+    packb = make_for("kk", kpack, {make_for("jp", ceil_div(nc, P.nr), jp_body, "pack B: NR-wide panels")}, "pack B: k");
+  }
+  std::optional<Stmt> runs;
+  if (G_ == 1 || !k_ragged) runs = pack_b_runs(Bx, pb);  // int8: whole groups of G k in every block
+  if (runs) {
+    packb = std::move(*runs);
+  } else if (!b_columns_contiguous()) {
+    // B is read across its rows (x @ W^T: a column of the panel is a row of W): panel by
+    // panel, so each k reads one element from each of NR rows, the same NR cache lines for
+    // 16 consecutive k. Row by row of B would touch nc lines per k, more than L1 holds.
+    // Whole panels load without the column guard; only a ragged last panel keeps it.
+    std::vector<Stmt> panel{G_ > 1 ? make_for("kg", ceil_div(kpack, G_), {packb_g}, "pack B: k groups") : make_for("kk", kpack, {packb_c}, "pack B: k")};
+    if (!cols_whole) {
+      Stmt whole = make_for("c", const_int(P.nr),
+                            {make_local_store("Bp", panel_index(var("jp"), kk, var("c"), P.nr),
+                                              packed(pb, mm_.b.src, bdt_, address(Bx, col, kk), logical_and(kin, in_range(Bx, col, kk))))},
+                            "pack B: panel column (whole panel)");
+      whole.annot.vectorize = true;
+      Stmt whole_k = G_ > 1 ? make_for("kg", ceil_div(kpack, G_), {group_columns(false, "pack B: panel column (whole panel, a group of k)")}, "pack B: k groups")
+                            : make_for("kk", kpack, {whole}, "pack B: k");
+      panel = {make_if(le(add(mul(var("jp"), const_int(P.nr)), const_int(P.nr)), nc), {whole_k}, std::move(panel))};
+    }
+    packb = make_for("jp", ceil_div(nc, P.nr), std::move(panel), "pack B: NR-wide panels (B^T)");
+  }
+  // each loop gets its own name (kb, cb: pack B; ka, ra: pack A; kk: the micro-kernel; wr,
+  // wc: the write-back), so a schedule primitive's loop name means one loop
+  std::vector<Stmt> packb_v{std::move(packb)};
+  rename_loops(packb_v, "kk", "kb");
+  rename_loops(packb_v, "kg", "kb");
+  rename_loops(packb_v, "c", "cb");
+  return std::move(packb_v[0]);
+}
+
+// pack A: this MC block into MR-tall panels (the parts give its addresses: this job's, or a
+// shared pack step's)
+Stmt MatmulLowering::pack_a(const OperandParts& Ax) {
+  const MatmulParams& P = P_;
+  const ExprRef &kk = kk_, &mc = mc_, &kin = kin_, &kpack = kpack_;
+  const bool rows_whole = rows_whole_;
+  const int pa = pa_;
+  ExprRef row = add(mul(var("ip"), const_int(P.mr)), var("r"));
+  // k outer, the MR rows inner (unrolled): each k writes one contiguous MR-wide column of
+  // the panel. (Rows outer made the vectorizer scatter the stores with stride MR, which
+  // costs more than the micro-kernel's share of the data.)
+  // Only the last panel of a block whose rows are no multiple of MR (M = 128 tokens, 64 or
+  // 256 channels on MR 6) needs the row guard: the whole panels load without it (a guarded
+  // load per element was a branch or an element insert each).
+  auto packa_k = [&](bool guard) {
+    Stmt r = make_for("r", const_int(P.mr),
+                      {make_local_store("Ap", panel_index(var("ip"), kk, var("r"), P.mr),
+                                        packed(pa, mm_.a.src, adt_, address(Ax, row, kk),
+                                               logical_and(kin, logical_and(guard ? lt(row, mc) : nullptr, in_range(Ax, row, kk)))))},
+                      guard ? "pack A: panel row (ragged panel)" : "pack A: panel row");
+    r.annot.unroll = P.mr;
+    return make_for("kk", kpack, {r}, guard ? "pack A: k (ragged panel)" : "pack A: k");
+  };
+  Stmt ipbody = rows_whole ? packa_k(false)
+                           : make_if(le(add(mul(var("ip"), const_int(P.mr)), const_int(P.mr)), mc), {packa_k(false)}, {packa_k(true)});
+  std::vector<Stmt> packa_v{make_for("ip", ceil_div(mc, P.mr), {ipbody}, "pack A: MR-tall panels")};
+  rename_loops(packa_v, "kk", "ka");
+  rename_loops(packa_v, "r", "ra");
+  return std::move(packa_v[0]);
+}
+
+}  // namespace lathe::loop::matmul_lowering

@@ -1,0 +1,36 @@
+-- loop-ir-shapes.lua — odd contractions for scripts/loop-ir-dump.sh (not a test): primes, stride 2/3,
+-- dilation, groups, batch 1/2/3/64, a swapped 1024->2048 layer, ragged M, K = 1, batched scores.
+local outs = {}
+local function conv(name, n, cin, h, w, cout, kh, opt)
+  local x = lathe.input(name .. ".x", {n, cin, h, w})
+  local wt = lathe.input(name .. ".w", {cout, cin // (opt.groups or 1), kh, kh})
+  local b = lathe.input(name .. ".b", {cout})
+  outs[name] = x:conv2d(wt, b, {stride = opt.stride or 1, padding = opt.padding or 0, dilation = opt.dilation or 1,
+                                 groups = opt.groups or 1}):relu()
+end
+conv("c1", 1, 3, 17, 19, 7, 3, {padding = 1})
+conv("c2", 64, 13, 9, 11, 31, 3, {padding = 1, stride = 2})
+conv("c3", 1, 64, 128, 128, 32, 3, {padding = 1})
+conv("c4", 1, 37, 29, 31, 131, 1, {})
+conv("c5", 2, 16, 23, 23, 64, 3, {padding = 2, dilation = 2})
+conv("c6", 1, 32, 15, 15, 48, 3, {padding = 1, groups = 4})
+conv("c7", 1, 512, 7, 7, 512, 3, {padding = 1})
+conv("c8", 1, 144, 56, 56, 24, 1, {})
+conv("c9", 3, 5, 101, 97, 11, 5, {padding = 2, stride = 3})
+conv("c10", 1, 128, 56, 56, 61, 3, {padding = 1})
+conv("c11", 1, 256, 16, 16, 256, 3, {padding = 1})
+conv("c12", 1, 1024, 14, 14, 2048, 1, {stride = 2})
+local function mm(name, b, m, k, n)
+  local x = lathe.input(name .. ".x", b and {b, m, k} or {m, k})
+  local y = lathe.input(name .. ".y", {k, n})
+  outs[name] = (x:matmul(y) + lathe.input(name .. ".bias", {n})):gelu()
+end
+mm("m1", nil, 1, 768, 3072)
+mm("m2", 64, 7, 301, 13)
+mm("m3", nil, 131, 97, 293)
+mm("m4", 2, 128, 64, 129)
+mm("m5", nil, 5, 1, 17)
+local q = lathe.input("q", {2, 77, 64})
+local k = lathe.input("k", {2, 64, 77})
+outs.s = q:matmul(k)
+return lathe.graph(outs)
