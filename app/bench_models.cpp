@@ -465,7 +465,8 @@ int run_bench_models(const BenchModelsOptions& o) {
                 "# median of %d runs; RSS = peak resident MB; error = max|got-ref|/max|ref|; load average %.2f\n",
                 models.size(), o.dir.c_str(), o.iters, load[0]);
     if (peak_gflops > 0)
-      std::printf("# GFLOP/s = the program's floating-point work / median; peak = its share of %s, %.0f GFLOP/s\n",
+      std::printf("# GFLOP/s = the program's work / median (2*M*N*K per contraction, int8 ones too); peak = its share of %s, "
+                  "%.0f GFLOP/s\n",
                   peak_what.c_str(), peak_gflops);
     std::printf("%-14s %-7s %7s %7s %10s %8s %6s %8s %9s", "model", "backend", "cold s", "warm s", "median ms", "GFLOP/s",
                 "peak", "RSS MB", "error");
