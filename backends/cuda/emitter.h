@@ -25,6 +25,9 @@ class CudaEmitter {
   // the type values of dt are computed in ("float" for f16/bf16)
   static std::string compute_type(DType dt);
   std::string expr(const loop::ExprRef& e);
+  // `extern "C" __global__ void NAME(` the buffers (const unless written, __restrict__), then the dims as long long,
+  // `) {` and a newline: every kernel's parameters in the order the launcher passes them (render.cpp)
+  std::string signature();
 
   // statements (render.cpp)
   CudaKernel render(const RenderOptions& o);

@@ -445,6 +445,22 @@ void CudaEmitter::emit_stmt(const Stmt& s, int depth) {
 
 // ---- [SECTION] render(): the kernel function ------------------------------------------
 
+std::string CudaEmitter::signature() {
+  std::ostringstream o;
+  o << "extern \"C\" __global__ void " << f_.name << "(";
+  std::string sep;
+  for (const auto& p : f_.buffers) {
+    o << sep << (p.written ? "" : "const ") << storage_type(p.dtype) << "* __restrict__ " << p.name;
+    sep = ", ";
+  }
+  for (const auto& d : f_.dims) {
+    o << sep << "long long " << expr(loop::var(d));
+    sep = ", ";
+  }
+  o << ") {\n";
+  return o.str();
+}
+
 CudaKernel CudaEmitter::render(const RenderOptions& o) {
   CudaKernel k;
   k.name = f_.name;
@@ -502,17 +518,7 @@ CudaKernel CudaEmitter::render(const RenderOptions& o) {
 
   // the signature: buffers, then dims
   out_ << "// kernel " << f_.name << " (" << f_.kind << ")\n";
-  out_ << "extern \"C\" __global__ void " << f_.name << "(";
-  std::string sep;
-  for (const auto& p : f_.buffers) {
-    out_ << sep << (p.written ? "" : "const ") << storage_type(p.dtype) << "* __restrict__ " << p.name;
-    sep = ", ";
-  }
-  for (const auto& d : f_.dims) {
-    out_ << sep << "long long " << expr(loop::var(d));
-    sep = ", ";
-  }
-  out_ << ") {\n";
+  out_ << signature();
 
   LaunchShape& L = k.launch;
   L.block = o.block;

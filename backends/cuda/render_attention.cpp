@@ -45,17 +45,7 @@ CudaKernel render_flash_attention(const loop::LoopFunc& f, const loop::Attention
   std::ostringstream o;
   o << "// kernel " << f.name << " (attention: one block per " << BQ << " query rows, K/V tiles of " << BK
     << " keys in shared memory, online softmax" << (d.causal ? ", causal tiles above the diagonal skipped" : "") << ")\n";
-  o << "extern \"C\" __global__ void " << f.name << "(";
-  std::string sep;
-  for (const auto& p : f.buffers) {
-    o << sep << (p.written ? "" : "const ") << CudaEmitter::storage_type(p.dtype) << "* __restrict__ " << p.name;
-    sep = ", ";
-  }
-  for (const auto& dim : f.dims) {
-    o << sep << "long long " << em.expr(loop::var(dim));
-    sep = ", ";
-  }
-  o << ") {\n";
+  o << em.signature();
   o << "  const long long lathe_L = " << X(d.L) << ", lathe_S = " << X(d.S) << ";\n";
   o << "  const long long lathe_nt = (lathe_L + " << BQ << " - 1) / " << BQ << ";\n";
   o << "  __shared__ float lathe_Ks[" << BK << "][" << E << "];\n";

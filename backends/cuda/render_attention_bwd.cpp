@@ -60,17 +60,7 @@ CudaKernel render_attention_bwd(const loop::LoopFunc& f, const loop::AttentionDe
   o << "// kernel " << f.name << " (attention backward, " << what[d.part] << ": " << kNS << " threads a " << (by_key ? "key" : "query")
     << " row, " << kTile << " rows a block, " << (by_key ? "query" : "K/V") << " tiles of " << kTile << " rows in shared memory"
     << (d.causal ? ", causal" : "") << ")\n";
-  o << "extern \"C\" __global__ void " << f.name << "(";
-  std::string sep;
-  for (const auto& p : f.buffers) {
-    o << sep << (p.written ? "" : "const ") << CudaEmitter::storage_type(p.dtype) << "* __restrict__ " << p.name;
-    sep = ", ";
-  }
-  for (const auto& dim : f.dims) {
-    o << sep << "long long " << em.expr(loop::var(dim));
-    sep = ", ";
-  }
-  o << ") {\n";
+  o << em.signature();
   o << "  constexpr int E = " << E << ", EV = " << Ev << ", NS = " << NS << ", V = " << V << ", EC = " << EC << ", VC = " << VC
     << ", TR = " << T << ";\n";
   o << "  const long long lathe_L = " << X(d.L) << ", lathe_S = " << X(d.S) << ";\n";

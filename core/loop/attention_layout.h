@@ -56,6 +56,16 @@ struct AttentionDesc {
   ExprRef ooff, goff, osL, osC, gsL, gsC;
 };
 AttentionDesc attention_desc(const KernelGraph& kg, int kernel);
+// What attention_desc and attention_bwd_desc share: fills d's sizes (E, Ev, B, L, S), the parameters, offsets
+// (over the var "bh") and strides of Q, K, V and the mask (d.has_mask set first); returns every operand's layout,
+// parameter and offset for the backward's further operands. `what` names the kernel in errors.
+struct AttentionDescOperands {
+  std::vector<Layout> lay;
+  std::vector<int> param;
+  std::vector<ExprRef> off;
+};
+AttentionDescOperands describe_attention_operands(const KernelGraph& kg, const Kernel& k, AttentionDesc& d,
+                                                  const char* what);
 // The same for a fused attention backward kernel (kind "attention_bwd"), its parameters as
 // lower_attention_bwd_kernel numbers them (lower_attention_bwd.cpp).
 AttentionDesc attention_bwd_desc(const KernelGraph& kg, int kernel);

@@ -79,45 +79,50 @@ AttentionOperands attention_operands(const KernelGraph& kg, LoopFunc& f, const s
   return r;
 }
 
-AttentionDesc attention_desc(const KernelGraph& kg, int kernel) {
-  const Kernel& k = kg.kernels.at(kernel);
-  auto spec = attention_spec(k.root);
-  LATHE_CHECK(spec.has_value(), "attention_desc on a kernel that is not fused attention");
+AttentionDescOperands describe_attention_operands(const KernelGraph& kg, const Kernel& k, AttentionDesc& d,
+                                                  const char* what) {
   NodeRef R = k.root;
   const Shape &qs = R->inputs[0]->shape, &ks = R->inputs[1]->shape, &vs = R->inputs[2]->shape;
-  size_t r = qs.size();
-  LATHE_CHECK(qs[r - 1].is_const() && vs[r - 1].is_const(), "attention: the head dims must be constant");
-  AttentionDesc d;
-  d.causal = spec->causal, d.has_mask = spec->has_mask, d.stats = spec->stats, d.scale = spec->scale;
+  const size_t r = qs.size();
+  LATHE_CHECK(qs[r - 1].is_const() && vs[r - 1].is_const(), std::string(what) + ": the head dims must be constant");
   d.E = qs[r - 1].value(), d.Ev = vs[r - 1].value();
   d.L = from_sym(qs[r - 2]), d.S = from_sym(ks[r - 2]);
   SymInt Bs = 1;
   for (size_t i = 0; i + 2 < r; ++i) Bs = Bs * qs[i];
   d.B = from_sym(Bs);
-  // the buffer parameters as lower_attention_kernel numbers them: out, then each new buffer
+  // the buffer parameters as the kernel's lowering numbers them: out, then each new buffer
+  AttentionDescOperands o;
   std::vector<int> bufs{k.output};
-  std::vector<Layout> lay;
-  std::vector<int> param;
   for (NodeRef in : R->inputs) {
-    lay.push_back(attention_layout(kg, in));
-    auto it = std::find(bufs.begin(), bufs.end(), lay.back().buffer);
-    param.push_back((int)(it - bufs.begin()));
-    if (it == bufs.end()) bufs.push_back(lay.back().buffer);
+    o.lay.push_back(attention_layout(kg, in));
+    auto it = std::find(bufs.begin(), bufs.end(), o.lay.back().buffer);
+    o.param.push_back((int)(it - bufs.begin()));
+    if (it == bufs.end()) bufs.push_back(o.lay.back().buffer);
   }
-  d.q = param[0], d.k = param[1], d.v = param[2], d.mask = spec->has_mask ? param[3] : -1;
-  std::vector<ExprRef> off;
-  for (auto& l : lay) off.push_back(l.offset);
+  for (auto& l : o.lay) o.off.push_back(l.offset);
   ExprRef rem = var("bh");
   for (size_t i = r - 2; i-- > 0;) {
     ExprRef c = i == 0 ? rem : binary(Op::Mod, rem, from_sym(qs[i]));
     if (i > 0) rem = binary(Op::IDiv, rem, from_sym(qs[i]));
-    for (size_t o = 0; o < lay.size(); ++o)
-      off[o] = add(off[o], mul(o == 1 || o == 2 ? kv_index(c, qs[i], R->inputs[o]->shape[i]) : c, lay[o].strides[i]));
+    for (size_t n = 0; n < o.lay.size(); ++n)
+      o.off[n] = add(o.off[n], mul(n == 1 || n == 2 ? kv_index(c, qs[i], R->inputs[n]->shape[i]) : c, o.lay[n].strides[i]));
   }
-  d.qoff = off[0], d.koff = off[1], d.voff = off[2];
+  const auto& lay = o.lay;
+  d.q = o.param[0], d.k = o.param[1], d.v = o.param[2], d.mask = d.has_mask ? o.param[3] : -1;
+  d.qoff = o.off[0], d.koff = o.off[1], d.voff = o.off[2];
   d.qsL = lay[0].strides[r - 2], d.qsE = lay[0].strides[r - 1], d.ksS = lay[1].strides[r - 2], d.ksE = lay[1].strides[r - 1];
   d.vsS = lay[2].strides[r - 2], d.vsC = lay[2].strides[r - 1];
-  if (spec->has_mask) d.moff = off[3], d.msL = lay[3].strides[r - 2], d.msS = lay[3].strides[r - 1];
+  if (d.has_mask) d.moff = o.off[3], d.msL = lay[3].strides[r - 2], d.msS = lay[3].strides[r - 1];
+  return o;
+}
+
+AttentionDesc attention_desc(const KernelGraph& kg, int kernel) {
+  const Kernel& k = kg.kernels.at(kernel);
+  auto spec = attention_spec(k.root);
+  LATHE_CHECK(spec.has_value(), "attention_desc on a kernel that is not fused attention");
+  AttentionDesc d;
+  d.causal = spec->causal, d.has_mask = spec->has_mask, d.stats = spec->stats, d.scale = spec->scale;
+  describe_attention_operands(kg, k, d, "attention");
   return d;
 }
 

@@ -414,44 +414,16 @@ AttentionDesc attention_bwd_desc(const KernelGraph& kg, int kernel) {
   const Kernel& k = kg.kernels.at(kernel);
   auto spec = attention_bwd_spec(k.root);
   LATHE_CHECK(spec.has_value(), "attention_bwd_desc on a kernel that is not the fused attention backward");
-  NodeRef R = k.root;
-  const Shape &qs = R->inputs[0]->shape, &ks = R->inputs[1]->shape, &vs = R->inputs[2]->shape;
-  const size_t r = qs.size();
-  LATHE_CHECK(qs[r - 1].is_const() && vs[r - 1].is_const(), "attention backward: the head dims must be constant");
   AttentionDesc d;
   d.causal = spec->causal, d.has_mask = spec->has_mask, d.stats = false, d.scale = spec->scale, d.part = spec->part;
-  d.E = qs[r - 1].value(), d.Ev = vs[r - 1].value();
-  d.L = from_sym(qs[r - 2]), d.S = from_sym(ks[r - 2]);
-  SymInt Bs = 1;
-  for (size_t i = 0; i + 2 < r; ++i) Bs = Bs * qs[i];
-  d.B = from_sym(Bs);
-  // the parameters as lower_attention_bwd_kernel (attention_operands) numbers them: out, then each new buffer
-  std::vector<int> bufs{k.output};
-  std::vector<Layout> lay;
-  std::vector<int> param;
-  for (NodeRef in : R->inputs) {
-    lay.push_back(attention_layout(kg, in));
-    auto it = std::find(bufs.begin(), bufs.end(), lay.back().buffer);
-    param.push_back((int)(it - bufs.begin()));
-    if (it == bufs.end()) bufs.push_back(lay.back().buffer);
-  }
-  std::vector<ExprRef> off;
-  for (auto& l : lay) off.push_back(l.offset);
-  ExprRef rem = var("bh");
-  for (size_t i = r - 2; i-- > 0;) {
-    ExprRef c = i == 0 ? rem : binary(Op::Mod, rem, from_sym(qs[i]));
-    if (i > 0) rem = binary(Op::IDiv, rem, from_sym(qs[i]));
-    for (size_t o = 0; o < lay.size(); ++o)
-      off[o] = add(off[o], mul(o == 1 || o == 2 ? kv_index(c, qs[i], R->inputs[o]->shape[i]) : c, lay[o].strides[i]));
-  }
-  const size_t ios = R->inputs.size() - 2, ido = R->inputs.size() - 1;
-  d.q = param[0], d.k = param[1], d.v = param[2], d.mask = spec->has_mask ? param[3] : -1;
-  d.os = param[ios], d.dout = param[ido];
-  d.qoff = off[0], d.koff = off[1], d.voff = off[2], d.ooff = off[ios], d.goff = off[ido];
-  d.qsL = lay[0].strides[r - 2], d.qsE = lay[0].strides[r - 1], d.ksS = lay[1].strides[r - 2], d.ksE = lay[1].strides[r - 1];
-  d.vsS = lay[2].strides[r - 2], d.vsC = lay[2].strides[r - 1];
-  d.osL = lay[ios].strides[r - 2], d.osC = lay[ios].strides[r - 1], d.gsL = lay[ido].strides[r - 2], d.gsC = lay[ido].strides[r - 1];
-  if (spec->has_mask) d.moff = off[3], d.msL = lay[3].strides[r - 2], d.msS = lay[3].strides[r - 1];
+  AttentionDescOperands o = describe_attention_operands(kg, k, d, "attention backward");
+  // after Q, K, V (and the mask): OS (the stats forward's output) and dO, the last two inputs
+  const size_t r = k.root->inputs[0]->shape.size();
+  const size_t ios = k.root->inputs.size() - 2, ido = k.root->inputs.size() - 1;
+  d.os = o.param[ios], d.dout = o.param[ido];
+  d.ooff = o.off[ios], d.goff = o.off[ido];
+  d.osL = o.lay[ios].strides[r - 2], d.osC = o.lay[ios].strides[r - 1];
+  d.gsL = o.lay[ido].strides[r - 2], d.gsC = o.lay[ido].strides[r - 1];
   return d;
 }
 
