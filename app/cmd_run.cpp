@@ -54,7 +54,8 @@ double ms_since(Clock::time_point t) { return std::chrono::duration<double, std:
 // --stats: where a run's time went.
 struct RunStats {
   double load_ms = 0, build_ms = 0, compile_ms = 0, first_run_ms = 0, median_ms = -1, min_ms = -1;
-  double gflop = -1;  // the program's floating-point work per run (loop/cost.h's count), in GFLOP
+  bool count_work = false;  // --stats: fill gflop
+  double gflop = -1;  // the program's work per run (loop/cost.h's count), in GFLOP
   double cpu_ms = -1;  // the process's CPU time (all threads, user + system) per timed run
   int kernels = 0, distinct_kernels = 0, distinct_up_to_constants = 0, codes_compiled = -1, iters = 0;
   bool from_cache = false;
@@ -99,8 +100,10 @@ RunResult run_on_backend(const std::string& backend, const Graph& g, const Tenso
   for (auto& f : p.funcs) fs.push_back(&f);
   st.distinct_kernels = static_cast<int>(same_code(fs).distinct());
   st.distinct_up_to_constants = static_cast<int>(distinct_up_to_constants(fs));
-  st.gflop = 0;
-  for (auto& f : p.funcs) st.gflop += loop::estimate_cost(f, p.kg, binds).flops / 1e9;
+  if (st.count_work) {
+    st.gflop = 0;
+    for (auto& f : p.funcs) st.gflop += loop::estimate_cost(f, p.kg, binds).flops / 1e9;
+  }
   Executable exe(std::move(p), std::move(compiled), backend);
   t0 = Clock::now();
   r.outputs = exe.run(inputs, &r.updated);
@@ -436,6 +439,7 @@ int run_parsed(const Graph& g, const std::string& file, const std::string& backe
   if (inputs.size() < g.inputs.size())
     for (auto& [name, t] : random_inputs(g, seed, binds)) inputs.emplace(name, std::move(t));
 
+  flags.st.count_work = flags.stats;
   RunResult r = run_on_backend(backend, g, inputs, binds, profile || !trace.empty(), flags.iters, flags.st, flags.tuned,
                                  file.rfind("sample ", 0) == 0 ? file : tune::graph_name(file));
   double start_ms = ms_since(flags.start);  // process start to the first run's results (less exec)

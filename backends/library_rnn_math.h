@@ -1,0 +1,29 @@
+// library_rnn_math.h — the arithmetic of the fused recurrence's CPU kernel (library_rnn.cpp),
+// in library_rnn_math.cpp: acc += a · w by rows or by register tiles, and the activations.
+#pragma once
+#include <cstdint>
+
+#include "core/ir/rnn_op.h"
+
+namespace lathe::rnn_math {
+
+// the CPU has AVX2 and FMA (else every function here runs plain loops of the same structure)
+extern const bool kAvx2;
+
+// c[0:n) += a[0:K) · w[0:K, 0:n) (w's rows ldw apart), 4 rows of w at a time; `backward` walks the blocks
+// of 4 rows from the last (see gemm_acc). AVX2 + FMA only.
+__attribute__((target("avx2,fma"))) void row_reduce_avx2(int64_t n, int64_t K, const float* a, const float* w, int64_t ldw,
+                                                         float* c, bool backward);
+// c[r, 0:16) += a[r, 0:K) · w[0:K, 0:16) for rows r < m, in register tiles of 6 rows (the last 1..5 rows in
+// one narrower tile). AVX2 + FMA only.
+__attribute__((target("avx2,fma"))) void tile_rows_x16(int64_t m, int64_t K, const float* a, int64_t lda, const float* w,
+                                                       int64_t ldw, float* c, int64_t ldc);
+// acc[r, 0:n) += a[r, 0:K) · w[0:K, 0:n) for rows r < m (strips of 16 columns in 4×16 tiles, the rest
+// by rows); `backward` reverses the order w is walked in.
+void gemm_acc(int64_t m, int64_t n, int64_t K, const float* a, int64_t lda, const float* w, int64_t ldw, float* acc,
+              int64_t ldc, bool backward);
+// x[0:n) = act(x[0:n)) in place (Sigmoid, Tanh, ScaledTanh vectorized), and the clip to [-lim, lim]
+void activate(const RnnAct& a, float* x, int64_t n);
+void clamp_n(float* x, int64_t n, float lim);
+
+}  // namespace lathe::rnn_math
