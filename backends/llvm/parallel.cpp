@@ -117,6 +117,10 @@ class Pool {
   Pool() {
     unsigned hw = std::max(1u, std::thread::hardware_concurrency());
     nthreads_ = static_cast<int>(hw);
+    // LATHE_POOL_THREADS=N: N threads (the caller among them), e.g. 1 for per-kernel A/B
+    // times on a shared machine that a descheduled partner does not blur; the heuristics
+    // still split loops for the host's cores
+    if (const char* e = std::getenv("LATHE_POOL_THREADS"); e && std::atoi(e) > 0) nthreads_ = std::atoi(e);
     for (auto& j : jobs_) j.ranges = std::vector<Range>(static_cast<size_t>(nthreads_));
     for (int t = 1; t < nthreads_; ++t) workers_.emplace_back([this, t] { worker(t); });
   }

@@ -38,14 +38,21 @@ constexpr int64_t kMaxDirectChannels = 8;   // a matmul kernel's input channels,
 constexpr int64_t kMinTasks = 16;           // parallel tasks wanted (planes x row bands), when rows allow
 
 // output channels per pass (2 rows x OCB register accumulators, + 2 input vectors and a
-// weight: OCB <= 6 of AVX2's 16 registers): the one that wastes least of the FMA units, with
-// ~10 independent accumulators needed to cover the FMA latency (5 cycles x 2 units) and the
-// last pass redoing channels when OCB does not divide OC
-int64_t outputs_per_pass(int64_t OC) {
+// weight): the one that wastes least of the FMA units, counting the independent
+// accumulators needed to cover the FMA latency (4 cycles x 2 units on AVX2 machines: 8) and
+// the last pass redoing channels when OCB does not divide OC. With 8 lanes (AVX2, 16 vector
+// registers) at most 4 channels: 5-6 of them (10-12 accumulators) left too few registers
+// for the weight broadcasts LLVM hoists out of the row loop and it spilled accumulators and
+// input vectors (one thread, llvm: MobileNet's 3->32 stem 0.370 -> 0.333 ms, 3->64 at 96x96
+// 0.54 -> 0.38 ms, 1->16 at 101x101 0.076 -> 0.045 ms). With 16 lanes (32 registers) up to 6
+// and 10 accumulators, as before.
+int64_t outputs_per_pass(int64_t OC, int lanes) {
+  const int64_t max_b = lanes <= 8 ? 4 : 6;
+  const double need = lanes <= 8 ? 8 : 10;
   int64_t best = 1;
   double best_eff = 0;
-  for (int64_t b = 6; b >= 1; --b) {
-    double eff = std::min(1.0, 2.0 * b / 10) * OC / double(cdiv(std::max(OC, b), b) * b);
+  for (int64_t b = max_b; b >= 1; --b) {
+    double eff = std::min(1.0, 2.0 * b / need) * OC / double(cdiv(std::max(OC, b), b) * b);
     if (eff > best_eff + 1e-9) best = b, best_eff = eff;
   }
   return best;
@@ -190,7 +197,7 @@ std::optional<Plan> analyse(const KernelGraph& kg, const Kernel& k, int L, const
   const int64_t ntaps = p.CG * p.KH * p.KW;
   if (p.multi()) {
     p.cwoc = *coef(p.w.addr, p.oc);
-    p.OCB = std::min<int64_t>(p.OC, dp.ocb > 0 ? dp.ocb : outputs_per_pass(p.OC));
+    p.OCB = std::min<int64_t>(p.OC, dp.ocb > 0 ? dp.ocb : outputs_per_pass(p.OC, L));
     // a GEMM (matmul kernel) stays one unless its contraction is a small window over few
     // input channels (a stem): there the direct nest reads the input once per band instead
     // of packing taps x positions of it

@@ -37,7 +37,7 @@ namespace lathe::loop {
 
 // The nest's parameters (0: the heuristic's choice). `ocb`: output channels per pass when
 // several outputs read each input plane (the default weighs FMA latency against the channels
-// a last pass redoes: 4-6); `rows`: output rows per pass (default 2); `force`: also under
+// a last pass redoes: up to 4 with 8 lanes, 16 vector registers; up to 6 with 16); `rows`: output rows per pass (default 2); `force`: also under
 // LATHE_DEPTHWISE=0 (a tuning record that names the nest). `acc` (a depthwise convolution,
 // one output per plane; tuning only): the pass keeps its rows' sums in register accumulators
 // and reads each tap's weight as it uses it (as the stem's nest does), instead of one sum

@@ -165,6 +165,14 @@ TEST(Depthwise, DirectNestPassWidths) {
     EXPECT_NE(f->schedule_log.at(0).find(std::to_string(ocb) + " of 11 output channels per pass"), std::string::npos)
         << f->schedule_log.at(0);
   }
+  // the default: 2 rows x 4 channels (8 accumulators) with 8 lanes (16 registers: more
+  // spilled), up to 6 with 16 lanes
+  for (auto [lanes, want] : std::vector<std::pair<int, int>>{{8, 4}, {16, 6}}) {
+    auto f = loop::lower_depthwise_kernel(p.kg, 0, lanes);
+    ASSERT_TRUE(f.has_value());
+    EXPECT_NE(f->schedule_log.at(0).find(std::to_string(want) + " of 11 output channels per pass"), std::string::npos)
+        << lanes << " lanes: " << f->schedule_log.at(0);
+  }
   EXPECT_TRUE(loop::takes_direct_conv(p.kg, 0));
 }
 
