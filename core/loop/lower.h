@@ -39,10 +39,14 @@ struct MatmulParams {
 // threads runs at 3/5 of its speed), and M is split when there are fewer jobs than
 // threads (rather than N, when M is the longer side: each N block packs all of A). K and each job's M range are cut into equal blocks (KC a multiple of 8, MC of
 // MR), so no thin last block streams the packed panel for little work.
+// a_packed: A is packed once at build (an int8 convolution's prepacked weights), so an N
+// block packs no A and N is split first even when M is longer (an M split packs all of B
+// in every job).
 struct MatmulBlocking {
   int64_t kc = 0, mc = 0, nc = 0, msplit = 1;
 };
-MatmulBlocking matmul_blocking(int64_t m, int64_t n, int64_t k, int64_t batch, int threads, const MatmulParams& p = {});
+MatmulBlocking matmul_blocking(int64_t m, int64_t n, int64_t k, int64_t batch, int threads, const MatmulParams& p = {},
+                               bool a_packed = false);
 
 // The register tile and cache blocks for the machine lathe runs on (the c and llvm backends
 // compile for the host): the defaults on AVX-512; MR 6 × NR 16 on 8-lane AVX/AVX2, whose 16

@@ -164,7 +164,16 @@ void MatmulLowering::setup() {
 
   threads_ = std::max(1u, std::thread::hardware_concurrency());
   auto known = [](const SymInt& v) -> int64_t { return v.is_const() ? v.value() : -1; };
-  MatmulBlocking bl = matmul_blocking(known(Ms_), known(Ns_), known(Ks_), known(nbatch_), threads_, P);
+  // int8 weights prepacked on the A side: N blocks copy no A, so N is split before M (see
+  // matmul_blocking). ResNet-50 QDQ's 14 x 14 layers (196 positions, 256-1024 channels) split
+  // M and both jobs packed (widened) the whole im2col of B, in 3-wide runs.
+  // LATHE_INT8_SPLIT_N=0 keeps the M split (A/B runs).
+  static const bool split_n = [] {
+    const char* e = std::getenv("LATHE_INT8_SPLIT_N");
+    return !(e && std::string(e) == "0");
+  }();
+  const bool a_packed = split_n && G_ > 1 && packed_a_buffer(kg_, k_) >= 0;
+  MatmulBlocking bl = matmul_blocking(known(Ms_), known(Ns_), known(Ks_), known(nbatch_), threads_, P, a_packed);
   nc_blk_ = bl.nc, msplit_ = bl.msplit;
   kc_blk_ = bl.kc;
   mc_blk_ = bl.mc;

@@ -311,16 +311,28 @@ std::optional<Stmt> MatmulLowering::pack_b_runs(const OperandParts& B, int pb) {
   // so a whole panel's G rows are copied by one loop whose G stores per column the
   // vectorizer interleaves into whole-vector stores (one k at a time stored each element
   // alone: the stride is G)
+  // A K that is no multiple of G (a 7x7 stem over 3 channels: K = 147) leaves the block's
+  // last group ragged: its members past kc are zero. Their addresses and bounds are taken at
+  // kc - 1 (the lets stay inside the tables), their copies guarded by kk < kc, and a
+  // ragged group never takes the whole-panel copy.
   ExprRef kg = var("kg");
   std::vector<Stmt> whole_stores;
   for (int j = 0; j < G_; ++j) {
     std::string px = "k" + std::to_string(j) + "_";
     ExprRef kk = add(mul(kg, const_int(G_)), const_int(j));
+    ExprRef kin = k_ragged_ && j > 0 ? lt(kk, var("kc")) : nullptr;
+    ExprRef kat = kin ? min_of(kk, sub(var("kc"), const_int(1))) : kk;
     std::vector<Stmt> gen_j;
     ExprRef full_j;
-    one_k(kk, px, [&, j](ExprRef c) { return group_panel_index(var("jp"), kg, j, c, NR); }, body, gen_j, &full_j);
+    one_k(kat, px, [&, j](ExprRef c) { return group_panel_index(var("jp"), kg, j, c, NR); }, body, gen_j, &full_j);
+    if (kin && gen_j.size() > 1) {  // after the zeroing: the run copies only for k < kc
+      std::vector<Stmt> copies(gen_j.begin() + 1, gen_j.end());
+      gen_j.resize(1);
+      gen_j.push_back(make_if(kin, std::move(copies)));
+    }
     general.insert(general.end(), gen_j.begin(), gen_j.end());
     if (full_j) {
+      if (kin) full_j = logical_and(kin, full_j);
       full_cond = j == 0 ? full_j : logical_and(full_cond, full_j);
       whole_stores.push_back(make_local_store("Bp", group_panel_index(var("jp"), kg, j, var("c"), NR),
                                               elem(add(var(px + "g0_a"), mul(var("c"), const_int(*ca))))));
@@ -399,7 +411,7 @@ Stmt MatmulLowering::pack_b(const OperandParts& Bx) {
     packb = make_for("kk", kpack, {make_for("jp", ceil_div(nc, P.nr), jp_body, "pack B: NR-wide panels")}, "pack B: k");
   }
   std::optional<Stmt> runs;
-  if (G_ == 1 || !k_ragged) runs = pack_b_runs(Bx, pb);  // int8: whole groups of G k in every block
+  runs = pack_b_runs(Bx, pb);  // int8: a ragged last group of k zeroed there too
   if (runs) {
     packb = std::move(*runs);
   } else if (!b_columns_contiguous()) {

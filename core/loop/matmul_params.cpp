@@ -18,7 +18,8 @@ int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 int64_t round_up(int64_t a, int64_t b) { return ceil_div(a, b) * b; }
 }  // namespace
 
-MatmulBlocking matmul_blocking(int64_t m, int64_t n, int64_t k, int64_t batch, int threads, const MatmulParams& p) {
+MatmulBlocking matmul_blocking(int64_t m, int64_t n, int64_t k, int64_t batch, int threads, const MatmulParams& p,
+                               bool a_packed) {
   MatmulBlocking b;
   threads = std::max(threads, 1);
   b.kc = p.kc;
@@ -33,7 +34,7 @@ MatmulBlocking matmul_blocking(int64_t m, int64_t n, int64_t k, int64_t batch, i
     // The splits make a job count the threads divide, when M has the rows for them.
     bool split_m = false;
     int64_t want_ms = 1, nblocks = ceil_div(panels, per_block);
-    if (batch * nblocks < threads && m > n) {
+    if (batch * nblocks < threads && m > n && !a_packed) {
       want_ms = threads / std::gcd<int64_t>(batch * nblocks, threads);
       split_m = want_ms <= ceil_div(m, p.mr);
     }

@@ -138,6 +138,11 @@ TEST(Int8Gemm, GroupedBPackingMatchesInterpreter) {
       {{1, 3, 31, 29}, {8, 3, 7, 7}, 2, 3, 17},    // a strided 7x7 stem, K = 147
       {{64, 3, 5, 7}, {5, 3, 1, 1}, 1, 0, 0},      // batch 64, 1x1, K = 3
       {{1, 64, 17, 19}, {7, 64, 1, 1}, 1, 0, 0},   // 1x1, K = 64, prime sizes
+      // odd K packed by runs, its last group of k ragged (zero past K)
+      {{2, 3, 29, 31}, {7, 3, 7, 7}, 2, 3, 5},     // batch 2, a strided 7x7 stem, K = 147
+      {{2, 5, 13, 17}, {9, 5, 3, 3}, 2, 1, 0},     // batch 2, strided 3x3, odd channels, K = 45
+      {{1, 5, 11, 40}, {6, 5, 3, 3}, 1, 1, 131},   // K = 45, rows of 40 (whole panels), a zero point
+      {{2, 7, 9, 11}, {5, 7, 1, 1}, 2, 0, 0},      // batch 2, a strided 1x1, K = 7
   };
   uint64_t seed = 300;
   for (auto& c : convs) {
@@ -158,6 +163,24 @@ TEST(Int8Gemm, GroupedBPackingMatchesInterpreter) {
               TensorMap{{"a", full_range(DType::U8, {m, k}, seed)}, {"w", full_range(DType::I8, {n, k}, seed + 1)}});
     seed += 2;
   }
+  EXPECT_EQ(batch.run(), 0);
+}
+
+// An odd K (a 7x7 stem over 3 channels: K = 147) packs its im2col by runs like an even one,
+// the ragged last group of k zeroed; it had fallen back to the per-element gather through
+// the offset tables (ResNet-50 QDQ's stem spent most of its time packing B).
+TEST(Int8Gemm, OddKPacksByRuns) {
+  Conv2dOptions o;
+  o.stride = {2, 2};
+  o.padding = {3, 3};
+  Tensor x = input("x", {1, 3, 40, 44}, DType::U8), w = input("w", {16, 3, 7, 7}, DType::I8);
+  Graph g = Graph::from_outputs({{"y", conv2d_integer(x, w, o, 9).node()}});
+  Program p = build_program(g);
+  std::string ir = test::loop_ir_of(p);
+  EXPECT_NE(ir.find("by runs"), std::string::npos) << ir;
+  test::DiffBatch batch;
+  batch.add("odd K by runs", g,
+            TensorMap{{"x", full_range(DType::U8, {1, 3, 40, 44}, 41)}, {"w", full_range(DType::I8, {16, 3, 7, 7}, 42)}});
   EXPECT_EQ(batch.run(), 0);
 }
 

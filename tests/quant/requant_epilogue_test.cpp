@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <iostream>
+#include <thread>
 
 #include "../backends/diff_util.h"
 #include "core/frontend/nn.h"
@@ -249,6 +250,36 @@ TEST(Int8Prepack, ConstantWeightsArePackedOnceAndMatch) {
   }
   EXPECT_EQ(gemms, prepacked);
   EXPECT_GE(gemms, 6);
+  EXPECT_EQ(batch.run(), 0);
+}
+
+// A convolution with prepacked weights and more channels than positions (a 14 x 14 layer)
+// splits N across the threads, not M: an M split made every job pack all of B. Odd channel
+// counts, stride 1 and 2, batch 1 and 2; equal to the interpreter.
+TEST(Int8Prepack, PrepackedConvSplitsPositions) {
+  struct C { std::vector<int64_t> x; int64_t k, stride; };
+  test::DiffBatch batch;
+  uint64_t seed = 90;
+  const unsigned threads = std::max(1u, std::thread::hardware_concurrency());
+  for (C c : {C{{1, 13, 9, 11}, 150, 1}, C{{2, 13, 9, 11}, 151, 1}, C{{1, 11, 15, 15}, 97, 2}}) {
+    Tensor x = input("x", Shape(c.x.begin(), c.x.end()), DType::U8);
+    Conv2dOptions o;
+    o.stride = {c.stride, c.stride};
+    o.padding = {1, 1};
+    Tensor acc = conv2d_integer(x, from_host(full_range(DType::I8, {c.k, c.x[1], 3, 3}, seed)), o, 0);
+    Graph g = Graph::from_outputs({{"y", requant(acc, scales(c.x[1] * 9, {1, c.k, 1, 1}, true), 0, DType::U8, true).node()}});
+    Program p = build_program(g);
+    for (auto& f : p.funcs) {
+      if (!loop::is_packed_matmul(f)) continue;
+      const std::string& log = f.schedule_log.front();
+      EXPECT_NE(log.find("A prepacked"), std::string::npos) << log;
+      const int64_t oh = (c.x[2] + 2 - 3) / c.stride + 1, ow = (c.x[3] + 2 - 3) / c.stride + 1;
+      if (c.x[0] == 1 && (oh * ow + 15) / 16 >= static_cast<int64_t>(threads) && !std::getenv("LATHE_INT8_SPLIT_N"))
+        EXPECT_NE(log.find("msplit=1"), std::string::npos) << log;
+    }
+    batch.add("prepacked conv split N " + std::to_string(c.k), g, TensorMap{{"x", full_range(DType::U8, c.x, seed + 1)}});
+    seed += 2;
+  }
   EXPECT_EQ(batch.run(), 0);
 }
 
