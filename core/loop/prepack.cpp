@@ -5,10 +5,12 @@
 #include "core/loop/lower_depthwise.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <optional>
 #include <set>
+#include <string>
 #include <thread>
 
 #if defined(__SSE2__)
@@ -285,6 +287,23 @@ HostTensor packed_before(PackMemo* memo, const std::string& key) {
   return t;
 }
 
+// Few rows share each element of B per run (a transformer's projections at T = 128 tokens:
+// M = 128): the per-run copy of B, which streams the weight from memory without a multiply
+// to hide it behind, is a large share of the kernel at any size (BERT-base: 13% of its kernels'
+// CPU time). M x batch static and at most kPrepackFewRows; LATHE_PREPACK=large keeps only the
+// size rule (A/B runs).
+bool few_rows_per_weight(const MatmulMatch& mm) {
+  if (const char* e = std::getenv("LATHE_PREPACK"); e && std::string(e) == "large") return false;
+  const Shape& s = mm.mul->shape;
+  int64_t rows = 1;
+  for (const std::vector<int>* g : {&mm.m_axes, &mm.batch_axes})
+    for (int d : *g) {
+      if (!s[d].is_const()) return false;
+      rows *= s[d].value();
+    }
+  return rows <= kPrepackFewRows;
+}
+
 }  // namespace
 
 namespace {
@@ -316,7 +335,9 @@ std::vector<int> prepack_b_impl(KernelGraph& kg, const MatmulParams& P, int64_t 
     const HostTensor& data = *src->attrs.data;
     // int8 weights: packed at any size (min_int8_bytes): their per-run packing widens and
     // interleaves every element, a large share of the kernel for few rows
-    if (static_cast<int64_t>(data.nbytes()) < (ints.g ? min_int8_bytes : min_bytes) && !few_rows) continue;
+    if (static_cast<int64_t>(data.nbytes()) < (ints.g ? min_int8_bytes : min_bytes) && !few_rows &&
+        !(few_rows_per_weight(*mm) && static_cast<int64_t>(data.nbytes()) >= kPrepackFewRowsMinBytes))
+      continue;
     const int64_t N = noff->size(), K = koff->size(), total = data.numel(), c0 = B.addr.c0.value();
     const int64_t kc = matmul_blocking(-1, N, K, -1, threads, P).kc, nr = P.nr;
     const int64_t panels = (N + nr - 1) / nr, kblocks = (K + kc - 1) / kc;

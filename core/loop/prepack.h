@@ -45,6 +45,12 @@ std::vector<int> prepack_constant_b(KernelGraph& kg, const MatmulParams& P, int6
 // prepacked at any size: each packed element serves only those few rows per run.
 // LATHE_PREPACK=0 turns prepacking off, LATHE_PREPACK=all applies it to every constant B.
 int64_t prepack_min_bytes();
+// ... and a weight of at least kPrepackFewRowsMinBytes whose product has at most
+// kPrepackFewRows rows (M times the batch, static): few rows share each packed element per
+// run, so the per-run copy, a stream from memory with no multiplies to hide it, is a large
+// share of the kernel (BERT-base / GPT-2 blocks at T = 128: 13% of the kernels' CPU time).
+// LATHE_PREPACK=large packs by size alone (the rule above) for A/B runs.
+constexpr int64_t kPrepackFewRows = 512, kPrepackFewRowsMinBytes = int64_t(1) << 20;
 
 // The same for a constant A operand (the M side: a convolution's weights W in W · X, NCHW),
 // whose MR-tall panels every N block (parallel job) of the lowering otherwise copies on

@@ -58,6 +58,36 @@ TEST(Prepack, OnlyWeightsLargerThanTheCacheByDefault) {
   EXPECT_EQ(matmul_kernels(build_program(g)).prepacked, 1);
 }
 
+// A weight of 1 MiB or more under few rows (a transformer's projection at T = 128 tokens) is
+// prepacked by default whatever its size; many rows (M x batch over kPrepackFewRows) keep the
+// per-run copy; LATHE_PREPACK=large restores the size rule alone. Odd and prime T (77, 131),
+// batch 1 and 2, K across KC blocks, N no multiple of NR, bias + GELU and residual epilogues.
+TEST(Prepack, FewRowsPrepackLargeWeightsByDefault) {
+  struct Case { int64_t batch, t, k, n; bool packed; };
+  for (Case c : {Case{1, 128, 700, 1543, true}, Case{1, 77, 768, 389, true}, Case{2, 131, 389, 700, true},
+                 Case{1, 5, 1031, 257, true}, Case{8, 131, 389, 700, false}}) {
+    std::string what = std::to_string(c.batch) + "x" + std::to_string(c.t) + "x" + std::to_string(c.k) + "x" + std::to_string(c.n);
+    Tensor x = input("x", {c.batch, c.t, c.k});
+    Tensor w = from_host(weights({c.k, c.n}, 5)), b = from_host(weights({c.n}, 2));
+    Tensor h = gelu(matmul(x, w) + b, "tanh");
+    Tensor w2 = from_host(weights({c.n, c.k}, 7));
+    Graph g = Graph::from_outputs({{"y", (matmul(h, w2) + x).node()}});
+    Program p = build_program(g);
+    MatmulKernels mk = matmul_kernels(p);
+    EXPECT_EQ(mk.total, 2) << what;
+    EXPECT_EQ(mk.prepacked, c.packed ? 2 : 0) << what << "\n" << test::loop_ir_of(p);
+    // two chained sums over 389-1543 products of O(1) values, blocked by KC here and in
+    // order in the interpreter: the plain matmul without prepacking differs as much
+    expect_matches(g, what, 50);
+  }
+  setenv("LATHE_PREPACK", "large", 1);
+  Tensor x = input("x", {1, 77, 768});
+  Graph g = Graph::from_outputs({{"y", matmul(x, from_host(weights({768, 389}, 5))).node()}});
+  const int large = matmul_kernels(build_program(g)).prepacked;
+  unsetenv("LATHE_PREPACK");
+  EXPECT_EQ(large, 0);
+}
+
 TEST(Prepack, ConstantWeightsArePackedOnceNotPerRun) {
   PrepackAll all;
   // K crosses the KC block (256) and N the NC block; M from two rows to more than the MC
