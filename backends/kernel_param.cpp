@@ -26,7 +26,9 @@ constexpr int64_t kAny = INT64_MIN, kNever = INT64_MAX;
 // min_trip == kClasses: every trip count is free, but a loop's literal trip count puts its
 // size class into the grouping key (size_class below), so a code is shared only by kernels
 // whose loops are alike in length.
-constexpr int64_t kClasses = kShapeParamClasses;
+constexpr int64_t kClasses = kShapeParamClasses, kHoist = kShapeParamHoist;
+// size classes (kClasses, and kHoist, which adds the rules below to them)
+bool classed(int64_t min_trip) { return min_trip == kClasses || min_trip == kHoist; }
 bool free_literal(const Expr& e, int64_t min_free) {
   return e.kind == ExprKind::Const && e.dtype == DType::I64 && e.lanes == 1 && e.i >= min_free;
 }
@@ -34,6 +36,8 @@ bool free_literal(const Expr& e, int64_t min_free) {
 // A divisor, where it is evaluated inside a loop (hot): a division by a run-time value is a
 // hardware divide, by a constant a multiply. Outside loops, or once per iteration of the
 // parallel loop that splits the work (planes x row bands), it costs nothing measurable.
+// With kHoist only a division inside an innermost loop counts as hot: elsewhere it runs
+// once per run of an inner loop (a GEMM's count of M blocks, `(msz + 95) / 96`).
 int64_t operand_rule(const Expr& e, size_t k, bool hot, int64_t min_free) {
   return hot && e.kind == ExprKind::Binary && (e.op == Op::IDiv || e.op == Op::Mod) && k == 1 ? kNever : min_free;
 }
@@ -54,7 +58,7 @@ struct LoopDepth {
 int64_t extent_rule(const Stmt& s, int64_t min_trip) {
   if (s.kind != StmtKind::For) return kAny;
   if (s.annot.unroll > 1) return kNever;
-  return s.annot.parallel || min_trip == kClasses ? kAny : min_trip;
+  return s.annot.parallel || classed(min_trip) ? kAny : min_trip;
 }
 // The size class of a vectorized loop's literal trip count (kClasses): how the vectorizer
 // would treat the loop with the count known. Counts under 16 stay exact (with the count
@@ -87,7 +91,7 @@ LoopDepth enter(LoopDepth d, const Stmt& s, int64_t min_trip) {
   if (s.kind != StmtKind::For) return d;
   ++d.loops;
   d.serial |= !s.annot.parallel;
-  d.inner |= min_trip == kClasses && innermost(s);
+  d.inner |= classed(min_trip) && innermost(s);
   return d;
 }
 
@@ -95,14 +99,34 @@ LoopDepth enter(LoopDepth d, const Stmt& s, int64_t min_trip) {
 // serial loop: plane, batch and band indices). In an innermost loop a literal multiplying
 // one of them is a per-task base offset (c0 * C*H*W), hoisted out of the loop: it stays free,
 // so the same layer at batch 1 and 64 or other channel counts still shares a code.
+// More generally (kHoist only), a literal that is an operand of an expression the
+// innermost loop does not change (it reads no variable of that loop, no let made in it, no
+// memory) is free: the optimizer hoists that expression out of the loop (LICM), so the loop
+// runs the same instructions with the value in a register instead of an immediate. A GEMM
+// micro-kernel's `ir*KC` and `(pc*KC + m0/6)*M` are such: the K block and M of the layer
+// then stay out of the key, while the strides of the loop's own variable (`kk*6`), the
+// offsets added to them and the register indices stay constants.
 struct TaskNames {
   std::unordered_set<std::string> names;
+  std::unordered_set<std::string> inner;  // variables of innermost loops and lets made in them
   void saw(const Stmt& s, const LoopDepth& d) {
     if (!d.hot() && (s.kind == StmtKind::Let || (s.kind == StmtKind::For && s.annot.parallel))) names.insert(s.var);
+    if ((d.inner && s.kind == StmtKind::Let) || innermost(s)) inner.insert(s.var);
+  }
+  // does e change inside the innermost loop?
+  bool variant(const Expr& e) const {
+    if (e.kind == ExprKind::Load || e.kind == ExprKind::LocalLoad || e.kind == ExprKind::Dot) return true;
+    if (e.kind == ExprKind::Var) return inner.count(e.name) > 0;
+    for (auto& a : e.args)
+      if (a && variant(*a)) return true;
+    return false;
   }
   // operand k of e, whose rule is r
-  int64_t rule(const Expr& e, size_t k, const LoopDepth& d, int64_t r) const {
-    if (r != kNever || !d.inner || e.kind != ExprKind::Binary || e.op != Op::Mul || e.args.size() != 2) return r;
+  int64_t rule(const Expr& e, size_t k, const LoopDepth& d, int64_t r, int64_t min_trip) const {
+    if (r != kNever || !d.inner || e.kind != ExprKind::Binary || e.args.size() != 2) return r;
+    if ((e.op == Op::IDiv || e.op == Op::Mod) && k == 1) return r;  // a divisor stays
+    if (min_trip == kHoist && !variant(e)) return kAny;
+    if (e.op != Op::Mul) return r;
     const ExprRef& other = e.args[1 - k];
     return other && other->kind == ExprKind::Var && names.count(other->name) ? kAny : r;
   }
@@ -131,6 +155,7 @@ class KeyWalk {
   int64_t min_trip_;
   LoopDepth depth_;
   TaskNames task_;
+  bool divisions_hot() const { return min_trip_ == kHoist ? depth_.inner : depth_.hot(); }
   void num(int64_t v) { key += std::to_string(v); key += ','; }
   void str(const std::string& s) { key += std::to_string(s.size()); key += ':'; key += s; }
 
@@ -162,7 +187,7 @@ class KeyWalk {
       default: break;
     }
     for (size_t k = 0; k < e->args.size(); ++k)
-      expr(e->args[k], task_.rule(*e, k, depth_, operand_rule(*e, k, depth_.hot(), min_free)));
+      expr(e->args[k], task_.rule(*e, k, depth_, operand_rule(*e, k, divisions_hot(), min_free), min_trip_));
     key += ')';
   }
 
@@ -177,7 +202,7 @@ class KeyWalk {
     num(static_cast<int>(s.kind));
     str(s.var);
     const int64_t any = depth_.inner ? kNever : kAny;
-    classes_ = min_trip_ == kClasses && classed_extent(s);
+    classes_ = classed(min_trip_) && classed_extent(s);
     expr(s.extent, depth_.inner ? kNever : extent_rule(s, min_trip_));
     classes_ = false;
     expr(s.cond, any);
@@ -220,6 +245,7 @@ class Rewrite {
   size_t pos_ = 0, count_pos_ = 0;
   LoopDepth depth_;
   TaskNames task_;
+  bool divisions_hot() const { return min_trip_ == kHoist ? depth_.inner : depth_.hot(); }
 
  public:
   static std::string name(int k) { return "sp$" + std::to_string(k); }
@@ -235,7 +261,7 @@ class Rewrite {
     bool changed = false;
     args.reserve(e->args.size());
     for (size_t k = 0; k < e->args.size(); ++k) {
-      args.push_back(expr(e->args[k], task_.rule(*e, k, depth_, operand_rule(*e, k, depth_.hot(), min_free))));
+      args.push_back(expr(e->args[k], task_.rule(*e, k, depth_, operand_rule(*e, k, divisions_hot(), min_free), min_trip_)));
       changed |= args.back() != e->args[k];
     }
     if (!changed) return e;

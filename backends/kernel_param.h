@@ -50,6 +50,12 @@ struct ShapeParamPlan {
 // trip counts fall in the same size classes share a code: counts under 8 equal, longer ones
 // in the same power-of-two bucket and alike in being a multiple of 8).
 constexpr int64_t kShapeParamClasses = INT64_MIN + 1;
+// kShapeParamHoist: size classes, and inside an innermost loop a literal is free when it is an
+// operand of an expression that loop does not change (hoisted out of it: a GEMM micro-kernel's
+// `ir*KC`), and a divisor is free outside innermost loops. Shares more (unet_small 35 -> 27
+// codes, mobilenet_v2 31 -> 28, resnet50 32 -> 30) but is not the default: not measured to
+// run as fast (the llvm backend's LATHE_LLVM_SHAPE_PARAMS=hoist).
+constexpr int64_t kShapeParamHoist = INT64_MIN + 2;
 ShapeParamPlan plan_shape_params(const std::vector<const loop::LoopFunc*>& funcs, size_t min_group = 2,
                                  int64_t min_trip = 32);
 

@@ -434,10 +434,11 @@ class CudaBackend : public Backend {
  public:
   std::string name() const override { return "cuda"; }
   std::string description() const override {
-    return "CUDA C compiled in process by NVRTC " + nvrtc_version() + ", run through the driver API (libcuda.so.1, loaded at run time)";
+    std::string nvrtc = nvrtc_unavailable().empty() ? "NVRTC " + nvrtc_version() : "NVRTC (" + nvrtc_unavailable() + ")";
+    return "CUDA C compiled in process by " + nvrtc + ", run through the driver API (libcuda.so.1 and NVRTC loaded at run time)";
   }
   std::string available() const override { return availability(); }
-  std::string can_compile() const override { return ""; }  // NVRTC is linked and needs no driver
+  std::string can_compile() const override { return nvrtc_unavailable(); }  // NVRTC needs no driver
   double device_copy_gbps(std::string* why) override { return copy_gbps(size_t(256) << 20, 20, why); }
   double device_sgemm_ms(int n, int iters, std::string* why) override { return cublas_sgemm_ms(n, iters, why); }
   double device_peak_gflops(std::string* why) override { return peak_gflops(why); }

@@ -1,12 +1,17 @@
 // nvrtc.cpp — NVRTC compile to cubin/PTX with annotated diagnostics (see nvrtc.h).
+// NVRTC is loaded with dlopen on first use, not linked: a process that never compiles CUDA
+// (every CPU run) does not map it (its start-up touched ~28 MB of it, all resident).
 #include "backends/cuda/nvrtc.h"
 
+#include <dlfcn.h>
 #include <nvrtc.h>
 
 #include <chrono>
 #include <cstdlib>
 #include <memory>
 #include <sstream>
+#include <type_traits>
+#include <vector>
 
 #include "core/ir/diag.h"
 
@@ -18,8 +23,88 @@ namespace lathe::cuda {
 
 namespace {
 
+// The NVRTC entry points, resolved from the library on first use.
+struct Api {
+  decltype(&nvrtcGetErrorString) GetErrorString = nullptr;
+  decltype(&nvrtcVersion) Version = nullptr;
+  decltype(&nvrtcGetNumSupportedArchs) GetNumSupportedArchs = nullptr;
+  decltype(&nvrtcGetSupportedArchs) GetSupportedArchs = nullptr;
+  decltype(&nvrtcCreateProgram) CreateProgram = nullptr;
+  decltype(&nvrtcDestroyProgram) DestroyProgram = nullptr;
+  decltype(&nvrtcCompileProgram) CompileProgram = nullptr;
+  decltype(&nvrtcGetProgramLogSize) GetProgramLogSize = nullptr;
+  decltype(&nvrtcGetProgramLog) GetProgramLog = nullptr;
+  decltype(&nvrtcGetPTXSize) GetPTXSize = nullptr;
+  decltype(&nvrtcGetPTX) GetPTX = nullptr;
+  decltype(&nvrtcGetCUBINSize) GetCUBINSize = nullptr;
+  decltype(&nvrtcGetCUBIN) GetCUBIN = nullptr;
+  std::string error;  // why NVRTC is unusable ("" = loaded)
+};
+
+// $LATHE_NVRTC (a path), else the toolkit's soname and the library the build found.
+Api load_api() {
+  Api a;
+  std::vector<std::string> names;
+  if (const char* e = std::getenv("LATHE_NVRTC"); e && *e) {
+    names.push_back(e);
+  } else {
+#ifdef LATHE_NVRTC_SONAME
+    names.push_back(LATHE_NVRTC_SONAME);
+#endif
+#ifdef LATHE_NVRTC_LIBRARY
+    names.push_back(LATHE_NVRTC_LIBRARY);
+#endif
+    names.push_back("libnvrtc.so");
+  }
+  void* lib = nullptr;
+  std::string why;
+  for (auto& n : names) {
+    if ((lib = dlopen(n.c_str(), RTLD_NOW | RTLD_LOCAL))) break;
+    if (why.empty()) {
+      const char* e = dlerror();
+      why = e ? e : n + ": not loadable";
+    }
+  }
+  if (!lib) {
+    a.error = "NVRTC not loadable (" + why + ")";
+    return a;
+  }
+  std::string missing;
+  auto sym = [&](auto& slot, const char* name) {
+    slot = reinterpret_cast<std::remove_reference_t<decltype(slot)>>(dlsym(lib, name));
+    if (!slot) missing += std::string(missing.empty() ? "" : ", ") + name;
+  };
+  sym(a.GetErrorString, "nvrtcGetErrorString");
+  sym(a.Version, "nvrtcVersion");
+  sym(a.GetNumSupportedArchs, "nvrtcGetNumSupportedArchs");
+  sym(a.GetSupportedArchs, "nvrtcGetSupportedArchs");
+  sym(a.CreateProgram, "nvrtcCreateProgram");
+  sym(a.DestroyProgram, "nvrtcDestroyProgram");
+  sym(a.CompileProgram, "nvrtcCompileProgram");
+  sym(a.GetProgramLogSize, "nvrtcGetProgramLogSize");
+  sym(a.GetProgramLog, "nvrtcGetProgramLog");
+  sym(a.GetPTXSize, "nvrtcGetPTXSize");
+  sym(a.GetPTX, "nvrtcGetPTX");
+  sym(a.GetCUBINSize, "nvrtcGetCUBINSize");
+  sym(a.GetCUBIN, "nvrtcGetCUBIN");
+  if (!missing.empty()) a.error = "NVRTC library " + names.front() + " lacks " + missing;
+  return a;
+}
+
+const Api& loaded() {
+  static const Api a = load_api();
+  return a;
+}
+
+// The API, or a UserError saying why there is none.
+const Api& api() {
+  const Api& a = loaded();
+  if (!a.error.empty()) throw UserError("cuda: " + a.error);
+  return a;
+}
+
 void nvcheck(nvrtcResult r, const char* what) {
-  if (r != NVRTC_SUCCESS) throw UserError(std::string("nvrtc: ") + what + " failed: " + nvrtcGetErrorString(r));
+  if (r != NVRTC_SUCCESS) throw UserError(std::string("nvrtc: ") + what + " failed: " + api().GetErrorString(r));
 }
 
 std::vector<std::string> split_lines(const std::string& s) {
@@ -87,47 +172,52 @@ NvrtcResult nvrtc_compile(const std::string& source, const std::string& name, co
   r.command = "nvrtc";
   for (auto& s : opts) r.command += " " + s;
 
+  const Api& nv = api();
   nvrtcProgram prog = nullptr;
-  nvcheck(nvrtcCreateProgram(&prog, source.c_str(), name.c_str(), 0, nullptr, nullptr), "nvrtcCreateProgram");
-  std::unique_ptr<nvrtcProgram, void (*)(nvrtcProgram*)> guard(&prog, [](nvrtcProgram* p) { nvrtcDestroyProgram(p); });
+  nvcheck(nv.CreateProgram(&prog, source.c_str(), name.c_str(), 0, nullptr, nullptr), "nvrtcCreateProgram");
+  std::unique_ptr<nvrtcProgram, void (*)(nvrtcProgram*)> guard(&prog, [](nvrtcProgram* p) { api().DestroyProgram(p); });
   std::vector<const char*> argv;
   for (auto& s : opts) argv.push_back(s.c_str());
-  nvrtcResult cr = nvrtcCompileProgram(prog, static_cast<int>(argv.size()), argv.data());
+  nvrtcResult cr = nv.CompileProgram(prog, static_cast<int>(argv.size()), argv.data());
   size_t log_size = 0;
-  nvcheck(nvrtcGetProgramLogSize(prog, &log_size), "nvrtcGetProgramLogSize");
+  nvcheck(nv.GetProgramLogSize(prog, &log_size), "nvrtcGetProgramLogSize");
   std::string log(log_size, '\0');
-  if (log_size > 1) nvcheck(nvrtcGetProgramLog(prog, log.data()), "nvrtcGetProgramLog");
+  if (log_size > 1) nvcheck(nv.GetProgramLog(prog, log.data()), "nvrtcGetProgramLog");
   while (!log.empty() && (log.back() == '\0' || log.back() == '\n')) log.pop_back();
   if (cr != NVRTC_SUCCESS)
     throw UserError("nvrtc: compiling " + name + " for " + o.arch + " failed:\n" + annotate_log(log, source));
   r.warnings = log.empty() ? "" : annotate_log(log, source);
   if (o.ptx) {
     size_t n = 0;
-    nvcheck(nvrtcGetPTXSize(prog, &n), "nvrtcGetPTXSize");
+    nvcheck(nv.GetPTXSize(prog, &n), "nvrtcGetPTXSize");
     r.binary.resize(n);
-    nvcheck(nvrtcGetPTX(prog, r.binary.data()), "nvrtcGetPTX");
+    nvcheck(nv.GetPTX(prog, r.binary.data()), "nvrtcGetPTX");
     r.ptx.assign(r.binary.data(), n && r.binary[n - 1] == '\0' ? n - 1 : n);
   } else {
     size_t n = 0;
-    nvcheck(nvrtcGetCUBINSize(prog, &n), "nvrtcGetCUBINSize");
+    nvcheck(nv.GetCUBINSize(prog, &n), "nvrtcGetCUBINSize");
     r.binary.resize(n);
-    nvcheck(nvrtcGetCUBIN(prog, r.binary.data()), "nvrtcGetCUBIN");
+    nvcheck(nv.GetCUBIN(prog, r.binary.data()), "nvrtcGetCUBIN");
   }
   r.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   return r;
 }
 
+std::string nvrtc_unavailable() { return loaded().error; }
+
 std::string nvrtc_version() {
+  const Api& nv = api();
   int major = 0, minor = 0;
-  nvcheck(nvrtcVersion(&major, &minor), "nvrtcVersion");
+  nvcheck(nv.Version(&major, &minor), "nvrtcVersion");
   return std::to_string(major) + "." + std::to_string(minor);
 }
 
 std::vector<std::string> nvrtc_archs() {
+  const Api& nv = api();
   int n = 0;
-  nvcheck(nvrtcGetNumSupportedArchs(&n), "nvrtcGetNumSupportedArchs");
+  nvcheck(nv.GetNumSupportedArchs(&n), "nvrtcGetNumSupportedArchs");
   std::vector<int> a(n);
-  if (n) nvcheck(nvrtcGetSupportedArchs(a.data()), "nvrtcGetSupportedArchs");
+  if (n) nvcheck(nv.GetSupportedArchs(a.data()), "nvrtcGetSupportedArchs");
   std::vector<std::string> out;
   for (int x : a) out.push_back("sm_" + std::to_string(x));
   return out;

@@ -34,6 +34,10 @@ struct NvrtcResult {
 // reports an error, with the log and the source lines it names.
 NvrtcResult nvrtc_compile(const std::string& source, const std::string& name, const NvrtcOptions& o = {});
 
+// NVRTC is loaded on first use (dlopen: $LATHE_NVRTC, else the toolkit's libnvrtc.so.N the
+// build found). "" when it loads, else why not; the functions below throw UserError then.
+std::string nvrtc_unavailable();
+
 // "13.0"
 std::string nvrtc_version();
 // Architectures this NVRTC can target, as "sm_75", "sm_80", …

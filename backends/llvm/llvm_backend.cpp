@@ -64,14 +64,16 @@ bool read_file(const std::string& path, std::vector<char>& out) {
 // LATHE_LLVM_SHAPE_PARAMS=class (the default): kernels share a code only when their serial
 // loops' trip counts fall in the same size classes (kernel_param.h); =1: serial trip counts
 // under 32 stay constants; =all: every trip count is free (fewest codes, but short loops in a
-// code shared with long ones run slower); =0: off.
+// code shared with long ones run slower); =hoist: class, and literals the innermost loops only
+// use in values they do not change (hoisted: a GEMM's K block as a stride of the panel
+// index) are free too (kernel_param.h); =0: off.
 std::string shape_params_mode() {
   const char* e = std::getenv("LATHE_LLVM_SHAPE_PARAMS");
   return e && *e ? e : "class";
 }
 int64_t shape_params_min_trip() {
   std::string m = shape_params_mode();
-  return m == "all" ? INT64_MIN : m == "class" ? kShapeParamClasses : 32;
+  return m == "all" ? INT64_MIN : m == "class" ? kShapeParamClasses : m == "hoist" ? kShapeParamHoist : 32;
 }
 bool shape_params_on() { return shape_params_mode() != "0"; }
 
