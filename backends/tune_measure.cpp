@@ -5,6 +5,8 @@
 #include <chrono>
 #include <cmath>
 #include <cstddef>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 
@@ -29,8 +31,12 @@ class TimingLauncher : public KernelLauncher {
 
   std::vector<std::vector<double>> samples;  // per candidate, then the heuristic last
   std::vector<bool> wrong;                   // per candidate: output differs from the heuristic's
+  std::vector<bool> cut;                     // per candidate: sampling stopped early (clearly slower)
   int inner = 0;                             // launches per sample
-  bool cut_slow = true;                      // stop sampling a candidate far slower than the heuristic
+  bool cut_slow = true;                      // stop sampling a candidate clearly slower than the best
+  // the best candidate's time over the heuristic's the search has found so far (<= 0: none):
+  // the bar a candidate is cut against is the faster of that and the heuristic, this batch
+  double best_ratio = 0;
 
   void launch(int k, void* const* bufs, const int64_t* dims) override {
     if (k != target_) return base_.launch(k, bufs, dims);
@@ -89,7 +95,21 @@ class TimingLauncher : public KernelLauncher {
     double base_ms = t_one(n, 1);
     inner = (int)std::clamp(std::ceil(sample_ms_ / std::max(base_ms, 1e-6)), 2.0, 500.0);
     samples.assign(n + 1, {});
-    std::vector<bool> slow(n + 1, false);
+    cut.assign(n, false);
+    // The bar: the best time per launch known now (the heuristic's, or the search's best so
+    // far relative to it), lowered by every sample of the first round. A candidate whose
+    // warm launches both take over kCutWarm x the bar is cut before it is sampled (one sample
+    // of it would cost inner launches); one whose first-round sample, and one more taken at
+    // once (a preempted sample is not cut), are over kCut x the bar is cut after them: its
+    // time is the median of what it has. A slow candidate then costs about two samples, not
+    // `repeats` of them at its own length.
+    constexpr double kCut = 2.0, kCutWarm = 4.0;
+    double bar = base_ms * (best_ratio > 0 ? std::min(1.0, best_ratio) : 1.0);
+    auto timed = [&](size_t c) {
+      auto t0 = Clock::now();
+      run(c);
+      return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+    };
     for (size_t c = 0; c < n; ++c) {  // warm-up, and the output check
       run(c);
       if (check) {
@@ -99,17 +119,40 @@ class TimingLauncher : public KernelLauncher {
           if (std::isnan(a) != std::isnan(b) || std::abs(a - b) > 1e-3f * std::max(1.0f, std::abs(b))) wrong[c] = true;
         }
       }
-      run(c);
+      double w = timed(c);
+      if (cut_slow && !wrong[c] && w > kCutWarm * bar) {
+        w = std::min(w, timed(c));
+        if (w > kCutWarm * bar) {
+          cut[c] = true;
+          samples[c].push_back(w);
+        }
+      }
     }
-    for (int r = 0; r < repeats_; ++r)
+    for (int r = 0; r < repeats_; ++r) {
       for (size_t i = 0; i <= n; ++i) {
         size_t c = (i + r) % (n + 1);  // rotate who goes first
-        if (slow[c] || (c < n && wrong[c])) continue;
+        if (c < n && (cut[c] || wrong[c])) continue;
         double t = t_one(c, inner);
         samples[c].push_back(t);
-        // far slower than the heuristic: a few samples tell enough
-        if (cut_slow && c < n && samples[c].size() >= 2 && t > 20 * base_ms) slow[c] = true;
+        if (r == 0 && cut_slow && c < n && t > kCut * bar) {
+          samples[c].push_back(t_one(c, inner));
+          if (std::min(t, samples[c].back()) > kCut * bar) cut[c] = true;
+        }
+        if (r == 0 && c == n) bar = std::min(bar, t * (best_ratio > 0 ? std::min(1.0, best_ratio) : 1.0));
+        if (r == 0 && c < n && !cut[c]) bar = std::min(bar, *std::min_element(samples[c].begin(), samples[c].end()));
       }
+      if (r == 0 && cut_slow)  // the bar after the whole first round: cut who it leaves behind
+        for (size_t c = 0; c < n; ++c)
+          if (!cut[c] && !wrong[c] && *std::min_element(samples[c].begin(), samples[c].end()) > kCut * bar) cut[c] = true;
+    }
+    if (std::getenv("LATHE_TUNE_DEBUG")) {
+      std::fprintf(stderr, "tune: batch of %zu, inner %d, bar %.4f ms; per candidate samples (ms):", n, inner, bar);
+      for (size_t c = 0; c <= n; ++c) {
+        std::fprintf(stderr, "\n  %s%s:", c == n ? "heuristic" : ("#" + std::to_string(c)).c_str(), c < n && cut[c] ? " (cut)" : "");
+        for (double t : samples[c]) std::fprintf(stderr, " %.4f", t);
+      }
+      std::fprintf(stderr, "\n");
+    }
     run(n);  // leave the heuristic's result for the kernels after
   }
 
@@ -269,6 +312,7 @@ BackendMeasurer::Batch BackendMeasurer::run_batch(int kernel, const std::vector<
   // the confirmation's winner was measured already: every round (one preempted sample under
   // load would otherwise end its confirmation after two)
   tl.cut_slow = cut_slow;
+  tl.best_ratio = best_ratio;
   std::shared_ptr<KernelLauncher> wrap(&tl, [](KernelLauncher*) {});
   exe_->set_launcher(wrap);
   try {
@@ -284,6 +328,9 @@ BackendMeasurer::Batch BackendMeasurer::run_batch(int kernel, const std::vector<
   b.samples = (int)tl.samples.back().size();
   for (size_t j = 0; j < candidates.size(); ++j) b.samples = std::min(b.samples, (int)tl.samples[j].size());
   b.inner = tl.inner;
+  cut = (int)std::count(tl.cut.begin(), tl.cut.end(), true);
+  samples_each.clear();
+  for (size_t j = 0; j < candidates.size(); ++j) samples_each.push_back((int)tl.samples[j].size());
   return b;
 }
 

@@ -39,6 +39,8 @@ class BackendMeasurer : public tune::Measurer {
   // reads the weights packed in its own layout (loop::repack_for), as its record's program would.
   std::vector<tune::Timing> measure_each(int kernel, const std::vector<tune::Candidate>& candidates) override;
   int repacked = 0;         // candidates of the last batch given weights packed for their blocks
+  int cut = 0;              // candidates of the last batch cut short as clearly slower (best_ratio)
+  std::vector<int> samples_each;  // samples each candidate of the last batch got
   // Each kernel's median time over 5 runs of the heuristic program (after one warm-up).
   std::vector<double> kernel_ms() override;
   // Throws the UserError the constructor would for a backend it cannot measure on (interp,

@@ -20,6 +20,7 @@
 #include "core/frontend/tensor.h"
 #include "core/interp/interp.h"
 #include "core/loop/loop_print.h"
+#include "core/loop/lower.h"
 #include "core/loop/lower_depthwise.h"
 #include "core/loop/repack.h"
 #include "core/ir/diag.h"
@@ -403,6 +404,33 @@ TEST(Tune, ConfirmationTimesTheKernelBackToBack) {
   // the same code on both sides: the kernel's own times agree (no fixed cost on one side)
   EXPECT_LT(t[0].ms / t[0].baseline_ms, 2.0);
   EXPECT_GT(t[0].ms / t[0].baseline_ms, 0.5);
+}
+
+// a candidate clearly slower than the best (the heuristic here) is cut after its first samples
+// (over 2x the best, twice) instead of sampled every round at its own length
+TEST(Tune, AClearlySlowerCandidateIsCutShort) {
+  Tensor x = input("x", {512, 384});
+  Graph g = Graph::from_outputs({{"a", sum(x, {0}).node()}});
+  Program p = build_program(g);
+  ASSERT_EQ(p.num_kernels(), 1);
+  BackendMeasurer m(p, "c", random_inputs(g, 1), 5);
+  loop::LoopFunc same = p.funcs[0];                          // the heuristic's own code
+  loop::LoopFunc slow = loop::lower_kernel(p.kg, 0, /*plain=*/true);  // scalar, strided sums
+  slow.name = same.name;
+  std::vector<std::string> none;
+  auto t = m.measure_each(0, {{&same, &none}, {&slow, &none}});
+  ASSERT_EQ(t.size(), 2u);
+  EXPECT_GT(t[0].ms, 0);
+  EXPECT_GT(t[1].ms, 2 * t[0].ms);  // still timed (the model learns from it), and slow
+  // (on a loaded machine a parallel kernel's samples can stall for a time slice: the heuristic's
+  // own code may be cut too, so the test asks only about the slow one)
+  EXPECT_GE(m.cut, 1);
+  ASSERT_EQ(m.samples_each.size(), 2u);
+  EXPECT_LE(m.samples_each[1], 2);  // not the 5 rounds a batch takes
+  // the confirmation never cuts
+  m.confirm(0, {&slow, &none});
+  EXPECT_EQ(m.cut, 0);
+  EXPECT_GE(m.confirm_samples, BackendMeasurer::kConfirmRepeats);
 }
 
 // a measurer whose every batch takes `seconds` (compiling and timing, as on a loaded machine)
