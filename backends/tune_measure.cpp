@@ -334,6 +334,50 @@ BackendMeasurer::Batch BackendMeasurer::run_batch(int kernel, const std::vector<
   return b;
 }
 
+BackendMeasurer::ProgramCheck BackendMeasurer::check_program(const std::vector<tune::Record>& records,
+                                                             const std::string& target, int pairs, double max_s) {
+  ProgramCheck r;
+  Program p = exe_->program();
+  tune::ApplyReport rep = tune::apply_records(p, records, target);
+  r.applied = rep.applied;
+  if (!rep.applied) return r;
+  auto compiled = backend_.compile(p);
+  Executable tuned(std::move(p), std::move(compiled), name_);
+  auto t_start = Clock::now();
+  auto once = [&](Executable& e) {
+    auto t0 = Clock::now();
+    e.run(inputs_);
+    return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+  };
+  once(tuned);
+  once(*exe_);
+  std::vector<double> h, t, ratio;
+  for (int i = 0; i < pairs; ++i) {
+    if (i >= 3 && std::chrono::duration<double>(Clock::now() - t_start).count() > max_s) break;
+    double a, b;
+    if (i % 2) {  // who goes first alternates
+      a = once(*exe_);
+      b = once(tuned);
+    } else {
+      b = once(tuned);
+      a = once(*exe_);
+    }
+    h.push_back(a);
+    t.push_back(b);
+    ratio.push_back(b / std::max(a, 1e-9));
+  }
+  r.pairs = (int)h.size();
+  auto med = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    size_t n = v.size();
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+  };
+  r.heuristic_ms = med(h);
+  r.tuned_ms = med(t);
+  r.ratio = med(ratio);
+  return r;
+}
+
 Executable compile_tuned(const Graph& g, const std::string& backend, const std::vector<tune::Record>& records,
                          std::vector<std::string>* notes, int* applied) {
   if (records.empty()) return compile_graph(g, backend);

@@ -433,6 +433,32 @@ TEST(Tune, AClearlySlowerCandidateIsCutShort) {
   EXPECT_GE(m.confirm_samples, BackendMeasurer::kConfirmRepeats);
 }
 
+// the end-to-end check times whole runs of the program with the records against the heuristic's
+TEST(Tune, ProgramCheckTimesWholeRunsWithTheRecords) {
+  Tensor x = input("x", {64, 48});
+  Graph g = Graph::from_outputs({{"a", sum(x, {0}).node()}, {"b", (x * 2.0).node()}});
+  Program p = build_program(g);
+  BackendMeasurer m(p, "c", random_inputs(g, 1), 3);
+  tune::Space sp = tune::make_space(p.kg, 0, tune::Machine{2, 8, 16});
+  tune::Record rec;
+  rec.hash = tune::structural_hash(p.kg, 0);
+  rec.target = tune::target_of("c");
+  rec.kernel = p.kg.kernels[0].name;
+  rec.schedule = tune::build(p.kg, 0, sp, tune::Point(sp.knobs.size(), 0)).schedule;
+  rec.ms = 1;
+  rec.baseline_ms = 2;
+  auto c = m.check_program({rec}, tune::target_of("c"), 5, 10);
+  EXPECT_EQ(c.applied, 1);
+  EXPECT_EQ(c.pairs, 5);
+  EXPECT_GT(c.ratio, 0);
+  EXPECT_GT(c.heuristic_ms, 0);
+  EXPECT_GT(c.tuned_ms, 0);
+  // a record of another target applies to nothing: nothing is timed
+  c = m.check_program({rec}, "other", 5, 10);
+  EXPECT_EQ(c.applied, 0);
+  EXPECT_EQ(c.pairs, 0);
+}
+
 // a measurer whose every batch takes `seconds` (compiling and timing, as on a loaded machine)
 class SlowMeasurer : public tune::Measurer {
  public:
