@@ -147,6 +147,11 @@ int run_tune(const std::vector<std::string>& args) {
   cli.add_option("--kernels", kernels, "only these kernels, by name or number (k3,k7 or 3,7)");
   cli.add_option("--bind", bind_args, "SYM=N: a symbolic dim's value (repeatable)");
   cli.add_option("--seed", seed, "seed of the search and the random inputs (default 1)");
+  double compile_limit = 20;
+  cli.add_option("--compile-limit", compile_limit,
+                 "seconds one candidate may take to compile (each compiled in a child process, killed past it; "
+                 "0: no limit, a batch compiled together in this process; default 20)")
+      ->check(CLI::NonNegativeNumber);
   bool no_check = false;
   cli.add_flag("--no-check", no_check,
                "skip the end-to-end check (whole runs of the program with the records against the heuristic's, which "
@@ -204,7 +209,9 @@ int run_tune(const std::vector<std::string>& args) {
     return 0;
   }
   auto backend_measurer = [&]() -> std::unique_ptr<tune::Measurer> {
-    return std::make_unique<BackendMeasurer>(p, backend, inputs);
+    auto bm = std::make_unique<BackendMeasurer>(p, backend, inputs);
+    bm->compile_limit_s = compile_limit;
+    return bm;
   };
   int rc = 0;
   std::unique_ptr<MeasurePool> pool;

@@ -9,6 +9,12 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <thread>
+
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "core/ir/diag.h"
 #include "core/loop/repack.h"
@@ -23,10 +29,11 @@ using Clock = std::chrono::steady_clock;
 // candidates (from `cand`, kernel j = candidate j) and the heuristic's kernel.
 class TimingLauncher : public KernelLauncher {
  public:
-  TimingLauncher(KernelLauncher& base, KernelLauncher& cand, int target, const loop::LoopFunc& base_f,
+  // cand[j]: where candidate j runs (a launcher and its kernel index there)
+  TimingLauncher(KernelLauncher& base, std::vector<std::pair<KernelLauncher*, int>> cand, int target, const loop::LoopFunc& base_f,
                  const std::vector<const loop::LoopFunc*>& cands, const KernelGraph& kg, int repeats,
                  double sample_ms = 1.0)
-      : base_(base), cand_(cand), target_(target), base_f_(base_f), cands_(cands), kg_(kg), repeats_(repeats),
+      : base_(base), cand_(std::move(cand)), target_(target), base_f_(base_f), cands_(cands), kg_(kg), repeats_(repeats),
         sample_ms_(sample_ms) {}
 
   std::vector<std::vector<double>> samples;  // per candidate, then the heuristic last
@@ -58,7 +65,7 @@ class TimingLauncher : public KernelLauncher {
       }
     auto run = [&](size_t c) {
       if (c == n) base_.launch(k, bufs, dims);
-      else cand_.launch((int)c, args[c].data(), dims);
+      else cand_[c].first->launch(cand_[c].second, args[c].data(), dims);
     };
     // the output, for the comparison (the heuristic's result, reproducible)
     int out = -1;
@@ -158,7 +165,7 @@ class TimingLauncher : public KernelLauncher {
 
  private:
   KernelLauncher& base_;
-  KernelLauncher& cand_;
+  std::vector<std::pair<KernelLauncher*, int>> cand_;
   int target_;
   const loop::LoopFunc& base_f_;
   const std::vector<const loop::LoopFunc*>& cands_;
@@ -179,6 +186,94 @@ class ClockLauncher : public KernelLauncher {
   KernelLauncher& base_;
   std::vector<double> ms;  // this run's, per kernel
 };
+
+// Compiles each program in a child process (fork) that writes the kernel cache, one child
+// per hardware thread taking every T-th program in turn; a child whose current program takes
+// over `limit_s` is killed and that program marked (true); a new child goes on with the rest.
+// The caller then compiles the programs not marked, from the cache.
+std::vector<bool> compile_bounded(Backend& backend, const std::vector<Program>& ps, double limit_s) {
+  std::vector<bool> too_long(ps.size(), false);
+  int threads = std::clamp((int)std::thread::hardware_concurrency(), 1, 4);
+  struct Child {
+    pid_t pid = -1;
+    int fd = -1;
+    std::vector<size_t> todo;  // programs left, the current one first
+    Clock::time_point since;
+  };
+  std::vector<Child> kids(std::min<size_t>(threads, ps.size()));
+  for (size_t j = 0; j < ps.size(); ++j) kids[j % kids.size()].todo.push_back(j);
+  auto start = [&](Child& k) {
+    k.pid = -1;
+    if (k.todo.empty()) return;
+    int fds[2];
+    if (pipe(fds) != 0) return;
+    std::fflush(nullptr);
+    pid_t pid = fork();
+    if (pid < 0) {
+      close(fds[0]);
+      close(fds[1]);
+      return;
+    }
+    if (pid == 0) {  // the child: compile (into the cache), report each one done, leave at once
+      close(fds[0]);
+      for (size_t j : k.todo) {
+        try {
+          backend.compile(ps[j]);
+        } catch (...) {  // the parent's own compile reports the error
+        }
+        unsigned char b = 1;
+        if (write(fds[1], &b, 1) != 1) _exit(1);
+      }
+      _exit(0);
+    }
+    close(fds[1]);
+    k.pid = pid;
+    k.fd = fds[0];
+    k.since = Clock::now();
+  };
+  for (auto& k : kids) start(k);
+  for (;;) {
+    std::vector<pollfd> pfd;
+    std::vector<Child*> who;
+    for (auto& k : kids)
+      if (k.pid > 0) {
+        pfd.push_back({k.fd, POLLIN, 0});
+        who.push_back(&k);
+      }
+    if (pfd.empty()) break;
+    poll(pfd.data(), pfd.size(), 20);
+    for (size_t i = 0; i < pfd.size(); ++i) {
+      Child& k = *who[i];
+      bool ended = false;
+      if (pfd[i].revents & (POLLIN | POLLHUP | POLLERR)) {
+        unsigned char b;
+        ssize_t got = read(k.fd, &b, 1);
+        if (got == 1) {
+          k.todo.erase(k.todo.begin());
+          k.since = Clock::now();
+        } else {
+          ended = true;  // the child exited (or died: the rest are compiled here)
+        }
+      }
+      bool late = !ended && std::chrono::duration<double>(Clock::now() - k.since).count() > limit_s;
+      if (late || ended || k.todo.empty()) {
+        if (late) kill(k.pid, SIGKILL);
+        close(k.fd);
+        int status = 0;
+        waitpid(k.pid, &status, 0);
+        k.pid = -1;
+        if (late) {
+          too_long[k.todo.front()] = true;
+          k.todo.erase(k.todo.begin());
+          start(k);
+        } else if (ended) {
+          k.todo.clear();
+        }
+      }
+    }
+  }
+  return too_long;
+}
 
 }  // namespace
 
@@ -307,8 +402,51 @@ BackendMeasurer::Batch BackendMeasurer::run_batch(int kernel, const std::vector<
   }
   std::vector<const loop::LoopFunc*> named;
   for (auto& f : mini.funcs) named.push_back(&f);
-  auto compiled = backend_.compile(mini);
-  TimingLauncher tl(*base_, *compiled, kernel, p.funcs[kernel], named, mini.kg, repeats, sample_ms);
+  std::vector<std::shared_ptr<CompiledProgram>> compiled;
+  std::vector<std::pair<KernelLauncher*, int>> where;
+  std::vector<bool> too_long(candidates.size(), false);
+  auto t_compile = Clock::now();
+  if (compile_limit_s > 0) {
+    // one program per candidate, each compiled first in a child process that is killed
+    // when a candidate takes longer than the limit; then here, from the kernel cache
+    std::vector<Program> singles(candidates.size());
+    for (size_t j = 0; j < candidates.size(); ++j) {
+      singles[j].kg = mini.kg;
+      singles[j].kg.kernels.assign(1, p.kg.kernels.at(kernel));
+      singles[j].funcs.push_back(mini.funcs[j]);
+    }
+    too_long = compile_bounded(backend_, singles, compile_limit_s);
+    for (size_t j = 0; j < candidates.size(); ++j) {
+      if (too_long[j]) {
+        where.push_back({nullptr, 0});
+        continue;
+      }
+      compiled.push_back(backend_.compile(singles[j]));
+      where.push_back({compiled.back().get(), 0});
+    }
+  } else {
+    compiled.push_back(backend_.compile(mini));
+    for (size_t j = 0; j < candidates.size(); ++j) where.push_back({compiled[0].get(), (int)j});
+  }
+  compile_s = std::chrono::duration<double>(Clock::now() - t_compile).count();
+  compile_killed = (int)std::count(too_long.begin(), too_long.end(), true);
+  // a candidate whose compile was cut is not run: wrong[] marks it below
+  std::vector<const loop::LoopFunc*> named_run;
+  std::vector<std::pair<KernelLauncher*, int>> where_run;
+  std::vector<size_t> index;
+  for (size_t j = 0; j < candidates.size(); ++j)
+    if (!too_long[j]) {
+      named_run.push_back(named[j]);
+      where_run.push_back(where[j]);
+      index.push_back(j);
+    }
+  if (named_run.empty()) {
+    Batch b;
+    b.ms.assign(candidates.size(), -1);
+    return b;
+  }
+  named = named_run;
+  TimingLauncher tl(*base_, where_run, kernel, p.funcs[kernel], named, mini.kg, repeats, sample_ms);
   // the confirmation's winner was measured already: every round (one preempted sample under
   // load would otherwise end its confirmation after two)
   tl.cut_slow = cut_slow;
@@ -323,14 +461,17 @@ BackendMeasurer::Batch BackendMeasurer::run_batch(int kernel, const std::vector<
   }
   exe_->set_launcher(base_);
   Batch b;
-  for (size_t j = 0; j < candidates.size(); ++j) b.ms.push_back(tl.wrong[j] ? -1 : robust_median(tl.samples[j]));
+  b.ms.assign(candidates.size(), -1);
+  samples_each.assign(candidates.size(), 0);
+  for (size_t i = 0; i < index.size(); ++i) {
+    b.ms[index[i]] = tl.wrong[i] ? -1 : robust_median(tl.samples[i]);
+    samples_each[index[i]] = (int)tl.samples[i].size();
+  }
   b.baseline_ms = robust_median(tl.samples.back());
   b.samples = (int)tl.samples.back().size();
-  for (size_t j = 0; j < candidates.size(); ++j) b.samples = std::min(b.samples, (int)tl.samples[j].size());
+  for (size_t i = 0; i < index.size(); ++i) b.samples = std::min(b.samples, (int)tl.samples[i].size());
   b.inner = tl.inner;
   cut = (int)std::count(tl.cut.begin(), tl.cut.end(), true);
-  samples_each.clear();
-  for (size_t j = 0; j < candidates.size(); ++j) samples_each.push_back((int)tl.samples[j].size());
   return b;
 }
 

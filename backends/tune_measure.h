@@ -39,6 +39,13 @@ class BackendMeasurer : public tune::Measurer {
   // reads the weights packed in its own layout (loop::repack_for), as its record's program would.
   std::vector<tune::Timing> measure_each(int kernel, const std::vector<tune::Candidate>& candidates) override;
   int repacked = 0;         // candidates of the last batch given weights packed for their blocks
+  // Compile time per candidate (seconds; 0: unbounded): each candidate of a batch is then
+  // compiled on its own in a child process, killed when it takes longer (the candidate fails,
+  // and is not measured); what compiled is loaded here from the kernel cache. Off by default
+  // in the class; `lathe tune --compile-limit` sets it (default 20 s).
+  double compile_limit_s = 0;
+  int compile_killed = 0;   // candidates of the last batch whose compile was cut
+  double compile_s = 0;     // the last batch's compile time
   int cut = 0;              // candidates of the last batch cut short as clearly slower (best_ratio)
   std::vector<int> samples_each;  // samples each candidate of the last batch got
   // Each kernel's median time over 5 runs of the heuristic program (after one warm-up).
