@@ -150,7 +150,7 @@ int run_tune(const std::vector<std::string>& args) {
   double compile_limit = 20;
   cli.add_option("--compile-limit", compile_limit,
                  "seconds one candidate may take to compile (each compiled in a child process, killed past it; "
-                 "0: no limit, a batch compiled together in this process; default 20)")
+                 "0: no limit, a batch compiled together in this process; default 20; none under mpirun)")
       ->check(CLI::NonNegativeNumber);
   bool no_check = false;
   cli.add_flag("--no-check", no_check,
@@ -210,7 +210,8 @@ int run_tune(const std::vector<std::string>& args) {
   }
   auto backend_measurer = [&]() -> std::unique_ptr<tune::Measurer> {
     auto bm = std::make_unique<BackendMeasurer>(p, backend, inputs);
-    bm->compile_limit_s = compile_limit;
+    // (not under MPI: Open MPI's transports may not survive a fork of the rank)
+    bm->compile_limit_s = world.size > 1 ? 0 : compile_limit;
     return bm;
   };
   int rc = 0;
