@@ -14,6 +14,7 @@
 #include <CLI/CLI.hpp>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <csignal>
 #include <cstdio>
@@ -64,6 +65,41 @@ std::vector<int> parse_kernels(const std::string& list, const Program& p) {
 
 int report(const tune::TuneResult& r, const std::string& path, bool model);
 
+// The seconds of --time-budget kept for the end-to-end check: 5%, 3 to 30 s.
+double check_reserve_s(double budget) { return std::clamp(0.05 * budget, 3.0, 30.0); }
+
+// The end-to-end check: kernels measured faster alone can run slower inside the program
+// (caches and threads shared with the kernels around them), so the program with this run's
+// records and the heuristic's are timed in alternating whole runs; unless the tuned one is
+// faster by the pairs' median (ratio < kProgramMargin), this run's records are rewritten as
+// not faster (ms = baseline_ms: they stay in the file, and the heuristic stays).
+constexpr double kProgramMargin = 0.99;
+void check_whole_program(BackendMeasurer& m, tune::TuneResult& r, const std::string& path, const std::string& backend,
+                         double budget) {
+  int faster = 0;
+  for (auto& rec : r.records) faster += rec.ms < rec.baseline_ms * tune::kApplyMargin;
+  if (!faster) return;
+  double max_s = budget > 0 ? 0.6 * check_reserve_s(budget) : 10;
+  BackendMeasurer::ProgramCheck c = m.check_program(r.records, tune::target_of(backend), 30, max_s);
+  if (!c.applied) return;
+  char line[256];
+  bool keep = c.ratio > 0 && c.ratio < kProgramMargin;
+  std::snprintf(line, sizeof line,
+                "whole program with the %d record%s applied: %s vs heuristic %s (median of %d alternating pairs, "
+                "ratio %.3f)%s",
+                faster, faster == 1 ? "" : "s", tune::format_ms(c.tuned_ms).c_str(), tune::format_ms(c.heuristic_ms).c_str(),
+                c.pairs, c.ratio, keep ? "" : ": not faster, so the records are kept as not faster (the heuristic stays)");
+  r.notes.push_back(line);
+  if (keep) return;
+  std::vector<tune::Record> demoted;
+  for (auto& rec : r.records)
+    if (rec.ms < rec.baseline_ms * tune::kApplyMargin) {
+      rec.ms = rec.baseline_ms;
+      demoted.push_back(rec);
+    }
+  tune::merge_records(path, demoted);
+}
+
 int run_tune(const std::vector<std::string>& args) {
   CLI::App cli{"Searches schedules for a graph's kernels and writes tuning records.\n\n"
                "Each kernel's space is written in Lathe's schedule primitives (reduce_rows, fuse, tile,\n"
@@ -76,6 +112,9 @@ int run_tune(const std::vector<std::string>& args) {
                "when no --tuned is given. A record applies only on the same kernel and target, and only\n"
                "when it beat the heuristic. Records of --measure model are the cost model's predictions,\n"
                "not times: they apply only from a file named with --tuned FILE, never from the default file.\n"
+               "After a measured search the program with the run's records and the heuristic's are timed in\n"
+               "alternating whole runs (5% of --time-budget, 3 to 30 s): unless the tuned program is faster,\n"
+               "the run's records are written as not faster and the heuristic stays (--no-check skips this).\n"
                "Ctrl-C stops and keeps what was found.\n"
                "The same search runs in the desktop app's Tune tab (lathe gui), which plots each candidate's\n"
                "time against trials and shows the best schedule's loop IR beside the heuristic's.\n\n"
@@ -108,6 +147,15 @@ int run_tune(const std::vector<std::string>& args) {
   cli.add_option("--kernels", kernels, "only these kernels, by name or number (k3,k7 or 3,7)");
   cli.add_option("--bind", bind_args, "SYM=N: a symbolic dim's value (repeatable)");
   cli.add_option("--seed", seed, "seed of the search and the random inputs (default 1)");
+  double compile_limit = 20;
+  cli.add_option("--compile-limit", compile_limit,
+                 "seconds one candidate may take to compile (each compiled in a child process, killed past it; "
+                 "0: no limit, a batch compiled together in this process; default 20; none under mpirun)")
+      ->check(CLI::NonNegativeNumber);
+  bool no_check = false;
+  cli.add_flag("--no-check", no_check,
+               "skip the end-to-end check (whole runs of the program with the records against the heuristic's, which "
+               "keeps the records as not faster unless the program is)");
   double rank_timeout = 60;
   cli.add_option("--rank-timeout", rank_timeout,
                  "under mpirun: seconds per candidate a rank may take before its candidates go elsewhere (default 60)")
@@ -161,7 +209,10 @@ int run_tune(const std::vector<std::string>& args) {
     return 0;
   }
   auto backend_measurer = [&]() -> std::unique_ptr<tune::Measurer> {
-    return std::make_unique<BackendMeasurer>(p, backend, inputs);
+    auto bm = std::make_unique<BackendMeasurer>(p, backend, inputs);
+    // (not under MPI: Open MPI's transports may not survive a fork of the rank)
+    bm->compile_limit_s = world.size > 1 ? 0 : compile_limit;
+    return bm;
   };
   int rc = 0;
   std::unique_ptr<MeasurePool> pool;
@@ -193,7 +244,11 @@ int run_tune(const std::vector<std::string>& args) {
     }
     g_stop = false;
     auto old = std::signal(SIGINT, on_sigint);
+    // the end-to-end check's share of the budget (it runs after the search: see below)
+    const bool check = measure == "time" && !pool && !no_check;
+    if (check && o.budget_s > 0) o.budget_s -= check_reserve_s(o.budget_s);
     tune::TuneResult r = tune::tune_program(p, dims, tune::target_of(backend), pool ? pool.get() : m.get(), o);
+    if (check && !g_stop) check_whole_program(*static_cast<BackendMeasurer*>(m.get()), r, path, backend, budget);
     std::signal(SIGINT, old);
     if (pool) {
       pool->stop_workers();

@@ -5,8 +5,16 @@
 #include <chrono>
 #include <cmath>
 #include <cstddef>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <map>
+#include <thread>
+
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "core/ir/diag.h"
 #include "core/loop/repack.h"
@@ -21,16 +29,21 @@ using Clock = std::chrono::steady_clock;
 // candidates (from `cand`, kernel j = candidate j) and the heuristic's kernel.
 class TimingLauncher : public KernelLauncher {
  public:
-  TimingLauncher(KernelLauncher& base, KernelLauncher& cand, int target, const loop::LoopFunc& base_f,
+  // cand[j]: where candidate j runs (a launcher and its kernel index there)
+  TimingLauncher(KernelLauncher& base, std::vector<std::pair<KernelLauncher*, int>> cand, int target, const loop::LoopFunc& base_f,
                  const std::vector<const loop::LoopFunc*>& cands, const KernelGraph& kg, int repeats,
                  double sample_ms = 1.0)
-      : base_(base), cand_(cand), target_(target), base_f_(base_f), cands_(cands), kg_(kg), repeats_(repeats),
+      : base_(base), cand_(std::move(cand)), target_(target), base_f_(base_f), cands_(cands), kg_(kg), repeats_(repeats),
         sample_ms_(sample_ms) {}
 
   std::vector<std::vector<double>> samples;  // per candidate, then the heuristic last
   std::vector<bool> wrong;                   // per candidate: output differs from the heuristic's
+  std::vector<bool> cut;                     // per candidate: sampling stopped early (clearly slower)
   int inner = 0;                             // launches per sample
-  bool cut_slow = true;                      // stop sampling a candidate far slower than the heuristic
+  bool cut_slow = true;                      // stop sampling a candidate clearly slower than the best
+  // the best candidate's time over the heuristic's the search has found so far (<= 0: none):
+  // the bar a candidate is cut against is the faster of that and the heuristic, this batch
+  double best_ratio = 0;
 
   void launch(int k, void* const* bufs, const int64_t* dims) override {
     if (k != target_) return base_.launch(k, bufs, dims);
@@ -52,7 +65,7 @@ class TimingLauncher : public KernelLauncher {
       }
     auto run = [&](size_t c) {
       if (c == n) base_.launch(k, bufs, dims);
-      else cand_.launch((int)c, args[c].data(), dims);
+      else cand_[c].first->launch(cand_[c].second, args[c].data(), dims);
     };
     // the output, for the comparison (the heuristic's result, reproducible)
     int out = -1;
@@ -89,7 +102,21 @@ class TimingLauncher : public KernelLauncher {
     double base_ms = t_one(n, 1);
     inner = (int)std::clamp(std::ceil(sample_ms_ / std::max(base_ms, 1e-6)), 2.0, 500.0);
     samples.assign(n + 1, {});
-    std::vector<bool> slow(n + 1, false);
+    cut.assign(n, false);
+    // The bar: the best time per launch known now (the heuristic's, or the search's best so
+    // far relative to it), lowered by every sample of the first round. A candidate whose
+    // warm launches both take over kCutWarm x the bar is cut before it is sampled (one sample
+    // of it would cost inner launches); one whose first-round sample, and one more taken at
+    // once (a preempted sample is not cut), are over kCut x the bar is cut after them: its
+    // time is the median of what it has. A slow candidate then costs about two samples, not
+    // `repeats` of them at its own length.
+    constexpr double kCut = 2.0, kCutWarm = 4.0;
+    double bar = base_ms * (best_ratio > 0 ? std::min(1.0, best_ratio) : 1.0);
+    auto timed = [&](size_t c) {
+      auto t0 = Clock::now();
+      run(c);
+      return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+    };
     for (size_t c = 0; c < n; ++c) {  // warm-up, and the output check
       run(c);
       if (check) {
@@ -99,23 +126,46 @@ class TimingLauncher : public KernelLauncher {
           if (std::isnan(a) != std::isnan(b) || std::abs(a - b) > 1e-3f * std::max(1.0f, std::abs(b))) wrong[c] = true;
         }
       }
-      run(c);
+      double w = timed(c);
+      if (cut_slow && !wrong[c] && w > kCutWarm * bar) {
+        w = std::min(w, timed(c));
+        if (w > kCutWarm * bar) {
+          cut[c] = true;
+          samples[c].push_back(w);
+        }
+      }
     }
-    for (int r = 0; r < repeats_; ++r)
+    for (int r = 0; r < repeats_; ++r) {
       for (size_t i = 0; i <= n; ++i) {
         size_t c = (i + r) % (n + 1);  // rotate who goes first
-        if (slow[c] || (c < n && wrong[c])) continue;
+        if (c < n && (cut[c] || wrong[c])) continue;
         double t = t_one(c, inner);
         samples[c].push_back(t);
-        // far slower than the heuristic: a few samples tell enough
-        if (cut_slow && c < n && samples[c].size() >= 2 && t > 20 * base_ms) slow[c] = true;
+        if (r == 0 && cut_slow && c < n && t > kCut * bar) {
+          samples[c].push_back(t_one(c, inner));
+          if (std::min(t, samples[c].back()) > kCut * bar) cut[c] = true;
+        }
+        if (r == 0 && c == n) bar = std::min(bar, t * (best_ratio > 0 ? std::min(1.0, best_ratio) : 1.0));
+        if (r == 0 && c < n && !cut[c]) bar = std::min(bar, *std::min_element(samples[c].begin(), samples[c].end()));
       }
+      if (r == 0 && cut_slow)  // the bar after the whole first round: cut who it leaves behind
+        for (size_t c = 0; c < n; ++c)
+          if (!cut[c] && !wrong[c] && *std::min_element(samples[c].begin(), samples[c].end()) > kCut * bar) cut[c] = true;
+    }
+    if (std::getenv("LATHE_TUNE_DEBUG")) {
+      std::fprintf(stderr, "tune: batch of %zu, inner %d, bar %.4f ms; per candidate samples (ms):", n, inner, bar);
+      for (size_t c = 0; c <= n; ++c) {
+        std::fprintf(stderr, "\n  %s%s:", c == n ? "heuristic" : ("#" + std::to_string(c)).c_str(), c < n && cut[c] ? " (cut)" : "");
+        for (double t : samples[c]) std::fprintf(stderr, " %.4f", t);
+      }
+      std::fprintf(stderr, "\n");
+    }
     run(n);  // leave the heuristic's result for the kernels after
   }
 
  private:
   KernelLauncher& base_;
-  KernelLauncher& cand_;
+  std::vector<std::pair<KernelLauncher*, int>> cand_;
   int target_;
   const loop::LoopFunc& base_f_;
   const std::vector<const loop::LoopFunc*>& cands_;
@@ -136,6 +186,94 @@ class ClockLauncher : public KernelLauncher {
   KernelLauncher& base_;
   std::vector<double> ms;  // this run's, per kernel
 };
+
+// Compiles each program in a child process (fork) that writes the kernel cache, one child
+// per hardware thread taking every T-th program in turn; a child whose current program takes
+// over `limit_s` is killed and that program marked (true); a new child goes on with the rest.
+// The caller then compiles the programs not marked, from the cache.
+std::vector<bool> compile_bounded(Backend& backend, const std::vector<Program>& ps, double limit_s) {
+  std::vector<bool> too_long(ps.size(), false);
+  int threads = std::clamp((int)std::thread::hardware_concurrency(), 1, 4);
+  struct Child {
+    pid_t pid = -1;
+    int fd = -1;
+    std::vector<size_t> todo;  // programs left, the current one first
+    Clock::time_point since;
+  };
+  std::vector<Child> kids(std::min<size_t>(threads, ps.size()));
+  for (size_t j = 0; j < ps.size(); ++j) kids[j % kids.size()].todo.push_back(j);
+  auto start = [&](Child& k) {
+    k.pid = -1;
+    if (k.todo.empty()) return;
+    int fds[2];
+    if (pipe(fds) != 0) return;
+    std::fflush(nullptr);
+    pid_t pid = fork();
+    if (pid < 0) {
+      close(fds[0]);
+      close(fds[1]);
+      return;
+    }
+    if (pid == 0) {  // the child: compile (into the cache), report each one done, leave at once
+      close(fds[0]);
+      for (size_t j : k.todo) {
+        try {
+          backend.compile(ps[j]);
+        } catch (...) {  // the parent's own compile reports the error
+        }
+        unsigned char b = 1;
+        if (write(fds[1], &b, 1) != 1) _exit(1);
+      }
+      _exit(0);
+    }
+    close(fds[1]);
+    k.pid = pid;
+    k.fd = fds[0];
+    k.since = Clock::now();
+  };
+  for (auto& k : kids) start(k);
+  for (;;) {
+    std::vector<pollfd> pfd;
+    std::vector<Child*> who;
+    for (auto& k : kids)
+      if (k.pid > 0) {
+        pfd.push_back({k.fd, POLLIN, 0});
+        who.push_back(&k);
+      }
+    if (pfd.empty()) break;
+    poll(pfd.data(), pfd.size(), 20);
+    for (size_t i = 0; i < pfd.size(); ++i) {
+      Child& k = *who[i];
+      bool ended = false;
+      if (pfd[i].revents & (POLLIN | POLLHUP | POLLERR)) {
+        unsigned char b;
+        ssize_t got = read(k.fd, &b, 1);
+        if (got == 1) {
+          k.todo.erase(k.todo.begin());
+          k.since = Clock::now();
+        } else {
+          ended = true;  // the child exited (or died: the rest are compiled here)
+        }
+      }
+      bool late = !ended && std::chrono::duration<double>(Clock::now() - k.since).count() > limit_s;
+      if (late || ended || k.todo.empty()) {
+        if (late) kill(k.pid, SIGKILL);
+        close(k.fd);
+        int status = 0;
+        waitpid(k.pid, &status, 0);
+        k.pid = -1;
+        if (late) {
+          too_long[k.todo.front()] = true;
+          k.todo.erase(k.todo.begin());
+          start(k);
+        } else if (ended) {
+          k.todo.clear();
+        }
+      }
+    }
+  }
+  return too_long;
+}
 
 }  // namespace
 
@@ -264,11 +402,55 @@ BackendMeasurer::Batch BackendMeasurer::run_batch(int kernel, const std::vector<
   }
   std::vector<const loop::LoopFunc*> named;
   for (auto& f : mini.funcs) named.push_back(&f);
-  auto compiled = backend_.compile(mini);
-  TimingLauncher tl(*base_, *compiled, kernel, p.funcs[kernel], named, mini.kg, repeats, sample_ms);
+  std::vector<std::shared_ptr<CompiledProgram>> compiled;
+  std::vector<std::pair<KernelLauncher*, int>> where;
+  std::vector<bool> too_long(candidates.size(), false);
+  auto t_compile = Clock::now();
+  if (compile_limit_s > 0) {
+    // one program per candidate, each compiled first in a child process that is killed
+    // when a candidate takes longer than the limit; then here, from the kernel cache
+    std::vector<Program> singles(candidates.size());
+    for (size_t j = 0; j < candidates.size(); ++j) {
+      singles[j].kg = mini.kg;
+      singles[j].kg.kernels.assign(1, p.kg.kernels.at(kernel));
+      singles[j].funcs.push_back(mini.funcs[j]);
+    }
+    too_long = compile_bounded(backend_, singles, compile_limit_s);
+    for (size_t j = 0; j < candidates.size(); ++j) {
+      if (too_long[j]) {
+        where.push_back({nullptr, 0});
+        continue;
+      }
+      compiled.push_back(backend_.compile(singles[j]));
+      where.push_back({compiled.back().get(), 0});
+    }
+  } else {
+    compiled.push_back(backend_.compile(mini));
+    for (size_t j = 0; j < candidates.size(); ++j) where.push_back({compiled[0].get(), (int)j});
+  }
+  compile_s = std::chrono::duration<double>(Clock::now() - t_compile).count();
+  compile_killed = (int)std::count(too_long.begin(), too_long.end(), true);
+  // a candidate whose compile was cut is not run: wrong[] marks it below
+  std::vector<const loop::LoopFunc*> named_run;
+  std::vector<std::pair<KernelLauncher*, int>> where_run;
+  std::vector<size_t> index;
+  for (size_t j = 0; j < candidates.size(); ++j)
+    if (!too_long[j]) {
+      named_run.push_back(named[j]);
+      where_run.push_back(where[j]);
+      index.push_back(j);
+    }
+  if (named_run.empty()) {
+    Batch b;
+    b.ms.assign(candidates.size(), -1);
+    return b;
+  }
+  named = named_run;
+  TimingLauncher tl(*base_, where_run, kernel, p.funcs[kernel], named, mini.kg, repeats, sample_ms);
   // the confirmation's winner was measured already: every round (one preempted sample under
   // load would otherwise end its confirmation after two)
   tl.cut_slow = cut_slow;
+  tl.best_ratio = best_ratio;
   std::shared_ptr<KernelLauncher> wrap(&tl, [](KernelLauncher*) {});
   exe_->set_launcher(wrap);
   try {
@@ -279,12 +461,62 @@ BackendMeasurer::Batch BackendMeasurer::run_batch(int kernel, const std::vector<
   }
   exe_->set_launcher(base_);
   Batch b;
-  for (size_t j = 0; j < candidates.size(); ++j) b.ms.push_back(tl.wrong[j] ? -1 : robust_median(tl.samples[j]));
+  b.ms.assign(candidates.size(), -1);
+  samples_each.assign(candidates.size(), 0);
+  for (size_t i = 0; i < index.size(); ++i) {
+    b.ms[index[i]] = tl.wrong[i] ? -1 : robust_median(tl.samples[i]);
+    samples_each[index[i]] = (int)tl.samples[i].size();
+  }
   b.baseline_ms = robust_median(tl.samples.back());
   b.samples = (int)tl.samples.back().size();
-  for (size_t j = 0; j < candidates.size(); ++j) b.samples = std::min(b.samples, (int)tl.samples[j].size());
+  for (size_t i = 0; i < index.size(); ++i) b.samples = std::min(b.samples, (int)tl.samples[i].size());
   b.inner = tl.inner;
+  cut = (int)std::count(tl.cut.begin(), tl.cut.end(), true);
   return b;
+}
+
+BackendMeasurer::ProgramCheck BackendMeasurer::check_program(const std::vector<tune::Record>& records,
+                                                             const std::string& target, int pairs, double max_s) {
+  ProgramCheck r;
+  Program p = exe_->program();
+  tune::ApplyReport rep = tune::apply_records(p, records, target);
+  r.applied = rep.applied;
+  if (!rep.applied) return r;
+  auto compiled = backend_.compile(p);
+  Executable tuned(std::move(p), std::move(compiled), name_);
+  auto t_start = Clock::now();
+  auto once = [&](Executable& e) {
+    auto t0 = Clock::now();
+    e.run(inputs_);
+    return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+  };
+  once(tuned);
+  once(*exe_);
+  std::vector<double> h, t, ratio;
+  for (int i = 0; i < pairs; ++i) {
+    if (i >= 3 && std::chrono::duration<double>(Clock::now() - t_start).count() > max_s) break;
+    double a, b;
+    if (i % 2) {  // who goes first alternates
+      a = once(*exe_);
+      b = once(tuned);
+    } else {
+      b = once(tuned);
+      a = once(*exe_);
+    }
+    h.push_back(a);
+    t.push_back(b);
+    ratio.push_back(b / std::max(a, 1e-9));
+  }
+  r.pairs = (int)h.size();
+  auto med = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    size_t n = v.size();
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+  };
+  r.heuristic_ms = med(h);
+  r.tuned_ms = med(t);
+  r.ratio = med(ratio);
+  return r;
 }
 
 Executable compile_tuned(const Graph& g, const std::string& backend, const std::vector<tune::Record>& records,

@@ -39,8 +39,28 @@ class BackendMeasurer : public tune::Measurer {
   // reads the weights packed in its own layout (loop::repack_for), as its record's program would.
   std::vector<tune::Timing> measure_each(int kernel, const std::vector<tune::Candidate>& candidates) override;
   int repacked = 0;         // candidates of the last batch given weights packed for their blocks
+  // Compile time per candidate (seconds; 0: unbounded): each candidate of a batch is then
+  // compiled on its own in a child process, killed when it takes longer (the candidate fails,
+  // and is not measured); what compiled is loaded here from the kernel cache. Off by default
+  // in the class; `lathe tune --compile-limit` sets it (default 20 s).
+  double compile_limit_s = 0;
+  int compile_killed = 0;   // candidates of the last batch whose compile was cut
+  double compile_s = 0;     // the last batch's compile time
+  int cut = 0;              // candidates of the last batch cut short as clearly slower (best_ratio)
+  std::vector<int> samples_each;  // samples each candidate of the last batch got
   // Each kernel's median time over 5 runs of the heuristic program (after one warm-up).
   std::vector<double> kernel_ms() override;
+  // The end-to-end check of a tuning run's records: the program with them applied (as
+  // compile_tuned builds it) and the heuristic program, whole runs alternated in pairs on the
+  // same inputs (one untimed run of each first), up to `pairs` pairs or `max_s` seconds (at
+  // least 3 pairs). ratio: the median over pairs of tuned / heuristic (drift between pairs
+  // cancels); the medians of each side's runs beside it. applied = 0: no record applies.
+  struct ProgramCheck {
+    int applied = 0, pairs = 0;
+    double heuristic_ms = -1, tuned_ms = -1, ratio = -1;
+  };
+  ProgramCheck check_program(const std::vector<tune::Record>& records, const std::string& target, int pairs = 30,
+                             double max_s = 10);
   // Throws the UserError the constructor would for a backend it cannot measure on (interp,
   // cuda, one not available here), before anything is compiled.
   static void check_backend(const std::string& backend);

@@ -339,6 +339,10 @@ TuneResult tune_program(const Program& p, const Bindings& dims, const std::strin
         std::vector<Cand*> batch(pool.begin(), pool.begin() + take);
         // one exploratory pick from the rest of the pool
         if (take >= 3 && (int)pool.size() > take) batch.back() = pool[take + s.rng_.below(pool.size() - take)];
+        {
+          auto top = s.ranked_measured(1);
+          m->best_ratio = top.empty() || !std::isfinite(top[0]->ratio) ? 0 : top[0]->ratio;
+        }
         double t0 = elapsed();
         measure(batch);
         batch_s = std::max(batch_s, elapsed() - t0);

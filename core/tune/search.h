@@ -57,6 +57,11 @@ class Measurer {
   // that share (a kernel that repeats counts every time it runs). Empty (the default):
   // unknown, the program's order and equal shares.
   virtual std::vector<double> kernel_ms() { return {}; }
+  // Set by the search before each batch: the best candidate's time over the heuristic's it
+  // has measured for this kernel so far (<= 0: none yet). A measurer may stop sampling a
+  // candidate that is clearly slower than the faster of that and the heuristic (the
+  // BackendMeasurer: its first samples over 2x), so a slow candidate does not eat the budget.
+  double best_ratio = 0;
 };
 
 // --measure model as a Measurer: each candidate's analytic estimate (model.h) on `machine`,

@@ -121,15 +121,15 @@ TEST(TuneDirect, EveryPassShapeMatchesTheInterpreter) {
     TensorMap want = interpret(g, in);
     tune::Space s = tune::make_space(base.kg, 0, tune::Machine{2, 8, 16});
     std::vector<Program> progs;
-    for (int64_t rows : {1, 3, 4})
+    for (int64_t rows : {1, 3, 4, 6, 8})
       for (int64_t ocb : {2, 6}) {
         Program p = base;
+        // (a depthwise one: ocb 2 and 6 stand for its accumulator pass off and on)
         tune::Built b = s.knob("ocb") >= 0 ? tune::build(p.kg, 0, s, point(s, {{"direct", 1}, {"ocb", ocb}, {"direct_rows", rows}}))
-                                           : tune::build(p.kg, 0, s, point(s, {{"direct", 1}, {"direct_rows", rows}}));
+                                           : tune::build(p.kg, 0, s, point(s, {{"direct", 1}, {"direct_rows", rows}, {"direct_acc", ocb == 6}}));
         b.f.name = p.funcs[0].name;
         p.funcs[0] = b.f;
         progs.push_back(std::move(p));
-        if (s.knob("ocb") < 0) break;
       }
     std::vector<const Program*> ps;
     for (auto& p : progs) ps.push_back(&p);
@@ -158,7 +158,7 @@ TEST(TuneDirect, DepthwiseAccumulatorsReplayAndTheModelPicksThem) {
   // the model: the heuristic's pass above every accumulator pass of 2 or more rows
   Bindings dims;
   double heur = tune::estimate(p.funcs[0], p.kg, dims, m).ms;
-  for (int64_t rows : {3, 4}) {
+  for (int64_t rows : {3, 4, 6, 8}) {
     tune::Built b = tune::build(p.kg, 0, s, point(s, {{"direct", 1}, {"direct_rows", rows}, {"direct_acc", 1}}));
     EXPECT_LT(tune::estimate(b.f, p.kg, dims, m).ms, heur) << rows;
   }

@@ -14,12 +14,15 @@
 #include <map>
 #include <thread>
 
+#include <unistd.h>
+
 #include "backends/backend.h"
 #include "backends/tune_measure.h"
 #include "core/frontend/nn.h"
 #include "core/frontend/tensor.h"
 #include "core/interp/interp.h"
 #include "core/loop/loop_print.h"
+#include "core/loop/lower.h"
 #include "core/loop/lower_depthwise.h"
 #include "core/loop/repack.h"
 #include "core/ir/diag.h"
@@ -403,6 +406,83 @@ TEST(Tune, ConfirmationTimesTheKernelBackToBack) {
   // the same code on both sides: the kernel's own times agree (no fixed cost on one side)
   EXPECT_LT(t[0].ms / t[0].baseline_ms, 2.0);
   EXPECT_GT(t[0].ms / t[0].baseline_ms, 0.5);
+}
+
+// a candidate clearly slower than the best (the heuristic here) is cut after its first samples
+// (over 2x the best, twice) instead of sampled every round at its own length
+TEST(Tune, AClearlySlowerCandidateIsCutShort) {
+  Tensor x = input("x", {512, 384});
+  Graph g = Graph::from_outputs({{"a", sum(x, {0}).node()}});
+  Program p = build_program(g);
+  ASSERT_EQ(p.num_kernels(), 1);
+  BackendMeasurer m(p, "c", random_inputs(g, 1), 5);
+  loop::LoopFunc same = p.funcs[0];                          // the heuristic's own code
+  loop::LoopFunc slow = loop::lower_kernel(p.kg, 0, /*plain=*/true);  // scalar, strided sums
+  slow.name = same.name;
+  std::vector<std::string> none;
+  auto t = m.measure_each(0, {{&same, &none}, {&slow, &none}});
+  ASSERT_EQ(t.size(), 2u);
+  EXPECT_GT(t[0].ms, 0);
+  EXPECT_GT(t[1].ms, 0);  // still timed (the model learns from it)
+  // (on a loaded machine a parallel kernel's samples can stall for a time slice: the heuristic's
+  // own code may be cut too, so the test asks only about the slow one)
+  EXPECT_GE(m.cut, 1);
+  ASSERT_EQ(m.samples_each.size(), 2u);
+  EXPECT_LE(m.samples_each[1], 2);  // not the 5 rounds a batch takes
+  // the confirmation never cuts
+  m.confirm(0, {&slow, &none});
+  EXPECT_EQ(m.cut, 0);
+  EXPECT_GE(m.confirm_samples, BackendMeasurer::kConfirmRepeats);
+}
+
+// the end-to-end check times whole runs of the program with the records against the heuristic's
+TEST(Tune, ProgramCheckTimesWholeRunsWithTheRecords) {
+  Tensor x = input("x", {64, 48});
+  Graph g = Graph::from_outputs({{"a", sum(x, {0}).node()}, {"b", (x * 2.0).node()}});
+  Program p = build_program(g);
+  BackendMeasurer m(p, "c", random_inputs(g, 1), 3);
+  tune::Space sp = tune::make_space(p.kg, 0, tune::Machine{2, 8, 16});
+  tune::Record rec;
+  rec.hash = tune::structural_hash(p.kg, 0);
+  rec.target = tune::target_of("c");
+  rec.kernel = p.kg.kernels[0].name;
+  rec.schedule = tune::build(p.kg, 0, sp, tune::Point(sp.knobs.size(), 0)).schedule;
+  rec.ms = 1;
+  rec.baseline_ms = 2;
+  auto c = m.check_program({rec}, tune::target_of("c"), 5, 10);
+  EXPECT_EQ(c.applied, 1);
+  EXPECT_EQ(c.pairs, 5);
+  EXPECT_GT(c.ratio, 0);
+  EXPECT_GT(c.heuristic_ms, 0);
+  EXPECT_GT(c.tuned_ms, 0);
+  // a record of another target applies to nothing: nothing is timed
+  c = m.check_program({rec}, "other", 5, 10);
+  EXPECT_EQ(c.applied, 0);
+  EXPECT_EQ(c.pairs, 0);
+}
+
+// --compile-limit: each candidate compiles in a child process, killed past the limit; the
+// candidate fails (is not measured) and the others are measured as before
+TEST(Tune, ACandidateOverTheCompileLimitIsDropped) {
+  // a shape of its own (no kernel cache entry from an earlier run of this test)
+  Tensor x = input("x", {24, 1000 + (int64_t)(getpid() % 997)});
+  Graph g = Graph::from_outputs({{"a", sum(x, {0}).node()}});
+  Program p = build_program(g);
+  BackendMeasurer m(p, "c", random_inputs(g, 1), 3);
+  tune::Space sp = tune::make_space(p.kg, 0, tune::Machine{2, 8, 16});
+  tune::Built b = tune::build(p.kg, 0, sp, tune::Point(sp.knobs.size(), 0));
+  m.compile_limit_s = 0.001;  // no C compile is that fast
+  auto t = m.measure_each(0, {{&b.f, &b.schedule}});
+  ASSERT_EQ(t.size(), 1u);
+  EXPECT_LT(t[0].ms, 0);
+  EXPECT_EQ(m.compile_killed, 1);
+  m.compile_limit_s = 60;
+  t = m.measure_each(0, {{&b.f, &b.schedule}, {&p.funcs[0], &b.schedule}});
+  ASSERT_EQ(t.size(), 2u);
+  EXPECT_EQ(m.compile_killed, 0);
+  EXPECT_GT(t[0].ms, 0);
+  EXPECT_GT(t[1].ms, 0);
+  EXPECT_GT(t[0].baseline_ms, 0);
 }
 
 // a measurer whose every batch takes `seconds` (compiling and timing, as on a loaded machine)
