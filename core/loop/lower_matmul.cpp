@@ -164,7 +164,8 @@ void MatmulLowering::setup() {
 
   threads_ = std::max(1u, std::thread::hardware_concurrency());
   auto known = [](const SymInt& v) -> int64_t { return v.is_const() ? v.value() : -1; };
-  MatmulBlocking bl = matmul_blocking(known(Ms_), known(Ns_), known(Ks_), known(nbatch_), threads_, P);
+  MatmulBlocking bl = matmul_blocking(known(Ms_), known(Ns_), known(Ks_), known(nbatch_), threads_,
+                                      G_ > 1 ? int_kc(P, G_ == 4 ? 1 : 2) : P);
   nc_blk_ = bl.nc, msplit_ = bl.msplit;
   kc_blk_ = bl.kc;
   mc_blk_ = bl.mc;
