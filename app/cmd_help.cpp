@@ -68,6 +68,8 @@ const char* kEnvironment =
     "                           on zero padding, not one of its rows only (A/B comparisons)\n"
     "  LATHE_MATMUL_TILE_SUMS=0  outputs with strided columns (swapped late convs) add each K block's sums into the output\n"
     "  LATHE_MATMUL_FIT_ROWS=0  keep the host's MR where MR - 1 would pad M by fewer rows\n"
+    "  LATHE_INT8_KC=N          the integer GEMMs' K block (default: the f32 block's bytes, 4x its k for\n"
+    "                           u8 x i8 panels, 2x for i16 pairs; 0: the f32 KC, for A/B comparisons)\n"
     "  LATHE_DEPTHWISE=0        depthwise convolutions take the generic reduction, not the direct nest\n"
     "  LATHE_POOL_THREADS=N     llvm: the thread pool of parallel loops has N threads (the caller among\n"
     "                           them; default one per core); 1 gives per-kernel A/B times on a shared\n"

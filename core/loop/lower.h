@@ -64,6 +64,11 @@ MatmulParams fit_matmul_rows(const KernelGraph& kg, int kernel, MatmulParams P);
 // exact, where vpmaddubsw's i16 pair sums would saturate). LATHE_INT8_DOT=vnni|i16 overrides
 // (A/B runs; the vnni layout on a host without VNNI computes the same through plain code).
 int host_int8_dot_group();
+// The K block of an integer contraction whose panels hold `elem_bytes`-byte values (1: u8 ×
+// i8 groups of 4, 2: i16 pairs): the f32 block's bytes (P.kc of 4-byte values), so 4× (2×)
+// the k. LATHE_INT8_KC=N sets it (0: P.kc as f32). The lowering and the prepacked panels
+// both take it (they must agree).
+MatmulParams int_kc(MatmulParams P, int elem_bytes);
 
 // plain = true: a matmul kernel is lowered as the plain reduction it is (a loop per output
 // dim, the reduction loop inside, the epilogue after it), not as the packed GEMM nest: the

@@ -137,6 +137,24 @@ MatmulParams fit_matmul_rows(const KernelGraph& kg, int kernel, MatmulParams P) 
   return fit;
 }
 
+// Int8 panels are 1 byte a value (i16 pairs 2): at the f32 KC they fill a quarter of the
+// cache the block was sized for, and K = 768 took three micro-kernel calls per tile, each
+// zeroing, storing and writing back (reading the i32 sums again) its accumulators.
+MatmulParams int_kc(MatmulParams P, int elem_bytes) {
+  static const int64_t env = [] {
+    const char* e = std::getenv("LATHE_INT8_KC");
+    if (!e || !*e) return int64_t(-1);
+    char* end = nullptr;
+    long v = std::strtol(e, &end, 10);
+    if (*end || v < 0 || (v > 0 && v % 8 != 0))
+      throw UserError("LATHE_INT8_KC='" + std::string(e) + "': expected 0 (the f32 KC) or a multiple of 8");
+    return int64_t(v);
+  }();
+  if (env == 0) return P;
+  P.kc = env > 0 ? static_cast<int>(env) : P.kc * 4 / std::max(1, elem_bytes);
+  return P;
+}
+
 int host_int8_dot_group() {
   static const int g = [] {
     int v = 2;

@@ -81,7 +81,8 @@ const std::vector<MmCase> kMmCases = {
     {64, 301, 50, true, 0, DType::U8, true, true},     // 64 rows, prime K, bias and ReLU
     {300, 521, 16, false, 17, DType::U8},              // M split across threads, K prime over blocks
     {31, 263, 97, true, 100, DType::F32, true},        // dequantized f32 output
-    {6, 1024, 16, false, 0, DType::I8},                // whole tiles only, four K blocks
+    {6, 1024, 16, false, 0, DType::I8},                // whole tiles only, several K blocks (KC 256)
+    {10, 2311, 16, true, 9, DType::U8},                // K past the integer KC (int_kc: 512 i16, 1024 u8 x i8)
 };
 
 // Each requantized product is one matmul kernel writing the 8-bit output directly.
@@ -102,7 +103,11 @@ TEST(RequantEpilogue, FusesIntoTheInt8Gemm) {
     EXPECT_EQ(p.kg.buffers.at(p.funcs[0].buffers[0].buffer).dtype, c.out);
     // more than one K block: the partial sums go to the scratch, never to the 8-bit output
     std::string ir = test::loop_ir_of(p);
-    EXPECT_EQ(ir.find("Cs[") != std::string::npos, c.k > 256) << ir;
+    // (the K block is the integer one, int_kc: read from the schedule line)
+    const size_t at = log.find("KC=");
+    ASSERT_NE(at, std::string::npos) << log;
+    const int64_t kc = std::stoll(log.substr(at + 3));
+    EXPECT_EQ(ir.find("Cs[") != std::string::npos, c.k > kc) << ir;
     if (c.k == 600 && getenv("SHOW_IR")) std::cout << ir;
   }
 }
