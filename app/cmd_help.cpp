@@ -66,6 +66,8 @@ const char* kEnvironment =
     "                           on zero padding, not one of its rows only (A/B comparisons)\n"
     "  LATHE_MATMUL_TILE_SUMS=0  outputs with strided columns (swapped late convs) add each K block's sums into the output\n"
     "  LATHE_MATMUL_FIT_ROWS=0  keep the host's MR where MR - 1 would pad M by fewer rows\n"
+    "  LATHE_MATMUL_KC_MAX=N    the CPU matmuls' largest K block: K in the fewest equal blocks of at most N\n"
+    "                           (default 256; 320 takes a 3x3 conv's 576 as 2 x 288, not 3 x 192: A/B runs)\n"
     "  LATHE_DEPTHWISE=0        depthwise convolutions take the generic reduction, not the direct nest\n"
     "  LATHE_RNN=unrolled       ONNX LSTM / GRU / RNN import as the unrolled step-by-step graph, not one\n"
     "                           Extern rnn kernel per direction that loops over the steps (A/B comparisons)\n"
