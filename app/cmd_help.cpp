@@ -70,6 +70,8 @@ const char* kEnvironment =
     "  LATHE_MATMUL_FIT_ROWS=0  keep the host's MR where MR - 1 would pad M by fewer rows\n"
     "  LATHE_INT8_KC=N          the integer GEMMs' K block (default: the f32 block's bytes, 4x its k for\n"
     "                           u8 x i8 panels, 2x for i16 pairs; 0: the f32 KC, for A/B comparisons)\n"
+    "  LATHE_MATMUL_KC_MAX=N    the CPU matmuls' largest K block: K in the fewest equal blocks of at most N\n"
+    "                           (default 256; 320 takes a 3x3 conv's 576 as 2 x 288, not 3 x 192: A/B runs)\n"
     "  LATHE_DEPTHWISE=0        depthwise convolutions take the generic reduction, not the direct nest\n"
     "  LATHE_POOL_THREADS=N     llvm: the thread pool of parallel loops has N threads (the caller among\n"
     "                           them; default one per core); 1 gives per-kernel A/B times on a shared\n"

@@ -31,6 +31,14 @@ struct NeedsMaterialize {
 struct MatmulParams {
   int mr = 8, nr = 32, lanes = 16;      // register tile MR×NR (NR a multiple of lanes)
   int kc = 256, mc = 128, nc = 512;    // cache blocks (mc multiple of mr, nc of nr)
+  // K is cut into the fewest equal blocks (multiples of 8) of at most kc_max (0: kc), kc
+  // for a symbolic K. A cap a little over kc would save a whole block where K is just over a
+  // multiple of it (a 3x3 convolution's 9 x C: 576 = 2 x 288, not 3 x 192; 2304 = 8 x 288,
+  // not 9 x 256), each block a read-modify-write of the output tile and a pass of the packing
+  // loops; with 320 ResNet-50's 3x3 layers measured no faster on the 2-core AVX2 host (CPU
+  // time per run within noise, a 256-channel 14 x 14 layer 1-12% slower in 4 of 4 rounds),
+  // so the default stays kc. LATHE_MATMUL_KC_MAX=N sets it (A/B runs on a quiet machine).
+  int kc_max = 0;
 };
 
 // The blocks of one contraction (M, N, K, batch sizes; < 0 where symbolic) on `threads`

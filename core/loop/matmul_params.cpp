@@ -23,7 +23,10 @@ MatmulBlocking matmul_blocking(int64_t m, int64_t n, int64_t k, int64_t batch, i
   MatmulBlocking b;
   threads = std::max(threads, 1);
   b.kc = p.kc;
-  if (k > 0) b.kc = std::min<int64_t>(p.kc, round_up(ceil_div(k, ceil_div(k, p.kc)), 8));
+  if (k > 0) {
+    const int64_t cap = p.kc_max > 0 ? std::max(p.kc, p.kc_max) : p.kc;
+    b.kc = std::min<int64_t>(round_up(cap, 8), round_up(ceil_div(k, ceil_div(k, cap)), 8));
+  }
   b.nc = p.nc;
   if (n > 0 && batch > 0) {
     int64_t panels = ceil_div(n, p.nr), fewest = ceil_div(panels, p.nc / p.nr);
@@ -72,6 +75,14 @@ MatmulParams host_matmul_params() {
       p.mc = 144;
     }
 #endif
+    if (const char* e = std::getenv("LATHE_MATMUL_KC_MAX"); e && *e) {
+      char* end = nullptr;
+      long v = std::strtol(e, &end, 10);
+      if (!end || *end || v < 8 || v > 4096)
+        throw UserError("LATHE_MATMUL_KC_MAX='" + std::string(e) + "': expected the largest K block, 8 to 4096 (e.g. 256)");
+      p.kc_max = static_cast<int>(v);
+      p.kc = std::min(p.kc, p.kc_max);
+    }
     if (const char* e = std::getenv("LATHE_MATMUL_TILE"); e && *e) {
       int mr = 0, nr = 0, lanes = 0;
       if (std::sscanf(e, "%dx%dx%d", &mr, &nr, &lanes) == 3 && mr > 0 && (lanes == 8 || lanes == 16) &&

@@ -137,6 +137,7 @@ bool parse_matmul_line(const std::string& line, loop::MatmulParams& p) {
     ++seen;
   }
   if (seen != 6) throw UserError("schedule line '" + line + "': give all of mr nr lanes kc mc nc");
+  p.kc_max = p.kc;  // a record's kc is its largest K block (as before kc_max)
   if (p.mr < 1 || p.mr > 16 || (p.lanes != 4 && p.lanes != 8 && p.lanes != 16) || p.nr < p.lanes || p.nr % p.lanes || p.nr > 128 ||
       p.kc < 8 || p.mc < p.mr || p.mc % p.mr || p.nc < p.nr || p.nc % p.nr)
     throw UserError("schedule line '" + line + "': block sizes must nest (nr a multiple of lanes ≤ 128, mc of mr, nc of nr, kc ≥ 8)");
@@ -354,6 +355,7 @@ Built build(const KernelGraph& kg, int kernel, const Space& s, const Point& p) {
     mp.nr = (int)val("nr", 16);
     mp.lanes = s.lanes;
     mp.kc = (int)val("kc", 256);
+    mp.kc_max = mp.kc;  // the candidate's kc caps its K blocks
     mp.mc = mp.mr * (int)val("mc_panels", 16);
     mp.nc = mp.nr * (int)val("nc_panels", 16);
     b.schedule.push_back(matmul_line(mp));
