@@ -36,6 +36,7 @@
 #include <memory>
 #include <mutex>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <tuple>
 #include <string>
@@ -61,6 +62,9 @@ using namespace rnn_math;
 struct Proj {
   const float *x = nullptr, *wt = nullptr, *xb = nullptr;
   int64_t I = 0, XW = 0, col0 = 0;
+  // WT's columns [col0, col0 + G·H) by 16-column strips, [I, 16] each, contiguous (a constant
+  // WT: packed once per process, cached_pack), or nullptr
+  const float* strips = nullptr;
 };
 
 struct Args {
@@ -139,8 +143,10 @@ void project(const Proj& p, int64_t r0, int64_t r1, int64_t c0, int64_t c1, floa
       static thread_local std::vector<float> strip;
       strip.resize(static_cast<size_t>(p.I * 16));
       for (int64_t j = 0; j < n16; j += 16) {
-        for (int64_t k = 0; k < p.I; ++k) std::memcpy(strip.data() + k * 16, w + k * p.XW + j, sizeof(float) * 16);
         const float* sw = strip.data();
+        if (p.strips && c0 % 16 == 0) sw = p.strips + (c0 + j) / 16 * p.I * 16;
+        else
+          for (int64_t k = 0; k < p.I; ++k) std::memcpy(strip.data() + k * 16, w + k * p.XW + j, sizeof(float) * 16);
         tile_rows_x16(m, p.I, x, p.I, sw, 16, d + j, ldd);
       }
       if (n16 < n) gemm_acc(m, n - n16, p.I, x, p.I, w + n16, p.XW, d + n16, ldd, false);
@@ -561,32 +567,52 @@ bool cores_idle(int threads) {
 // A small batch's hidden units split between `threads` threads, `pieces` pieces a round.
 void run_team(const Args& a, int threads, int64_t pieces);
 
-// RT by blocks (pack_blocks) for a recurrent weight that is a constant of the program (a
-// Const node: nodes are immutable and never freed, so its values at this address are those
-// of the first call), packed on the first call and kept for the process, as the matmuls'
-// constant operands are packed once when a program is built (core/loop/prepack.h); nullptr
-// for an RT computed at run time (an input), or past kCacheBytes of packed weights.
-const float* cached_blocks(NodeRef rt_node, const float* rt, const RnnSpec& s) {
-  if (rt_node->op != Op::Const || !rt_node->attrs.data) return nullptr;
+// A packed copy of a weight that is a constant of the program (a Const node: nodes are
+// immutable and never freed, so its values at this address are those of the first call),
+// made by `pack` on the first call and kept for the process, as the matmuls' constant
+// operands are packed once when a program is built (core/loop/prepack.h); nullptr for a
+// weight computed at run time (an input), or past kCacheBytes of packed weights. `key`
+// tells apart the layouts of one weight.
+const float* cached_pack(NodeRef node, const float* src, std::vector<int64_t> key, size_t floats,
+                         const std::function<void(float*)>& pack) {
+  if (node->op != Op::Const || !node->attrs.data) return nullptr;
   constexpr size_t kCacheBytes = size_t(256) << 20;
   struct Entry {
     std::unique_ptr<float, decltype(&std::free)> p{nullptr, &std::free};
   };
   static std::mutex* mu = new std::mutex;
-  static auto* cache = new std::map<std::tuple<NodeRef, const float*, int64_t, int>, Entry>;
+  static auto* cache = new std::map<std::tuple<NodeRef, const float*, std::vector<int64_t>>, Entry>;
   static size_t total = 0;
-  const int G = s.gates();
-  const size_t bytes = (sizeof(float) * static_cast<size_t>((s.H + 15) / 16 * 16 * G * s.H) + 63) / 64 * 64;
+  const size_t bytes = (sizeof(float) * floats + 63) / 64 * 64;
   std::lock_guard<std::mutex> lock(*mu);
-  Entry& e = (*cache)[{rt_node, rt, s.H, G}];
+  Entry& e = (*cache)[{node, src, std::move(key)}];
   if (!e.p) {
     if (total + bytes > kCacheBytes) return nullptr;
     e.p.reset(static_cast<float*>(std::aligned_alloc(64, bytes)));
     if (!e.p) return nullptr;
-    pack_blocks(rt, s.H, G, 0, (s.H + 15) / 16, e.p.get());
+    pack(e.p.get());
     total += bytes;
   }
   return e.p.get();
+}
+
+// RT by blocks (pack_blocks), for a constant RT
+const float* cached_blocks(NodeRef rt_node, const float* rt, const RnnSpec& s) {
+  const int G = s.gates();
+  const int64_t nb = (s.H + 15) / 16;
+  return cached_pack(rt_node, rt, {0, s.H, G}, static_cast<size_t>(nb * 16 * G * s.H),
+                     [&](float* dst) { pack_blocks(rt, s.H, G, 0, nb, dst); });
+}
+
+// WT's columns of this direction by 16-column strips (Proj::strips), for a constant WT
+const float* cached_strips(NodeRef wt_node, const Proj& p, int64_t GH) {
+  const int64_t S = GH / 16;
+  if (S == 0) return nullptr;
+  return cached_pack(wt_node, p.wt, {1, p.I, p.XW, p.col0, GH}, static_cast<size_t>(S * p.I * 16), [&](float* dst) {
+    for (int64_t j = 0; j < S; ++j)
+      for (int64_t k = 0; k < p.I; ++k)
+        std::memcpy(dst + (j * p.I + k) * 16, p.wt + k * p.XW + p.col0 + j * 16, sizeof(float) * 16);
+  });
 }
 
 // One chooser per layer shape (its Extern's ints), kept for the process.
@@ -627,6 +653,7 @@ void run_rnn(NodeRef n, void* const* bufs) {
   if (sp->has_proj) {
     a.pj = {a.xp, static_cast<const float*>(in(sp->in_wt())), static_cast<const float*>(in(sp->in_xb())), sp->I, sp->XW,
             sp->col0};
+    a.pj.strips = cached_strips(n->inputs[static_cast<size_t>(sp->in_wt())], a.pj, GH);
     xp.bytes = (sizeof(float) * static_cast<size_t>(T * B * GH) + 63) / 64 * 64;
     xp.p = PackPool::get().take(xp.bytes);
     LATHE_CHECK(xp.p != nullptr, "rnn: out of memory for the input projections");
