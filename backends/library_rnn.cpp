@@ -543,25 +543,15 @@ void team_work(Team& tm, int me) {
 
 int hardware_threads() { return static_cast<int>(std::max(1u, std::thread::hardware_concurrency())); }
 
-// LATHE_RNN_THREADS=N: at most N threads (1: none); 0 / unset: the hardware's; "auto": the
-// hardware's, choosing between one thread and the Team by timing even on a loaded machine
+// LATHE_RNN_THREADS=N: at most N threads (1: none); 0 / unset / "auto": the hardware's, a
+// small batch choosing between one thread and the Team by timing them (rnn_chooser.h),
+// whatever the load. (Until the Team read RT by cached blocks from persistent threads it ran
+// only while the load average left a core idle: with a partner descheduled for a time slice
+// it lost to one thread. The chooser sees that by itself, and the benchmarks' load of
+// 1.2–1.7 on 2 cores kept the Team off in about half the runs.)
 int thread_limit() {
   const char* e = std::getenv("LATHE_RNN_THREADS");
   return e && std::atoi(e) > 0 ? std::atoi(e) : 0;
-}
-
-// Threads that split every step are only worth it with idle cores. With a barrier per step a
-// partner descheduled for a time slice stalled every step (2 cores at load 6–12: 8–18 ms for
-// a 64-step layer that one thread runs in 1 ms); the Team runs on without it, but a partner
-// that shares its core with another process still mostly costs (load 9–12: 2–3 ms median,
-// 0.75–1.0 ms min, against 1.1–1.5 and 1.0–1.2 ms for one thread). Unless LATHE_RNN_THREADS
-// asks for them, the hidden units are split only while the 1-minute load average leaves a
-// core idle besides this thread.
-bool cores_idle(int threads) {
-  if (thread_limit() > 0) return true;
-  if (const char* e = std::getenv("LATHE_RNN_THREADS"); e && std::string(e) == "auto") return true;  // time both, whatever the load
-  double load[1];
-  return getloadavg(load, 1) == 1 && load[0] + (threads - 1) <= hardware_threads() + 0.5;  // the load counts this thread
 }
 
 // A small batch's hidden units split between `threads` threads, `pieces` pieces a round.
@@ -710,11 +700,10 @@ void run_rnn(NodeRef n, void* const* bufs) {
     return;
   }
   // A small batch with a big recurrent weight: threads split the hidden units, pieces of 16·k
-  // (Team). RT under 256 KiB: one core's cache holds it, one thread.
+  // (Team), when that has timed faster. RT under 256 KiB: one core's cache holds it, one thread.
   const int64_t blocks = (H + 15) / 16;
   int threads = static_cast<int>(std::min<int64_t>({hw, kMaxThreads, blocks / 4}));
   if (T < 4 || H * GH * 4 < (int64_t(256) << 10)) threads = 1;
-  if (threads > 1 && !cores_idle(threads)) threads = 1;
   if (threads > 1 && thread_limit() == 0) {
     // not asked for by LATHE_RNN_THREADS: one thread or the Team, whichever has been faster
     // for this layer lately (rnn_chooser.h)
