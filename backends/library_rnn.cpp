@@ -46,6 +46,7 @@
 
 #include "backends/library.h"
 #include "backends/library_rnn_math.h"
+#include "backends/rnn_pack_cache.h"
 #include "backends/rnn_chooser.h"
 #include "core/ir/diag.h"
 #include "core/ir/rnn_op.h"
@@ -556,35 +557,6 @@ int thread_limit() {
 
 // A small batch's hidden units split between `threads` threads, `pieces` pieces a round.
 void run_team(const Args& a, int threads, int64_t pieces);
-
-// A packed copy of a weight that is a constant of the program (a Const node: nodes are
-// immutable and never freed, so its values at this address are those of the first call),
-// made by `pack` on the first call and kept for the process, as the matmuls' constant
-// operands are packed once when a program is built (core/loop/prepack.h); nullptr for a
-// weight computed at run time (an input), or past kCacheBytes of packed weights. `key`
-// tells apart the layouts of one weight.
-const float* cached_pack(NodeRef node, const float* src, std::vector<int64_t> key, size_t floats,
-                         const std::function<void(float*)>& pack) {
-  if (node->op != Op::Const || !node->attrs.data) return nullptr;
-  constexpr size_t kCacheBytes = size_t(256) << 20;
-  struct Entry {
-    std::unique_ptr<float, decltype(&std::free)> p{nullptr, &std::free};
-  };
-  static std::mutex* mu = new std::mutex;
-  static auto* cache = new std::map<std::tuple<NodeRef, const float*, std::vector<int64_t>>, Entry>;
-  static size_t total = 0;
-  const size_t bytes = (sizeof(float) * floats + 63) / 64 * 64;
-  std::lock_guard<std::mutex> lock(*mu);
-  Entry& e = (*cache)[{node, src, std::move(key)}];
-  if (!e.p) {
-    if (total + bytes > kCacheBytes) return nullptr;
-    e.p.reset(static_cast<float*>(std::aligned_alloc(64, bytes)));
-    if (!e.p) return nullptr;
-    pack(e.p.get());
-    total += bytes;
-  }
-  return e.p.get();
-}
 
 // RT by blocks (pack_blocks), for a constant RT
 const float* cached_blocks(NodeRef rt_node, const float* rt, const RnnSpec& s) {
