@@ -4,9 +4,11 @@
 // A step: the gate pre-activations start as the step's row of XP (the input projections and
 // biases, computed for all steps by one GEMM before this kernel), gain h·RT, and the gate
 // arithmetic makes the new state. h·RT reads RT [H, G·H] along its rows:
-//   * one batch row (and the Team's pieces, gemm_acc): a row reduction, the accumulators in L1 gaining
-//     h[k..k+3] times four contiguous rows of RT at a time (RT streams through once per row;
-//     at batch 1 the step is bound by reading RT, which no tiling reduces);
+//   * one batch row, and the Team's pieces: RT by blocks of 16 units (pack_blocks, [H, G·16]
+//     each, packed once per process when RT is a constant: cached_blocks), a block's G·16
+//     accumulators in registers over all H rows (block_acc); an RT known only at run time
+//     and one thread: a row reduction over RT in place (gemm_acc; at batch 1 the step is
+//     bound by reading RT, which no tiling reduces);
 //   * more: register tiles of up to 6 batch rows × 16 columns over a copy of RT made at the
 //     start of the call, strip by strip (pack_strips), the 16-column strip staying in L1
 //     while every block of batch rows passes over it.
@@ -27,13 +29,16 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
 #include <mutex>
 #include <cstring>
+#include <functional>
 #include <map>
+#include <tuple>
 #include <string>
 #include <system_error>
 #include <thread>
@@ -41,6 +46,7 @@
 
 #include "backends/library.h"
 #include "backends/library_rnn_math.h"
+#include "backends/rnn_pack_cache.h"
 #include "backends/rnn_chooser.h"
 #include "core/ir/diag.h"
 #include "core/ir/rnn_op.h"
@@ -57,6 +63,9 @@ using namespace rnn_math;
 struct Proj {
   const float *x = nullptr, *wt = nullptr, *xb = nullptr;
   int64_t I = 0, XW = 0, col0 = 0;
+  // WT's columns [col0, col0 + G·H) by 16-column strips, [I, 16] each, contiguous (a constant
+  // WT: packed once per process, cached_pack), or nullptr
+  const float* strips = nullptr;
 };
 
 struct Args {
@@ -67,6 +76,7 @@ struct Args {
   Proj pj;                 // pj.x: the projection is computed here, into xp_w
   float* xp_w = nullptr;   // = xp then
   const float* strips = nullptr;  // RT's 16-column strips, contiguous (pack_strips), or nullptr
+  const float* blocks = nullptr;  // RT by blocks of 16 units (pack_blocks), or nullptr
 };
 
 // A step of 2 rows or more reads RT in register tiles of up to 6 rows × 16 columns (RT read
@@ -134,8 +144,10 @@ void project(const Proj& p, int64_t r0, int64_t r1, int64_t c0, int64_t c1, floa
       static thread_local std::vector<float> strip;
       strip.resize(static_cast<size_t>(p.I * 16));
       for (int64_t j = 0; j < n16; j += 16) {
-        for (int64_t k = 0; k < p.I; ++k) std::memcpy(strip.data() + k * 16, w + k * p.XW + j, sizeof(float) * 16);
         const float* sw = strip.data();
+        if (p.strips && c0 % 16 == 0) sw = p.strips + (c0 + j) / 16 * p.I * 16;
+        else
+          for (int64_t k = 0; k < p.I; ++k) std::memcpy(strip.data() + k * 16, w + k * p.XW + j, sizeof(float) * 16);
         tile_rows_x16(m, p.I, x, p.I, sw, 16, d + j, ldd);
       }
       if (n16 < n) gemm_acc(m, n - n16, p.I, x, p.I, w + n16, p.XW, d + n16, ldd, false);
@@ -177,9 +189,8 @@ struct Piece {
 int64_t len_of(const Args& a, int64_t b) { return a.lens ? std::clamp<int64_t>(a.lens[b], 0, a.s.T) : a.s.T; }
 
 // Computes round `phase` of step `step` for units [u0, u1) into p (nothing shared is written).
-// `packed`: the piece's columns of RT packed contiguously, [H, G·U] (pack_rows), or nullptr.
-void compute(const Args& a, const State& st, int64_t step, int phase, int64_t u0, int64_t u1, Piece& p,
-             const float* packed = nullptr) {
+// With a.blocks (RT by 16-unit blocks) u0 is a multiple of 16.
+void compute(const Args& a, const State& st, int64_t step, int phase, int64_t u0, int64_t u1, Piece& p) {
   const RnnSpec& s = a.s;
   const int64_t T = s.T, B = s.B, H = s.H, G = s.gates(), GH = G * H, m = st.m, U = u1 - u0, GU = G * U;
   const int64_t t = s.reverse ? T - 1 - step : step;
@@ -204,7 +215,15 @@ void compute(const Args& a, const State& st, int64_t step, int phase, int64_t u0
         }
       }
     }
-    if (packed) return gemm_acc(m, (g1 - g0) * U, H, in, H, packed + g0 * U, GU, gt + g0 * U, GU, backward);
+    if (a.blocks && (m == 1 || U < H)) {  // the blocks of units [u0, u1), walked back and forth
+      const int64_t b0 = u0 / 16, b1 = (u1 + 15) / 16;
+      for (int64_t i = 0; i < b1 - b0; ++i) {
+        const int64_t b = backward ? b1 - 1 - i : b0 + i;
+        block_acc(m, H, in, H, a.blocks + b * H * G * 16, static_cast<int>(G), g0, g1, std::min<int64_t>(16, u1 - b * 16),
+                  gt + g0 * U + (b * 16 - u0), U, GU, backward);
+      }
+      return;
+    }
     if (U == H && a.strips && use_strips(s, m)) return gates_by_strips(m, g0, g1, in, a, gt, GU, backward);
     if (U == H) return gemm_acc(m, (g1 - g0) * H, H, in, H, a.rt + g0 * H, GH, gt + g0 * H, GU, backward);
     for (int g = g0; g < g1; ++g) gemm_acc(m, U, H, in, H, a.rt + g * H + u0, GH, gt + g * U, GU, backward);
@@ -276,20 +295,6 @@ void compute(const Args& a, const State& st, int64_t step, int phase, int64_t u0
   }
 }
 
-// Rows [k0, k1) of RT into the packed blocks of the pieces `units`: piece [u0, u1) gets RT's
-// columns of its units of every gate, row by row, [H, G·U] at dst + H·G·u0. A piece's product
-// then streams one contiguous block instead of G short runs in each of H rows 4·G·H bytes
-// apart (which defeat the hardware prefetcher). Reads RT's rows whole, in order.
-void pack_rows(const Args& a, const std::vector<std::pair<int64_t, int64_t>>& units, int64_t k0, int64_t k1, float* dst) {
-  const int64_t H = a.s.H, G = a.s.gates();
-  for (int64_t k = k0; k < k1; ++k)
-    for (int64_t g = 0; g < G; ++g)
-      for (const auto& [u0, u1] : units) {
-        const int64_t U = u1 - u0;
-        std::memcpy(dst + H * G * u0 + (k * G + g) * U, a.rt + k * G * H + g * H + u0, sizeof(float) * U);
-      }
-}
-
 // The projections of units [u0, u1) of every gate, all T·B rows, into p.proj ([T·B, G·U]):
 // computed privately, as a piece of a step is, since a stalled piece may be computed twice.
 void project_piece(const Args& a, int64_t u0, int64_t u1, Piece& p) {
@@ -350,8 +355,9 @@ void run_alone(const Args& a, State& st) {
 //
 // Each round (a step, or a phase of one) is cut into pieces of 16·k units, and each thread
 // owns a contiguous share of them, whose columns of RT then stay in its core's cache from
-// step to step. Round 0 packs each piece's columns of RT contiguously (pack_rows; its pieces
-// are blocks of RT's rows). A thread claims a piece (compare-and-swap on the piece's
+// step to step. RT is read by blocks of 16 units (pack_blocks: a piece is a contiguous range
+// of them), packed once per process for a constant RT (cached_blocks), else by round 0, each
+// piece its own blocks; round 0 also computes the projections. A thread claims a piece (compare-and-swap on the piece's
 // state), computes it into its own buffers and commits it; a round ends when all its pieces
 // have committed. The machine is shared, so a thread may be descheduled at any moment, and
 // no thread ever waits for another's turn to come:
@@ -362,9 +368,9 @@ void run_alone(const Args& a, State& st) {
 //     of work is claimed again and computed by a waiting thread; the late owner's commit then
 //     fails (commit is a compare-and-swap too), and what it computed is dropped. (A late
 //     packer writes the bytes the other one did.)
-// The partner threads are detached: the caller returns once every piece has committed and no
-// partner is inside a piece (reading the call's buffers); the state they may still look at
-// is shared-owned.
+// The partner threads are persistent (Crew) and may come late: the caller returns once every
+// piece has committed and no partner is inside a piece (reading the call's buffers); the
+// state they may still look at is shared-owned.
 
 constexpr int kMaxThreads = 4;
 
@@ -421,15 +427,18 @@ struct Team {
   std::unique_ptr<Padded[]> piece;
   std::unique_ptr<Padded[]> done_by{new Padded[kMaxThreads]};  // pieces each thread committed, all rounds so far
   std::unique_ptr<Padded[]> inside{new Padded[kMaxThreads]};   // a thread between a claim attempt and its commit
-  float* packed = nullptr;  // RT by piece (pack_rows): piece i at H·G·u0; 64-byte aligned (PackPool)
+  float* packed = nullptr;  // RT by blocks (pack_blocks) when a.blocks was not given: 64-byte aligned (PackPool)
   size_t packed_bytes = 0;
   int stall_us = 0;  // LATHE_RNN_STALL_US=N (tests): a claimed piece sleeps N µs now and then
   Team(const Args& args, int n, int64_t pieces) : a(args), st(args, 0, args.s.B), threads(n) {
     per_step = phases(a.s);
     rounds = 1 + static_cast<int>(a.s.T) * per_step;  // packing, then the steps
-    packed_bytes = (sizeof(float) * static_cast<size_t>(a.s.H * a.s.gates() * a.s.H) + 63) / 64 * 64;
-    packed = PackPool::get().take(packed_bytes);
-    LATHE_CHECK(packed != nullptr, "rnn: out of memory for the packed recurrent weight");
+    if (!a.blocks) {  // packed in round 0, each piece its own blocks
+      packed_bytes = (sizeof(float) * static_cast<size_t>((a.s.H + 15) / 16 * 16 * a.s.gates() * a.s.H) + 63) / 64 * 64;
+      packed = PackPool::get().take(packed_bytes);
+      LATHE_CHECK(packed != nullptr, "rnn: out of memory for the packed recurrent weight");
+      a.blocks = packed;
+    }
     const int64_t blocks = (a.s.H + 15) / 16;
     for (int64_t i = 0; i < pieces; ++i) {
       units.push_back({std::min(a.s.H, blocks * i / pieces * 16), std::min(a.s.H, blocks * (i + 1) / pieces * 16)});
@@ -439,7 +448,9 @@ struct Team {
     piece.reset(new Padded[static_cast<size_t>(pieces)]);
     for (int64_t i = 0; i < pieces; ++i) piece[i].v.store(3);
   }
-  ~Team() { PackPool::get().give(packed, packed_bytes); }
+  ~Team() {
+    if (packed) PackPool::get().give(packed, packed_bytes);
+  }
   Team(const Team&) = delete;
   Team& operator=(const Team&) = delete;
   int64_t pieces() const { return static_cast<int64_t>(units.size()); }
@@ -476,16 +487,15 @@ void team_work(Team& tm, int me) {
     bool ok = (open || stale) && tm.piece[i].v.compare_exchange_strong(v, enc(r, me, 1), std::memory_order_acq_rel);
     if (ok) {
       const auto [u0, u1] = tm.units[static_cast<size_t>(i)];
-      float* pk = tm.packed + a.s.H * a.s.gates() * u0;
       const int64_t step = (r - 1) / tm.per_step;
       const int ph = (r - 1) % tm.per_step;
       if (tm.stall_us > 0 && (r + i + me) % 3 == 0)  // LATHE_RNN_STALL_US (tests): as if descheduled here
         std::this_thread::sleep_for(std::chrono::microseconds(tm.stall_us));
-      if (r == 0) {  // round 0: rows of RT packed, and the projections of the piece's units
-        pack_rows(a, tm.units, a.s.H * i / np, a.s.H * (i + 1) / np, tm.packed);
+      if (r == 0) {  // round 0: the piece's blocks of RT packed (unless cached), and the projections of its units
+        if (tm.packed) pack_blocks(a.rt, a.s.H, a.s.gates(), u0 / 16, (u1 + 15) / 16, tm.packed);
         if (a.pj.x) project_piece(a, u0, u1, p);
       } else {
-        compute(a, tm.st, step, ph, u0, u1, p, pk);
+        compute(a, tm.st, step, ph, u0, u1, p);
       }
       int64_t mine = enc(r, me, 1);
       if (tm.piece[i].v.compare_exchange_strong(mine, enc(r, me, 2), std::memory_order_acq_rel)) {
@@ -534,29 +544,41 @@ void team_work(Team& tm, int me) {
 
 int hardware_threads() { return static_cast<int>(std::max(1u, std::thread::hardware_concurrency())); }
 
-// LATHE_RNN_THREADS=N: at most N threads (1: none); 0 / unset: the hardware's; "auto": the
-// hardware's, choosing between one thread and the Team by timing even on a loaded machine
+// LATHE_RNN_THREADS=N: at most N threads (1: none); 0 / unset / "auto": the hardware's, a
+// small batch choosing between one thread and the Team by timing them (rnn_chooser.h),
+// whatever the load. (Until the Team read RT by cached blocks from persistent threads it ran
+// only while the load average left a core idle: with a partner descheduled for a time slice
+// it lost to one thread. The chooser sees that by itself, and the benchmarks' load of
+// 1.2–1.7 on 2 cores kept the Team off in about half the runs.)
 int thread_limit() {
   const char* e = std::getenv("LATHE_RNN_THREADS");
   return e && std::atoi(e) > 0 ? std::atoi(e) : 0;
 }
 
-// Threads that split every step are only worth it with idle cores. With a barrier per step a
-// partner descheduled for a time slice stalled every step (2 cores at load 6–12: 8–18 ms for
-// a 64-step layer that one thread runs in 1 ms); the Team runs on without it, but a partner
-// that shares its core with another process still mostly costs (load 9–12: 2–3 ms median,
-// 0.75–1.0 ms min, against 1.1–1.5 and 1.0–1.2 ms for one thread). Unless LATHE_RNN_THREADS
-// asks for them, the hidden units are split only while the 1-minute load average leaves a
-// core idle besides this thread.
-bool cores_idle(int threads) {
-  if (thread_limit() > 0) return true;
-  if (const char* e = std::getenv("LATHE_RNN_THREADS"); e && std::string(e) == "auto") return true;  // time both, whatever the load
-  double load[1];
-  return getloadavg(load, 1) == 1 && load[0] + (threads - 1) <= hardware_threads() + 0.5;  // the load counts this thread
-}
-
 // A small batch's hidden units split between `threads` threads, `pieces` pieces a round.
 void run_team(const Args& a, int threads, int64_t pieces);
+// Wakes (or starts) the Team's partner threads without work, so that they poll for the next
+// call (see Crew).
+void warm_team(int threads);
+
+// RT by blocks (pack_blocks), for a constant RT
+const float* cached_blocks(NodeRef rt_node, const float* rt, const RnnSpec& s) {
+  const int G = s.gates();
+  const int64_t nb = (s.H + 15) / 16;
+  return cached_pack(rt_node, rt, {0, s.H, G}, static_cast<size_t>(nb * 16 * G * s.H),
+                     [&](float* dst) { pack_blocks(rt, s.H, G, 0, nb, dst); });
+}
+
+// WT's columns of this direction by 16-column strips (Proj::strips), for a constant WT
+const float* cached_strips(NodeRef wt_node, const Proj& p, int64_t GH) {
+  const int64_t S = GH / 16;
+  if (S == 0) return nullptr;
+  return cached_pack(wt_node, p.wt, {1, p.I, p.XW, p.col0, GH}, static_cast<size_t>(S * p.I * 16), [&](float* dst) {
+    for (int64_t j = 0; j < S; ++j)
+      for (int64_t k = 0; k < p.I; ++k)
+        std::memcpy(dst + (j * p.I + k) * 16, p.wt + k * p.XW + p.col0 + j * 16, sizeof(float) * 16);
+  });
+}
 
 // One chooser per layer shape (its Extern's ints), kept for the process.
 std::mutex& chooser_mu() {
@@ -582,6 +604,7 @@ void run_rnn(NodeRef n, void* const* bufs) {
   a.lens = static_cast<const int32_t*>(in(sp->in_lens()));
   a.rbh = static_cast<const float*>(in(sp->in_rbh()));
   const int64_t B = sp->B, H = sp->H, T = sp->T, GH = sp->gates() * H;
+  if (B < 8) a.blocks = cached_blocks(n->inputs[1], a.rt, *sp);  // (batch 8+: strips or a split of rows)
   const int hw = thread_limit() > 0 ? thread_limit() : hardware_threads();
   // With the projection: XP of this direction's columns, [T·B, G·H], in a buffer of the pool
   // (computed below by whichever way the recurrence runs)
@@ -595,6 +618,7 @@ void run_rnn(NodeRef n, void* const* bufs) {
   if (sp->has_proj) {
     a.pj = {a.xp, static_cast<const float*>(in(sp->in_wt())), static_cast<const float*>(in(sp->in_xb())), sp->I, sp->XW,
             sp->col0};
+    a.pj.strips = cached_strips(n->inputs[static_cast<size_t>(sp->in_wt())], a.pj, GH);
     xp.bytes = (sizeof(float) * static_cast<size_t>(T * B * GH) + 63) / 64 * 64;
     xp.p = PackPool::get().take(xp.bytes);
     LATHE_CHECK(xp.p != nullptr, "rnn: out of memory for the input projections");
@@ -651,11 +675,10 @@ void run_rnn(NodeRef n, void* const* bufs) {
     return;
   }
   // A small batch with a big recurrent weight: threads split the hidden units, pieces of 16·k
-  // (Team). RT under 256 KiB: one core's cache holds it, one thread.
+  // (Team), when that has timed faster. RT under 256 KiB: one core's cache holds it, one thread.
   const int64_t blocks = (H + 15) / 16;
   int threads = static_cast<int>(std::min<int64_t>({hw, kMaxThreads, blocks / 4}));
   if (T < 4 || H * GH * 4 < (int64_t(256) << 10)) threads = 1;
-  if (threads > 1 && !cores_idle(threads)) threads = 1;
   if (threads > 1 && thread_limit() == 0) {
     // not asked for by LATHE_RNN_THREADS: one thread or the Team, whichever has been faster
     // for this layer lately (rnn_chooser.h)
@@ -674,8 +697,14 @@ void run_rnn(NodeRef n, void* const* bufs) {
     } else {
       run_team(a, threads, std::min<int64_t>(blocks, 4 * threads));
     }
-    std::lock_guard<std::mutex> lock(chooser_mu());
-    ch->record(mode, now_us() - t0);
+    {
+      std::lock_guard<std::mutex> lock(chooser_mu());
+      ch->record(mode, now_us() - t0);
+    }
+    // After a call on one thread the partners have stopped polling: a Team call next (the
+    // chooser's) would pay their wake-up, which a Team chosen for every call does not, and
+    // the chooser kept one thread under SCHED_FIFO at 3.3-3.9 ms against the Team's 2.1-2.3
+    if (mode == 0) warm_team(threads);
     return;
   }
   if (threads <= 1) {
@@ -688,15 +717,77 @@ void run_rnn(NodeRef n, void* const* bufs) {
 
 namespace {
 
-void run_team(const Args& a, int threads, int64_t pieces) {
-  auto team = std::make_shared<Team>(a, threads, pieces);
-  for (int i = 1; i < threads; ++i) {
-    try {
-      std::thread([team, i] { team_work(*team, i); }).detach();
-    } catch (const std::system_error&) {  // no thread to be had: the others take its share
+// The Team's partner threads, started once and kept: a thread started for each call first
+// has to be scheduled (on the shared machine it joined 0.1–2 ms into a ~1 ms call, the
+// caller meanwhile working alone), and its core's cache holds nothing of the call. A
+// worker polls for the next call's Team for kSpinUs after each (a model's recurrent layers
+// run back to back, and a run's kernels follow each other within microseconds), then
+// sleeps on a condition variable until the next.
+class Crew {
+ public:
+  static Crew& get() {
+    static Crew* c = new Crew;  // never destroyed: its workers outlive static teardown
+    return *c;
+  }
+  // Offers `team` to workers 1 .. threads - 1, starting those not yet running (a worker
+  // that cannot be started leaves its share to the others).
+  void start(const std::shared_ptr<Team>& team, int threads) {
+    bool wake = false;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      job_ = team;
+      const uint64_t before = gen_.fetch_add(1, std::memory_order_acq_rel);
+      for (; started_ < threads - 1; ++started_) {
+        try {
+          std::thread([this, me = started_ + 1, before] { loop(me, before); }).detach();
+        } catch (const std::system_error&) {
+          break;
+        }
+      }
+      wake = sleeping_ > 0;
+    }
+    if (wake) cv_.notify_all();
+  }
+  // The call of `team` is over: a worker that has not picked it up yet will not.
+  void finish(const std::shared_ptr<Team>& team) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (job_ == team) job_.reset();
+  }
+
+ private:
+  static constexpr double kSpinUs = 300;
+  void loop(int me, uint64_t seen) {
+    for (;;) {
+      for (const double t0 = now_us(); gen_.load(std::memory_order_acquire) == seen && now_us() - t0 < kSpinUs;)
+        for (int i = 0; i < 16; ++i) _mm_pause();
+      std::shared_ptr<Team> team;
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        if (gen_.load(std::memory_order_acquire) == seen) {
+          ++sleeping_;
+          cv_.wait(lock, [&] { return gen_.load(std::memory_order_acquire) != seen; });
+          --sleeping_;
+        }
+        seen = gen_.load(std::memory_order_acquire);
+        team = job_;
+      }
+      if (team && me < team->threads) team_work(*team, me);
     }
   }
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::shared_ptr<Team> job_;  // the present call's (mu_)
+  std::atomic<uint64_t> gen_{0};
+  int started_ = 0, sleeping_ = 0;  // workers (mu_)
+};
+
+void warm_team(int threads) { Crew::get().start(nullptr, threads); }
+
+void run_team(const Args& a, int threads, int64_t pieces) {
+  auto team = std::make_shared<Team>(a, threads, pieces);
+  Crew::get().start(team, threads);
   team_work(*team, 0);
+  Crew::get().finish(team);
   for (int i = 1; i < threads; ++i)  // a partner inside a piece may still read the call's buffers
     for (int spin = 0; team->inside[i].v.load(std::memory_order_acquire); ++spin)
       if (spin > 1000) std::this_thread::yield();

@@ -179,6 +179,66 @@ void gemm_acc(int64_t m, int64_t n, int64_t K, const float* a, int64_t lda, cons
   for (int64_t r = m4; r < m; ++r) row_reduce_avx2(n, K, a + r * lda, w, ldw, acc + r * ldc, backward);
 }
 
+void pack_blocks(const float* rt, int64_t H, int G, int64_t b0, int64_t b1, float* dst) {
+  const int64_t GH = G * H;
+  for (int64_t b = b0; b < b1; ++b) {
+    float* d = dst + b * H * G * 16;
+    const int64_t u0 = b * 16, nu = std::min<int64_t>(16, H - u0);
+    for (int64_t k = 0; k < H; ++k)
+      for (int g = 0; g < G; ++g) {
+        float* row = d + (k * G + g) * 16;
+        std::memcpy(row, rt + k * GH + g * H + u0, sizeof(float) * static_cast<size_t>(nu));
+        if (nu < 16) std::fill(row + nu, row + 16, 0.f);
+      }
+  }
+}
+
+namespace {
+
+// One batch row, NG gates × 16 units of a block: 2·NG accumulators in registers over all K
+// (each row of the block: one broadcast of a[k], 2·NG loads and FMAs; no accumulator
+// traffic through L1)
+template <int NG>
+__attribute__((target("avx2,fma"))) void block_row(int64_t K, const float* a, const float* w, int64_t ldw, float* c,
+                                                   int64_t ldgate, bool backward) {
+  __m256 acc[NG][2];
+#pragma GCC unroll 4
+  for (int g = 0; g < NG; ++g) acc[g][0] = _mm256_loadu_ps(c + g * ldgate), acc[g][1] = _mm256_loadu_ps(c + g * ldgate + 8);
+  const int64_t k0 = backward ? K - 1 : 0, dk = backward ? -1 : 1;
+  for (int64_t i = 0, k = k0; i < K; ++i, k += dk) {
+    const __m256 x = _mm256_broadcast_ss(a + k);
+    const float* wk = w + k * ldw;
+#pragma GCC unroll 4
+    for (int g = 0; g < NG; ++g) {
+      acc[g][0] = _mm256_fmadd_ps(x, _mm256_loadu_ps(wk + g * 16), acc[g][0]);
+      acc[g][1] = _mm256_fmadd_ps(x, _mm256_loadu_ps(wk + g * 16 + 8), acc[g][1]);
+    }
+  }
+#pragma GCC unroll 4
+  for (int g = 0; g < NG; ++g) _mm256_storeu_ps(c + g * ldgate, acc[g][0]), _mm256_storeu_ps(c + g * ldgate + 8, acc[g][1]);
+}
+
+}  // namespace
+
+void block_acc(int64_t m, int64_t K, const float* a, int64_t lda, const float* blk, int G, int g0, int g1, int64_t nu,
+               float* c, int64_t ldgate, int64_t ldc, bool backward) {
+  const float* w = blk + g0 * 16;
+  const int64_t ldw = G * 16;
+  if (kAvx2 && nu == 16 && m == 1) {
+    switch (g1 - g0) {
+      case 1: return block_row<1>(K, a, w, ldw, c, ldgate, backward);
+      case 2: return block_row<2>(K, a, w, ldw, c, ldgate, backward);
+      case 3: return block_row<3>(K, a, w, ldw, c, ldgate, backward);
+      case 4: return block_row<4>(K, a, w, ldw, c, ldgate, backward);
+      default: break;
+    }
+  }
+  for (int g = 0; g < g1 - g0; ++g) {
+    if (kAvx2 && nu == 16) tile_rows_x16(m, K, a, lda, w + g * 16, ldw, c + g * ldgate, ldc);
+    else gemm_acc(m, nu, K, a, lda, w + g * 16, ldw, c + g * ldgate, ldc, backward);
+  }
+}
+
 void activate(const RnnAct& a, float* x, int64_t n) {
   const float al = a.alpha, be = a.beta;
   switch (a.kind) {

@@ -22,6 +22,16 @@ __attribute__((target("avx2,fma"))) void tile_rows_x16(int64_t m, int64_t K, con
 // by rows); `backward` reverses the order w is walked in.
 void gemm_acc(int64_t m, int64_t n, int64_t K, const float* a, int64_t lda, const float* w, int64_t ldw, float* acc,
               int64_t ldc, bool backward);
+// RT [H, G·H] by blocks of 16 hidden units: block b (units 16b.., the last one zero-padded)
+// is [H, G·16] at dst + b·H·G·16, its row k gate 0's 16 columns of RT's row k, then gate
+// 1's, … (a piece of whole blocks then streams one contiguous range, and a row of a block is
+// G·64 bytes: no alignment of its rows to one L1 set). Blocks [b0, b1).
+void pack_blocks(const float* rt, int64_t H, int G, int64_t b0, int64_t b1, float* dst);
+// c[r, (g - g0)·ldgate + j] += a[r, 0:K) · blk[:, g·16 + j] for gates g in [g0, g1), units
+// j < nu (<= 16) of a block of pack_blocks (G gates), rows r < m (c's rows ldc apart);
+// `backward` walks K from the end (one batch row: all accumulators in registers).
+void block_acc(int64_t m, int64_t K, const float* a, int64_t lda, const float* blk, int G, int g0, int g1, int64_t nu,
+               float* c, int64_t ldgate, int64_t ldc, bool backward);
 // x[0:n) = act(x[0:n)) in place (Sigmoid, Tanh, ScaledTanh vectorized), and the clip to [-lim, lim]
 void activate(const RnnAct& a, float* x, int64_t n);
 void clamp_n(float* x, int64_t n, float lim);

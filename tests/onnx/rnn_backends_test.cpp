@@ -7,6 +7,7 @@
 
 #include <cstdlib>
 #include <random>
+#include <thread>
 
 #include "backends/kernel_dedup.h"
 #include "backends/rnn_chooser.h"
@@ -312,6 +313,53 @@ TEST(FusedRecurrence, HiddenUnitsSplitBetweenThreads) {
   Case r{"RNN", 6, 1, 2, 261, "forward"};
   r.lens_input = true;
   expect_fused_matches_unrolled(r);
+}
+
+// (The CPU library kernel only, as the tiles below.) RT read by blocks of 16 units (packed once for a constant RT, by the Team's round 0 for one
+// that is an input) and WT by strips packed once: one thread and two (the Team), batch 1
+// (registers over a block) and 4 / 5 (tiles over a block), hidden sizes of whole blocks and
+// of a partial last block (100, 513, 149), both directions, T 1, GRU's two phases, R and W
+// inputs (the Team takes RT of 256 KiB and more, T 4 and more; the rest runs on one thread
+// either way); the second run of each program reads the cached copies
+TEST(CpuRecurrenceTiles, RecurrentWeightByBlocksOneThreadAndTwo) {
+  for (const char* threads : {"1", "2"}) {
+    setenv("LATHE_RNN_THREADS", threads, 1);
+    for (Case c : {Case{"LSTM", 9, 1, 7, 100, "bidirectional", true, true, true}, Case{"LSTM", 5, 1, 13, 513},
+                   Case{"LSTM", 1, 1, 5, 256, "reverse"}, Case{"LSTM", 6, 4, 3, 160, "forward", false, false, true, true},
+                   Case{"GRU", 7, 1, 5, 160, "bidirectional", false, false, true, false, 0},
+                   Case{"GRU", 4, 5, 3, 149, "reverse", false, false, false, true, 1}, Case{"RNN", 5, 1, 3, 300}}) {
+      TensorMap in;
+      Graph g = recurrent_graph(c, in);
+      TensorMap want = interpret(g, in);
+      Executable exe = compile_graph(g, test::test_backend());
+      for (int run = 0; run < 2; ++run)
+        EXPECT_EQ(test::compare_outputs(exe.run(in), want, 4), "") << label(c) << " threads " << threads << " run " << run;
+    }
+    Case r{"LSTM", 6, 1, 4, 200, "bidirectional"};
+    r.r_input = true, r.w_input = true;
+    expect_fused_matches_unrolled(r);
+  }
+  unsetenv("LATHE_RNN_THREADS");
+}
+
+// two callers at once share the persistent partner threads: whichever call a partner joins,
+// both results are the interpreter's
+TEST(CpuRecurrenceTiles, ConcurrentCallsShareThePartnerThreads) {
+  setenv("LATHE_RNN_THREADS", "2", 1);
+  Case c1{"LSTM", 12, 1, 5, 192}, c2{"GRU", 10, 2, 3, 176, "bidirectional"};
+  TensorMap in1, in2;
+  Graph g1 = recurrent_graph(c1, in1), g2 = recurrent_graph(c2, in2);
+  TensorMap want1 = interpret(g1, in1), want2 = interpret(g2, in2);
+  Executable e1 = compile_graph(g1, test::test_backend()), e2 = compile_graph(g2, test::test_backend());
+  std::string err1, err2;
+  std::thread t([&] {
+    for (int i = 0; i < 20 && err2.empty(); ++i) err2 = test::compare_outputs(e2.run(in2), want2, 4);
+  });
+  for (int i = 0; i < 20 && err1.empty(); ++i) err1 = test::compare_outputs(e1.run(in1), want1, 4);
+  t.join();
+  unsetenv("LATHE_RNN_THREADS");
+  EXPECT_EQ(err1, "") << label(c1);
+  EXPECT_EQ(err2, "") << label(c2);
 }
 
 // one thread or the Team, by the medians of their recent wall times: warm-up alternates,

@@ -1,0 +1,22 @@
+// rnn_pack_cache.h — packed copies of the constant weights of the CPU recurrence kernel
+// (library_rnn.cpp: RT by blocks of 16 units, WT by 16-column strips), made once per process.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "core/ir/node.h"
+
+namespace lathe {
+
+// A packed copy of a weight that is a constant of the program (a Const node: nodes are
+// immutable and never freed, so its values at this address are those of the first call),
+// made by `pack` on the first call and kept for the process, as the matmuls' constant
+// operands are packed once when a program is built (core/loop/prepack.h); nullptr for a
+// weight computed at run time (an input), or past 256 MiB of packed weights. `key` tells
+// apart the layouts of one weight; `floats`: the copy's size.
+const float* cached_pack(NodeRef node, const float* src, std::vector<int64_t> key, size_t floats,
+                         const std::function<void(float*)>& pack);
+
+}  // namespace lathe
