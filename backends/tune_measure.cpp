@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <thread>
 
@@ -18,6 +19,7 @@
 
 #include "core/ir/diag.h"
 #include "core/loop/repack.h"
+#include "core/tune/sampler.h"
 
 namespace lathe {
 
@@ -44,6 +46,7 @@ class TimingLauncher : public KernelLauncher {
   // the best candidate's time over the heuristic's the search has found so far (<= 0: none):
   // the bar a candidate is cut against is the faster of that and the heuristic, this batch
   double best_ratio = 0;
+  tune::ScriptedClock* scripted = nullptr;   // tests: scripted times instead of the clock
 
   void launch(int k, void* const* bufs, const int64_t* dims) override {
     if (k != target_) return base_.launch(k, bufs, dims);
@@ -90,73 +93,37 @@ class TimingLauncher : public KernelLauncher {
     std::vector<float> want = snapshot();
     run(n);
     bool check = want == snapshot();  // an in-place kernel is not reproducible: no check
-    wrong.assign(n, false);
-    // a sample: one untimed launch (it wakes the thread pool the candidates before it let
-    // sleep), then `inner` back to back, as the kernel runs inside a program
-    auto t_one = [&](size_t c, int inner) {
-      run(c);
-      auto t0 = Clock::now();
-      for (int i = 0; i < inner; ++i) run(c);
-      return std::chrono::duration<double, std::milli>(Clock::now() - t0).count() / inner;
+    auto wrong_output = [&](size_t c) {
+      if (!check) return false;
+      std::vector<float> got = snapshot();
+      for (size_t i = 0; i < got.size(); ++i) {
+        float a = got[i], b = want[i];
+        if (std::isnan(a) != std::isnan(b) || std::abs(a - b) > 1e-3f * std::max(1.0f, std::abs(b))) return true;
+      }
+      return false;
     };
-    // the faster of two: a first timed launch can still pay a cold cost (the c backend's
-    // OpenMP team waking: 0.29 ms against 0.02 for a 512 x 384 column sum), which set the
-    // cut's bar 10x too high and let a clearly slower candidate through uncut
-    double base_ms = std::min(t_one(n, 1), t_one(n, 1));
-    inner = (int)std::clamp(std::ceil(sample_ms_ / std::max(base_ms, 1e-6)), 2.0, 500.0);
-    samples.assign(n + 1, {});
-    cut.assign(n, false);
-    // The bar: the best time per launch known now (the heuristic's, or the search's best so
-    // far relative to it), lowered by every sample of the first round. A candidate whose
-    // warm launches both take over kCutWarm x the bar is cut before it is sampled (one sample
-    // of it would cost inner launches); one whose first-round sample, and one more taken at
-    // once (a preempted sample is not cut), are over kCut x the bar is cut after them: its
-    // time is the median of what it has. A slow candidate then costs about two samples, not
-    // `repeats` of them at its own length.
-    constexpr double kCut = 2.0, kCutWarm = 4.0;
-    double bar = base_ms * (best_ratio > 0 ? std::min(1.0, best_ratio) : 1.0);
-    auto timed = [&](size_t c) {
-      auto t0 = Clock::now();
-      run(c);
-      return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-    };
-    for (size_t c = 0; c < n; ++c) {  // warm-up, and the output check
-      run(c);
-      if (check) {
-        std::vector<float> got = snapshot();
-        for (size_t i = 0; i < got.size() && !wrong[c]; ++i) {
-          float a = got[i], b = want[i];
-          if (std::isnan(a) != std::isnan(b) || std::abs(a - b) > 1e-3f * std::max(1.0f, std::abs(b))) wrong[c] = true;
-        }
-      }
-      double w = timed(c);
-      if (cut_slow && !wrong[c] && w > kCutWarm * bar) {
-        w = std::min(w, timed(c));
-        if (w > kCutWarm * bar) {
-          cut[c] = true;
-          samples[c].push_back(w);
-        }
-      }
+    // the sampling and the cut (core/tune/sampler.h), on the steady clock or a scripted one
+    std::function<void(size_t)> launch = run;
+    std::function<double()> now = [] { return std::chrono::duration<double, std::milli>(Clock::now().time_since_epoch()).count(); };
+    if (scripted) {
+      launch = [&](size_t c) {
+        run(c);
+        scripted->launched(c);
+      };
+      now = [&] { return scripted->now(); };
     }
-    for (int r = 0; r < repeats_; ++r) {
-      for (size_t i = 0; i <= n; ++i) {
-        size_t c = (i + r) % (n + 1);  // rotate who goes first
-        if (c < n && (cut[c] || wrong[c])) continue;
-        double t = t_one(c, inner);
-        samples[c].push_back(t);
-        if (r == 0 && cut_slow && c < n && t > kCut * bar) {
-          samples[c].push_back(t_one(c, inner));
-          if (std::min(t, samples[c].back()) > kCut * bar) cut[c] = true;
-        }
-        if (r == 0 && c == n) bar = std::min(bar, t * (best_ratio > 0 ? std::min(1.0, best_ratio) : 1.0));
-        if (r == 0 && c < n && !cut[c]) bar = std::min(bar, *std::min_element(samples[c].begin(), samples[c].end()));
-      }
-      if (r == 0 && cut_slow)  // the bar after the whole first round: cut who it leaves behind
-        for (size_t c = 0; c < n; ++c)
-          if (!cut[c] && !wrong[c] && *std::min_element(samples[c].begin(), samples[c].end()) > kCut * bar) cut[c] = true;
-    }
+    tune::SampleOptions so;
+    so.repeats = repeats_;
+    so.sample_ms = sample_ms_;
+    so.cut_slow = cut_slow;
+    so.best_ratio = best_ratio;
+    tune::SampleResult sr = tune::sample_batch(n, launch, wrong_output, now, so);
+    samples = std::move(sr.samples);
+    wrong = std::move(sr.wrong);
+    cut = std::move(sr.cut);
+    inner = sr.inner;
     if (std::getenv("LATHE_TUNE_DEBUG")) {
-      std::fprintf(stderr, "tune: batch of %zu, inner %d, bar %.4f ms; per candidate samples (ms):", n, inner, bar);
+      std::fprintf(stderr, "tune: batch of %zu, inner %d, bar %.4f ms; per candidate samples (ms):", n, inner, sr.bar);
       for (size_t c = 0; c <= n; ++c) {
         std::fprintf(stderr, "\n  %s%s:", c == n ? "heuristic" : ("#" + std::to_string(c)).c_str(), c < n && cut[c] ? " (cut)" : "");
         for (double t : samples[c]) std::fprintf(stderr, " %.4f", t);
@@ -454,6 +421,7 @@ BackendMeasurer::Batch BackendMeasurer::run_batch(int kernel, const std::vector<
   // load would otherwise end its confirmation after two)
   tl.cut_slow = cut_slow;
   tl.best_ratio = best_ratio;
+  tl.scripted = scripted;
   std::shared_ptr<KernelLauncher> wrap(&tl, [](KernelLauncher*) {});
   exe_->set_launcher(wrap);
   try {

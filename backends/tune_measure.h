@@ -8,8 +8,9 @@
 // (the real intermediates, so indices and masks are the model's): a warm-up, then
 // `repeats` rounds over the candidates in turn (each sample long enough to time, ≥ ~0.2 ms),
 // and per candidate the median of the samples left after dropping outliers (beyond 3 median
-// absolute deviations). Each candidate's output is compared with the heuristic's; one that
-// differs is rejected. CPU backends only (c, llvm): a device backend's launches are queued.
+// absolute deviations); candidates clearly slower are cut short (core/tune/sampler.h).
+// Each candidate's output is compared with the heuristic's; one that differs is rejected.
+// CPU backends only (c, llvm): a device backend's launches are queued.
 #pragma once
 #include <memory>
 #include <string>
@@ -17,6 +18,7 @@
 
 #include "backends/backend.h"
 #include "core/tune/records.h"
+#include "core/tune/sampler.h"
 #include "core/tune/search.h"
 
 namespace lathe {
@@ -48,6 +50,9 @@ class BackendMeasurer : public tune::Measurer {
   double compile_s = 0;     // the last batch's compile time
   int cut = 0;              // candidates of the last batch cut short as clearly slower (best_ratio)
   std::vector<int> samples_each;  // samples each candidate of the last batch got
+  // Tests: a scripted clock (core/tune/sampler.h) read instead of the steady clock; the
+  // kernels still run (outputs are checked), each launch advancing it by its scripted time.
+  tune::ScriptedClock* scripted = nullptr;
   // Each kernel's median time over 5 runs of the heuristic program (after one warm-up).
   std::vector<double> kernel_ms() override;
   // The end-to-end check of a tuning run's records: the program with them applied (as
