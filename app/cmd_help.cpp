@@ -51,6 +51,7 @@ const char* kEnvironment =
     "  LATHE_BENCH_ATTENTION_T=1024  sequence length of the attention-grad bench workload\n"
     "  LATHE_STAGED_TRACE=1     ONNX models run staged (`onnx-test --staged`, `run`): print each segment\n"
     "  LATHE_TUNE_DEBUG=1       `lathe tune` prints every candidate it builds (schedule, model estimate)\n"
+    "  LATHE_TUNE_JAM=1         `lathe tune` also searches row blocking (jam LOOP by 2|4) of row-wise reductions\n"
     "  LATHE_PREPACK=0|all|large  constant matmul B operands (weights) larger than the last-level cache or of\n"
     "                           >= 1 MiB under <= 512 rows (M x batch: a transformer's projections), and conv\n"
     "                           weights (A, <= 256 KiB) of layers with <= 4096 positions, are packed at build\n"

@@ -16,6 +16,7 @@
 #include "core/loop/lower.h"
 #include "core/loop/row_reduce.h"
 #include "core/loop/transform.h"
+#include "core/loop/transform_jam.h"
 #include "core/tune/space.h"
 #include "scripting/binding.h"
 #include "scripting/program_box.h"
@@ -166,6 +167,13 @@ int s_unroll(lua_State* L) {
   return apply(L, [&](loop::LoopFunc& f) { loop::unroll(f, l, (int)n); });
 }
 
+// :jam(loop, r): row blocking, r iterations of an output loop together (transform_jam.h)
+int s_jam(lua_State* L) {
+  std::string l = loop_arg(L, 2, "jam");
+  int64_t n = check_int(L, 3, "factor");
+  return apply(L, [&](loop::LoopFunc& f) { loop::jam(f, l, (int)n); });
+}
+
 int s_parallel(lua_State* L) {
   std::string l = loop_arg(L, 2, "parallel");
   return apply(L, [&](loop::LoopFunc& f) { loop::parallel(f, l); });
@@ -290,6 +298,7 @@ const Function kMethods[] = {
     {"peel", s_peel, "k:peel(loop, width [, \"masked\"])",
      "vectorize loop as whole vectors of width lanes (no interleave), then the remainder: scalar, or one masked vector"},
     {"unroll", s_unroll, "k:unroll(loop [, n])", "unroll by n (0 or none: fully, constant extents up to 64)"},
+    {"jam", s_jam, "k:jam(loop, r)", "row blocking: r iterations of an output loop together, its inner loops fused (2..8)"},
     {"parallel", s_parallel, "k:parallel(loop)", "spread the loop's iterations over threads (refused for reductions and racing stores)"},
     {"rows", s_rows, "k:rows(loop [, block=256])",
      "reduction rows: the reductions inside output loop `loop` run around it, over a row of `block` accumulators"},

@@ -110,6 +110,8 @@ void log(LoopFunc& f, const std::string& line) { f.schedule_log.push_back(line);
 
 }  // namespace
 
+std::string detail::racing_store_in(const Stmt& loop) { return racing_store(loop); }
+
 std::vector<std::string> loop_names(const LoopFunc& f) {
   std::vector<std::string> r;
   walk(f.body, [&](const Stmt& s) {

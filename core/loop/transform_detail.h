@@ -23,5 +23,8 @@ Found must_find(LoopFunc& f, const std::string& prim, const std::string& loop);
 [[noreturn]] void refuse(const std::string& prim, const std::string& what, const std::string& why);
 // `base`, or base2, base3 … : a name no statement of f declares yet.
 std::string fresh(const LoopFunc& f, const std::string& base);
+// Why the iterations of `loop` are not independent (a store every iteration makes to the
+// same element, an outer local they update), or "" (what parallel checks).
+std::string racing_store_in(const Stmt& loop);
 
 }  // namespace lathe::loop::detail

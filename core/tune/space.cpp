@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <sstream>
 #include <thread>
 
@@ -11,6 +12,7 @@
 #include "core/loop/lower_depthwise.h"
 #include "core/loop/row_reduce.h"
 #include "core/loop/transform.h"
+#include "core/loop/transform_jam.h"
 
 namespace lathe::tune {
 
@@ -197,6 +199,9 @@ void apply_line(loop::LoopFunc& f, const std::string& line) {
   } else if (op == "unroll") {
     need(4, "unroll LOOP by N");
     loop::unroll(f, w[1], static_cast<int>(to_int(w[3], line)));
+  } else if (op == "jam") {
+    need(4, "jam LOOP by R");
+    loop::jam(f, w[1], static_cast<int>(to_int(w[3], line)));
   } else if (op == "parallel") {
     need(2, "parallel LOOP");
     loop::parallel(f, w[1]);
@@ -208,7 +213,7 @@ void apply_line(loop::LoopFunc& f, const std::string& line) {
     loop::cache(f, w[3], w[1]);
   } else {
     throw UserError("schedule line '" + line + "': unknown primitive '" + op +
-                    "' (split reorder tile fuse vectorize peel unroll parallel reduce_rows cache; matmul first)");
+                    "' (split reorder tile fuse vectorize peel unroll jam parallel reduce_rows cache; matmul first)");
   }
 }
 
@@ -298,6 +303,13 @@ Space make_space(const KernelGraph& kg, int kernel, const Machine& m) {
                               kRowsWhole}});
   s.knobs.push_back({"fuse", {0, 1, 2}});                             // fuse the first n+1 outer loops
   s.knobs.push_back({"tile", {0, 8, 16, 32, 64}});                    // square tile of the innermost two output loops
+  // row blocking: R rows of a row-wise reduction together (their short passes' chains
+  // interleave). Off unless LATHE_TUNE_JAM=1: softmax-77's tuned kernel measured no faster
+  // with it (one core, load 12: 0.083-0.085 ms per launch with R 1, 2, 4), and the knob
+  // triples the space of every reduction
+  if (const char* e = std::getenv("LATHE_TUNE_JAM"); e && std::string(e) == "1" &&
+      !reducing_output_loops(loop::lower_kernel(kg, kernel, /*plain=*/true)).empty())
+    s.knobs.push_back({"jam", {0, 2, 4}});
   s.knobs.push_back({"parallel", {1, 0}});                            // parallel outermost loop
   s.knobs.push_back({"vectorize", {1, 0, 8, 16, 32, 64, 256}});       // 1: innermost loops; w: split by w first
   // peel the vectorized innermost loops whose extent the vector width does not divide: whole
@@ -380,6 +392,10 @@ Built build(const KernelGraph& kg, int kernel, const Space& s, const Point& p) {
       std::string a = chain[chain.size() - 2], c = chain.back();
       attempt(f, [&] { loop::tile(f, a, c, t, t); });
     }
+  }
+  if (int64_t r = val("jam", 0); r > 0) {
+    auto outs = reducing_output_loops(f);
+    if (!outs.empty()) attempt(f, [&] { loop::jam(f, outs[0], (int)r); });
   }
   if (val("parallel", 1)) {
     auto chain = outer_chain(f);

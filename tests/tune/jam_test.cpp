@@ -1,0 +1,101 @@
+// jam_test.cpp — the tuner's jam knob (row blocking, loop::jam): a softmax's space has it,
+// a point logs "jam LOOP by R" and replays to the same code, a row loop R does not divide is
+// left alone, refusals name why, and a kernel without row-wise reductions gets no knob.
+// (The jammed code against the interpreter on c and llvm: tests/backends/jam_test.cpp;
+// random points of the softmax space, jam included: Tune.RandomPointsOfEverySpace….)
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+
+#include "backends/backend.h"
+#include "core/frontend/nn.h"
+#include "core/interp/interp.h"
+#include "core/runtime/random.h"
+#include "core/frontend/tensor.h"
+#include "core/ir/diag.h"
+#include "core/loop/loop_print.h"
+#include "core/schedule/program.h"
+#include "core/tune/search.h"
+
+namespace lathe {
+namespace {
+
+Graph softmax_graph(const Shape& shape) {
+  Tensor x = input("x", shape);
+  return Graph::from_outputs({{"y", softmax(x, -1).node()}});
+}
+// the schedule lines on kernel 0 of g, on the c backend, against the interpreter (llvm:
+// tests/backends/jam_test.cpp)
+void expect_jammed_matches(const Graph& g, const std::vector<std::string>& lines) {
+  Program p = build_program(g);
+  ASSERT_EQ(p.num_kernels(), 1);
+  loop::LoopFunc f = tune::replay(p.kg, 0, lines);
+  f.name = p.funcs[0].name;
+  p.funcs[0] = f;
+  Executable e(p, get_backend("c").compile(p), "c");
+  TensorMap in = random_inputs(g, 7);
+  TensorMap want = interpret(g, in);
+  TensorMap got = e.run(in);
+  for (auto& [n, t] : want)
+    for (int64_t i = 0; i < t.numel(); ++i)
+      ASSERT_NEAR(got.at(n).get_f64(i), t.get_f64(i), 1e-5) << n << "[" << i << "]\n" << loop::print_loop(f);
+}
+
+TEST(TuneJam, JammedSoftmaxMatchesTheInterpreter) {
+  expect_jammed_matches(softmax_graph({1, 6, 77}), {"jam i1 by 2", "parallel i1",  // batch 1: no i0
+                                                    "vectorize r1", "vectorize r0", "vectorize i2"});
+  expect_jammed_matches(softmax_graph({3, 4, 13}), {"fuse i0 i1 -> i0_i1", "jam i0_i1 by 4", "vectorize r1", "vectorize r0",
+                                                    "vectorize i2", "peel r1 by 8 masked", "peel r0 by 8 masked", "peel i2 by 8"});
+  expect_jammed_matches(softmax_graph({12, 7, 13}), {"fuse i0 i1 -> i0_i1", "jam i0_i1 by 3", "parallel i0_i1"});
+  expect_jammed_matches(softmax_graph({5, 77}), {"jam i0 by 5", "vectorize r1", "peel r0 by 8"});
+}
+
+TEST(TuneJam, TheKnobLogsReplaysAndRefusesWhatItCannotJam) {
+  setenv("LATHE_TUNE_JAM", "1", 1);  // the knob is off by default (no gain measured yet)
+  Program p = build_program(softmax_graph({12, 77, 77}));
+  tune::Space s = tune::make_space(p.kg, 0, tune::Machine{2, 8, 16});
+  int k = s.knob("jam"), fuse = s.knob("fuse");
+  ASSERT_GE(k, 0);
+  ASSERT_GE(fuse, 0);
+  tune::Point pt(s.knobs.size(), 0);
+  pt[k] = 1;     // 2 rows
+  pt[fuse] = 1;  // fuse i0 i1: 924 rows
+  tune::Built b = tune::build(p.kg, 0, s, pt);
+  EXPECT_NE(std::find(b.schedule.begin(), b.schedule.end(), "jam i0_i1 by 2"), b.schedule.end());
+  b.f.name = p.funcs[0].name;
+  loop::LoopFunc again = tune::replay(p.kg, 0, b.schedule);
+  again.name = b.f.name;
+  EXPECT_EQ(tune::code_key(again), tune::code_key(b.f));
+  // the jammed passes: one loop each, two rows' chains in it
+  std::string text = loop::print_loop(b.f);
+  EXPECT_NE(text.find("reduce max(acc2, acc2_1)"), std::string::npos) << text;
+  // without the fuse the row loop (77) is not a multiple of 2: no jam in the log
+  pt[fuse] = 0;
+  tune::Built nb = tune::build(p.kg, 0, s, pt);
+  for (auto& l : nb.schedule) EXPECT_EQ(l.rfind("jam", 0), std::string::npos) << l;
+  // refusals name the reason
+  auto refuses = [&](std::vector<std::string> lines, const std::string& why) {
+    try {
+      tune::replay(p.kg, 0, lines);
+      ADD_FAILURE() << "accepted: " << lines.back();
+    } catch (const UserError& e) {
+      EXPECT_NE(std::string(e.what()).find(why), std::string::npos) << e.what();
+    }
+  };
+  refuses({"jam i1 by 2"}, "constant that 2 divides");
+  refuses({"jam r1 by 7"}, "carries a reduction");
+  refuses({"jam i0 by 2"}, "not innermost");
+  refuses({"jam i1 by 9"}, "from 2 to 8");
+  refuses({"jam zz by 2"}, "no such loop");
+  // no jam knob on a kernel without row-wise reductions
+  Tensor x = input("x", {33, 40});
+  Program e = build_program(Graph::from_outputs({{"y", (x * 2.0).node()}}));
+  EXPECT_LT(tune::make_space(e.kg, 0, tune::Machine{2, 8, 16}).knob("jam"), 0);
+  unsetenv("LATHE_TUNE_JAM");
+  EXPECT_LT(tune::make_space(p.kg, 0, tune::Machine{2, 8, 16}).knob("jam"), 0);
+}
+
+}  // namespace
+}  // namespace lathe
