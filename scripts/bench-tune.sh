@@ -6,7 +6,8 @@
 # 5) alternating pairs of `lathe run --iters 20` with --tuned none and with the records:
 # the median of their medians and the minimum of their minimums (on a loaded machine the
 # minimum says what the code can do), and the tuned kernels' roofline share from --profile
-# (of the median, and of the minimum).
+# (of the median, and of the minimum), and of the bandwidth (memory-bound) or FMA peak
+# (compute-bound) measured in the same locked run (under load the quiet ceiling is out of reach).
 # Hold the benchmark lock on a shared machine:
 #   flock /tmp/bench.lock scripts/bench-tune.sh build/lathe 40
 # ONLY="colsum gemv-50k" runs just those workloads (to keep each locked run short).
@@ -21,9 +22,10 @@ stats() { "$L" run "$1" --backend "$B" --tuned "$2" --iters 20 --stats 2>/dev/nu
 # The bandwidth measured now (lathe bench's triad peer, in this locked run): a memory-bound
 # kernel's share of it says what the kernel reaches under the same load; the roof % of
 # the profile divides by the machine's best ceiling (taken once, at low load).
-M=$("$L" bench --only eltwise --iters 3 2>/dev/null | sed -n 's/.*ceiling [0-9.]* GFLOP\/s, \([0-9.]*\) GB\/s; triad peer now \([0-9.]*\) GB\/s.*/\1 \2/p')
-CEIL_GBPS=${M% *}; NOW_GBPS=${M#* }
-echo "# $(uptime | sed 's/.*load/load/') ; backend $B; tune budget ${BUDGET}s per workload; bandwidth ceiling ${CEIL_GBPS:-?} GB/s, triad now ${NOW_GBPS:-?} GB/s"
+M=$("$L" bench --only eltwise --iters 3 2>/dev/null | sed -n 's/.*ceiling \([0-9.]*\) GFLOP\/s, \([0-9.]*\) GB\/s; triad peer now \([0-9.]*\) GB\/s; FMA peak now \([0-9.]*\) GFLOP\/s.*/\1 \2 \3 \4/p')
+set -- $M
+CEIL_GFLOPS=${1:-}; CEIL_GBPS=${2:-}; NOW_GBPS=${3:-}; NOW_GFLOPS=${4:-}
+echo "# $(uptime | sed 's/.*load/load/') ; backend $B; tune budget ${BUDGET}s per workload; bandwidth ceiling ${CEIL_GBPS:-?} GB/s, triad now ${NOW_GBPS:-?} GB/s; FMA ceiling ${CEIL_GFLOPS:-?} GFLOP/s, FMA peak now ${NOW_GFLOPS:-?} GFLOP/s"
 printf '%-16s %12s %12s %8s %12s %12s %8s  %s\n' workload "heur median" "tuned median" speedup "heur min" "tuned min" speedup \
   "tuned kernels: roof % of median (of min)"
 for f in "$DIR"/*.lua; do
@@ -39,9 +41,11 @@ for f in "$DIR"/*.lua; do
     i=$((i + 1))
   done
   # roof % of the median (and of the minimum, what the code reaches between other load)
-  roof=$("$L" run "$f" --backend "$B" --tuned "$R" --profile --iters 20 2>/dev/null | awk -v c="${CEIL_GBPS:-0}" -v now="${NOW_GBPS:-0}" '$NF ~ /^(memory|compute)$/ && $6 == $8 {
+  roof=$("$L" run "$f" --backend "$B" --tuned "$R" --profile --iters 20 2>/dev/null | awk -v c="${CEIL_GBPS:-0}" -v now="${NOW_GBPS:-0}" \
+      -v cf="${CEIL_GFLOPS:-0}" -v nowf="${NOW_GFLOPS:-0}" '$NF ~ /^(memory|compute)$/ && $6 == $8 {
     r = $(NF-1); sub(/\*$/, "", r); printf "%s=%s(min %.0f", $1, $(NF-1), r * $5 / $7
     if ($NF == "memory" && now > 0) printf "; of the triad now %.0f, min %.0f", r * c / now, r * $5 / $7 * c / now
+    if ($NF == "compute" && nowf > 0) printf "; of the FMA peak now %.0f, min %.0f", r * cf / nowf, r * $5 / $7 * cf / nowf
     printf ") " }')
   grep -q 'not faster' "$OUT/$n.tune.txt" && roof="$roof(no record applied: the heuristic stays)"
   sort -k1,1 -k2,2g "$OUT/$n.runs" | awk -v n="$n" -v roof="$roof" '
