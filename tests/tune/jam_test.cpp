@@ -50,6 +50,11 @@ TEST(TuneJam, JammedSoftmaxMatchesTheInterpreter) {
                                                     "vectorize i2", "peel r1 by 8 masked", "peel r0 by 8 masked", "peel i2 by 8"});
   expect_jammed_matches(softmax_graph({12, 7, 13}), {"fuse i0 i1 -> i0_i1", "jam i0_i1 by 3", "parallel i0_i1"});
   expect_jammed_matches(softmax_graph({5, 77}), {"jam i0 by 5", "vectorize r1", "peel r0 by 8"});
+  // a mean-centred norm: three passes per row of 29 (prime), two of them reductions
+  Tensor x = input("x", {6, 29});
+  Tensor c = x - mean(x, {-1}, true);
+  expect_jammed_matches(Graph::from_outputs({{"y", (c / (sum(c * c, {-1}, true) + 1.0)).node()}}),
+                        {"jam i0 by 2", "parallel i0", "vectorize r1", "vectorize r0", "vectorize i1"});
 }
 
 TEST(TuneJam, TheKnobLogsReplaysAndRefusesWhatItCannotJam) {
