@@ -57,6 +57,16 @@ std::optional<SymInt> MatmulLowering::collapsed(const Affine& a, const std::vect
   return inner;
 }
 
+// LATHE_MATMUL_PACK_PER_PANEL=1 packs B per panel where one MC block holds the job's rows
+// (see run()); unset / 0 packs each NC block up front, the default
+static bool pack_per_panel_enabled() {
+  static const bool on = [] {
+    const char* e = std::getenv("LATHE_MATMUL_PACK_PER_PANEL");
+    return e && std::string(e) == "1";
+  }();
+  return on;
+}
+
 bool MatmulLowering::uses_any(const Affine& a, const std::vector<int>& g) const {
   for (int d : g)
     if (a.uses(d)) return true;
@@ -302,6 +312,24 @@ LoopFunc MatmulLowering::run() {
 
   Stmt ir_loop = make_for("ir", ceil_div(mc, P.mr), std::move(micro), "MR panels of A");
   std::vector<Stmt> jrbody;
+  // Opt-in (LATHE_MATMUL_PACK_PER_PANEL=1): B packed panel by panel just before its
+  // micro-kernels, where one MC block holds every row of the job (few output channels:
+  // M <= MC): no block of A reuses the panels later, so packing the whole NC block up front
+  // sends it through L2 (NC x KC: 300-512 KB for a 3x3 layer's block, as much as the
+  // 512 KiB L2 of a Zen 3 core) to be read back from there; packed per panel the copy is
+  // read by the MR panels of A from L1 while it is hot. A window's border panels (those not
+  // read in place) are packed the same way. Off by default: on the shared 2-core Zen 3 host
+  // (load 10-12, task-clock per run, 4 alternating rounds) it measured within the noise,
+  // -20% to +27% by shape (unet's 128->64 at 64x64 and ResNet's 128->128 at 28x28 faster,
+  // 64->32 at 128x128 and the 7x7 stem slower), which a quiet machine has to settle.
+  const bool pack_per_panel = pack_per_panel_enabled() && !prepacked_ && !direct_ && !shared_b_ && G_ == 1 &&
+                              packb.kind == StmtKind::For && packb.var == "jp" && msplit == 1 && Ms.is_const() &&
+                              Ms.value() <= mc_blk_;
+  if (pack_per_panel) {
+    std::vector<Stmt> pb = packb.body;
+    substitute(pb, "jp", var("jr"));
+    for (auto& st : pb) jrbody.push_back(std::move(st));
+  }
   if (win_ && win_->in_place) {  // is this panel read in place, and where its row starts
     ExprRef p0 = mul(var("jr"), const_int(P.nr));
     jrbody.push_back(make_let("wi", DType::I64, select(window_interior(B_, *win_, p0), const_int(1), const_int(0))));
@@ -328,7 +356,7 @@ LoopFunc MatmulLowering::run() {
                       "pack B: the ragged last panel");
     c.annot.vectorize = true;
     pcbody.push_back(make_if(lt(mul(full, const_int(P.nr)), nc), {make_for("kr", kc, {c}, "pack B: k (ragged panel)")}));
-  } else if (!prepacked_ && !direct_ && !shared_b_) {
+  } else if (!prepacked_ && !direct_ && !shared_b_ && !pack_per_panel) {
     pcbody.push_back(packb);
   }
   pcbody.push_back(ic_loop);
