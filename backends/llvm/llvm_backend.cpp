@@ -186,7 +186,8 @@ class LlvmProgram : public CompiledProgram {
     codes_.push_back(std::move(code));
   }
   void start_full_tier() {
-    if (!pending_ || upgrade_.joinable()) return;
+    if (!pending_ || full_started_) return;  // once: not again after finish_tiers joined it
+    full_started_ = true;
     upgrade_ = std::thread([this] {
       try {
         std::vector<const loop::LoopFunc*> codes;
@@ -209,6 +210,7 @@ class LlvmProgram : public CompiledProgram {
   std::vector<std::unique_ptr<llvmjit::LoadedCode>> codes_;
   std::unique_ptr<PendingTier> pending_;
   int runs_ = 0;
+  bool full_started_ = false;
   std::thread upgrade_;
 };
 

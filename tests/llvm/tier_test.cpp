@@ -7,6 +7,7 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <map>
 #include <random>
 #include <set>
 
@@ -77,6 +78,7 @@ TEST_F(LlvmTier, QuickThenFullGiveTheInterpretersResultsAndTheCacheKeepsTheFullC
     CompileOptions tiered;
     tiered.tier = true;
     std::set<fs::path> before = entries();
+    std::map<fs::path, fs::file_time_type> written;
     {
       Program p = build_program(g);
       auto cp = b.compile(p, tiered);
@@ -88,9 +90,13 @@ TEST_F(LlvmTier, QuickThenFullGiveTheInterpretersResultsAndTheCacheKeepsTheFullC
         expect_like_interp(exe, in, want, "while the full tier compiles, run " + std::to_string(i + 2));
       exe.finish_tiers();
       expect_like_interp(exe, in, want, "full tier");
-      exe.finish_tiers();  // again: nothing left to do
+      for (auto& e : entries())  // the entries as the full tier left them
+        if (!before.count(e)) written[e] = fs::last_write_time(e);
+      exe.finish_tiers();  // again, and more runs: nothing left to compile
       expect_like_interp(exe, in, want, "full tier, again");
-    }
+      cp.reset();
+    }  // (the program's destructor would wait for a second compile, which would rewrite an entry)
+    for (auto& [e, t] : written) EXPECT_EQ(fs::last_write_time(e), t) << e << ": compiled twice?";
     std::set<fs::path> after = entries();
     size_t added = 0;
     for (auto& e : after) added += before.count(e) ? 0 : 1;
@@ -125,11 +131,23 @@ TEST_F(LlvmTier, QuickEntryIsReusedUntilAFullTierIsCompiled) {
     Executable exe(std::move(p), cp, "llvm");
     expect_like_interp(exe, in, want, expect_cached ? "quick tier from the cache" : "quick tier");
   }
-  // time_ms waits for the full tier before it times anything
-  Program p = build_program(g);
-  auto cp = b.compile(p, tiered);
-  Executable exe(std::move(p), cp, "llvm");
-  EXPECT_GT(exe.time_ms(in, 2, 0), 0);
+  // time_ms waits for the full tier before it times anything (its second run must not start
+  // the full tier again: the destructor would wait for it, which rewrites the entry)
+  std::set<fs::path> before = entries();
+  {
+    Program p = build_program(g);
+    auto cp = b.compile(p, tiered);
+    Executable exe(std::move(p), cp, "llvm");
+    EXPECT_GT(exe.time_ms(in, 3, 0), 0);
+    std::map<fs::path, fs::file_time_type> written;
+    for (auto& e : entries())
+      if (!before.count(e)) written[e] = fs::last_write_time(e);
+    EXPECT_EQ(written.size(), 1u) << "the full tier's entry";
+    expect_like_interp(exe, in, want, "after time_ms");
+    cp.reset();
+    exe = Executable(build_program(g), b.compile(build_program(g), tiered), "llvm");  // drops the first
+    for (auto& [e, t] : written) EXPECT_EQ(fs::last_write_time(e), t) << e << ": compiled twice?";
+  }
   auto full = b.compile(build_program(g), tiered);
   EXPECT_FALSE(is_quick(*full));
   EXPECT_TRUE(full->from_cache);
