@@ -93,8 +93,8 @@ RunResult run_on_backend(const std::string& backend, const Graph& g, const Tenso
   for (auto& n : applied.notes) std::cerr << "note: " << n << "\n";
   st.build_ms = ms_since(t0);
   t0 = Clock::now();
-  // a tiered compile (llvm): quick code for the first run; the optimized code is compiled
-  // (and cached) when the program runs again: before the timed runs below
+  // a tiered compile where LATHE_TIER=1 (llvm): quick code for the first run; the optimized
+  // code is compiled (and cached) when the program runs again: before the timed runs below
   CompileOptions co;
   co.tier = true;
   auto compiled = b.compile(p, co);

@@ -2,7 +2,7 @@
 // code and the full tier's, swapped in while the program runs, both give the interpreter's
 // results (odd and prime sizes, batch 1 and 3); the cache keeps the quick entry and the full
 // one, the full one under the key an untiered compile uses (a later start loads optimized
-// code); LATHE_TIER=0 turns tiering off; a program dropped while its full tier compiles is safe.
+// code); tiering is opt-in (LATHE_TIER=1) and only where the caller allows it; a program dropped while its full tier compiles is safe.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -50,7 +50,7 @@ class LlvmTier : public ::testing::Test {
     // test alone); else the shared one (the salts keep the keys apart)
     dir_ = fs::temp_directory_path() / ("lathe-tier-test-" + std::to_string(std::random_device{}()));
     ::setenv("LATHE_CACHE_DIR", dir_.c_str(), 1);
-    ::unsetenv("LATHE_TIER");
+    ::setenv("LATHE_TIER", "1", 1);  // tiering is opt-in
   }
   void TearDown() override {
     ::unsetenv("LATHE_CACHE_DIR");
@@ -158,10 +158,13 @@ TEST_F(LlvmTier, OffSwitchAndUntieredCallers) {
   Graph g = tier_graph(1, fresh_salt());
   CompileOptions tiered;
   tiered.tier = true;
-  ::setenv("LATHE_TIER", "0", 1);
-  auto off = b.compile(build_program(g), tiered);
-  EXPECT_FALSE(is_quick(*off)) << off->command;
-  ::unsetenv("LATHE_TIER");
+  for (const char* v : {"0", ""}) {  // LATHE_TIER=0 or unset: no tiers even where allowed
+    if (*v) ::setenv("LATHE_TIER", v, 1);
+    else ::unsetenv("LATHE_TIER");
+    auto off = b.compile(build_program(g), tiered);
+    EXPECT_FALSE(is_quick(*off)) << "LATHE_TIER='" << v << "': " << off->command;
+  }
+  ::setenv("LATHE_TIER", "1", 1);
   Graph g2 = tier_graph(1, fresh_salt());
   auto plain = b.compile(build_program(g2), CompileOptions{});  // callers that do not ask: no tier
   EXPECT_FALSE(is_quick(*plain)) << plain->command;
