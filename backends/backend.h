@@ -27,6 +27,11 @@ namespace lathe {
 struct CompileOptions {
   bool use_cache = true;        // read/write the on-disk kernel cache
   std::string extra_flags;      // appended to the compiler command line (c backend)
+  // May the backend compile tiered (llvm, when LATHE_TIER=1): on a kernel-cache miss, start
+  // with quickly compiled code (also cached), and compile the optimized code when the program
+  // runs a second time (or finish_tiers()), in the background, swapped in when ready and
+  // written to the cache. `lathe run` allows it; false by default.
+  bool tier = false;
 };
 
 // What compile() returns: runs kernels (KernelLauncher::launch) and shows their code.

@@ -34,17 +34,17 @@ size_t ir_size(const loop::LoopFunc& f) {
 }
 
 std::vector<char> compile_group(const std::vector<const loop::LoopFunc*>& group, const std::string& name,
-                                const DimRanges* ranges) {
+                                const DimRanges* ranges, bool quick) {
   static const bool timing = [] { const char* e = std::getenv("LATHE_LLVM_TIMING"); return e && *e && *e != '0'; }();
   auto t0 = std::chrono::steady_clock::now();
   llvm::LLVMContext ctx;
   auto m = emit_module(group, ctx, name, ranges);
   double emit_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-  CompileOutput out = compile_module(*m, false, false);
+  CompileOutput out = compile_module(*m, false, false, quick);
   if (timing) {
     std::string names;
     for (auto* f : group) names += " " + f->name + "(" + std::to_string(ir_size(*f)) + ")";
-    std::fprintf(stderr, "llvm-timing: %s emit %.1f opt %.1f codegen %.1f ms, %zu bytes:%s\n", name.c_str(), emit_ms,
+    std::fprintf(stderr, "llvm-timing%s: %s emit %.1f opt %.1f codegen %.1f ms, %zu bytes:%s\n", quick ? "(quick)" : "", name.c_str(), emit_ms,
                  out.opt_ms, out.codegen_ms, out.object.size(), names.c_str());
   }
   return std::move(out.object);
@@ -57,15 +57,15 @@ void put_u64(std::string& s, uint64_t v) { s.append(reinterpret_cast<const char*
 }  // namespace
 
 std::vector<std::vector<char>> compile_kernels(const std::vector<const loop::LoopFunc*>& funcs, int threads,
-                                               const DimRanges* ranges) {
+                                               const DimRanges* ranges, bool quick) {
   if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   if (const char* e = std::getenv("LATHE_LLVM_TIMING"); e && std::string(e) == "each") {
     std::vector<std::vector<char>> objects;  // one kernel per module, one thread: per-kernel times
-    for (auto* f : funcs) objects.push_back(compile_group({f}, f->name, ranges));
+    for (auto* f : funcs) objects.push_back(compile_group({f}, f->name, ranges, quick));
     return objects;
   }
   size_t groups = std::min<size_t>({static_cast<size_t>(threads), funcs.size(), 16});
-  if (groups <= 1) return {compile_group(funcs, "lathe_program", ranges)};
+  if (groups <= 1) return {compile_group(funcs, "lathe_program", ranges, quick)};
   // longest first onto the lightest group (LPT), so the threads finish together
   std::vector<std::pair<size_t, const loop::LoopFunc*>> bysize;
   for (auto* f : funcs) bysize.push_back({ir_size(*f), f});
@@ -79,11 +79,11 @@ std::vector<std::vector<char>> compile_kernels(const std::vector<const loop::Loo
   }
   std::vector<std::future<std::vector<char>>> rest;
   for (size_t g = 1; g < groups; ++g)
-    rest.push_back(std::async(std::launch::async, compile_group, part[g], "lathe_program." + std::to_string(g), ranges));
+    rest.push_back(std::async(std::launch::async, compile_group, part[g], "lathe_program." + std::to_string(g), ranges, quick));
   std::vector<std::vector<char>> objects;
   std::exception_ptr failed;
   try {
-    objects.push_back(compile_group(part[0], "lathe_program.0", ranges));
+    objects.push_back(compile_group(part[0], "lathe_program.0", ranges, quick));
   } catch (...) {
     failed = std::current_exception();
   }

@@ -17,9 +17,10 @@ namespace lathe::llvmjit {
 
 // threads <= 0: one per hardware thread. Returns one object file per group (in no
 // particular kernel order). Throws what compile_module throws.
-// ranges: known bounds of the kernels' dims (emit.h), or nullptr.
+// ranges: known bounds of the kernels' dims (emit.h), or nullptr. quick: the quick tier
+// (compile_module in jit.h).
 std::vector<std::vector<char>> compile_kernels(const std::vector<const loop::LoopFunc*>& funcs, int threads = 0,
-                                               const DimRanges* ranges = nullptr);
+                                               const DimRanges* ranges = nullptr, bool quick = false);
 
 // Object files <-> one cache entry ("LATHEOBJS", a count, then each size and its bytes).
 std::string pack_objects(const std::vector<std::vector<char>>& objects);

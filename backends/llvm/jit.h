@@ -37,14 +37,18 @@ struct CompileOutput {
 std::string host_cpu();
 std::string host_features_hash();
 
-// Names the optimization pipeline and code generator settings (part of cache keys).
-const char* pipeline_id();
+// Names the optimization pipeline and code generator settings (part of cache keys); quick:
+// those of the quick tier.
+const char* pipeline_id(bool quick = false);
 // whether emit.cpp tags buffer accesses with scoped no-alias metadata (LATHE_LLVM_NOALIAS=0: not)
 bool alias_scopes();
 
 // Verifies, optimizes and compiles a module. Throws InternalError with LLVM's message
 // when the module does not verify (a bug in IR generation, reported clearly).
-CompileOutput compile_module(llvm::Module& m, bool want_ir, bool want_asm);
+// quick: the quick tier, for a fast start (a tiered compile, llvm_backend.cpp): a short
+// scalar clean-up and the O0 code generator, ~6x less CPU than the full pipeline and code
+// ~2-7x slower; the full tier replaces it once a program runs more than once.
+CompileOutput compile_module(llvm::Module& m, bool want_ir, bool want_asm, bool quick = false);
 
 // Loads object files (fresh from compile_module or from the cache) into one JITDylib.
 std::unique_ptr<LoadedCode> load_objects(const std::vector<std::vector<char>>& objects, const std::string& name);

@@ -206,6 +206,7 @@ TensorMap Executable::run(const TensorMap& inputs, TensorMap* updated) {
 }
 
 double Executable::time_ms(const TensorMap& inputs, int iters, int warmup) {
+  finish_tiers();
   std::vector<double> t;
   if (launcher_->runs_whole_graph()) {
     for (int i = 0; i < warmup + iters; ++i) {
@@ -227,6 +228,7 @@ double Executable::time_ms(const TensorMap& inputs, int iters, int warmup) {
 }
 
 ProfileReport Executable::profile(const TensorMap& inputs, int iters, int warmup) {
+  finish_tiers();
   iters = std::max(1, iters);
   ProfileReport r;
   r.backend = backend_;

@@ -46,6 +46,9 @@ class KernelLauncher {
   // launch() outside a bracket must behave as a whole run (upload, run, download).
   virtual void begin_run(bool upload) {}
   virtual void end_run(bool download) {}
+  // [tiered backends] blocks until the optimized code has replaced the quick first tier's
+  // (the llvm backend's tiered compile); a no-op elsewhere. Timing and profiling call it first.
+  virtual void finish_tiers() {}
   // [device backends] kernel k's time in the last run, measured on the device; < 0 if none.
   virtual double device_ms(int kernel) const { return -1; }
   // [device backends] where the memory plan's arena lives on the host (intermediates are
@@ -82,6 +85,9 @@ class Executable {
   double time_ms(const TensorMap& inputs, int iters = 10, int warmup = 2);
 
   const MemoryPlan& memory_plan() const { return bound_.plan; }  // after the first run
+  // Waits for a tiered backend's optimized code (KernelLauncher::finish_tiers); time_ms and
+  // profile call it before they time anything.
+  void finish_tiers() { launcher_->finish_tiers(); }
 
  private:
   struct Bound {
