@@ -339,7 +339,7 @@ std::vector<int> prepack_b_impl(KernelGraph& kg, const MatmulParams& P, int64_t 
         !(few_rows_per_weight(*mm) && static_cast<int64_t>(data.nbytes()) >= kPrepackFewRowsMinBytes))
       continue;
     const int64_t N = noff->size(), K = koff->size(), total = data.numel(), c0 = B.addr.c0.value();
-    const int64_t kc = matmul_blocking(-1, N, K, -1, threads, ints.g ? int_kc(P, ints.g == 4 ? 1 : 2) : P).kc, nr = P.nr;
+    const int64_t kc = matmul_blocking(-1, N, K, -1, threads, kc_for_group(P, ints.g)).kc, nr = P.nr;
     const int64_t panels = (N + nr - 1) / nr, kblocks = (K + kc - 1) / kc;
     // every address in range (the access is affine and non-negative at the corners)
     int64_t lo = c0 + *std::min_element(noff->begin(), noff->end()) + *std::min_element(koff->begin(), koff->end());
@@ -458,7 +458,7 @@ std::vector<int> prepack_a_impl(KernelGraph& kg, const MatmulParams& P, int64_t 
     const int64_t cap = std::max(ints.g ? max_int8_bytes : max_bytes, Ns.value() <= few_n ? few_n_max_bytes : 0);
     if (M * K * static_cast<int64_t>(ints.g ? dtype_size(ints.a) : sizeof(float)) > cap) continue;
     // the blocks the lowering will choose (it uses the packed copy only when KC agrees)
-    const MatmulBlocking bl = matmul_blocking(M, Ns.value(), K, Bs.is_const() ? Bs.value() : -1, threads, ints.g ? int_kc(P, ints.g == 4 ? 1 : 2) : P);
+    const MatmulBlocking bl = matmul_blocking(M, Ns.value(), K, Bs.is_const() ? Bs.value() : -1, threads, kc_for_group(P, ints.g));
     const int64_t kc = bl.kc, mr = P.mr;
     if (kc <= 0 || bl.mc % mr != 0) continue;
     const int64_t panels = (M + mr - 1) / mr, kblocks = (K + kc - 1) / kc;
