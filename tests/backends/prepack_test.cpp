@@ -391,8 +391,8 @@ TEST(Prepack, GatheredEmbeddingTablesAreNotReadersOfTheWholeTable) {
 // A weight given as bytes at an odd address (an ONNX initializer unaligned in its file,
 // HostTensor::deferred) is packed straight from those bytes: no aligned copy is made while
 // only its packed panels are read; a kernel that reads the weight itself gets the copy.
-// [K, N] (runs copied) and [N, K] (transposed) weights, odd and prime sizes, batch 1 and 3,
-// against the interpreter.
+// [K, N] (runs copied) and [N, K] (transposed) weights, odd and prime sizes, 1 and 3 rows
+// (1: a matrix-vector product that reads the weight itself), against the interpreter.
 static HostTensor deferred_weight(const HostTensor& w, int misalign, std::shared_ptr<int> fills) {
   auto buf = std::make_shared<std::vector<std::byte>>(w.nbytes() + 8);
   std::byte* src = buf->data() + misalign;
@@ -424,11 +424,14 @@ TEST(Prepack, UnalignedWeightsArePackedFromTheirBytesWithoutACopy) {
         std::string what = "m " + std::to_string(m) + " K " + std::to_string(K) + " N " + std::to_string(N) +
                            (transposed ? " W^T" : " W");
         if (compiled) {
-          EXPECT_EQ(matmul_kernels(exe.program()).prepacked, 1) << what;
-          EXPECT_EQ(*fills, 0) << what << ": the weight was copied though only its packed panels are read";
+          // m = 1: a matrix-vector product, which reads the weight itself (no packing)
+          const int prepacked = matmul_kernels(exe.program()).prepacked;
+          if (m > 1) EXPECT_EQ(prepacked, 1) << what;
+          EXPECT_EQ(*fills, prepacked ? 0 : 1)
+              << what << (prepacked ? ": the weight was copied though only its packed panels are read" : ": read once");
         }
         EXPECT_EQ(test::compare_outputs(got, interpret(g, in)), "") << what;
-        EXPECT_EQ(*fills, 1) << what << ": the interpreter reads the values (once)";
+        EXPECT_LE(*fills, 1) << what;
       }
   // read whole by a sum besides the matmul: the kernels that read it get the aligned copy
   auto fills = std::make_shared<int>(0);
