@@ -77,6 +77,10 @@ int host_int8_dot_group();
 // the k. LATHE_INT8_KC=N sets it (0: P.kc as f32). The lowering and the prepacked panels
 // both take it (they must agree).
 MatmulParams int_kc(MatmulParams P, int elem_bytes);
+// The blocking parameters of a contraction whose k is grouped by `group` (the int8 GEMM's
+// 4 or 2, see host_int8_dot_group; 0 or 1: f32, P as is): int_kc at the group's bytes.
+// The lowering and both prepack paths call this one (they must agree).
+MatmulParams kc_for_group(MatmulParams P, int group);
 
 // plain = true: a matmul kernel is lowered as the plain reduction it is (a loop per output
 // dim, the reduction loop inside, the epilogue after it), not as the packed GEMM nest: the

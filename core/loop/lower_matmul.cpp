@@ -184,7 +184,7 @@ void MatmulLowering::setup() {
   }();
   const bool a_packed = split_n && G_ > 1 && packed_a_buffer(kg_, k_) >= 0;
   MatmulBlocking bl = matmul_blocking(known(Ms_), known(Ns_), known(Ks_), known(nbatch_), threads_,
-                                      G_ > 1 ? int_kc(P, G_ == 4 ? 1 : 2) : P, a_packed);
+                                      kc_for_group(P, G_), a_packed);
   nc_blk_ = bl.nc, msplit_ = bl.msplit;
   kc_blk_ = bl.kc;
   mc_blk_ = bl.mc;

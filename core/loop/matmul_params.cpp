@@ -166,6 +166,10 @@ MatmulParams int_kc(MatmulParams P, int elem_bytes) {
   return P;
 }
 
+MatmulParams kc_for_group(MatmulParams P, int group) {
+  return group > 1 ? int_kc(P, group == 4 ? 1 : 2) : P;
+}
+
 int host_int8_dot_group() {
   static const int g = [] {
     int v = 2;

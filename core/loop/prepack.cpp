@@ -141,11 +141,11 @@ HostTensor pack_int8(const HostTensor& data, DType dt, int G, int64_t rows, int6
   auto run = [&](auto* o) {  // G a constant: the k group's index math without a division
     LATHE_CHECK(G == 2 || G == 4, "int8 panels group 2 or 4 k");
     if (data.dtype() == DType::U8) {
-      if (G == 2) pack_int8_into<2>(data.ptr<uint8_t>(), o, rows, K, kc, w, c0, roff, koff);
-      else pack_int8_into<4>(data.ptr<uint8_t>(), o, rows, K, kc, w, c0, roff, koff);
+      if (G == 2) pack_int8_into<2>(reinterpret_cast<const uint8_t*>(data.bytes()), o, rows, K, kc, w, c0, roff, koff);
+      else pack_int8_into<4>(reinterpret_cast<const uint8_t*>(data.bytes()), o, rows, K, kc, w, c0, roff, koff);
     } else {
-      if (G == 2) pack_int8_into<2>(data.ptr<int8_t>(), o, rows, K, kc, w, c0, roff, koff);
-      else pack_int8_into<4>(data.ptr<int8_t>(), o, rows, K, kc, w, c0, roff, koff);
+      if (G == 2) pack_int8_into<2>(reinterpret_cast<const int8_t*>(data.bytes()), o, rows, K, kc, w, c0, roff, koff);
+      else pack_int8_into<4>(reinterpret_cast<const int8_t*>(data.bytes()), o, rows, K, kc, w, c0, roff, koff);
     }
   };
   if (dt == DType::I16) run(out.ptr<int16_t>());
@@ -193,13 +193,21 @@ int release_gathered_constants(const KernelGraph& kg) {
     for (const Kernel& k : kg.kernels) read = read || std::count(k.inputs.begin(), k.inputs.end(), b.id);
     if (!read) continue;
     const HostTensor& data = *b.node->attrs.data;
-    page_out(data.data(), data.nbytes());
+    page_out(data.bytes(), data.nbytes());
     ++released;
   }
   return released;
 }
 
 namespace {
+
+// Element i of f32 values at `p`, which may be unaligned (a weight packed straight from its
+// model file's mapping: HostTensor::bytes()).
+inline float ldf(const std::byte* p, int64_t i) {
+  float v;
+  std::memcpy(&v, p + 4 * i, sizeof v);
+  return v;
+}
 
 // step when off[i] == i * step for every i (off[0] is 0: offsets()), else nothing
 std::optional<int64_t> uniform_step(const std::vector<int64_t>& off) {
@@ -213,15 +221,16 @@ std::optional<int64_t> uniform_step(const std::vector<int64_t>& off) {
 // columns), each read along k in address order, written as the panel's k-major block.
 // 4 x 4 tiles through SSE registers where the host has them (baseline x86-64), the ragged
 // edges element by element.
-void transpose_panel(const float* src, int64_t row, int64_t cols, int64_t ks, float* dst, int64_t ld) {
+void transpose_panel(const std::byte* src, int64_t row, int64_t cols, int64_t ks, float* dst, int64_t ld) {
   int64_t c = 0;
 #if defined(__SSE2__)
+  auto at = [&](int64_t i) { return reinterpret_cast<const float*>(src + 4 * i); };  // (unaligned loads)
   for (; c + 4 <= cols; c += 4) {
-    const float* r0 = src + c * row;
+    const int64_t r0 = c * row;
     int64_t k = 0;
     for (; k + 4 <= ks; k += 4) {
-      __m128 a = _mm_loadu_ps(r0 + k), b = _mm_loadu_ps(r0 + row + k), d = _mm_loadu_ps(r0 + 2 * row + k),
-             e = _mm_loadu_ps(r0 + 3 * row + k);
+      __m128 a = _mm_loadu_ps(at(r0 + k)), b = _mm_loadu_ps(at(r0 + row + k)), d = _mm_loadu_ps(at(r0 + 2 * row + k)),
+             e = _mm_loadu_ps(at(r0 + 3 * row + k));
       _MM_TRANSPOSE4_PS(a, b, d, e);
       _mm_storeu_ps(dst + k * ld + c, a);
       _mm_storeu_ps(dst + (k + 1) * ld + c, b);
@@ -229,11 +238,11 @@ void transpose_panel(const float* src, int64_t row, int64_t cols, int64_t ks, fl
       _mm_storeu_ps(dst + (k + 3) * ld + c, e);
     }
     for (; k < ks; ++k)
-      for (int64_t i = 0; i < 4; ++i) dst[k * ld + c + i] = r0[i * row + k];
+      for (int64_t i = 0; i < 4; ++i) dst[k * ld + c + i] = ldf(src, r0 + i * row + k);
   }
 #endif
   for (; c < cols; ++c)
-    for (int64_t k = 0; k < ks; ++k) dst[k * ld + c] = src[c * row + k];
+    for (int64_t k = 0; k < ks; ++k) dst[k * ld + c] = ldf(src, c * row + k);
 }
 
 // Registers a packed copy as a Constant buffer of kg named `name`; returns its id.
@@ -266,7 +275,7 @@ std::string pack_key(char side, const HostTensor& data, DType dt, int64_t g, int
   std::string key(1, side);
   key.reserve(1 + 8 * (9 + outer.size() + koff.size()));
   auto put = [&](int64_t v) { key.append(reinterpret_cast<const char*>(&v), sizeof v); };
-  put(static_cast<int64_t>(reinterpret_cast<uintptr_t>(data.data())));
+  put(static_cast<int64_t>(reinterpret_cast<uintptr_t>(data.bytes())));
   put(static_cast<int64_t>(data.nbytes()));
   put(static_cast<int64_t>(dt));
   for (int64_t v : {g, kc, w, c0, static_cast<int64_t>(outer.size())}) put(v);
@@ -339,7 +348,7 @@ std::vector<int> prepack_b_impl(KernelGraph& kg, const MatmulParams& P, int64_t 
         !(few_rows_per_weight(*mm) && static_cast<int64_t>(data.nbytes()) >= kPrepackFewRowsMinBytes))
       continue;
     const int64_t N = noff->size(), K = koff->size(), total = data.numel(), c0 = B.addr.c0.value();
-    const int64_t kc = matmul_blocking(-1, N, K, -1, threads, ints.g ? int_kc(P, ints.g == 4 ? 1 : 2) : P).kc, nr = P.nr;
+    const int64_t kc = matmul_blocking(-1, N, K, -1, threads, kc_for_group(P, ints.g)).kc, nr = P.nr;
     const int64_t panels = (N + nr - 1) / nr, kblocks = (K + kc - 1) / kc;
     // every address in range (the access is affine and non-negative at the corners)
     int64_t lo = c0 + *std::min_element(noff->begin(), noff->end()) + *std::min_element(koff->begin(), koff->end());
@@ -354,14 +363,14 @@ std::vector<int> prepack_b_impl(KernelGraph& kg, const MatmulParams& P, int64_t 
       k.packed_kc = kc;
       k.packed_nr = nr;
       changed.push_back(k.id);
-      if (readers[kg.buffer_of.at(src)] == 1 && mm->a.src != src) page_out(data.data(), data.nbytes());
+      if (readers[kg.buffer_of.at(src)] == 1 && mm->a.src != src) page_out(data.bytes(), data.nbytes());
       continue;
     }
     const std::string key = pack_key('b', data, DType::F32, 0, kc, nr, c0, *noff, *koff);
     HostTensor packed = packed_before(memo, key);
     if (!packed.defined()) {
       packed = HostTensor(DType::F32, {kblocks * panels * kc * nr});
-      const float* b = data.ptr<float>();
+      const std::byte* b = data.bytes();  // (a deferred weight's bytes in its file: not copied)
       float* out = packed.ptr<float>();
       // the threads take equal ranges of panels; each goes through its range 64 panels at a
       // time, row by row of B (reads in address order, writes within 64 panels' KC block)
@@ -379,7 +388,7 @@ std::vector<int> prepack_b_impl(KernelGraph& kg, const MatmulParams& P, int64_t 
         if (k_contiguous && kstep == int64_t(1) && nstep) {
           for (int64_t jp = p_begin; jp < p_end; ++jp)
             for (int64_t pc = 0; pc < kblocks; ++pc)
-              transpose_panel(b + c0 + jp * nr * *nstep + pc * kc, *nstep, std::min(nr, N - jp * nr), std::min(kc, K - pc * kc),
+              transpose_panel(b + 4 * (c0 + jp * nr * *nstep + pc * kc), *nstep, std::min(nr, N - jp * nr), std::min(kc, K - pc * kc),
                               out + (pc * panels + jp) * kc * nr, nr);
           return;
         }
@@ -387,7 +396,7 @@ std::vector<int> prepack_b_impl(KernelGraph& kg, const MatmulParams& P, int64_t 
           for (int64_t c = 0, n = jp * nr; c < nr && n < N; ++c, ++n)
             for (int64_t pc = 0; pc < kblocks; ++pc) {
               float* blk = out + (pc * panels + jp) * kc * nr + c;
-              for (int64_t kk = 0; kk < kc && pc * kc + kk < K; ++kk) blk[kk * nr] = b[c0 + (*koff)[pc * kc + kk] + (*noff)[n]];
+              for (int64_t kk = 0; kk < kc && pc * kc + kk < K; ++kk) blk[kk * nr] = ldf(b, c0 + (*koff)[pc * kc + kk] + (*noff)[n]);
             }
       };
       auto pack = [&](int64_t p_begin, int64_t p_end) {
@@ -395,9 +404,9 @@ std::vector<int> prepack_b_impl(KernelGraph& kg, const MatmulParams& P, int64_t 
         if (nstep == int64_t(1) && kstep) {  // [K, N]: each k's columns of a panel are one run
           for (int64_t pc = 0; pc < kblocks; ++pc)
             for (int64_t kk = 0; kk < kc && pc * kc + kk < K; ++kk) {
-              const float* krow = b + c0 + (pc * kc + kk) * *kstep;
+              const std::byte* krow = b + 4 * (c0 + (pc * kc + kk) * *kstep);
               for (int64_t jp = p_begin; jp < p_end; ++jp)
-                std::memcpy(out + ((pc * panels + jp) * kc + kk) * nr, krow + jp * nr,
+                std::memcpy(out + ((pc * panels + jp) * kc + kk) * nr, krow + 4 * jp * nr,
                             sizeof(float) * static_cast<size_t>(std::min(nr, N - jp * nr)));
             }
           return;
@@ -408,7 +417,7 @@ std::vector<int> prepack_b_impl(KernelGraph& kg, const MatmulParams& P, int64_t 
               int64_t krow = c0 + (*koff)[pc * kc + kk];
               for (int64_t jp = g; jp < std::min(g + 64, p_end); ++jp) {
                 float* row = out + ((pc * panels + jp) * kc + kk) * nr;
-                for (int64_t c = 0, n = jp * nr; c < nr && n < N; ++c, ++n) row[c] = b[krow + (*noff)[n]];
+                for (int64_t c = 0, n = jp * nr; c < nr && n < N; ++c, ++n) row[c] = ldf(b, krow + (*noff)[n]);
               }
             }
       };
@@ -424,7 +433,7 @@ std::vector<int> prepack_b_impl(KernelGraph& kg, const MatmulParams& P, int64_t 
     changed.push_back(k.id);
     // a weight read by this kernel alone is now read only through its packed copy: its
     // pages go back at once, so the two never both count (peak memory)
-    if (readers[kg.buffer_of.at(src)] == 1 && mm->a.src != src) page_out(data.data(), data.nbytes());
+    if (readers[kg.buffer_of.at(src)] == 1 && mm->a.src != src) page_out(data.bytes(), data.nbytes());
   }
   return changed;
 }
@@ -458,7 +467,7 @@ std::vector<int> prepack_a_impl(KernelGraph& kg, const MatmulParams& P, int64_t 
     const int64_t cap = std::max(ints.g ? max_int8_bytes : max_bytes, Ns.value() <= few_n ? few_n_max_bytes : 0);
     if (M * K * static_cast<int64_t>(ints.g ? dtype_size(ints.a) : sizeof(float)) > cap) continue;
     // the blocks the lowering will choose (it uses the packed copy only when KC agrees)
-    const MatmulBlocking bl = matmul_blocking(M, Ns.value(), K, Bs.is_const() ? Bs.value() : -1, threads, ints.g ? int_kc(P, ints.g == 4 ? 1 : 2) : P);
+    const MatmulBlocking bl = matmul_blocking(M, Ns.value(), K, Bs.is_const() ? Bs.value() : -1, threads, kc_for_group(P, ints.g));
     const int64_t kc = bl.kc, mr = P.mr;
     if (kc <= 0 || bl.mc % mr != 0) continue;
     const int64_t panels = (M + mr - 1) / mr, kblocks = (K + kc - 1) / kc;
@@ -472,7 +481,7 @@ std::vector<int> prepack_a_impl(KernelGraph& kg, const MatmulParams& P, int64_t 
       if (!packed.defined()) packed = pack_int8(data, ints.a, ints.g, M, K, kc, mr, c0, *moff, *koff);
       add_packed_buffer(kg, packed, "packed_a_" + k.name, memo, key);
       changed.push_back(k.id);
-      if (readers[kg.buffer_of.at(src)] == 1 && mm->b.src != src) page_out(data.data(), data.nbytes());
+      if (readers[kg.buffer_of.at(src)] == 1 && mm->b.src != src) page_out(data.bytes(), data.nbytes());
       continue;
     }
     //   packed[((pc · panels + ip) · KC + kk) · MR + r] = A[m = ip·MR + r, k = pc·KC + kk], zero outside
@@ -480,7 +489,7 @@ std::vector<int> prepack_a_impl(KernelGraph& kg, const MatmulParams& P, int64_t 
     HostTensor packed = packed_before(memo, key);
     if (!packed.defined()) {
       packed = HostTensor(DType::F32, {kblocks, panels, kc, mr});
-      const float* a = data.ptr<float>();
+      const std::byte* a = data.bytes();
       float* out = packed.ptr<float>();
       // each row of a panel is read along k (a convolution's weights: in address order) into
       // its KC block, MR floats apart
@@ -493,8 +502,8 @@ std::vector<int> prepack_a_impl(KernelGraph& kg, const MatmulParams& P, int64_t 
             float* blk = out + (pc * panels + ip) * kc * mr;
             if (pc > 0) std::fill(blk, blk + kc * mr, 0.0f);
             for (int64_t r = 0, m = ip * mr; r < mr && m < M; ++r, ++m) {
-              const float* row = a + c0 + (*moff)[m];
-              for (int64_t kk = 0; kk < kend; ++kk) blk[kk * mr + r] = row[ko[kk]];
+              const std::byte* row = a + 4 * (c0 + (*moff)[m]);
+              for (int64_t kk = 0; kk < kend; ++kk) blk[kk * mr + r] = ldf(row, ko[kk]);
             }
           }
         }
@@ -503,7 +512,7 @@ std::vector<int> prepack_a_impl(KernelGraph& kg, const MatmulParams& P, int64_t 
     }
     add_packed_buffer(kg, packed, "packed_a_" + k.name, memo, key);
     changed.push_back(k.id);
-    if (readers[kg.buffer_of.at(src)] == 1 && mm->b.src != src) page_out(data.data(), data.nbytes());
+    if (readers[kg.buffer_of.at(src)] == 1 && mm->b.src != src) page_out(data.bytes(), data.nbytes());
   }
   return changed;
 }

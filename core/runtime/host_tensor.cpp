@@ -5,8 +5,10 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <atomic>
 #include <cstring>
 #include <limits>
+#include <mutex>
 
 #include "core/ir/diag.h"
 #include "core/runtime/mapped_file.h"
@@ -58,6 +60,50 @@ HostTensor::HostTensor(DType dtype, std::vector<int64_t> shape, std::shared_ptr<
   storage_ = storage ? std::move(storage) : alloc_aligned(0, shape_string());
 }
 
+struct HostTensor::Deferred {
+  const std::byte* source = nullptr;
+  std::shared_ptr<const void> keep;
+  std::function<void(void*)> fill;
+  std::once_flag once;
+  std::atomic<std::byte*> ready{nullptr};
+  std::shared_ptr<std::byte[]> storage;
+};
+
+HostTensor HostTensor::deferred(DType dtype, std::vector<int64_t> shape, const std::byte* source,
+                                std::shared_ptr<const void> keep, std::function<void(void* dst)> fill) {
+  HostTensor t;
+  t.dtype_ = dtype;
+  t.shape_ = std::move(shape);
+  t.numel_ = checked_numel(t.shape_, t.shape_string());
+  t.deferred_ = std::make_shared<Deferred>();
+  t.deferred_->source = source;
+  t.deferred_->keep = std::move(keep);
+  t.deferred_->fill = std::move(fill);
+  return t;
+}
+
+std::byte* HostTensor::fill() const {
+  if (!deferred_) return nullptr;
+  Deferred& d = *deferred_;
+  if (std::byte* p = d.ready.load(std::memory_order_acquire)) return p;
+  std::call_once(d.once, [&] {
+    d.storage = alloc_aligned(nbytes(), shape_string());
+    if (nbytes()) d.fill(d.storage.get());
+    d.ready.store(d.storage.get(), std::memory_order_release);
+  });
+  return d.ready.load(std::memory_order_acquire);
+}
+
+const std::byte* HostTensor::bytes() const {
+  if (storage_ || !deferred_) return storage_.get();
+  if (std::byte* p = deferred_->ready.load(std::memory_order_acquire)) return p;
+  return deferred_->source;
+}
+
+bool HostTensor::materialized() const {
+  return storage_ || !deferred_ || deferred_->ready.load(std::memory_order_acquire) != nullptr;
+}
+
 int64_t float_to_int_saturating(double v, DType t) {
   if (std::isnan(v)) return 0;
   if (t == DType::Bool) return v != 0;
@@ -96,7 +142,7 @@ int64_t wrap_int(int64_t v, DType t) {
 }
 
 double HostTensor::get_f64(int64_t i) const {
-  const std::byte* p = storage_.get();
+  const std::byte* p = static_cast<const std::byte*>(data());
   switch (dtype_) {
     case DType::Bool: return reinterpret_cast<const uint8_t*>(p)[i] != 0;
     case DType::U8: return reinterpret_cast<const uint8_t*>(p)[i];
@@ -116,7 +162,7 @@ double HostTensor::get_f64(int64_t i) const {
 }
 
 int64_t HostTensor::get_i64(int64_t i) const {
-  const std::byte* p = storage_.get();
+  const std::byte* p = static_cast<const std::byte*>(data());
   switch (dtype_) {
     case DType::Bool: return reinterpret_cast<const uint8_t*>(p)[i] != 0;
     case DType::U8: return reinterpret_cast<const uint8_t*>(p)[i];
@@ -132,7 +178,7 @@ int64_t HostTensor::get_i64(int64_t i) const {
 }
 
 void HostTensor::set_f64(int64_t i, double v) {
-  std::byte* p = storage_.get();
+  std::byte* p = static_cast<std::byte*>(data());
   switch (dtype_) {
     case DType::F16: reinterpret_cast<uint16_t*>(p)[i] = f32_to_f16(static_cast<float>(v)); return;
     case DType::BF16: reinterpret_cast<uint16_t*>(p)[i] = f32_to_bf16(static_cast<float>(v)); return;
@@ -144,7 +190,7 @@ void HostTensor::set_f64(int64_t i, double v) {
 }
 
 void HostTensor::set_i64(int64_t i, int64_t v) {
-  std::byte* p = storage_.get();
+  std::byte* p = static_cast<std::byte*>(data());
   switch (dtype_) {
     case DType::Bool: reinterpret_cast<uint8_t*>(p)[i] = v != 0; return;
     case DType::U8: reinterpret_cast<uint8_t*>(p)[i] = static_cast<uint8_t>(v); return;
@@ -161,7 +207,7 @@ void HostTensor::set_i64(int64_t i, int64_t v) {
 
 HostTensor HostTensor::clone() const {
   HostTensor t(dtype_, shape_);
-  if (nbytes()) std::memcpy(t.data(), data(), nbytes());
+  if (nbytes()) std::memcpy(t.data(), bytes(), nbytes());
   return t;
 }
 
@@ -185,7 +231,7 @@ size_t HostTensor::content_hash() const {
   // the lstm model's warm start), sampled for big tensors, mixed with dtype and shape.
   uint64_t h = 1469598103934665603ull ^ static_cast<uint64_t>(dtype_);
   for (auto d : shape_) h = (h ^ static_cast<uint64_t>(d)) * 1099511628211ull;
-  const auto* p = reinterpret_cast<const unsigned char*>(data());
+  const auto* p = reinterpret_cast<const unsigned char*>(bytes());
   const size_t n = nbytes(), words = n / 8;
   const size_t step = words > (1u << 17) ? words / (1u << 14) : 1;
   for (size_t i = 0; i < words; i += step) {
@@ -200,7 +246,8 @@ size_t HostTensor::content_hash() const {
 
 bool HostTensor::same_content(const HostTensor& o) const {
   return dtype_ == o.dtype_ && shape_ == o.shape_ &&
-         (storage_ == o.storage_ || std::memcmp(data(), o.data(), nbytes()) == 0);
+         ((storage_ && storage_ == o.storage_) || (deferred_ && deferred_ == o.deferred_) ||
+          std::memcmp(bytes(), o.bytes(), nbytes()) == 0);
 }
 
 }  // namespace lathe

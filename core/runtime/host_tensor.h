@@ -6,6 +6,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -22,15 +23,30 @@ class HostTensor {
   // without copying; `storage` keeps them alive (e.g. an aliasing pointer into a mapping).
   HostTensor(DType dtype, std::vector<int64_t> shape, std::shared_ptr<std::byte[]> storage);
 
+  // A tensor whose values are the `nbytes()` bytes at `source` (any alignment; `keep` keeps
+  // them alive: a model file's mapping), copied into aligned storage by `fill` on the first
+  // data() / ptr() and shared from then on by every copy of the tensor. Until then nothing
+  // is allocated: a weight that the build packs straight from `source` (prepack.cpp) and
+  // no kernel reads is never copied (an ONNX initializer that is unaligned in its file).
+  static HostTensor deferred(DType dtype, std::vector<int64_t> shape, const std::byte* source,
+                             std::shared_ptr<const void> keep, std::function<void(void* dst)> fill);
+
   DType dtype() const { return dtype_; }
   const std::vector<int64_t>& shape() const { return shape_; }
   size_t rank() const { return shape_.size(); }
   int64_t numel() const { return numel_; }
   size_t nbytes() const { return static_cast<size_t>(numel_) * dtype_size(dtype_); }
-  bool defined() const { return storage_ != nullptr; }
+  bool defined() const { return storage_ != nullptr || deferred_ != nullptr; }
 
-  void* data() { return storage_.get(); }
-  const void* data() const { return storage_.get(); }
+  // Aligned for the dtype (a deferred tensor is filled here, once; thread-safe).
+  void* data() { return storage_ ? storage_.get() : fill(); }
+  const void* data() const { return storage_ ? storage_.get() : fill(); }
+  // The values' bytes without filling a deferred tensor: data() once it is filled, else its
+  // source, which may be unaligned for the dtype (read it with memcpy or unaligned loads).
+  const std::byte* bytes() const;
+  // Whether the values are in aligned storage already (false only for a deferred tensor
+  // that nothing has asked for data() yet).
+  bool materialized() const;
   template <class T> T* ptr() { return static_cast<T*>(data()); }
   template <class T> const T* ptr() const { return static_cast<const T*>(data()); }
 
@@ -53,6 +69,9 @@ class HostTensor {
   std::vector<int64_t> shape_;
   int64_t numel_ = 0;
   std::shared_ptr<std::byte[]> storage_;
+  struct Deferred;
+  std::shared_ptr<Deferred> deferred_;  // set only for deferred(); then storage_ is null
+  std::byte* fill() const;
 };
 
 // Float conversion used by Cast and set_f64 for integer targets: truncate toward zero,

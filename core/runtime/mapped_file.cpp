@@ -74,9 +74,15 @@ HostTensor tensor_in_file(const std::shared_ptr<const MappedFile>& file, size_t 
     std::shared_ptr<std::byte[]> keep(std::const_pointer_cast<MappedFile>(file), const_cast<std::byte*>(p));
     return HostTensor(dtype, std::move(shape), std::move(keep));
   }
-  HostTensor t(dtype, std::move(shape));
-  if (t.nbytes()) file->read(offset, t.data(), t.nbytes());
-  return t;
+  size_t n = dtype_size(dtype);
+  for (int64_t d : shape) n *= static_cast<size_t>(std::max<int64_t>(d, 0));
+  if (n < kDeferUnalignedBytes) {
+    HostTensor t(dtype, std::move(shape));
+    if (t.nbytes()) file->read(offset, t.data(), t.nbytes());
+    return t;
+  }
+  // read on first use: a weight that the build packs (from the mapping) is never copied
+  return HostTensor::deferred(dtype, std::move(shape), p, file, [file, offset, n](void* dst) { file->read(offset, dst, n); });
 }
 
 namespace {

@@ -42,8 +42,11 @@ class MappedFile {
 };
 
 // A tensor over bytes [offset, offset + nbytes) of the mapping, without copying when the
-// address suits the dtype's alignment; else the bytes are read once (pread) into an aligned
-// buffer, leaving the mapping's pages for them untouched. The caller checks bounds.
+// address suits the dtype's alignment; else the bytes are read (pread) into an aligned
+// buffer, leaving the mapping's pages for them untouched: at once below kDeferUnalignedBytes,
+// else on the tensor's first data() (HostTensor::deferred; its bytes() are the mapping's
+// until then). The caller checks bounds.
+constexpr size_t kDeferUnalignedBytes = size_t(64) << 10;
 HostTensor tensor_in_file(const std::shared_ptr<const MappedFile>& file, size_t offset, DType dtype,
                           std::vector<int64_t> shape);
 

@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <unordered_set>
 
 #include "core/ir/diag.h"
 #include "core/loop/cost.h"
@@ -36,6 +37,34 @@ void prefer_huge_pages(const HostTensor& t) {
 #endif
 }
 
+
+// Per buffer of the program: whether a kernel's body loads or stores it (a kernel is handed
+// every operand, but one that reads a prepacked copy of a weight never touches the weight).
+std::vector<bool> buffers_read(const Program& p) {
+  std::vector<bool> read(p.kg.buffers.size(), false);
+  for (const loop::LoopFunc& f : p.funcs) {
+    auto mark = [&](int param) {
+      if (param >= 0 && param < static_cast<int>(f.buffers.size())) read.at(f.buffers[param].buffer) = true;
+    };
+    loop::walk(f.body, [&](const loop::Stmt& s) {
+      if (s.kind == loop::StmtKind::Store) mark(s.buffer);
+      return true;
+    });
+    std::unordered_set<const loop::Expr*> seen;  // (expressions share subtrees)
+    std::vector<const loop::Expr*> stack;
+    loop::walk_exprs(f.body, [&](const loop::ExprRef& top) {
+      stack.push_back(top.get());
+      while (!stack.empty()) {
+        const loop::Expr* e = stack.back();
+        stack.pop_back();
+        if (!e || !seen.insert(e).second) continue;
+        if (e->kind == loop::ExprKind::Load) mark(e->buffer);
+        for (const loop::ExprRef& a : e->args) stack.push_back(a.get());
+      }
+    });
+  }
+  return read;
+}
 
 using Clock = std::chrono::steady_clock;
 
@@ -111,6 +140,7 @@ void Executable::bind(const TensorMap& inputs, bool fresh_outputs) {
       bound_.arena_capacity = cap;
     }
     bound_.outputs.assign(kg.buffers.size(), HostTensor());
+    bound_.read = buffers_read(program_);
     bound_.valid = true;
     launcher_->bind_arena(bound_.arena.get(), bound_.arena_capacity);
   }
@@ -122,7 +152,10 @@ void Executable::bind(const TensorMap& inputs, bool fresh_outputs) {
         break;
       case BufferKind::Constant:
         if (b.node->op == Op::Input) bound_.ptrs[b.id] = const_cast<void*>(inputs.at(b.node->attrs.name).data());
-        else bound_.ptrs[b.id] = const_cast<void*>(b.node->attrs.data->data());
+        else if (const HostTensor& c = *b.node->attrs.data; c.materialized() || bound_.read[b.id])
+          bound_.ptrs[b.id] = const_cast<void*>(c.data());
+        else  // a weight only its packed copies are read from: left unread where it lies
+          bound_.ptrs[b.id] = const_cast<std::byte*>(c.bytes());
         break;
       case BufferKind::Output: {
         HostTensor& t = bound_.outputs[b.id];

@@ -99,6 +99,7 @@ class Executable {
     int64_t arena_capacity = 0;
     std::vector<HostTensor> outputs;      // per buffer (Output kind), reused when asked
     std::vector<void*> ptrs;              // per buffer
+    std::vector<bool> read;               // per buffer: some kernel loads or stores it
   };
   void bind(const TensorMap& inputs, bool fresh_outputs);
   void launch_all(std::vector<double>* kernel_ms, std::vector<TraceEvent>* events, double t_origin_us);

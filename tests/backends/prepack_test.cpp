@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
+#include <memory>
 #include <thread>
 
 #include "core/frontend/nn.h"
@@ -384,6 +386,62 @@ TEST(Prepack, GatheredEmbeddingTablesAreNotReadersOfTheWholeTable) {
   TensorMap in{{"tokens", HostTensor(DType::I64, {2, 7})}};
   for (int64_t i = 0; i < 14; ++i) in["tokens"].set_f64(i, static_cast<double>((i * 131) % 1009));
   EXPECT_EQ(test::compare_outputs(compile_graph(g, test::test_backend()).run(in), interpret(g, in)), "");
+}
+
+// A weight given as bytes at an odd address (an ONNX initializer unaligned in its file,
+// HostTensor::deferred) is packed straight from those bytes: no aligned copy is made while
+// only its packed panels are read; a kernel that reads the weight itself gets the copy.
+// [K, N] (runs copied) and [N, K] (transposed) weights, odd and prime sizes, 1 and 3 rows
+// (1: a matrix-vector product that reads the weight itself), against the interpreter.
+static HostTensor deferred_weight(const HostTensor& w, int misalign, std::shared_ptr<int> fills) {
+  auto buf = std::make_shared<std::vector<std::byte>>(w.nbytes() + 8);
+  std::byte* src = buf->data() + misalign;
+  std::memcpy(src, w.data(), w.nbytes());
+  const size_t n = w.nbytes();
+  return HostTensor::deferred(w.dtype(), w.shape(), src, buf, [src, n, fills](void* dst) {
+    std::memcpy(dst, src, n);
+    ++*fills;
+  });
+}
+
+TEST(Prepack, UnalignedWeightsArePackedFromTheirBytesWithoutACopy) {
+  PrepackAll all;
+  const bool compiled = test::test_backend() == "llvm" || test::test_backend() == "c";
+  int case_no = 0;
+  for (int64_t m : {1, 3})
+    for (auto [K, N] : {std::pair<int64_t, int64_t>{37, 53}, {131, 67}})
+      for (bool transposed : {false, true}) {
+        ++case_no;
+        auto fills = std::make_shared<int>(0);
+        HostTensor plain = weights(transposed ? std::vector<int64_t>{N, K} : std::vector<int64_t>{K, N}, 0.3 * case_no);
+        HostTensor w = deferred_weight(plain, 1 + case_no % 3, fills);
+        ASSERT_FALSE(w.materialized());
+        Tensor x = input("x", {m, K}), W = from_host(w);
+        Graph g = Graph::from_outputs({{"y", (matmul(x, transposed ? t(W) : W) + 0.5).node()}});
+        TensorMap in = random_inputs(g, 7);
+        Executable exe = compile_graph(g, test::test_backend());
+        TensorMap got = exe.run(in);
+        std::string what = "m " + std::to_string(m) + " K " + std::to_string(K) + " N " + std::to_string(N) +
+                           (transposed ? " W^T" : " W");
+        if (compiled) {
+          // m = 1: a matrix-vector product, which reads the weight itself (no packing)
+          const int prepacked = matmul_kernels(exe.program()).prepacked;
+          if (m > 1) EXPECT_EQ(prepacked, 1) << what;
+          EXPECT_EQ(*fills, prepacked ? 0 : 1)
+              << what << (prepacked ? ": the weight was copied though only its packed panels are read" : ": read once");
+        }
+        EXPECT_EQ(test::compare_outputs(got, interpret(g, in)), "") << what;
+        EXPECT_LE(*fills, 1) << what;
+      }
+  // read whole by a sum besides the matmul: the kernels that read it get the aligned copy
+  auto fills = std::make_shared<int>(0);
+  HostTensor w = deferred_weight(weights({41, 29}, 9), 2, fills);
+  Tensor x = input("x", {2, 41}), W = from_host(w);
+  Graph g = Graph::from_outputs({{"y", matmul(x, W).node()}, {"s", sum(W).node()}});
+  TensorMap in = random_inputs(g, 7);
+  TensorMap got = compile_graph(g, test::test_backend()).run(in);
+  EXPECT_EQ(*fills, 1);
+  EXPECT_EQ(test::compare_outputs(got, interpret(g, in)), "");
 }
 
 }  // namespace lathe

@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 
@@ -19,8 +20,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// y = x @ W + B, with W f32[64, 32] (8 KiB: left in the file) and B f32[32] (parsed).
-onnx::ModelProto matmul_model(const std::string& doc, double seed) {
+// y = x @ W + B, with W f32[64, n] (8 KiB at n = 32: left in the file) and B f32[n] (parsed).
+onnx::ModelProto matmul_model(const std::string& doc, double seed, int64_t n = 32) {
   onnx::ModelProto m;
   m.set_ir_version(8);
   m.add_opset_import()->set_version(17);
@@ -42,8 +43,8 @@ onnx::ModelProto matmul_model(const std::string& doc, double seed) {
     for (int64_t i = 0; i < n; ++i) v[i] = static_cast<float>(std::sin(s + 0.01 * static_cast<double>(i)));
     t->set_raw_data(std::string(reinterpret_cast<const char*>(v.data()), v.size() * 4));
   };
-  add_init("W", {64, 32}, seed);
-  add_init("B", {32}, seed + 1);
+  add_init("W", {64, n}, seed);
+  add_init("B", {n}, seed + 1);
   auto* mm = g->add_node();
   mm->set_name("mm");
   mm->set_op_type("MatMul");
@@ -124,6 +125,44 @@ TEST(OnnxWeights, MappedAtEveryAlignmentAndEqualToTheParsedValues) {
     else EXPECT_FALSE(in_file) << "shift " << shift << ": a misaligned W must be copied";
     // the in-memory path (bytes, copied) gives the same graph
     EXPECT_EQ(print_graph(load_onnx_bytes(bytes.data(), bytes.size(), {}, "mem.onnx")), print_graph(mapped));
+  }
+}
+
+// A large weight unaligned in the file is not copied at load: its tensor is deferred
+// (HostTensor::deferred), its bytes() the mapping's, until something asks for data(); then
+// it is read once into aligned memory, with the file's values.
+TEST(OnnxWeights, LargeUnalignedWeightsAreReadOnFirstUse) {
+  TempDir d;
+  const int64_t n = 257;  // W: 64 x 257 f32, 65,792 bytes (>= kDeferUnalignedBytes)
+  for (int shift = 0; shift < 4; ++shift) {
+    onnx::ModelProto m = matmul_model(std::string(static_cast<size_t>(shift), 'u'), 20.0 * shift + 0.25, n);
+    std::string bytes = m.SerializeAsString();
+    std::string p = write_model(d.path, "big" + std::to_string(shift) + ".onnx", bytes);
+    Graph g = load_onnx(p);
+    const HostTensor* w = constant_of_shape(g, {64, n});
+    ASSERT_TRUE(w);
+    const size_t offset = bytes.find(m.graph().initializer(0).raw_data());
+    auto in_file = [&](const void* q) {
+      bool r = false;
+      for (auto [lo, hi] : mappings_of(p)) r |= reinterpret_cast<uintptr_t>(q) >= lo && reinterpret_cast<uintptr_t>(q) < hi;
+      return r;
+    };
+    EXPECT_TRUE(in_file(w->bytes())) << "shift " << shift;
+    if (offset % 4 == 0) {
+      EXPECT_TRUE(w->materialized());
+      continue;
+    }
+    EXPECT_FALSE(w->materialized()) << "shift " << shift << ": read at load";
+    std::vector<float> want(static_cast<size_t>(64 * n));
+    std::memcpy(want.data(), m.graph().initializer(0).raw_data().data(), want.size() * 4);
+    EXPECT_EQ(std::memcmp(w->bytes(), want.data(), want.size() * 4), 0) << "shift " << shift;
+    const float* v = w->ptr<float>();  // read now
+    EXPECT_TRUE(w->materialized());
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(v) % 64, 0u);
+    EXPECT_FALSE(in_file(v)) << "shift " << shift;
+    EXPECT_EQ(static_cast<const void*>(w->bytes()), static_cast<const void*>(v));
+    for (int64_t i = 0; i < w->numel(); ++i) ASSERT_EQ(v[i], want[static_cast<size_t>(i)]) << "element " << i;
+    EXPECT_EQ(print_graph(load_onnx_bytes(bytes.data(), bytes.size(), {}, "mem.onnx")), print_graph(g));
   }
 }
 
