@@ -6,6 +6,7 @@
 #pragma once
 #include <CLI/CLI.hpp>
 
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,20 @@ inline int parse_cli(CLI::App& cli, const std::vector<std::string>& args) {
     return cli.exit(e) == 0 ? 0 : 2;
   }
   return -1;
+}
+
+// `--qdq-sat16 auto|on|off`: whether a QDQ ONNX model loads with the `qdq-sat16` rule set
+// (u8 × i8 pair sums saturating at i16 as ONNX Runtime's kernels on x86 without VNNI; auto:
+// on such hosts, core/rewrite/qdq_rules.h). The loader reads LATHE_QDQ_SAT16, which on/off set
+// for this process and the children it starts (bench --models).
+inline void add_qdq_sat16_option(CLI::App& cli, std::string& v) {
+  cli.add_option("--qdq-sat16", v,
+                 "QDQ models: u8 x i8 pair sums saturating at i16 as ONNX Runtime's AVX2 kernels (on), exact (off); "
+                 "auto (default): on for x86 without VNNI, or LATHE_QDQ_SAT16")
+      ->check(CLI::IsMember({"auto", "on", "off"}));
+}
+inline void apply_qdq_sat16_option(const std::string& v) {
+  if (v == "on" || v == "off") setenv("LATHE_QDQ_SAT16", v == "on" ? "1" : "0", 1);
 }
 
 }  // namespace lathe::app

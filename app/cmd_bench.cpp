@@ -384,7 +384,10 @@ int run_bench(const std::vector<std::string>& args) {
       ->check(CLI::Range(1, 86400));
   std::string tuned_path;
   cli.add_option("--tuned", tuned_path, "tuning records to apply (`lathe tune`; default: the records file in the cache dir, 'none': no records)");
+  std::string qdq_sat16 = "auto";
+  add_qdq_sat16_option(cli, qdq_sat16);
   if (int rc = parse_cli(cli, args); rc >= 0) return rc;
+  apply_qdq_sat16_option(qdq_sat16);
   if (!mo.dir.empty()) {
     mo.backend = backend;
     mo.only = only;

@@ -45,7 +45,10 @@ int run_kernels(const std::vector<std::string>& args) {
   cli.add_flag("--no-schedule", no_schedule, "show the loops before the default schedule");
   std::string tuned;
   cli.add_option("--tuned", tuned, "tuning records to apply (`lathe tune`; default: the records file in the cache dir, 'none': no records)");
+  std::string qdq_sat16 = "auto";
+  add_qdq_sat16_option(cli, qdq_sat16);
   if (int rc = parse_cli(cli, args); rc >= 0) return rc;
+  apply_qdq_sat16_option(qdq_sat16);
   if (file.empty() && sample.empty()) {
     std::cerr << "lathe kernels: give FILE or --sample NAME\n";
     return 2;

@@ -386,7 +386,10 @@ int run_run(const std::vector<std::string>& args) {
   app.add_flag("--stats", flags.stats,
                "print `stats: {JSON}`: load, build, compile and first-run ms, run medians, GFLOP per run, peak resident memory");
   app.add_option("--tuned", flags.tuned, "tuning records to apply (`lathe tune`; default: the records file in the cache dir, 'none': no records)");
+  std::string qdq_sat16 = "auto";
+  add_qdq_sat16_option(app, qdq_sat16);
   if (int rc = parse_cli(app, args); rc >= 0) return rc;
+  apply_qdq_sat16_option(qdq_sat16);
   if (file.empty() && sample.empty()) {
     std::cerr << "lathe run: give FILE or --sample NAME\nRun with --help for more information.\n";
     return 2;

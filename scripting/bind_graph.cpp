@@ -7,6 +7,10 @@
 // order); the array form lathe.graph{ {"y", y}, {"z", z} } keeps the order written.
 #include <algorithm>
 #include <cstdlib>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "core/ir/loader.h"
 #include "core/ir/text.h"
@@ -58,33 +62,41 @@ int l_graph(lua_State* L) {
   return 1;
 }
 
-// lathe.load(path [, {qdq_rules = false}]): an ONNX model's QuantizeLinear / DequantizeLinear
-// kept as plain ops (the default applies the `qdq` rules at load), e.g. to step through
-// lathe.rewrite(g, lathe.rules.builtin("qdq")). The importer reads LATHE_QDQ; it is set for
-// the call and restored.
+// lathe.load(path [, {qdq_rules = false, qdq_sat16 = true|false}]): qdq_rules = false keeps
+// an ONNX model's QuantizeLinear / DequantizeLinear as plain ops (the default applies the `qdq`
+// rules at load), e.g. to step through lathe.rewrite(g, lathe.rules.builtin("qdq"));
+// qdq_sat16 chooses the saturating u8 × i8 pair sums (`qdq-sat16`, ONNX Runtime's AVX2 form) or
+// exact ones (default: on for x86 without VNNI, core/rewrite/qdq_rules.h). The importer reads
+// LATHE_QDQ and LATHE_QDQ_SAT16; they are set for the call and restored.
 int l_load(lua_State* L) {
   std::string path = luaL_checkstring(L, 1);
-  bool qdq = true;
+  std::vector<std::pair<const char*, std::string>> env;  // variable, value for this call
   if (lua_istable(L, 2)) {
     lua_getfield(L, 2, "qdq_rules");
-    if (!lua_isnil(L, -1)) qdq = lua_toboolean(L, -1);
+    if (!lua_isnil(L, -1) && !lua_toboolean(L, -1)) env.push_back({"LATHE_QDQ", "unfused"});
+    lua_pop(L, 1);
+    lua_getfield(L, 2, "qdq_sat16");
+    if (!lua_isnil(L, -1)) env.push_back({"LATHE_QDQ_SAT16", lua_toboolean(L, -1) ? "1" : "0"});
     lua_pop(L, 1);
   }
-  if (qdq) {
-    push_graph(L, load_graph(path));
-    return 1;
+  std::vector<std::pair<const char*, std::optional<std::string>>> saved;
+  for (auto& [k, v] : env) {
+    const char* old = std::getenv(k);
+    saved.push_back({k, old ? std::optional<std::string>(old) : std::nullopt});
+    setenv(k, v.c_str(), 1);
   }
-  const char* old = std::getenv("LATHE_QDQ");
-  std::string saved = old ? old : "";
-  setenv("LATHE_QDQ", "unfused", 1);
+  auto restore = [&] {
+    for (auto& [k, v] : saved)
+      if (v) setenv(k, v->c_str(), 1); else unsetenv(k);
+  };
   Graph g;
   try {
     g = load_graph(path);
   } catch (...) {
-    if (old) setenv("LATHE_QDQ", saved.c_str(), 1); else unsetenv("LATHE_QDQ");
+    restore();
     throw;
   }
-  if (old) setenv("LATHE_QDQ", saved.c_str(), 1); else unsetenv("LATHE_QDQ");
+  restore();
   push_graph(L, g);
   return 1;
 }
@@ -234,7 +246,7 @@ int g_index(lua_State* L) {
 
 const Function kModule[] = {
     {"graph", l_graph, "lathe.graph{ name = tensor, … } | lathe.graph{ {name, tensor}, … }", "a graph with named outputs (map form: sorted by name; array form: in order)"},
-    {"load", l_load, "lathe.load(path [, {qdq_rules=false}])", "load a graph: .lua (returns a graph), .lathe text IR, .onnx (qdq_rules=false: Q/DQ as plain ops)"},
+    {"load", l_load, "lathe.load(path [, {qdq_rules=false, qdq_sat16=true|false}])", "load a graph: .lua (returns a graph), .lathe text IR, .onnx (qdq_rules=false: Q/DQ as plain ops; qdq_sat16: ORT's saturating u8 x i8 pair sums on/off, default on for x86 without VNNI)"},
     {"parse", l_parse, "lathe.parse(text [, filename])", "a graph from .lathe text"},
     {nullptr, nullptr, nullptr, nullptr},
 };

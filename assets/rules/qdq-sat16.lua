@@ -1,6 +1,12 @@
--- qdq-sat16.lua — after `qdq`: the int8 sums of u8 × i8 over one axis (MatMul, Gemm, 1×1 Conv) as
--- ONNX Runtime computes them on x86 without VNNI (MLAS's AVX2 U8S8 kernels, vpmaddubsw): each pair
--- of neighbouring k summed in an i16 that saturates, Σ_j sat16(a_2j·w_2j + a_2j+1·w_2j+1).
--- Off by default; LATHE_QDQ_SAT16=1 applies it at load, after `qdq` (in a script:
--- lathe.rewrite(lathe.rewrite(g, lathe.rules.builtin('qdq')), lathe.rules.builtin('qdq-sat16'))). The saturating sums run as plain reductions (no int8 GEMM kernel for them).
+-- qdq-sat16.lua — after `qdq`: the int8 sums of u8 × i8 as ONNX Runtime computes them on x86
+-- without VNNI (MLAS's AVX2 U8S8 kernels, vpmaddubsw): each pair of neighbouring k summed in an
+-- i16 that saturates, Σ_j sat16(a_2j·w_2j + a_2j+1·w_2j+1). MatMul / Gemm / 1×1 Conv: k in order;
+-- a k×k Conv: pairs of neighbouring input channels of one tap (ORT's k order is (kh, kw, ci)),
+-- only where the channels per group are even (an odd count, which ORT pairs across taps, stays
+-- exact). Applied at load by default on x86 with AVX2 and without VNNI (core/rewrite/qdq_rules.h:
+-- ORT's outputs there); LATHE_QDQ_SAT16=0, `--qdq-sat16 off` or lathe.load(path, {qdq_sat16=false})
+-- keep exact sums. To step through it: lathe.rewrite(lathe.rewrite(lathe.load(path, {qdq_rules=false}),
+-- lathe.rules.builtin('qdq')), lathe.rules.builtin('qdq-sat16')), or `lathe rewrite FILE.onnx --rules qdq -o q.lathe`
+-- then `lathe rewrite q.lathe --rules qdq-sat16`. The saturating sums run as the int8 GEMM
+-- (dot4sat16: vpmaddubsw + vpmaddwd on AVX2).
 return lathe.rules.native("qdq-sat16")

@@ -62,13 +62,15 @@ typedef lathe_i16x16 lathe_i16x82;
 typedef lathe_i16x32 lathe_i16x162;
 typedef lathe_i8x32 lathe_i8x84;
 typedef lathe_i8x64 lathe_i8x164;
+typedef lathe_u8x32 lathe_u8x84;
+typedef lathe_u8x64 lathe_u8x164;
 LATHE_DOT(2, 8, i16, i16)
 LATHE_DOT(2, 16, i16, i16)
 LATHE_DOT(4, 8, u8, i8)
 LATHE_DOT(4, 16, u8, i8)
 /* the same with each pair (0-1, 2-3) summed in a saturating i16 (vpmaddubsw; qdq-sat16) */
-#define LATHE_DOT_SAT(L)                                                                                   \
-  static inline lathe_i32x##L lathe_dot4sat16_u8_i8_##L(lathe_i32x##L acc, lathe_u8x4 a, lathe_i8x##L##4 b) { \
+#define LATHE_DOT_SAT(L, TA, TB)                                                                           \
+  static inline lathe_i32x##L lathe_dot4sat16_##TA##_##TB##_##L(lathe_i32x##L acc, lathe_##TA##x4 a, lathe_##TB##x##L##4 b) { \
     for (int l = 0; l < L; ++l) {                                                                          \
       uint32_t s = (uint32_t)acc[l];                                                                       \
       for (int j = 0; j < 4; j += 2) {                                                                     \
@@ -79,8 +81,10 @@ LATHE_DOT(4, 16, u8, i8)
     }                                                                                                      \
     return acc;                                                                                            \
   }
-LATHE_DOT_SAT(8)
-LATHE_DOT_SAT(16)
+LATHE_DOT_SAT(8, u8, i8)
+LATHE_DOT_SAT(16, u8, i8)
+LATHE_DOT_SAT(8, i8, u8)
+LATHE_DOT_SAT(16, i8, u8)
 
 static inline lathe_f32x16 lathe_bcast_f32x16(float x) { return (lathe_f32x16){x, x, x, x, x, x, x, x, x, x, x, x, x, x, x, x}; }
 static inline lathe_f32x8 lathe_bcast_f32x8(float x) { return (lathe_f32x8){x, x, x, x, x, x, x, x}; }
@@ -370,9 +374,11 @@ std::string CEmitter::expr(const ExprRef& e) {
     case ExprKind::Dot: {
       int g = e->args[1]->lanes;
       std::string ta(dtype_name(e->args[1]->dtype)), tb(dtype_name(e->args[2]->dtype));
-      bool ok = (g == 2 && ta == "i16" && tb == "i16") || (g == 4 && ta == "u8" && tb == "i8");
+      bool ok = (g == 2 && ta == "i16" && tb == "i16") || (g == 4 && ta == "u8" && tb == "i8") ||
+                (g == 4 && e->op == Op::Max && ta == "i8" && tb == "u8");
       LATHE_CHECK(ok && (e->lanes == 8 || e->lanes == 16), "C emitter: no dot" + std::to_string(g) + " of " + ta + " x " + tb);
-      if (e->op == Op::Max) return "lathe_dot4sat16_u8_i8_" + std::to_string(e->lanes) + "(" + a(0) + ", " + a(1) + ", " + a(2) + ")";
+      if (e->op == Op::Max)
+        return "lathe_dot4sat16_" + ta + "_" + tb + "_" + std::to_string(e->lanes) + "(" + a(0) + ", " + a(1) + ", " + a(2) + ")";
       return "lathe_dot" + std::to_string(g) + "_" + ta + "_" + tb + "_" + std::to_string(e->lanes) + "(" + a(0) + ", " + a(1) +
              ", " + a(2) + ")";
     }

@@ -448,20 +448,27 @@ class FunctionEmitter {
         return b_.CreateAdd(acc, intrinsic(llvm::Intrinsic::x86_avx512_pmaddw_d_512, {av, b}, {}));
     }
     if (e->op == Op::Max) {  // saturating pairs (dot_acc sat16): vpmaddubsw, vpmaddwd by 1
+      // the u8 side is vpmaddubsw's first operand: A's broadcast group, or B's columns (a conv)
       llvm::Value* aw = b_.CreateVectorSplat(L, b_.CreateBitCast(a, i32));
+      const bool a_u8 = ta == DType::U8;
+      auto pmadd = [&](int bytes) {
+        llvm::Value* av = b_.CreateBitCast(aw, vec(b_.getInt8Ty(), bytes));
+        auto id = bytes == 32 ? llvm::Intrinsic::x86_avx2_pmadd_ub_sw : llvm::Intrinsic::x86_avx512_pmaddubs_w_512;
+        return a_u8 ? intrinsic(id, {av, b}, {}) : intrinsic(id, {b, av}, {});
+      };
       if (L == 8 && host_has("avx2")) {
-        llvm::Value* p16 = intrinsic(llvm::Intrinsic::x86_avx2_pmadd_ub_sw, {b_.CreateBitCast(aw, vec(b_.getInt8Ty(), 32)), b}, {});
+        llvm::Value* p16 = pmadd(32);
         llvm::Value* one = splat(llvm::ConstantInt::get(b_.getInt16Ty(), 1), 16);
         return b_.CreateAdd(acc, intrinsic(llvm::Intrinsic::x86_avx2_pmadd_wd, {p16, one}, {}));
       }
       if (L == 16 && host_has("avx512bw")) {
-        llvm::Value* p16 = intrinsic(llvm::Intrinsic::x86_avx512_pmaddubs_w_512, {b_.CreateBitCast(aw, vec(b_.getInt8Ty(), 64)), b}, {});
+        llvm::Value* p16 = pmadd(64);
         llvm::Value* one = splat(llvm::ConstantInt::get(b_.getInt16Ty(), 1), 32);
         return b_.CreateAdd(acc, intrinsic(llvm::Intrinsic::x86_avx512_pmaddw_d_512, {p16, one}, {}));
       }
       // plain code: pair sums in i32, clamped to i16's range
-      llvm::Value* a32 = b_.CreateZExt(a, vec(i32, 4));
-      llvm::Value* b32 = b_.CreateSExt(b, vec(i32, 4 * L));
+      llvm::Value* a32 = a_u8 ? b_.CreateZExt(a, vec(i32, 4)) : b_.CreateSExt(a, vec(i32, 4));
+      llvm::Value* b32 = a_u8 ? b_.CreateSExt(b, vec(i32, 4 * L)) : b_.CreateZExt(b, vec(i32, 4 * L));
       for (int j = 0; j < 4; j += 2) {
         llvm::Value* p = nullptr;
         for (int h = j; h < j + 2; ++h) {

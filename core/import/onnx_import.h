@@ -49,6 +49,9 @@ struct OnnxOptions {
   // Apply the `qdq` rule set after import (QDQ models run as int8 contractions); false, or
   // LATHE_QDQ=unfused, keeps QuantizeLinear / DequantizeLinear as plain ops (`lathe rewrite`).
   bool qdq_rules = true;
+  // Then `qdq-sat16` (u8 × i8 pair sums saturating at i16, as ONNX Runtime's AVX2 kernels):
+  // -1 = qdq_sat16_default() (LATHE_QDQ_SAT16, else on x86 without VNNI), 0 = exact sums, 1 = on.
+  int qdq_sat16 = -1;
 };
 
 // The kind of a graph input or output, as the model declares it.

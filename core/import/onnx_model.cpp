@@ -251,7 +251,7 @@ Graph import_model(const onnx::ModelProto& m, const OnnxOptions& opt, const std:
   bool unfused = env && std::string(env) == "unfused";
   if (opt.qdq_rules && !unfused &&
       std::any_of(g.node().begin(), g.node().end(), [](const onnx::NodeProto& n) { return n.op_type() == "DequantizeLinear"; }))
-    out = apply_qdq_rules(out, nullptr, qdq_sat16_default());  // LATHE_QDQ_SAT16=1: ORT's AVX2 sums
+    out = apply_qdq_rules(out, nullptr, opt.qdq_sat16 < 0 ? qdq_sat16_default() : opt.qdq_sat16 == 1);  // ORT's AVX2 sums
   return out;
 }
 

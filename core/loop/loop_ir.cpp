@@ -125,7 +125,8 @@ ExprRef dot_acc(ExprRef acc, ExprRef a, ExprRef b, bool sat16) {
   int g = a->lanes;
   LATHE_CHECK(acc->dtype == DType::I32 && is_int(a->dtype) && is_int(b->dtype) && b->lanes == g * acc->lanes,
               "dot_acc: expects i32 × L accumulators, a group of G integers and G·L integers");
-  LATHE_CHECK(!sat16 || (g == 4 && a->dtype == DType::U8 && b->dtype == DType::I8), "dot_acc: saturating pairs take u8 × i8 groups of 4");
+  LATHE_CHECK(!sat16 || (g == 4 && ((a->dtype == DType::U8 && b->dtype == DType::I8) || (a->dtype == DType::I8 && b->dtype == DType::U8))),
+              "dot_acc: saturating pairs take u8 × i8 (or i8 × u8) groups of 4");
   Expr e{ExprKind::Dot, DType::I32, acc->lanes};
   e.op = sat16 ? Op::Max : Op::Add;
   e.args = {std::move(acc), std::move(a), std::move(b)};

@@ -44,7 +44,7 @@ enum class ExprKind : uint8_t {
   Dot,        // grouped integer dot, accumulating (the int8 GEMM micro-kernel): args[0] acc
               // (i32 × L) + Σ_j args[1][j] · args[2][l·G + j], args[1] G lanes (the same group
               // for every l), args[2] G·L lanes; integer operands, exact products, i32 wrapping sum;
-              // op Max (dot_acc sat16): u8 × i8, G 4, each pair j = 0-1, 2-3 summed in an i16
+              // op Max (dot_acc sat16): u8 × i8 or i8 × u8, G 4, each pair j = 0-1, 2-3 summed in an i16
               // that saturates (vpmaddubsw: ONNX Runtime's AVX2 int8 sums, qdq-sat16)
 };
 

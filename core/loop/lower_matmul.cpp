@@ -162,6 +162,8 @@ void MatmulLowering::setup() {
     acc_ = DType::I32;
     if ((mm_.sat16 || host_int8_dot_group() == 4) && mm_.a.src->dtype == DType::U8 && mm_.b.src->dtype == DType::I8) {
       G_ = 4, adt_ = DType::U8, bdt_ = DType::I8;
+    } else if (mm_.sat16 && mm_.a.src->dtype == DType::I8 && mm_.b.src->dtype == DType::U8) {
+      G_ = 4, adt_ = DType::I8, bdt_ = DType::U8;  // a conv: i8 weights broadcast, u8 columns
     } else {
       G_ = 2, adt_ = bdt_ = DType::I16;
     }
@@ -379,7 +381,7 @@ LoopFunc MatmulLowering::run() {
                                        "Ap", "As", 0, packa_of));
   }
   f_.body.push_back(std::move(tloop));
-  f_.schedule_log.push_back("matmul: MR=" + std::to_string(P.mr) + (G_ == 4 ? " int8 u8xi8 dot4" : G_ == 2 ? " int8 i16 dot2" : "") + " NR=" + std::to_string(P.nr) + " KC=" +
+  f_.schedule_log.push_back("matmul: MR=" + std::to_string(P.mr) + (G_ == 4 ? std::string(" int8 ") + (adt_ == DType::I8 ? "i8xu8" : "u8xi8") + (mm_.sat16 ? " dot4sat16" : " dot4") : G_ == 2 ? std::string(" int8 i16 dot2") : std::string()) + " NR=" + std::to_string(P.nr) + " KC=" +
                             std::to_string(kc_blk_) + " MC=" + std::to_string(mc_blk_) + " NC=" + std::to_string(nc_blk) +
                             " msplit=" + std::to_string(msplit) + (epilogue_ ? narrow_ ? " +epilogue(" + std::string(dtype_name(kg_.buffers[k_.output].dtype)) + ")" : " +epilogue" : "") +
                             (prepacked_ ? " B prepacked" : "") + (shared_b_ ? " B packed once" : "") + (shared_a_ ? " A packed once" : "") + (prepacked_a_ ? " A prepacked" : "") + (direct_ ? " B in place" : "") + (win_ ? win_->in_place ? " B interior in place" : " B interior copied whole" : "") +

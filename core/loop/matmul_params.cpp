@@ -106,17 +106,21 @@ MatmulParams host_matmul_params() {
 // broadcast A group, that temporary and the ones: on AVX2 (16 ymm registers) the 6 x 16 tile
 // needs 17, and LLVM spilled and shuffled ten accumulators through the stack every step
 // (BERT QDQ's sat16 GEMMs ran at about half the speed of the exact i16 ones). The rows are
-// cut to the most that fit. A prepacked A side (panels MR tall) keeps the host's MR.
-static MatmulParams fit_sat16_rows(const KernelGraph& kg, const Kernel& k, MatmulParams P) {
-  if (k.kind != "matmul" || host_int8_dot_group() == 4 || packed_a_buffer(kg, k) >= 0) return P;
-  auto mm = match_matmul(k.matmul ? k.matmul : k.root);
-  if (!mm || !mm->sat16) return P;
+// cut to the most that fit. A prepacked A side (a conv's weights) is packed in panels of
+// that MR too (prepack.cpp takes sat16_params).
+MatmulParams sat16_params(MatmulParams P) {
+  if (host_int8_dot_group() == 4) return P;
   const int regs = P.lanes == 16 ? 32 : 16, nq = P.nr / P.lanes;
   const int fit = (regs - nq - 3) / nq;
   if (fit < 1 || fit >= P.mr) return P;
   P.mr = fit;
   P.mc = std::max(1, P.mc / fit) * fit;
   return P;
+}
+static MatmulParams fit_sat16_rows(const KernelGraph& kg, const Kernel& k, MatmulParams P) {
+  if (k.kind != "matmul") return P;
+  auto mm = match_matmul(k.matmul ? k.matmul : k.root);
+  return mm && mm->sat16 ? sat16_params(P) : P;
 }
 
 MatmulParams fit_matmul_rows(const KernelGraph& kg, int kernel, MatmulParams P) {

@@ -86,6 +86,7 @@ IntPanels int_panels(const MatmulMatch& mm) {
   if (mm.reduce->dtype != DType::I32) return {};
   if ((mm.sat16 || host_int8_dot_group() == 4) && mm.a.src->dtype == DType::U8 && mm.b.src->dtype == DType::I8)
     return {4, DType::U8, DType::I8};
+  if (mm.sat16 && mm.a.src->dtype == DType::I8 && mm.b.src->dtype == DType::U8) return {4, DType::I8, DType::U8};
   return {2, DType::I16, DType::I16};
 }
 
@@ -467,8 +468,10 @@ std::vector<int> prepack_a_impl(KernelGraph& kg, const MatmulParams& P, int64_t 
     const int64_t cap = std::max(ints.g ? max_int8_bytes : max_bytes, Ns.value() <= few_n ? few_n_max_bytes : 0);
     if (M * K * static_cast<int64_t>(ints.g ? dtype_size(ints.a) : sizeof(float)) > cap) continue;
     // the blocks the lowering will choose (it uses the packed copy only when KC agrees)
-    const MatmulBlocking bl = matmul_blocking(M, Ns.value(), K, Bs.is_const() ? Bs.value() : -1, threads, kc_for_group(P, ints.g));
-    const int64_t kc = bl.kc, mr = P.mr;
+    // (the saturating pairs' rows: those whose tile fits the registers, as the lowering fits them)
+    const MatmulParams Pk = mm->sat16 ? sat16_params(P) : P;
+    const MatmulBlocking bl = matmul_blocking(M, Ns.value(), K, Bs.is_const() ? Bs.value() : -1, threads, kc_for_group(Pk, ints.g));
+    const int64_t kc = bl.kc, mr = Pk.mr;
     if (kc <= 0 || bl.mc % mr != 0) continue;
     const int64_t panels = (M + mr - 1) / mr, kblocks = (K + kc - 1) / kc;
     int64_t lo = c0 + *std::min_element(moff->begin(), moff->end()) + *std::min_element(koff->begin(), koff->end());

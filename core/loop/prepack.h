@@ -95,4 +95,10 @@ bool gathers_only(const KernelGraph& kg, const Kernel& k, int buffer);
 // The buffer prepack_constant_a made for kernel k, or -1.
 int packed_a_buffer(const KernelGraph& kg, const Kernel& k);
 
+// P for a GEMM of qdq-sat16's saturating pairs without VNNI: the most rows whose register tile
+// fits (accumulators, B vectors, the broadcast A group, vpmaddubsw's result, vpmaddwd's ones);
+// P itself with VNNI. The prepacked A panels (a conv's weights) and fit_matmul_rows both take it
+// (matmul_params.cpp).
+MatmulParams sat16_params(MatmulParams P);
+
 }  // namespace lathe::loop

@@ -9,6 +9,7 @@
 #include <unordered_set>
 
 #include "core/interp/interp.h"
+#include "core/ir/diag.h"
 #include "core/ir/build.h"
 #include "core/rewrite/rewriter.h"
 
@@ -401,25 +402,49 @@ NodeRef along(NodeRef x, int axis, int64_t start, int64_t count, int64_t step, i
   return prim::view(x, v);
 }
 
-// Σ_k u8·i8 over one axis as ONNX Runtime's AVX2 kernels (MLAS U8S8 without VNNI) compute it:
-// vpmaddubsw adds the products of each pair of neighbouring k (0-1, 2-3, …) into an i16 that
-// saturates at ±2^15, vpmaddwd widens the pairs: Σ_j sat16(a_2j·w_2j + a_2j+1·w_2j+1) over
-// the raw 8-bit values (the zero point's correction stays exact); an odd last k is alone (its
-// partner reads 0). Only where the sum runs over one axis (MatMul, Gemm, 1×1 Conv); a wider
-// window (ORT orders its k differently there) stays exact. The form (match_matmul reads it
-// back as an int8 GEMM with saturating pairs, MatmulMatch::sat16):
-//   Reduce_k(−max(−max(a[2k]·w[2k] + a[2k+1]·w[2k+1], −2^15), −(2^15 − 1)))
+// Σ_k u8·i8 as ONNX Runtime's AVX2 kernels (MLAS U8S8 without VNNI) compute it: vpmaddubsw
+// adds the products of each pair of neighbouring k (0-1, 2-3, …) into an i16 that saturates at
+// ±2^15, vpmaddwd widens the pairs: Σ_j sat16(a_2j·w_2j + a_2j+1·w_2j+1) over the raw 8-bit
+// values (the zero point's correction stays exact). Which k are neighbours:
+//  - one reduced axis (MatMul, Gemm, a 1×1 Conv: size-1 axes aside): k in order, an odd last
+//    k alone (its partner reads 0);
+//  - several (a k×k Conv): ORT's im2col runs k as (kh, kw, ci), the input channels innermost,
+//    so the pairs are neighbouring channels of one tap when the channels (per group) are even;
+//    the channel axis is the reduced axis along which the weight's view strides the most
+//    (OIHW). An odd channel count pairs channels of neighbouring taps, which no view states:
+//    such a conv (the 3-channel stem, a depthwise one) stays exact (scripts/qdq-ort-order.py).
+// The form (match_matmul reads it back as an int8 GEMM with saturating pairs,
+// MatmulMatch::sat16, the pair axis innermost in its k):
+//   Reduce_axes(−max(−max(a[2j]·w[2j] + a[2j+1]·w[2j+1], −2^15), −(2^15 − 1)))
 NodeRef sat16(const Match& m) {
   NodeRef r = m.root;
   ProvenanceScope ps(r->prov.path);
-  if (r->attrs.reduce != ReduceOp::Add || r->dtype != DType::I32 || r->attrs.axes.size() != 1) return nullptr;
+  if (r->attrs.reduce != ReduceOp::Add || r->dtype != DType::I32 || r->attrs.axes.empty()) return nullptr;
   NodeRef mul = r->inputs[0];
   if (mul->op != Op::Mul || mul->inputs[0]->op != Op::Cast || mul->inputs[1]->op != Op::Cast) return nullptr;
   NodeRef a = mul->inputs[0]->inputs[0], w = mul->inputs[1]->inputs[0];
   if (a->dtype == DType::I8 && w->dtype == DType::U8) std::swap(a, w);
   if (a->dtype != DType::U8 || w->dtype != DType::I8 || a->shape != w->shape) return nullptr;
-  const int ax = r->attrs.axes[0];
-  if (!a->shape[ax].is_const()) return nullptr;
+  std::vector<int> axes;  // the reduced axes of size > 1
+  for (int d : r->attrs.axes) {
+    if (!a->shape[d].is_const()) return nullptr;
+    if (a->shape[d].value() > 1) axes.push_back(d);
+  }
+  if (axes.empty()) return nullptr;
+  int ax = axes[0];
+  if (axes.size() > 1) {  // a conv: the input channels, the weight's largest stride
+    if (w->op != Op::View || w->attrs.view->has_mask()) return nullptr;
+    const ViewSpec& v = *w->attrs.view;
+    int64_t best = -1;
+    bool tie = false;
+    for (int d : axes) {
+      if (!v.strides[d].is_const()) return nullptr;
+      int64_t st = std::abs(v.strides[d].value());
+      if (st > best) best = st, ax = d, tie = false;
+      else if (st == best) tie = true;
+    }
+    if (tie || a->shape[ax].value() % 2) return nullptr;  // odd channels: pairs across taps
+  }
   const int64_t K = a->shape[ax].value(), K2 = (K + 1) / 2;
   if (K < 2) return nullptr;  // one product: nothing to pair
   auto i32 = [](NodeRef x) { return prim::cast(x, DType::I32); };
@@ -430,7 +455,7 @@ NodeRef sat16(const Match& m) {
   NodeRef lo = prim::binary(Op::Max, pair, prim::constant_int(-32768, DType::I32, pair->shape));
   NodeRef hi = prim::unary(Op::Neg, prim::binary(Op::Max, prim::unary(Op::Neg, lo),
                                                  prim::constant_int(-32767, DType::I32, pair->shape)));
-  return prim::reduce(ReduceOp::Add, hi, {ax});
+  return prim::reduce(ReduceOp::Add, hi, r->attrs.axes);
 }
 
 }  // namespace
@@ -439,9 +464,35 @@ Ruleset qdq_sat16_rules() {
   return Ruleset("qdq-sat16", {make_rule("qdq-sat16", "Reduce(x)", sat16)});
 }
 
+namespace {
+int g_forced_saturate = -1;
+}
+
+bool host_int8_pairs_saturate() {
+  if (g_forced_saturate >= 0) return g_forced_saturate == 1;
+  static const bool host = [] {
+    bool sat = false;
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+    sat = __builtin_cpu_supports("avx2") && !__builtin_cpu_supports("avx512vnni");
+#if defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 11
+    if (__builtin_cpu_supports("avxvnni")) sat = false;
+#endif
+#endif
+    return sat;
+  }();
+  return host;
+}
+
+void force_host_int8_pairs_saturate(int v) { g_forced_saturate = v; }
+
 bool qdq_sat16_default() {
-  const char* e = std::getenv("LATHE_QDQ_SAT16");
-  return e && *e && std::string(e) != "0";
+  if (const char* e = std::getenv("LATHE_QDQ_SAT16"); e && *e) {
+    std::string s(e);
+    if (s == "1" || s == "on") return true;
+    if (s == "0" || s == "off") return false;
+    throw UserError("LATHE_QDQ_SAT16='" + s + "': expected 1 (saturating pair sums, as ONNX Runtime on x86 without VNNI) or 0 (exact sums)");
+  }
+  return host_int8_pairs_saturate();
 }
 
 Ruleset qdq_rules() {

@@ -26,16 +26,26 @@ namespace lathe {
 
 Ruleset qdq_rules();
 
-// `qdq-sat16`: the int8 sums of u8 × i8 over one axis (MatMul, Gemm, 1×1 Conv) as ONNX
-// Runtime computes them on x86 without VNNI (MLAS's AVX2 U8S8 kernels, vpmaddubsw): each pair
-// of neighbouring k summed in an i16 that saturates, Σ_j sat16(a_2j·w_2j + a_2j+1·w_2j+1).
-// ORT documents the saturation (its quantization guide, "reduce_range"); its results on such a
-// machine differ from exact sums by far more than float rounding (bert_base QDQ here:
-// max|d|/max|ref| 0.15 / 0.49 between ORT's fused and op-by-op runs). Opt-in: the graph then
-// states the saturating sums, which the interpreter and every backend compute (as plain
-// reductions, no int8 GEMM kernel yet).
+// `qdq-sat16`: the int8 sums of u8 × i8 as ONNX Runtime computes them on x86 without VNNI
+// (MLAS's AVX2 / AVX-512BW U8S8 kernels, vpmaddubsw): each pair of neighbouring k summed in an
+// i16 that saturates, Σ_j sat16(a_2j·w_2j + a_2j+1·w_2j+1). ORT documents the saturation (its
+// quantization guide, "reduce_range"); its results on such a machine differ from exact sums by
+// far more than float rounding (bert_base QDQ here: max|d|/max|ref| 0.15 / 0.49 between ORT's
+// fused and op-by-op runs; Lathe's exact sums match the op-by-op run, scripts/qdq-truth.py).
+// MatMul / Gemm (one reduced axis, k in order, an odd last k alone) and Conv whose input
+// channels per group are even (ORT sums a conv's k as (kh, kw, ci) with ci innermost, pairs of
+// neighbouring channels of one tap; an odd channel count pairs across taps, which stays exact:
+// scripts/qdq-ort-order.py). The graph states the saturating sums, which the interpreter and
+// every backend compute (the int8 GEMM: dot4sat16).
 Ruleset qdq_sat16_rules();
-// LATHE_QDQ_SAT16=1: the loader's default for OnnxOptions::qdq_sat16.
+// Whether ONNX Runtime's int8 kernels on this host saturate u8 × i8 pair sums: x86 with AVX2
+// and without AVX-512 VNNI / AVX-VNNI (whose vpdpbusd sums exactly; SSE-only and non-x86 MLAS
+// kernels widen to i16 and sum exactly too).
+bool host_int8_pairs_saturate();
+// Test hook: 1 / 0 forces host_int8_pairs_saturate(), -1 gives the host's answer back.
+void force_host_int8_pairs_saturate(int v);
+// Whether loading a QDQ model applies qdq-sat16 by default: LATHE_QDQ_SAT16=1 / 0 if set,
+// else host_int8_pairs_saturate() (the outputs then agree with ONNX Runtime's on this host).
 bool qdq_sat16_default();
 
 // g with the qdq rules applied to a fixpoint (bottom-up sweeps); per-rule counts in *fired;

@@ -113,18 +113,18 @@ bool is_int8_operand(NodeRef x) {
 }
 
 // qdq-sat16's pairs over the reduced axis ax (qdq_rules.cpp writes them):
-//   Reduce_ax(−max(−max(Mul(Cast(a_e), Cast(w_e)) + Mul(Cast(a_o), Cast(w_o)), −2^15), −(2^15−1)))
-// a_e / a_o: views of one tensor at k = 2j and 2j+1 (a_o masked past K when K is odd).
-// Returns Mul(Cast(a), Cast(w)) over the whole K (a, w: the even views with K and the stride
-// halved), or null.
+//   Reduce_axes(−max(−max(Mul(Cast(a_e), Cast(w_e)) + Mul(Cast(a_o), Cast(w_o)), −2^15), −(2^15−1)))
+// a_e / a_o: views of one tensor at k = 2j and 2j+1 along ax (a_o masked past K when K is odd,
+// only where ax is the one reduced axis of size > 1); ax: the reduced axis along which the even
+// view steps twice the odd view's offset from it. Returns Mul(Cast(a), Cast(w)) over the whole K (a, w: the even views with
+// K and the stride halved) and *pair_axis = ax, or null.
 bool is_const_value(NodeRef n, int64_t v) {
   while (n->op == Op::View && !n->attrs.view->has_mask()) n = n->inputs[0];
   return n->is_scalar_const() && n->const_value() == static_cast<double>(v);
 }
-NodeRef sat16_product(NodeRef r) {
-  if (r->op != Op::Reduce || r->attrs.reduce != ReduceOp::Add || r->dtype != DType::I32 || r->attrs.axes.size() != 1)
+NodeRef sat16_product(NodeRef r, int* pair_axis = nullptr) {
+  if (r->op != Op::Reduce || r->attrs.reduce != ReduceOp::Add || r->dtype != DType::I32 || r->attrs.axes.empty())
     return nullptr;
-  const int ax = r->attrs.axes[0];
   NodeRef hi = r->inputs[0];
   if (hi->op != Op::Neg) return nullptr;
   NodeRef m1 = hi->inputs[0];
@@ -140,6 +140,23 @@ NodeRef sat16_product(NodeRef r) {
   NodeRef even = pair->inputs[0], odd = pair->inputs[1];
   for (NodeRef p : {even, odd})
     if (p->op != Op::Mul || !is_int8_operand(p->inputs[0]) || !is_int8_operand(p->inputs[1])) return nullptr;
+  // the pair axis: the reduced axis (of size > 1) along which the first operand's even view
+  // steps twice what its odd view is offset by
+  int ax = -1, wide = 0;
+  {
+    NodeRef e = even->inputs[0]->inputs[0], o = odd->inputs[0]->inputs[0];
+    if (e->op != Op::View || o->op != Op::View) return nullptr;
+    const SymInt delta = o->attrs.view->offset - e->attrs.view->offset;
+    for (int d : r->attrs.axes) {
+      if (e->shape[d] == SymInt(1) && o->shape[d] == SymInt(1) && !o->attrs.view->has_mask()) continue;
+      ++wide;
+      if (e->attrs.view->strides[d] == delta * SymInt(2)) {
+        if (ax >= 0) return nullptr;
+        ax = d;
+      }
+    }
+    if (ax < 0) return nullptr;
+  }
   // the even view with its k stride halved; the odd one must be the same view one k on
   NodeRef full[2];
   for (int i = 0; i < 2; ++i) {
@@ -153,6 +170,7 @@ NodeRef sat16_product(NodeRef r) {
       if (vo.strides[d] != ve.strides[d]) return nullptr;
     bool ragged = vo.has_mask();  // K odd: the last odd k is past the end
     if (ragged) {
+      if (wide > 1) return nullptr;  // the GEMM's flattened k would pair it with the next tap's
       for (size_t d = 0; d < vo.mask.size(); ++d) {
         std::pair<SymInt, SymInt> want = {SymInt(0), (int)d == ax ? SymInt(K2 - 1) : vo.shape[d]};
         if (vo.mask[d] != want) return nullptr;
@@ -163,6 +181,7 @@ NodeRef sat16_product(NodeRef r) {
     v.strides[ax] = SymInt(s);
     full[i] = prim::view(e->inputs[0], v);
   }
+  if (pair_axis) *pair_axis = ax;
   return prim::binary(Op::Mul, prim::cast(full[0], DType::I32), prim::cast(full[1], DType::I32));
 }
 
@@ -172,7 +191,8 @@ std::optional<MatmulMatch> match_matmul(NodeRef r) {
   if (r->op != Op::Reduce || r->attrs.reduce != ReduceOp::Add) return std::nullopt;
   NodeRef mul = r->inputs[0];
   const bool sat16 = mul->op == Op::Neg;
-  if (sat16) mul = sat16_product(r);
+  int pair_axis = -1;
+  if (sat16) mul = sat16_product(r, &pair_axis);
   if (!mul || mul->op != Op::Mul) return std::nullopt;
   bool int8 = r->dtype == DType::I32 && is_int8_operand(mul->inputs[0]) && is_int8_operand(mul->inputs[1]);
   if (!int8 && (r->dtype != DType::F32 || mul->inputs[0]->dtype != DType::F32)) return std::nullopt;
@@ -195,6 +215,14 @@ std::optional<MatmulMatch> match_matmul(NodeRef r) {
     else m.batch_axes.push_back(d);
   }
   if (m.m_axes.empty() || m.n_axes.empty() || m.k_axes.empty()) return std::nullopt;
+  // saturating pairs: the pair axis innermost in the GEMM's k (groups of 4 = two pairs of it;
+  // even per tap when there are several k axes, so no pair straddles two taps)
+  if (sat16) {
+    auto it = std::find(m.k_axes.begin(), m.k_axes.end(), pair_axis);
+    if (it == m.k_axes.end()) return std::nullopt;
+    m.k_axes.erase(it);
+    m.k_axes.push_back(pair_axis);
+  }
   // the vector (N) side is the one holding the output's innermost dim
   int inner = -1;
   for (int d = 0; d < (int)s.size(); ++d)
@@ -203,9 +231,11 @@ std::optional<MatmulMatch> match_matmul(NodeRef r) {
     std::swap(m.a, m.b);
     std::swap(m.m_axes, m.n_axes);
   }
-  // the saturating pairs as the int8 GEMM computes them: u8 rows (A) × i8 columns (B), else
-  // the plain reduction they are
-  if (sat16 && (m.a.src->dtype != DType::U8 || m.b.src->dtype != DType::I8)) return std::nullopt;
+  // the saturating pairs as the int8 GEMM computes them: u8 × i8, either side (a conv's u8
+  // activations are the columns), else the plain reduction they are
+  if (sat16 && !((m.a.src->dtype == DType::U8 && m.b.src->dtype == DType::I8) ||
+                 (m.a.src->dtype == DType::I8 && m.b.src->dtype == DType::U8)))
+    return std::nullopt;
   return m;
 }
 

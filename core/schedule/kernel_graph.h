@@ -91,7 +91,8 @@ struct MatmulMatch {
   OperandAccess a, b;                            // a: the M (rows) side, b: the N (columns) side
   std::vector<int> m_axes, n_axes, k_axes, batch_axes;  // Mul dims of size != 1, outer first
   // qdq-sat16's form (core/rewrite/qdq_rules.h): Σ_j sat16(a_2j·b_2j + a_2j+1·b_2j+1) over
-  // one K axis, u8 A × i8 B. `mul` is then a Mul of the full operands built for the match
+  // the pair axis, the last of k_axes (the others, a conv's taps, summed plainly), u8 × i8
+  // (either side u8). `mul` is then a Mul of the full operands built for the match
   // (not a graph node), `reduce` the graph's Reduce over the K/2 pairs.
   bool sat16 = false;
 };

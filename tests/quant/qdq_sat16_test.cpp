@@ -1,0 +1,130 @@
+// qdq_sat16_test.cpp — `qdq-sat16` (core/rewrite/qdq_rules.h) on tiny QDQ models whose u8 × s8
+// neighbouring products overflow int16 (qdq_sat16/, make_qdq_sat16.py), against ONNX Runtime's
+// own fused run on an AVX2 host without VNNI (output_0.pb): convolutions with even input channels
+// per group (3×3, strided with a padding zero point at batch 3, grouped), a 1×1 conv with an odd
+// K, a MatMul with an odd K; odd channels per group (pairs across taps in ORT) stay exact. The
+// interpreter (the oracle) must land within one quantization step of ORT where the rule fires
+// (and the exact sums must not: the data saturates), the backend under test must match the
+// interpreter through the int8 GEMM's dot4sat16, and loading applies the rule by default exactly
+// where the host's ORT saturates (forced through the test hook).
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <map>
+
+#include "../backends/diff_util.h"
+#include "core/import/onnx_import.h"
+#include "core/loop/lower.h"
+#include "core/rewrite/qdq_rules.h"
+#include "core/rewrite/rewriter.h"
+
+#ifndef QDQ_SAT16_DIR
+#error "QDQ_SAT16_DIR must point at tests/quant/qdq_sat16"
+#endif
+
+namespace lathe {
+namespace {
+
+std::string dir(const std::string& c) { return std::string(QDQ_SAT16_DIR) + "/" + c; }
+
+Graph load(const std::string& c, int sat16) {
+  OnnxOptions o;
+  o.qdq_sat16 = sat16;
+  return load_onnx(dir(c) + "/model.onnx", o);
+}
+TensorMap inputs_of(const std::string& c) { return {{"x", read_onnx_tensor(dir(c) + "/test_data_set_0/input_0.pb")}}; }
+HostTensor ort_of(const std::string& c) { return read_onnx_tensor(dir(c) + "/test_data_set_0/output_0.pb"); }
+
+// Reductions in qdq-sat16's form (a Reduce over the clamped pair sums: Neg(Max(Neg(Max(…)))))
+int sat16_sums(const Graph& g) {
+  int n = 0;
+  for (NodeRef x : topo_order(g))
+    if (x->op == Op::Reduce && !x->inputs.empty() && x->inputs[0]->op == Op::Neg) ++n;
+  return n;
+}
+
+struct Case {
+  std::string name;
+  bool fires;
+  bool gemm;  // the saturating sums as the int8 GEMM (an odd K, its last k alone, is a plain reduction)
+};
+const std::vector<Case> kCases = {
+    {"conv3x3_c8", true, true},     {"conv3x3_c6_s2_b3_zp", true, true}, {"conv3x3_c12_g3", true, true},
+    {"conv1x1_c5", true, false},    {"matmul_k13_b3", true, false},      {"conv3x3_c10_g2", false, false},
+    {"conv3x3_c3", false, false},
+};
+
+// The output's quantization step: the smallest nonzero difference between two output values.
+double step_of(const HostTensor& y) {
+  std::vector<double> v(y.numel());
+  for (int64_t i = 0; i < y.numel(); ++i) v[i] = y.get_f64(i);
+  std::sort(v.begin(), v.end());
+  double s = INFINITY;
+  for (size_t i = 1; i < v.size(); ++i)
+    if (v[i] > v[i - 1]) s = std::min(s, v[i] - v[i - 1]);
+  return s;
+}
+double steps_off(const HostTensor& got, const HostTensor& want, double step) {
+  EXPECT_EQ(got.shape(), want.shape());
+  double worst = 0;
+  for (int64_t i = 0; i < want.numel(); ++i) worst = std::max(worst, std::fabs(got.get_f64(i) - want.get_f64(i)) / step);
+  return worst;
+}
+
+TEST(QdqSat16Models, InterpreterMatchesOnnxRuntimesFusedRun) {
+  for (auto& c : kCases) {
+    SCOPED_TRACE(c.name);
+    Graph sat = load(c.name, 1), exact = load(c.name, 0);
+    EXPECT_EQ(sat16_sums(sat), c.fires ? 1 : 0);
+    EXPECT_EQ(sat16_sums(exact), 0);
+    if (!c.fires) continue;
+    HostTensor ort = ort_of(c.name);
+    const double step = step_of(ort);
+    EXPECT_LE(steps_off(interpret(sat, inputs_of(c.name)).at("y"), ort, step), 1.01);
+    EXPECT_GT(steps_off(interpret(exact, inputs_of(c.name)).at("y"), ort, step), 3.0);  // it does saturate
+  }
+}
+
+TEST(QdqSat16Models, BackendMatchesInterpreterThroughTheSaturatingGemm) {
+  test::DiffBatch batch;
+  for (auto& c : kCases) {
+    Graph g = load(c.name, 1);
+    if (c.gemm) {
+      Program p = build_program(g);
+      bool dot = false;
+      for (auto& f : p.funcs) dot = dot || loop::print_loop(f).find("dot4sat16(") != std::string::npos;
+      EXPECT_TRUE(dot) << c.name << ": no saturating dot in an int8 GEMM";
+    }
+    batch.add(c.name, g, inputs_of(c.name));
+  }
+  EXPECT_EQ(batch.run(), 0);
+}
+
+// The default: qdq-sat16 where ONNX Runtime's kernels saturate (x86 with AVX2, no VNNI), exact
+// sums elsewhere; LATHE_QDQ_SAT16=0/1 overrides either way.
+TEST(QdqSat16Models, LoadingFollowsTheHostsInt8Kernels) {
+  const char* old = std::getenv("LATHE_QDQ_SAT16");
+  std::string saved = old ? old : "";
+  unsetenv("LATHE_QDQ_SAT16");
+  force_host_int8_pairs_saturate(1);
+  EXPECT_TRUE(qdq_sat16_default());
+  EXPECT_EQ(sat16_sums(load("conv3x3_c8", -1)), 1);
+  force_host_int8_pairs_saturate(0);  // a VNNI host (vpdpbusd sums exactly), or not x86
+  EXPECT_FALSE(qdq_sat16_default());
+  EXPECT_EQ(sat16_sums(load("conv3x3_c8", -1)), 0);
+  EXPECT_EQ(sat16_sums(load("conv3x3_c8", 1)), 1);  // asked for
+  setenv("LATHE_QDQ_SAT16", "1", 1);
+  EXPECT_EQ(sat16_sums(load("conv3x3_c8", -1)), 1);
+  force_host_int8_pairs_saturate(1);
+  setenv("LATHE_QDQ_SAT16", "0", 1);
+  EXPECT_EQ(sat16_sums(load("conv3x3_c8", -1)), 0);
+  EXPECT_EQ(sat16_sums(load("conv3x3_c8", 1)), 1);  // the option beats the variable
+  setenv("LATHE_QDQ_SAT16", "maybe", 1);
+  EXPECT_THROW(qdq_sat16_default(), UserError);
+  force_host_int8_pairs_saturate(-1);
+  if (old) setenv("LATHE_QDQ_SAT16", saved.c_str(), 1);
+  else unsetenv("LATHE_QDQ_SAT16");
+}
+
+}  // namespace
+}  // namespace lathe
