@@ -77,6 +77,8 @@ const char* kEnvironment =
     "                           512 KiB Zen 3)\n"
     "  LATHE_MATMUL_KC=N, LATHE_MATMUL_MC=N  the CPU matmuls' K block (a multiple of 8) and M block\n"
     "                           (rounded up to MR), for A/B runs\n"
+    "  LATHE_MATMUL_PREFETCH_C=0  the CPU matmuls' micro-kernel does not prefetch its output tile before\n"
+    "                           the k loop (A/B runs)\n"
     "  LATHE_DEPTHWISE=0        depthwise convolutions take the generic reduction, not the direct nest\n"
     "  LATHE_POOL_THREADS=N     llvm: the thread pool of parallel loops has N threads (the caller among\n"
     "                           them; default one per core); 1 gives per-kernel A/B times on a shared\n"
