@@ -691,6 +691,14 @@ class FunctionEmitter {
         return;
       }
       case StmtKind::Let: {
+        // a Let named prefetch* of an unmasked load: a prefetch of the load's address (the
+        // packed matmul's output tile, lower_matmul_micro.cpp), its value never read
+        if (s.var.rfind("prefetch", 0) == 0 && s.value->kind == ExprKind::Load && s.value->args.size() == 1) {
+          const auto& bp = lf_.buffers.at(s.value->buffer);
+          llvm::Value* p = b_.CreateGEP(memory_type(bp.dtype), buffer_ptrs_.at(s.value->buffer), emit(s.value->args[0]));
+          intrinsic(llvm::Intrinsic::prefetch, {p, b_.getInt32(1), b_.getInt32(3), b_.getInt32(1)}, {p->getType()});
+          return;
+        }
         llvm::Value* v = emit(s.value);
         Var var;
         var.type = v->getType();

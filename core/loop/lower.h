@@ -56,11 +56,24 @@ struct MatmulBlocking {
 MatmulBlocking matmul_blocking(int64_t m, int64_t n, int64_t k, int64_t batch, int threads, const MatmulParams& p = {},
                                bool a_packed = false);
 
+// The host's data caches in bytes (0: unknown), from sysfs (cpu0's cache/index*: L1 data,
+// L2 and L3, each one instance's size).
+struct HostCaches {
+  int64_t l1d = 0, l2 = 0, l3 = 0;
+};
+HostCaches host_caches();
+// P's cache blocks derived from the caches: KC so that the B micro-panel (KC x NR) takes
+// half of L1d, MC so that the A block (MC x KC) takes 9/32 of L2 (256 x 144 on 6 x 16 with
+// 32 KiB / 512 KiB, the blocks measured on that Zen 3). An unknown size keeps P's block, a
+// derived one stays within [1/2, 2] of it.
+MatmulParams blocks_for_caches(MatmulParams p, const HostCaches& c);
 // The register tile and cache blocks for the machine lathe runs on (the c and llvm backends
 // compile for the host): the defaults on AVX-512; MR 6 × NR 16 on 8-lane AVX/AVX2, whose 16
 // vector registers hold 12 accumulators, the B row and the broadcast (8 × 32 would spill
-// 32 accumulators on every k); 6 × 8 on SSE. LATHE_MATMUL_TILE=MRxNRxLANES
-// overrides (A/B comparisons).
+// 32 accumulators on every k); 6 × 8 on SSE. KC and MC from the host's caches
+// (blocks_for_caches; LATHE_MATMUL_CACHE_BLOCKS=0 keeps the compiled-in 256 and 144).
+// LATHE_MATMUL_TILE=MRxNRxLANES, LATHE_MATMUL_KC=N and LATHE_MATMUL_MC=N override (A/B
+// comparisons).
 MatmulParams host_matmul_params();
 // P with its row tile fitted to one kernel's M: MR one less where that pads M by at least 5%
 // fewer rows (a 7 x 7 layer's 49 positions, swapped to the rows: 50 on MR 5, not 54 on MR 6:

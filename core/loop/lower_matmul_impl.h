@@ -125,6 +125,7 @@ class MatmulLowering {
   std::vector<Stmt> f32_micro(int rows) const;
   std::vector<Stmt> int_micro(int rows) const;
   std::vector<Stmt> micro_kernel();  // the accumulators and the kernel for a panel (ragged or not)
+  Stmt prefetch_tile() const;        // the output tile's rows toward L1 before its k loop
 
   // ---- state: the kernel ----
   const KernelGraph& kg_;

@@ -198,6 +198,28 @@ std::vector<Stmt> MatmulLowering::int_micro(int rows) const {
   return out;
 }
 
+// The output tile's rows (its first and last column: 64 bytes may straddle two lines), to be
+// brought toward L1 while the k loop runs: the write-back read each K block's C tile from L3
+// (a job's C, 1024 x 512 floats, outlives L2 between K blocks) and stalled on it, ~12% of
+// the 1024^3 GEMM's samples (perf, cpu-clock, one thread) on the loads after the k loop.
+// Lets named prefetch* of an unmasked load are prefetches (llvm.prefetch: never faults, no
+// value); the c backend leaves them out. Full tiles only (the others' rows may lie past M).
+// LATHE_MATMUL_PREFETCH_C=0 leaves them out (A/B runs).
+Stmt MatmulLowering::prefetch_tile() const {
+  const MatmulParams& P = P_;
+  const DType odt = kg_.buffers[k_.output].dtype;
+  std::vector<Stmt> pf;
+  for (int r = 0; r < P.mr; ++r)
+    for (int c : {0, P.nr - 1}) {
+      ExprRef row = add(mul(var("ir"), const_int(P.mr)), const_int(r)), col = add(mul(var("jr"), const_int(P.nr)), const_int(c));
+      ExprRef addr = add(batch_part(caff_), add(at(crow_, row), at(ccol_, col)));
+      pf.push_back(make_let("prefetch" + std::to_string(pf.size()), odt, load(pout_, odt, addr)));
+    }
+  ExprRef full = logical_and(le(add(mul(var("ir"), const_int(P.mr)), const_int(P.mr)), mc_),
+                             le(add(mul(var("jr"), const_int(P.nr)), const_int(P.nr)), nc_));
+  return make_if(full, std::move(pf));
+}
+
 // The micro-kernel of one MR panel ir of A and NR panel jr of B: the accumulators, and the
 // kernel of MR rows, or for the ragged panel one of its rows.
 // The ragged panel: when M is no multiple of MR, one panel (the last of M: every MC block,
@@ -211,6 +233,11 @@ std::vector<Stmt> MatmulLowering::micro_kernel() {
   const MatmulParams& P = P_;
   std::vector<Stmt> micro;
   micro.push_back(make_alloc("acc", acc_, P.lanes, (int64_t)P.mr * NQ_, /*registers=*/true));
+  static const bool prefetch_c = [] {
+    const char* e = std::getenv("LATHE_MATMUL_PREFETCH_C");
+    return !(e && std::string(e) == "0");
+  }();
+  if (prefetch_c) micro.push_back(prefetch_tile());
   bbase_ = mul(add(mul(var("jr"), const_int(kc_blk_)), kk_), const_int(P.nr));
   abase_ = mul(add(mul(var("ir"), const_int(kc_blk_)), kk_), const_int(P.mr));
   if (prepacked_ || shared_b_)  // panels of all N: this job's start at n0 / NR, KC block pc

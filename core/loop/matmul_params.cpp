@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <numeric>
 #include <string>
 
@@ -63,6 +64,65 @@ MatmulBlocking matmul_blocking(int64_t m, int64_t n, int64_t k, int64_t batch, i
   return b;
 }
 
+namespace {
+// one cache's size from sysfs ("32K", "512K", "32M"; 0 when unreadable)
+int64_t sysfs_size(const std::string& dir) {
+  std::ifstream f(dir + "/size");
+  std::string v;
+  if (!(f >> v) || v.empty()) return 0;
+  int64_t n = std::atoll(v.c_str());
+  if (v.back() == 'K') n <<= 10;
+  else if (v.back() == 'M') n <<= 20;
+  return n;
+}
+
+int64_t env_block(const char* name, int64_t lo, int64_t hi, const char* what) {
+  const char* e = std::getenv(name);
+  if (!e || !*e) return 0;
+  char* end = nullptr;
+  long v = std::strtol(e, &end, 10);
+  if (!end || *end || v < lo || v > hi) throw UserError(std::string(name) + "='" + e + "': expected " + what);
+  return v;
+}
+}  // namespace
+
+HostCaches host_caches() {
+  static const HostCaches caches = [] {
+    HostCaches c;
+    for (int i = 0; i < 8; ++i) {
+      const std::string dir = "/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(i);
+      std::ifstream lf(dir + "/level"), tf(dir + "/type");
+      int level = 0;
+      std::string type;
+      if (!(lf >> level) || !(tf >> type) || type == "Instruction") continue;
+      const int64_t bytes = sysfs_size(dir);
+      if (level == 1 && type == "Data") c.l1d = bytes;
+      else if (level == 2) c.l2 = bytes;
+      else if (level == 3) c.l3 = bytes;
+    }
+    return c;
+  }();
+  return caches;
+}
+
+MatmulParams blocks_for_caches(MatmulParams p, const HostCaches& c) {
+  // KC: the B micro-panel (KC x NR, 4 bytes a value), which stays in L1 while the A
+  // micro-panels stream past it, in half of L1d (the other half: the A micro-panels and the C
+  // tile). MC: the A block (MC x KC), read again for every B micro-panel, in 9/32 of L2 (the
+  // rest: the B micro-panels coming in from L3, C, the packing's sources). On the 2-core Zen 3
+  // (32 KiB, 512 KiB) that is 256 x 144, the blocks measured there; fuller caches (the B
+  // panel and two A panels in all of L1d, A in half of L2: 288 x 222) measured no faster
+  // (one thread, CPU ms per run, 6 alternating rounds at load 11: 1024^3 35.4 vs 33.3 with
+  // MC 210 vs 132, 128x768x3072 10.3 vs 11.3). A size that is unknown keeps the compiled-in
+  // block; a derived one stays within [1/2, 2] of it (a sysfs that reports something odd).
+  auto within = [](int64_t v, int64_t base, int64_t step) {
+    return std::clamp(v, std::max(step, base / 2 / step * step), base * 2 / step * step);
+  };
+  if (c.l1d > 0) p.kc = static_cast<int>(within(c.l1d / 2 / (4 * int64_t(p.nr)) / 32 * 32, p.kc, 8));
+  if (c.l2 > 0) p.mc = static_cast<int>(within(c.l2 * 9 / 32 / (4 * int64_t(p.kc)) / p.mr * p.mr, p.mc, p.mr));
+  return p;
+}
+
 MatmulParams host_matmul_params() {
   static const MatmulParams params = [] {
     MatmulParams p;
@@ -75,14 +135,6 @@ MatmulParams host_matmul_params() {
       p.mc = 144;
     }
 #endif
-    if (const char* e = std::getenv("LATHE_MATMUL_KC_MAX"); e && *e) {
-      char* end = nullptr;
-      long v = std::strtol(e, &end, 10);
-      if (!end || *end || v < 8 || v > 4096)
-        throw UserError("LATHE_MATMUL_KC_MAX='" + std::string(e) + "': expected the largest K block, 8 to 4096 (e.g. 256)");
-      p.kc_max = static_cast<int>(v);
-      p.kc = std::min(p.kc, p.kc_max);
-    }
     if (const char* e = std::getenv("LATHE_MATMUL_TILE"); e && *e) {
       int mr = 0, nr = 0, lanes = 0;
       if (std::sscanf(e, "%dx%dx%d", &mr, &nr, &lanes) == 3 && mr > 0 && (lanes == 8 || lanes == 16) &&
@@ -94,6 +146,22 @@ MatmulParams host_matmul_params() {
       } else {
         throw UserError("LATHE_MATMUL_TILE='" + std::string(e) + "': expected MRxNRxLANES, LANES 8 or 16 and NR a multiple of it (e.g. 6x16x8)");
       }
+    }
+    if (const char* e = std::getenv("LATHE_MATMUL_CACHE_BLOCKS"); !(e && std::string(e) == "0"))
+      p = blocks_for_caches(p, host_caches());
+    if (int64_t kc = env_block("LATHE_MATMUL_KC", 8, 4096, "the K block, a multiple of 8 from 8 to 4096 (e.g. 256)")) {
+      if (kc % 8) throw UserError("LATHE_MATMUL_KC='" + std::to_string(kc) + "': expected a multiple of 8 (e.g. 256)");
+      p.kc = static_cast<int>(kc);
+    }
+    if (int64_t mc = env_block("LATHE_MATMUL_MC", 1, 4096, "the M block, 1 to 4096 rows (rounded up to MR)"))
+      p.mc = static_cast<int>((mc + p.mr - 1) / p.mr * p.mr);
+    if (const char* e = std::getenv("LATHE_MATMUL_KC_MAX"); e && *e) {
+      char* end = nullptr;
+      long v = std::strtol(e, &end, 10);
+      if (!end || *end || v < 8 || v > 4096)
+        throw UserError("LATHE_MATMUL_KC_MAX='" + std::string(e) + "': expected the largest K block, 8 to 4096 (e.g. 256)");
+      p.kc_max = static_cast<int>(v);
+      p.kc = std::min(p.kc, p.kc_max);
     }
     return p;
   }();
