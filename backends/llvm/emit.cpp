@@ -1,11 +1,12 @@
 // emit.cpp — loop IR -> LLVM IR. See emit.h.
 //
 // [SECTION] types and constants
-// [SECTION] math helpers (exp2/log2 polynomials, saturating casts, bf16 rounding)
+// [SECTION] math helpers (saturating casts; exp2/log2 polynomials and half rounding: emit_math.cpp)
 // [SECTION] expressions
 // [SECTION] statements (loops, parallel outlining)
 // [SECTION] module entry point
 #include "backends/llvm/emit.h"
+#include "backends/llvm/emit_math.h"
 #include "backends/llvm/jit.h"
 #include "backends/llvm/parallel.h"
 
@@ -238,94 +239,6 @@ class FunctionEmitter {
     return b_.CreateIntrinsic(id, tys, args);
   }
 
-  // Rounds an f32 value to bf16 precision (nearest even), staying in f32. NaN stays NaN.
-  llvm::Value* round_bf16(llvm::Value* x) {
-    llvm::Type* ft = x->getType();
-    llvm::Type* it = ft->isVectorTy() ? vec(b_.getInt32Ty(), llvm::cast<llvm::FixedVectorType>(ft)->getNumElements())
-                                      : b_.getInt32Ty();
-    llvm::Value* bits = b_.CreateBitCast(x, it);
-    llvm::Value* lsb = b_.CreateAnd(b_.CreateLShr(bits, llvm::ConstantInt::get(it, 16)), llvm::ConstantInt::get(it, 1));
-    llvm::Value* r = b_.CreateAdd(bits, b_.CreateAdd(llvm::ConstantInt::get(it, 0x7fff), lsb));
-    r = b_.CreateAnd(r, llvm::ConstantInt::get(it, 0xffff0000u));
-    llvm::Value* nan = b_.CreateFCmpUNO(x, x);
-    return b_.CreateSelect(nan, x, b_.CreateBitCast(r, ft));
-  }
-
-  // Rounds an f32 register value to the precision of a half type (f16/bf16), staying f32.
-  llvm::Value* round_half(DType dt, llvm::Value* x) {
-    if (dt == DType::BF16) return round_bf16(x);
-    if (dt != DType::F16) return x;
-    llvm::Type* ht = x->getType()->isVectorTy()
-                         ? vec(b_.getHalfTy(), llvm::cast<llvm::FixedVectorType>(x->getType())->getNumElements())
-                         : b_.getHalfTy();
-    return b_.CreateFPExt(b_.CreateFPTrunc(x, ht), x->getType());
-  }
-
-  // 2^x for f32 (scalar or vector): x = n + f, f in [-0.5, 0.5]; 2^f by a degree-6
-  // polynomial (max rel. error ~2e-7); 2^n assembled in the exponent bits. Saturates to
-  // 0 / inf outside [-150, 128]; NaN propagates.
-  llvm::Value* exp2_f32(llvm::Value* x) {
-    llvm::Type* ft = x->getType();
-    int lanes = ft->isVectorTy() ? llvm::cast<llvm::FixedVectorType>(ft)->getNumElements() : 1;
-    llvm::Type* it = vec(b_.getInt32Ty(), lanes);
-    llvm::Type* st = b_.getFloatTy();
-    auto C = [&](double v) { return splat(fconst(st, v), lanes); };
-    llvm::Value* xc = intrinsic(llvm::Intrinsic::minnum, {x, C(128.0)}, {ft});
-    xc = intrinsic(llvm::Intrinsic::maxnum, {xc, C(-150.0)}, {ft});
-    llvm::Value* n = intrinsic(llvm::Intrinsic::rint, {xc}, {ft});
-    llvm::Value* f = b_.CreateFSub(xc, n);
-    // minimax-ish coefficients for 2^f on [-0.5, 0.5]
-    const double c[] = {1.0, 0.6931471805599453, 0.2402265069591007, 0.05550410866482158,
-                        0.009618129107628477, 0.0013333558146428443, 0.00015403530393381609};
-    llvm::Value* p = C(c[6]);
-    for (int i = 5; i >= 0; --i) p = intrinsic(llvm::Intrinsic::fma, {p, f, C(c[i])}, {ft});
-    // scale by 2^n in two steps so n in [-150, 128] never overflows the exponent field
-    llvm::Value* ni = b_.CreateFPToSI(n, it);
-    llvm::Value* n1 = b_.CreateAShr(ni, llvm::ConstantInt::get(it, 1));
-    llvm::Value* n2 = b_.CreateSub(ni, n1);
-    auto pow2 = [&](llvm::Value* k) {
-      return b_.CreateBitCast(b_.CreateShl(b_.CreateAdd(k, llvm::ConstantInt::get(it, 127)), llvm::ConstantInt::get(it, 23)), ft);
-    };
-    llvm::Value* r = b_.CreateFMul(b_.CreateFMul(p, pow2(n1)), pow2(n2));
-    llvm::Value* nan = b_.CreateFCmpUNO(x, x);
-    return b_.CreateSelect(nan, x, r);
-  }
-
-  // log2(x) for f32: x = m * 2^e with m in [sqrt(.5), sqrt(2)); log2(m) via
-  // log((1+s)/(1-s)) series in s = (m-1)/(m+1). Special cases: 0 -> -inf, <0/NaN -> NaN,
-  // inf -> inf; subnormals are scaled first.
-  llvm::Value* log2_f32(llvm::Value* x) {
-    llvm::Type* ft = x->getType();
-    int lanes = ft->isVectorTy() ? llvm::cast<llvm::FixedVectorType>(ft)->getNumElements() : 1;
-    llvm::Type* it = vec(b_.getInt32Ty(), lanes);
-    llvm::Type* st = b_.getFloatTy();
-    auto C = [&](double v) { return splat(fconst(st, v), lanes); };
-    auto I = [&](int64_t v) { return llvm::ConstantInt::get(it, v); };
-    llvm::Value* sub = b_.CreateFCmpOLT(x, C(1.17549435e-38));
-    llvm::Value* xs = b_.CreateSelect(sub, b_.CreateFMul(x, C(8388608.0)), x);  // * 2^23
-    llvm::Value* bits = b_.CreateBitCast(xs, it);
-    llvm::Value* e = b_.CreateSub(b_.CreateLShr(bits, I(23)), I(127));
-    llvm::Value* mbits = b_.CreateOr(b_.CreateAnd(bits, I(0x007fffff)), I(0x3f800000));
-    llvm::Value* m = b_.CreateBitCast(mbits, ft);  // [1, 2)
-    llvm::Value* big = b_.CreateFCmpOGT(m, C(1.41421356237));
-    m = b_.CreateSelect(big, b_.CreateFMul(m, C(0.5)), m);
-    e = b_.CreateSelect(big, b_.CreateAdd(e, I(1)), e);
-    llvm::Value* ef = b_.CreateSIToFP(e, ft);
-    ef = b_.CreateSelect(sub, b_.CreateFSub(ef, C(23.0)), ef);
-    llvm::Value* s = b_.CreateFDiv(b_.CreateFSub(m, C(1.0)), b_.CreateFAdd(m, C(1.0)));
-    llvm::Value* s2 = b_.CreateFMul(s, s);
-    // 2*atanh(s) = 2(s + s^3/3 + s^5/5 + …), |s| <= 0.1716
-    const double c[] = {2.0, 2.0 / 3, 2.0 / 5, 2.0 / 7, 2.0 / 9, 2.0 / 11};
-    llvm::Value* p = C(c[5]);
-    for (int i = 4; i >= 0; --i) p = intrinsic(llvm::Intrinsic::fma, {p, s2, C(c[i])}, {ft});
-    llvm::Value* ln = b_.CreateFMul(p, s);
-    llvm::Value* r = intrinsic(llvm::Intrinsic::fma, {ln, C(1.4426950408889634), ef}, {ft});
-    r = b_.CreateSelect(b_.CreateFCmpOEQ(x, C(0.0)), C(-INFINITY), r);
-    r = b_.CreateSelect(b_.CreateFCmpOEQ(x, C(INFINITY)), x, r);
-    r = b_.CreateSelect(b_.CreateFCmpULT(x, C(0.0)), C(NAN), r);  // also NaN inputs
-    return r;
-  }
-
   // float -> integer: truncate toward zero, saturate, NaN -> 0 (the interpreter's rule).
   llvm::Value* float_to_int(llvm::Value* v, DType to, int lanes) {
     llvm::Type* t = reg_type(to, lanes);
@@ -386,7 +299,7 @@ class FunctionEmitter {
     if (dt == DType::Bool) return b_.CreateZExt(v, vec(b_.getInt8Ty(), lanes));
     if (dt == DType::F16) return b_.CreateFPTrunc(v, vec(b_.getHalfTy(), lanes));
     if (dt == DType::BF16) {
-      llvm::Value* r = round_bf16(v);
+      llvm::Value* r = round_bf16(b_, v);
       llvm::Type* i32 = vec(b_.getInt32Ty(), lanes);
       return b_.CreateTrunc(b_.CreateLShr(b_.CreateBitCast(r, i32), llvm::ConstantInt::get(i32, 16)),
                             vec(b_.getInt16Ty(), lanes));
@@ -548,10 +461,10 @@ class FunctionEmitter {
       case Op::Sqrt: r = intrinsic(llvm::Intrinsic::sqrt, {x}, {t}); break;
       case Op::Sin: r = intrinsic(llvm::Intrinsic::sin, {x}, {t}); break;
       case Op::Exp2:
-        r = t->getScalarType()->isFloatTy() ? exp2_f32(x) : intrinsic(llvm::Intrinsic::exp2, {x}, {t});
+        r = t->getScalarType()->isFloatTy() ? exp2_f32(b_, x) : intrinsic(llvm::Intrinsic::exp2, {x}, {t});
         break;
       case Op::Log2:
-        r = t->getScalarType()->isFloatTy() ? log2_f32(x) : intrinsic(llvm::Intrinsic::log2, {x}, {t});
+        r = t->getScalarType()->isFloatTy() ? log2_f32(b_, x) : intrinsic(llvm::Intrinsic::log2, {x}, {t});
         break;
       case Op::Not: r = b_.CreateNot(x); break;
       default: throw InternalError("llvm backend: unary op " + std::string(op_name(e->op)));
@@ -640,12 +553,12 @@ class FunctionEmitter {
       if (fw < tw) r = b_.CreateFPExt(x, tt);
       else if (fw > tw) r = b_.CreateFPTrunc(x, tt);
       else if (x->getType() != tt) r = b_.CreateFPCast(x, tt);
-      return round_half(to, r);
+      return round_half(b_, to, r);
     }
     if (is_float(from)) return float_to_int(x, to, lanes);
     if (is_float(to)) {
       llvm::Value* r = is_unsigned(from) ? b_.CreateUIToFP(x, tt) : b_.CreateSIToFP(x, tt);
-      return round_half(to, r);
+      return round_half(b_, to, r);
     }
     if (to == DType::Bool) return b_.CreateICmpNE(x, llvm::Constant::getNullValue(x->getType()));
     unsigned fw = x->getType()->getScalarSizeInBits(), tw = tt->getScalarSizeInBits();
