@@ -31,6 +31,7 @@
 
 #include "app/cli.h"
 #include "app/commands.h"
+#include "app/fuse_attention.h"
 #include "backends/backend.h"
 #include "backends/kernel_dedup.h"
 #include "core/interp/interp.h"
@@ -404,6 +405,8 @@ int run_run(const std::vector<std::string>& args) {
       if (!onnx || !onnx_needs_staged(e.what())) throw;
       return run_staged_onnx(file, backend, input_args, output_dir);
     }
+    // an imported model's causal attention fused (fuse_attention.h; LATHE_FLASH_ATTENTION)
+    if (sample.empty() && file.size() > 5 && file.compare(file.size() - 5, 5, ".onnx") == 0) g = fuse_attention_on_load(g);
     flags.st.load_ms = ms_since(t0);
     return run_parsed(g, sample.empty() ? file : "sample " + sample, backend, input_args, bind_args, output_dir,
                       static_cast<uint64_t>(seed), profile, trace, flags);

@@ -2,7 +2,8 @@
 // core/loop/lower_attention.cpp) against the interpreter: odd sequence lengths (1, 7, 129),
 // causal or not, with and without an additive mask (broadcast and full), batch 1 and 2, K/V
 // shared across heads, head dims the register tile does not divide, and a self-attention
-// with L != S. Also checks that the interpreter's fused op equals the unfused composite.
+// with L != S; the causal shapes `lathe run` fuses by default (T 77 / 128, head dims 32 / 64 /
+// 80, batch 4). Also checks that the interpreter's fused op equals the unfused composite.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -46,6 +47,12 @@ TEST(FusedAttention, MatchesTheInterpreter) {
   batch.add("grouped heads (GQA 6/3) E=5", fused(1, 6, 9, 12, 5, 3, false, 2, false, 3));
   batch.add("L=5 S=40", fused(1, 2, 5, 40, 16, 16, false, 1));
   batch.add("L=40 S=5 causal", fused(1, 2, 40, 5, 16, 16, true, 0));
+  // the shapes `lathe run` now fuses by default (causal ONNX exports: app/fuse_attention.cpp):
+  // GPT-2's T 128 and d 64, odd T, head dims 32 / 80, batch 4
+  batch.add("causal T=128 E=64", fused(1, 2, 128, 128, 64, 64, true, 0));
+  batch.add("causal T=77 E=32 B=4", fused(4, 3, 77, 77, 32, 32, true, 0));
+  batch.add("causal T=77 E=80 B=4 mask", fused(4, 2, 77, 77, 80, 80, true, 1));
+  batch.add("causal T=128 E=80 mask", fused(1, 2, 128, 128, 80, 80, true, 1));
   EXPECT_EQ(batch.run(), 0);
 }
 
