@@ -406,7 +406,7 @@ int run_run(const std::vector<std::string>& args) {
       return run_staged_onnx(file, backend, input_args, output_dir);
     }
     // an imported model's causal attention fused (fuse_attention.h; LATHE_FLASH_ATTENTION)
-    if (sample.empty() && file.size() > 5 && file.compare(file.size() - 5, 5, ".onnx") == 0) g = fuse_attention_on_load(g);
+    if (sample.empty() && file.size() > 5 && file.compare(file.size() - 5, 5, ".onnx") == 0) g = fuse_attention_on_load(g, backend);
     flags.st.load_ms = ms_since(t0);
     return run_parsed(g, sample.empty() ? file : "sample " + sample, backend, input_args, bind_args, output_dir,
                       static_cast<uint64_t>(seed), profile, trace, flags);

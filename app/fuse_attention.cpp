@@ -20,11 +20,11 @@
 
 namespace lathe::app {
 
-Graph fuse_attention_on_load(const Graph& g, int* fused) {
+Graph fuse_attention_on_load(const Graph& g, const std::string& backend, int* fused) {
   if (fused) *fused = 0;
   const char* e = std::getenv("LATHE_FLASH_ATTENTION");
   const std::string mode = e && *e ? e : "causal";
-  if (mode == "0") return g;
+  if (mode == "0" || (!(e && *e) && backend == "cuda")) return g;
   if (mode != "causal" && mode != "all")
     throw UserError("LATHE_FLASH_ATTENTION='" + mode + "': expected causal (the default), all or 0");
 #ifdef HAVE_LATHE_SCRIPTING

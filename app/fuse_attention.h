@@ -9,7 +9,9 @@ namespace lathe::app {
 
 // g with its attention fused (Extern "attention") when LATHE_FLASH_ATTENTION allows:
 // "causal" (the default) keeps the rewrite only if every fused attention is causal,
-// "all" keeps any, "0" leaves g as it is. `fused` (optional) gets how many were fused.
-Graph fuse_attention_on_load(const Graph& g, int* fused = nullptr);
+// "all" keeps any, "0" leaves g as it is. The default applies to the CPU backends only (the
+// cuda FlashAttention kernel is untimed on hardware): with LATHE_FLASH_ATTENTION unset,
+// backend "cuda" keeps g. `fused` (optional) gets how many were fused.
+Graph fuse_attention_on_load(const Graph& g, const std::string& backend, int* fused = nullptr);
 
 }  // namespace lathe::app
