@@ -89,6 +89,8 @@ const char* kEnvironment =
     "                           (rounded up to MR), for A/B runs\n"
     "  LATHE_MATMUL_PREFETCH_C=0  the CPU matmuls' micro-kernel does not prefetch its output tile before\n"
     "                           the k loop (A/B runs)\n"
+    "  LATHE_MATMUL_PREFETCH_EPILOGUE=0  int8 GEMMs do not prefetch their epilogue's inputs of the\n"
+    "                           output's shape (a residual) with the output tile (A/B runs)\n"
     "  LATHE_DEPTHWISE=0        depthwise convolutions take the generic reduction, not the direct nest\n"
     "  LATHE_POOL_THREADS=N     llvm: the thread pool of parallel loops has N threads (the caller among\n"
     "                           them; default one per core); 1 gives per-kernel A/B times on a shared\n"

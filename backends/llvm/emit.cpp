@@ -609,7 +609,8 @@ class FunctionEmitter {
         if (s.var.rfind("prefetch", 0) == 0 && s.value->kind == ExprKind::Load && s.value->args.size() == 1) {
           const auto& bp = lf_.buffers.at(s.value->buffer);
           llvm::Value* p = b_.CreateGEP(memory_type(bp.dtype), buffer_ptrs_.at(s.value->buffer), emit(s.value->args[0]));
-          intrinsic(llvm::Intrinsic::prefetch, {p, b_.getInt32(1), b_.getInt32(3), b_.getInt32(1)}, {p->getType()});
+          const int rw = s.var.rfind("prefetchr", 0) == 0 ? 0 : 1;  // prefetchr*: an input, for reading
+          intrinsic(llvm::Intrinsic::prefetch, {p, b_.getInt32(rw), b_.getInt32(3), b_.getInt32(1)}, {p->getType()});
           return;
         }
         llvm::Value* v = emit(s.value);
@@ -712,6 +713,7 @@ class FunctionEmitter {
       ops.push_back(llvm::MDNode::get(ctx_, {llvm::MDString::get(ctx_, name), v}));
     };
     if (a.vectorize) flag("llvm.loop.vectorize.enable", llvm::ConstantAsMetadata::get(b_.getTrue()));
+    if (a.scalar && !a.vectorize) flag("llvm.loop.vectorize.enable", llvm::ConstantAsMetadata::get(b_.getFalse()));
     if (a.vectorize && a.width > 0) {  // peel: one vector of `width` lanes per step, no interleave
       flag("llvm.loop.vectorize.width", llvm::ConstantAsMetadata::get(b_.getInt32(a.width)));
       flag("llvm.loop.interleave.count", llvm::ConstantAsMetadata::get(b_.getInt32(1)));

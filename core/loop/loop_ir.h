@@ -112,6 +112,7 @@ struct LoopAnnot {
   int unroll = 0;          // 0 = leave to the compiler; n > 1 = unroll hint by n
   int width = 0;           // vectorized: SIMD width W, one vector per step (0 = compiler's choice; peel)
   bool masked = false;     // vectorized: the last partial vector runs masked, no scalar remainder (peel)
+  bool scalar = false;     // not vectorized even by the compiler's own choice (short strided copies)
 };
 
 struct Stmt {

@@ -91,6 +91,7 @@ void print_stmts(std::ostringstream& o, const std::vector<Stmt>& body, const Loo
         if (s.annot.vectorize && s.annot.width)
           o << "vectorized(" << s.annot.width << (s.annot.masked ? " masked" : "") << ") ";
         else if (s.annot.vectorize) o << "vectorized ";
+        else if (s.annot.scalar) o << "scalar ";
         if (s.annot.unroll) o << "unroll(" << s.annot.unroll << ") ";
         o << "for " << s.var << " in 0.." << print_expr(s.extent, &f);
         if (!s.reduces.empty()) {

@@ -233,12 +233,20 @@ std::optional<Stmt> MatmulLowering::pack_b_runs(const OperandParts& B, int pb) {
   // the run copies; *full is the condition for the whole panel being the first run (then
   // its address is the let px + "g0_a"), null when that fast path does not apply. Names
   // start with px (one set per member of an integer group).
+  // Integer groups (G_ > 1) zero the group's whole panel at once (NR x G contiguous bytes)
+  // and copy their runs with scalar loops: a run is at most NR (16) bytes stored at stride
+  // G, which the vectorizer turned into interleaved shuffles with remainders per run; with
+  // up to 4 runs x 4 members per group that was most of a 1x1 strided conv's compile time
+  // (resnet50_qdq's 7x7 downsample: 2.1 s of codegen).
+  const bool vec_runs = G_ == 1;
   auto one_k = [&](ExprRef kk, const std::string& px, std::function<ExprRef(ExprRef)> at_col, std::vector<Stmt>& body,
                    std::vector<Stmt>& general, ExprRef* full) {
-    Stmt zero = make_for("c", const_int(NR), {make_local_store("Bp", at_col(var("c")), const_of(0, bdt_))},
-                         "pack B: zero the panel");
-    zero.annot.vectorize = true;
-    general.push_back(zero);
+    if (vec_runs) {
+      Stmt zero = make_for("c", const_int(NR), {make_local_store("Bp", at_col(var("c")), const_of(0, bdt_))},
+                           "pack B: zero the panel");
+      zero.annot.vectorize = true;
+      general.push_back(zero);
+    }
     for (int seg = 0; seg < segs; ++seg) {
       std::vector<Stmt>& out = seg == 0 ? body : general;
       std::string sg = px + "g" + std::to_string(seg) + "_";
@@ -267,7 +275,8 @@ std::optional<Stmt> MatmulLowering::pack_b_runs(const OperandParts& B, int pb) {
       Stmt copy = make_for("c", sub(var(sg + "hi"), var(sg + "lo")),
                            {make_local_store("Bp", at_col(c), elem(add(var(sg + "a"), mul(sub(c, cs), const_int(*ca)))))},
                            "pack B: copy a run");
-      copy.annot.vectorize = true;
+      copy.annot.vectorize = vec_runs;
+      copy.annot.scalar = !vec_runs;
       // the common case: the whole panel is one run inside the bounds (an interior panel of
       // a row at least NR wide): a fixed NR-wide copy, no zeroing, no variable-length loop
       // (whose short trip counts the vectorizer leaves to its scalar remainder)
@@ -317,6 +326,14 @@ std::optional<Stmt> MatmulLowering::pack_b_runs(const OperandParts& B, int pb) {
   // ragged group never takes the whole-panel copy.
   ExprRef kg = var("kg");
   std::vector<Stmt> whole_stores;
+  {
+    Stmt zero = make_for("c", const_int(NR * G_),
+                         {make_local_store("Bp", add(group_panel_index(var("jp"), kg, 0, const_int(0), NR), var("c")),
+                                           const_of(0, bdt_))},
+                         "pack B: zero the group's panel");
+    zero.annot.vectorize = true;
+    general.push_back(zero);
+  }
   for (int j = 0; j < G_; ++j) {
     std::string px = "k" + std::to_string(j) + "_";
     ExprRef kk = add(mul(kg, const_int(G_)), const_int(j));
@@ -325,9 +342,9 @@ std::optional<Stmt> MatmulLowering::pack_b_runs(const OperandParts& B, int pb) {
     std::vector<Stmt> gen_j;
     ExprRef full_j;
     one_k(kat, px, [&, j](ExprRef c) { return group_panel_index(var("jp"), kg, j, c, NR); }, body, gen_j, &full_j);
-    if (kin && gen_j.size() > 1) {  // after the zeroing: the run copies only for k < kc
-      std::vector<Stmt> copies(gen_j.begin() + 1, gen_j.end());
-      gen_j.resize(1);
+    if (kin && !gen_j.empty()) {  // after the group's zeroing: the run copies only for k < kc
+      std::vector<Stmt> copies = std::move(gen_j);
+      gen_j.clear();
       gen_j.push_back(make_if(kin, std::move(copies)));
     }
     general.insert(general.end(), gen_j.begin(), gen_j.end());

@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <iostream>
 #include <thread>
+#include <tuple>
 
 #include "../backends/diff_util.h"
 #include "core/frontend/nn.h"
@@ -192,6 +193,31 @@ TEST(RequantEpilogue, ConvMatchesInterpreter) {
     }
     batch.add("conv requant C=" + std::to_string(c.c) + " K=" + std::to_string(c.k), conv_requant(c), in);
     batch.add("conv requant + max pool C=" + std::to_string(c.c), conv_requant(c, true), in);
+    seed += 2;
+  }
+  EXPECT_EQ(batch.run(), 0);
+}
+
+// A residual (an f32 input of the output's shape, ResNet's skip tensor) added before the
+// requantization: one kernel, the residual's rows of each tile prefetched for reading like
+// the output's (prefetchr*), equal to the interpreter at odd and prime sizes, batch rows 1 to 3.
+TEST(RequantEpilogue, ResidualIsPrefetchedAndExact) {
+  test::DiffBatch batch;
+  uint64_t seed = 90;
+  for (auto [m, k, n] : {std::tuple<int64_t, int64_t, int64_t>{37, 67, 45}, {3, 64, 29}, {16, 131, 33}}) {
+    Tensor a = input("a", {m, k}, DType::U8), b = input("b", {k, n}, DType::I8), r = input("r", {m, n}, DType::F32);
+    Tensor v = maximum(to(matmul_integer(a, b), DType::F32) * scales(k, {1, n}, true) + r, scalar(0.0, DType::F32));
+    v = clamp(v, Scalar(-4194304.0), Scalar(4194304.0));
+    Tensor q = to((v + scalar(12582912.0, DType::F32)) - scalar(12582912.0, DType::F32), DType::I32) + scalar(int64_t(7), DType::I32);
+    Graph g = Graph::from_outputs({{"y", to(clamp(q, Scalar(int64_t(0)), Scalar(int64_t(255))), DType::U8).node()}});
+    Program p = build_program(g);
+    ASSERT_EQ(p.num_kernels(), 1) << test::loop_ir_of(p);
+    std::string ir = test::loop_ir_of(p);
+    EXPECT_NE(ir.find("let prefetchr"), std::string::npos) << ir;
+    HostTensor rv(DType::F32, {m, n});
+    for (int64_t i = 0; i < rv.numel(); ++i) rv.set_f64(i, ((i * 37) % 101 - 50) * 0.5);
+    batch.add("residual requant " + std::to_string(m) + "x" + std::to_string(k) + "x" + std::to_string(n), g,
+              TensorMap{{"a", full_range(DType::U8, {m, k}, seed)}, {"b", full_range(DType::I8, {k, n}, seed + 1)}, {"r", rv}});
     seed += 2;
   }
   EXPECT_EQ(batch.run(), 0);
