@@ -472,8 +472,10 @@ void CEmitter::emit_stmt(const Stmt& s, int depth) {
       break;
     }
     case StmtKind::Let:
-      // a prefetch of the packed matmul's output tile (lower_matmul_micro.cpp): left out
-      if (s.var.rfind("prefetch", 0) == 0 && s.value->kind == ExprKind::Load && s.value->args.size() == 1) break;
+      // a prefetch of the packed matmul's output tile or next B panel (lower_matmul_micro.cpp): left out
+      if (s.var.rfind("prefetch", 0) == 0 && s.value->args.size() == 1 &&
+          (s.value->kind == ExprKind::Load || s.value->kind == ExprKind::LocalLoad))
+        break;
       local_types_[s.var] = s.dtype;
       out_ << pad(depth) << type(s.dtype, s.value->lanes) << " " << s.var << " = " << expr(s.value) << ";\n";
       break;

@@ -604,13 +604,21 @@ class FunctionEmitter {
         return;
       }
       case StmtKind::Let: {
-        // a Let named prefetch* of an unmasked load: a prefetch of the load's address (the
-        // packed matmul's output tile, lower_matmul_micro.cpp), its value never read
-        if (s.var.rfind("prefetch", 0) == 0 && s.value->kind == ExprKind::Load && s.value->args.size() == 1) {
-          const auto& bp = lf_.buffers.at(s.value->buffer);
-          llvm::Value* p = b_.CreateGEP(memory_type(bp.dtype), buffer_ptrs_.at(s.value->buffer), emit(s.value->args[0]));
-          const int rw = s.var.rfind("prefetchr", 0) == 0 ? 0 : 1;  // prefetchr*: an input, for reading
-          intrinsic(llvm::Intrinsic::prefetch, {p, b_.getInt32(rw), b_.getInt32(3), b_.getInt32(1)}, {p->getType()});
+        // a Let named prefetch* of an unmasked load (of a buffer or a local array): a prefetch
+        // of the load's address (the packed matmul's output tile, for writing; prefetchr*:
+        // the next B panel, for reading: lower_matmul_micro.cpp), its value never read
+        if (s.var.rfind("prefetch", 0) == 0 && s.value->args.size() == 1 &&
+            (s.value->kind == ExprKind::Load || s.value->kind == ExprKind::LocalLoad)) {
+          llvm::Value* p;
+          if (s.value->kind == ExprKind::Load) {
+            const auto& bp = lf_.buffers.at(s.value->buffer);
+            p = b_.CreateGEP(memory_type(bp.dtype), buffer_ptrs_.at(s.value->buffer), emit(s.value->args[0]));
+          } else {
+            Var& v = array_var(s.value->name);
+            p = b_.CreateGEP(v.type, v.slot, emit(s.value->args[0]));
+          }
+          const int write = s.var.rfind("prefetchr", 0) == 0 ? 0 : 1;
+          intrinsic(llvm::Intrinsic::prefetch, {p, b_.getInt32(write), b_.getInt32(3), b_.getInt32(1)}, {p->getType()});
           return;
         }
         llvm::Value* v = emit(s.value);

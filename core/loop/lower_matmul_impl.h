@@ -126,6 +126,7 @@ class MatmulLowering {
   std::vector<Stmt> int_micro(int rows) const;
   std::vector<Stmt> micro_kernel();  // the accumulators and the kernel for a panel (ragged or not)
   Stmt prefetch_tile() const;        // the output tile's rows toward L1 before its k loop
+  void prefetch_next_b(std::vector<Stmt>& micro);  // the next B panel, depth by depth (prefetch_b_, pfb)
 
   // ---- state: the kernel ----
   const KernelGraph& kg_;
@@ -169,7 +170,7 @@ class MatmulLowering {
 
   // micro-kernel and write-back
   ExprRef last_pc_;
-  bool narrow_ = false, tile_sums_ = false;
+  bool narrow_ = false, tile_sums_ = false, prefetch_b_ = false;
   ExprRef tbase_;           // tile sums: this tile's place in Ct
   ExprRef bbase_, abase_;   // f32: the panels' element at depth kk
   int ragged_rows_ = 0;     // rows of the ragged A panel's kernel (0: none)

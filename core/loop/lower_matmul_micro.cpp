@@ -118,6 +118,11 @@ std::vector<Stmt> MatmulLowering::f32_kbody(BSrc src, int rows, ExprRef ki, int 
     }
     body.push_back(make_let("bq" + std::to_string(q) + sfx, DType::F32, v));
   }
+  // the next panel's line at this depth toward the cache (see prefetch_next_b)
+  if (prefetch_b_ && (src == BSrc::Prepacked || src == BSrc::Shared))
+    body.push_back(make_let("prefetchr_b" + sfx, DType::F32,
+                            src == BSrc::Prepacked ? load(pbp_, DType::F32, add(bb, var("pfb")))
+                                                   : local_load("Bs", DType::F32, add(bb, var("pfb")))));
   for (int r = 0; r < rows; ++r) {
     ExprRef ar = broadcast(prepacked_a_ ? load(pap_, DType::F32, add(ab, const_int(r)))
                            : shared_a_  ? local_load("As", DType::F32, add(ab, const_int(r)))
@@ -249,6 +254,34 @@ Stmt MatmulLowering::prefetch_tile() const {
   return make_if(full, std::move(pf));
 }
 
+// The next B panel toward L1 while this one is read. B packed once for the run (prepacked
+// weights, streamed from memory) or once for all the jobs (a shared pack, from L3) reaches
+// the micro-kernel of the first MR panel of A cold: one 64-byte line a depth, ~13 bytes a
+// cycle, more than one core draws from memory, so that kernel stalls while the later MR
+// panels find the panel in L1. With few rows of A (ResNet-50's 7 x 7 layers: 49 positions
+// on the A side, ten micro-kernels a panel, 9.4 MB of 3 x 3 weights read once) that first
+// kernel was a tenth of the work at a fraction of the speed. So each depth's step also
+// prefetches the same depth of the next panel (the panels lie in order, [pc][panel][kk][NR]):
+// the first MR panel starts its fetch, the others find it in flight or present (a hit costs
+// one load slot of the step's eight). `pfb` is the next panel's offset, 0 for the last panel
+// of the buffer (the prefetch stays inside it). f32, convolutions (a window or grouped dims;
+// LATHE_MATMUL_PREFETCH_B=all also plain matmuls, =0 none: A/B runs).
+void MatmulLowering::prefetch_next_b(std::vector<Stmt>& micro) {
+  static const std::string mode = [] {
+    const char* e = std::getenv("LATHE_MATMUL_PREFETCH_B");
+    return std::string(e && *e ? e : "1");
+  }();
+  const bool conv_like = !mm_.a.bounds.empty() || !mm_.b.bounds.empty() || mm_.m_axes.size() > 1 ||
+                         mm_.n_axes.size() > 1 || mm_.k_axes.size() > 1;
+  prefetch_b_ = G_ == 1 && (prepacked_ || shared_b_) && mode != "0" && (conv_like || mode == "all");
+  if (!prefetch_b_) return;
+  const MatmulParams& P = P_;
+  ExprRef panels = ceil_div(N_, P.nr);
+  ExprRef panel = add(add(mul(var("pc"), panels), binary(Op::IDiv, n0_, const_int(P.nr))), var("jr"));
+  ExprRef total = mul(ceil_div(K_, kc_blk_), panels);
+  micro.push_back(make_let("pfb", DType::I64, select(lt(add(panel, const_int(1)), total), const_int(kc_blk_ * P.nr), const_int(0))));
+}
+
 // The micro-kernel of one MR panel ir of A and NR panel jr of B: the accumulators, and the
 // kernel of MR rows, or for the ragged panel one of its rows.
 // The ragged panel: when M is no multiple of MR, one panel (the last of M: every MC block,
@@ -267,6 +300,7 @@ std::vector<Stmt> MatmulLowering::micro_kernel() {
     return !(e && std::string(e) == "0");
   }();
   if (prefetch_c) micro.push_back(prefetch_tile());
+  prefetch_next_b(micro);
   bbase_ = mul(add(mul(var("jr"), const_int(kc_blk_)), kk_), const_int(P.nr));
   abase_ = mul(add(mul(var("ir"), const_int(kc_blk_)), kk_), const_int(P.mr));
   if (prepacked_ || shared_b_)  // panels of all N: this job's start at n0 / NR, KC block pc

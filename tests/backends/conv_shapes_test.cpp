@@ -1,0 +1,110 @@
+// conv_shapes_test.cpp — convolutions lowered to the packed GEMM (lower_matmul*.cpp) across
+// the shapes the heuristics branch on, against the interpreter on the backend under test:
+// odd and prime channel counts, stride 1 and 2, dilation, asymmetric padding, groups, batch
+// 1 and 4, 1x1 / 3x3 / 7x7 windows, maps from 1x1 to 57x57, constant (prepacked) and input
+// weights, a convolution over a concatenation. And where the micro-kernel prefetches the
+// next B panel (lower_matmul_micro.cpp, prefetch_next_b): a layer whose sides are swapped
+// (few positions: its prepacked weights are the B side) and one whose B is packed once
+// for all the jobs, not a plain matmul (LATHE_MATMUL_PREFETCH_B=all).
+#include <cmath>
+
+#include "core/frontend/nn.h"
+#include "core/frontend/tensor.h"
+#include "core/loop/lower.h"
+#include "diff_util.h"
+
+namespace lathe {
+namespace {
+
+struct Case {
+  int64_t n, c, h, w, k, r, s;
+  std::vector<int64_t> stride, pad, dil;
+  int64_t groups = 1;
+  bool constant = false;
+};
+
+HostTensor weights(std::vector<int64_t> shape, double seed) {
+  HostTensor t(DType::F32, std::move(shape));
+  for (int64_t i = 0; i < t.numel(); ++i) t.set_f64(i, std::sin(seed + 0.37 * static_cast<double>(i)));
+  return t;
+}
+
+Tensor conv_on(Tensor x, const Case& t, const std::string& wname = "w") {
+  Conv2dOptions o;
+  o.stride = t.stride;
+  o.padding = t.pad;
+  o.dilation = t.dil;
+  o.groups = t.groups;
+  std::vector<int64_t> ws{t.k, t.c / t.groups, t.r, t.s};
+  Tensor w = t.constant ? from_host(weights(ws, static_cast<double>(t.k))) : input(wname, {t.k, t.c / t.groups, t.r, t.s});
+  return conv2d(x, w, std::nullopt, o);
+}
+Graph graph_of(const Case& t) {
+  Tensor x = input("x", {t.n, t.c, t.h, t.w});
+  return Graph::from_outputs({{"y", relu(conv_on(x, t)).node()}});
+}
+
+std::string label(const Case& t) {
+  auto v = [](const std::vector<int64_t>& x) { return std::to_string(x[0]) + "," + std::to_string(x[1]); };
+  return "n" + std::to_string(t.n) + " c" + std::to_string(t.c) + " " + std::to_string(t.h) + "x" + std::to_string(t.w) +
+         " k" + std::to_string(t.k) + " " + std::to_string(t.r) + "x" + std::to_string(t.s) + " stride " + v(t.stride) +
+         " pad " + v(t.pad) + " dil " + v(t.dil) + " groups " + std::to_string(t.groups) + (t.constant ? " const" : "");
+}
+
+bool prefetches_b(const Graph& g) {
+  return test::loop_ir_of(build_program(g)).find("prefetchr_b") != std::string::npos;
+}
+
+TEST(ConvShapes, PrefetchNextBWhereBComesFromMemory) {
+  // 7 x 7 positions into 96 channels: the sides swap, the constant weights are B, prepacked
+  const Case swapped{1, 64, 7, 7, 96, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, true};
+  const std::string ir = test::loop_ir_of(build_program(graph_of(swapped)));
+  EXPECT_NE(ir.find("B prepacked"), std::string::npos);
+  EXPECT_NE(ir.find("prefetchr_b"), std::string::npos);
+  // 14 x 14 positions into 256 channels: M split over the jobs, B packed once for them
+  const Case shared{1, 64, 14, 14, 256, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, true};
+  const std::string ir2 = test::loop_ir_of(build_program(graph_of(shared)));
+  if (ir2.find("B packed once") != std::string::npos) EXPECT_NE(ir2.find("prefetchr_b"), std::string::npos);
+  // a plain matmul keeps its loop as it was (LATHE_MATMUL_PREFETCH_B=all would add it)
+  Tensor a = input("a", {41, 301}), m = from_host(weights({301, 77}, 1.0));
+  EXPECT_FALSE(prefetches_b(Graph::from_outputs({{"y", matmul(a, m).node()}})));
+}
+
+TEST(ConvShapes, MatchInterpreter) {
+  test::DiffBatch batch;
+  for (const Case& t : std::vector<Case>{
+           {1, 3, 57, 57, 13, 7, 7, {2, 2}, {3, 3}, {1, 1}, 1, true},     // a stem: 3 channels, 7x7 stride 2
+           {4, 7, 23, 19, 13, 3, 3, {1, 1}, {1, 1}, {1, 1}},              // batch 4, odd channels, prime sizes
+           {1, 64, 7, 7, 96, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, true},      // few positions: swapped, B prepacked
+           {1, 131, 7, 7, 83, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, true},     // swapped, K over KC, ragged panels
+           {1, 257, 5, 5, 37, 1, 1, {1, 1}, {0, 0}, {1, 1}, 1, true},     // 1x1 over few positions
+           {1, 96, 14, 14, 53, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, true},    // 14 x 14: rows shorter than NR
+           {1, 61, 29, 29, 47, 3, 3, {2, 2}, {1, 1}, {1, 1}, 1, true},    // stride 2, constant weights
+           {2, 13, 31, 37, 11, 3, 3, {2, 2}, {1, 1}, {1, 1}},             // stride 2, input weights
+           {1, 12, 20, 40, 9, 3, 3, {1, 1}, {2, 2}, {2, 2}},              // dilation 2
+           {1, 10, 23, 41, 13, 3, 3, {1, 1}, {2, 0}, {1, 1}},             // asymmetric-looking padding
+           {2, 18, 20, 37, 10, 3, 3, {1, 1}, {1, 1}, {1, 1}, 2},          // groups 2
+           {1, 9, 1, 1, 17, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, true},       // 1x1 map
+           {3, 37, 9, 11, 23, 1, 1, {2, 2}, {0, 0}, {1, 1}},              // 1x1 stride 2
+           {1, 29, 2, 3, 31, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, true},      // a 2x3 map
+       })
+    batch.add(label(t), graph_of(t), 7, t.c * t.r * t.s / t.groups > 500 ? 4 : 1);
+  // asymmetric padding (ONNX pads begin != end): the frontend pads the input first
+  {
+    Tensor x = input("x", {1, 11, 15, 16});
+    Tensor xp = pad(x, {{0, 0}, {0, 0}, {1, 0}, {2, 1}});
+    Case t{1, 11, 16, 19, 19, 3, 3, {1, 1}, {0, 0}, {1, 1}, 1, true};
+    batch.add("asymmetric padding (1,2 / 0,1)", Graph::from_outputs({{"y", conv_on(xp, t).node()}}));
+  }
+  // a convolution over a concatenation (unet's skip connections), with bias and relu
+  {
+    Tensor a = input("a", {1, 24, 16, 16}), b = input("b", {1, 40, 16, 16}), bias = input("bias", {29});
+    Case t{1, 64, 16, 16, 29, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, true};
+    Tensor y = relu(conv_on(concat({a, b}, 1), t) + reshape(bias, {1, 29, 1, 1}));
+    batch.add("conv over concat 24+40 -> 29", Graph::from_outputs({{"y", y.node()}}));
+  }
+  EXPECT_EQ(batch.run(), 0);
+}
+
+}  // namespace
+}  // namespace lathe
