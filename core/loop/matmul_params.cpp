@@ -92,9 +92,18 @@ MatmulBlocking matmul_blocking(int64_t m, int64_t n, int64_t k, int64_t batch, i
     // up to twice the fewest N blocks (or one per thread): the count whose jobs the threads
     // share best (split_efficiency: equal job counts are not enough, 64 + 64 + 64 + 4 columns
     // is four jobs), fewer blocks unless more are clearly better (each extra one reads A again)
+    // The first count the threads divide stays (the blocks measured on the public models)
+    // unless another shares the jobs more than 3% better.
     if (!split_m && batch * panels >= threads) {
-      double best = -1;
-      for (int64_t blocks = least; blocks <= std::min(panels, std::max<int64_t>(2 * least, threads)); ++blocks) {
+      const int64_t top = std::min(panels, std::max<int64_t>(2 * least, threads));
+      per_block = ceil_div(panels, least);
+      for (int64_t blocks = least; blocks <= top; ++blocks)
+        if ((batch * ceil_div(panels, ceil_div(panels, blocks))) % threads == 0) {
+          per_block = ceil_div(panels, blocks);
+          break;
+        }
+      double best = split_efficiency(block_jobs(panels, per_block, batch, 1), threads);
+      for (int64_t blocks = least; blocks <= top; ++blocks) {
         const int64_t per = ceil_div(panels, blocks);
         if (blocks > least && per == ceil_div(panels, blocks - 1)) continue;  // the same cut
         const double eff = split_efficiency(block_jobs(panels, per, batch, 1), threads);
@@ -109,8 +118,9 @@ MatmulBlocking matmul_blocking(int64_t m, int64_t n, int64_t k, int64_t batch, i
       // those jobs clearly better (2 jobs on 3 threads: 4 jobs keep one thread idle half the
       // time, 6 none)
       const int64_t mpanels = ceil_div(m, p.mr), lo = std::min(ceil_div(threads, jobs), mpanels);
-      double best = -1;
-      for (int64_t ms = lo; ms <= std::min<int64_t>(mpanels, std::max<int64_t>(lo, threads)); ++ms) {
+      b.msplit = lo;
+      double best = split_efficiency(block_jobs(panels, per_block, batch, lo, mpanels), threads);
+      for (int64_t ms = lo + 1; ms <= std::min<int64_t>(mpanels, std::max<int64_t>(lo, threads)); ++ms) {
         const double eff = split_efficiency(block_jobs(panels, per_block, batch, ms, mpanels), threads);
         if (eff > best + 0.03) best = eff, b.msplit = ms;
       }
