@@ -31,6 +31,7 @@
 #include "backends/library.h"
 #include "backends/llvm/compile_program.h"
 #include "backends/llvm/emit.h"
+#include "backends/llvm/pool_stats.h"
 #include "backends/llvm/jit.h"
 #include "core/ir/diag.h"
 #include "core/loop/loop_print.h"
@@ -143,6 +144,12 @@ class LlvmProgram : public CompiledProgram {
   void set_pending(PendingTier pending) { pending_ = std::make_unique<PendingTier>(std::move(pending)); }
 
   void launch(int k, void* const* bufs, const int64_t* dims) override {
+    if (!llvmjit::pool_stats_enabled()) return run_kernel(k, bufs, dims);
+    llvmjit::stats_kernel_begin(program_.funcs[static_cast<size_t>(k)].name.c_str());
+    run_kernel(k, bufs, dims);
+    llvmjit::stats_kernel_end();
+  }
+  void run_kernel(int k, void* const* bufs, const int64_t* dims) {
     KernelFn fn = fns_[static_cast<size_t>(k)].load(std::memory_order_acquire);
     if (!fn) return run_library_kernel(program_.kg.kernels.at(k).root, bufs);
     const std::vector<int64_t>& ps = params_[k];

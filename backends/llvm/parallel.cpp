@@ -28,6 +28,8 @@
 // alone instead was slower than sleeping workers at load 4-7.
 #include "backends/llvm/parallel.h"
 
+#include "backends/llvm/pool_stats.h"
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -79,6 +81,13 @@ struct alignas(64) Job {
   int64_t n = 0, grain = 1;
   int parts = 1;
   std::vector<Range> ranges;
+  // LATHE_POOL_STATS=1 (pool_stats.h): per thread, time inside chunks, iterations run, and
+  // when it started its first chunk (0: none yet); each thread writes its own before it
+  // counts its iterations done
+  bool stats = false;
+  int64_t published = 0;
+  std::vector<int64_t> busy, iters, first;
+  std::vector<int64_t> cost;  // by a chunk's first iteration: its CPU time on the thread that ran it
 };
 
 // How long the workers sleep between loops once the pool saw that (then they poll again).
@@ -121,7 +130,11 @@ class Pool {
     // times on a shared machine that a descheduled partner does not blur; the heuristics
     // still split loops for the host's cores
     if (const char* e = std::getenv("LATHE_POOL_THREADS"); e && std::atoi(e) > 0) nthreads_ = std::atoi(e);
-    for (auto& j : jobs_) j.ranges = std::vector<Range>(static_cast<size_t>(nthreads_));
+    stats_ = pool_stats_enabled();
+    for (auto& j : jobs_) {
+      j.ranges = std::vector<Range>(static_cast<size_t>(nthreads_));
+      j.busy = j.iters = j.first = std::vector<int64_t>(static_cast<size_t>(nthreads_), 0);
+    }
     for (int t = 1; t < nthreads_; ++t) workers_.emplace_back([this, t] { worker(t); });
   }
   ~Pool() {
@@ -142,7 +155,20 @@ class Pool {
   void run(ChunkFn fn, void* const* b, const int64_t* d, const int64_t* c, int64_t n) {
     if (n <= 0) return;
     int parts = static_cast<int>(std::min<int64_t>(nthreads_, n));
-    if (parts == 1) { fn(b, d, c, 0, n); return; }
+    if (parts == 1) {
+      if (!stats_) return fn(b, d, c, 0, n);
+      int64_t t0 = now_ns(), c0 = thread_cpu_ns();
+      fn(b, d, c, 0, n);
+      LoopRecord r;
+      r.n = n;
+      r.wall_ns = now_ns() - t0;
+      r.cpu_ns = r.sim_ns = thread_cpu_ns() - c0;
+      r.busy_ns.assign(static_cast<size_t>(nthreads_), 0);
+      r.iters.assign(static_cast<size_t>(nthreads_), 0);
+      r.reach_ns.assign(static_cast<size_t>(nthreads_), -1);
+      r.busy_ns[0] = r.wall_ns, r.iters[0] = n, r.reach_ns[0] = 0;
+      return stats_loop(r);
+    }
     sample_caller();
     // oversubscribed: the workers sleep between loops (they still take part in each, from
     // when they get a core; the caller alone was slower, 23 ms a run against 16-22 at load 6.5)
@@ -161,6 +187,14 @@ class Pool {
       j.ranges[p].end = n * (p + 1) / parts;
     }
     j.done.store(0, std::memory_order_relaxed);
+    j.stats = stats_;
+    if (stats_) {
+      std::fill(j.busy.begin(), j.busy.end(), 0);
+      std::fill(j.iters.begin(), j.iters.end(), 0);
+      std::fill(j.first.begin(), j.first.end(), 0);
+      j.cost.assign(static_cast<size_t>(n), 0);
+      j.published = now_ns();
+    }
     j.gen.store(g, std::memory_order_release);
     gen_.store(g, std::memory_order_seq_cst);
     loops_.fetch_add(1, std::memory_order_relaxed);
@@ -193,6 +227,7 @@ class Pool {
     w.loop_ns += t_end - t_start;
     w.own_ns += double(t_end - t_start) * double(mine) / double(n);
     w.wait_ns += t_end - t_own;
+    if (stats_) report(j, t_end);
   }
 
  private:
@@ -252,7 +287,16 @@ class Pool {
         int64_t begin = r.next.fetch_add(j.grain, std::memory_order_relaxed);
         if (begin >= r.end) break;
         int64_t end = std::min(r.end, begin + j.grain);
-        j.fn(j.b, j.d, j.c, begin, end);
+        if (j.stats) {
+          int64_t t0 = now_ns(), c0 = thread_cpu_ns();
+          j.fn(j.b, j.d, j.c, begin, end);
+          j.cost[static_cast<size_t>(begin)] = thread_cpu_ns() - c0;
+          if (!j.first[t]) j.first[t] = t0;
+          j.busy[t] += now_ns() - t0;
+          j.iters[t] += end - begin;
+        } else {
+          j.fn(j.b, j.d, j.c, begin, end);
+        }
         mine += end - begin;
         bool last = j.done.fetch_add(end - begin, std::memory_order_seq_cst) + (end - begin) == j.n;
         if (last && t != 0 && caller_waiting_.load(std::memory_order_seq_cst)) {
@@ -262,6 +306,39 @@ class Pool {
       }
     }
     return mine;
+  }
+  // LATHE_POOL_STATS: the loop just joined (every chunk done: the threads' counts are final)
+  void report(const Job& j, int64_t t_end) {
+    LoopRecord r;
+    r.n = j.n;
+    r.wall_ns = t_end - j.published;
+    r.busy_ns = j.busy;
+    r.iters = j.iters;
+    for (size_t t = 0; t < j.first.size(); ++t) r.reach_ns.push_back(j.first[t] ? j.first[t] - j.published : -1);
+    // the same chunks on dedicated cores: each thread takes its own share's chunks in order,
+    // then those left in the next shares; whichever thread is free first claims next
+    std::vector<int64_t> clock(static_cast<size_t>(j.parts), 0), next(static_cast<size_t>(j.parts));
+    for (int p = 0; p < j.parts; ++p) next[p] = j.n * p / j.parts;
+    for (;;) {
+      int t = int(std::min_element(clock.begin(), clock.end()) - clock.begin());
+      bool took = false;
+      for (int k = 0; k < j.parts && !took; ++k) {
+        int p = (t + k) % j.parts;
+        int64_t end = j.n * (p + 1) / j.parts;
+        if (next[p] >= end) continue;
+        clock[t] += j.cost[static_cast<size_t>(next[p])];
+        r.cpu_ns += j.cost[static_cast<size_t>(next[p])];
+        next[p] = std::min(end, next[p] + j.grain);
+        took = true;
+      }
+      if (!took) {
+        clock[t] = INT64_MAX;  // nothing left for it
+        if (std::all_of(clock.begin(), clock.end(), [](int64_t c) { return c == INT64_MAX; })) break;
+      } else {
+        r.sim_ns = std::max(r.sim_ns, clock[t]);
+      }
+    }
+    stats_loop(r);
   }
   // The next loop's generation after `seen`: polled for kSpin, then waited for asleep.
   uint64_t next_loop(uint64_t seen) {
@@ -301,6 +378,7 @@ class Pool {
   }
 
   int nthreads_ = 1;
+  bool stats_ = false;  // LATHE_POOL_STATS=1
   std::vector<std::thread> workers_;
   std::mutex mu_, run_mu_;
   std::condition_variable cv_, done_cv_;

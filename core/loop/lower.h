@@ -54,7 +54,12 @@ struct MatmulBlocking {
   int64_t kc = 0, mc = 0, nc = 0, msplit = 1;
 };
 MatmulBlocking matmul_blocking(int64_t m, int64_t n, int64_t k, int64_t batch, int threads, const MatmulParams& p = {},
-                               bool a_packed = false);
+                               bool a_packed = false, int jobs_per_thread = 1);
+
+// How well `threads` pool threads share jobs of these sizes (in any unit), in the order the
+// pool claims them (contiguous shares, then what is left in the others'): the total over
+// threads x the longest thread's sum; 1 when no thread waits at the join.
+double split_efficiency(const std::vector<int64_t>& jobs, int threads);
 
 // The host's data caches in bytes (0: unknown), from sysfs (cpu0's cache/index*: L1 data,
 // L2 and L3, each one instance's size).

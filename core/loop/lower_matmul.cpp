@@ -184,9 +184,17 @@ void MatmulLowering::setup() {
     const char* e = std::getenv("LATHE_INT8_SPLIT_N");
     return !(e && std::string(e) == "0");
   }();
-  const bool a_packed = split_n && G_ > 1 && packed_a_buffer(kg_, k_) >= 0;
+  static const int f32_split_n = [] {
+    const char* e = std::getenv("LATHE_MATMUL_F32_SPLIT_N");
+    return e && *e ? std::atoi(e) : 0;
+  }();
+  static const int jobs_per_thread = [] {
+    const char* e = std::getenv("LATHE_MATMUL_JOBS");
+    return e && *e ? std::max(1, std::atoi(e)) : 1;
+  }();
+  const bool a_packed = packed_a_buffer(kg_, k_) >= 0 && (G_ > 1 ? split_n : f32_split_n == 1);
   MatmulBlocking bl = matmul_blocking(known(Ms_), known(Ns_), known(Ks_), known(nbatch_), threads_,
-                                      kc_for_group(P, G_), a_packed);
+                                      kc_for_group(P, G_), a_packed, a_packed ? jobs_per_thread : 1);
   nc_blk_ = bl.nc, msplit_ = bl.msplit;
   kc_blk_ = bl.kc;
   mc_blk_ = bl.mc;

@@ -338,6 +338,79 @@ TEST(Contraction, BalancedBlocksMatchInterpreter) {
   EXPECT_EQ(batch.run(), 0);
 }
 
+// split_efficiency: how the pool's threads share jobs (contiguous shares, then stealing).
+TEST(Contraction, SplitEfficiencyWeighsJobSizes) {
+  EXPECT_DOUBLE_EQ(loop::split_efficiency({5, 5}, 2), 1.0);
+  EXPECT_DOUBLE_EQ(loop::split_efficiency({1, 1, 1}, 2), 0.75);              // an odd job count
+  EXPECT_DOUBLE_EQ(loop::split_efficiency({64, 64, 64, 4}, 2), 196.0 / 256);  // four jobs, unequal
+  EXPECT_DOUBLE_EQ(loop::split_efficiency({7}, 2), 0.5);                     // one thread idle
+  EXPECT_DOUBLE_EQ(loop::split_efficiency({7}, 1), 1.0);
+  EXPECT_DOUBLE_EQ(loop::split_efficiency({5, 5, 3}, 3), 13.0 / 15);
+  EXPECT_DOUBLE_EQ(loop::split_efficiency({3, 1, 1, 1, 1, 1}, 2), 1.0);        // the second thread steals
+  EXPECT_DOUBLE_EQ(loop::split_efficiency({}, 7), 1.0);
+}
+
+// The split a contraction's jobs get is judged by their sizes, not only their count: on 3
+// threads two N blocks (or two matrices) get 3 M ranges each, not 2 (4 jobs on 3 threads);
+// across thread counts, odd and prime sizes and batches, no split is worse than the old rule
+// (the fewest M splits that give every thread a job) and whole shapes stay within the caps.
+TEST(Contraction, BlockingJudgesTheJobsSizes) {
+  loop::MatmulParams p;
+  auto jobs_of = [&](const loop::MatmulBlocking& b, int64_t m, int64_t n, int64_t batch) {
+    std::vector<int64_t> jobs;
+    const int64_t panels = (n + p.nr - 1) / p.nr, per = b.nc / p.nr, mp = (m + p.mr - 1) / p.mr;
+    const int64_t mper = (mp + b.msplit - 1) / b.msplit;
+    for (int64_t bi = 0; bi < batch; ++bi)
+      for (int64_t j = 0; j * per < panels; ++j)
+        for (int64_t s = 0; s < b.msplit; ++s)
+          jobs.push_back(std::min(per, panels - j * per) * std::clamp<int64_t>(mp - s * mper, 0, mper));
+    return jobs;
+  };
+  auto two = loop::matmul_blocking(100, 16, 64, 2, 3, p);
+  EXPECT_EQ(two.msplit, 3);
+  EXPECT_GT(loop::split_efficiency(jobs_of(two, 100, 16, 2), 3), 0.85);  // 5 + 5 + 3 rows twice; 2 splits: 0.72
+  for (int threads : {1, 2, 3, 4, 7, 8})
+    for (int64_t m : {1, 5, 13, 97, 256, 1031})
+      for (int64_t n : {1, 17, 49, 196, 211, 784, 3136})
+        for (int64_t batch : {1, 2, 4}) {
+          auto b = loop::matmul_blocking(m, n, 97, batch, threads, p);
+          const std::string what = std::to_string(m) + "x" + std::to_string(n) + " batch " + std::to_string(batch) +
+                                   " on " + std::to_string(threads) + ": nc " + std::to_string(b.nc) + " msplit " +
+                                   std::to_string(b.msplit);
+          ASSERT_TRUE(b.nc % p.nr == 0 && b.nc > 0 && b.nc <= p.nc) << what;
+          ASSERT_TRUE(b.msplit >= 1 && b.msplit <= std::max<int64_t>(1, (m + p.mr - 1) / p.mr)) << what;
+          const int64_t blocks = batch * ((n + b.nc - 1) / b.nc);
+          if (blocks >= threads || b.msplit == 1) continue;
+          loop::MatmulBlocking old = b;
+          old.msplit = std::min<int64_t>((threads + blocks - 1) / blocks, (m + p.mr - 1) / p.mr);
+          EXPECT_GE(loop::split_efficiency(jobs_of(b, m, n, batch), threads) + 1e-9,
+                    loop::split_efficiency(jobs_of(old, m, n, batch), threads)) << what;
+        }
+}
+
+// Job counts the threads do not divide and unequal jobs (prime sizes, 13 panels of N as a
+// 14 x 14 layer's 196 positions, batches of 3 and 4, M split across two matrices), against
+// the interpreter. Run it with LATHE_POOL_THREADS=1, 3 or 7 too: the pool then cuts the same
+// jobs into other shares.
+TEST(Contraction, OddJobCountsMatchInterpreter) {
+  test::DiffBatch batch;
+  Tensor x = input("x", {37, 53}), w = input("w", {53, 199});
+  batch.add("13 panels of N, prime M and K", Graph::from_outputs({{"y", relu(matmul(x, w)).node()}}));
+  Tensor q = input("q", {4, 13, 29}), k = input("k", {4, 29, 61});
+  batch.add("batch 4, 4 panels of N each", Graph::from_outputs({{"y", matmul(q, k).node()}}));
+  Tensor q3 = input("q", {3, 101, 7}), k3 = input("k", {3, 7, 16});
+  batch.add("batch 3, one panel each: M split", Graph::from_outputs({{"y", matmul(q3, k3).node()}}));
+  Tensor q2 = input("q", {2, 100, 64}), k2 = input("k", {2, 64, 16});
+  batch.add("two matrices of one N panel: M split in each", Graph::from_outputs({{"y", matmul(q2, k2).node()}}));
+  batch.add("conv 14 x 14, 11 -> 13 channels, batch 1",
+            conv_graph({1, 11, 14, 14, 13, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, true}));
+  batch.add("conv 7 x 7, 17 -> 31 channels, batch 4",
+            conv_graph({4, 17, 7, 7, 31, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, false}));
+  batch.add("conv 1x1 at 13 x 13, 5 -> 7 channels, batch 3",
+            conv_graph({3, 5, 13, 13, 7, 1, 1, {1, 1}, {0, 0}, {1, 1}, 1, true}));
+  EXPECT_EQ(batch.run(), 0);
+}
+
 // Jobs that split M (one N block, fewer blocks than threads: a 14 x 14 layer) share one
 // packed B, and a convolution's jobs that split N into narrow blocks (a 16 x 16 layer, a
 // 7 x 7 layer after the swap) one packed A: a parallel pack step fills it, chunk by chunk, before the jobs run. Odd and

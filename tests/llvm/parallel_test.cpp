@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "backends/llvm/parallel.h"
+#include "backends/llvm/pool_stats.h"
 
 namespace {
 
@@ -122,4 +123,46 @@ TEST(LlvmParallel, ConcurrentCallersRunEveryIterationOnce) {
   }
   EXPECT_EQ(a.get(), -1);
   EXPECT_EQ(b.get(), -1);
+}
+
+// LATHE_POOL_STATS=1: each bracketed launch's loops are counted under the kernel's name
+// (its first launch left out), with their jobs, the iterations each thread ran, and the
+// chunks' CPU time; the table names the kernel. Set before the pool exists (ctest runs
+// each test in its own process); skipped where an earlier test in this process made it.
+TEST(LlvmParallel, PoolStatsCountEachKernelsLoops) {
+  using namespace lathe::llvmjit;
+  setenv("LATHE_POOL_STATS", "1", 1);
+  setenv("LATHE_POOL_STATS_FILE", "/dev/null", 1);  // the exit report
+  if (!pool_stats_enabled()) GTEST_SKIP() << "the pool was made before the switch was set";
+  pool_stats_reset();
+  std::vector<std::atomic<int>> hits(7);
+  void* bufs[1] = {hits.data()};
+  for (int launch = 0; launch < 3; ++launch) {
+    stats_kernel_begin("k_odd");
+    lathe_llvm_parallel_for(slow_count_range, bufs, nullptr, nullptr, 7);  // 7 jobs
+    lathe_llvm_parallel_for(slow_count_range, bufs, nullptr, nullptr, 1);  // one job: the caller alone
+    stats_kernel_end();
+  }
+  for (size_t i = 0; i < hits.size(); ++i) ASSERT_EQ(hits[i].load(), i == 0 ? 6 : 3) << i;
+  auto rows = pool_stats_rows();
+  ASSERT_EQ(rows.size(), 1u);
+  const KernelPoolStats& r = rows[0];
+  EXPECT_EQ(r.name, "k_odd");
+  EXPECT_EQ(r.calls, 2);  // the first launch left out
+  EXPECT_EQ(r.loops, 4);
+  EXPECT_EQ(r.min_jobs, 1);
+  EXPECT_EQ(r.max_jobs, 7);
+  int64_t iters = 0;
+  for (int64_t i : r.iters) iters += i;
+  EXPECT_EQ(iters, 2 * (7 + 1));
+  const int T = pool_threads();
+  if (T > 1) EXPECT_EQ(r.odd_loops, 7 % T ? 4 : 2);  // the 1-job loop never divides
+  EXPECT_GT(r.cpu_ns, 0);
+  // on dedicated cores the loops span at least their CPU time over the threads, at most all of it
+  EXPECT_GE(r.sim_ns * T, r.cpu_ns);
+  EXPECT_LE(r.sim_ns, r.cpu_ns);
+  EXPECT_LE(r.loop_ns, r.wall_ns);
+  const std::string table = pool_stats_table(T);
+  EXPECT_NE(table.find("k_odd"), std::string::npos) << table;
+  EXPECT_NE(table.find("idle share"), std::string::npos) << table;
 }
