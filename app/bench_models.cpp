@@ -74,6 +74,8 @@ Child run_child(const std::vector<std::string>& argv, const std::vector<std::pai
   std::vector<char*> args;
   for (auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
+  ::unlink(out_path.c_str());  // not the last child's output (its stats line) while this one starts
+  ::unlink(err_path.c_str());
   auto t0 = Clock::now();
   pid_t pid = fork();
   if (pid < 0) throw UserError(std::string("cannot start a child process: ") + std::strerror(errno));
