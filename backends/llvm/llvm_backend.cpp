@@ -285,9 +285,13 @@ class LlvmBackend : public Backend {
     auto est = llvmjit::plan_tiers(p, codes, code_name, threads, tier_mode());
     std::vector<const loop::LoopFunc*> full, quick;
     std::string full_names = "full:", quick_names = "quick:";
+    static const bool timing = [] { const char* e = std::getenv("LATHE_LLVM_TIMING"); return e && *e && *e != '0'; }();
     for (size_t c = 0; c < codes.size(); ++c) {
       (est[c].quick ? quick : full).push_back(codes[c]);
       (est[c].quick ? quick_names : full_names) += codes[c]->name + ",";
+      if (timing)
+        std::fprintf(stderr, "llvm-tier: %s %s: run ~%.3f ms, full compile ~%.0f ms%s\n", codes[c]->name.c_str(),
+                     est[c].quick ? "quick" : "full", est[c].run_ms, est[c].compile_ms, est[c].known ? "" : " (sizes unknown)");
     }
     if (quick.empty()) return nullptr;
     // the partial entries' keys: the program's, the part's pipeline and the part's codes

@@ -16,6 +16,7 @@ std::vector<TierEstimate> plan_tiers(const Program& p, const std::vector<const l
   for (size_t c = 0; c < codes.size(); ++c) {
     index[codes[c]->name] = c;
     est[c].compile_ms = kCompileMsPerNode * static_cast<double>(ir_size(*codes[c]));
+    est[c].contraction = codes[c]->kind == "matmul" || codes[c]->kind == "attention";
   }
   const Bindings none;
   for (const loop::LoopFunc& f : p.funcs) {
@@ -31,8 +32,10 @@ std::vector<TierEstimate> plan_tiers(const Program& p, const std::vector<const l
     e.run_ms += std::max(k.flops / (kNominalGflops * 1e6), k.bytes / (kNominalGbps * 1e6));
   }
   double t = std::max(1, threads);
-  for (auto& e : est)
-    e.quick = mode == "all" || (e.known && (kQuickSlowdown - 1) * e.run_ms < (1 - kQuickCompileShare) * e.compile_ms / t);
+  for (auto& e : est) {
+    double slowdown = e.contraction ? kQuickSlowdownMatmul : kQuickSlowdown;
+    e.quick = mode == "all" || (e.known && (slowdown - 1) * e.run_ms < (1 - kQuickCompileShare) * e.compile_ms / t);
+  }
   return est;
 }
 

@@ -6,7 +6,10 @@
 // gpt2_small 920 / 100, 496 / 3707 ms; resnet50 3539 / 447, 169 / 967; mobilenet_v2 1819 / 388,
 // 38 / 199). A code starts quick when the time its quick code adds to a run is less than the
 // compile time the quick tier saves on the compile threads:
-//   (kQuickSlowdown - 1) * run_ms  <  (1 - kQuickCompileShare) * compile_ms / threads
+//   (slowdown - 1) * run_ms  <  (1 - kQuickCompileShare) * compile_ms / threads
+// slowdown: kQuickSlowdownMatmul for contractions (matmul, attention: the register-tiled
+// micro-kernels suffer most from the O0 code generator's spills; GPT-2's first run, its
+// one-time work included, 7.5x slower all quick), kQuickSlowdown for the rest.
 // run_ms: the code's kernels' roofline time at nominal rates (their FLOPs at kNominalGflops,
 // bytes at kNominalGbps; loop/cost.h); compile_ms: kCompileMsPerNode per loop IR node
 // (ir_size). So a GEMM run many times (GPT-2's projections, the LM head) is optimized at once
@@ -23,6 +26,7 @@
 namespace lathe::llvmjit {
 
 constexpr double kQuickSlowdown = 6;         // quick code's run time / the full tier's (2-7x)
+constexpr double kQuickSlowdownMatmul = 12;  // the same for contractions
 constexpr double kQuickCompileShare = 0.15;  // quick compile CPU / full (0.11-0.22)
 constexpr double kCompileMsPerNode = 0.06;   // full-tier CPU ms per loop IR node (0.03-0.12)
 constexpr double kNominalGflops = 60;        // for run_ms: a modest 2-core FMA rate
@@ -32,6 +36,7 @@ struct TierEstimate {
   double run_ms = 0;      // one run of every kernel that uses the code (full tier)
   double compile_ms = 0;  // the full tier's CPU time
   bool known = true;      // every size known at compile time
+  bool contraction = false;  // a matmul or attention code (kQuickSlowdownMatmul)
   bool quick = false;     // starts on the quick tier
 };
 
