@@ -17,6 +17,7 @@
 #pragma once
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "core/schedule/executor.h"
@@ -27,10 +28,13 @@ namespace lathe {
 struct CompileOptions {
   bool use_cache = true;        // read/write the on-disk kernel cache
   std::string extra_flags;      // appended to the compiler command line (c backend)
-  // May the backend compile tiered (llvm, when LATHE_TIER=1): on a kernel-cache miss, start
-  // with quickly compiled code (also cached), and compile the optimized code when the program
-  // runs a second time (or finish_tiers()), in the background, swapped in when ready and
-  // written to the cache. `lathe run` allows it; false by default.
+  // May the backend compile tiered (llvm; on unless LATHE_TIER=0): on a kernel-cache miss,
+  // the kernels whose slower quick code costs a run less than the compile time it saves start
+  // on quickly compiled code (the rest are optimized at once, as untiered); their optimized
+  // code compiles in the background from the end of the first run (or finish_tiers()), is
+  // swapped in when ready and written to the cache. A program dropped before then leaves that
+  // compile to finish: wait_background_compiles() waits for it. `lathe run` allows it (and
+  // waits before it exits); false by default.
   bool tier = false;
 };
 
@@ -46,6 +50,7 @@ class CompiledProgram : public KernelLauncher {
   double compile_ms = 0;        // time spent rendering + compiling (0 when cached)
   bool from_cache = false;      // loaded from the kernel cache
   int codes_compiled = -1;      // distinct machine codes behind the kernels (-1: not reported)
+  int quick_codes = 0;          // of them, those a tiered compile started quick (CompileOptions::tier)
   std::string command;          // the compiler invocation, for the curious
 };
 
@@ -93,6 +98,13 @@ Backend* find_backend(const std::string& name);     // nullptr when unknown
 Backend& get_backend(const std::string& name);      // UserError listing the known names
 std::vector<std::string> backend_names();           // registered, sorted
 std::string default_backend();                      // "llvm" when built, else "c", else "interp"
+
+// Compiles a backend finishes after their program was dropped (the llvm backend's full tier,
+// CompileOptions::tier): kept here so that their code still reaches the kernel cache.
+void keep_background_compile(std::thread t);
+// Waits for every kept compile; `lathe run` calls it after it printed its results. (At exit,
+// whatever is still running is waited for too.)
+void wait_background_compiles();
 
 // build_program + checks (known, available, supports) + compile: the one call most users need.
 Executable compile_graph(const Graph& g, const std::string& backend, const BuildOptions& build = {},

@@ -2,6 +2,8 @@
 #include <algorithm>
 #include <map>
 #include <mutex>
+#include <thread>
+#include <vector>
 
 #include "backends/backend.h"
 #include "core/ir/diag.h"
@@ -15,7 +17,40 @@ std::map<std::string, std::shared_ptr<Backend>>& table() {
   return t;
 }
 
+// The compiles kept by keep_background_compile. Created on first use (after LLVM's own
+// statics), so at exit it is destroyed, and waits, before them.
+struct BackgroundCompiles {
+  std::mutex mu;
+  std::vector<std::thread> threads;
+  void wait() {
+    for (;;) {
+      std::vector<std::thread> ts;
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        ts.swap(threads);
+      }
+      if (ts.empty()) return;
+      for (auto& t : ts) t.join();
+    }
+  }
+  ~BackgroundCompiles() { wait(); }
+};
+
+BackgroundCompiles& background() {
+  static BackgroundCompiles b;
+  return b;
+}
+
 }  // namespace
+
+void keep_background_compile(std::thread t) {
+  if (!t.joinable()) return;
+  auto& b = background();
+  std::lock_guard<std::mutex> lock(b.mu);
+  b.threads.push_back(std::move(t));
+}
+
+void wait_background_compiles() { background().wait(); }
 
 std::vector<std::shared_ptr<CompiledProgram>> Backend::compile_many(const std::vector<const Program*>& ps,
                                                                     const CompileOptions& o) {

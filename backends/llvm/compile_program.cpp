@@ -19,9 +19,6 @@
 
 namespace lathe::llvmjit {
 
-namespace {
-
-// Rough compile cost of a kernel: its loop IR's statements and expression nodes.
 size_t ir_size(const loop::LoopFunc& f) {
   size_t n = 0;
   std::function<void(const loop::ExprRef&)> count = [&](const loop::ExprRef& e) {
@@ -32,6 +29,8 @@ size_t ir_size(const loop::LoopFunc& f) {
   loop::walk_exprs(f.body, count);
   return n;
 }
+
+namespace {
 
 std::vector<char> compile_group(const std::vector<const loop::LoopFunc*>& group, const std::string& name,
                                 const DimRanges* ranges, bool quick) {

@@ -15,6 +15,10 @@
 
 namespace lathe::llvmjit {
 
+// Rough compile cost of a kernel: its loop IR's statements and expression nodes (the full
+// tier's CPU time grows about linearly with it: 30-120 us per node, LATHE_LLVM_TIMING=each).
+size_t ir_size(const loop::LoopFunc& f);
+
 // threads <= 0: one per hardware thread. Returns one object file per group (in no
 // particular kernel order). Throws what compile_module throws.
 // ranges: known bounds of the kernels' dims (emit.h), or nullptr. quick: the quick tier

@@ -47,7 +47,7 @@ bool alias_scopes();
 // when the module does not verify (a bug in IR generation, reported clearly).
 // quick: the quick tier, for a fast start (a tiered compile, llvm_backend.cpp): a short
 // scalar clean-up and the O0 code generator, ~6x less CPU than the full pipeline and code
-// ~2-7x slower; the full tier replaces it once a program runs more than once.
+// ~2-7x slower; for the codes tier_plan.h picks, until the full tier replaces it after the first run.
 CompileOutput compile_module(llvm::Module& m, bool want_ir, bool want_asm, bool quick = false);
 
 // Loads object files (fresh from compile_module or from the cache) into one JITDylib.

@@ -2,10 +2,13 @@
 // kernel pipeline (jit.h) for the host CPU -> object code (kernels compiled on all hardware threads,
 // compile_program.h) -> ORC LLJIT, all in process. Object files go through the on-disk
 // kernel cache, so a warm compile is a hash, a file read and a link. A tiered compile
-// (CompileOptions::tier, `lathe run`) starts on a kernel-cache miss with the quick tier
-// (jit.h) and compiles the full tier when the program runs a second time or finish_tiers()
-// asks: on its own thread, the kernels' function pointers swapped when it is loaded, the
-// objects written under the key an untiered compile uses.
+// (CompileOptions::tier, `lathe run`; on unless LATHE_TIER=0) starts on a kernel-cache miss
+// with the quick tier (jit.h) for the codes tier_plan.h picks, the others optimized at once,
+// and compiles the quick ones' full tier from the end of the first run (or when
+// finish_tiers() asks): on its own thread, the kernels' function pointers swapped when it is
+// loaded, all the optimized objects written under the key an untiered compile uses. A program
+// dropped before then leaves the thread to finish (keep_background_compile), so a one-shot
+// run still leaves the optimized code in the cache for the next start.
 //
 // Supports every dtype (f16 and bf16 as storage types, computed in f32) and every
 // primitive op; Extern kernels call the library (backends/library.h) between JIT kernels.
@@ -33,6 +36,7 @@
 #include "backends/llvm/emit.h"
 #include "backends/llvm/pool_stats.h"
 #include "backends/llvm/jit.h"
+#include "backends/llvm/tier_plan.h"
 #include "core/ir/diag.h"
 #include "core/loop/loop_print.h"
 #include "core/runtime/kernel_cache.h"
@@ -85,15 +89,14 @@ int64_t shape_params_min_trip() {
 }
 bool shape_params_on() { return shape_params_mode() != "0"; }
 
-// LATHE_TIER=1: a tiered compile where the caller allows one (CompileOptions::tier); off by
-// default. Measured (lathe bench --models, 3 locked rounds at load 6.5-10, medians): cold start
-// mobilenet_v2 2.55 -> 1.05 s, unet_small 3.84 -> 1.77, resnet50 6.34 -> 2.25, gpt2_small (one
-// round) 6.48 -> 4.60; but the next start loads the quick tier's entry (no process ran twice
-// to compile the full one) and runs slower code: warm start 0.29 -> 0.45, 0.32 -> 1.11,
-// 1.02 -> 1.71, 2.86 -> 5.79 s. Median of timed runs unchanged (they wait for the full tier).
-bool tier_env_on() {
+// LATHE_TIER: a tiered compile where the caller allows one (CompileOptions::tier). Unset or 1:
+// on, the codes that start quick picked by their cost (tier_plan.h); 0: off (every code
+// optimized before the first run); all: every code starts quick (the first, opt-in tier's
+// choice, for comparisons: it made GPT-2's first run 7x slower).
+std::string tier_mode() {
   const char* e = std::getenv("LATHE_TIER");
-  return e && std::string(e) == "1";
+  std::string s = e ? e : "";
+  return s == "0" ? "" : s == "all" ? "all" : "cost";
 }
 
 // Read a cached bundle of objects and load it; nullptr when absent or corrupt (then removed).
@@ -114,12 +117,19 @@ std::unique_ptr<llvmjit::LoadedCode> load_cached(const std::string& path, const 
   }
 }
 
-// What the full tier needs to compile a program's codes after compile() returned quick ones.
-struct PendingTier {
-  std::vector<loop::LoopFunc> codes;
+class LlvmProgram;
+
+// What the full tier needs to compile the codes that started quick, shared by the program
+// and the thread that compiles it (which may outlive the program).
+struct TierJob {
+  std::vector<loop::LoopFunc> codes;           // the codes that started quick
+  std::vector<std::vector<char>> ready;        // the other codes' optimized objects
   llvmjit::DimRanges ranges;
-  std::string path;  // the full tier's cache entry ("" without the cache)
-  std::string name;  // the JITDylib's name
+  std::string path;                            // the full entry ("" without the cache)
+  std::vector<std::string> parts;              // the partial entries it replaces
+  std::string name;                            // the JITDylib's name
+  std::mutex mu;                               // guards owner
+  LlvmProgram* owner = nullptr;                // null once the program is gone
 };
 
 class LlvmProgram : public CompiledProgram {
@@ -138,10 +148,17 @@ class LlvmProgram : public CompiledProgram {
     install(std::move(code));
   }
   ~LlvmProgram() override {
-    if (upgrade_.joinable()) upgrade_.join();
+    if (job_) {
+      std::lock_guard<std::mutex> lock(job_->mu);
+      job_->owner = nullptr;
+    }
+    keep_background_compile(std::move(upgrade_));  // its code still reaches the cache
   }
-  // Tiered: the program starts on quick code; `pending` compiles the full tier.
-  void set_pending(PendingTier pending) { pending_ = std::make_unique<PendingTier>(std::move(pending)); }
+  // Tiered: some codes start quick; `job` compiles their full tier.
+  void set_job(std::shared_ptr<TierJob> job) {
+    job_ = std::move(job);
+    job_->owner = this;
+  }
 
   void launch(int k, void* const* bufs, const int64_t* dims) override {
     if (!llvmjit::pool_stats_enabled()) return run_kernel(k, bufs, dims);
@@ -166,11 +183,9 @@ class LlvmProgram : public CompiledProgram {
     std::copy(ps.begin(), ps.end(), all + symbols_);
     fn(bufs, all);
   }
-  // A tiered program compiles its full tier when it runs a second time: a one-shot run
-  // never pays for it, a program run many times gets the optimized code soon.
-  void begin_run(bool) override {
-    if (++runs_ == 2) start_full_tier();
-  }
+  // A tiered program compiles its full tier once its first run is done (the first result is
+  // not kept waiting; a one-shot `lathe run` waits for it before it exits).
+  void end_run(bool) override { start_full_tier(); }
   void finish_tiers() override {
     start_full_tier();
     if (upgrade_.joinable()) upgrade_.join();
@@ -191,10 +206,13 @@ class LlvmProgram : public CompiledProgram {
  private:
   // Points every kernel at its code in `code` (kept alive with the program: a launch on
   // another thread may still be running the code it replaces).
-  void install(std::unique_ptr<llvmjit::LoadedCode> code) {
+  // partial: `code` holds only some codes (the full tier of those that started quick); the
+  // others keep theirs.
+  void install(std::unique_ptr<llvmjit::LoadedCode> code, bool partial = false) {
     for (size_t k = 0; k < code_of_.size(); ++k) {
       if (code_of_[k].empty()) { fns_[k].store(nullptr, std::memory_order_release); continue; }
       auto* fn = reinterpret_cast<KernelFn>(code->lookup(code_of_[k]));
+      if (!fn && partial) continue;
       LATHE_CHECK(fn, "llvm backend: compiled module lacks kernel " + program_.funcs[k].name);
       fns_[k].store(fn, std::memory_order_release);
     }
@@ -202,19 +220,29 @@ class LlvmProgram : public CompiledProgram {
     codes_.push_back(std::move(code));
   }
   void start_full_tier() {
-    if (!pending_ || full_started_) return;  // once: not again after finish_tiers joined it
+    if (!job_ || full_started_) return;  // once: not again after finish_tiers joined it
     full_started_ = true;
-    upgrade_ = std::thread([this] {
-      try {
-        std::vector<const loop::LoopFunc*> codes;
-        for (auto& f : pending_->codes) codes.push_back(&f);
-        auto objects = llvmjit::compile_kernels(codes, 0, &pending_->ranges);
-        if (!pending_->path.empty()) atomic_write(pending_->path, llvmjit::pack_objects(objects));
-        install(llvmjit::load_objects(objects, pending_->name));
-      } catch (const std::exception& e) {  // the quick code stays: slower, still right
-        std::fprintf(stderr, "warning: llvm: the optimized tier failed, the quick code stays: %s\n", e.what());
+    upgrade_ = std::thread(compile_full_tier, job_);
+  }
+  // The full tier's thread: compiles, writes the full entry (the partial ones go), and
+  // swaps the code in while the program lives.
+  static void compile_full_tier(std::shared_ptr<TierJob> job) {
+    try {
+      std::vector<const loop::LoopFunc*> codes;
+      for (auto& f : job->codes) codes.push_back(&f);
+      auto objects = llvmjit::compile_kernels(codes, 0, &job->ranges);
+      if (!job->path.empty()) {
+        std::vector<std::vector<char>> all = job->ready;
+        all.insert(all.end(), objects.begin(), objects.end());
+        atomic_write(job->path, llvmjit::pack_objects(all));
+        for (auto& part : job->parts)
+          if (!part.empty()) std::remove(part.c_str());
       }
-    });
+      std::lock_guard<std::mutex> lock(job->mu);
+      if (job->owner) job->owner->install(llvmjit::load_objects(objects, job->name), /*partial=*/true);
+    } catch (const std::exception& e) {  // the quick code stays: slower, still right
+      std::fprintf(stderr, "warning: llvm: the optimized tier failed, the quick code stays: %s\n", e.what());
+    }
   }
 
   Program program_;
@@ -224,8 +252,7 @@ class LlvmProgram : public CompiledProgram {
   std::vector<std::vector<int64_t>> params_;
   std::mutex codes_mu_;
   std::vector<std::unique_ptr<llvmjit::LoadedCode>> codes_;
-  std::unique_ptr<PendingTier> pending_;
-  int runs_ = 0;
+  std::shared_ptr<TierJob> job_;
   bool full_started_ = false;
   std::thread upgrade_;
 };
@@ -249,6 +276,75 @@ class LlvmBackend : public Backend {
     llvm::LLVMContext ctx;
     auto m = llvmjit::emit_module({&p.funcs.at(kernel)}, ctx, p.funcs.at(kernel).name);
     return llvmjit::compile_module(*m, true, false).optimized_ir;
+  }
+
+  // A tiered start (the full entry missed): the codes tier_plan.h picks compile quick, the
+  // others optimized, each part from its own cache entry when there. Sets `code` (null when
+  // no code starts quick, or a partial entry was bad: then the caller compiles untiered) and
+  // returns the job that compiles the quick codes' full tier.
+  static std::shared_ptr<TierJob> start_tiered(const Program& p, const std::vector<loop::LoopFunc>& plan_codes,
+                                               const std::vector<const loop::LoopFunc*>& codes,
+                                               const std::unordered_map<std::string, std::string>& code_name,
+                                               const llvmjit::DimRanges& ranges, std::vector<std::string> key_parts,
+                                               const std::string& path, const std::string& dylib, bool use_cache,
+                                               std::unique_ptr<llvmjit::LoadedCode>& code, bool& cached) {
+    int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    auto est = llvmjit::plan_tiers(p, codes, code_name, threads, tier_mode());
+    std::vector<const loop::LoopFunc*> full, quick;
+    std::string full_names = "full:", quick_names = "quick:";
+    static const bool timing = [] { const char* e = std::getenv("LATHE_LLVM_TIMING"); return e && *e && *e != '0'; }();
+    for (size_t c = 0; c < codes.size(); ++c) {
+      (est[c].quick ? quick : full).push_back(codes[c]);
+      (est[c].quick ? quick_names : full_names) += codes[c]->name + ",";
+      if (timing)
+        std::fprintf(stderr, "llvm-tier: %s %s: run ~%.3f ms, full compile ~%.0f ms%s\n", codes[c]->name.c_str(),
+                     est[c].quick ? "quick" : "full", est[c].run_ms, est[c].compile_ms, est[c].known ? "" : " (sizes unknown)");
+    }
+    if (quick.empty()) return nullptr;
+    // the partial entries' keys: the program's, the part's pipeline and the part's codes
+    auto part_path = [&](bool q, const std::string& names) -> std::string {
+      if (!use_cache) return "";
+      std::vector<std::string> k = key_parts;
+      k[2] = llvmjit::pipeline_id(q);
+      k.push_back("tier-part=" + names);
+      return cache_path("llvm", cache_key(std::vector<std::string_view>(k.begin(), k.end())) + ".o");
+    };
+    auto job = std::make_shared<TierJob>();
+    job->parts = {full.empty() ? "" : part_path(false, full_names), part_path(true, quick_names)};
+    bool hits[2] = {full.empty(), false};
+    auto objects_of = [&](const std::vector<const loop::LoopFunc*>& fs, bool q) {
+      const std::string& ppath = job->parts[q];
+      std::vector<char> blob;
+      std::vector<std::vector<char>> objs;
+      if (!ppath.empty() && read_file(ppath, blob) && llvmjit::unpack_objects(blob, objs)) {
+        hits[q] = true;
+        return objs;
+      }
+      objs = llvmjit::compile_kernels(fs, 0, &ranges, q);
+      if (!ppath.empty()) atomic_write(ppath, llvmjit::pack_objects(objs));
+      return objs;
+    };
+    if (!full.empty()) job->ready = objects_of(full, false);
+    std::vector<std::vector<char>> all = job->ready, quick_objs = objects_of(quick, true);
+    all.insert(all.end(), quick_objs.begin(), quick_objs.end());
+    try {
+      code = llvmjit::load_objects(all, "t" + dylib);
+      for (const loop::LoopFunc* f : codes)
+        if (!code->lookup(f->name)) throw UserError("missing symbol " + f->name);
+    } catch (const std::exception&) {  // a bad partial entry: drop both, compile untiered
+      code.reset();
+      for (auto& part : job->parts)
+        if (!part.empty()) std::remove(part.c_str());
+      return nullptr;
+    }
+    cached = hits[0] && hits[1];
+    for (auto& f : plan_codes)
+      for (const loop::LoopFunc* q : quick)
+        if (q == &f) job->codes.push_back(f);
+    job->ranges = ranges;
+    job->path = path;
+    job->name = dylib;
+    return job;
   }
 
   std::shared_ptr<CompiledProgram> compile(const Program& p, const CompileOptions& o) override {
@@ -284,27 +380,17 @@ class LlvmBackend : public Backend {
       r.assign(plan.first_param[c], {1, 0});  // the program's own dims: unknown
       r.insert(r.end(), plan.bounds[c].begin(), plan.bounds[c].end());
     }
-    std::string key = cache_key({"llvm", llvmjit::emitter_build_id(), llvmjit::pipeline_id(),
-                                 "shape-params=" + shape_params_mode(), ir, llvmjit::host_cpu(),
-                                 llvmjit::host_features_hash()});
+    std::vector<std::string> key_parts = {"llvm", llvmjit::emitter_build_id(), llvmjit::pipeline_id(),
+                                          "shape-params=" + shape_params_mode(), ir, llvmjit::host_cpu(),
+                                          llvmjit::host_features_hash()};
+    std::string key = cache_key(std::vector<std::string_view>(key_parts.begin(), key_parts.end()));
     std::string path = o.use_cache ? cache_path("llvm", key + ".o") : "";
     std::string dylib = "k" + key.substr(0, 8);
     std::unique_ptr<llvmjit::LoadedCode> code = load_cached(path, dylib, codes);
-    bool cached = code != nullptr, quick = false;
-    if (!code && o.tier && tier_env_on()) {
-      // tiered: the quick tier now (from its own cache entry when there), the full tier later
-      std::string qkey = cache_key({"llvm", llvmjit::emitter_build_id(), llvmjit::pipeline_id(true),
-                                    "shape-params=" + shape_params_mode(), ir, llvmjit::host_cpu(),
-                                    llvmjit::host_features_hash()});
-      std::string qpath = o.use_cache ? cache_path("llvm", qkey + ".o") : "";
-      code = load_cached(qpath, "q" + qkey.substr(0, 8), codes);
-      cached = code != nullptr;
-      if (!code) {
-        auto objects = llvmjit::compile_kernels(codes, 0, &ranges, /*quick=*/true);
-        if (!qpath.empty()) atomic_write(qpath, llvmjit::pack_objects(objects));
-        code = llvmjit::load_objects(objects, "q" + qkey.substr(0, 8));
-      }
-      quick = true;
+    bool cached = code != nullptr;
+    std::shared_ptr<TierJob> job;
+    if (!code && o.tier && !tier_mode().empty()) {
+      job = start_tiered(p, plan.codes, codes, code_name, ranges, key_parts, path, dylib, o.use_cache, code, cached);
     }
     if (!code) {
       auto objects = llvmjit::compile_kernels(codes, 0, &ranges);  // on every hardware thread
@@ -312,12 +398,18 @@ class LlvmBackend : public Backend {
       code = llvmjit::load_objects(objects, dylib);
     }
     auto cp = std::make_shared<LlvmProgram>(p, std::move(code), code_name, values);
-    if (quick) cp->set_pending({std::move(plan.codes), std::move(ranges), path, dylib});
+    if (job) {
+      cp->quick_codes = static_cast<int>(job->codes.size());
+      cp->set_job(std::move(job));
+    }
     cp->codes_compiled = static_cast<int>(codes.size());
     cp->from_cache = cached;
     cp->compile_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-    cp->command = std::string("LLVM ") + llvmjit::pipeline_id(quick) + " -mcpu=" + llvmjit::host_cpu() +
-                  (cached ? " (cached object)" : "") + (quick ? " (quick tier; the full tier from the second run)" : "");
+    cp->command = std::string("LLVM ") + llvmjit::pipeline_id() + " -mcpu=" + llvmjit::host_cpu() +
+                  (cached ? " (cached object)" : "");
+    if (cp->quick_codes > 0)
+      cp->command += " (quick tier for " + std::to_string(cp->quick_codes) + " of " + std::to_string(codes.size()) +
+                     " codes: " + llvmjit::pipeline_id(true) + "; the full tier from the end of the first run)";
     return cp;
   }
 };

@@ -135,6 +135,8 @@ TEST(BenchModels, MeasuresAndComparesWithAPeer) {
   EXPECT_EQ(j["status"], "ok") << j.dump();
   EXPECT_GT(j["cold_start_s"].get<double>(), 0);
   EXPECT_GT(j["warm_start_s"].get<double>(), 0);
+  EXPECT_GE(j["cold_exit_s"].get<double>(), j["cold_start_s"].get<double>()) << "the first result, then the exit";
+  EXPECT_GE(j["warm_exit_s"].get<double>(), j["warm_start_s"].get<double>());
   EXPECT_GT(j["median_ms"].get<double>(), 0);
   EXPECT_GT(j["peak_rss_mb"].get<double>(), 1);
   EXPECT_LT(j["max_error"].get<double>(), 1e-5);
@@ -155,7 +157,31 @@ TEST(BenchModels, MeasuresAndComparesWithAPeer) {
   EXPECT_EQ(r.rc, 0) << r.out;
   EXPECT_NE(r.out.find("tiny_mlp"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("cold s"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("exit s"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("GFLOP/s"), std::string::npos) << r.out;
+}
+
+// llvm's tiered start (on by default): the cold process runs its first result on quick code,
+// compiles the optimized code before it exits, and the warm process loads that (no tier);
+// LATHE_TIER=0: the cold process optimizes everything before its first run.
+TEST(BenchModels, TieredColdStartLeavesOptimizedCodeForTheWarmStart) {
+  TempDir d;
+  make_model_dir(d.path + "/tiny_mlp", "Relu", 1.0);
+  for (const char* env : {"", "LATHE_TIER=0 "}) {
+    Result r = run(std::string(env) + kLathe + " bench --models " + d.path + " --backend llvm --iters 2 --json");
+    ASSERT_EQ(r.rc, 0) << r.out;
+    auto rows = json_lines(r.out);
+    ASSERT_EQ(rows.size(), 1u) << r.out;
+    auto& j = rows[0];
+    if (j.value("note", "").find("llvm") != std::string::npos && j["status"] != "ok") GTEST_SKIP() << "no llvm backend";
+    EXPECT_EQ(j["status"], "ok") << j.dump();
+    EXPECT_LT(j["max_error"].get<double>(), 1e-5) << "the first result, on quick code: " << j.dump();
+    EXPECT_FALSE(j["cold"]["from_cache"].get<bool>()) << j.dump();
+    EXPECT_EQ(j["cold"].contains("tier"), *env == 0) << env << j.dump();
+    EXPECT_TRUE(j["warm"]["from_cache"].get<bool>()) << j.dump();
+    EXPECT_FALSE(j["warm"].contains("tier")) << "the warm start loads the optimized code: " << j.dump();
+    EXPECT_GE(j["cold_exit_s"].get<double>(), j["cold_start_s"].get<double>());
+  }
 }
 
 TEST(BenchModels, WrongOutputsFailAndUnsupportedOpsSkip) {
