@@ -604,14 +604,6 @@ class FunctionEmitter {
         return;
       }
       case StmtKind::Let: {
-        // a Let named prefetch* of an unmasked load: a prefetch of the load's address (the
-        // packed matmul's output tile, lower_matmul_micro.cpp), its value never read
-        if (s.var.rfind("prefetch", 0) == 0 && s.value->kind == ExprKind::Load && s.value->args.size() == 1) {
-          const auto& bp = lf_.buffers.at(s.value->buffer);
-          llvm::Value* p = b_.CreateGEP(memory_type(bp.dtype), buffer_ptrs_.at(s.value->buffer), emit(s.value->args[0]));
-          intrinsic(llvm::Intrinsic::prefetch, {p, b_.getInt32(1), b_.getInt32(3), b_.getInt32(1)}, {p->getType()});
-          return;
-        }
         llvm::Value* v = emit(s.value);
         Var var;
         var.type = v->getType();
@@ -650,6 +642,12 @@ class FunctionEmitter {
           llvm::cast<llvm::AllocaInst>(var.slot)->setAlignment(llvm::Align(64));
         }
         vars_[s.var] = var;
+        return;
+      }
+      case StmtKind::Prefetch: {  // llvm.prefetch(address, rw, locality, data cache)
+        const auto& bp = lf_.buffers.at(s.buffer);
+        llvm::Value* p = b_.CreateGEP(memory_type(bp.dtype), buffer_ptrs_.at(s.buffer), emit(s.index));
+        intrinsic(llvm::Intrinsic::prefetch, {p, b_.getInt32(s.write), b_.getInt32(s.locality), b_.getInt32(1)}, {p->getType()});
         return;
       }
       case StmtKind::LocalStore: {

@@ -202,18 +202,17 @@ std::vector<Stmt> MatmulLowering::int_micro(int rows) const {
 // brought toward L1 while the k loop runs: the write-back read each K block's C tile from L3
 // (a job's C, 1024 x 512 floats, outlives L2 between K blocks) and stalled on it, ~12% of
 // the 1024^3 GEMM's samples (perf, cpu-clock, one thread) on the loads after the k loop.
-// Lets named prefetch* of an unmasked load are prefetches (llvm.prefetch: never faults, no
-// value); the c backend leaves them out. Full tiles only (the others' rows may lie past M).
+// Prefetch statements for a write at locality 3 (llvm.prefetch / __builtin_prefetch: prefetchw
+// on x86 with PRFCHW). Full tiles only (the others' rows may lie past M).
 // LATHE_MATMUL_PREFETCH_C=0 leaves them out (A/B runs).
 Stmt MatmulLowering::prefetch_tile() const {
   const MatmulParams& P = P_;
-  const DType odt = kg_.buffers[k_.output].dtype;
   std::vector<Stmt> pf;
   for (int r = 0; r < P.mr; ++r)
     for (int c : {0, P.nr - 1}) {
       ExprRef row = add(mul(var("ir"), const_int(P.mr)), const_int(r)), col = add(mul(var("jr"), const_int(P.nr)), const_int(c));
       ExprRef addr = add(batch_part(caff_), add(at(crow_, row), at(ccol_, col)));
-      pf.push_back(make_let("prefetch" + std::to_string(pf.size()), odt, load(pout_, odt, addr)));
+      pf.push_back(make_prefetch(pout_, addr, /*write=*/true));
     }
   ExprRef full = logical_and(le(add(mul(var("ir"), const_int(P.mr)), const_int(P.mr)), mc_),
                              le(add(mul(var("jr"), const_int(P.nr)), const_int(P.nr)), nc_));
