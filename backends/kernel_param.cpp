@@ -214,6 +214,10 @@ class KeyWalk {
     if (free_count(s)) counts.push_back(s.count);
     else num(s.count);
     num(s.registers);
+    if (s.kind == StmtKind::Prefetch) {
+      num(s.write);
+      num(s.locality);
+    }
     num(s.annot.parallel);
     num(s.annot.vectorize);
     num(s.annot.unroll);

@@ -41,7 +41,7 @@ const std::unordered_set<std::string_view>& keywords(CodeLang l) {
       "slt", "sgt", "sle", "sge", "eq", "ne", "olt", "ogt", "ole", "oge", "une", "uno", "ult", "ugt", "entry"};
   static const std::unordered_set<std::string_view> loop = {
       "for", "in", "if", "else", "parallel", "vector", "unroll", "serial", "reduce", "let", "store", "load",
-      "kernel", "func", "buffer", "acc", "where", "max", "min", "select", "tile", "split", "vectorize"};
+      "kernel", "func", "buffer", "acc", "where", "max", "min", "select", "tile", "split", "vectorize", "prefetch"};
   static const std::unordered_set<std::string_view> none;
   return l == CodeLang::C ? c : l == CodeLang::LLVM ? llvm : l == CodeLang::Loop ? loop : none;
 }

@@ -23,6 +23,13 @@ const char* kPrelude = R"C(#include <stdint.h>
 #include <string.h>
 #include <math.h>
 
+/* loop IR Prefetch: a hint; compilers without __builtin_prefetch leave it out */
+#if defined(__GNUC__) || defined(__clang__)
+#define LATHE_PREFETCH(p, rw, locality) __builtin_prefetch((p), (rw), (locality))
+#else
+#define LATHE_PREFETCH(p, rw, locality) ((void)0)
+#endif
+
 typedef float lathe_f32x16 __attribute__((vector_size(64)));
 typedef float lathe_f32x16u __attribute__((vector_size(64), aligned(4)));
 typedef float lathe_f32x8 __attribute__((vector_size(32)));
@@ -471,11 +478,11 @@ void CEmitter::emit_stmt(const Stmt& s, int depth) {
         out_ << pad(depth) << p.name << "[" << expr(s.index) << "] = " << expr(s.value) << ";\n";
       break;
     }
+    case StmtKind::Prefetch:  // LATHE_PREFETCH: __builtin_prefetch, or nothing (the prelude)
+      out_ << pad(depth) << "LATHE_PREFETCH(&" << f_->buffers.at(s.buffer).name << "[" << expr(s.index) << "], " << (s.write ? 1 : 0)
+           << ", " << s.locality << ");\n";
+      break;
     case StmtKind::Let:
-      // a prefetch of the packed matmul's output tile or next B panel (lower_matmul_micro.cpp): left out
-      if (s.var.rfind("prefetch", 0) == 0 && s.value->args.size() == 1 &&
-          (s.value->kind == ExprKind::Load || s.value->kind == ExprKind::LocalLoad))
-        break;
       local_types_[s.var] = s.dtype;
       out_ << pad(depth) << type(s.dtype, s.value->lanes) << " " << s.var << " = " << expr(s.value) << ";\n";
       break;

@@ -440,6 +440,7 @@ void CudaEmitter::emit_stmt(const Stmt& s, int depth) {
     case StmtKind::LocalStore:
       out_ << pad(depth) << s.var << "[" << expr(s.index) << "] = " << expr(s.value) << ";\n";
       break;
+    case StmtKind::Prefetch: break;  // a CPU cache hint: the GPU's caches are left to the hardware
   }
 }
 

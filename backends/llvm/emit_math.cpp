@@ -6,6 +6,8 @@
 
 namespace lathe::llvmjit {
 
+const char* detail::emit_math_stamp() { return __DATE__ " " __TIME__; }
+
 namespace {
 
 llvm::Type* vec(llvm::Type* t, int lanes) { return lanes == 1 ? t : llvm::FixedVectorType::get(t, lanes); }

@@ -1,4 +1,4 @@
-// emit_math.h — math the llvm backend emits inline (emit.cpp): 2^x and log2(x) for f32 as
+// emit_math.h — math the llvm backend emits inline (emit_expr.cpp): 2^x and log2(x) for f32 as
 // polynomials (scalar or vector; no libm calls in a kernel), and f32 registers rounded to the
 // precision of f16 / bf16. Each emits at b's insertion point and returns the value.
 #pragma once
@@ -17,5 +17,9 @@ llvm::Value* round_half(llvm::IRBuilder<>& b, DType dt, llvm::Value* x);
 llvm::Value* exp2_f32(llvm::IRBuilder<>& b, llvm::Value* x);
 // log2(x) for f32: 0 -> -inf, < 0 / NaN -> NaN, inf -> inf; subnormals handled.
 llvm::Value* log2_f32(llvm::IRBuilder<>& b, llvm::Value* x);
+
+namespace detail {
+const char* emit_math_stamp();  // __DATE__ " " __TIME__ of emit_math.cpp (emitter_build_id)
+}
 
 }  // namespace lathe::llvmjit

@@ -24,6 +24,43 @@ std::vector<int64_t> bcast_strides(const std::vector<int64_t>& shape, const std:
   return st;
 }
 
+// Q's batch dims (all but its last two) and where batch b reads K/V (the first of its
+// matrices: broadcast or grouped heads share theirs) and the mask (its first element); m_st
+// are the mask's strides over (batch…, L, S), 0 along broadcast dims.
+struct Batches {
+  std::vector<int64_t> dims, kv_shape, kv_st, m_st;
+  int64_t count = 1;
+  Batches(const HostTensor& q, const HostTensor& k, const HostTensor* mask, int64_t L, int64_t S)
+      : dims(q.shape().begin(), q.shape().end() - 2), kv_shape(k.shape().begin(), k.shape().end() - 2) {
+    for (int64_t d : dims) count *= d;
+    kv_st = bcast_strides(kv_shape, dims);
+    std::vector<int64_t> sc_shape = dims;
+    sc_shape.push_back(L);
+    sc_shape.push_back(S);
+    if (mask) m_st = bcast_strides(mask->shape(), sc_shape);
+  }
+  void at(int64_t b, int64_t& kvb, int64_t& mb) const {
+    kvb = 0, mb = 0;
+    int64_t rem = b;
+    for (size_t d = dims.size(); d-- > 0;) {
+      int64_t i = rem % dims[d];
+      rem /= dims[d];
+      kvb += i / (kv_shape[d] > 1 ? dims[d] / kv_shape[d] : 1) * kv_st[d];  // grouped heads share K/V
+      if (!m_st.empty()) mb += i * m_st[d];
+    }
+  }
+};
+
+// One score as the unfused graph computes it: q·k summed in double and rounded to f32, times
+// the scale, plus the mask's element m (when there is a mask); -inf where causal hides it.
+float score(const float* q, const float* k, int64_t E, float scale, const float* m, bool hidden) {
+  double dot = 0;
+  for (int64_t e = 0; e < E; ++e) dot += static_cast<double>(q[e]) * k[e];
+  float x = static_cast<float>(dot) * scale;
+  if (m) x += *m;
+  return hidden ? -std::numeric_limits<float>::infinity() : x;
+}
+
 }  // namespace
 
 HostTensor kernel_attention(const std::vector<HostTensor>& in, const std::vector<int64_t>& ints) {
@@ -40,40 +77,23 @@ HostTensor kernel_attention(const std::vector<HostTensor>& in, const std::vector
   oshape[r - 1] = stats ? Ev + 1 : Ev;
   const int64_t ow = oshape[r - 1];  // the output row's width
   HostTensor out(DType::F32, oshape);
-  std::vector<int64_t> batch(q.shape().begin(), q.shape().end() - 2);
-  int64_t B = 1;
-  for (int64_t d : batch) B *= d;
-  // batch strides (in units of one [rows, cols] matrix) of K/V and the mask's full strides
-  std::vector<int64_t> kv_shape(k.shape().begin(), k.shape().end() - 2);
-  std::vector<int64_t> kv_st = bcast_strides(kv_shape, batch);
-  std::vector<int64_t> sc_shape = batch;
-  sc_shape.push_back(L);
-  sc_shape.push_back(S);
-  std::vector<int64_t> m_st = mask ? bcast_strides(mask->shape(), sc_shape) : std::vector<int64_t>{};
+  const Batches bs(q, k, mask, L, S);
+  const std::vector<int64_t>& m_st = bs.m_st;
   const float *Q = q.ptr<float>(), *K = k.ptr<float>(), *V = v.ptr<float>();
   const float* M = mask ? mask->ptr<float>() : nullptr;
   float* O = out.ptr<float>();
   std::vector<float> s(static_cast<size_t>(S));
   std::vector<double> acc(static_cast<size_t>(Ev));
-  for (int64_t b = 0; b < B; ++b) {
-    int64_t kvb = 0, mb = 0, rem = b;
-    for (size_t d = batch.size(); d-- > 0;) {
-      int64_t i = rem % batch[d];
-      rem /= batch[d];
-      kvb += i / (kv_shape[d] > 1 ? batch[d] / kv_shape[d] : 1) * kv_st[d];  // grouped heads share K/V
-      if (M) mb += i * m_st[d];
-    }
+  for (int64_t b = 0; b < bs.count; ++b) {
+    int64_t kvb, mb;
+    bs.at(b, kvb, mb);
     const float* Kb = K + kvb * S * E;
     const float* Vb = V + kvb * S * Ev;
     for (int64_t i = 0; i < L; ++i) {
       const float* qi = Q + (b * L + i) * E;
       float mx = -std::numeric_limits<float>::infinity();
       for (int64_t j = 0; j < S; ++j) {
-        double dot = 0;
-        for (int64_t e = 0; e < E; ++e) dot += static_cast<double>(qi[e]) * Kb[j * E + e];
-        float x = static_cast<float>(dot) * scale;
-        if (M) x += M[mb + i * m_st[r - 2] + j * m_st[r - 1]];
-        if (causal && j > i) x = -std::numeric_limits<float>::infinity();
+        float x = score(qi, Kb + j * E, E, scale, M ? M + mb + i * m_st[r - 2] + j * m_st[r - 1] : nullptr, causal && j > i);
         s[j] = x;
         if (std::isnan(x) || x > mx) mx = x;
       }
@@ -103,32 +123,20 @@ HostTensor kernel_attention_bwd(const std::vector<HostTensor>& in, const std::ve
   const double log2e = 1.4426950408889634;
   size_t r = q.rank();
   int64_t L = q.shape()[r - 2], E = q.shape()[r - 1], S = k.shape()[r - 2], Ev = v.shape()[r - 1];
-  std::vector<int64_t> batch(q.shape().begin(), q.shape().end() - 2);
-  int64_t B = 1;
-  for (int64_t d : batch) B *= d;
-  std::vector<int64_t> oshape = batch;
+  const Batches bs(q, k, mask, L, S);
+  const std::vector<int64_t>& m_st = bs.m_st;
+  std::vector<int64_t> oshape = bs.dims;
   if (part == 0) oshape.insert(oshape.end(), {L, E});
   if (part == 1) oshape.insert(oshape.end(), {S, E + Ev});
   if (part == 2) oshape.insert(oshape.end(), {L, S});
   HostTensor out(DType::F32, oshape);
-  std::vector<int64_t> kv_shape(k.shape().begin(), k.shape().end() - 2);
-  std::vector<int64_t> kv_st = bcast_strides(kv_shape, batch);
-  std::vector<int64_t> sc_shape = batch;
-  sc_shape.push_back(L);
-  sc_shape.push_back(S);
-  std::vector<int64_t> m_st = mask ? bcast_strides(mask->shape(), sc_shape) : std::vector<int64_t>{};
   const float *Q = q.ptr<float>(), *K = k.ptr<float>(), *V = v.ptr<float>(), *OS = os.ptr<float>(), *dO = dout.ptr<float>();
   const float* M = mask ? mask->ptr<float>() : nullptr;
   float* R = out.ptr<float>();
   std::vector<double> ds(static_cast<size_t>(S)), p(static_cast<size_t>(S)), acc;
-  for (int64_t b = 0; b < B; ++b) {
-    int64_t kvb = 0, mb = 0, rem = b;
-    for (size_t d = batch.size(); d-- > 0;) {
-      int64_t i = rem % batch[d];
-      rem /= batch[d];
-      kvb += i / (kv_shape[d] > 1 ? batch[d] / kv_shape[d] : 1) * kv_st[d];  // grouped heads share K/V
-      if (M) mb += i * m_st[d];
-    }
+  for (int64_t b = 0; b < bs.count; ++b) {
+    int64_t kvb, mb;
+    bs.at(b, kvb, mb);
     const float* Kb = K + kvb * S * E;
     const float* Vb = V + kvb * S * Ev;
     if (part == 1) acc.assign(static_cast<size_t>(S * (E + Ev)), 0.0);
@@ -139,11 +147,7 @@ HostTensor kernel_attention_bwd(const std::vector<HostTensor>& in, const std::ve
       double lse2 = oi[Ev], D = 0;
       for (int64_t c = 0; c < Ev; ++c) D += static_cast<double>(gi[c]) * oi[c];
       for (int64_t j = 0; j < S; ++j) {
-        double dot = 0;
-        for (int64_t e = 0; e < E; ++e) dot += static_cast<double>(qi[e]) * Kb[j * E + e];
-        float x = static_cast<float>(dot) * scale;
-        if (M) x += M[mb + i * m_st[r - 2] + j * m_st[r - 1]];
-        if (causal && j > i) x = -std::numeric_limits<float>::infinity();
+        float x = score(qi, Kb + j * E, E, scale, M ? M + mb + i * m_st[r - 2] + j * m_st[r - 1] : nullptr, causal && j > i);
         p[j] = std::exp2(static_cast<double>(x) * log2e - lse2);
         double dp = 0;
         for (int64_t c = 0; c < Ev; ++c) dp += static_cast<double>(gi[c]) * Vb[j * Ev + c];

@@ -33,6 +33,14 @@ void visit_loads(const ExprRef& e, const std::function<void(const ExprRef&)>& fn
   for (auto& a : e->args) visit_loads(a, fn);
 }
 
+// a flat index `by` elements lower, its constants gathered at the end, so that equal code at
+// other offsets prints equal
+ExprRef lowered(const ExprRef& idx, int64_t by) {
+  Split s = split_index(idx);
+  int64_t c = s.c - by;
+  return s.rest ? add(s.rest, const_int(c)) : const_int(c);
+}
+
 // e with every load of a buffer in `shift` reading shift[buffer] elements lower.
 ExprRef rewrite(const ExprRef& e, const std::vector<int64_t>& shift) {
   if (!e || e->args.empty()) return e;
@@ -43,10 +51,7 @@ ExprRef rewrite(const ExprRef& e, const std::vector<int64_t>& shift) {
     changed |= args.back() != a;
   }
   if (e->kind == ExprKind::Load && shift[e->buffer] != 0) {
-    // the constants gathered at the end, so that equal code at other offsets prints equal
-    Split s = split_index(args[0]);
-    int64_t c = s.c - shift[e->buffer];
-    args[0] = s.rest ? add(s.rest, const_int(c)) : const_int(c);
+    args[0] = lowered(args[0], shift[e->buffer]);
     changed = true;
   }
   return changed ? with_args(e, std::move(args)) : e;
@@ -59,13 +64,15 @@ int hoist_base_offsets(LoopFunc& f) {
   const size_t n = f.buffers.size();
   std::vector<int64_t> lo(n, std::numeric_limits<int64_t>::max());
   std::vector<bool> stored(n, false);
+  auto in_range = [&](int b) { return b >= 0 && static_cast<size_t>(b) < n; };
   walk(f.body, [&](const Stmt& s) {
-    if (s.kind == StmtKind::Store && s.buffer >= 0 && static_cast<size_t>(s.buffer) < n) stored[s.buffer] = true;
+    if (s.kind == StmtKind::Store && in_range(s.buffer)) stored[s.buffer] = true;
+    if (s.kind == StmtKind::Prefetch && in_range(s.buffer)) lo[s.buffer] = std::min(lo[s.buffer], const_term(s.index));
     return true;
   });
   walk_exprs(f.body, [&](const ExprRef& e) {
     visit_loads(e, [&](const ExprRef& ld) {
-      if (ld->buffer >= 0 && static_cast<size_t>(ld->buffer) < n) lo[ld->buffer] = std::min(lo[ld->buffer], const_term(ld->args[0]));
+      if (in_range(ld->buffer)) lo[ld->buffer] = std::min(lo[ld->buffer], const_term(ld->args[0]));
     });
   });
   std::vector<int64_t> shift(n, 0);
@@ -79,6 +86,7 @@ int hoist_base_offsets(LoopFunc& f) {
   walk(f.body, [&](Stmt& s) {
     for (auto* e : {&s.extent, &s.cond, &s.index, &s.value})
       if (*e) *e = rewrite(*e, shift);
+    if (s.kind == StmtKind::Prefetch && shift[s.buffer] != 0) s.index = lowered(s.index, shift[s.buffer]);  // a read-only buffer's
     return true;
   });
   for (size_t b = 0; b < n; ++b) f.buffers[b].offset += shift[b];

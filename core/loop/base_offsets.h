@@ -7,7 +7,7 @@
 // once more (kernel_dedup.h) and a 64-step LSTM compiled 64 copies of one step.
 //
 // hoist_base_offsets takes, for each buffer a kernel only reads, the smallest constant term
-// m > 0 of its loads, subtracts m from every load of that buffer and records it in
+// m > 0 of its loads (and prefetches), subtracts m from every load (and prefetch) of that buffer and records it in
 // BufferParam::offset; the executor hands the kernel that buffer's address plus m elements.
 // The code no longer depends on the position, so equal steps share one compiled kernel.
 // Only additive constants outside any division are moved (in0[(i + 160) / 4] keeps its),

@@ -82,6 +82,7 @@ void count(const std::vector<Stmt>& body, double trips, std::map<std::string, in
         flops += trips * count_ops(s.value);
         break;
       }
+      case StmtKind::Prefetch: break;  // a hint: no arithmetic
       default: flops += trips * count_ops(s.value); break;
     }
   }

@@ -374,6 +374,18 @@ Stmt make_local_store(const std::string& v, ExprRef index, ExprRef value) {
   return s;
 }
 
+Stmt make_prefetch(int buffer, ExprRef index, bool write, int locality) {
+  LATHE_CHECK(buffer >= 0, "loop IR: prefetch of no buffer");
+  LATHE_CHECK(index && index->lanes == 1 && index->dtype == DType::I64, "loop IR: a prefetch's index is one i64");
+  LATHE_CHECK(locality >= 0 && locality <= 3, "loop IR: prefetch locality " + std::to_string(locality) + " is not 0-3");
+  Stmt s{StmtKind::Prefetch};
+  s.buffer = buffer;
+  s.index = std::move(index);
+  s.write = write;
+  s.locality = locality;
+  return s;
+}
+
 void walk(std::vector<Stmt>& body, const std::function<bool(Stmt&)>& fn) {
   for (auto& s : body) {
     if (!fn(s)) continue;

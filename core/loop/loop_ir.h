@@ -103,6 +103,9 @@ enum class StmtKind : uint8_t {
   Assign,      // local `var` = value
   Alloc,       // local array `var`: count × (dtype × lanes); heap for big ones
   LocalStore,  // local array `var`[index] = value
+  Prefetch,    // a hint: buffer[index]'s cache line toward the core, for a read or a write
+               // (`write`), at temporal locality `locality` (0 none … 3 keep in every level);
+               // no value, never faults, may be dropped (a backend without prefetches)
 };
 
 // How a loop runs. Set by schedule primitives (transform.h); renderers honour them.
@@ -120,9 +123,11 @@ struct Stmt {
   std::string var;              // For: loop var; Let/Assign/Alloc/LocalStore: local name
   ExprRef extent;               // For
   ExprRef cond;                 // If
-  ExprRef index;                // Store, LocalStore
+  ExprRef index;                // Store, LocalStore, Prefetch
   ExprRef value;                // Store, Let, Assign, LocalStore
-  int buffer = -1;              // Store
+  int buffer = -1;              // Store, Prefetch
+  bool write = false;           // Prefetch: the line is to be written (else read)
+  int locality = 3;             // Prefetch: 0 (no reuse) … 3 (keep in L1), as __builtin_prefetch
   DType dtype = DType::F32;     // Let, Alloc
   int lanes = 1;                // Alloc
   int64_t count = 0;            // Alloc: number of elements (of `lanes` each)
@@ -141,6 +146,8 @@ Stmt make_let(const std::string& var, DType dt, ExprRef value);
 Stmt make_assign(const std::string& var, ExprRef value);
 Stmt make_alloc(const std::string& var, DType dt, int lanes, int64_t count, bool registers = false);
 Stmt make_local_store(const std::string& var, ExprRef index, ExprRef value);
+// index: a scalar i64 element index of buffer; locality 0-3 (checked)
+Stmt make_prefetch(int buffer, ExprRef index, bool write, int locality = 3);
 
 // A buffer parameter of a kernel: a program buffer seen through this kernel.
 struct BufferParam {

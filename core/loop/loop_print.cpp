@@ -81,6 +81,10 @@ std::string print_expr(const ExprRef& e, const LoopFunc* f) {
 
 namespace {
 
+std::string buffer_name(const LoopFunc& f, int b) {
+  return b >= 0 && b < (int)f.buffers.size() ? f.buffers[b].name : "buf" + std::to_string(b);
+}
+
 void print_stmts(std::ostringstream& o, const std::vector<Stmt>& body, const LoopFunc& f, int depth) {
   std::string pad(2 * depth, ' ');
   for (const Stmt& s : body) {
@@ -113,11 +117,14 @@ void print_stmts(std::ostringstream& o, const std::vector<Stmt>& body, const Loo
           print_stmts(o, s.else_body, f, depth + 1);
         }
         break;
-      case StmtKind::Store: {
-        std::string b = s.buffer < (int)f.buffers.size() ? f.buffers[s.buffer].name : "buf" + std::to_string(s.buffer);
-        o << pad << b << "[" << print_expr(s.index, &f) << "] = " << print_expr(s.value, &f) << "\n";
+      case StmtKind::Store:
+        o << pad << buffer_name(f, s.buffer) << "[" << print_expr(s.index, &f) << "] = " << print_expr(s.value, &f) << "\n";
         break;
-      }
+      case StmtKind::Prefetch:  // prefetch.w out[i] (locality 3, the default, unprinted)
+        o << pad << "prefetch." << (s.write ? "w " : "r ") << buffer_name(f, s.buffer) << "[" << print_expr(s.index, &f) << "]";
+        if (s.locality != 3) o << " locality " << s.locality;
+        o << "\n";
+        break;
       case StmtKind::Let:
         o << pad << "let " << s.var << ": " << dtype_name(s.dtype);
         if (s.value && s.value->lanes > 1) o << "<" << s.value->lanes << ">";

@@ -21,13 +21,6 @@ namespace lathe::loop {
 
 namespace {
 
-std::optional<int64_t> coef(const Affine& a, int d) {
-  SymInt c = 0;
-  for (auto& [x, k] : a.terms)
-    if (x == d) c = c + k;
-  if (!c.is_const()) return std::nullopt;
-  return c.value();
-}
 int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 constexpr int64_t kBandFloats = 16384;     // a band's input copy: 64 KiB (L2, and the C backend's stack)
@@ -112,17 +105,17 @@ std::optional<Plan> analyse(const KernelGraph& kg, const Kernel& k, int L, const
   else return std::nullopt;
   if (!p.w.bounds.empty() || !s[p.ow].is_const()) return std::nullopt;
   p.OW = s[p.ow].value();
-  auto aw = coef(p.x.addr, p.ow);
+  auto aw = p.x.addr.const_coef(p.ow);
   if (!aw || *aw < 1) return std::nullopt;
   p.s = *aw;
   // oh: the next output dim out, when only X reads it
   if (outs.size() >= 2) {
     int d = outs[outs.size() - 2];
-    auto c = coef(p.x.addr, d);
+    auto c = p.x.addr.const_coef(d);
     if (c && *c > 0 && !p.w.uses(d) && s[d].is_const()) p.oh = d;
   }
   for (int t : taps) {
-    auto c = coef(p.x.addr, t);
+    auto c = p.x.addr.const_coef(t);
     if (!c || *c < 0 || !s[t].is_const()) return std::nullopt;
   }
   // three taps: a grouped convolution's input channels (C/groups of them) are the one no
@@ -131,12 +124,12 @@ std::optional<Plan> analyse(const KernelGraph& kg, const Kernel& k, int L, const
     for (int t : taps) {
       bool bounded = false;
       for (auto& bd : p.x.bounds) bounded |= bd.coord.uses(t);
-      if (!bounded && (p.kc < 0 || *coef(p.x.addr, t) > *coef(p.x.addr, p.kc))) p.kc = t;
+      if (!bounded && (p.kc < 0 || *p.x.addr.const_coef(t) > *p.x.addr.const_coef(p.kc))) p.kc = t;
     }
     if (p.kc < 0) return std::nullopt;
     p.CG = s[p.kc].value();
-    p.ackc = *coef(p.x.addr, p.kc);
-    auto c = coef(p.w.addr, p.kc);
+    p.ackc = *p.x.addr.const_coef(p.kc);
+    auto c = p.w.addr.const_coef(p.kc);
     if (!c) return std::nullopt;
     p.ckc = *c;
     taps.erase(std::find(taps.begin(), taps.end(), p.kc));
@@ -161,11 +154,11 @@ std::optional<Plan> analyse(const KernelGraph& kg, const Kernel& k, int L, const
     }
   if (p.kw < 0 && p.kh < 0) {
     if (taps.size() == 2) {
-      bool first_smaller = *coef(p.x.addr, taps[0]) < *coef(p.x.addr, taps[1]);
+      bool first_smaller = *p.x.addr.const_coef(taps[0]) < *p.x.addr.const_coef(taps[1]);
       p.kw = first_smaller ? taps[0] : taps[1];
     } else {
       int t = taps[0];
-      if (p.oh < 0 || *coef(p.x.addr, t) < *coef(p.x.addr, p.oh)) p.kw = t;
+      if (p.oh < 0 || *p.x.addr.const_coef(t) < *p.x.addr.const_coef(p.oh)) p.kw = t;
       else p.kh = t;
     }
   }
@@ -180,8 +173,8 @@ std::optional<Plan> analyse(const KernelGraph& kg, const Kernel& k, int L, const
   p.acc = dp.acc;
   if (p.kh >= 0) p.KH = s[p.kh].value();
   if (p.kw >= 0) p.KW = s[p.kw].value();
-  p.akw = p.kw >= 0 ? *coef(p.x.addr, p.kw) : 0;
-  int64_t ah = p.oh >= 0 ? *coef(p.x.addr, p.oh) : 0, akh = p.kh >= 0 ? *coef(p.x.addr, p.kh) : 0;
+  p.akw = p.kw >= 0 ? *p.x.addr.const_coef(p.kw) : 0;
+  int64_t ah = p.oh >= 0 ? *p.x.addr.const_coef(p.oh) : 0, akh = p.kh >= 0 ? *p.x.addr.const_coef(p.kh) : 0;
   for (int d : outs)
     if (d != p.oh && d != p.ow) p.sel.push_back(d);
   if (p.w.uses(p.oh) || p.w.uses(p.ow)) return std::nullopt;
@@ -190,13 +183,13 @@ std::optional<Plan> analyse(const KernelGraph& kg, const Kernel& k, int L, const
   if (std::none_of(p.sel.begin(), p.sel.end(), [&](int d) { return p.w.uses(d); })) return std::nullopt;
   // an output channel dim X does not read: the widest such
   for (int d : p.sel)
-    if (!p.x.uses(d) && p.w.uses(d) && s[d].is_const() && coef(p.w.addr, d) && (p.oc < 0 || s[d].value() > p.OC))
+    if (!p.x.uses(d) && p.w.uses(d) && s[d].is_const() && p.w.addr.const_coef(d) && (p.oc < 0 || s[d].value() > p.OC))
       p.oc = d, p.OC = s[d].value();
   for (int d : p.sel)
     if (d != p.oc) p.xsel.push_back(d);
   const int64_t ntaps = p.CG * p.KH * p.KW;
   if (p.multi()) {
-    p.cwoc = *coef(p.w.addr, p.oc);
+    p.cwoc = *p.w.addr.const_coef(p.oc);
     p.OCB = std::min<int64_t>(p.OC, dp.ocb > 0 ? dp.ocb : outputs_per_pass(p.OC, L));
     // a GEMM (matmul kernel) stays one unless its contraction is a small window over few
     // input channels (a stem): there the direct nest reads the input once per band instead
@@ -210,17 +203,17 @@ std::optional<Plan> analyse(const KernelGraph& kg, const Kernel& k, int L, const
     return std::nullopt;
   }
   if (p.kh >= 0) {
-    auto c = coef(p.w.addr, p.kh);
+    auto c = p.w.addr.const_coef(p.kh);
     if (!c) return std::nullopt;
     p.ckh = *c;
   }
   if (p.kw >= 0) {
-    auto c = coef(p.w.addr, p.kw);
+    auto c = p.w.addr.const_coef(p.kw);
     if (!c) return std::nullopt;
     p.ckw = *c;
   }
   // the X conditions: per column (e), per row (u) or per plane
-  auto cf = [](const Affine& c, int d) -> std::optional<int64_t> { return d < 0 ? std::optional<int64_t>(0) : coef(c, d); };
+  auto cf = [](const Affine& c, int d) -> std::optional<int64_t> { return d < 0 ? std::optional<int64_t>(0) : c.const_coef(d); };
   bool have_row = false;
   for (size_t j = 0; j < p.x.bounds.size(); ++j) {
     const Affine& c = p.x.bounds[j].coord;

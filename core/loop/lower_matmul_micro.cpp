@@ -119,10 +119,7 @@ std::vector<Stmt> MatmulLowering::f32_kbody(BSrc src, int rows, ExprRef ki, int 
     body.push_back(make_let("bq" + std::to_string(q) + sfx, DType::F32, v));
   }
   // the next panel's line at this depth toward the cache (see prefetch_next_b)
-  if (prefetch_b_ && (src == BSrc::Prepacked || src == BSrc::Shared))
-    body.push_back(make_let("prefetchr_b" + sfx, DType::F32,
-                            src == BSrc::Prepacked ? load(pbp_, DType::F32, add(bb, var("pfb")))
-                                                   : local_load("Bs", DType::F32, add(bb, var("pfb")))));
+  if (prefetch_b_ && src == BSrc::Prepacked) body.push_back(make_prefetch(pbp_, add(bb, var("pfb")), /*write=*/false));
   for (int r = 0; r < rows; ++r) {
     ExprRef ar = broadcast(prepacked_a_ ? load(pap_, DType::F32, add(ab, const_int(r)))
                            : shared_a_  ? local_load("As", DType::F32, add(ab, const_int(r)))
@@ -207,11 +204,11 @@ std::vector<Stmt> MatmulLowering::int_micro(int rows) const {
 // brought toward L1 while the k loop runs: the write-back read each K block's C tile from L3
 // (a job's C, 1024 x 512 floats, outlives L2 between K blocks) and stalled on it, ~12% of
 // the 1024^3 GEMM's samples (perf, cpu-clock, one thread) on the loads after the k loop.
-// Lets named prefetch* of an unmasked load are prefetches (llvm.prefetch: never faults, no
-// value); the c backend leaves them out. Full tiles only (the others' rows may lie past M).
+// Prefetch statements for a write at locality 3 (llvm.prefetch / __builtin_prefetch: prefetchw
+// on x86 with PRFCHW). Full tiles only (the others' rows may lie past M).
 // LATHE_MATMUL_PREFETCH_C=0 leaves them out (A/B runs).
 // An epilogue's inputs of the output's shape (a residual: ResNet's skip tensor, read at the
-// tile's own offsets) are prefetched alike (prefetchr*: for reading), on the integer GEMMs
+// tile's own offsets) are prefetched alike (for reading), on the integer GEMMs
 // (whose epilogue is the requantization): a 5 x 16 tile's rows lie a row of the feature map
 // apart (12.5 KB for 56 x 56 floats), which the hardware prefetchers did not follow; resnet50_qdq's
 // fused residual kernel over 56 x 56 took 2.2 ms where the GEMM, the add and the quantize
@@ -243,11 +240,8 @@ Stmt MatmulLowering::prefetch_tile() const {
     for (int c : {0, P.nr - 1}) {
       ExprRef row = add(mul(var("ir"), const_int(P.mr)), const_int(r)), col = add(mul(var("jr"), const_int(P.nr)), const_int(c));
       ExprRef addr = add(batch_part(caff_), add(at(crow_, row), at(ccol_, col)));
-      pf.push_back(make_let("prefetch" + std::to_string(pf.size()), odt, load(pout_, odt, addr)));
-      for (int b : same) {
-        const DType bdt = kg_.buffers[b].dtype;
-        pf.push_back(make_let("prefetchr" + std::to_string(pf.size()), bdt, load(param_of_.at(b), bdt, addr)));
-      }
+      pf.push_back(make_prefetch(pout_, addr, /*write=*/true));
+      for (int b : same) pf.push_back(make_prefetch(param_of_.at(b), addr, /*write=*/false));
     }
   ExprRef full = logical_and(le(add(mul(var("ir"), const_int(P.mr)), const_int(P.mr)), mc_),
                              le(add(mul(var("jr"), const_int(P.nr)), const_int(P.nr)), nc_));
@@ -273,7 +267,7 @@ void MatmulLowering::prefetch_next_b(std::vector<Stmt>& micro) {
   }();
   const bool conv_like = !mm_.a.bounds.empty() || !mm_.b.bounds.empty() || mm_.m_axes.size() > 1 ||
                          mm_.n_axes.size() > 1 || mm_.k_axes.size() > 1;
-  prefetch_b_ = G_ == 1 && (prepacked_ || shared_b_) && mode != "0" && (conv_like || mode == "all");
+  prefetch_b_ = G_ == 1 && prepacked_ && mode != "0" && (conv_like || mode == "all");
   if (!prefetch_b_) return;
   const MatmulParams& P = P_;
   ExprRef panels = ceil_div(N_, P.nr);

@@ -27,21 +27,12 @@ namespace lathe::loop {
 
 namespace {
 
-// The constant coefficient of dim d in a, if it is one.
-std::optional<int64_t> coef(const Affine& a, int d) {
-  SymInt c = 0;
-  for (auto& [x, k] : a.terms)
-    if (x == d) c = c + k;
-  if (!c.is_const()) return std::nullopt;
-  return c.value();
-}
-
 // Offsets of a group's flat indices [0, count): Σ coef(d) · coord_d, coords row-major.
 std::optional<std::vector<int64_t>> offsets(const Affine& a, const std::vector<int>& dims, const Shape& s) {
   std::vector<int64_t> sizes, coefs;
   int64_t count = 1;
   for (int d : dims) {
-    auto c = coef(a, d);
+    auto c = a.const_coef(d);
     if (!c || !s[d].is_const()) return std::nullopt;
     sizes.push_back(s[d].value());
     coefs.push_back(*c);

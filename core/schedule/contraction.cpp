@@ -17,6 +17,14 @@ bool Affine::uses(int dim) const {
   return false;
 }
 
+std::optional<int64_t> Affine::const_coef(int dim) const {
+  SymInt c = 0;
+  for (auto& [d, k] : terms)
+    if (d == dim) c = c + k;
+  if (!c.is_const()) return std::nullopt;
+  return c.value();
+}
+
 bool OperandAccess::uses(int dim) const {
   if (addr.uses(dim)) return true;
   for (auto& b : bounds)

@@ -78,6 +78,7 @@ struct Affine {                                  // c0 + Σ coef · idx[dim]  (o
   SymInt c0 = 0;
   std::vector<std::pair<int, SymInt>> terms;
   bool uses(int dim) const;
+  std::optional<int64_t> const_coef(int dim) const;  // dim's coefficient (its terms summed), if constant
 };
 struct OperandAccess {
   NodeRef src = nullptr;                         // the materialized tensor read

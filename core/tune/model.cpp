@@ -189,6 +189,7 @@ class Walker {
         return leaf(s, env, trips);
       }
       case loop::StmtKind::Alloc: return 0;
+      case loop::StmtKind::Prefetch: return 0;  // a hint, issued off the critical path
       default: return leaf(s, env, trips);
     }
   }

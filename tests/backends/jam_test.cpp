@@ -2,7 +2,8 @@
 // R rows of a row-wise reduction together, each pass's R copies fused into one loop, gives
 // the interpreter's results on the backend under test: softmax rows of 77, 13 (prime) and
 // 6 x 77 (batch 1), R from 2 to 5, with peel (scalar and masked tails), vectorize and
-// parallel after it, and a mean-centred norm (three reductions per row).
+// parallel after it, and a mean-centred norm (three passes per row, two of them reductions),
+// plain and vectorized. (The tuner's jam knob: tests/tune/jam_test.cpp.)
 #include "core/frontend/nn.h"
 #include "core/frontend/tensor.h"
 #include "core/loop/loop_print.h"
@@ -54,6 +55,7 @@ TEST(Jam, NormRowsTogether) {
   Program n = build_program(norm_graph({6, 29}));
   if (n.num_kernels() != 1) GTEST_SKIP() << "the norm graph is " << n.num_kernels() << " kernels";
   expect_jammed_matches(norm_graph({6, 29}), {"jam i0 by 2", "parallel i0"});
+  expect_jammed_matches(norm_graph({6, 29}), {"jam i0 by 2", "parallel i0", "vectorize r1", "vectorize r0", "vectorize i1"});
 }
 
 }  // namespace

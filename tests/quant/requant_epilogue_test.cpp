@@ -200,7 +200,7 @@ TEST(RequantEpilogue, ConvMatchesInterpreter) {
 
 // A residual (an f32 input of the output's shape, ResNet's skip tensor) added before the
 // requantization: one kernel, the residual's rows of each tile prefetched for reading like
-// the output's (prefetchr*), equal to the interpreter at odd and prime sizes, batch rows 1 to 3.
+// the output's (`prefetch.r`), equal to the interpreter at odd and prime sizes, batch rows 1 to 3.
 TEST(RequantEpilogue, ResidualIsPrefetchedAndExact) {
   test::DiffBatch batch;
   uint64_t seed = 90;
@@ -213,7 +213,7 @@ TEST(RequantEpilogue, ResidualIsPrefetchedAndExact) {
     Program p = build_program(g);
     ASSERT_EQ(p.num_kernels(), 1) << test::loop_ir_of(p);
     std::string ir = test::loop_ir_of(p);
-    EXPECT_NE(ir.find("let prefetchr"), std::string::npos) << ir;
+    EXPECT_NE(ir.find("prefetch.r "), std::string::npos) << ir;
     HostTensor rv(DType::F32, {m, n});
     for (int64_t i = 0; i < rv.numel(); ++i) rv.set_f64(i, ((i * 37) % 101 - 50) * 0.5);
     batch.add("residual requant " + std::to_string(m) + "x" + std::to_string(k) + "x" + std::to_string(n), g,

@@ -1,0 +1,169 @@
+// emit_stmt.cpp — loop IR statements into LLVM IR: stores, locals and local arrays (alloca,
+// or the scratch stack for big ones), prefetches, ifs and counted loops with their llvm.loop
+// hints. See emit_function.h.
+#include "backends/llvm/emit_function.h"
+#include "backends/llvm/parallel.h"
+
+#include <llvm/IR/MDBuilder.h>
+
+#include "core/ir/diag.h"
+
+namespace lathe::llvmjit::detail {
+
+const char* emit_stmt_stamp() { return __DATE__ " " __TIME__; }
+
+void FunctionEmitter::emit_stmts(const std::vector<Stmt>& body) {
+  for (auto& s : body) emit_stmt(s);
+}
+
+void FunctionEmitter::emit_stmt(const Stmt& s) {
+  switch (s.kind) {
+    case StmtKind::For:
+      if (s.annot.parallel && try_parallel(s)) return;
+      emit_loop(s, b_.getInt64(0), emit(s.extent));
+      return;
+    case StmtKind::If: {
+      auto* then_bb = llvm::BasicBlock::Create(ctx_, "then", fn_);
+      auto* else_bb = llvm::BasicBlock::Create(ctx_, "else", fn_);
+      auto* join = llvm::BasicBlock::Create(ctx_, "endif", fn_);
+      b_.CreateCondBr(emit(s.cond), then_bb, else_bb);
+      b_.SetInsertPoint(then_bb);
+      emit_stmts(s.body);
+      b_.CreateBr(join);
+      b_.SetInsertPoint(else_bb);
+      emit_stmts(s.else_body);
+      b_.CreateBr(join);
+      b_.SetInsertPoint(join);
+      return;
+    }
+    case StmtKind::Store: {
+      const auto& bp = lf_.buffers.at(s.buffer);
+      int lanes = s.value->lanes;
+      llvm::Value* v = to_memory(bp.dtype, lanes, emit(s.value));
+      llvm::Value* p = b_.CreateGEP(memory_type(bp.dtype), buffer_ptrs_.at(s.buffer), emit(s.index));
+      tag_access(b_.CreateStore(v, p), s.buffer);
+      return;
+    }
+    case StmtKind::Let: {
+      llvm::Value* v = emit(s.value);
+      Var var;
+      var.type = v->getType();
+      var.dtype = s.dtype;
+      var.lanes = s.value->lanes;
+      var.slot = entry_alloca(var.type, s.var);
+      b_.CreateStore(v, var.slot);
+      vars_[s.var] = var;
+      return;
+    }
+    case StmtKind::Assign: {
+      auto it = vars_.find(s.var);
+      LATHE_CHECK(it != vars_.end() && !it->second.array, "loop IR assigns unknown local '" + s.var + "'");
+      llvm::Value* v = emit(s.value);
+      if (v->getType() != it->second.type) v = splat(v, it->second.lanes);
+      b_.CreateStore(v, it->second.slot);
+      return;
+    }
+    case StmtKind::Alloc: {
+      Var var;
+      var.array = true;
+      var.lanes = s.lanes;
+      var.dtype = s.dtype;
+      var.type = reg_type(s.dtype, s.lanes);
+      const int64_t bytes = std::max<int64_t>(s.count, 1) * s.lanes * static_cast<int64_t>(dtype_size(s.dtype));
+      if (!s.registers && bytes > kHeapScratchBytes) {  // off the stack: parallel.h
+        llvm::IRBuilder<> eb(&fn_->getEntryBlock(), fn_->getEntryBlock().begin());
+        auto* push_ty = llvm::FunctionType::get(b_.getPtrTy(), {b_.getInt64Ty()}, false);
+        llvm::CallInst* p = eb.CreateCall(m_.getOrInsertFunction("lathe_llvm_scratch_push", push_ty), {eb.getInt64(bytes)}, s.var);
+        p->addRetAttr(llvm::Attribute::NoAlias);
+        p->addRetAttr(llvm::Attribute::getWithAlignment(ctx_, llvm::Align(64)));
+        var.slot = p;
+        ++scratch_pushes_;
+      } else {
+        var.slot = entry_alloca(var.type, s.var, b_.getInt64(std::max<int64_t>(s.count, 1)));
+        llvm::cast<llvm::AllocaInst>(var.slot)->setAlignment(llvm::Align(64));
+      }
+      vars_[s.var] = var;
+      return;
+    }
+    case StmtKind::Prefetch: {  // llvm.prefetch(address, rw, locality, data cache)
+      const auto& bp = lf_.buffers.at(s.buffer);
+      llvm::Value* p = b_.CreateGEP(memory_type(bp.dtype), buffer_ptrs_.at(s.buffer), emit(s.index));
+      intrinsic(llvm::Intrinsic::prefetch, {p, b_.getInt32(s.write), b_.getInt32(s.locality), b_.getInt32(1)}, {p->getType()});
+      return;
+    }
+    case StmtKind::LocalStore: {
+      Var& v = array_var(s.var);
+      llvm::Value* val = emit(s.value);
+      if (s.value->lanes != v.lanes)  // a vector into a scalar array, at any element
+        tag_access(b_.CreateAlignedStore(val, b_.CreateGEP(v.type, v.slot, emit(s.index)), llvm::Align(dtype_size(s.value->dtype))), -1);
+      else
+        tag_access(b_.CreateStore(val, b_.CreateGEP(v.type, v.slot, emit(s.index))), -1);
+      return;
+    }
+  }
+}
+
+// for (var = begin; var < end; ++var) body — with llvm.loop hints from the annotation.
+void FunctionEmitter::emit_loop(const Stmt& s, llvm::Value* begin, llvm::Value* end) {
+  llvm::AllocaInst* iv = entry_alloca(b_.getInt64Ty(), s.var);
+  Var saved;
+  bool had = vars_.count(s.var);
+  if (had) saved = vars_[s.var];
+  vars_[s.var] = Var{iv, b_.getInt64Ty(), false, 1, DType::I64};
+  b_.CreateStore(begin, iv);
+  auto* cond = llvm::BasicBlock::Create(ctx_, s.var + ".cond", fn_);
+  auto* body = llvm::BasicBlock::Create(ctx_, s.var + ".body", fn_);
+  auto* exit = llvm::BasicBlock::Create(ctx_, s.var + ".exit", fn_);
+  b_.CreateBr(cond);
+  b_.SetInsertPoint(cond);
+  llvm::Value* i = b_.CreateLoad(b_.getInt64Ty(), iv);
+  b_.CreateCondBr(b_.CreateICmpSLT(i, end), body, exit);
+  b_.SetInsertPoint(body);
+  bool reassoc = s.annot.vectorize && !s.reduces.empty();
+  reassoc_depth_ += reassoc;
+  emit_stmts(s.body);
+  reassoc_depth_ -= reassoc;
+  llvm::Value* next = b_.CreateAdd(b_.CreateLoad(b_.getInt64Ty(), iv), b_.getInt64(1));
+  b_.CreateStore(next, iv);
+  llvm::BranchInst* latch = b_.CreateBr(cond);
+  add_loop_metadata(latch, s.annot, shape_parametric());
+  b_.SetInsertPoint(exit);
+  if (had) vars_[s.var] = saved; else vars_.erase(s.var);
+}
+
+// Is this a shape-parametric code (kernel_param.h): has it dims with known bounds?
+bool FunctionEmitter::shape_parametric() const {
+  if (!ranges_) return false;
+  for (auto& [lo, hi] : *ranges_)
+    if (lo <= hi) return true;
+  return false;
+}
+
+// param_trips: the loop is in a shape-parametric code, where most trip counts are known
+// only at run time. Such loops are not interleaved: with the trip count unknown the
+// vectorizer interleaves by 4 (and vectorizes a remainder), so a member's 14-iteration row
+// (32 lanes per step) ran all scalar, and the code compiled 2x bigger; a constant trip
+// count under 128 is not interleaved either.
+void FunctionEmitter::add_loop_metadata(llvm::BranchInst* latch, const loop::LoopAnnot& a, bool param_trips) {
+  std::vector<llvm::Metadata*> ops;
+  ops.push_back(nullptr);  // self reference
+  auto flag = [&](const char* name, llvm::Metadata* v) {
+    ops.push_back(llvm::MDNode::get(ctx_, {llvm::MDString::get(ctx_, name), v}));
+  };
+  if (a.vectorize) flag("llvm.loop.vectorize.enable", llvm::ConstantAsMetadata::get(b_.getTrue()));
+  if (a.scalar && !a.vectorize) flag("llvm.loop.vectorize.enable", llvm::ConstantAsMetadata::get(b_.getFalse()));
+  if (a.vectorize && a.width > 0) {  // peel: one vector of `width` lanes per step, no interleave
+    flag("llvm.loop.vectorize.width", llvm::ConstantAsMetadata::get(b_.getInt32(a.width)));
+    flag("llvm.loop.interleave.count", llvm::ConstantAsMetadata::get(b_.getInt32(1)));
+  }
+  if (a.vectorize && a.masked)  // the peeled tail: one masked vector (tail folding)
+    flag("llvm.loop.vectorize.predicate.enable", llvm::ConstantAsMetadata::get(b_.getTrue()));
+  if (a.unroll > 1) flag("llvm.loop.unroll.count", llvm::ConstantAsMetadata::get(b_.getInt32(a.unroll)));
+  if (param_trips) flag("llvm.loop.interleave.count", llvm::ConstantAsMetadata::get(b_.getInt32(1)));
+  if (ops.size() == 1) return;
+  llvm::MDNode* md = llvm::MDNode::getDistinct(ctx_, ops);
+  md->replaceOperandWith(0, md);
+  latch->setMetadata(llvm::LLVMContext::MD_loop, md);
+}
+
+}  // namespace lathe::llvmjit::detail
