@@ -10,11 +10,19 @@
 # (compute-bound) measured in the same locked run (under load the quiet ceiling is out of reach).
 # Hold the benchmark lock on a shared machine:
 #   flock /tmp/bench.lock scripts/bench-tune.sh build/lathe 40
-# ONLY="colsum gemv-50k" runs just those workloads (to keep each locked run short).
+# ONLY="colsum gemv-50k" runs just those workloads (to keep each locked run short);
+# TUNE_DIR=samples/tune/aside runs the shapes kept aside (the same way).
 set -eu
 L=${1:-build/lathe}; BUDGET=${2:-40}; B=${3:-llvm}; PAIRS=${PAIRS:-5}
-DIR=$(cd "$(dirname "$0")/.." && pwd)/samples/tune
+DIR=${TUNE_DIR:-$(cd "$(dirname "$0")/.." && pwd)/samples/tune}
 OUT=${TMPDIR:-/tmp}/lathe-bench-tune.$$
+# glibc's malloc with fixed thresholds: blocks under 1 MiB from the heap, which is not given
+# back. By default its mmap threshold moves with the process's history, and a run's speed
+# with it: an output of 128 KiB-1 MiB allocated per run page-faults in one heap state and
+# not in another (softmax-1001, the same code: 0.17-0.26 ms per run with --tuned none or a
+# 355-byte records file, 0.05-0.07 ms with a 367-byte one whose record was not applied;
+# with these settings 0.05-0.07 ms either way).
+export GLIBC_TUNABLES=${GLIBC_TUNABLES:-glibc.malloc.mmap_threshold=1048576:glibc.malloc.trim_threshold=268435456}
 mkdir -p "$OUT"
 # one run: "median min"
 stats() { "$L" run "$1" --backend "$B" --tuned "$2" --iters 20 --stats 2>/dev/null |
