@@ -319,6 +319,10 @@ void CostModel::fit() {
   for (auto& x : x_)
     for (size_t j = 0; j < d; ++j) scale_[j] += (x[j] - mean_[j]) * (x[j] - mean_[j]) / n;
   for (auto& s : scale_) s = s > 1e-12 ? std::sqrt(s) : 1;
+  lo_.assign(x_[0].begin(), x_[0].end());
+  hi_ = lo_;
+  for (auto& x : x_)
+    for (size_t j = 0; j < d; ++j) lo_[j] = std::min(lo_[j], x[j]), hi_[j] = std::max(hi_[j], x[j]);
   bias_ = 0;
   for (double y : y_) bias_ += y / n;
   // normal equations (XᵀX + λI) w = Xᵀ(y - ȳ), solved by Gaussian elimination
@@ -354,8 +358,12 @@ double CostModel::predict(const Estimate& e) const {
     for (double y : y_) mean += y / y_.size();
     return e.ms * std::exp(mean);
   }
+  // the correction of the nearest point of the measured range: a linear fit extrapolated
+  // far past it can cancel the estimate (fitted on packed GEMMs of ~4 ms estimates all
+  // measured ~18 ms, log(estimate)'s weight went near -1 and a plain nest estimated at
+  // 14 s was predicted at ~20 ms, measured, and ran 11 s a launch)
   double r = bias_;
-  for (size_t j = 0; j < w_.size(); ++j) r += w_[j] * (e.features[j] - mean_[j]) / scale_[j];
+  for (size_t j = 0; j < w_.size(); ++j) r += w_[j] * (std::clamp(e.features[j], lo_[j], hi_[j]) - mean_[j]) / scale_[j];
   r = std::clamp(r, -5.0, 5.0);
   return e.ms * std::exp(r);
 }

@@ -33,7 +33,9 @@ Estimate estimate(const loop::LoopFunc& f, const KernelGraph& kg, const Bindings
 class CostModel {
  public:
   void add(const std::vector<double>& x, double log_ratio);  // a measurement: log(measured / estimate)
-  // predicted time: estimate × exp(fitted correction); the estimate alone until 4 points
+  // predicted time: estimate × exp(fitted correction); the estimate alone until 4 points.
+  // Each feature is clipped to the range of the measured points before the correction (a
+  // candidate far outside it gets the correction of the range's edge, not an extrapolation).
   double predict(const Estimate& e) const;
   int samples() const { return static_cast<int>(y_.size()); }
 
@@ -41,7 +43,7 @@ class CostModel {
   void fit();
   std::vector<std::vector<double>> x_;
   std::vector<double> y_;
-  std::vector<double> mean_, scale_, w_;
+  std::vector<double> mean_, scale_, w_, lo_, hi_;
   double bias_ = 0;
 };
 

@@ -196,7 +196,7 @@ TuneResult tune_program(const Program& p, const Bindings& dims, const std::strin
     todo.push_back(i);
   }
   // The budget bounds the whole run: a batch (compile + measure) or a confirmation starts
-  // only when one as long as the longest so far still fits (a kernel that started near the
+  // only when one as long as the longest of the recent ones still fits (a kernel that started near the
   // end overran it by a batch and a confirmation: mobilenet_v2, --time-budget 840, ran
   // 877 s under load). Measured times only: --measure model batches take milliseconds.
   // Where the run's time goes: kernels by their share of a run (all the kernels of a hash),
@@ -214,7 +214,16 @@ TuneResult tune_program(const Program& p, const Bindings& dims, const std::strin
       std::stable_sort(todo.begin(), todo.end(), [&](int a, int b) { return weight[a] > weight[b]; });
     }
   }
+  // (the longest of the last kRecent batches and confirmations: one slow batch, a candidate
+  // compiled to its limit, does not end the run for the kernels after it)
+  constexpr size_t kRecent = 6;
+  std::deque<double> batches, confirms;
   double batch_s = 0, confirm_s = 0;
+  auto note_time = [&](std::deque<double>& recent, double& longest, double s) {
+    recent.push_back(s);
+    if (recent.size() > kRecent) recent.pop_front();
+    longest = *std::max_element(recent.begin(), recent.end());
+  };
   auto fits = [&](double need) { return o.budget_s <= 0 || elapsed() + need <= o.budget_s; };
   for (size_t n = 0; n < todo.size(); ++n) {
     if (stopped(o)) { res.interrupted = true; break; }
@@ -328,11 +337,21 @@ TuneResult tune_program(const Program& p, const Bindings& dims, const std::strin
       };
       std::vector<Cand*> first = s.pool(96, 0, 0);
       if (Cand* z = s.add(Point(s.space_.knobs.size(), 0))) first.push_back(z);
+      // candidates the analytic estimate puts far behind the heuristic are never measured
+      // (nor compiled): one launch of such a nest can take seconds, and the time a batch
+      // took sets when the budget ends (a plain 3x3 convolution estimated at 14 s against
+      // the GEMM's 4 ms, picked by an extrapolating fit, cost 45 s of a 300 s budget)
+      const double far_ms = kFarFromHeuristic * estimate(p.funcs[k], p.kg, dims, o.machine).ms;
+      std::set<const Cand*> far;
       while (pr.trials < o.trials && !out_of_time()) {
         std::vector<Cand*> pool = pr.trials == 0 ? first : s.pool(48, 48, 4);
         // also the unmeasured survivors of earlier pools
         for (auto& c : s.cands_)
           if (c.measured < 0 && !std::count(pool.begin(), pool.end(), &c)) pool.push_back(&c);
+        if (far_ms > 0)
+          pool.erase(std::remove_if(pool.begin(), pool.end(),
+                                    [&](Cand* c) { return c->est.ms > far_ms && (far.insert(c), true); }),
+                     pool.end());
         if (pool.empty()) break;
         std::sort(pool.begin(), pool.end(), [](Cand* a, Cand* b) { return a->predicted < b->predicted; });
         int take = std::min<int>({o.batch, o.trials - pr.trials, (int)pool.size()});
@@ -345,7 +364,7 @@ TuneResult tune_program(const Program& p, const Bindings& dims, const std::strin
         }
         double t0 = elapsed();
         measure(batch);
-        batch_s = std::max(batch_s, elapsed() - t0);
+        note_time(batches, batch_s, elapsed() - t0);
         auto top = s.ranked_measured(1);
         if (!top.empty() && std::isfinite(top[0]->ratio)) {
           pr.best_ms = top[0]->measured;
@@ -367,7 +386,7 @@ TuneResult tune_program(const Program& p, const Bindings& dims, const std::strin
             again = m->confirm(k, {&best->built.f, &best->built.schedule});
           } catch (const UserError&) {
           }
-          confirm_s = std::max(confirm_s, elapsed() - t0);
+          note_time(confirms, confirm_s, elapsed() - t0);
           if (!again.empty() && again[0].ms > 0 && again[0].baseline_ms > 0 &&
               again[0].ms / again[0].baseline_ms > best->ratio) {
             rec.ms = again[0].ms;
@@ -376,6 +395,10 @@ TuneResult tune_program(const Program& p, const Bindings& dims, const std::strin
         }
       }
       rec.trials = pr.trials;
+      if (!far.empty())
+        res.notes.push_back(p.kg.kernels[k].name + ": " + std::to_string(far.size()) + " candidate" +
+                            (far.size() == 1 ? "" : "s") + " estimated over " + std::to_string((int)kFarFromHeuristic) +
+                            "x the heuristic's time not measured");
       if (best) {  // else "-", not the record's 0
         pr.best_ms = rec.ms;
         pr.baseline_ms = rec.baseline_ms;

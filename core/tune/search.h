@@ -100,6 +100,10 @@ struct Trial {
   double baseline_ms = -1;    // the heuristic's, measured beside it (its estimate with --measure model)
 };
 
+// A measured search never compiles or measures a candidate whose analytic estimate is
+// over this many times the heuristic's (the model-only search is unaffected).
+inline constexpr double kFarFromHeuristic = 8;
+
 struct TuneOptions {
   int trials = 64;            // measured candidates per kernel (model-ranked points with no Measurer)
   double budget_s = 0;        // whole run; 0 = none
