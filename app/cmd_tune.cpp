@@ -70,7 +70,7 @@ double check_reserve_s(double budget) { return std::clamp(0.05 * budget, 3.0, 30
 
 // The end-to-end check: kernels measured faster alone can run slower inside the program
 // (caches and threads shared with the kernels around them), so the program with this run's
-// records and the heuristic's are timed in alternating whole runs; unless the tuned one is
+// records (and the file's others) and the heuristic's are timed in alternating whole runs; unless the tuned one is
 // faster by the pairs' median (ratio < kProgramMargin), this run's records are rewritten as
 // not faster (ms = baseline_ms: they stay in the file, and the heuristic stays).
 constexpr double kProgramMargin = 0.99;
@@ -79,15 +79,25 @@ void check_whole_program(BackendMeasurer& m, tune::TuneResult& r, const std::str
   int faster = 0;
   for (auto& rec : r.records) faster += rec.ms < rec.baseline_ms * tune::kApplyMargin;
   if (!faster) return;
+  // the program as `lathe run/bench --tuned path` (or, for the default file, with no
+  // --tuned) will run it: this run's records with those the file already had for the
+  // program's other kernels (tuned by earlier runs), so a new record that is faster alone
+  // but slower beside the kept ones is caught; only this run's records are demoted
+  std::vector<tune::Record> in_file;
+  try {
+    in_file = tune::load_tuned(path == tune::default_records_path() ? "" : path);
+  } catch (const UserError&) {
+  }
+  std::vector<tune::Record> checked = tune::merged_records(in_file, r.records);
   double max_s = budget > 0 ? 0.6 * check_reserve_s(budget) : 10;
-  BackendMeasurer::ProgramCheck c = m.check_program(r.records, tune::target_of(backend), 30, max_s);
+  BackendMeasurer::ProgramCheck c = m.check_program(checked, tune::target_of(backend), 30, max_s);
   if (!c.applied) return;
-  char line[256];
+  char line[384];
   bool keep = c.ratio > 0 && c.ratio < kProgramMargin;
   std::snprintf(line, sizeof line,
-                "whole program with the %d record%s applied: %s vs heuristic %s (median of %d alternating pairs, "
-                "ratio %.3f)%s",
-                faster, faster == 1 ? "" : "s", tune::format_ms(c.tuned_ms).c_str(), tune::format_ms(c.heuristic_ms).c_str(),
+                "whole program with the %d record%s applied (%d of this run): %s vs heuristic %s (median of %d "
+                "alternating pairs, ratio %.3f)%s",
+                c.applied, c.applied == 1 ? "" : "s", faster, tune::format_ms(c.tuned_ms).c_str(), tune::format_ms(c.heuristic_ms).c_str(),
                 c.pairs, c.ratio, keep ? "" : ": not faster, so the records are kept as not faster (the heuristic stays)");
   r.notes.push_back(line);
   if (keep) return;
@@ -112,8 +122,9 @@ int run_tune(const std::vector<std::string>& args) {
                "when no --tuned is given. A record applies only on the same kernel and target, and only\n"
                "when it beat the heuristic. Records of --measure model are the cost model's predictions,\n"
                "not times: they apply only from a file named with --tuned FILE, never from the default file.\n"
-               "After a measured search the program with the run's records and the heuristic's are timed in\n"
-               "alternating whole runs (5% of --time-budget, 3 to 30 s): unless the tuned program is faster,\n"
+               "After a measured search the program with the run's records (and the file's others for it)\n"
+               "and the heuristic's are timed in alternating whole runs (5% of --time-budget, 3 to 30 s):\n"
+               "unless the tuned program is faster,\n"
                "the run's records are written as not faster and the heuristic stays (--no-check skips this).\n"
                "Ctrl-C stops and keeps what was found.\n"
                "The same search runs in the desktop app's Tune tab (lathe gui), which plots each candidate's\n"

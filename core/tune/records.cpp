@@ -89,17 +89,23 @@ std::vector<Record> read_records(const std::string& path, bool missing_ok) {
   return out;
 }
 
-void merge_records(const std::string& path, const std::vector<Record>& fresh) {
-  std::vector<Record> all = read_records(path, true);
+std::vector<Record> merged_records(std::vector<Record> all, const std::vector<Record>& fresh) {
   for (const Record& r : fresh) {
     bool replaced = false;
     for (Record& o : all)
       if (o.hash == r.hash && o.target == r.target) {
+        bool from_default = o.from_default;
         o = r;
+        o.from_default = from_default;
         replaced = true;
       }
     if (!replaced) all.push_back(r);
   }
+  return all;
+}
+
+void merge_records(const std::string& path, const std::vector<Record>& fresh) {
+  std::vector<Record> all = merged_records(read_records(path, true), fresh);
   std::string text;
   for (auto& r : all) text += to_json_line(r) + "\n";
   if (!atomic_write(path, text)) throw UserError(path + ": cannot write the tuning records");

@@ -49,6 +49,9 @@ std::string to_json_line(const Record& r);
 std::vector<Record> read_records(const std::string& path, bool missing_ok = false);
 // Writes records (atomically), replacing older ones of the same hash and target.
 void merge_records(const std::string& path, const std::vector<Record>& fresh);
+// `all` with `fresh` merged in as merge_records writes them (a fresh record replaces the one
+// of its hash and target, keeping that one's from_default; the others are appended).
+std::vector<Record> merged_records(std::vector<Record> all, const std::vector<Record>& fresh);
 
 // A record applies when ms < baseline_ms × this (5% faster: a tie within the noise keeps
 // the heuristic).

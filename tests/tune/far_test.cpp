@@ -2,8 +2,8 @@
 // estimate puts far behind the heuristic: the cost model does not extrapolate its fitted
 // correction past the measured points (a plain convolution nest estimated at 14 s was ranked
 // first after a fit on packed GEMMs, ran 11 s a launch and ate 45 s of a 300 s budget), such
-// candidates are never handed to the measurer, and one slow batch does not end the budget
-// for the kernels after it.
+// candidates are never handed to the measurer, one slow batch does not end the budget for
+// the kernels after it, and the end-to-end check runs the records file as --tuned will.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -15,6 +15,7 @@
 #include "core/frontend/tensor.h"
 #include "core/schedule/program.h"
 #include "core/tune/model.h"
+#include "core/tune/records.h"
 #include "core/tune/search.h"
 
 namespace lathe {
@@ -110,6 +111,28 @@ TEST(TuneFar, OneSlowBatchDoesNotEndTheBudgetForTheKernelsAfterIt) {
   EXPECT_LE(s, o.budget_s + 0.5);
   EXPECT_EQ(r.records.size(), 4u);
   for (auto& [k, n] : m.per_kernel) EXPECT_GE(n, 2) << "kernel " << k;
+}
+
+// The end-to-end check times the program as --tuned will run it: the file's records for the
+// other kernels with this run's, a fresh record replacing the file's of its hash and target
+TEST(TuneFar, TheCheckedRecordsAreTheFilesWithThisRunsMergedIn) {
+  auto rec = [](std::string hash, std::string target, double ms) {
+    tune::Record r;
+    r.hash = std::move(hash);
+    r.target = std::move(target);
+    r.ms = ms;
+    r.baseline_ms = 2;
+    return r;
+  };
+  std::vector<tune::Record> file = {rec("h1", "T", 1), rec("h2", "T", 1.5), rec("h2", "U", 1)};
+  file[1].from_default = true;
+  std::vector<tune::Record> all = tune::merged_records(file, {rec("h2", "T", 0.5), rec("h3", "T", 1)});
+  ASSERT_EQ(all.size(), 4u);
+  EXPECT_EQ(all[0].hash, "h1");                     // kept: another kernel's record
+  EXPECT_EQ(all[1].ms, 0.5);                        // replaced by this run's
+  EXPECT_TRUE(all[1].from_default);                 // (still read from the default file)
+  EXPECT_EQ(all[2].target, "U");                    // another target's: kept, not applied here
+  EXPECT_EQ(all[3].hash, "h3");                     // a new kernel's: appended
 }
 
 }  // namespace
