@@ -239,8 +239,11 @@ std::optional<Stmt> MatmulLowering::pack_b_runs(const OperandParts& B, int pb) {
   // up to 4 runs x 4 members per group that was most of a 1x1 strided conv's compile time
   // (resnet50_qdq's 7x7 downsample: 2.1 s of codegen).
   const bool vec_runs = G_ == 1;
+  // `fix` (integer groups, may be null): the stores of 0 that turn a whole contiguous NR-wide
+  // copy of the panel into the packed panel (the columns of each run outside the bounds)
   auto one_k = [&](ExprRef kk, const std::string& px, std::function<ExprRef(ExprRef)> at_col, std::vector<Stmt>& body,
-                   std::vector<Stmt>& general, ExprRef* full) {
+                   std::vector<Stmt>& general, ExprRef* full, std::vector<Stmt>* fix, ExprRef kkb, int fix_members) {
+    if (!kkb) kkb = kk;  // the depth whose bounds this k takes (see shared_bounds)
     if (vec_runs) {
       Stmt zero = make_for("c", const_int(NR), {make_local_store("Bp", at_col(var("c")), const_of(0, bdt_))},
                            "pack B: zero the panel");
@@ -249,6 +252,7 @@ std::optional<Stmt> MatmulLowering::pack_b_runs(const OperandParts& B, int pb) {
     }
     for (int seg = 0; seg < segs; ++seg) {
       std::vector<Stmt>& out = seg == 0 ? body : general;
+      const size_t lets_from = out.size();
       std::string sg = px + "g" + std::to_string(seg) + "_";
       ExprRef cs = seg == 0 ? const_int(0) : var(px + "g" + std::to_string(seg - 1) + "_ce");
       ExprRef ce = seg == 0 ? e1 : min_of(add(cs, sin), pend);  // the next row's run
@@ -256,7 +260,7 @@ std::optional<Stmt> MatmulLowering::pack_b_runs(const OperandParts& B, int pb) {
       ExprRef lo = cs, hi = var(sg + "ce"), ok;
       for (size_t j = 0; j < acc.bounds.size(); ++j) {
         auto& b = acc.bounds[j];
-        ExprRef base = add(batch_part(b.coord), add(at(B.rows[j + 1], add(p0, cs)), at(B.ks[j + 1], kk)));
+        ExprRef base = add(batch_part(b.coord), add(at(B.rows[j + 1], add(p0, cs)), at(B.ks[j + 1], kkb)));
         out.push_back(make_let(sg + "b" + std::to_string(j), DType::I64, base));
         base = var(sg + "b" + std::to_string(j));
         ExprRef blo = from_sym(b.lo), bhi = from_sym(b.hi);
@@ -284,6 +288,26 @@ std::optional<Stmt> MatmulLowering::pack_b_runs(const OperandParts& B, int pb) {
         *full = logical_and(ok, logical_and(le(const_int(NR), var(sg + "ce")),
                                             logical_and(le(var(sg + "lo"), const_int(0)), le(const_int(NR), var(sg + "hi")))));
       general.push_back(ok ? make_if(ok, {copy}) : copy);  // after the zeroing
+      if (fix) {
+        if (seg > 0) fix->insert(fix->end(), out.begin() + lets_from, out.end());
+        auto zeros = [&](ExprRef from, ExprRef to, const char* note) {
+          std::vector<Stmt> st;  // fix_members: this member and the next ones of its group (their bytes follow)
+          for (int m = 0; m < fix_members; ++m)
+            st.push_back(make_local_store("Bp", add(at_col(add(from, var("c"))), const_int(m)), const_of(0, bdt_)));
+          Stmt z = make_for("c", sub(to, from), std::move(st), note);
+          z.annot.scalar = true;
+          return z;
+        };
+        ExprRef cev = var(sg + "ce");
+        Stmt ends = zeros(cs, min_of(var(sg + "lo"), cev), "pack B: zero a run's columns before the bounds");
+        Stmt tail = zeros(binary(Op::Max, var(sg + "hi"), cs), cev, "pack B: zero a run's columns past the bounds");
+        if (ok) {
+          fix->push_back(make_if(ok, {ends, tail}, {zeros(cs, cev, "pack B: zero a run outside the bounds")}));
+        } else {
+          fix->push_back(ends);
+          fix->push_back(tail);
+        }
+      }
     }
   };
   std::vector<Stmt> body, general;
@@ -291,7 +315,7 @@ std::optional<Stmt> MatmulLowering::pack_b_runs(const OperandParts& B, int pb) {
   if (G_ == 1) {
     ExprRef kk = var("kk");
     ExprRef dst = mul(add(mul(var("jp"), const_int(kc_blk_)), kk), const_int(NR));
-    one_k(kk, "", [&](ExprRef c) { return add(dst, c); }, body, general, &full_cond);
+    one_k(kk, "", [&](ExprRef c) { return add(dst, c); }, body, general, &full_cond, nullptr, nullptr, 1);
     if (full_cond) {
       Stmt whole = make_for("c", const_int(NR), {make_local_store("Bp", add(dst, var("c")), elem(add(var("g0_a"), mul(var("c"), const_int(*ca)))))},
                             "pack B: copy a whole panel");
@@ -325,7 +349,46 @@ std::optional<Stmt> MatmulLowering::pack_b_runs(const OperandParts& B, int pb) {
   // kc - 1 (the lets stay inside the tables), their copies guarded by kk < kc, and a
   // ragged group never takes the whole-panel copy.
   ExprRef kg = var("kg");
-  std::vector<Stmt> whole_stores;
+  std::vector<Stmt> whole_stores, fixes, contig_stores;
+  // A panel whose NR columns lie at consecutive addresses for every k (a stride-1 window over
+  // a map as wide as the output, "same" padding: the N dims collapse to stride 1, so a panel
+  // that crosses a row reads on across the row's end) but that is not one run inside the
+  // bounds (it crosses a row, or touches the padding): copied whole like an interior panel,
+  // then the few columns outside the bounds (a row's first or last column at a side tap, a
+  // run above or below the map) set to 0. The general path zeroed the group's panel and copied
+  // every run byte by byte: most panels of a 3x3 layer at 28 x 28 or less cross a row.
+  // The whole copy reads [a, a + NR) of the source, so only where that lies inside it.
+  // LATHE_INT8_CONTIG_PANELS=0 keeps the general path (A/B runs).
+  static const bool contig_enabled = [] {
+    const char* e = std::getenv("LATHE_INT8_CONTIG_PANELS");
+    return !(e && std::string(e) == "0");
+  }();
+  std::optional<int64_t> extent = 1;
+  for (auto& d : acc.src->shape) {
+    if (!d.is_const() || !extent) { extent.reset(); break; }
+    *extent *= d.value();
+  }
+  auto cn = collapsed(acc.addr, mm_.n_axes);
+  const bool contig = contig_enabled && !k_ragged_ && *ca == 1 && cn && *cn == SymInt(1) && extent && !acc.bounds.empty();
+  ExprRef contig_cond = contig ? le(add(p0, const_int(NR)), nc) : nullptr;
+  // The G members of a group are G consecutive k of the innermost K dim (a convolution's
+  // input channels) when that dim's size is a multiple of G; no bound reads that dim (the
+  // bounds are the window's rows and columns), so the members share their bounds: each
+  // member takes the first member's (the same table entries, which LLVM then computes once
+  // per group instead of G times: the lets and tests of the run-by-run pack were most of its
+  // time per group of a 3x3 layer). LATHE_INT8_SHARED_BOUNDS=0 computes them per member.
+  static const bool shared_enabled = [] {
+    const char* e = std::getenv("LATHE_INT8_SHARED_BOUNDS");
+    return !(e && std::string(e) == "0");
+  }();
+  bool shared_bounds = shared_enabled && !k_ragged_ && !mm_.k_axes.empty() && kc_blk_ % G_ == 0;
+  if (shared_bounds) {
+    const int dk = mm_.k_axes.back();
+    shared_bounds = s_[dk].is_const() && s_[dk].value() % G_ == 0;
+    for (auto& b : acc.bounds)
+      for (auto& [d, k] : b.coord.terms)
+        if (d == dk && !(k.is_const() && k.value() == 0)) shared_bounds = false;
+  }
   {
     Stmt zero = make_for("c", const_int(NR * G_),
                          {make_local_store("Bp", add(group_panel_index(var("jp"), kg, 0, const_int(0), NR), var("c")),
@@ -341,7 +404,14 @@ std::optional<Stmt> MatmulLowering::pack_b_runs(const OperandParts& B, int pb) {
     ExprRef kat = kin ? min_of(kk, sub(var("kc"), const_int(1))) : kk;
     std::vector<Stmt> gen_j;
     ExprRef full_j;
-    one_k(kat, px, [&, j](ExprRef c) { return group_panel_index(var("jp"), kg, j, c, NR); }, body, gen_j, &full_j);
+    one_k(kat, px, [&, j](ExprRef c) { return group_panel_index(var("jp"), kg, j, c, NR); }, body, gen_j, &full_j,
+          contig && (j == 0 || !shared_bounds) ? &fixes : nullptr, shared_bounds ? mul(kg, const_int(G_)) : nullptr,
+          shared_bounds ? G_ : 1);  // shared bounds: member 0's fixes zero the whole group's columns
+    if (contig) {
+      ExprRef a = var(px + "g0_a");
+      contig_cond = logical_and(contig_cond, logical_and(le(const_int(0), a), le(add(a, const_int(NR)), const_int(*extent))));
+      contig_stores.push_back(make_local_store("Bp", group_panel_index(var("jp"), kg, j, var("c"), NR), elem(add(a, var("c")))));
+    }
     if (kin && !gen_j.empty()) {  // after the group's zeroing: the run copies only for k < kc
       std::vector<Stmt> copies = std::move(gen_j);
       gen_j.clear();
@@ -354,6 +424,13 @@ std::optional<Stmt> MatmulLowering::pack_b_runs(const OperandParts& B, int pb) {
       whole_stores.push_back(make_local_store("Bp", group_panel_index(var("jp"), kg, j, var("c"), NR),
                                               elem(add(var(px + "g0_a"), mul(var("c"), const_int(*ca))))));
     }
+  }
+  if (contig) {
+    Stmt cwhole = make_for("c", const_int(NR), std::move(contig_stores), "pack B: copy a contiguous panel (a group of k)");
+    cwhole.annot.vectorize = true;
+    std::vector<Stmt> then{cwhole};
+    then.insert(then.end(), fixes.begin(), fixes.end());
+    general = {make_if(contig_cond, std::move(then), std::move(general))};
   }
   if (full_cond && (int)whole_stores.size() == G_) {
     Stmt whole = make_for("c", const_int(NR), std::move(whole_stores), "pack B: copy a whole panel (a group of k)");

@@ -194,5 +194,40 @@ TEST(Int8Gemm, OddKPacksByRuns) {
   EXPECT_EQ(batch.run(), 0);
 }
 
+// A stride-1 window over a map as wide as its output ("same" padding) reads a panel's NR
+// columns at consecutive addresses even where the panel crosses a row or touches the padding:
+// such panels are copied whole and their columns outside the bounds set to 0 afterwards.
+// Rows shorter than, equal to and longer than NR (16), odd and prime sizes, batch 1 and 3,
+// 3x3, 5x5 and 1x3 windows, a zero point in the padding, against the interpreter.
+TEST(Int8Gemm, ContiguousPanelsMatchInterpreter) {
+  test::DiffBatch batch;
+  struct ConvCase { std::vector<int64_t> x, w; int64_t ph, pw, pad_value; };
+  std::vector<ConvCase> convs = {
+      {{1, 8, 7, 7}, {9, 8, 3, 3}, 1, 1, 0},        // rows of 7: a panel spans 3 runs
+      {{3, 12, 13, 13}, {11, 12, 3, 3}, 1, 1, 0},   // batch 3, rows of 13 (prime)
+      {{1, 16, 14, 14}, {32, 16, 3, 3}, 1, 1, 0},   // rows of 14, 32 channels out
+      {{1, 8, 16, 16}, {3, 8, 3, 3}, 1, 1, 0},      // rows of exactly NR
+      {{2, 4, 29, 31}, {7, 4, 3, 3}, 1, 1, 0},      // batch 2, rows of 31
+      {{1, 4, 11, 17}, {5, 4, 5, 5}, 2, 2, 0},      // a 5x5 window, rows of 17
+      {{3, 4, 6, 23}, {5, 4, 1, 3}, 0, 1, 0},       // batch 3, a 1x3 window
+      {{1, 8, 9, 9}, {6, 8, 3, 3}, 1, 1, 77},       // a zero point in the padding
+      {{1, 4, 3, 5}, {2, 4, 3, 3}, 1, 1, 0},        // a map smaller than a panel
+  };
+  uint64_t seed = 700;
+  bool contiguous = false;
+  for (auto& c : convs) {
+    Conv2dOptions o;
+    o.padding = {c.ph, c.pw};
+    Shape sx(c.x.begin(), c.x.end()), sw(c.w.begin(), c.w.end());
+    Graph g = Graph::from_outputs({{"y", conv2d_integer(input("x", sx, DType::U8), input("w", sw, DType::I8), o, c.pad_value).node()}});
+    contiguous = contiguous || test::loop_ir_of(build_program(g)).find("copy a contiguous panel") != std::string::npos;
+    batch.add("conv " + std::to_string(seed), g,
+              TensorMap{{"x", full_range(DType::U8, c.x, seed)}, {"w", full_range(DType::I8, c.w, seed + 1)}});
+    seed += 2;
+  }
+  EXPECT_TRUE(contiguous);
+  EXPECT_EQ(batch.run(), 0);
+}
+
 }  // namespace
 }  // namespace lathe
