@@ -23,6 +23,16 @@ namespace {
 
 int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
+// elements of a constant shape (0: a symbolic dim)
+int64_t const_numel(const Shape& s) {
+  int64_t n = 1;
+  for (auto& d : s) {
+    if (!d.is_const()) return 0;
+    n *= d.value();
+  }
+  return n;
+}
+
 constexpr int64_t kBandFloats = 16384;     // a band's input copy: 64 KiB (L2, and the C backend's stack)
 constexpr int64_t kMaxBandFloats = 1 << 18;  // one row band larger than this: the generic lowering
 constexpr int64_t kMaxTaps = 64;
@@ -371,7 +381,30 @@ class DepthwiseLowering {
     if (S > 1) valid.push_back(make_if(lt(const_int(0), var("qlo")), copy("ql", sub(var("qlo"), const_int(1)), true)));
     Stmt mid = make_for("qm", sub(var("qhi"), var("qlo")), copy("qm", add(var("qlo"), var("qm")), false), "fill: the row");
     mid.annot.vectorize = true;
-    valid.push_back(std::move(mid));
+    // The run as whole vectors: a row that is not a whole number of them (7, 14, 28 wide)
+    // copied its last up to L - 1 groups one scalar at a time, as slow as the rest of the row.
+    // The wide copy reads on into the next input row (so only where that stays inside X) and
+    // writes up to L - 1 groups past qhi, inside the phase (qlo + cap <= Q); of those only the
+    // groups the valid outputs read (up to (E - 1) / S: right padding) must be zeros again,
+    // the rest are read by the lanes past OW only, whose outputs are not kept.
+    const int64_t xsize = const_numel(kg_.buffers[kg_.buffer_of.at(p.x.src)].shape);
+    if (S > 1 && xsize > 0 && wide_epilogue_on()) {  // stride 1: measured slower (14 x 14: 46 -> 53 us)
+      ExprRef n = sub(var("qhi"), var("qlo")), cap = mul(binary(Op::IDiv, add(n, const_int(L_ - 1)), const_int(L_)), const_int(L_));
+      ExprRef fits = logical_and(le(add(var("qlo"), cap), const_int(Q)),
+                                 le(add(add(xr, mul(add(var("qlo"), cap), const_int(S))), const_int(0)), const_int(xsize)));
+      Stmt wide = make_for("qw", cap, copy("qw", add(var("qlo"), var("qw")), false), "fill: the row, whole vectors");
+      wide.annot.vectorize = true;
+      // re-zero [qhi (+1 past the masked group of a stride above 1), (E - 1) / S] of each phase
+      ExprRef zlo = add(var("qhi"), const_int(S > 1 ? 1 : 0));
+      ExprRef zn = binary(Op::Max, const_int(0), sub(min_of(add(var("qlo"), cap), const_int((p.E - 1) / S + 1)), zlo));
+      std::vector<Stmt> zs;
+      for (int64_t r = 0; r < S; ++r)
+        zs.push_back(make_local_store("pb", add(rb, add(const_int(r * Q), add(zlo, var("zr")))), const_float(0, DType::F32)));
+      Stmt rez = make_for("zr", zn, std::move(zs), "fill: the right padding again");
+      valid.push_back(make_if(fits, {std::move(wide), std::move(rez)}, {std::move(mid)}));
+    } else {
+      valid.push_back(std::move(mid));
+    }
     if (S > 1) valid.push_back(make_if(lt(var("qhi"), const_int(Q)), copy("qr", var("qhi"), true)));
     std::vector<Stmt> fill_body = hv ? std::vector<Stmt>{make_if(hv, std::move(valid), {zero})} : std::move(valid);
     ExprRef nu = add(mul(sub(var("nh"), const_int(1)), const_int(p.uh)), const_int(p.ukh * (p.KH - 1) + 1));
@@ -397,6 +430,7 @@ class DepthwiseLowering {
       return acc;
     };
     auto cstr = contiguous_strides(p.R->shape);
+    wide_rows_ = p.oh >= 0 && cstr[p.ow] == SymInt(1) && cstr[p.oh] == SymInt(p.OW) && wide_epilogue_on();
     int variants = 0;
     // output row i, channel o0 + j of the pass, from rowt[slot · owv …]
     auto epilogue = [&](ExprRef i, int64_t slot, int64_t j) {
@@ -414,8 +448,19 @@ class DepthwiseLowering {
       ExprRef val = var(a, DType::F32);
       if (k_.root != p.R) val = build_epilogue(kg_, k_.root, p.R, ridx, val, param_of_, ep, "e" + std::to_string(variants) + "_");
       ++variants;
+      // A row of OW outputs that is not a whole number of vectors (a 7 x 7 or 14 x 14 map)
+      // left the vectorized loop a scalar remainder of up to L - 1 elements per row, as slow
+      // as the rest of the row (MobileNet's stride-2 layers at 7/14/28 wide took about twice
+      // ONNX Runtime's time). When the output rows are contiguous (row stride OW) and the
+      // epilogue reads nothing along the row but rowt, every row of the band but its last is
+      // stored as whole vectors: the owv - OW (< OW) values past its end land at the start of
+      // the next row of this plane and channel, which this task stores after (the pass order:
+      // rows ascending), so they are overwritten before anything reads them.
+      bool wide = wide_rows_ && owv > p.OW && owv - p.OW < p.OW;
+      for (size_t e = 1; e < ep.size() && wide; ++e) wide = !mentions(ep[e].value, "ow") && !mentions(ep[e].index, "ow");
       ep.push_back(make_store(pout, caddr, val));
-      Stmt eloop = make_for("ow", const_int(p.OW), std::move(ep), "epilogue: the output row");
+      ExprRef trip = wide ? select(lt(add(i, const_int(1)), var("nh")), const_int(owv), const_int(p.OW)) : const_int(p.OW);
+      Stmt eloop = make_for("ow", trip, std::move(ep), "epilogue: the output row");
       eloop.annot.vectorize = true;
       return eloop;
     };
@@ -506,6 +551,16 @@ class DepthwiseLowering {
   const int L_;
   LoopFunc f_;
   std::unordered_map<int, int> param_of_;
+  bool wide_rows_ = false;  // output rows contiguous, OW apart (see epilogue)
+
+  // LATHE_DEPTHWISE_WIDE_ROWS=0: every row's epilogue stops at OW (A/B runs)
+  static bool wide_epilogue_on() {
+    static const bool on = [] {
+      const char* e = std::getenv("LATHE_DEPTHWISE_WIDE_ROWS");
+      return !(e && std::string(e) == "0");
+    }();
+    return on;
+  }
 
   static std::string wname(int64_t c, int64_t i, int64_t j) {
     return "w" + std::to_string(c) + "_" + std::to_string(i) + "_" + std::to_string(j);

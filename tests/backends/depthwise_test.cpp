@@ -97,6 +97,81 @@ TEST(Depthwise, GroupedWithOneOutputPerGroup) {
   EXPECT_EQ(batch.run(), 0);
 }
 
+// Rows that are not a whole number of vectors (7, 14, 28 wide: MobileNet's late maps): every
+// output row of a band but its last is stored as whole vectors (the lanes past OW land at the
+// start of the next row, stored after), and a stride above 1 copies its input rows as whole
+// vectors (reading on into the next row where that stays inside X, the right padding zeroed
+// again). 3x3 and 5x5, stride 1-3, odd and prime channels and sizes, batch 1 and 4, channel
+// multiplier 2, right padding, planes of several bands, the last row of the last plane (no
+// over-read past X), and epilogues of bias, ReLU, ReLU6 and a residual read along the row
+// (which keeps the exact row).
+TEST(Depthwise, RaggedRowsMatchInterpreter) {
+  struct Ragged {
+    int64_t n, c, mult, h, w, k, stride, pad;
+  };
+  const std::vector<Ragged> cases = {
+      {1, 13, 1, 14, 14, 3, 2, 1},   // 7 x 7 out of 14 x 14 (MobileNet's last stride 2)
+      {4, 7, 1, 28, 28, 3, 2, 1},    // 14 x 14 out, batch 4
+      {1, 11, 1, 7, 7, 3, 1, 1},     // 7 x 7 stride 1
+      {1, 5, 1, 13, 13, 5, 2, 2},    // 5x5 stride 2, prime plane
+      {4, 3, 1, 23, 29, 5, 1, 2},    // 5x5 stride 1, batch 4
+      {1, 7, 2, 14, 14, 3, 2, 1},    // channel multiplier 2
+      {4, 5, 2, 11, 13, 3, 1, 1},    // multiplier 2, batch 4, 13 wide
+      {1, 3, 1, 260, 130, 3, 2, 1},  // several bands at stride 2 (65 wide)
+      {1, 7, 1, 31, 17, 3, 3, 1},    // stride 3, 6 wide out
+      {2, 17, 1, 12, 12, 3, 2, 0},   // no padding (5 wide)
+      {1, 7, 1, 9, 10, 3, 2, 3},     // padding wider than the window reaches (7 wide out)
+  };
+  test::DiffBatch batch;
+  int i = 0;
+  for (auto& t : cases)
+    for (int ep = 0; ep < 4; ++ep) {
+      Conv2dOptions o;
+      o.stride = {t.stride, t.stride};
+      o.padding = {t.pad, t.pad};
+      o.groups = t.c;
+      Tensor x = input("x", {t.n, t.c, t.h, t.w});
+      Tensor w = ep % 2 ? input("w", {t.c * t.mult, 1, t.k, t.k})
+                        : from_host(random_tensor(DType::F32, {t.c * t.mult, 1, t.k, t.k}, 70 + i));
+      Tensor y = conv2d(x, w, ep == 0 ? std::nullopt : std::optional<Tensor>(input("b", {t.c * t.mult})), o);
+      if (ep == 1) y = relu(y);
+      if (ep == 2) y = clamp(y, Scalar(0.0), Scalar(6.0));
+      if (ep == 3) {
+        const int64_t oh = (t.h + 2 * t.pad - t.k) / t.stride + 1, ow = (t.w + 2 * t.pad - t.k) / t.stride + 1;
+        y = y + input("r", {t.n, t.c * t.mult, oh, ow});
+      }
+      Graph g = one(y);
+      if (t.mult == 1) {
+        Program p = build_program(g);
+        EXPECT_EQ(direct_kernels(p), 1) << "ragged " << i << "\n" << test::loop_ir_of(p);
+      }
+      batch.add("ragged " + std::to_string(i++), g);
+    }
+  EXPECT_EQ(batch.run(), 0);
+}
+
+// the whole-vector rows are in the nest: a 7-wide stride-2 layer's epilogue runs 8 wide
+// but on the band's last row, and its fill copies whole vectors; a stride-1 fill does not
+// (measured slower), and an epilogue that reads along the row keeps the exact row
+TEST(Depthwise, RaggedRowsAreWholeVectors) {
+  Conv2dOptions o;
+  o.stride = {2, 2};
+  o.padding = {1, 1};
+  o.groups = 13;
+  Tensor x = input("x", {1, 13, 14, 14});
+  Tensor y = clamp(conv2d(x, input("w", {13, 1, 3, 3}), input("b", {13}), o), Scalar(0.0), Scalar(6.0));
+  std::string ir = test::loop_ir_of(build_program(one(y)));
+  EXPECT_NE(ir.find("fill: the row, whole vectors"), std::string::npos) << ir;
+  EXPECT_NE(ir.find("< nh) ? 8 : 7)"), std::string::npos) << ir;
+  o.stride = {1, 1};
+  std::string ir1 = test::loop_ir_of(build_program(one(conv2d(input("x", {1, 13, 7, 7}), input("w", {13, 1, 3, 3}), std::nullopt, o))));
+  EXPECT_EQ(ir1.find("fill: the row, whole vectors"), std::string::npos) << ir1;
+  EXPECT_NE(ir1.find("< nh) ? 8 : 7)"), std::string::npos) << ir1;
+  Tensor r = conv2d(input("x", {1, 13, 7, 7}), input("w", {13, 1, 3, 3}), std::nullopt, o) + input("r", {1, 13, 7, 7});
+  std::string ir2 = test::loop_ir_of(build_program(one(r)));
+  EXPECT_EQ(ir2.find("< nh) ? 8 : 7)"), std::string::npos) << ir2;
+}
+
 // 1-D depthwise (conv1d with groups = channels) and windows of one row or one column
 TEST(Depthwise, OneDimensionalAndThinWindows) {
   test::DiffBatch batch;
