@@ -104,11 +104,13 @@ RunResult run_on_backend(const std::string& backend, const Graph& g, const Tenso
   if (std::string why = b.available(); !why.empty()) throw UserError("backend '" + backend + "' is not available here: " + why);
   if (std::string why = b.supports_graph(g); !why.empty()) throw UserError("backend '" + backend + "' cannot run " + why);
   auto t0 = Clock::now();
-  // the large weights' packed copies filled on a thread of their own while the build goes on
-  // and the backend compiles (pack_defer.h; LATHE_PACK_BACKGROUND=0: during the build); the
-  // first run waits for them
+  // LATHE_PACK_BACKGROUND=1: the large weights' packed copies filled on a thread of their own
+  // while the build goes on and the backend compiles (pack_defer.h); the first run waits for
+  // them. Off by default: at load 4-6 it moved GPT-2's packing off the build thread (prepack
+  // 1003-1142 -> 277-346 ms) but cost ~300 ms more CPU (copy-on-write faults), and the first
+  // result moved 4140 -> 3846 and 3363 -> 3458 ms: no gain shown on this loaded 2-core host.
   const char* pb = std::getenv("LATHE_PACK_BACKGROUND");
-  auto filler = pb && std::string(pb) == "0" ? nullptr : std::make_unique<loop::PackFiller>();
+  auto filler = pb && std::string(pb) == "1" ? std::make_unique<loop::PackFiller>() : nullptr;
   Program p = [&] {
     loop::DeferPacks defer(filler.get());
     return build_program(g);

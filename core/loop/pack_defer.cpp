@@ -3,7 +3,6 @@
 
 #include <chrono>
 #include <condition_variable>
-#include <cstdio>
 #include <deque>
 #include <exception>
 #include <mutex>
@@ -21,6 +20,7 @@ struct PackFiller::State {
   std::deque<std::function<void()>> queue;
   int pushed = 0, done = 0;
   double busy_ms = 0;
+  std::exception_ptr failed;  // the first fill that threw: wait() throws it
   bool closing = false;
   std::thread thread;
 };
@@ -36,15 +36,17 @@ PackFiller::PackFiller() : s_(std::make_shared<State>()) {
       s->queue.pop_front();
       lock.unlock();
       auto t0 = std::chrono::steady_clock::now();
+      std::exception_ptr failed;
       try {
         fill();
-      } catch (const std::exception& e) {  // (a copy allocates nothing: not expected)
-        std::fprintf(stderr, "warning: packing a weight failed: %s\n", e.what());
+      } catch (...) {  // (not expected: a copy allocates nothing)
+        failed = std::current_exception();
       }
       fill = nullptr;  // what it captured (a model's mapping) goes now
       double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
       lock.lock();
       s->busy_ms += ms;
+      if (failed && !s->failed) s->failed = failed;
       ++s->done;
       s->cv.notify_all();
     }
@@ -72,6 +74,7 @@ void PackFiller::push(std::function<void()> fill) {
 void PackFiller::wait() {
   std::unique_lock<std::mutex> lock(s_->mu);
   s_->cv.wait(lock, [&] { return s_->done >= s_->pushed; });
+  if (s_->failed) std::rethrow_exception(s_->failed);  // a weight left unfilled: no run
 }
 
 int PackFiller::pushed() const {

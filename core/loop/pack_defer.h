@@ -26,7 +26,7 @@ class PackFiller {
   PackFiller(const PackFiller&) = delete;
   PackFiller& operator=(const PackFiller&) = delete;
   void push(std::function<void()> fill);
-  void wait();  // until every fill pushed so far has run
+  void wait();  // until every fill pushed so far has run; throws what a fill threw
   int pushed() const;
   double busy_ms() const;  // the fills' wall time on the filler's thread
 

@@ -5,6 +5,8 @@
 #include "core/loop/lower_depthwise.h"
 #include "core/loop/pack_defer.h"
 
+#include <sys/mman.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
@@ -436,18 +438,34 @@ std::vector<int> prepack_b_impl(KernelGraph& kg, const MatmulParams& P, int64_t 
         for (auto& t : pool) t.join();
         if (sole) page_out(data.bytes(), data.nbytes());
       };
-      packed = HostTensor(DType::F32, {kblocks * panels * kc * nr});
+      const std::vector<int64_t> shape = {kblocks * panels * kc * nr};
       PackFiller* filler = current_pack_filler();
-      if (filler && static_cast<int64_t>(packed.nbytes()) >= kDeferPackMinBytes) {
-        // filled on the filler's thread (pack_defer.h); its node named apart from every other
+      if (filler && shape[0] * 4 >= kDeferPackMinBytes) {
+        // filled on the filler's thread (pack_defer.h); its node named apart from every other.
+        // Mapped read-only with the zero page in every entry (one call, nothing allocated), so
+        // the node's content hash reads its zeros without a fault per page; the filler makes it
+        // writable, and each of its writes is then a copy-on-write fault (with a TLB shootdown
+        // to the build's other threads: GPT-2's cold start +300 ms CPU, load 4-6). Allocating
+        // the pages here instead (MAP_POPULATE, writable) kept the build thread as long as
+        // packing it there (prepack 885-924 ms against 999-1076).
+        const size_t bytes = static_cast<size_t>(shape[0]) * 4;
+        void* m = ::mmap(nullptr, bytes, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+        if (m == MAP_FAILED) throw UserError("out of memory packing weight " + kg.buffers[kg.buffer_of.at(src)].name);
+        packed = HostTensor(DType::F32, shape,
+                            std::shared_ptr<std::byte[]>(static_cast<std::byte*>(m), [bytes](std::byte* q) { ::munmap(q, bytes); }));
         k.packed_b = add_packed_buffer(kg, packed, "packed_" + kg.buffers[kg.buffer_of.at(src)].name, memo, key,
                                        "deferred-pack-" + std::to_string(++deferred_packs));
-        filler->push([packed, fill]() mutable { fill(packed.data()); });
+        filler->push([packed, fill, bytes]() mutable {
+          if (::mprotect(packed.data(), bytes, PROT_READ | PROT_WRITE) != 0)
+            throw UserError("cannot make a packed weight writable");
+          fill(packed.data());
+        });
         k.packed_kc = kc;
         k.packed_nr = nr;
         changed.push_back(k.id);
         continue;
       }
+      packed = HostTensor(DType::F32, shape);
       fill(packed.data());
     } else if (sole) {
       page_out(data.bytes(), data.nbytes());
