@@ -39,6 +39,7 @@
 #include "core/frontend/samples.h"
 #include "core/ir/loader.h"
 #include "core/loop/cost.h"
+#include "core/loop/pack_defer.h"
 #include "core/runtime/npy.h"
 #include "core/runtime/random.h"
 #include "core/tune/records.h"
@@ -51,6 +52,12 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 double ms_since(Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); }
+// the process's CPU time so far (all threads, user + system), ms
+double process_cpu_ms() {
+  struct rusage r {};
+  getrusage(RUSAGE_SELF, &r);
+  return (r.ru_utime.tv_sec + r.ru_stime.tv_sec) * 1e3 + (r.ru_utime.tv_usec + r.ru_stime.tv_usec) / 1e3;
+}
 
 // --stats: where a run's time went.
 struct RunStats {
@@ -63,6 +70,14 @@ struct RunStats {
   double cpu_ms = -1;  // the process's CPU time (all threads, user + system) per timed run
   int kernels = 0, distinct_kernels = 0, distinct_up_to_constants = 0, codes_compiled = -1, iters = 0;
   bool from_cache = false;
+  // --stats' timeline: each phase's end, wall ms since the process start and the process's
+  // CPU ms (all threads) by then; build_program's stages (Program::passes), wall ms
+  std::vector<std::pair<std::string, std::pair<double, double>>> marks;
+  std::vector<std::pair<std::string, double>> stages;
+  Clock::time_point origin;
+  double result_ms = -1;  // wall ms from the process start to the first run's results
+  double pack_fill_ms = -1;  // the deferred weight packing's wall time on its thread
+  void mark(const char* phase) { marks.push_back({phase, {ms_since(origin), process_cpu_ms()}}); }
 };
 
 struct RunResult {
@@ -89,11 +104,23 @@ RunResult run_on_backend(const std::string& backend, const Graph& g, const Tenso
   if (std::string why = b.available(); !why.empty()) throw UserError("backend '" + backend + "' is not available here: " + why);
   if (std::string why = b.supports_graph(g); !why.empty()) throw UserError("backend '" + backend + "' cannot run " + why);
   auto t0 = Clock::now();
-  Program p = build_program(g);
+  // LATHE_PACK_BACKGROUND=1: the large weights' packed copies filled on a thread of their own
+  // while the build goes on and the backend compiles (pack_defer.h); the first run waits for
+  // them. Off by default: at load 4-6 it moved GPT-2's packing off the build thread (prepack
+  // 1003-1142 -> 277-346 ms) but cost ~300 ms more CPU (copy-on-write faults), and the first
+  // result moved 4140 -> 3846 and 3363 -> 3458 ms: no gain shown on this loaded 2-core host.
+  const char* pb = std::getenv("LATHE_PACK_BACKGROUND");
+  auto filler = pb && std::string(pb) == "1" ? std::make_unique<loop::PackFiller>() : nullptr;
+  Program p = [&] {
+    loop::DeferPacks defer(filler.get());
+    return build_program(g);
+  }();
   // tuning records (`lathe tune`): --tuned FILE, else the default file when it exists
   tune::ApplyReport applied = tune::apply_records(p, tune::load_tuned(tuned), tune::target_of(backend), graph);
   for (auto& n : applied.notes) std::cerr << "note: " << n << "\n";
   st.build_ms = ms_since(t0);
+  for (auto& ps : p.passes) st.stages.push_back({ps.name, ps.ms});
+  st.mark("build");
   t0 = Clock::now();
   // a tiered compile (llvm, unless LATHE_TIER=0): quick code for the first run where it pays;
   // the optimized code compiles (and is cached) from the end of the first run: the timed runs
@@ -102,23 +129,34 @@ RunResult run_on_backend(const std::string& backend, const Graph& g, const Tenso
   co.tier = true;
   auto compiled = b.compile(p, co);
   st.compile_ms = ms_since(t0);
+  st.mark("compile");
   if (compiled->quick_codes > 0) st.tier = "quick";
   st.quick_codes = compiled->quick_codes;
   st.from_cache = compiled->from_cache;
   st.codes_compiled = compiled->codes_compiled;
-  st.kernels = p.num_kernels();
-  std::vector<const loop::LoopFunc*> fs;
-  for (auto& f : p.funcs) fs.push_back(&f);
-  st.distinct_kernels = static_cast<int>(same_code(fs).distinct());
-  st.distinct_up_to_constants = static_cast<int>(distinct_up_to_constants(fs));
-  if (st.count_work) {
-    st.gflop = 0;
-    for (auto& f : p.funcs) st.gflop += loop::estimate_cost(f, p.kg, binds).flops / 1e9;
-  }
   Executable exe(std::move(p), std::move(compiled), backend);
+  if (filler) {
+    filler->wait();
+    st.mark("packs");
+    st.pack_fill_ms = filler->busy_ms();
+  }
   t0 = Clock::now();
   r.outputs = exe.run(inputs, &r.updated);
   st.first_run_ms = ms_since(t0);
+  st.mark("first_run");
+  st.result_ms = st.marks.back().second.first;
+  {  // --stats' counts, after the first result (not on the cold start's path)
+    const Program& q = exe.program();
+    st.kernels = q.num_kernels();
+    std::vector<const loop::LoopFunc*> fs;
+    for (auto& f : q.funcs) fs.push_back(&f);
+    st.distinct_kernels = static_cast<int>(same_code(fs).distinct());
+    st.distinct_up_to_constants = static_cast<int>(distinct_up_to_constants(fs));
+    if (st.count_work) {
+      st.gflop = 0;
+      for (auto& f : q.funcs) st.gflop += loop::estimate_cost(f, q.kg, binds).flops / 1e9;
+    }
+  }
   if (iters > 0 || want_timings) {
     // the timed and the profiled runs use the optimized code, not the first run's quick tier
     t0 = Clock::now();
@@ -414,6 +452,8 @@ int run_run(const std::vector<std::string>& args) {
     // an imported model's causal attention fused (fuse_attention.h; LATHE_FLASH_ATTENTION)
     if (sample.empty() && file.size() > 5 && file.compare(file.size() - 5, 5, ".onnx") == 0) g = fuse_attention_on_load(g, backend);
     flags.st.load_ms = ms_since(t0);
+    flags.st.origin = flags.start;
+    flags.st.mark("load");
     int rc = run_parsed(g, sample.empty() ? file : "sample " + sample, backend, input_args, bind_args, output_dir,
                         static_cast<uint64_t>(seed), profile, trace, flags);
     // the results are out; a tiered compile's optimized code (llvm) may still be compiling
@@ -467,9 +507,11 @@ int run_parsed(const Graph& g, const std::string& file, const std::string& backe
     for (auto& [name, t] : random_inputs(g, seed, binds)) inputs.emplace(name, std::move(t));
 
   flags.st.count_work = flags.stats;
+  flags.st.mark("inputs");
   RunResult r = run_on_backend(backend, g, inputs, binds, profile || !trace.empty(), flags.iters, flags.st, flags.tuned,
                                  file.rfind("sample ", 0) == 0 ? file : tune::graph_name(file));
-  double start_ms = ms_since(flags.start);  // process start to the first run's results (less exec)
+  // process start to the first run's results (less exec); its --stats counts and --iters after
+  double start_ms = flags.st.result_ms >= 0 ? flags.st.result_ms : ms_since(flags.start);
 
   std::filesystem::path dir(output_dir);
   if (!output_dir.empty()) {
@@ -518,6 +560,12 @@ int run_parsed(const Graph& g, const std::string& file, const std::string& backe
       j["min_ms"] = st.min_ms;
       j["cpu_ms"] = st.cpu_ms;
     }
+    nlohmann::json marks = nlohmann::json::array(), stages = nlohmann::json::object();
+    for (auto& [phase, at] : st.marks) marks.push_back({phase, at.first, at.second});
+    for (auto& [stage, ms] : st.stages) stages[stage] = stages.value(stage, 0.0) + ms;
+    j["timeline"] = marks;  // [phase, wall ms at its end, process CPU ms by then]
+    j["build_stages_ms"] = stages;
+    if (st.pack_fill_ms >= 0) j["pack_fill_ms"] = st.pack_fill_ms;
     std::cout << "stats: " << j.dump() << std::endl;
   }
   return 0;

@@ -3,8 +3,12 @@
 #include "core/loop/repack.h"
 
 #include "core/loop/lower_depthwise.h"
+#include "core/loop/pack_defer.h"
+
+#include <sys/mman.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -238,15 +242,23 @@ void transpose_panel(const std::byte* src, int64_t row, int64_t cols, int64_t ks
 }
 
 // Registers a packed copy as a Constant buffer of kg named `name`; returns its id.
+// node_name: the Const node's name (a deferred copy's, unique: pack_defer.h).
 int add_packed_buffer(KernelGraph& kg, const HostTensor& packed, const std::string& name, PackMemo* memo,
-                      const std::string& key) {
+                      const std::string& key, const std::string& node_name = "") {
+  auto make = [&] {
+    if (node_name.empty()) return prim::constant_tensor(packed);  // its content hash is taken once
+    Attrs a;
+    a.data = std::make_shared<HostTensor>(packed);
+    a.name = node_name;
+    return make_node(Op::Const, packed.dtype(), shape_from(packed.shape()), {}, std::move(a));
+  };
   NodeRef node;
   if (memo) {
     NodeRef& seen = memo->packed[key];
-    if (!seen) seen = prim::constant_tensor(packed);  // its content hash is taken once
+    if (!seen) seen = make();
     node = seen;
   } else {
-    node = prim::constant_tensor(packed);
+    node = make();
   }
   BufferDesc desc;
   desc.id = static_cast<int>(kg.buffers.size());
@@ -310,6 +322,8 @@ bool few_rows_per_weight(const MatmulMatch& mm) {
 namespace {
 
 // only >= 0: that kernel alone (repack_for)
+std::atomic<int64_t> deferred_packs{0};  // names the deferred copies' nodes apart
+
 std::vector<int> prepack_b_impl(KernelGraph& kg, const MatmulParams& P, int64_t min_bytes, int64_t min_int8_bytes,
                                 PackMemo* memo, int only) {
   std::vector<int> changed;
@@ -360,72 +374,106 @@ std::vector<int> prepack_b_impl(KernelGraph& kg, const MatmulParams& P, int64_t 
     }
     const std::string key = pack_key('b', data, DType::F32, 0, kc, nr, c0, *noff, *koff);
     HostTensor packed = packed_before(memo, key);
+    // a weight read by this kernel alone is read only through its packed copy: its pages go
+    // back once it is packed, so the two never both count (peak memory)
+    const bool sole = readers[kg.buffer_of.at(src)] == 1 && mm->a.src != src;
     if (!packed.defined()) {
-      packed = HostTensor(DType::F32, {kblocks * panels * kc * nr});
-      const std::byte* b = data.bytes();  // (a deferred weight's bytes in its file: not copied)
-      float* out = packed.ptr<float>();
-      // the threads take equal ranges of panels; each goes through its range 64 panels at a
-      // time, row by row of B (reads in address order, writes within 64 panels' KC block)
-      // B read across its rows (W^T: consecutive k adjacent, columns a row apart, a conv's
-      // weights after the swap): panel by panel, each of its NR rows read along k in address
-      // order into the panel's KC block (16 KB, in L1); row by row of B would touch a page
-      // per column for every k.
-      const bool k_contiguous = K > 1 && N > 1 && (*koff)[1] - (*koff)[0] == 1 && (*noff)[1] - (*noff)[0] != 1;
-      // A weight laid out plainly (every k and n at a fixed step from the first, the usual
-      // [K, N] or [N, K] tensor): whole runs copied or transposed, not element by element
-      // through the offset tables (GPT-2's 768 x 50257 projection took ~40% of its start's
-      // packing time so).
-      const std::optional<int64_t> kstep = uniform_step(*koff), nstep = uniform_step(*noff);
-      auto pack_by_panel = [&](int64_t p_begin, int64_t p_end) {
-        if (k_contiguous && kstep == int64_t(1) && nstep) {
+      // the copy, by value: it may run later, on another thread (PackMemo::defer)
+      auto fill = [data, noff = *noff, koff = *koff, N, K, kc, nr, c0, panels, kblocks, threads, sole](void* dst) {
+        float* out = static_cast<float*>(dst);
+        const std::byte* b = data.bytes();  // (a deferred weight's bytes in its file: not copied)
+        // the threads take equal ranges of panels; each goes through its range 64 panels at a
+        // time, row by row of B (reads in address order, writes within 64 panels' KC block)
+        // B read across its rows (W^T: consecutive k adjacent, columns a row apart, a conv's
+        // weights after the swap): panel by panel, each of its NR rows read along k in address
+        // order into the panel's KC block (16 KB, in L1); row by row of B would touch a page
+        // per column for every k.
+        const bool k_contiguous = K > 1 && N > 1 && (koff)[1] - (koff)[0] == 1 && (noff)[1] - (noff)[0] != 1;
+        // A weight laid out plainly (every k and n at a fixed step from the first, the usual
+        // [K, N] or [N, K] tensor): whole runs copied or transposed, not element by element
+        // through the offset tables (GPT-2's 768 x 50257 projection took ~40% of its start's
+        // packing time so).
+        const std::optional<int64_t> kstep = uniform_step(koff), nstep = uniform_step(noff);
+        auto pack_by_panel = [&](int64_t p_begin, int64_t p_end) {
+          if (k_contiguous && kstep == int64_t(1) && nstep) {
+            for (int64_t jp = p_begin; jp < p_end; ++jp)
+              for (int64_t pc = 0; pc < kblocks; ++pc)
+                transpose_panel(b + 4 * (c0 + jp * nr * *nstep + pc * kc), *nstep, std::min(nr, N - jp * nr), std::min(kc, K - pc * kc),
+                                out + (pc * panels + jp) * kc * nr, nr);
+            return;
+          }
           for (int64_t jp = p_begin; jp < p_end; ++jp)
-            for (int64_t pc = 0; pc < kblocks; ++pc)
-              transpose_panel(b + 4 * (c0 + jp * nr * *nstep + pc * kc), *nstep, std::min(nr, N - jp * nr), std::min(kc, K - pc * kc),
-                              out + (pc * panels + jp) * kc * nr, nr);
-          return;
-        }
-        for (int64_t jp = p_begin; jp < p_end; ++jp)
-          for (int64_t c = 0, n = jp * nr; c < nr && n < N; ++c, ++n)
-            for (int64_t pc = 0; pc < kblocks; ++pc) {
-              float* blk = out + (pc * panels + jp) * kc * nr + c;
-              for (int64_t kk = 0; kk < kc && pc * kc + kk < K; ++kk) blk[kk * nr] = ldf(b, c0 + (*koff)[pc * kc + kk] + (*noff)[n]);
-            }
-      };
-      auto pack = [&](int64_t p_begin, int64_t p_end) {
-        if (k_contiguous) return pack_by_panel(p_begin, p_end);
-        if (nstep == int64_t(1) && kstep) {  // [K, N]: each k's columns of a panel are one run
-          for (int64_t pc = 0; pc < kblocks; ++pc)
-            for (int64_t kk = 0; kk < kc && pc * kc + kk < K; ++kk) {
-              const std::byte* krow = b + 4 * (c0 + (pc * kc + kk) * *kstep);
-              for (int64_t jp = p_begin; jp < p_end; ++jp)
-                std::memcpy(out + ((pc * panels + jp) * kc + kk) * nr, krow + 4 * jp * nr,
-                            sizeof(float) * static_cast<size_t>(std::min(nr, N - jp * nr)));
-            }
-          return;
-        }
-        for (int64_t g = p_begin; g < p_end; g += 64)
-          for (int64_t pc = 0; pc < kblocks; ++pc)
-            for (int64_t kk = 0; kk < kc && pc * kc + kk < K; ++kk) {
-              int64_t krow = c0 + (*koff)[pc * kc + kk];
-              for (int64_t jp = g; jp < std::min(g + 64, p_end); ++jp) {
-                float* row = out + ((pc * panels + jp) * kc + kk) * nr;
-                for (int64_t c = 0, n = jp * nr; c < nr && n < N; ++c, ++n) row[c] = ldf(b, krow + (*noff)[n]);
+            for (int64_t c = 0, n = jp * nr; c < nr && n < N; ++c, ++n)
+              for (int64_t pc = 0; pc < kblocks; ++pc) {
+                float* blk = out + (pc * panels + jp) * kc * nr + c;
+                for (int64_t kk = 0; kk < kc && pc * kc + kk < K; ++kk) blk[kk * nr] = ldf(b, c0 + (koff)[pc * kc + kk] + (noff)[n]);
               }
-            }
+        };
+        auto pack = [&](int64_t p_begin, int64_t p_end) {
+          if (k_contiguous) return pack_by_panel(p_begin, p_end);
+          if (nstep == int64_t(1) && kstep) {  // [K, N]: each k's columns of a panel are one run
+            for (int64_t pc = 0; pc < kblocks; ++pc)
+              for (int64_t kk = 0; kk < kc && pc * kc + kk < K; ++kk) {
+                const std::byte* krow = b + 4 * (c0 + (pc * kc + kk) * *kstep);
+                for (int64_t jp = p_begin; jp < p_end; ++jp)
+                  std::memcpy(out + ((pc * panels + jp) * kc + kk) * nr, krow + 4 * jp * nr,
+                              sizeof(float) * static_cast<size_t>(std::min(nr, N - jp * nr)));
+              }
+            return;
+          }
+          for (int64_t g = p_begin; g < p_end; g += 64)
+            for (int64_t pc = 0; pc < kblocks; ++pc)
+              for (int64_t kk = 0; kk < kc && pc * kc + kk < K; ++kk) {
+                int64_t krow = c0 + (koff)[pc * kc + kk];
+                for (int64_t jp = g; jp < std::min(g + 64, p_end); ++jp) {
+                  float* row = out + ((pc * panels + jp) * kc + kk) * nr;
+                  for (int64_t c = 0, n = jp * nr; c < nr && n < N; ++c, ++n) row[c] = ldf(b, krow + (noff)[n]);
+                }
+              }
+        };
+        const int64_t workers = std::min<int64_t>(threads, (panels + 63) / 64);
+        std::vector<std::thread> pool;
+        for (int64_t w = 1; w < workers; ++w) pool.emplace_back(pack, panels * w / workers, panels * (w + 1) / workers);
+        pack(0, panels / std::max<int64_t>(workers, 1));
+        for (auto& t : pool) t.join();
+        if (sole) page_out(data.bytes(), data.nbytes());
       };
-      const int64_t workers = std::min<int64_t>(threads, (panels + 63) / 64);
-      std::vector<std::thread> pool;
-      for (int64_t w = 1; w < workers; ++w) pool.emplace_back(pack, panels * w / workers, panels * (w + 1) / workers);
-      pack(0, panels / std::max<int64_t>(workers, 1));
-      for (auto& t : pool) t.join();
+      const std::vector<int64_t> shape = {kblocks * panels * kc * nr};
+      PackFiller* filler = current_pack_filler();
+      if (filler && shape[0] * 4 >= kDeferPackMinBytes) {
+        // filled on the filler's thread (pack_defer.h); its node named apart from every other.
+        // Mapped read-only with the zero page in every entry (one call, nothing allocated), so
+        // the node's content hash reads its zeros without a fault per page; the filler makes it
+        // writable, and each of its writes is then a copy-on-write fault (with a TLB shootdown
+        // to the build's other threads: GPT-2's cold start +300 ms CPU, load 4-6). Allocating
+        // the pages here instead (MAP_POPULATE, writable) kept the build thread as long as
+        // packing it there (prepack 885-924 ms against 999-1076).
+        const size_t bytes = static_cast<size_t>(shape[0]) * 4;
+        void* m = ::mmap(nullptr, bytes, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+        if (m == MAP_FAILED) throw UserError("out of memory packing weight " + kg.buffers[kg.buffer_of.at(src)].name);
+        packed = HostTensor(DType::F32, shape,
+                            std::shared_ptr<std::byte[]>(static_cast<std::byte*>(m), [bytes](std::byte* q) { ::munmap(q, bytes); }));
+        k.packed_b = add_packed_buffer(kg, packed, "packed_" + kg.buffers[kg.buffer_of.at(src)].name, memo, key,
+                                       "deferred-pack-" + std::to_string(++deferred_packs));
+        filler->push([packed, fill, bytes]() mutable {
+          if (::mprotect(packed.data(), bytes, PROT_READ | PROT_WRITE) != 0)
+            throw UserError("cannot make a packed weight writable");
+          fill(packed.data());
+        });
+        k.packed_kc = kc;
+        k.packed_nr = nr;
+        changed.push_back(k.id);
+        continue;
+      }
+      packed = HostTensor(DType::F32, shape);
+      fill(packed.data());
+    } else if (sole) {
+      page_out(data.bytes(), data.nbytes());
     }
     k.packed_b = add_packed_buffer(kg, packed, "packed_" + kg.buffers[kg.buffer_of.at(src)].name, memo, key);
     k.packed_kc = kc;
     k.packed_nr = nr;
     changed.push_back(k.id);
-    // a weight read by this kernel alone is now read only through its packed copy: its
-    // pages go back at once, so the two never both count (peak memory)
-    if (readers[kg.buffer_of.at(src)] == 1 && mm->a.src != src) page_out(data.bytes(), data.nbytes());
   }
   return changed;
 }
