@@ -55,7 +55,7 @@ void wire_scripting(views::GuiOptions& o, std::shared_ptr<script::Workbench> wb)
     lua_pop(L, 1);
     return s;
   };
-  o.publish_graph = [wb](const Graph& g, const std::string&) {
+  o.publish_graph = [wb](const Graph& g, const std::string& path, views::AppState& app) {
     // A graph opened in the app is a new document, as :load makes one: g is it, and the
     // session and program of the previous graph are gone.
     lua_State* L = wb->engine().L();
@@ -65,6 +65,16 @@ void wire_scripting(views::GuiOptions& o, std::shared_ptr<script::Workbench> wb)
     lua_setglobal(L, "s");
     lua_pushnil(L);
     lua_setglobal(L, "p");
+    // and, as :load does, an .onnx model's attention fused as `lathe run` fuses it: a session
+    // s of the flash-attention rules the timeline shows at its last step (Back / step 0 undoes)
+    if (path.empty()) return;
+    script::Workbench::Result r = wb->command({"_attention_on_load", path});
+    if (!r.ok) {
+      app.fail("opened " + path + ", its attention left unfused: " + r.error);
+    } else if (!r.output.empty()) {
+      app.rules_source = "flash-attention";
+      app.info(r.output);
+    }
   };
   o.console_graph = [wb]() -> std::optional<Graph> {
     lua_State* L = wb->engine().L();

@@ -7,10 +7,10 @@
 
 #include "app/cli.h"
 #include "app/commands.h"
+#include "app/load_model.h"
 #include "backends/backend.h"
 #include "core/frontend/samples.h"
 #include "core/ir/diag.h"
-#include "core/ir/loader.h"
 #include "core/loop/loop_print.h"
 #include "core/loop/transform.h"
 #include "core/tune/records.h"
@@ -54,7 +54,8 @@ int run_kernels(const std::vector<std::string>& args) {
     return 2;
   }
   Backend& b = get_backend(backend);
-  Graph g = sample.empty() ? load_graph(file) : build_sample(sample);
+  int fused = 0;  // the graph `lathe run` runs: an .onnx model's attention fused (load_model.h)
+  Graph g = sample.empty() ? load_model(file, backend, &fused) : build_sample(sample);
   BuildOptions bo;
   bo.default_schedule = !no_schedule;
   Program p = build_program(g, bo);
@@ -68,7 +69,8 @@ int run_kernels(const std::vector<std::string>& args) {
     compiled = b.compile(p);
   }
   auto count = [](size_t n, const char* word) { return std::to_string(n) + " " + word + (n == 1 ? "" : "s"); };
-  std::cout << "# " << count(p.num_kernels(), "kernel") << " from " << count(g.size(), "node") << " (backend " << backend << ")\n";
+  std::cout << "# " << count(p.num_kernels(), "kernel") << " from " << count(g.size(), "node") << " (backend " << backend
+            << (fused ? "; " + fused_note(fused) : std::string()) << ")\n";
   for (int i = 0; i < p.num_kernels(); ++i) {
     const Kernel& k = p.kg.kernels[i];
     std::cout << "\n## " << k.name << "  (" << k.kind << ", " << count(k.nodes.size(), "node") << ":";

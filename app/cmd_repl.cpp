@@ -18,7 +18,8 @@ namespace {
 const char* kUsage =
     "usage: lathe repl [FILE] [--interactive] [--max-instructions N] [--max-memory MIB]\n\n"
     "A Lua REPL over the `lathe` module. FILE (.lua, .lathe, .onnx) is loaded as g (a FILE\n"
-    "that does not load is an error: exit 1);\n"
+    "that does not load is an error: exit 1; an .onnx model's causal attention is fused as\n"
+    "`lathe run` fuses it, as a session s that :seek 0 undoes);\n"
     "a FILE.lathe-session (written by :save) is replayed to its saved step (g, s, rules, p).\n"
     "Type :help for the commands (:load, :rules, :step, :back, :run, :history, :diff …).\n"
     "History is kept in $XDG_STATE_HOME/lathe/history (~/.local/state/lathe/history).\n"

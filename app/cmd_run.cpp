@@ -31,13 +31,12 @@
 
 #include "app/cli.h"
 #include "app/commands.h"
-#include "app/fuse_attention.h"
+#include "app/load_model.h"
 #include "backends/backend.h"
 #include "backends/kernel_dedup.h"
 #include "core/interp/interp.h"
 #include "core/ir/diag.h"
 #include "core/frontend/samples.h"
-#include "core/ir/loader.h"
 #include "core/loop/cost.h"
 #include "core/loop/pack_defer.h"
 #include "core/runtime/npy.h"
@@ -443,14 +442,13 @@ int run_run(const std::vector<std::string>& args) {
     auto t0 = Clock::now();
     Graph g;
     try {
-      g = sample.empty() ? load_graph(file) : build_sample(sample);
+      // an imported model's attention fused as LATHE_FLASH_ATTENTION says (load_model.h)
+      g = sample.empty() ? load_model(file, backend) : build_sample(sample);
     } catch (const UserError& e) {
       bool onnx = file.size() > 5 && file.compare(file.size() - 5, 5, ".onnx") == 0;
       if (!onnx || !onnx_needs_staged(e.what())) throw;
       return run_staged_onnx(file, backend, input_args, output_dir);
     }
-    // an imported model's causal attention fused (fuse_attention.h; LATHE_FLASH_ATTENTION)
-    if (sample.empty() && file.size() > 5 && file.compare(file.size() - 5, 5, ".onnx") == 0) g = fuse_attention_on_load(g, backend);
     flags.st.load_ms = ms_since(t0);
     flags.st.origin = flags.start;
     flags.st.mark("load");

@@ -23,12 +23,12 @@
 
 #include "app/cli.h"
 #include "app/commands.h"
+#include "app/load_model.h"
 #include "app/tune_mpi.h"
 #include "backends/backend.h"
 #include "backends/tune_measure.h"
 #include "core/frontend/samples.h"
 #include "core/ir/diag.h"
-#include "core/ir/loader.h"
 #include "core/runtime/random.h"
 #include "core/tune/records.h"
 #include "core/tune/search.h"
@@ -189,7 +189,7 @@ int run_tune(const std::vector<std::string>& args) {
   }
   Backend& b = get_backend(backend);
   if (backend == "interp") throw UserError("lathe tune: the interp backend has no schedules to tune; use c or llvm");
-  Graph g = sample.empty() ? load_graph(file) : build_sample(sample);
+  Graph g = sample.empty() ? load_model(file, backend) : build_sample(sample);  // as `lathe run` runs it
   if (auto why = b.supports_graph(g); !why.empty()) throw UserError("backend '" + backend + "' cannot run " + why);
   Program p = build_program(g);
   tune::TuneOptions o;

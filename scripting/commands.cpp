@@ -16,6 +16,7 @@
 #include "core/ir/diag.h"
 #include "core/ir/dot.h"
 #include "core/schedule/kernel_view.h"
+#include "scripting/attention_on_load.h"
 #include "scripting/binding.h"
 #include "scripting/program_box.h"
 #include "scripting/progress.h"
@@ -102,7 +103,7 @@ std::vector<std::string> split_words(const std::string& line) {
 const std::vector<std::pair<std::string, std::string>>& Workbench::command_help() {
   static const std::vector<std::pair<std::string, std::string>> h = {
       {"help [topic]", "this list; `:help lua`: every Lua function; `:help matmul`: one"},
-      {"load FILE", "load a graph (.lua, .lathe, .onnx) as g"},
+      {"load FILE", "load a graph (.lua, .lathe, .onnx) as g (an .onnx model's causal attention fused as `lathe run` fuses it: session s, :seek 0 undoes)"},
       {"graph", "summary of the current graph (the session's, else g)"},
       {"text", "the current graph as .lathe text"},
       {"save FILE", "FILE.lathe: the current graph; FILE.lathe-session: the whole session (graph, rules, step, compile, profile)"},
@@ -143,7 +144,7 @@ Workbench::Workbench(Limits limits) : engine_(limits) {
   int cmd = lua_gettop(L);
   register_long_commands(L, cmd);
   register_session_commands(L, cmd);
-  const std::pair<const char*, lua_CFunction> natives[] = {{"_dot", l_dot}};
+  const std::pair<const char*, lua_CFunction> natives[] = {{"_dot", l_dot}, {"_fuse_attention", l_fuse_attention}};
   for (auto [name, fn] : natives) {
     push_guarded(L, fn);
     lua_setfield(L, cmd, name);

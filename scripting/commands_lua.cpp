@@ -61,14 +61,36 @@ local function int_arg(v, what, dflt)
 end
 local function at(ss) return "at step " .. ss:current() .. " of " .. #ss end
 
+-- An .onnx model loaded (:load, a file the app opens) gets its attention fused as `lathe run`
+-- and `lathe kernels` fuse it (LATHE_FLASH_ATTENTION, scripting/attention_on_load.h), here as
+-- a session s of the flash-attention rules at its last step: :history shows the step, :seek 0
+-- undoes it. fuse_on_load only computes (a bad LATHE_FLASH_ATTENTION fails before any state
+-- changes); start_fused makes it the session and returns the note to show (nil: none fused).
+local function fuse_on_load(path, gr)
+  if not path:match("%.onnx$") then return nil end
+  return cmd._fuse_attention(gr)
+end
+local function start_fused(ss, rs, n)
+  if ss == nil then return nil end
+  cmd._note_rules("flash-attention", true, ss)
+  rules, s = rs, ss
+  return "flash-attention: " .. plural(n, "attention") .. " fused, as `lathe run` does: session s " .. at(ss) ..
+         " (:seek 0 undoes; LATHE_FLASH_ATTENTION=0 loads without)"
+end
+
 function cmd.load(path)
   if path == nil then fail("usage: :load FILE  (.lua, .lathe or .onnx)") end
   if path:match("%.lathe%-session$") then return cmd.open(path) end
   local gr = lathe.load(path)
+  local ss, rs, n = fuse_on_load(path, gr)
   g, s, p = gr, nil, nil
   cmd.state = { graph_path = path }
-  return tostring(gr)
+  local note = start_fused(ss, rs, n)
+  return tostring(gr) .. (note and "\n" .. note or "")
 end
+
+-- The app: g is the graph it just opened from path (app/cmd_gui.cpp).
+function cmd._attention_on_load(path) return start_fused(fuse_on_load(path, g)) end
 
 function cmd.graph() return tostring(current_graph()) end
 function cmd.text() return (current_graph():text():gsub("\n$", "")) end

@@ -254,7 +254,7 @@ void App::script_frame(bool settled, int fb_w, int fb_h) {
 // the app becomes `g`; a session step or a new `g` from the console is shown.
 void App::sync_command_layer() {
   if (state.has_graph && state.document != published && opts.publish_graph) {
-    opts.publish_graph(state.graph, state.path);
+    opts.publish_graph(state.graph, state.path, state);
     published = state.document;
     console_g = state.graph.outputs;
   }

@@ -54,7 +54,10 @@ struct GuiOptions {
   // scripting layer is built in; views never link Lua themselves.
   ConsoleEval console;       // runs one console line (Lua or a :command)
   SessionSource session;     // the command layer's rewrite session (Lua global `s`)
-  std::function<void(const Graph&, const std::string& path)> publish_graph;   // sets `g`
+  // Sets `g` to a graph the app opened (path: its file, "" when built elsewhere); the app's
+  // state to show where the command layer starts on it (an .onnx model's attention fused as
+  // a rewrite session: the timeline's steps and a log line).
+  std::function<void(const Graph&, const std::string& path, AppState&)> publish_graph;
   std::function<std::optional<Graph>()> console_graph;                        // reads `g`
   // Resolves a rules source (FILE.lua or a built-in set's name) to the file the rules
   // editor opens (AppState::resolve_rules).

@@ -125,14 +125,22 @@ KernelCost estimate_cost(const LoopFunc& f, const KernelGraph& kg, const Binding
     c.flops = 2 * n;
     return c;
   }
-  if (f.kind == "matmul") {
-    double n = 1;
-    for (auto& d : (k.matmul ? k.matmul : k.root)->inputs[0]->shape) n *= static_cast<double>(d.eval(dims).value_or(1));
-    c.flops = 2 * n;
+  auto numel = [&](NodeRef n) {
+    double v = 1;
+    for (auto& d : n->shape) v *= static_cast<double>(d.eval(dims).value_or(1));
+    return v;
+  };
+  if (f.kind == "matmul") {  // 2·M·N·K; an int8 one's K counts every product (qdq-sat16 reduces K/2 pair sums)
+    NodeRef r = k.matmul ? k.matmul : k.root;
+    NodeRef products = int8_products(r);
+    c.flops = 2 * numel(products ? products : r->inputs[0]);
     return c;
   }
   std::map<std::string, int64_t, std::less<>> env(dims.begin(), dims.end());
-  count(f.body, 1, env, c.flops);
+  count(f.body, 1, env, c.flops);  // (float arithmetic only: index math is integer)
+  // an integer contraction left a plain reduction: 2 per multiply-add, as its GEMM counts
+  for (NodeRef n : k.nodes)
+    if (NodeRef products = int8_products(n)) c.flops += 2 * numel(products);
   return c;
 }
 

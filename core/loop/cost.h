@@ -3,7 +3,9 @@
 //
 // FLOPs: every arithmetic op on non-index values (× lanes), times the trip count of the
 // loops around it (extents evaluated with the run's dim values). Matmul kernels count
-// exactly 2·M·N·K, and so do extern sgemm calls (from their M, N, K). Bytes: each buffer the kernel touches, once (SPEC.md's convention).
+// exactly 2·M·N·K, and so do extern sgemm calls (from their M, N, K) and integer (int8)
+// contractions, GEMM or plain reduction, saturating pairs (qdq-sat16) or not: 2 per u8/i8
+// multiply-add, as `lathe bench`'s matmul-int8 counts its GOP/s. Bytes: each buffer the kernel touches, once (SPEC.md's convention).
 #pragma once
 #include <cstdint>
 

@@ -249,6 +249,15 @@ std::optional<MatmulMatch> match_matmul(NodeRef r) {
 
 OperandAccess operand_access(NodeRef x) { return access_of(x); }
 
+NodeRef int8_products(NodeRef reduce) {
+  if (reduce->op != Op::Reduce || reduce->attrs.reduce != ReduceOp::Add || reduce->dtype != DType::I32 || reduce->inputs.empty())
+    return nullptr;
+  NodeRef mul = reduce->inputs[0];
+  if (mul->op == Op::Neg) mul = sat16_product(reduce);
+  if (!mul || mul->op != Op::Mul || !is_int8_operand(mul->inputs[0]) || !is_int8_operand(mul->inputs[1])) return nullptr;
+  return mul;
+}
+
 // Partial sums over K blocks are kept in the output buffer, so the root has the sum's dtype;
 // except after an integer contraction (i32 sums of u8/i8 products), whose lowering keeps them
 // in a per-job scratch when the root is an 8-bit requantization (u8/i8): its sizes must then
@@ -265,10 +274,8 @@ bool fusable_epilogue(NodeRef root, NodeRef reduce, const std::set<NodeRef>& mat
   if (root == reduce || non_unit(root->shape) != non_unit(reduce->shape)) return false;
   if (root->dtype != reduce->dtype) {
     if (!narrow_ok || (root->dtype != DType::U8 && root->dtype != DType::I8)) return false;
-    if (reduce->dtype != DType::I32 || reduce->op != Op::Reduce || reduce->inputs.empty()) return false;
-    NodeRef mul = reduce->inputs[0];
-    if (mul->op == Op::Neg) mul = sat16_product(reduce);
-    if (!mul || mul->op != Op::Mul || !is_int8_operand(mul->inputs[0]) || !is_int8_operand(mul->inputs[1])) return false;
+    NodeRef mul = int8_products(reduce);
+    if (!mul) return false;
     for (auto& d : mul->shape)
       if (!d.is_const()) return false;
     // the scratch (a job's rows × columns, at most the whole output) lives on the worker's

@@ -98,6 +98,10 @@ struct MatmulMatch {
   bool sat16 = false;
 };
 std::optional<MatmulMatch> match_matmul(NodeRef reduce);
+// The products an integer contraction (i32 Reduce add over u8/i8 products) sums: its Mul, or
+// in qdq-sat16's form the Mul of the full operands its pairs split (built, not a graph node);
+// nullptr for any other node. Its element count is the contraction's multiply-adds.
+NodeRef int8_products(NodeRef reduce);
 // How the Mul operand x (a chain of Views down to the tensor read) addresses that tensor, as
 // match_matmul sees each operand (the depthwise lowering reads its operands the same way).
 OperandAccess operand_access(NodeRef x);

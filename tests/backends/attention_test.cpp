@@ -47,7 +47,7 @@ TEST(FusedAttention, MatchesTheInterpreter) {
   batch.add("grouped heads (GQA 6/3) E=5", fused(1, 6, 9, 12, 5, 3, false, 2, false, 3));
   batch.add("L=5 S=40", fused(1, 2, 5, 40, 16, 16, false, 1));
   batch.add("L=40 S=5 causal", fused(1, 2, 40, 5, 16, 16, true, 0));
-  // the shapes `lathe run` now fuses by default (causal ONNX exports: app/fuse_attention.cpp):
+  // the shapes `lathe run` now fuses by default (causal ONNX exports: scripting/attention_on_load.h):
   // GPT-2's T 128 and d 64, odd T, head dims 32 / 80, batch 4
   batch.add("causal T=128 E=64", fused(1, 2, 128, 128, 64, 64, true, 0));
   batch.add("causal T=77 E=32 B=4", fused(4, 3, 77, 77, 32, 32, true, 0));

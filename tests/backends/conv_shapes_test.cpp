@@ -6,49 +6,23 @@
 // next B panel (lower_matmul_micro.cpp, prefetch_next_b; a `prefetch.r` statement): a layer whose sides are swapped
 // (few positions: its prepacked weights are the B side) and one whose B is packed once
 // for all the jobs, not a plain matmul (LATHE_MATMUL_PREFETCH_B=all).
-#include <cmath>
-
 #include "core/frontend/nn.h"
 #include "core/frontend/tensor.h"
 #include "core/loop/lower.h"
+#include "conv_case.h"
 #include "diff_util.h"
 
 namespace lathe {
 namespace {
 
-struct Case {
-  int64_t n, c, h, w, k, r, s;
-  std::vector<int64_t> stride, pad, dil;
-  int64_t groups = 1;
-  bool constant = false;
-};
+using Case = test::ConvCase;
+using test::conv_on;
+using test::label;
+using test::weights;
 
-HostTensor weights(std::vector<int64_t> shape, double seed) {
-  HostTensor t(DType::F32, std::move(shape));
-  for (int64_t i = 0; i < t.numel(); ++i) t.set_f64(i, std::sin(seed + 0.37 * static_cast<double>(i)));
-  return t;
-}
-
-Tensor conv_on(Tensor x, const Case& t, const std::string& wname = "w") {
-  Conv2dOptions o;
-  o.stride = t.stride;
-  o.padding = t.pad;
-  o.dilation = t.dil;
-  o.groups = t.groups;
-  std::vector<int64_t> ws{t.k, t.c / t.groups, t.r, t.s};
-  Tensor w = t.constant ? from_host(weights(ws, static_cast<double>(t.k))) : input(wname, {t.k, t.c / t.groups, t.r, t.s});
-  return conv2d(x, w, std::nullopt, o);
-}
 Graph graph_of(const Case& t) {
   Tensor x = input("x", {t.n, t.c, t.h, t.w});
   return Graph::from_outputs({{"y", relu(conv_on(x, t)).node()}});
-}
-
-std::string label(const Case& t) {
-  auto v = [](const std::vector<int64_t>& x) { return std::to_string(x[0]) + "," + std::to_string(x[1]); };
-  return "n" + std::to_string(t.n) + " c" + std::to_string(t.c) + " " + std::to_string(t.h) + "x" + std::to_string(t.w) +
-         " k" + std::to_string(t.k) + " " + std::to_string(t.r) + "x" + std::to_string(t.s) + " stride " + v(t.stride) +
-         " pad " + v(t.pad) + " dil " + v(t.dil) + " groups " + std::to_string(t.groups) + (t.constant ? " const" : "");
 }
 
 bool prefetches_b(const Graph& g) {

@@ -11,35 +11,19 @@
 #include "core/frontend/nn.h"
 #include "core/frontend/tensor.h"
 #include "core/loop/lower.h"
+#include "conv_case.h"
 #include "diff_util.h"
 
 namespace lathe {
 namespace {
 
-struct Case {
-  int64_t n, c, h, w, k, r, s;
-  std::vector<int64_t> stride, pad, dil;
-  int64_t groups = 1;
-};
+using Case = test::ConvCase;  // (weights inputs here: constant stays false)
+using test::label;
 
 Tensor conv_of(const Case& t, const std::string& tag = "") {
-  Conv2dOptions o;
-  o.stride = t.stride;
-  o.padding = t.pad;
-  o.dilation = t.dil;
-  o.groups = t.groups;
-  Tensor x = input("x" + tag, {t.n, t.c, t.h, t.w});
-  Tensor w = input("w" + tag, {t.k, t.c / t.groups, t.r, t.s});
-  return conv2d(x, w, std::nullopt, o);
+  return test::conv_on(input("x" + tag, {t.n, t.c, t.h, t.w}), t, "w" + tag);
 }
 Graph graph_of(const Case& t) { return Graph::from_outputs({{"y", conv_of(t).node()}}); }
-
-std::string label(const Case& t) {
-  auto v = [](const std::vector<int64_t>& x) { return std::to_string(x[0]) + "," + std::to_string(x[1]); };
-  return "n" + std::to_string(t.n) + " c" + std::to_string(t.c) + " " + std::to_string(t.h) + "x" + std::to_string(t.w) +
-         " k" + std::to_string(t.k) + " " + std::to_string(t.r) + "x" + std::to_string(t.s) + " stride " + v(t.stride) +
-         " pad " + v(t.pad) + " dil " + v(t.dil) + " groups " + std::to_string(t.groups);
-}
 
 bool has(const Case& t, const std::string& what) {
   return test::loop_ir_of(build_program(graph_of(t))).find(what) != std::string::npos;

@@ -4,49 +4,22 @@
 // panels, just before the micro-kernels that read them, instead of the whole NC block up
 // front. Which kernels take it, and convolutions and matmuls of odd shapes against the
 // interpreter on the backend under test (constant weights, prepacked, and inputs alike).
-#include <cmath>
 #include <cstdlib>
 
 #include "core/frontend/nn.h"
 #include "core/frontend/tensor.h"
 #include "core/loop/lower.h"
+#include "conv_case.h"
 #include "diff_util.h"
 
 namespace lathe {
 namespace {
 
-struct Case {
-  int64_t n, c, h, w, k, r, s;
-  std::vector<int64_t> stride, pad, dil;
-  int64_t groups = 1;
-  bool constant = false;
-};
+using Case = test::ConvCase;
+using test::label;
 
-HostTensor weights(std::vector<int64_t> shape, double seed) {
-  HostTensor t(DType::F32, std::move(shape));
-  for (int64_t i = 0; i < t.numel(); ++i) t.set_f64(i, std::sin(seed + 0.37 * static_cast<double>(i)));
-  return t;
-}
-
-Tensor conv_of(const Case& t) {
-  Conv2dOptions o;
-  o.stride = t.stride;
-  o.padding = t.pad;
-  o.dilation = t.dil;
-  o.groups = t.groups;
-  Tensor x = input("x", {t.n, t.c, t.h, t.w});
-  std::vector<int64_t> ws{t.k, t.c / t.groups, t.r, t.s};
-  Tensor w = t.constant ? from_host(weights(ws, static_cast<double>(t.k))) : input("w", {t.k, t.c / t.groups, t.r, t.s});
-  return conv2d(x, w, std::nullopt, o);
-}
+Tensor conv_of(const Case& t) { return test::conv_on(input("x", {t.n, t.c, t.h, t.w}), t); }
 Graph graph_of(const Case& t) { return Graph::from_outputs({{"y", conv_of(t).node()}}); }
-
-std::string label(const Case& t) {
-  auto v = [](const std::vector<int64_t>& x) { return std::to_string(x[0]) + "," + std::to_string(x[1]); };
-  return "n" + std::to_string(t.n) + " c" + std::to_string(t.c) + " " + std::to_string(t.h) + "x" + std::to_string(t.w) +
-         " k" + std::to_string(t.k) + " " + std::to_string(t.r) + "x" + std::to_string(t.s) + " stride " + v(t.stride) +
-         " pad " + v(t.pad) + " dil " + v(t.dil) + " groups " + std::to_string(t.groups) + (t.constant ? " const" : "");
-}
 
 // the up-front pack's loop over the block's panels (absent when packed per panel)
 bool packs_up_front(const Graph& g) {

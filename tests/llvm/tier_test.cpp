@@ -49,6 +49,21 @@ void expect_like_interp(Executable& exe, const TensorMap& in, const TensorMap& w
 
 bool is_quick(const CompiledProgram& cp) { return cp.command.find("quick tier") != std::string::npos; }
 
+// A later start, tiered or not, loads the full tier's entry from the cache, and its results
+// are the interpreter's.
+void expect_full_from_cache(Backend& b, const Graph& g, const TensorMap& in, const TensorMap& want, const std::string& what) {
+  for (bool tier : {true, false}) {
+    CompileOptions o;
+    o.tier = tier;
+    Program p = build_program(g);
+    auto cp = b.compile(p, o);
+    EXPECT_TRUE(cp->from_cache) << what << ", tier " << tier;
+    EXPECT_FALSE(is_quick(*cp)) << what << ": " << cp->command;
+    Executable exe(std::move(p), cp, "llvm");
+    expect_like_interp(exe, in, want, what + ": the full code from the cache, tier " + std::to_string(tier));
+  }
+}
+
 class LlvmTier : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -113,18 +128,7 @@ TEST_F(LlvmTier, QuickThenFullGiveTheInterpretersResultsAndTheCacheKeepsTheFullC
     size_t added = 0;
     for (auto& e : after) added += before.count(e) ? 0 : 1;
     EXPECT_EQ(added, 1u) << "the full entry only (the quick one is removed once the full one is written)";
-    {  // a later start, tiered or not, loads the full tier's entry
-      for (bool tier : {true, false}) {
-        CompileOptions o;
-        o.tier = tier;
-        Program p = build_program(g);
-        auto cp = b.compile(p, o);
-        EXPECT_TRUE(cp->from_cache) << "tier " << tier;
-        EXPECT_FALSE(is_quick(*cp)) << cp->command;
-        Executable exe(std::move(p), cp, "llvm");
-        expect_like_interp(exe, in, want, "the full tier from the cache");
-      }
-    }
+    expect_full_from_cache(b, g, in, want, "quick then full, batch " + std::to_string(batch));
   }
 }
 
@@ -188,16 +192,7 @@ TEST_F(LlvmTier, OneShotRunLeavesTheFullCodeInTheCache) {
     size_t added = 0;
     for (auto& e : entries()) added += before.count(e) ? 0 : 1;
     EXPECT_EQ(added, 1u) << "the full entry alone";
-    for (bool tier : {true, false}) {
-      CompileOptions o;
-      o.tier = tier;
-      Program p = build_program(g);
-      auto cp = b.compile(p, o);
-      EXPECT_TRUE(cp->from_cache) << "tier " << tier;
-      EXPECT_FALSE(is_quick(*cp)) << cp->command;
-      Executable exe(std::move(p), cp, "llvm");
-      expect_like_interp(exe, in, want, "the full code from the cache");
-    }
+    expect_full_from_cache(b, g, in, want, "one-shot run, batch " + std::to_string(batch));
   }
 }
 
@@ -263,11 +258,7 @@ TEST_F(LlvmTier, HeavyCodesAreOptimizedAtOnceLightOnesStartQuick) {
   }
   wait_background_compiles();
   EXPECT_EQ(added_since(before).size(), 1u) << "the full entry; the partial ones removed";
-  auto cp = b.compile(p, tiered);
-  EXPECT_TRUE(cp->from_cache);
-  EXPECT_FALSE(is_quick(*cp));
-  Executable exe(Program(p), cp, "llvm");
-  expect_like_interp(exe, in, want, "the full code from the cache");
+  expect_full_from_cache(b, g, in, want, "mixed tiers");
 }
 
 TEST_F(LlvmTier, OffSwitchAndUntieredCallers) {
@@ -301,9 +292,7 @@ TEST_F(LlvmTier, ProgramDroppedWhileItsFullTierCompilesIsSafe) {
   }
   cp.reset();  // the thread goes on without the program
   wait_background_compiles();
-  auto again = b.compile(build_program(g), tiered);
-  EXPECT_TRUE(again->from_cache);
-  EXPECT_FALSE(is_quick(*again));
+  expect_full_from_cache(b, g, in, want, "dropped while compiling");
 }
 
 }  // namespace

@@ -14,6 +14,7 @@
 
 #include "../backends/diff_util.h"
 #include "core/import/onnx_import.h"
+#include "core/loop/cost.h"
 #include "core/loop/lower.h"
 #include "core/rewrite/qdq_rules.h"
 #include "core/rewrite/rewriter.h"
@@ -98,6 +99,39 @@ TEST(QdqSat16Models, BackendMatchesInterpreterThroughTheSaturatingGemm) {
     batch.add(c.name, g, inputs_of(c.name));
   }
   EXPECT_EQ(batch.run(), 0);
+}
+
+// The profile's op count (core/loop/cost.h, `lathe run --profile`'s GFLOP/s column): 2 per
+// u8 x i8 multiply-add, as the bench counts 2·M·N·K, whether the sums saturate in pairs
+// (qdq-sat16: a Reduce over K/2 pair sums) or not (a stem's odd channels), in the int8 GEMM
+// (exactly 2·M·N·K) or a plain reduction (on top of its float arithmetic: qdq-sat16's odd K
+// fuses the input's quantization into the sum, recomputed per product).
+TEST(QdqSat16Models, ProfileCountsTwoOpsPerMultiplyAdd) {
+  const std::vector<std::pair<std::string, double>> macs = {
+      {"conv3x3_c8", 16.0 * 49 * 72},       {"conv3x3_c6_s2_b3_zp", 3.0 * 5 * 25 * 54}, {"conv3x3_c12_g3", 9.0 * 25 * 36},
+      {"conv3x3_c3", 4.0 * 36 * 27},        {"conv1x1_c5", 2.0 * 7 * 25 * 5},          {"matmul_k13_b3", 3.0 * 5 * 11 * 13}};
+  for (auto& [name, n] : macs) {
+    double ops[2] = {0, 0};
+    bool gemm[2] = {false, false};
+    for (int sat : {1, 0}) {
+      SCOPED_TRACE(name + (sat ? " (saturating pairs)" : " (exact sums)"));
+      Program p = build_program(load(name, sat));
+      int found = 0;
+      for (auto& f : p.funcs) {
+        const Kernel& k = p.kg.kernels.at(f.kernel);
+        bool contraction = false;
+        for (NodeRef x : k.nodes) contraction |= x->op == Op::Reduce && x->dtype == DType::I32;
+        if (!contraction) continue;
+        ++found;
+        ops[sat] = loop::estimate_cost(f, p.kg, {}).flops;
+        gemm[sat] = f.kind == "matmul";
+        if (gemm[sat]) EXPECT_EQ(ops[sat], 2 * n) << "the int8 GEMM";
+        else EXPECT_GE(ops[sat], 2 * n) << "a plain reduction (" << f.kind << ")";
+      }
+      EXPECT_EQ(found, 1) << "one kernel holds the contraction";
+    }
+    if (gemm[0] && gemm[1]) EXPECT_EQ(ops[1], ops[0]) << name << ": saturating pairs and exact sums count alike";
+  }
 }
 
 // The default: qdq-sat16 where ONNX Runtime's kernels saturate (x86 with AVX2, no VNNI), exact

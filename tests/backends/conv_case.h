@@ -1,0 +1,47 @@
+// conv_case.h — a 2-D convolution case shared by the tests of convolutions lowered to the
+// packed GEMM (conv_shapes, pack_per_panel, conv_window): its shape and options, a readable
+// label, the deterministic weights filler and the conv2d node it builds.
+#pragma once
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "core/frontend/nn.h"
+#include "core/frontend/tensor.h"
+
+namespace lathe::test {
+
+struct ConvCase {
+  int64_t n, c, h, w, k, r, s;
+  std::vector<int64_t> stride, pad, dil;
+  int64_t groups = 1;
+  bool constant = false;  // weights a constant (prepacked) rather than an input
+};
+
+// sin(seed + 0.37 i): smooth, deterministic, distinct per seed
+inline HostTensor weights(std::vector<int64_t> shape, double seed) {
+  HostTensor t(DType::F32, std::move(shape));
+  for (int64_t i = 0; i < t.numel(); ++i) t.set_f64(i, std::sin(seed + 0.37 * static_cast<double>(i)));
+  return t;
+}
+
+// conv2d of `x` with the case's weights: constant (seeded by k) or the input `wname`
+inline Tensor conv_on(Tensor x, const ConvCase& t, const std::string& wname = "w") {
+  Conv2dOptions o;
+  o.stride = t.stride;
+  o.padding = t.pad;
+  o.dilation = t.dil;
+  o.groups = t.groups;
+  std::vector<int64_t> ws{t.k, t.c / t.groups, t.r, t.s};
+  Tensor w = t.constant ? from_host(weights(ws, static_cast<double>(t.k))) : input(wname, {t.k, t.c / t.groups, t.r, t.s});
+  return conv2d(x, w, std::nullopt, o);
+}
+
+inline std::string label(const ConvCase& t) {
+  auto v = [](const std::vector<int64_t>& x) { return std::to_string(x[0]) + "," + std::to_string(x[1]); };
+  return "n" + std::to_string(t.n) + " c" + std::to_string(t.c) + " " + std::to_string(t.h) + "x" + std::to_string(t.w) +
+         " k" + std::to_string(t.k) + " " + std::to_string(t.r) + "x" + std::to_string(t.s) + " stride " + v(t.stride) +
+         " pad " + v(t.pad) + " dil " + v(t.dil) + " groups " + std::to_string(t.groups) + (t.constant ? " const" : "");
+}
+
+}  // namespace lathe::test
