@@ -10,21 +10,22 @@
 namespace lathe::app {
 
 namespace {
+
 bool is_onnx(const std::string& file) { return file.size() > 5 && file.compare(file.size() - 5, 5, ".onnx") == 0; }
-}  // namespace
 
 Graph fuse_attention_on_load(const Graph& g, const std::string& backend, int* fused) {
-  if (fused) *fused = 0;
 #ifdef HAVE_LATHE_SCRIPTING
   static script::Engine* engine = new script::Engine();  // rules call back into it: keep it alive
   script::AttentionFusion f = script::fuse_attention(engine->L(), g, backend);
   if (fused) *fused = f.fused;
   return f.graph(g);
 #else
-  (void)backend;
+  (void)backend, (void)fused;
   return g;
 #endif
 }
+
+}  // namespace
 
 Graph load_model(const std::string& file, const std::string& backend, int* fused) {
   if (fused) *fused = 0;

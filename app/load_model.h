@@ -15,9 +15,6 @@ namespace lathe::app {
 // attentions were fused.
 Graph load_model(const std::string& file, const std::string& backend, int* fused = nullptr);
 
-// The fusion alone, for a graph already loaded from an .onnx file.
-Graph fuse_attention_on_load(const Graph& g, const std::string& backend, int* fused = nullptr);
-
 // "2 attentions fused at load, LATHE_FLASH_ATTENTION=0 for none" or "" when none was.
 std::string fused_note(int fused);
 
