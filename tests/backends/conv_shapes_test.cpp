@@ -86,8 +86,10 @@ TEST(ConvShapes, PerRunPackedBBlockFitsL2) {
       for (int threads : {1, 2, 3}) {
         const loop::MatmulBlocking b = loop::matmul_blocking(m, 12007, k, 1, threads, p, false, 1, 4);
         EXPECT_TRUE(b.kc % 8 == 0 && b.kc >= std::min<int64_t>(64, (k + 7) / 8 * 8)) << m << " " << k << " kc " << b.kc;
-        if (b.kc > 64) EXPECT_LE((std::min<int64_t>(b.nc, 12007 + 15) + b.mc) * b.kc * 4, p.b_block_bytes + (b.nc + b.mc) * 32)
-            << m << " " << k << " " << threads;
+        if (b.kc > 64) {
+          EXPECT_LE((std::min<int64_t>(b.nc, 12007 + 15) + b.mc) * b.kc * 4, p.b_block_bytes + (b.nc + b.mc) * 32)
+              << m << " " << k << " " << threads;
+        }
       }
   p.b_block_bytes = 0;  // none (LATHE_MATMUL_B_BLOCK=0)
   EXPECT_EQ(loop::matmul_blocking(32, 16384, 576, 1, 2, p, false, 1, 4).kc, 192);
