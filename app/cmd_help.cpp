@@ -88,6 +88,8 @@ const char* kEnvironment =
     "                           512 KiB Zen 3)\n"
     "  LATHE_MATMUL_KC=N, LATHE_MATMUL_MC=N  the CPU matmuls' K block (a multiple of 8) and M block\n"
     "                           (rounded up to MR), for A/B runs\n"
+    "  LATHE_MATMUL_NC=N  the CPU matmuls' N block before the thread split (rounded up to NR; A/B runs)\n"
+    "  LATHE_MATMUL_B_BLOCK=0  no cut of KC for a convolution's per-run B block to fit L2 (A/B runs)\n"
     "  LATHE_MATMUL_PREFETCH_C=0  the CPU matmuls' micro-kernel does not prefetch its output tile before\n"
     "                           the k loop (A/B runs)\n"
     "  LATHE_MATMUL_PREFETCH_EPILOGUE=0  int8 GEMMs do not prefetch their epilogue's inputs of the\n"

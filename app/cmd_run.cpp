@@ -3,7 +3,7 @@
 // and optionally writes DIR/NAME.npy, a per-node profile and a Chrome trace.
 //
 //   lathe run FILE|--sample NAME [--backend B] [--input NAME=PATH]… [--bind SYM=N]… [--output-dir DIR]
-//                  [--seed N] [--profile] [--trace OUT.json] [--iters N] [--stats]
+//                  [--seed N] [--profile] [--profile-json OUT.json] [--trace OUT.json] [--iters N] [--stats]
 //
 // --stats prints where the time went (load, build, compile, first run; with --iters N the
 // median of N more runs) and the peak resident memory as one `stats: {JSON}` line; `lathe
@@ -352,6 +352,7 @@ struct RunFlags {
   std::string tuned;  // --tuned: records file ("none": no records; "": the default file)
   int iters = 0;
   bool stats = false;
+  std::string profile_json;  // --profile-json: the per-kernel profile as JSON, in launch order
   Clock::time_point start;
   RunStats st;
 };
@@ -424,6 +425,9 @@ int run_run(const std::vector<std::string>& args) {
   app.add_flag("--profile", profile, "print the per-node (interp) or per-kernel time table");
   app.add_option("--trace", trace, "write a Chrome trace-event JSON (open it in Perfetto)");
   RunFlags flags;
+  app.add_option("--profile-json", flags.profile_json,
+                 "write the per-kernel profile as JSON (launch order, output shape, source ONNX nodes, median us; "
+                 "compiled backends; scripts/compare-profile.py reads it)");
   flags.start = Clock::now();
   app.add_option("--iters", flags.iters, "after the first run, time N more (median and min in --stats)")
       ->check(CLI::Range(0, 100000));
@@ -506,7 +510,7 @@ int run_parsed(const Graph& g, const std::string& file, const std::string& backe
 
   flags.st.count_work = flags.stats;
   flags.st.mark("inputs");
-  RunResult r = run_on_backend(backend, g, inputs, binds, profile || !trace.empty(), flags.iters, flags.st, flags.tuned,
+  RunResult r = run_on_backend(backend, g, inputs, binds, profile || !trace.empty() || !flags.profile_json.empty(), flags.iters, flags.st, flags.tuned,
                                  file.rfind("sample ", 0) == 0 ? file : tune::graph_name(file));
   // process start to the first run's results (less exec); its --stats counts and --iters after
   double start_ms = flags.st.result_ms >= 0 ? flags.st.result_ms : ms_since(flags.start);
@@ -538,6 +542,11 @@ int run_parsed(const Graph& g, const std::string& file, const std::string& backe
     if (r.report) r.report->write_trace(trace);
     else write_trace(trace, r.timings);
     std::cout << "wrote trace " << trace << "\n";
+  }
+  if (!flags.profile_json.empty()) {
+    if (!r.report) throw UserError("--profile-json needs a compiled backend (c, llvm, cuda), not " + backend);
+    r.report->write_json(flags.profile_json);
+    std::cout << "wrote profile " << flags.profile_json << "\n";
   }
   if (flags.stats) {
     struct rusage ru {};

@@ -39,6 +39,13 @@ struct MatmulParams {
   // time per run within noise, a 256-channel 14 x 14 layer 1-12% slower in 4 of 4 rounds),
   // so the default stays kc. LATHE_MATMUL_KC_MAX=N sets it (A/B runs on a quiet machine).
   int kc_max = 0;
+  // The bytes a contraction's per-run B pack (KC x NC, the im2col of a convolution's input)
+  // and its A block (KC x MC) may take together, so that the packed B is still in L2 when the
+  // micro-kernel reads it back (0: no limit). Over it, KC is cut (more, shorter K blocks).
+  // unet's convolutions after a concat (K 576-1152, NC 512: a 393-659 KiB B block on the
+  // 512 KiB L2) ran at 36-50 GFLOP/s a core against 70-75 for their neighbours; with KC 144
+  // they ran ~40% faster. blocks_for_caches sets it to 3/4 of L2; LATHE_MATMUL_B_BLOCK=0: none.
+  int64_t b_block_bytes = 0;
 };
 
 // The blocks of one contraction (M, N, K, batch sizes; < 0 where symbolic) on `threads`
@@ -53,8 +60,10 @@ struct MatmulParams {
 struct MatmulBlocking {
   int64_t kc = 0, mc = 0, nc = 0, msplit = 1;
 };
+// b_elem_bytes: the size of a B element packed on every run (0: B is not packed per run, a
+// constant packed at build; then p.b_block_bytes does not apply).
 MatmulBlocking matmul_blocking(int64_t m, int64_t n, int64_t k, int64_t batch, int threads, const MatmulParams& p = {},
-                               bool a_packed = false, int jobs_per_thread = 1);
+                               bool a_packed = false, int jobs_per_thread = 1, int b_elem_bytes = 0);
 
 // How well `threads` pool threads share jobs of these sizes (in any unit), in the order the
 // pool claims them (contiguous shares, then what is left in the others'): the total over
@@ -99,6 +108,11 @@ MatmulParams int_kc(MatmulParams P, int elem_bytes);
 // 4 or 2, see host_int8_dot_group; 0 or 1: f32, P as is): int_kc at the group's bytes.
 // The lowering and both prepack paths call this one (they must agree).
 MatmulParams kc_for_group(MatmulParams P, int group);
+// Whether an f32 contraction copies its B side into a packed block on every run as a
+// padded window's panels copied whole (a convolution's input whose interior is not read in
+// place: MatmulLowering::window_in_place): the case matmul_blocking's b_elem_bytes is for.
+// The lowering and the build's A prepack ask it alike, so their K blocks agree.
+bool packs_b_window_whole(const MatmulMatch& mm, const MatmulParams& P);
 
 // plain = true: a matmul kernel is lowered as the plain reduction it is (a loop per output
 // dim, the reduction loop inside, the epilogue after it), not as the packed GEMM nest: the

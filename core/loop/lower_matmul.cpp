@@ -193,8 +193,11 @@ void MatmulLowering::setup() {
     return e && *e ? std::max(1, std::atoi(e)) : 1;
   }();
   const bool a_packed = packed_a_buffer(kg_, k_) >= 0 && (G_ > 1 ? split_n : f32_split_n == 1);
+  // B copied into its block on every run (a padded window's panels copied whole): the block
+  // within L2 (matmul_blocking, MatmulParams::b_block_bytes)
+  const int b_run_bytes = G_ <= 1 && packs_b_window_whole(mm_, P) ? 4 : 0;
   MatmulBlocking bl = matmul_blocking(known(Ms_), known(Ns_), known(Ks_), known(nbatch_), threads_,
-                                      kc_for_group(P, G_), a_packed, a_packed ? jobs_per_thread : 1);
+                                      kc_for_group(P, G_), a_packed, a_packed ? jobs_per_thread : 1, b_run_bytes);
   nc_blk_ = bl.nc, msplit_ = bl.msplit;
   kc_blk_ = bl.kc;
   mc_blk_ = bl.mc;

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <numeric>
+#include <string>
 
 #include "core/loop/lower_matmul_impl.h"
 #include "core/loop/matmul_epilogue.h"
@@ -567,3 +568,38 @@ Stmt MatmulLowering::pack_a(const OperandParts& Ax) {
 }
 
 }  // namespace lathe::loop::matmul_lowering
+
+namespace lathe::loop {
+
+bool packs_b_window_whole(const MatmulMatch& mm, const MatmulParams& P) {
+  const OperandAccess& acc = mm.b;
+  const char* env = std::getenv("LATHE_CONV_IN_PLACE");  // MatmulLowering::in_place_mode
+  const std::string mode = env ? env : "1";
+  if (mode == "guarded" || mm.sat16 || acc.bounds.empty() || mm.n_axes.empty() ||
+      !acc.src || acc.src->op == Op::Const || mm.reduce->dtype != DType::F32)
+    return false;
+  const Shape& s = mm.mul->shape;
+  const int din = mm.n_axes.back();
+  if (!s[din].is_const() || s[din].value() < P.nr) return false;
+  auto ca = acc.addr.const_coef(din);
+  if (!ca) return false;
+  int64_t m = 1;
+  for (int d : mm.m_axes) {
+    if (!s[d].is_const()) return false;
+    m *= s[d].value();
+  }
+  // window_in_place's choice: in place for a stride-1 window over few rows whose channels'
+  // rows spread over the L1 sets
+  bool in_place = mode != "0" && *ca == 1 && m <= 64;
+  int64_t kstride = 0;
+  for (auto& [d, k] : acc.addr.terms) {
+    if (std::find(mm.k_axes.begin(), mm.k_axes.end(), d) == mm.k_axes.end()) continue;
+    if (!k.is_const() || !s[d].is_const()) return false;
+    if (s[d].value() > 1) kstride = std::max(kstride, std::abs(k.value()));
+  }
+  const int64_t way = 4096, bytes = kstride * int64_t(sizeof(float)) % way;
+  if (kstride > 0 && std::min<int64_t>(64, way / std::gcd(bytes, way)) < 16) in_place = false;
+  return !in_place;
+}
+
+}  // namespace lathe::loop

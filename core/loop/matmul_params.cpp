@@ -61,7 +61,7 @@ std::vector<int64_t> block_jobs(int64_t panels, int64_t per, int64_t batch, int6
 }  // namespace
 
 MatmulBlocking matmul_blocking(int64_t m, int64_t n, int64_t k, int64_t batch, int threads, const MatmulParams& p,
-                               bool a_packed, int jobs_per_thread) {
+                               bool a_packed, int jobs_per_thread, int b_elem_bytes) {
   MatmulBlocking b;
   threads = std::max(threads, 1);
   b.kc = p.kc;
@@ -132,6 +132,13 @@ MatmulBlocking matmul_blocking(int64_t m, int64_t n, int64_t k, int64_t batch, i
     int64_t rows = ceil_div(msz, p.mr), max_rows = p.mc / p.mr;
     b.mc = std::min<int64_t>(p.mc, ceil_div(rows, ceil_div(rows, max_rows)) * p.mr);
   }
+  // the per-run B pack and the A block in the budget (p.b_block_bytes): the fewest equal K
+  // blocks (multiples of 8, at least 64 deep) whose packs fit
+  if (b_elem_bytes > 0 && p.b_block_bytes > 0 && k > 0 && n > 0 && m > 0) {
+    const int64_t per_k = (std::min(b.nc, round_up(n, p.nr)) + b.mc) * b_elem_bytes;
+    const int64_t cap = std::max<int64_t>(64, p.b_block_bytes / per_k / 8 * 8);
+    if (b.kc > cap) b.kc = std::min<int64_t>(b.kc, round_up(ceil_div(k, ceil_div(k, cap)), 8));
+  }
   return b;
 }
 
@@ -191,6 +198,11 @@ MatmulParams blocks_for_caches(MatmulParams p, const HostCaches& c) {
   };
   if (c.l1d > 0) p.kc = static_cast<int>(within(c.l1d / 2 / (4 * int64_t(p.nr)) / 32 * 32, p.kc, 8));
   if (c.l2 > 0) p.mc = static_cast<int>(within(c.l2 * 9 / 32 / (4 * int64_t(p.kc)) / p.mr * p.mr, p.mc, p.mr));
+  static const bool b_block = [] {
+    const char* e = std::getenv("LATHE_MATMUL_B_BLOCK");
+    return !(e && std::string(e) == "0");
+  }();
+  if (c.l2 > 0 && b_block) p.b_block_bytes = c.l2 * 3 / 4;
   return p;
 }
 
@@ -226,6 +238,8 @@ MatmulParams host_matmul_params() {
     }
     if (int64_t mc = env_block("LATHE_MATMUL_MC", 1, 4096, "the M block, 1 to 4096 rows (rounded up to MR)"))
       p.mc = static_cast<int>((mc + p.mr - 1) / p.mr * p.mr);
+    if (int64_t nc = env_block("LATHE_MATMUL_NC", 1, 8192, "the N block, 1 to 8192 columns (rounded up to NR)"))
+      p.nc = static_cast<int>((nc + p.nr - 1) / p.nr * p.nr);
     if (const char* e = std::getenv("LATHE_MATMUL_KC_MAX"); e && *e) {
       char* end = nullptr;
       long v = std::strtol(e, &end, 10);

@@ -509,7 +509,10 @@ std::vector<int> prepack_a_impl(KernelGraph& kg, const MatmulParams& P, int64_t 
     // the blocks the lowering will choose (it uses the packed copy only when KC agrees)
     // (the saturating pairs' rows: those whose tile fits the registers, as the lowering fits them)
     const MatmulParams Pk = mm->sat16 ? sat16_params(P) : P;
-    const MatmulBlocking bl = matmul_blocking(M, Ns.value(), K, Bs.is_const() ? Bs.value() : -1, threads, kc_for_group(Pk, ints.g));
+    // (B packed on every run, f32: the lowering's cut of KC for its block, matmul_blocking)
+    const int b_run_bytes = !ints.g && packs_b_window_whole(*mm, Pk) ? 4 : 0;
+    const MatmulBlocking bl = matmul_blocking(M, Ns.value(), K, Bs.is_const() ? Bs.value() : -1, threads,
+                                              kc_for_group(Pk, ints.g), false, 1, b_run_bytes);
     const int64_t kc = bl.kc, mr = Pk.mr;
     if (kc <= 0 || bl.mc % mr != 0) continue;
     const int64_t panels = (M + mr - 1) / mr, kblocks = (K + kc - 1) / kc;

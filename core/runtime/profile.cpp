@@ -84,4 +84,26 @@ void ProfileReport::write_trace(const std::string& path) const {
   if (!f) throw UserError("error writing trace file '" + path + "'");
 }
 
+std::string ProfileReport::json() const {
+  std::vector<const KernelProfile*> rows;
+  for (auto& k : kernels) rows.push_back(&k);
+  std::stable_sort(rows.begin(), rows.end(), [](auto* a, auto* b) { return a->order < b->order; });
+  nlohmann::json ks = nlohmann::json::array();
+  for (auto* k : rows)
+    ks.push_back({{"order", k->order}, {"name", k->name}, {"kind", k->kind}, {"nodes", k->nodes}, {"shape", k->shape},
+                  {"sources", k->sources}, {"calls", k->calls}, {"median_us", k->median_ms * 1000},
+                  {"min_us", k->min_ms * 1000}, {"flops", k->flops}, {"bytes", k->bytes}, {"roof", k->roof},
+                  {"bound", k->bound}});
+  nlohmann::json j = {{"backend", backend},         {"total_ms", total_ms},     {"peak_gflops", peak_gflops},
+                      {"peak_gbps", peak_gbps},     {"arena_bytes", arena_bytes}, {"kernels", ks}};
+  return j.dump(1);
+}
+
+void ProfileReport::write_json(const std::string& path) const {
+  std::ofstream f(path);
+  if (!f) throw UserError("cannot write profile file '" + path + "'");
+  f << json() << "\n";
+  if (!f) throw UserError("error writing profile file '" + path + "'");
+}
+
 }  // namespace lathe

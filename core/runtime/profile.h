@@ -17,6 +17,11 @@ struct KernelProfile {
   double roof = 0;         // share of the machine ceiling for its bound (0..1)
   std::string bound;       // "compute" or "memory" (the roofline side it sits on)
   std::string above_roof;  // why roof > 1 (cache-resident working set, …); "" when roof ≤ 1
+  int order = -1;          // position in the program's launch order
+  std::vector<int64_t> shape;        // the buffer it writes, at the bound sizes
+  std::vector<std::string> sources;  // where its nodes came from: each node's top provenance
+                                     // label ("name:OpType" for an imported ONNX node), unique,
+                                     // ordered by their last node (the root's source is last)
 };
 
 struct TraceEvent {
@@ -37,6 +42,11 @@ struct ProfileReport {
   std::string table() const;       // aligned text table, slowest kernel first
   std::string trace_json() const;  // Chrome trace-event format (Perfetto, chrome://tracing)
   void write_trace(const std::string& path) const;  // UserError if it cannot write
+  // Machine-readable form, kernels in launch order (lathe run --profile-json; read by
+  // scripts/compare-profile.py): {"backend","total_ms","kernels":[{order,name,kind,shape,sources,
+  // median_us,min_us,flops,bytes,...}]}.
+  std::string json() const;
+  void write_json(const std::string& path) const;  // UserError if it cannot write
 };
 
 }  // namespace lathe

@@ -37,6 +37,25 @@ void prefer_huge_pages(const HostTensor& t) {
 #endif
 }
 
+// A node's top provenance label: an imported ONNX node's "name:OpType" (its name may hold
+// '/', the op type does not), else the first component of its composite path.
+std::string top_source(const std::string& path) {
+  size_t colon = path.find(':');
+  size_t cut = colon != std::string::npos ? path.find('/', colon) : path.find('/');
+  return path.substr(0, cut);
+}
+
+std::vector<std::string> kernel_sources(const Kernel& k) {
+  std::vector<std::string> out;
+  for (NodeRef n : k.nodes) {
+    if (n->prov.path.empty()) continue;
+    std::string s = top_source(n->prov.path);
+    auto it = std::find(out.begin(), out.end(), s);
+    if (it != out.end()) out.erase(it);
+    out.push_back(s);  // ordered by last use: the root's source ends the list
+  }
+  return out;
+}
 
 // Per buffer of the program: whether a kernel's body loads or stores it (a kernel is handed
 // every operand, but one that reads a prepacked copy of a weight never touches the weight).
@@ -321,6 +340,10 @@ ProfileReport Executable::profile(const TensorMap& inputs, int iters, int warmup
     auto cost = loop::estimate_cost(f, program_.kg, bound_.dims);
     kp.flops = cost.flops;
     kp.bytes = cost.bytes;
+    kp.order = k;
+    const Kernel& kk = program_.kg.kernels[k];
+    if (kk.output >= 0) kp.shape = shape_eval(program_.kg.buffers[kk.output].shape, bound_.dims);
+    kp.sources = kernel_sources(kk);
     double s = std::max(kp.median_ms, 1e-6) / 1000;
     kp.gflops = cost.flops / s / 1e9;
     kp.gbps = cost.bytes / s / 1e9;

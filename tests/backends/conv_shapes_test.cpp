@@ -2,7 +2,7 @@
 // the shapes the heuristics branch on, against the interpreter on the backend under test:
 // odd and prime channel counts, stride 1 and 2, dilation, asymmetric padding, groups, batch
 // 1 and 4, 1x1 / 3x3 / 7x7 windows, maps from 1x1 to 57x57, constant (prepacked) and input
-// weights, a convolution over a concatenation. And where the micro-kernel prefetches the
+// weights, a convolution over a concatenation, large-K layers whose per-run B block is cut to fit L2. And where the micro-kernel prefetches the
 // next B panel (lower_matmul_micro.cpp, prefetch_next_b; a `prefetch.r` statement): a layer whose sides are swapped
 // (few positions: its prepacked weights are the B side) and one whose B is packed once
 // for all the jobs, not a plain matmul (LATHE_MATMUL_PREFETCH_B=all).
@@ -45,6 +45,43 @@ TEST(ConvShapes, PrefetchNextBWhereBComesFromMemory) {
   EXPECT_FALSE(prefetches_b(Graph::from_outputs({{"y", matmul(a, m).node()}})));
 }
 
+// Large-K convolutions whose input is packed on every run (B, the im2col) with few output
+// channels: KC is cut so that the packed B block and the A block fit in 3/4 of L2
+// (matmul_blocking, MatmulParams::b_block_bytes), in ragged K blocks where K is odd.
+TEST(ConvShapes, PerRunPackedBBlockFitsL2) {
+  loop::MatmulParams p;
+  p.mr = 6, p.nr = 16, p.lanes = 8, p.kc = 256, p.mc = 144, p.nc = 512;
+  p.b_block_bytes = (512 << 10) * 3 / 4;
+  // unet's 64 -> 32 3x3 at 128 x 128 (K 576): 3 blocks of 192 -> 4 of 144
+  EXPECT_EQ(loop::matmul_blocking(32, 16384, 576, 1, 2, p).kc, 192);  // B constant: not cut
+  EXPECT_EQ(loop::matmul_blocking(32, 16384, 576, 1, 2, p, false, 1, 4).kc, 144);
+  for (int64_t m : {1, 29, 32, 64, 128, 131})
+    for (int64_t k : {9, 64, 603, 1152, 2304, 4609})
+      for (int threads : {1, 2, 3}) {
+        const loop::MatmulBlocking b = loop::matmul_blocking(m, 12007, k, 1, threads, p, false, 1, 4);
+        EXPECT_TRUE(b.kc % 8 == 0 && b.kc >= std::min<int64_t>(64, (k + 7) / 8 * 8)) << m << " " << k << " kc " << b.kc;
+        if (b.kc > 64) {
+          EXPECT_LE((std::min<int64_t>(b.nc, 12007 + 15) + b.mc) * b.kc * 4, p.b_block_bytes + (b.nc + b.mc) * 32)
+              << m << " " << k << " " << threads;
+        }
+      }
+  p.b_block_bytes = 0;  // none (LATHE_MATMUL_B_BLOCK=0)
+  EXPECT_EQ(loop::matmul_blocking(32, 16384, 576, 1, 2, p, false, 1, 4).kc, 192);
+  // which layers it takes (the host's blocks: a 512 KiB L2 gives the cut above): a 128 x 128
+  // map's window copied whole into its block; not one read in place (a 56 x 56 map into 64
+  // channels), nor prepacked weights on the B side (few positions: swapped)
+  const loop::HostCaches c = loop::host_caches();
+  if (c.l2 != (512 << 10) || c.l1d != (32 << 10) || loop::host_matmul_params().nr != 16)
+    GTEST_SKIP() << "the layer checks assume the 32 KiB / 512 KiB AVX2 host";
+  const std::string unet = test::loop_ir_of(build_program(graph_of({1, 64, 128, 128, 32, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, true})));
+  EXPECT_NE(unet.find("KC=144 MC=36 NC=512"), std::string::npos) << unet.substr(0, 600);
+  EXPECT_NE(unet.find("copied whole"), std::string::npos);
+  const std::string r50 = test::loop_ir_of(build_program(graph_of({1, 64, 56, 56, 64, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, true})));
+  EXPECT_NE(r50.find("KC=192"), std::string::npos) << r50.substr(0, 600);
+  const std::string swapped = test::loop_ir_of(build_program(graph_of({1, 512, 7, 7, 512, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, true})));
+  EXPECT_NE(swapped.find("KC=256"), std::string::npos) << swapped.substr(0, 600);
+}
+
 TEST(ConvShapes, MatchInterpreter) {
   test::DiffBatch batch;
   for (const Case& t : std::vector<Case>{
@@ -62,6 +99,9 @@ TEST(ConvShapes, MatchInterpreter) {
            {1, 9, 1, 1, 17, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, true},       // 1x1 map
            {3, 37, 9, 11, 23, 1, 1, {2, 2}, {0, 0}, {1, 1}},              // 1x1 stride 2
            {1, 29, 2, 3, 31, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, true},      // a 2x3 map
+           {1, 67, 37, 41, 29, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, true},    // K 603 over few channels: KC cut, ragged
+           {4, 131, 19, 23, 37, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, true},   // batch 4, K 1179 cut in equal blocks
+           {1, 64, 61, 59, 32, 3, 3, {1, 1}, {1, 1}, {1, 1}},             // input weights, K 576
        })
     batch.add(label(t), graph_of(t), 7, t.c * t.r * t.s / t.groups > 500 ? 4 : 1);
   // asymmetric padding (ONNX pads begin != end): the frontend pads the input first
