@@ -66,6 +66,7 @@ struct RunStats {
   int quick_codes = 0;       // the codes that started quick (the rest: optimized at once)
   bool count_work = false;  // --stats: fill gflop
   double gflop = -1;  // the program's work per run (loop/cost.h's count), in GFLOP
+  double faults_per_run = -1;  // page faults (minor + major) per timed run
   double cpu_ms = -1;  // the process's CPU time (all threads, user + system) per timed run
   int kernels = 0, distinct_kernels = 0, distinct_up_to_constants = 0, codes_compiled = -1, iters = 0;
   bool from_cache = false;
@@ -177,6 +178,7 @@ RunResult run_on_backend(const std::string& backend, const Graph& g, const Tenso
       return r.ru_utime.tv_sec + r.ru_stime.tv_sec + (r.ru_utime.tv_usec + r.ru_stime.tv_usec) * 1e-6;
     };
     st.cpu_ms = (cpu_s(r1) - cpu_s(r0)) * 1000 / iters;
+    st.faults_per_run = static_cast<double>(r1.ru_minflt - r0.ru_minflt + r1.ru_majflt - r0.ru_majflt) / iters;
     std::sort(t.begin(), t.end());
     st.iters = iters;
     st.min_ms = t.front();
@@ -566,6 +568,7 @@ int run_parsed(const Graph& g, const std::string& file, const std::string& backe
       j["median_ms"] = st.median_ms;
       j["min_ms"] = st.min_ms;
       j["cpu_ms"] = st.cpu_ms;
+      j["faults_per_run"] = st.faults_per_run;
     }
     nlohmann::json marks = nlohmann::json::array(), stages = nlohmann::json::object();
     for (auto& [phase, at] : st.marks) marks.push_back({phase, at.first, at.second});
