@@ -15,6 +15,7 @@
 #include "core/loop/loop_print.h"
 #include "core/loop/lower.h"
 #include "core/loop/row_reduce.h"
+#include "core/loop/split_k.h"
 #include "core/loop/transform.h"
 #include "core/loop/transform_jam.h"
 #include "core/tune/space.h"
@@ -186,6 +187,13 @@ int s_rows(lua_State* L) {
   return apply(L, [&](loop::LoopFunc& f) { loop::reduce_rows(f, l, block); });
 }
 
+// :split_k(loop [, parts=2]): the reduction split into per-thread parts plus a combine (core/loop/split_k.h)
+int s_split_k(lua_State* L) {
+  std::string l = loop_arg(L, 2, "split_k");
+  int64_t parts = lua_isnoneornil(L, 3) ? 2 : check_int(L, 3, "parts");
+  return apply(L, [&](loop::LoopFunc& f) { loop::split_k(f, l, parts); });
+}
+
 // :cache(buffer [, loop="root"])
 int s_cache(lua_State* L) {
   if (lua_type(L, 2) != LUA_TSTRING)
@@ -302,6 +310,8 @@ const Function kMethods[] = {
     {"parallel", s_parallel, "k:parallel(loop)", "spread the loop's iterations over threads (refused for reductions and racing stores)"},
     {"rows", s_rows, "k:rows(loop [, block=256])",
      "reduction rows: the reductions inside output loop `loop` run around it, over a row of `block` accumulators"},
+    {"split_k", s_split_k, "k:split_k(loop [, parts=2])",
+     "reduction loop `loop` split into `parts` per-thread partial results (a parallel loop) plus a combine"},
     {"cache", s_cache, "k:cache(buffer [, loop=\"root\"])",
      "stage the tile of buffer (\"in0\", \"out\") one iteration of loop touches in a local array; written buffers are written back"},
     {"replay", s_replay, "k:replay{line, …}",

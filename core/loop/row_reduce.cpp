@@ -174,7 +174,7 @@ std::vector<Nest> find_nests(const Stmt& L, std::string& why) {
       ++i;
       continue;
     }
-    if (s.kind == StmtKind::Let || s.kind == StmtKind::Store) continue;
+    if (s.kind == StmtKind::Let || s.kind == StmtKind::Store || s.kind == StmtKind::LocalStore) continue;  // LocalStore: split_k's partial
     why = "its body has a " + std::string(s.kind == StmtKind::For ? "loop" : "statement") + " other than values, stores and reductions";
     return {};
   }
@@ -219,7 +219,7 @@ class RowRewrite {
     std::set<size_t> skip;
     for (auto& n : nests_) skip.insert(n.let_pos), skip.insert(n.let_pos + 1);
     for (size_t p = 0; p < S.size(); ++p)
-      if (!skip.count(p) && S[p].kind == StmtKind::Store) out.push_back(S[p]);
+      if (!skip.count(p) && (S[p].kind == StmtKind::Store || S[p].kind == StmtKind::LocalStore)) out.push_back(S[p]);
     substitute(out, v, add(v0_, var(i)));
     Stmt eloop = make_for(i, n_, std::move(out), L_.note + " (row)");
     eloop.annot.vectorize = true;

@@ -288,6 +288,14 @@ Estimate estimate(const loop::LoopFunc& f, const KernelGraph& kg, const Bindings
   e.ms = std::max(cycles, 1.0) / (kGhz * 1e6);
   const Stats& s = w.st;
   auto frac = [](double a, double b) { return b > 0 ? a / b : 0.0; };
+  // a reduction split into per-thread parts (split_k): parts per core (0: none); the
+  // partial nest's parallel loop has few iterations, its combine runs on one core
+  double split = 0;
+  for (auto& l : f.schedule_log) {
+    long parts = 0;
+    char loopname[64];
+    if (std::sscanf(l.c_str(), "split_k %63s by %ld", loopname, &parts) == 2) split = (double)parts / std::max(1, m.threads);
+  }
   e.features = {std::log(e.ms),
                 std::log1p(kc.flops),
                 std::log1p(kc.bytes),
@@ -298,7 +306,8 @@ Estimate estimate(const loop::LoopFunc& f, const KernelGraph& kg, const Bindings
                 std::log1p(s.par_entries),
                 packed ? 1.0 : 0.0,
                 spill,
-                edge};
+                edge,
+                split};
   return e;
 }
 

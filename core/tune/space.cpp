@@ -11,6 +11,7 @@
 #include "core/loop/loop_print.h"
 #include "core/loop/lower_depthwise.h"
 #include "core/loop/row_reduce.h"
+#include "core/loop/split_k.h"
 #include "core/loop/transform.h"
 #include "core/loop/transform_jam.h"
 
@@ -91,6 +92,15 @@ int64_t extent_of(const loop::LoopFunc& f, const std::string& var) {
     return e < 0;
   });
   return e;
+}
+
+bool is_parallel(const loop::LoopFunc& f, const std::string& var) {
+  bool p = false;
+  loop::walk(f.body, [&](const loop::Stmt& s) {
+    if (s.kind == loop::StmtKind::For && s.var == var) p = s.annot.parallel;
+    return !p;
+  });
+  return p;
 }
 
 template <class F>
@@ -208,12 +218,15 @@ void apply_line(loop::LoopFunc& f, const std::string& line) {
   } else if (op == "reduce_rows") {
     need(4, "reduce_rows LOOP by BLOCK");
     loop::reduce_rows(f, w[1], to_int(w[3], line));
+  } else if (op == "split_k") {
+    need(4, "split_k LOOP by PARTS");
+    loop::split_k(f, w[1], to_int(w[3], line));
   } else if (op == "cache") {
     need(4, "cache BUFFER at LOOP");
     loop::cache(f, w[3], w[1]);
   } else {
     throw UserError("schedule line '" + line + "': unknown primitive '" + op +
-                    "' (split reorder tile fuse vectorize peel unroll jam parallel reduce_rows cache; matmul first)");
+                    "' (split reorder tile fuse vectorize peel unroll jam parallel reduce_rows split_k cache; matmul first)");
   }
 }
 
@@ -298,6 +311,13 @@ Space make_space(const KernelGraph& kg, int kernel, const Machine& m) {
     s.knobs.push_back({"mc_panels", {2, 4, 8, 16, 24, 32}});   // MC = mr × this
     s.knobs.push_back({"nc_panels", {2, 4, 8, 16, 32, 64}});   // NC = nr × this
   }
+  // split_k: the first reduction split into this many per-thread parts plus a combine (0:
+  // none), offered when the kernel's reduction takes it: a long reduction with few outputs
+  {
+    std::string r;
+    if (s.threads > 1 && loop::split_k_candidate(loop::lower_kernel(kg, kernel, /*plain=*/true), s.threads, r))
+      s.knobs.push_back({"split_k", {0, s.threads, 2 * s.threads}});
+  }
   // reduction rows block (0: none; the codes < 0 are shares of the row loop, rows_block)
   s.knobs.push_back({"rows", {0, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, kRowsPerCore, kRowsPerHalfCore,
                               kRowsWhole}});
@@ -377,16 +397,21 @@ Built build(const KernelGraph& kg, int kernel, const Space& s, const Point& p) {
   loop::LoopFunc& f = b.f;
   f = loop::lower_kernel(kg, kernel, /*plain=*/true);
   size_t log0 = f.schedule_log.size();
+  bool split = false;  // the parts loop leads the outer chain: no fuse or tile of it
+  if (int64_t parts = val("split_k", 0); parts > 0) {
+    std::string r;
+    if (loop::split_k_candidate(f, parts, r)) split = attempt(f, [&] { loop::split_k(f, r, parts); });
+  }
   if (int64_t rows = val("rows", 0); rows != 0)
     for (auto& l : reducing_output_loops(f)) {
       int64_t block = rows_block(rows, extent_of(f, l), s.threads, s.lanes);
       if (block > 0 && attempt(f, [&] { loop::reduce_rows(f, l, block); })) break;
     }
-  for (int64_t n = val("fuse", 0); n > 0; --n) {
+  for (int64_t n = split ? 0 : val("fuse", 0); n > 0; --n) {
     auto chain = outer_chain(f);
     if (chain.size() < 2 || !attempt(f, [&] { loop::fuse(f, chain[0], chain[1]); })) break;
   }
-  if (int64_t t = val("tile", 0); t > 0) {
+  if (int64_t t = split ? 0 : val("tile", 0); t > 0) {
     auto chain = outer_chain(f);
     if (chain.size() >= 2) {
       std::string a = chain[chain.size() - 2], c = chain.back();
@@ -399,7 +424,7 @@ Built build(const KernelGraph& kg, int kernel, const Space& s, const Point& p) {
   }
   if (val("parallel", 1)) {
     auto chain = outer_chain(f);
-    if (!chain.empty()) attempt(f, [&] { loop::parallel(f, chain[0]); });
+    if (!chain.empty() && !f.body.empty() && !is_parallel(f, chain[0])) attempt(f, [&] { loop::parallel(f, chain[0]); });
   }
   std::vector<std::string> inner;
   if (int64_t v = val("vectorize", 1); v > 0) {

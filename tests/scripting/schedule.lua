@@ -104,5 +104,22 @@ for _, backend in ipairs(backends) do
   assert(has(pc:loop(1), "reduce_rows i0 by 16") and has(pc:loop(1), "alloc row_"), pc:loop(1))
   local xin = { x = inputs.x }
   assert(lathe.allclose(pc:run(xin).c, lathe.run(cs, xin).c), backend .. " rows: c differs from the interpreter")
+
+  -- split_k: the column sum's reduction in 3 per-thread parts (30 rows: 10 each) plus a
+  -- combine, then rows in the partial nest; a GEMV at batch 3 over a prime K in 2 parts
+  ck:reset(true)
+  refused(function() ck:split_k("i0", 2) end, "split_k i0: ")
+  ck:split_k("r0", 3)
+  assert(has(pc:loop(1), "split_k r0 by 3") and has(pc:loop(1), "parallel for r0_k in 0..3"), pc:loop(1))
+  assert(lathe.allclose(pc:run(xin).c, lathe.run(cs, xin).c), backend .. " split_k: c differs from the interpreter")
+  ck:rows("i0_p", 16)
+  assert(lathe.allclose(pc:run(xin).c, lathe.run(cs, xin).c), backend .. " split_k + rows: c differs from the interpreter")
+  local a, w = lathe.input("a", {3, 101}), lathe.input("w", {101, 7})
+  local mv = lathe.graph{ y = a:matmul(w) }
+  local ain = { a = lathe.randn({3, 101}, 5), w = lathe.randn({101, 7}, 6) }
+  local pm = lathe.compile(mv, { backend = backend })
+  local mk = pm:kernel(1):reset(true)
+  mk:split_k("r0", 2)
+  assert(lathe.allclose(pm:run(ain).y, lathe.run(mv, ain).y), backend .. " split_k gemv: y differs from the interpreter\n" .. pm:loop(1))
 end
 print("ok")
