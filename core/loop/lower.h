@@ -46,6 +46,12 @@ struct MatmulParams {
   // 512 KiB L2) ran at 36-50 GFLOP/s a core against 70-75 for their neighbours; with KC 144
   // they ran ~40% faster. blocks_for_caches sets it to 3/4 of L2; LATHE_MATMUL_B_BLOCK=0: none.
   int64_t b_block_bytes = 0;
+  // B read where it lies (NR consecutive columns per k, no packing; the ragged last panel
+  // still copied): -1 the heuristic's choice (reads_b_in_place: a 1x1 convolution into few
+  // channels), 0 packed always, 1 in place wherever B's columns are contiguous (the tuner's
+  // knob: a batched matmul with few rows of A per B, 3 x 17x1000 · 1000x37, packs a K x N
+  // block for 17 FMAs per element)
+  int b_in_place = -1;
 };
 
 // The blocks of one contraction (M, N, K, batch sizes; < 0 where symbolic) on `threads`

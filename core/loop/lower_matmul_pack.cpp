@@ -38,9 +38,9 @@ bool MatmulLowering::reads_b_in_place(const OperandParts& B, const SymInt& Ms, c
     const char* e = std::getenv("LATHE_MATMUL_B_IN_PLACE");
     return !(e && std::string(e) == "0");
   }();
-  if (!enabled || G_ != 1 || !B.acc->bounds.empty() || mm_.n_axes.empty()) return false;
+  if (P_.b_in_place == 0 || (!enabled && P_.b_in_place < 0) || G_ != 1 || !B.acc->bounds.empty() || mm_.n_axes.empty()) return false;
   const bool conv_like = mm_.n_axes.size() > 1 || mm_.k_axes.size() > 1;
-  if (!conv_like || !Ms.is_const() || Ms.value() > 64 || !Ks.is_const() || Ks.value() < 64) return false;
+  if (P_.b_in_place < 0 && (!conv_like || !Ms.is_const() || Ms.value() > 64 || !Ks.is_const() || Ks.value() < 64)) return false;
   if (!B.rows[0].table.empty() || !B.ks[0].table.empty()) return false;
   auto c = collapsed(B.acc->addr, mm_.n_axes);
   return c && *c == SymInt(1);

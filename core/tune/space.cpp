@@ -131,7 +131,8 @@ std::string code_key(const loop::LoopFunc& f) {
 
 std::string matmul_line(const loop::MatmulParams& p) {
   return "matmul mr=" + std::to_string(p.mr) + " nr=" + std::to_string(p.nr) + " lanes=" + std::to_string(p.lanes) +
-         " kc=" + std::to_string(p.kc) + " mc=" + std::to_string(p.mc) + " nc=" + std::to_string(p.nc);
+         " kc=" + std::to_string(p.kc) + " mc=" + std::to_string(p.mc) + " nc=" + std::to_string(p.nc) +
+         (p.b_in_place >= 0 ? " bplace=" + std::to_string(p.b_in_place) : "");
 }
 
 bool parse_matmul_line(const std::string& line, loop::MatmulParams& p) {
@@ -143,8 +144,13 @@ bool parse_matmul_line(const std::string& line, loop::MatmulParams& p) {
     if (eq == std::string::npos) throw UserError("schedule line '" + line + "': expected key=value, got '" + w[i] + "'");
     std::string k = w[i].substr(0, eq);
     int v = static_cast<int>(to_int(w[i].substr(eq + 1), line));
+    if (k == "bplace") {  // optional: B read in place (1) or packed (0); absent: the heuristic's
+      if (v != 0 && v != 1) throw UserError("schedule line '" + line + "': expected bplace=0|1, got '" + w[i] + "'");
+      p.b_in_place = v;
+      continue;
+    }
     int* dst = k == "mr" ? &p.mr : k == "nr" ? &p.nr : k == "lanes" ? &p.lanes : k == "kc" ? &p.kc : k == "mc" ? &p.mc : k == "nc" ? &p.nc : nullptr;
-    if (!dst) throw UserError("schedule line '" + line + "': unknown matmul parameter '" + k + "' (mr nr lanes kc mc nc)");
+    if (!dst) throw UserError("schedule line '" + line + "': unknown matmul parameter '" + k + "' (mr nr lanes kc mc nc [bplace])");
     *dst = v;
     ++seen;
   }
@@ -310,6 +316,10 @@ Space make_space(const KernelGraph& kg, int kernel, const Machine& m) {
     s.knobs.push_back({"kc", {64, 128, 192, 256, 384, 512}});
     s.knobs.push_back({"mc_panels", {2, 4, 8, 16, 24, 32}});   // MC = mr × this
     s.knobs.push_back({"nc_panels", {2, 4, 8, 16, 32, 64}});   // NC = nr × this
+    // B read in place (1: no packing, where its columns are contiguous) or the heuristic's
+    // choice (-1): a batched matmul with few rows of A re-reads each packed B element only
+    // M times
+    s.knobs.push_back({"bplace", {-1, 1}});
   }
   // split_k: the first reduction split into this many per-thread parts plus a combine (0:
   // none), offered when the kernel's reduction takes it: a long reduction with few outputs
@@ -390,6 +400,7 @@ Built build(const KernelGraph& kg, int kernel, const Space& s, const Point& p) {
     mp.kc_max = mp.kc;  // the candidate's kc caps its K blocks
     mp.mc = mp.mr * (int)val("mc_panels", 16);
     mp.nc = mp.nr * (int)val("nc_panels", 16);
+    mp.b_in_place = (int)val("bplace", -1);
     b.schedule.push_back(matmul_line(mp));
     b.f = loop::lower_matmul_kernel(kg, kernel, mp);
     return b;  // the packed nest comes scheduled (parallel jobs, unrolled micro-kernel)

@@ -10,7 +10,10 @@
 //     reorder a b | vectorize i1 | unroll i1 by 4 | parallel i0 | cache in0 at i0 -> …
 // replayed on the kernel's plain lowering (lower_kernel(kg, i, plain = true)). A matmul's
 // packed GEMM nest starts with one more line, the lowering's parameters:
-//     matmul mr=6 nr=16 lanes=8 kc=256 mc=144 nc=512
+//     matmul mr=6 nr=16 lanes=8 kc=256 mc=144 nc=512 [bplace=1]
+// (bplace=1: B read where it lies, not packed, where its columns are contiguous; 0: packed;
+// absent: the heuristic's choice). A reduction may be split across threads first:
+//     split_k r0 by 2      (per-thread partial results plus a combine, core/loop/split_k.h)
 // and a depthwise or stem convolution's direct nest (lower_depthwise.h) is one line, its
 // output channels and rows per pass (0: the heuristic's), with nothing after it:
 //     direct ocb=5 rows=2            (a depthwise one may add acc=1: register accumulators)
