@@ -112,9 +112,9 @@ void check_whole_program(BackendMeasurer& m, tune::TuneResult& r, const std::str
 
 int run_tune(const std::vector<std::string>& args) {
   CLI::App cli{"Searches schedules for a graph's kernels and writes tuning records.\n\n"
-               "Each kernel's space is written in Lathe's schedule primitives (reduce_rows, fuse, tile,\n"
-               "parallel, vectorize, split, unroll; a matmul's packed-GEMM block sizes MR NR KC MC NC, or\n"
-               "its plain reduction scheduled like any other). A cost model ranks candidates so only\n"
+               "Each kernel's space is written in Lathe's schedule primitives (split_k, reduce_rows, fuse,\n"
+               "tile, parallel, vectorize, split, unroll; a matmul's packed-GEMM block sizes MR NR KC MC NC\n"
+               "and B packed or read in place, or its plain reduction scheduled like any other). A cost model ranks candidates so only\n"
                "promising ones are compiled and measured (warm-up, repeats, median without outliers);\n"
                "kernels with the same structure are tuned once. Records are JSON lines (hash, target,\n"
                "schedule, ms, baseline_ms, trials); `lathe run/kernels/bench --tuned R.jsonl` and\n"

@@ -160,7 +160,9 @@ std::string check_nest(const Stmt& loop, const std::string& acc) {
   }
 }
 
-std::vector<Nest> find_nests(const Stmt& L, std::string& why) {
+// local_stores: output code may store to a local array (split_k's partial results; the
+// explicit primitive only, so the default schedule's choices are unchanged)
+std::vector<Nest> find_nests(const Stmt& L, std::string& why, bool local_stores = false) {
   std::vector<Nest> nests;
   const auto& S = L.body;
   for (size_t i = 0; i < S.size(); ++i) {
@@ -174,7 +176,7 @@ std::vector<Nest> find_nests(const Stmt& L, std::string& why) {
       ++i;
       continue;
     }
-    if (s.kind == StmtKind::Let || s.kind == StmtKind::Store || s.kind == StmtKind::LocalStore) continue;  // LocalStore: split_k's partial
+    if (s.kind == StmtKind::Let || s.kind == StmtKind::Store || (local_stores && s.kind == StmtKind::LocalStore)) continue;
     why = "its body has a " + std::string(s.kind == StmtKind::For ? "loop" : "statement") + " other than values, stores and reductions";
     return {};
   }
@@ -528,7 +530,7 @@ void reduce_rows(LoopFunc& f, const std::string& loop, int64_t block) {
   if (!L->reduces.empty()) refuse("reduce_rows", loop, "it is a reduction loop; name the output loop around it");
   if (L->annot.parallel) refuse("reduce_rows", loop, "it is a parallel loop");
   std::string why;
-  auto nests = find_nests(*L, why);
+  auto nests = find_nests(*L, why, /*local_stores=*/true);
   if (nests.empty()) refuse("reduce_rows", loop, why);
   // the reductions' extents may not depend on the output position
   std::set<std::string> inner{L->var};
