@@ -17,7 +17,12 @@ one with the same output shape when several do). ORT's layout nodes (ReorderInpu
 ReorderOutput) join the layer they feed or drain. What is left matches by output shape and
 op kind, in order; an ORT node that still matches nothing joins the next matched layer (Lathe
 computes most such nodes, a Resize or a Pad, inside the kernel that consumes them). Consecutive
-Lathe kernels that write the same ONNX node's value are one row.
+Lathe kernels that write the same ONNX node's value are one row. Transformers: ORT's
+fusion steps in names (".../MatMul/MatMulAddFusion", "fused X", "X_new_reshape") count as
+the node; its Gelu and the Reshape draining a Gemm join the contraction before them (Lathe
+computes them in its epilogue); SkipLayerNormalization matches a layernorm kernel; a fused
+attention kernel without ONNX names takes the nodes of its span; view nodes (Reshape, Split)
+never match by shape alone, and the shape search stops at the next kernel matched by name.
 Plain python3, no third-party modules.
 """
 import argparse
@@ -30,7 +35,17 @@ HEAVY = ["Conv", "ConvTranspose", "MatMul", "Gemm", "LSTM", "GRU", "Attention", 
 KIND_OF_OP = {"Conv": "matmul", "FusedConv": "matmul", "ConvTranspose": "matmul", "MatMul": "matmul",
               "Gemm": "matmul", "FusedMatMul": "matmul", "MaxPool": "reduce", "AveragePool": "reduce",
               "GlobalAveragePool": "reduce", "ReduceMean": "reduce", "InstanceNormalization": "reduce",
-              "LayerNormalization": "reduce", "Softmax": "reduce"}
+              "LayerNormalization": "reduce", "Softmax": "reduce", "SkipLayerNormalization": "reduce",
+              "SimplifiedLayerNormalization": "reduce", "SkipSimplifiedLayerNormalization": "reduce"}
+# ORT's transformer fusions that keep no ONNX name: an activation fused out of a chain (BERT's
+# Erf GELU) is an epilogue of the contraction before it; Lathe computes it in that kernel.
+EPILOGUE_OPS = {"Gelu", "FastGelu", "BiasGelu", "QuickGelu"}
+# Lathe's fused attention (one kernel: scores, mask, softmax, P·V) takes ORT's nodes of the
+# same span: the output matches by shape, the rest (scores, mask, softmax) join it as the next.
+ATTENTION_KINDS = {"matmul", "reduce", None}
+# views: never matched to a kernel by shape alone (an ORT Reshape before a Gemm has the shape of
+# Lathe's layernorm after it); they join the next layer like any node left over
+VIEW_OPS = {"Reshape", "Squeeze", "Unsqueeze", "Flatten", "Split", "Identity"}
 
 
 def split_source(s):
@@ -43,6 +58,19 @@ def onnx_candidates(ort_name):
     """ONNX node names an ORT node name may stand for, most likely first."""
     out = [ort_name]
     n = ort_name
+    if n.startswith("fused "):  # ORT's FusedGemm / FusedConv: "fused NAME"
+        n = n[len("fused "):]
+        out.append(n)
+    # ORT's graph fusions append a step: "/l.0/qkv/MatMul/MatMulAddFusion", ".../MatMulScaleFusion/"
+    m = n.rstrip("/")
+    while "/" in m and m[m.rindex("/") + 1:].endswith("Fusion"):
+        m = m[: m.rindex("/")]
+    if m != n:
+        n = m
+        out.append(n)
+    if n.endswith("_new_reshape"):  # ORT's reshape fusion renames the node it rewrites
+        n = n[: -len("_new_reshape")]
+        out.append(n)
     for suffix in ("_nchwc", "_fused", "_token"):
         if suffix in n:
             n = n[: n.index(suffix)]
@@ -92,6 +120,10 @@ def join(lathe, ort, stat):
                 same = [i for i in cands if squeeze(kernels[i].get("shape")) == shape]
                 where[j] = (same or cands)[0]  # the producer runs before the kernels that recompute it
                 break
+    # an epilogue ORT split off (GELU) or the reshape draining a Gemm joins the node before it
+    for j, n in enumerate(nodes):
+        if where[j] is None and j > 0 and (n["op"] in EPILOGUE_OPS or n["name"].startswith("gemm_output_reshape")):
+            where[j] = where[j - 1]
     # layout nodes join their neighbours
     for j, n in enumerate(nodes):
         if where[j] is not None or not n["op"].startswith("Reorder"):
@@ -102,18 +134,33 @@ def join(lathe, ort, stat):
             t += step
         if 0 <= t < len(nodes):
             where[j] = where[t]
-    # the rest: output shape and op kind, in order, among the kernels nothing matched
+    # the rest: output shape and op kind, in order, among the kernels nothing matched, up to
+    # the next kernel matched by name (a search past it drifts a layer on: GPT-2's fused
+    # attentions keep no ONNX names after the first); an ORT node may also join the fused
+    # attention kernel just matched (scores, softmax and P·V are all in it)
+    named = list(where)
     used = set(w for w in where if w is not None)
     last = -1
     for j, n in enumerate(nodes):
         if where[j] is not None:
             last = where[j]
             continue
+        if n["op"] in VIEW_OPS:
+            continue
         shape = n["outputs"][0] if n["outputs"] else None
         kind = KIND_OF_OP.get(n["op"])
-        for i in range(last + 1, len(kernels)):
+        limit = min([w for w in named[j + 1:] if w is not None and w > last] or [len(kernels)])
+        for i in range(max(last, 0), limit):
             k = kernels[i]
-            if i in used or squeeze(k.get("shape")) != squeeze(shape) or (kind and k["kind"] != kind):
+            fused_attention = k["kind"] == "attention"
+            if (i in used and not (i == last and fused_attention)) or (i == last and not fused_attention):
+                continue
+            if squeeze(k.get("shape")) != squeeze(shape):
+                continue
+            if fused_attention:
+                if kind not in ATTENTION_KINDS:
+                    continue
+            elif kind and k["kind"] != kind:
                 continue
             where[j] = i
             used.add(i)
