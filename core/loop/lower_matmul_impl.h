@@ -173,6 +173,8 @@ class MatmulLowering {
   bool narrow_ = false, tile_sums_ = false, prefetch_b_ = false;
   ExprRef tbase_;           // tile sums: this tile's place in Ct
   ExprRef bbase_, abase_;   // f32: the panels' element at depth kk
+  ExprRef pfbase_;          // f32: the next panel's line to prefetch at depth kk (bbase_ when not spread)
+  int pf_spread_ = 1;       // MR panels a B panel feeds, over which its successor's prefetches are spread
   int ragged_rows_ = 0;     // rows of the ragged A panel's kernel (0: none)
   int64_t kblocks_ = 0;     // narrow: K blocks
   int variants_ = 0;        // write-back variants built (their lets' names)

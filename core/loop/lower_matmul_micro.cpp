@@ -119,7 +119,8 @@ std::vector<Stmt> MatmulLowering::f32_kbody(BSrc src, int rows, ExprRef ki, int 
     body.push_back(make_let("bq" + std::to_string(q) + sfx, DType::F32, v));
   }
   // the next panel's line at this depth toward the cache (see prefetch_next_b)
-  if (prefetch_b_ && src == BSrc::Prepacked) body.push_back(make_prefetch(pbp_, add(bb, var("pfb")), /*write=*/false));
+  if (prefetch_b_ && src == BSrc::Prepacked)
+    body.push_back(make_prefetch(pbp_, add(substitute(pfbase_, "kk", ki), var("pfb")), /*write=*/false));
   for (int r = 0; r < rows; ++r) {
     ExprRef ar = broadcast(prepacked_a_ ? load(pap_, DType::F32, add(ab, const_int(r)))
                            : shared_a_  ? local_load("As", DType::F32, add(ab, const_int(r)))
@@ -274,6 +275,23 @@ void MatmulLowering::prefetch_next_b(std::vector<Stmt>& micro) {
   ExprRef panel = add(add(mul(var("pc"), panels), binary(Op::IDiv, n0_, const_int(P.nr))), var("jr"));
   ExprRef total = mul(ceil_div(K_, kc_blk_), panels);
   micro.push_back(make_let("pfb", DType::I64, select(lt(add(panel, const_int(1)), total), const_int(kc_blk_ * P.nr), const_int(0))));
+  // Spread: the panel feeds D = ceil(min(MC, M / M splits) / MR) micro-kernels in a row (jr outer, ir
+  // inner), and the first of them alone used to issue all KC line prefetches of the next
+  // panel (256 lines in ~1300 cycles: more misses in flight than a core holds, so that
+  // kernel stalled on DRAM, worse with two threads streaming). Now micro-kernel ir at depth
+  // kk prefetches line min((ir * KC + kk) / D, KC - 1): kernel ir covers lines
+  // [ir KC / D, (ir + 1) KC / D), each issued D times in a row (merged in flight), the
+  // stream spread over the panel's whole use. LATHE_MATMUL_PREFETCH_B_SPREAD=0: the old
+  // one-kernel burst (A/B runs). Only where the window has more than one tap (see below).
+  static const bool spread = [] {
+    const char* e = std::getenv("LATHE_MATMUL_PREFETCH_B_SPREAD");
+    return !(e && std::string(e) == "0");
+  }();
+  int64_t rows = mc_blk_;  // a job's rows: M over its M splits, at most one MC block
+  if (Ms_.is_const()) rows = std::min<int64_t>(rows, (Ms_.value() + msplit_ - 1) / msplit_);
+  // dense k x k windows only (k > 1: the reduction runs over channels and taps); 1 x 1
+  // convolutions keep the burst (their schedules are mobilenet's, not measured here)
+  pf_spread_ = spread && mm_.k_axes.size() > 1 ? static_cast<int>(std::max<int64_t>(1, (rows + P.mr - 1) / P.mr)) : 1;
 }
 
 // The micro-kernel of one MR panel ir of A and NR panel jr of B: the accumulators, and the
@@ -300,6 +318,11 @@ std::vector<Stmt> MatmulLowering::micro_kernel() {
   if (prepacked_ || shared_b_)  // panels of all N: this job's start at n0 / NR, KC block pc
     bbase_ = add(bbase_, mul(add(mul(var("pc"), ceil_div(N_, P.nr)), binary(Op::IDiv, n0_, const_int(P.nr))),
                              const_int(kc_blk_ * P.nr)));
+  pfbase_ = bbase_;
+  if (prefetch_b_ && pf_spread_ > 1) {
+    ExprRef line = binary(Op::IDiv, add(mul(var("ir"), const_int(kc_blk_)), kk_), const_int(pf_spread_));
+    pfbase_ = substitute(bbase_, "kk", min_of(line, const_int(kc_blk_ - 1)));
+  }
   if (prepacked_a_ || shared_a_)
     abase_ = add(abase_, mul(add(mul(var("pc"), ceil_div(M_, P.mr)), binary(Op::IDiv, m0_, const_int(P.mr))),
                              const_int(kc_blk_ * P.mr)));

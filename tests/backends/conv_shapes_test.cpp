@@ -35,6 +35,15 @@ TEST(ConvShapes, PrefetchNextBWhereBComesFromMemory) {
   const std::string ir = test::loop_ir_of(build_program(graph_of(swapped)));
   EXPECT_NE(ir.find("B prepacked"), std::string::npos);
   EXPECT_NE(ir.find("prefetch.r "), std::string::npos);
+  // spread over the panel's ten MR-5 micro-kernels (49 rows): kernel ir, depth kk takes line
+  // (ir KC + kk) / 10 of the next panel, clamped to its last (LATHE_MATMUL_PREFETCH_B_SPREAD=0: kk)
+  if (ir.find("MR=5 ") != std::string::npos) EXPECT_NE(ir.find(" + kk) / 10) < "), std::string::npos) << ir.substr(0, 4000);
+  const std::string r50 = test::loop_ir_of(build_program(graph_of({1, 512, 7, 7, 512, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, true})));
+  if (r50.find("MR=5 NR=16 KC=256") != std::string::npos)
+    EXPECT_NE(r50.find("((((ir*256) + kk) / 10) < 255)"), std::string::npos) << r50.substr(0, 4000);
+  // a 1 x 1 layer (one tap) keeps the one-kernel burst
+  const std::string one = test::loop_ir_of(build_program(graph_of({1, 512, 7, 7, 160, 1, 1, {1, 1}, {0, 0}, {1, 1}, 1, true})));
+  if (one.find("B prepacked") != std::string::npos) EXPECT_EQ(one.find(" + kk) / 10) < "), std::string::npos);
   // 14 x 14 positions into 256 channels: M split over the jobs, B packed once for them into a
   // local array (from L3; measured 0.994x, within noise: no prefetch there)
   const Case shared{1, 64, 14, 14, 256, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, true};
@@ -88,6 +97,9 @@ TEST(ConvShapes, MatchInterpreter) {
            {1, 3, 57, 57, 13, 7, 7, {2, 2}, {3, 3}, {1, 1}, 1, true},     // a stem: 3 channels, 7x7 stride 2
            {4, 7, 23, 19, 13, 3, 3, {1, 1}, {1, 1}, {1, 1}},              // batch 4, odd channels, prime sizes
            {1, 64, 7, 7, 96, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, true},      // few positions: swapped, B prepacked
+           {1, 521, 5, 5, 71, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, true},     // swapped, 25 rows: prefetch spread over 5 kernels, K 4689
+           {4, 263, 7, 7, 131, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, true},    // batch 4, swapped, prime channels, K 2367
+           {1, 307, 11, 11, 41, 3, 3, {2, 2}, {1, 1}, {1, 1}, 1, true},   // stride 2 to 6 x 6: swapped, ragged K
            {1, 131, 7, 7, 83, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, true},     // swapped, K over KC, ragged panels
            {1, 257, 5, 5, 37, 1, 1, {1, 1}, {0, 0}, {1, 1}, 1, true},     // 1x1 over few positions
            {1, 96, 14, 14, 53, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, true},    // 14 x 14: rows shorter than NR
