@@ -203,7 +203,11 @@ class LlvmProgram : public CompiledProgram {
   }
   // A tiered program compiles its full tier once its first run is done (the first result is
   // not kept waiting; a one-shot `lathe run` waits for it before it exits).
-  void end_run(bool) override { start_full_tier(); }
+  // (Not with CompileOptions::tier_up false: then only finish_tiers() compiles it.)
+  void end_run(bool) override {
+    if (tier_up_) start_full_tier();
+  }
+  void set_tier_up(bool on) { tier_up_ = on; }
   void finish_tiers() override {
     start_full_tier();
     if (upgrade_.joinable()) upgrade_.join();
@@ -273,6 +277,7 @@ class LlvmProgram : public CompiledProgram {
   std::vector<std::unique_ptr<llvmjit::LoadedCode>> codes_;
   std::shared_ptr<TierJob> job_;
   bool full_started_ = false;
+  bool tier_up_ = true;                           // CompileOptions::tier_up
   std::thread upgrade_;
 };
 
@@ -425,6 +430,7 @@ class LlvmBackend : public Backend {
     if (job) {
       cp->quick_codes = static_cast<int>(job->codes.size());
       cp->set_job(std::move(job));
+      cp->set_tier_up(o.tier_up);
     }
     cp->codes_compiled = static_cast<int>(codes.size());
     cp->from_cache = cached;
@@ -433,7 +439,8 @@ class LlvmBackend : public Backend {
                   (cached ? " (cached object)" : "");
     if (cp->quick_codes > 0)
       cp->command += " (quick tier for " + std::to_string(cp->quick_codes) + " of " + std::to_string(codes.size()) +
-                     " codes: " + llvmjit::pipeline_id(true) + "; the full tier from the end of the first run)";
+                     " codes: " + llvmjit::pipeline_id(true) +
+                     (o.tier_up ? "; the full tier from the end of the first run)" : "; the full tier only when asked)");
     return cp;
   }
 };
