@@ -124,9 +124,18 @@ RunResult run_on_backend(const std::string& backend, const Graph& g, const Tenso
   t0 = Clock::now();
   // a tiered compile (llvm, unless LATHE_TIER=0): quick code for the first run where it pays;
   // the optimized code compiles (and is cached) from the end of the first run: the timed runs
-  // below wait for it, a one-shot run waits before the process exits (run_run)
+  // below wait for it, a one-shot run waits before the process exits (run_run), so that the
+  // next start loads the optimized code.
+  // LATHE_TIER_UP=0: a one-shot run (no --iters, no profiling) does not compile it; its quick
+  // code is cached and the next start loads that. Off by default: it cut the vision models'
+  // cold exit to their first result (mobilenet_v2 2.87/6.59 -> 1.10/1.88 s, resnet50
+  // 12.57/12.73 -> 6.39/6.93 s, locked bench pairs at load 4-9) but the warm start ran the
+  // quick code: mobilenet_v2 0.46/0.64 -> 0.57/0.88 s, unet_small 0.41/0.66 -> 0.78/0.88,
+  // resnet50 1.34/1.53 -> 2.17/2.27.
   CompileOptions co;
   co.tier = true;
+  static const bool tier_up_env = [] { const char* e = std::getenv("LATHE_TIER_UP"); return !(e && std::string(e) == "0"); }();
+  co.tier_up = tier_up_env || iters > 0 || want_timings;
   auto compiled = b.compile(p, co);
   st.compile_ms = ms_since(t0);
   st.mark("compile");

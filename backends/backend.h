@@ -36,6 +36,10 @@ struct CompileOptions {
   // compile to finish: wait_background_compiles() waits for it. `lathe run` allows it (and
   // waits before it exits); false by default.
   bool tier = false;
+  // Tiered: whether the optimized code compiles from the end of the first run (true), or only
+  // when finish_tiers() asks (false: the quick code it started on is cached and a later start
+  // loads it; `lathe run` without --iters or profiling under LATHE_TIER_UP=0).
+  bool tier_up = true;
 };
 
 // What compile() returns: runs kernels (KernelLauncher::launch) and shows their code.

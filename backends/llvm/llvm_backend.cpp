@@ -135,15 +135,20 @@ struct TierJob {
 class LlvmProgram : public CompiledProgram {
  public:
   // code_name: kernel name -> the name its code was compiled under (kernel_dedup.h);
-  // values: kernel name -> the values of that code's extra dims (kernel_param.h)
+  // values: kernel name -> the values of that code's extra dims (kernel_param.h);
+  // args: kernel name -> the order in which its code takes its buffers, where not theirs
+  // (SameCode::args)
   LlvmProgram(const Program& p, std::unique_ptr<llvmjit::LoadedCode> code,
               const std::unordered_map<std::string, std::string>& code_name,
-              const std::unordered_map<std::string, std::vector<int64_t>>& values)
+              const std::unordered_map<std::string, std::vector<int64_t>>& values,
+              const std::unordered_map<std::string, std::vector<int>>& args)
       : program_(p), symbols_(p.kg.symbols.size()), fns_(new std::atomic<KernelFn>[p.funcs.size()]) {
     for (auto& f : p.funcs) {
       params_.emplace_back();
+      args_.emplace_back();
       code_of_.push_back(f.kind == "extern" ? "" : code_name.at(f.name));
       if (auto it = values.find(f.name); it != values.end()) params_.back() = it->second;
+      if (auto it = args.find(f.name); it != args.end()) args_.back() = it->second;
     }
     install(std::move(code));
   }
@@ -169,6 +174,19 @@ class LlvmProgram : public CompiledProgram {
   void run_kernel(int k, void* const* bufs, const int64_t* dims) {
     KernelFn fn = fns_[static_cast<size_t>(k)].load(std::memory_order_acquire);
     if (!fn) return run_library_kernel(program_.kg.kernels.at(k).root, bufs);
+    const std::vector<int>& order = args_[k];
+    constexpr size_t kLocalBufs = 32;
+    void* reordered[kLocalBufs];
+    std::vector<void*> reordered_heap;
+    if (!order.empty()) {  // a code shared with a kernel that lists its buffers in another order
+      void** to = reordered;
+      if (order.size() > kLocalBufs) {
+        reordered_heap.resize(order.size());
+        to = reordered_heap.data();
+      }
+      for (size_t j = 0; j < order.size(); ++j) to[j] = bufs[order[j]];
+      bufs = to;
+    }
     const std::vector<int64_t>& ps = params_[k];
     if (ps.empty()) return fn(bufs, dims);
     constexpr size_t kLocal = 64;
@@ -185,7 +203,11 @@ class LlvmProgram : public CompiledProgram {
   }
   // A tiered program compiles its full tier once its first run is done (the first result is
   // not kept waiting; a one-shot `lathe run` waits for it before it exits).
-  void end_run(bool) override { start_full_tier(); }
+  // (Not with CompileOptions::tier_up false: then only finish_tiers() compiles it.)
+  void end_run(bool) override {
+    if (tier_up_) start_full_tier();
+  }
+  void set_tier_up(bool on) { tier_up_ = on; }
   void finish_tiers() override {
     start_full_tier();
     if (upgrade_.joinable()) upgrade_.join();
@@ -250,10 +272,12 @@ class LlvmProgram : public CompiledProgram {
   std::unique_ptr<std::atomic<KernelFn>[]> fns_;  // per kernel; nullptr: a library call
   std::vector<std::string> code_of_;              // per kernel: its code's symbol ("" for extern)
   std::vector<std::vector<int64_t>> params_;
+  std::vector<std::vector<int>> args_;            // per kernel: SameCode::args
   std::mutex codes_mu_;
   std::vector<std::unique_ptr<llvmjit::LoadedCode>> codes_;
   std::shared_ptr<TierJob> job_;
   bool full_started_ = false;
+  bool tier_up_ = true;                           // CompileOptions::tier_up
   std::thread upgrade_;
 };
 
@@ -358,10 +382,15 @@ class LlvmBackend : public Backend {
     SameCode same = same_code(all);
     std::unordered_map<std::string, std::string> code_name;
     std::unordered_map<std::string, std::vector<int64_t>> values;
+    std::unordered_map<std::string, std::vector<int>> args;
     std::string ir;
     for (size_t i = 0; i < all.size(); ++i) {
-      ir += all[i]->name + "\n" + same.keys[i] + "\n";
+      // the key leaves the buffers' order out; the compiled code takes them in its own
+      ir += all[i]->name + "\n" + same.keys[i] + "\norder";
+      for (int b : same.orders[i]) ir += " " + std::to_string(b);
+      ir += "\n";
       if (same.is_first(i)) distinct.push_back(all[i]);
+      if (!same.args[i].empty()) args[all[i]->name] = same.args[i];
     }
     ShapeParamPlan plan = plan_shape_params(distinct, shape_params_on() ? 2 : SIZE_MAX, shape_params_min_trip());
     std::unordered_map<std::string, size_t> distinct_index;
@@ -397,10 +426,11 @@ class LlvmBackend : public Backend {
       if (!path.empty()) atomic_write(path, llvmjit::pack_objects(objects));
       code = llvmjit::load_objects(objects, dylib);
     }
-    auto cp = std::make_shared<LlvmProgram>(p, std::move(code), code_name, values);
+    auto cp = std::make_shared<LlvmProgram>(p, std::move(code), code_name, values, args);
     if (job) {
       cp->quick_codes = static_cast<int>(job->codes.size());
       cp->set_job(std::move(job));
+      cp->set_tier_up(o.tier_up);
     }
     cp->codes_compiled = static_cast<int>(codes.size());
     cp->from_cache = cached;
@@ -409,7 +439,8 @@ class LlvmBackend : public Backend {
                   (cached ? " (cached object)" : "");
     if (cp->quick_codes > 0)
       cp->command += " (quick tier for " + std::to_string(cp->quick_codes) + " of " + std::to_string(codes.size()) +
-                     " codes: " + llvmjit::pipeline_id(true) + "; the full tier from the end of the first run)";
+                     " codes: " + llvmjit::pipeline_id(true) +
+                     (o.tier_up ? "; the full tier from the end of the first run)" : "; the full tier only when asked)");
     return cp;
   }
 };

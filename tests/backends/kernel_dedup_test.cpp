@@ -82,6 +82,105 @@ TEST(KernelDedup, ConvLayersDifferingOnlyInWeightsShareCode) {
   }
 }
 
+// GPT-2's MLP: matmul + bias, then a GELU whose scalar constants are tensors (ONNX
+// initializers) every layer shares. The first layer meets them after its own bias, the
+// later ones before theirs, so the kernels list their buffers in another order: still one
+// code, each launch handing the buffers in the order the code takes them.
+HostTensor scalar(double v) {
+  HostTensor t(DType::F32, std::vector<int64_t>{});
+  t.set_f64(0, v);
+  return t;
+}
+
+Graph gelu_layers(int layers, int64_t t, int64_t d) {
+  // every layer's output is a graph output, so that each is one kernel (matmul + epilogue)
+  Tensor h = input("x", {SymInt(t), SymInt(d)});
+  std::vector<std::pair<std::string, NodeRef>> outs;
+  for (int l = 0; l < layers; ++l) {
+    Tensor y = matmul(h, from_host(values({d, d}, l))) * 0.2 + from_host(values({d}, 10 + l));
+    Tensor inner = (y + from_host(scalar(0.044715)) * y * y * y) * from_host(scalar(0.7978845608));
+    h = from_host(scalar(0.5)) * y * (tanh(inner) + from_host(scalar(1.0)));
+    outs.push_back({"y" + std::to_string(l), h.node()});
+  }
+  return Graph::from_outputs(outs);
+}
+
+std::vector<const loop::LoopFunc*> funcs_of(const Program& p) {
+  std::vector<const loop::LoopFunc*> fs;
+  for (auto& f : p.funcs) fs.push_back(&f);
+  return fs;
+}
+
+TEST(KernelDedup, BufferOrderIsNotCode) {
+  // batch 1 and more, odd and prime sizes
+  for (auto [t, d] : std::vector<std::pair<int64_t, int64_t>>{{1, 67}, {7, 64}, {17, 96}}) {
+    Graph g = gelu_layers(3, t, d);
+    Program p = build_program(g);
+    std::vector<const loop::LoopFunc*> fs = funcs_of(p);
+    SameCode same = same_code(fs);
+    std::string what = "T=" + std::to_string(t) + " D=" + std::to_string(d) + "\n" + test::loop_ir_of(p);
+    ASSERT_EQ(fs.size(), 3u) << what;
+    EXPECT_EQ(same.distinct(), 1u) << what;
+    bool reordered = false;
+    for (size_t i = 0; i < fs.size(); ++i) {
+      if (same.args[i].empty()) continue;
+      reordered = true;
+      // a permutation of this kernel's buffers, each of the dtype and access of the code's
+      std::vector<int> sorted = same.args[i];
+      std::sort(sorted.begin(), sorted.end());
+      for (size_t j = 0; j < sorted.size(); ++j) EXPECT_EQ(sorted[j], static_cast<int>(j));
+      const loop::LoopFunc& code = *fs[static_cast<size_t>(same.first[i])];
+      ASSERT_EQ(same.args[i].size(), code.buffers.size());
+      for (size_t j = 0; j < code.buffers.size(); ++j) {
+        const loop::BufferParam& mine = fs[i]->buffers[static_cast<size_t>(same.args[i][j])];
+        EXPECT_EQ(mine.dtype, code.buffers[j].dtype);
+        EXPECT_EQ(mine.written, code.buffers[j].written);
+      }
+    }
+    EXPECT_TRUE(reordered) << "the layers should list their buffers in different orders\n" << what;
+    std::string backend = test::test_backend();
+    if (backend != "c" && backend != "llvm") continue;
+    TensorMap in = random_inputs(g, 11);
+    CompileOptions co;
+    co.use_cache = false;
+    auto compiled = get_backend(backend).compile(p, co);
+    if (compiled->codes_compiled >= 0) EXPECT_EQ(compiled->codes_compiled, 1) << what;  // llvm reports it
+    Executable exe(std::move(p), std::move(compiled), backend);
+    EXPECT_EQ(test::compare_outputs(exe.run(in), interpret(g, in)), "") << what;
+  }
+}
+
+TEST(KernelDedup, KeysIgnoreOrderAndNamesOnly) {
+  // k(out, a, b) = a + 2b and k'(out, b, a) listing the same two inputs the other way round
+  // are one code; a - b against b - a is not (the body's order is code)
+  auto make = [](bool swap, bool sub) {
+    loop::LoopFunc f;
+    f.name = swap ? "k2" : "k1";
+    f.kind = "elementwise";
+    int a = swap ? 2 : 1, b = swap ? 1 : 2;
+    f.buffers = {{0, "out", DType::F32, true}, {0, "", DType::F32, false}, {0, "", DType::F32, false}};
+    f.buffers[static_cast<size_t>(a)] = {5, swap ? "in1" : "x", DType::F32, false};
+    f.buffers[static_cast<size_t>(b)] = {6, swap ? "in0" : "y", DType::F32, false};
+    auto i = loop::var("i");
+    auto la = loop::load(a, DType::F32, i), lb = loop::load(b, DType::F32, i);
+    auto v = sub ? loop::binary(Op::Add, la, loop::unary(Op::Neg, lb))
+                 : loop::binary(Op::Add, la, loop::binary(Op::Mul, lb, loop::const_float(2, DType::F32)));
+    f.body.push_back(loop::make_for("i", loop::const_int(8), {loop::make_store(0, i, v)}));
+    return f;
+  };
+  loop::LoopFunc f = make(false, false), g = make(true, false), h = make(true, true);
+  EXPECT_EQ(code_key(f), code_key(g)) << loop::print_loop(f) << loop::print_loop(g);
+  EXPECT_NE(code_key(f), code_key(h));
+  EXPECT_EQ(canonical_buffer_order(f), (std::vector<int>{1, 2, 0}));
+  EXPECT_EQ(canonical_buffer_order(g), (std::vector<int>{2, 1, 0}));
+  SameCode same = same_code({&f, &g, &h});
+  EXPECT_EQ(same.distinct(), 2u);
+  EXPECT_TRUE(same.args[0].empty());
+  // the code (f's) takes out, x, y: g's out is its 0, its x its 2, its y its 1
+  EXPECT_EQ(same.args[1], (std::vector<int>{0, 2, 1}));
+  EXPECT_TRUE(same.args[2].empty());
+}
+
 TEST(KernelDedup, DifferentCodeIsKept) {
   // Same shapes, different ops: nothing may be merged across them.
   Tensor x = input("x", {SymInt(7), SymInt(9)});

@@ -196,6 +196,46 @@ TEST_F(LlvmTier, OneShotRunLeavesTheFullCodeInTheCache) {
   }
 }
 
+// tier_up false (`lathe run` one-shot under LATHE_TIER_UP=0): runs do not start the full tier
+// and a dropped program leaves no compile behind; the cache keeps the quick entry, which the
+// next start loads (tiered, quick, from the cache); finish_tiers() still compiles the full
+// tier, after which the cache holds the full code. Results are the interpreter's throughout.
+TEST_F(LlvmTier, NoTierUpKeepsTheQuickCodeCached) {
+  Backend& b = get_backend("llvm");
+  for (int64_t batch : {1, 3}) {
+    Graph g = tier_graph(batch, fresh_salt());
+    TensorMap in = random_inputs(g, 21 + static_cast<uint64_t>(batch));
+    TensorMap want = interpret(g, in);
+    CompileOptions once;
+    once.tier = true;
+    once.tier_up = false;
+    std::set<fs::path> before = entries();
+    std::string what = "batch " + std::to_string(batch);
+    for (bool cached : {false, true}) {
+      Program p = build_program(g);
+      auto cp = b.compile(p, once);
+      EXPECT_TRUE(is_quick(*cp)) << cp->command;
+      EXPECT_EQ(cp->from_cache, cached) << what;
+      EXPECT_NE(cp->command.find("only when asked"), std::string::npos) << cp->command;
+      Executable exe(std::move(p), cp, "llvm");
+      for (int i = 0; i < 3; ++i) expect_like_interp(exe, in, want, what + ", quick, run " + std::to_string(i + 1));
+    }  // dropped: nothing compiles on
+    wait_background_compiles();
+    EXPECT_EQ(added_since(before).size(), 1u) << what << ": the quick entry alone";
+    {
+      Program p = build_program(g);
+      auto cp = b.compile(p, once);
+      EXPECT_TRUE(cp->from_cache && is_quick(*cp)) << cp->command;
+      Executable exe(std::move(p), cp, "llvm");
+      exe.finish_tiers();  // asked: the full tier compiles
+      expect_like_interp(exe, in, want, what + ", full tier");
+    }
+    wait_background_compiles();
+    EXPECT_EQ(added_since(before).size(), 1u) << what << ": the full entry, the quick one removed";
+    expect_full_from_cache(b, g, in, want, "after finish_tiers, " + what);
+  }
+}
+
 // A heavy code (tier_plan.h: its quick code would cost a run more than the compile it saves;
 // here a kernel streaming 34 MB) is optimized at once, the light ones start quick; the cache
 // after a one-shot run holds the full code of both, and every stage gives the interpreter's
