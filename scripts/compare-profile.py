@@ -22,6 +22,7 @@ Plain python3, no third-party modules.
 """
 import argparse
 import json
+import re
 import sys
 
 HEAVY = ["Conv", "ConvTranspose", "MatMul", "Gemm", "LSTM", "GRU", "Attention", "MaxPool", "AveragePool",
@@ -42,7 +43,9 @@ def split_source(s):
 def onnx_candidates(ort_name):
     """ONNX node names an ORT node name may stand for, most likely first."""
     out = [ort_name]
-    n = ort_name
+    n = re.sub(r"_token_\d+$", "", ort_name)  # QDQ fusions: "/conv1/Conv_token_1"
+    if n != ort_name:
+        out.append(n)
     for suffix in ("_nchwc", "_fused", "_token"):
         if suffix in n:
             n = n[: n.index(suffix)]
@@ -61,7 +64,9 @@ def layer_label(k):
     for s in k.get("sources", []):
         name, op = split_source(s)
         rank = HEAVY.index(op) if op in HEAVY else len(HEAVY)
-        if best is None or rank < best[0]:
+        # the last of equal rank: a kernel shared by repeated blocks lists the first block's
+        # nodes too (hash-consed constants and scales), its own come last
+        if best is None or rank <= best[0]:
             best = (rank, name, op)
     if best is None:
         return k["name"]
@@ -69,7 +74,8 @@ def layer_label(k):
 
 
 def squeeze(shape):
-    return [d for d in (shape or []) if d != 1]
+    """The dims other than 1, sorted: ORT's QDQ kernels run NHWC where Lathe writes NCHW."""
+    return sorted(d for d in (shape or []) if d != 1)
 
 
 def join(lathe, ort, stat):
@@ -89,8 +95,11 @@ def join(lathe, ort, stat):
         for c in onnx_candidates(n["name"]):
             cands = produced.get(c) or holding.get(c)
             if cands:
-                same = [i for i in cands if squeeze(kernels[i].get("shape")) == shape]
-                where[j] = (same or cands)[0]  # the producer runs before the kernels that recompute it
+                # the producer runs before the kernels that recompute it; a padding kernel
+                # that writes the node's input ahead of it (a QDQ stem) has another shape
+                same = ([i for i in cands if squeeze(kernels[i].get("shape")) == shape] or
+                        [i for i in holding.get(c, []) if squeeze(kernels[i].get("shape")) == shape])
+                where[j] = (same or cands)[0]
                 break
     # layout nodes join their neighbours
     for j, n in enumerate(nodes):
