@@ -43,7 +43,8 @@ def split_source(s):
 def onnx_candidates(ort_name):
     """ONNX node names an ORT node name may stand for, most likely first."""
     out = [ort_name]
-    n = re.sub(r"_token_\d+$", "", ort_name)  # QDQ fusions: "/conv1/Conv_token_1"
+    # QDQ fusions: "/conv1/Conv_token_1"; graph fusions: "/attn/MatMul/MatMulScaleFusion/"
+    n = re.sub(r"/[A-Za-z]*Fusion/?$", "", re.sub(r"_token_\d+$", "", ort_name))
     if n != ort_name:
         out.append(n)
     for suffix in ("_nchwc", "_fused", "_token"):
