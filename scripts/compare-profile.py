@@ -27,6 +27,7 @@ Plain python3, no third-party modules.
 """
 import argparse
 import json
+import re
 import sys
 
 HEAVY = ["Conv", "ConvTranspose", "MatMul", "Gemm", "LSTM", "GRU", "Attention", "MaxPool", "AveragePool",
@@ -61,6 +62,10 @@ def onnx_candidates(ort_name):
     if n.startswith("fused "):  # ORT's FusedGemm / FusedConv: "fused NAME"
         n = n[len("fused "):]
         out.append(n)
+    m = re.sub(r"_token_\d+$", "", n)  # QDQ fusions: "/conv1/Conv_token_1"
+    if m != n:
+        n = m
+        out.append(n)
     # ORT's graph fusions append a step: "/l.0/qkv/MatMul/MatMulAddFusion", ".../MatMulScaleFusion/"
     m = n.rstrip("/")
     while "/" in m and m[m.rindex("/") + 1:].endswith("Fusion"):
@@ -89,7 +94,9 @@ def layer_label(k):
     for s in k.get("sources", []):
         name, op = split_source(s)
         rank = HEAVY.index(op) if op in HEAVY else len(HEAVY)
-        if best is None or rank < best[0]:
+        # the last of equal rank: a kernel shared by repeated blocks lists the first block's
+        # nodes too (hash-consed constants and scales), its own come last
+        if best is None or rank <= best[0]:
             best = (rank, name, op)
     if best is None:
         return k["name"]
@@ -97,7 +104,8 @@ def layer_label(k):
 
 
 def squeeze(shape):
-    return [d for d in (shape or []) if d != 1]
+    """The dims other than 1, sorted: ORT's QDQ kernels run NHWC where Lathe writes NCHW."""
+    return sorted(d for d in (shape or []) if d != 1)
 
 
 def join(lathe, ort, stat):
@@ -117,8 +125,11 @@ def join(lathe, ort, stat):
         for c in onnx_candidates(n["name"]):
             cands = produced.get(c) or holding.get(c)
             if cands:
-                same = [i for i in cands if squeeze(kernels[i].get("shape")) == shape]
-                where[j] = (same or cands)[0]  # the producer runs before the kernels that recompute it
+                # the producer runs before the kernels that recompute it; a padding kernel
+                # that writes the node's input ahead of it (a QDQ stem) has another shape
+                same = ([i for i in cands if squeeze(kernels[i].get("shape")) == shape] or
+                        [i for i in holding.get(c, []) if squeeze(kernels[i].get("shape")) == shape])
+                where[j] = (same or cands)[0]
                 break
     # an epilogue ORT split off (GELU) or the reshape draining a Gemm joins the node before it
     for j, n in enumerate(nodes):

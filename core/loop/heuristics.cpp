@@ -2,6 +2,9 @@
 // writes one. Outer loops go parallel over the cores when there is enough work (small
 // outer loops are fused first so every core gets rows); innermost loops are vectorized.
 // Windowed and strided reductions first get rows of accumulators (row_reduce.h).
+#include <cstdlib>
+#include <optional>
+#include <string>
 #include <thread>
 
 #include "core/ir/diag.h"
@@ -27,6 +30,67 @@ std::vector<Stmt*> outer_chain(std::vector<Stmt>& body) {
     cur = &cur->body[0];
   }
   return chain;
+}
+
+// Coefficients (of a, of b) of an integer expression affine in loop vars a and b (other
+// vars and loads not mentioning them count as constants); nullopt where it is not.
+std::optional<std::pair<int64_t, int64_t>> affine_ab(const ExprRef& e, const std::string& a, const std::string& b) {
+  if (!mentions(e, a) && !mentions(e, b)) return std::make_pair<int64_t, int64_t>(0, 0);
+  if (e->lanes != 1 || !is_int(e->dtype)) return std::nullopt;
+  if (e->kind == ExprKind::Var) return e->name == a ? std::make_pair<int64_t, int64_t>(1, 0) : std::make_pair<int64_t, int64_t>(0, 1);
+  if (e->kind != ExprKind::Binary || (e->op != Op::Add && e->op != Op::Mul)) return std::nullopt;
+  auto l = affine_ab(e->args[0], a, b), r = affine_ab(e->args[1], a, b);
+  if (!l || !r) return std::nullopt;
+  if (e->op == Op::Add) return std::make_pair(l->first + r->first, l->second + r->second);
+  for (int side = 0; side < 2; ++side) {  // c · (affine)
+    const ExprRef& c = e->args[side];
+    const auto& t = side ? *l : *r;
+    if (is_const(c)) return std::make_pair(c->i * t.first, c->i * t.second);
+  }
+  return std::nullopt;
+}
+
+// Whether every use of a and b in e sits in an affine term c·(E·a + b): with a = 0 and b
+// running over E·extent(a), each such term keeps its value.
+bool collapsible(const ExprRef& e, const std::string& a, const std::string& b, int64_t E) {
+  if (!mentions(e, a) && !mentions(e, b)) return true;
+  if (auto ab = affine_ab(e, a, b); ab && ab->first == E * ab->second) return true;
+  if (e->kind == ExprKind::Var) return false;
+  for (const auto& x : e->args)
+    if (x && !collapsible(x, a, b, E)) return false;
+  return true;
+}
+
+// Short innermost rows (a 14×14 map's 14) under a loop that steps over whole rows of the same
+// buffers: one loop over both, so the vectorized loop runs full vectors (196 = 24 × 8 + 4,
+// not 14 = 8 + 6 per row). Only when every access collapses (none reads by row alone, as a
+// per-channel scale would along the channel loop); never into the parallel loop.
+constexpr int64_t kCollapseBelow = 64;
+int collapse_short_rows(std::vector<Stmt>& body, std::vector<std::string>& log) {
+  int n = 0;
+  for (auto& s : body) {
+    if (s.kind != StmtKind::For && s.kind != StmtKind::If) continue;
+    n += collapse_short_rows(s.body, log) + collapse_short_rows(s.else_body, log);
+    if (s.kind != StmtKind::For || s.body.size() != 1 || s.body[0].kind != StmtKind::For) continue;
+    Stmt& leaf = s.body[0];
+    bool inner = false;
+    walk(leaf.body, [&](const Stmt& c) { inner |= c.kind == StmtKind::For; return !inner; });
+    int64_t ea = const_extent(s), eb = const_extent(leaf);
+    if (inner || ea < 2 || eb < 1 || eb >= kCollapseBelow || s.annot.parallel || !s.reduces.empty() ||
+        !leaf.reduces.empty() || s.note == kEdgeNote || leaf.note == kEdgeNote || leaf.annot.vectorize)
+      continue;
+    bool ok = true;
+    walk_exprs(leaf.body, [&](const ExprRef& e) { ok = ok && collapsible(e, s.var, leaf.var, eb); });
+    if (!ok) continue;
+    log.push_back("collapse rows " + s.var + " " + leaf.var + " -> " + leaf.var + " (" + std::to_string(ea * eb) + ")");
+    Stmt row = std::move(leaf);
+    substitute(row.body, s.var, const_int(0));
+    row.extent = const_int(ea * eb);
+    row.note = s.note + " × " + row.note;
+    s = std::move(row);
+    ++n;
+  }
+  return n;
 }
 
 }  // namespace
@@ -70,7 +134,10 @@ void apply_default_schedule(LoopFunc& f, const ScheduleOptions& opts) {
       }
     }
   }
-  // vectorize innermost loops
+  // vectorize innermost loops, short rows first collapsed with their parents
+  if (!(getenv("LATHE_COLLAPSE_ROWS") && std::string(getenv("LATHE_COLLAPSE_ROWS")) == "0"))
+    while (collapse_short_rows(f.body, f.schedule_log) > 0) {
+    }
   std::vector<std::string> leaves;
   walk(f.body, [&](const Stmt& s) {
     if (s.kind != StmtKind::For) return true;

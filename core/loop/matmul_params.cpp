@@ -261,11 +261,22 @@ MatmulParams host_matmul_params() {
 // (BERT QDQ's sat16 GEMMs ran at about half the speed of the exact i16 ones). The rows are
 // cut to the most that fit. A prepacked A side (a conv's weights) is packed in panels of
 // that MR too (prepack.cpp takes sat16_params).
-MatmulParams sat16_params(MatmulParams P) {
+// Few columns (N <= 64: a 7x7 map's 49) on two B vectors a step pad N to whole 16s (64) where
+// one vector a step pads to 8s (56) and fits 12 rows (12 x 8): the narrower tile there.
+MatmulParams sat16_params(MatmulParams P, int64_t n) {
   if (host_int8_dot_group() == 4) return P;
+  static const bool narrow = [] {
+    const char* e = std::getenv("LATHE_INT8_NARROW_N");
+    return !(e && std::string(e) == "0");
+  }();
+  const bool narrowed = narrow && n > 0 && n <= 64 && P.nr == 2 * P.lanes && round_up(n, P.lanes) < round_up(n, P.nr);
+  if (narrowed) {
+    P.nr = P.lanes;
+    P.nc = std::max(1, P.nc / P.nr) * P.nr;
+  }
   const int regs = P.lanes == 16 ? 32 : 16, nq = P.nr / P.lanes;
-  const int fit = (regs - nq - 3) / nq;
-  if (fit < 1 || fit >= P.mr) return P;
+  const int fit = std::min((regs - nq - 3) / nq, 16);  // (the narrow tile: more rows than the host's MR)
+  if (fit < 1 || (fit >= P.mr && !narrowed)) return P;
   P.mr = fit;
   P.mc = std::max(1, P.mc / fit) * fit;
   return P;
@@ -273,14 +284,17 @@ MatmulParams sat16_params(MatmulParams P) {
 static MatmulParams fit_sat16_rows(const KernelGraph& kg, const Kernel& k, MatmulParams P) {
   if (k.kind != "matmul") return P;
   auto mm = match_matmul(k.matmul ? k.matmul : k.root);
-  return mm && mm->sat16 ? sat16_params(P) : P;
+  if (!mm || !mm->sat16) return P;
+  int64_t n = 1;
+  for (int d : mm->n_axes) n = mm->mul->shape[d].is_const() ? n * mm->mul->shape[d].value() : -1 << 30;
+  return sat16_params(P, n);
 }
 
 MatmulParams fit_matmul_rows(const KernelGraph& kg, int kernel, MatmulParams P) {
   if (const char* e = std::getenv("LATHE_MATMUL_TILE"); e && *e) return P;  // an explicit tile stays
   if (const char* e = std::getenv("LATHE_MATMUL_FIT_ROWS"); e && std::string(e) == "0") return P;
   const Kernel& k = kg.kernels.at(kernel);
-  if (MatmulParams sat = fit_sat16_rows(kg, k, P); sat.mr != P.mr) return sat;
+  if (MatmulParams sat = fit_sat16_rows(kg, k, P); sat.mr != P.mr || sat.nr != P.nr) return sat;
   const int mr = P.mr - 1;
   // f32 only (the int8 kernels' panels are sized for MR), A packed per run (prepacked A
   // panels are MR tall), and enough accumulators to cover the FMA latency (2 pipes x 4

@@ -508,7 +508,7 @@ std::vector<int> prepack_a_impl(KernelGraph& kg, const MatmulParams& P, int64_t 
     if (M * K * static_cast<int64_t>(ints.g ? dtype_size(ints.a) : sizeof(float)) > cap) continue;
     // the blocks the lowering will choose (it uses the packed copy only when KC agrees)
     // (the saturating pairs' rows: those whose tile fits the registers, as the lowering fits them)
-    const MatmulParams Pk = mm->sat16 ? sat16_params(P) : P;
+    const MatmulParams Pk = mm->sat16 ? sat16_params(P, Ns.value()) : P;
     // (B packed on every run, f32: the lowering's cut of KC for its block, matmul_blocking)
     const int b_run_bytes = !ints.g && packs_b_window_whole(*mm, Pk) ? 4 : 0;
     const MatmulBlocking bl = matmul_blocking(M, Ns.value(), K, Bs.is_const() ? Bs.value() : -1, threads,

@@ -98,7 +98,8 @@ int packed_a_buffer(const KernelGraph& kg, const Kernel& k);
 // P for a GEMM of qdq-sat16's saturating pairs without VNNI: the most rows whose register tile
 // fits (accumulators, B vectors, the broadcast A group, vpmaddubsw's result, vpmaddwd's ones);
 // P itself with VNNI. The prepacked A panels (a conv's weights) and fit_matmul_rows both take it
-// (matmul_params.cpp).
-MatmulParams sat16_params(MatmulParams P);
+// (matmul_params.cpp). n: the GEMM's columns (N <= 64 takes a one-vector-wide tile where
+// that pads N less: 12 x 8 on AVX2; LATHE_INT8_NARROW_N=0 keeps NR).
+MatmulParams sat16_params(MatmulParams P, int64_t n);
 
 }  // namespace lathe::loop

@@ -26,6 +26,8 @@ CASES = {
     "conv1x1_c5": ("conv", 2, 5, 7, 1, 1, 0, 1, 4, 5),            # one axis, odd K: the last alone
     "conv3x3_c3": ("conv", 1, 3, 4, 3, 1, 1, 1, 0, 6),            # odd channels: pairs across taps, exact here
     "matmul_k13_b3": ("matmul", 3, 13, 11, 1, 1, 0, 1, 6, 5),
+    "conv3x3_c16_o29": ("conv", 1, 16, 29, 3, 1, 1, 1, 5, 7),     # N 49, M 29: the 12 x 8 tile, a ragged panel
+    "conv3x3_c8_o13_s2_b2": ("conv", 2, 8, 13, 3, 2, 1, 1, 255, 9),  # N 2 x 25 at stride 2, zero point 255 in the padding
 }
 
 

@@ -53,6 +53,8 @@ const std::vector<Case> kCases = {
     {"conv3x3_c8", true, true},     {"conv3x3_c6_s2_b3_zp", true, true}, {"conv3x3_c12_g3", true, true},
     {"conv1x1_c5", true, false},    {"matmul_k13_b3", true, false},      {"conv3x3_c10_g2", false, false},
     {"conv3x3_c3", false, false},
+    // N <= 64 (49; 2 x 25 at stride 2): the 12 x 8 tile where AVX2 has no VNNI
+    {"conv3x3_c16_o29", true, true}, {"conv3x3_c8_o13_s2_b2", true, true},
 };
 
 // The output's quantization step: the smallest nonzero difference between two output values.
@@ -95,6 +97,12 @@ TEST(QdqSat16Models, BackendMatchesInterpreterThroughTheSaturatingGemm) {
       bool dot = false;
       for (auto& f : p.funcs) dot = dot || loop::print_loop(f).find("dot4sat16(") != std::string::npos;
       EXPECT_TRUE(dot) << c.name << ": no saturating dot in an int8 GEMM";
+      if (c.name.rfind("conv3x3_c16_o29", 0) == 0 || c.name.rfind("conv3x3_c8_o13", 0) == 0) {
+        bool narrow = false;  // N <= 64 on two B vectors a step: one vector, 12 rows (sat16_params)
+        for (auto& f : p.funcs)
+          for (auto& l : f.schedule_log) narrow = narrow || l.find("NR=8") != std::string::npos;
+        EXPECT_EQ(narrow, loop::host_int8_dot_group() != 4 && loop::host_matmul_params().nr == 16) << c.name;
+      }
     }
     batch.add(c.name, g, inputs_of(c.name));
   }
