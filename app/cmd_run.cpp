@@ -136,6 +136,12 @@ RunResult run_on_backend(const std::string& backend, const Graph& g, const Tenso
   co.tier = true;
   static const bool tier_up_env = [] { const char* e = std::getenv("LATHE_TIER_UP"); return !(e && std::string(e) == "0"); }();
   co.tier_up = tier_up_env || iters > 0 || want_timings;
+  // A one-shot run (no --iters, no profiling) leaves the optimized code to a detached child
+  // process (detach_background_compiles, run_run): the process exits at its first result and
+  // the next start loads the optimized code, or waits for it (LATHE_TIER_WAIT_MS).
+  // LATHE_TIER_DETACH=0: the process compiles it and waits, as before.
+  static const bool detach_env = [] { const char* e = std::getenv("LATHE_TIER_DETACH"); return !(e && std::string(e) == "0"); }();
+  co.detach_tier = detach_env && iters == 0 && !want_timings;
   auto compiled = b.compile(p, co);
   st.compile_ms = ms_since(t0);
   st.mark("compile");
@@ -470,9 +476,10 @@ int run_run(const std::vector<std::string>& args) {
     int rc = run_parsed(g, sample.empty() ? file : "sample " + sample, backend, input_args, bind_args, output_dir,
                         static_cast<uint64_t>(seed), profile, trace, flags);
     // the results are out; a tiered compile's optimized code (llvm) may still be compiling
-    // for the kernel cache: the process waits for it, so the next start loads that code
+    // for the kernel cache: the process waits for it, so the next start loads that code, or
+    // (CompileOptions::detach_tier) hands it to a detached child and exits now
     std::cout.flush();
-    wait_background_compiles();
+    detach_background_compiles();
     return rc;
   } catch (const UsageError& e) {
     std::cerr << "lathe run: " << e.what() << "\nRun with --help for more information.\n";

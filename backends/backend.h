@@ -17,6 +17,7 @@
 #pragma once
 #include <memory>
 #include <string>
+#include <functional>
 #include <thread>
 #include <vector>
 
@@ -40,6 +41,12 @@ struct CompileOptions {
   // when finish_tiers() asks (false: the quick code it started on is cached and a later start
   // loads it; `lathe run` without --iters or profiling under LATHE_TIER_UP=0).
   bool tier_up = true;
+  // Tiered, a one-shot caller (`lathe run` without --iters or profiling; LATHE_TIER_DETACH=0
+  // turns it off): the optimized code does not compile from the end of the first run in this
+  // process; a program dropped with it not compiled leaves it to detach_background_compiles()
+  // (a child process that writes it to the kernel cache). Not without the cache: then nothing
+  // compiles it (finish_tiers() still does, in process).
+  bool detach_tier = false;
 };
 
 // What compile() returns: runs kernels (KernelLauncher::launch) and shows their code.
@@ -109,6 +116,23 @@ void keep_background_compile(std::thread t);
 // Waits for every kept compile; `lathe run` calls it after it printed its results. (At exit,
 // whatever is still running is waited for too.)
 void wait_background_compiles();
+
+// A compile that may finish in a detached child process after the caller's results are out
+// (the llvm full tier of a one-shot `lathe run`, CompileOptions::detach_tier): `run` compiles
+// and writes its kernel-cache entry (atomic_write); lock_path (try_lock_exclusive) is held from
+// before the fork until the child exits, so a start that misses the entry meanwhile can wait
+// for it (wait_unlocked), and a second writer does not start.
+struct DetachedCompile {
+  std::string lock_path;
+  std::function<void()> run;
+};
+void keep_detached_compile(DetachedCompile c);
+// Waits for the in-process compiles (wait_background_compiles), then forks one child (its own
+// session, stdin/stdout/stderr on /dev/null, no other descriptors but the locks) that runs every
+// kept detached compile whose lock this process got, one after the other, and exits. Returns
+// its pid, or 0 when there was nothing to run (every lock held elsewhere, or none kept) or the
+// fork failed (then they run here, before it returns). The caller does not wait for the child.
+int detach_background_compiles();
 
 // build_program + checks (known, available, supports) + compile: the one call most users need.
 Executable compile_graph(const Graph& g, const std::string& backend, const BuildOptions& build = {},

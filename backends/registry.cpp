@@ -1,5 +1,11 @@
 // registry.cpp — the backend registry, Backend's shared helpers, and compile_graph().
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cstdio>
+#include <iostream>
 #include <map>
 #include <mutex>
 #include <thread>
@@ -7,6 +13,7 @@
 
 #include "backends/backend.h"
 #include "core/ir/diag.h"
+#include "core/runtime/kernel_cache.h"
 
 namespace lathe {
 
@@ -41,6 +48,41 @@ BackgroundCompiles& background() {
   return b;
 }
 
+struct DetachedCompiles {
+  std::mutex mu;
+  std::vector<DetachedCompile> kept;
+};
+
+DetachedCompiles& detached() {
+  static DetachedCompiles d;
+  return d;
+}
+
+// In the forked child: only this thread exists; run the compiles and leave without running
+// the parent's atexit handlers or flushing its stdio buffers (_exit).
+[[noreturn]] void run_detached_child(const std::vector<DetachedCompile>& cs, const std::vector<int>& locks) {
+  ::setsid();
+  int null = ::open("/dev/null", O_RDWR);
+  if (null >= 0) {
+    for (int fd = 0; fd <= 2; ++fd) ::dup2(null, fd);
+    if (null > 2) ::close(null);
+  }
+  long max_fd = ::sysconf(_SC_OPEN_MAX);
+  if (max_fd < 0 || max_fd > 65536) max_fd = 65536;
+  for (int fd = 3; fd < max_fd; ++fd)
+    if (std::find(locks.begin(), locks.end(), fd) == locks.end()) ::close(fd);
+  int rc = 0;
+  for (size_t i = 0; i < cs.size(); ++i) {
+    try {
+      cs[i].run();
+    } catch (...) {
+      rc = 1;
+    }
+    ::close(locks[i]);  // released as soon as its entry is written
+  }
+  ::_exit(rc);
+}
+
 }  // namespace
 
 void keep_background_compile(std::thread t) {
@@ -51,6 +93,47 @@ void keep_background_compile(std::thread t) {
 }
 
 void wait_background_compiles() { background().wait(); }
+
+void keep_detached_compile(DetachedCompile c) {
+  auto& d = detached();
+  std::lock_guard<std::mutex> lock(d.mu);
+  d.kept.push_back(std::move(c));
+}
+
+int detach_background_compiles() {
+  wait_background_compiles();
+  std::vector<DetachedCompile> kept;
+  {
+    auto& d = detached();
+    std::lock_guard<std::mutex> lock(d.mu);
+    kept.swap(d.kept);
+  }
+  std::vector<DetachedCompile> mine;
+  std::vector<int> locks;
+  for (auto& c : kept) {
+    int fd = try_lock_exclusive(c.lock_path);
+    if (fd < 0) continue;  // another process is writing that entry
+    mine.push_back(std::move(c));
+    locks.push_back(fd);
+  }
+  if (mine.empty()) return 0;
+  std::cout.flush();
+  std::cerr.flush();
+  std::fflush(nullptr);
+  pid_t pid = ::fork();
+  if (pid == 0) run_detached_child(mine, locks);
+  if (pid < 0) {
+    for (auto& c : mine) {  // no child: compile here, as before
+      try {
+        c.run();
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "warning: %s\n", e.what());
+      }
+    }
+  }
+  for (int fd : locks) ::close(fd);  // the child holds them now
+  return pid > 0 ? static_cast<int>(pid) : 0;
+}
 
 std::vector<std::shared_ptr<CompiledProgram>> Backend::compile_many(const std::vector<const Program*>& ps,
                                                                     const CompileOptions& o) {

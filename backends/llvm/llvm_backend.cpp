@@ -8,10 +8,15 @@
 // finish_tiers() asks): on its own thread, the kernels' function pointers swapped when it is
 // loaded, all the optimized objects written under the key an untiered compile uses. A program
 // dropped before then leaves the thread to finish (keep_background_compile), so a one-shot
-// run still leaves the optimized code in the cache for the next start.
+// run still leaves the optimized code in the cache for the next start; with
+// CompileOptions::detach_tier (a one-shot `lathe run`) the runs do not start it and a dropped
+// program leaves it to a detached child process (detach_background_compiles) holding a lock
+// beside the full entry, which a start missing that entry waits on (LATHE_TIER_WAIT_MS).
 //
 // Supports every dtype (f16 and bf16 as storage types, computed in f32) and every
 // primitive op; Extern kernels call the library (backends/library.h) between JIT kernels.
+#include <sys/stat.h>
+
 #include <llvm/IR/LLVMContext.h>
 #include <llvm/IR/Module.h>
 #include <llvm/Support/raw_ostream.h>
@@ -99,6 +104,13 @@ std::string tier_mode() {
   return s == "0" ? "" : s == "all" ? "all" : "cost";
 }
 
+// LATHE_TIER_WAIT_MS: how long a start that misses the full entry waits for another process
+// writing it (a one-shot run's detached full tier) before it starts on the quick code (1000).
+double tier_wait_ms() {
+  const char* e = std::getenv("LATHE_TIER_WAIT_MS");
+  return e && *e ? std::atof(e) : 1000;
+}
+
 // Read a cached bundle of objects and load it; nullptr when absent or corrupt (then removed).
 std::unique_ptr<llvmjit::LoadedCode> load_cached(const std::string& path, const std::string& name,
                                                  const std::vector<const loop::LoopFunc*>& codes) {
@@ -158,6 +170,14 @@ class LlvmProgram : public CompiledProgram {
       job_->owner = nullptr;
     }
     keep_background_compile(std::move(upgrade_));  // its code still reaches the cache
+    if (job_ && detach_ && !full_started_ && !job_->path.empty()) {
+      std::shared_ptr<TierJob> job = job_;
+      keep_detached_compile({job->path + ".lock", [job] {
+                               struct stat st {};
+                               if (::stat(job->path.c_str(), &st) == 0) return;  // written meanwhile
+                               compile_full_tier(job);
+                             }});
+    }
   }
   // Tiered: some codes start quick; `job` compiles their full tier.
   void set_job(std::shared_ptr<TierJob> job) {
@@ -204,10 +224,15 @@ class LlvmProgram : public CompiledProgram {
   // A tiered program compiles its full tier once its first run is done (the first result is
   // not kept waiting; a one-shot `lathe run` waits for it before it exits).
   // (Not with CompileOptions::tier_up false: then only finish_tiers() compiles it.)
+  // (Nor with CompileOptions::detach_tier: then a child process compiles it once the program
+  // is dropped, detach_background_compiles().)
   void end_run(bool) override {
-    if (tier_up_) start_full_tier();
+    if (tier_up_ && !detach_) start_full_tier();
   }
-  void set_tier_up(bool on) { tier_up_ = on; }
+  void set_tier_up(bool on, bool detach) {
+    tier_up_ = on;
+    detach_ = on && detach;
+  }
   void finish_tiers() override {
     start_full_tier();
     if (upgrade_.joinable()) upgrade_.join();
@@ -278,6 +303,7 @@ class LlvmProgram : public CompiledProgram {
   std::shared_ptr<TierJob> job_;
   bool full_started_ = false;
   bool tier_up_ = true;                           // CompileOptions::tier_up
+  bool detach_ = false;                           // CompileOptions::detach_tier
   std::thread upgrade_;
 };
 
@@ -417,6 +443,15 @@ class LlvmBackend : public Backend {
     std::string dylib = "k" + key.substr(0, 8);
     std::unique_ptr<llvmjit::LoadedCode> code = load_cached(path, dylib, codes);
     bool cached = code != nullptr;
+    // another process may be writing the full entry (a one-shot run's detached full tier):
+    // wait a little for it, then start on the quick code
+    bool still_compiling = false;
+    if (!code && o.tier && !path.empty()) {
+      LockWait w = wait_unlocked(path + ".lock", tier_wait_ms());
+      if (w == LockWait::kReleased) code = load_cached(path, dylib, codes);
+      still_compiling = w == LockWait::kStillHeld;
+      cached = code != nullptr;
+    }
     std::shared_ptr<TierJob> job;
     if (!code && o.tier && !tier_mode().empty()) {
       job = start_tiered(p, plan.codes, codes, code_name, ranges, key_parts, path, dylib, o.use_cache, code, cached);
@@ -430,7 +465,7 @@ class LlvmBackend : public Backend {
     if (job) {
       cp->quick_codes = static_cast<int>(job->codes.size());
       cp->set_job(std::move(job));
-      cp->set_tier_up(o.tier_up);
+      cp->set_tier_up(o.tier_up, o.detach_tier);
     }
     cp->codes_compiled = static_cast<int>(codes.size());
     cp->from_cache = cached;
@@ -440,7 +475,10 @@ class LlvmBackend : public Backend {
     if (cp->quick_codes > 0)
       cp->command += " (quick tier for " + std::to_string(cp->quick_codes) + " of " + std::to_string(codes.size()) +
                      " codes: " + llvmjit::pipeline_id(true) +
-                     (o.tier_up ? "; the full tier from the end of the first run)" : "; the full tier only when asked)");
+                     (still_compiling ? "; the full tier still compiling in another process)"
+                      : !o.tier_up ? "; the full tier only when asked)"
+                      : o.detach_tier && o.use_cache ? "; the full tier in a detached process after the first result)"
+                                                     : "; the full tier from the end of the first run)");
     return cp;
   }
 };

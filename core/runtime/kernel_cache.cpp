@@ -1,10 +1,14 @@
 // kernel_cache.cpp — cache directory selection, keys and atomic writes (see header).
 #include "core/runtime/kernel_cache.h"
 
+#include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
+#include <thread>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -125,6 +129,35 @@ bool atomic_write(const std::string& path, const std::string& data) {
     return false;
   }
   return true;
+}
+
+int try_lock_exclusive(const std::string& lock_path) {
+  int fd = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) return -1;
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+LockWait wait_unlocked(const std::string& lock_path, double max_ms) {
+  int fd = ::open(lock_path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return LockWait::kFree;  // no lock file: nobody ever locked it
+  LockWait r = LockWait::kFree;
+  if (::flock(fd, LOCK_SH | LOCK_NB) != 0) {
+    auto t0 = std::chrono::steady_clock::now();
+    for (r = LockWait::kStillHeld;
+         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() < max_ms;) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      if (::flock(fd, LOCK_SH | LOCK_NB) == 0) {
+        r = LockWait::kReleased;
+        break;
+      }
+    }
+  }
+  ::close(fd);  // releases the shared lock too
+  return r;
 }
 
 }  // namespace lathe

@@ -24,4 +24,15 @@ bool atomic_write(const std::string& path, const std::string& data);
 // A unique temp path next to `path` (same directory, so rename is atomic).
 std::string temp_path_for(const std::string& path);
 
+// Advisory locks (flock) beside an entry, for a compile that writes it from another process
+// (the llvm full tier's detached child): the holder keeps a descriptor open; the kernel
+// releases the lock when the last one closes, also when the process is killed, so a lock
+// never outlives its writer.
+// try_lock_exclusive: the open descriptor holding lock_path's exclusive lock, or -1 when
+// another holds it (or the file cannot be created). Close the descriptor to release it.
+int try_lock_exclusive(const std::string& lock_path);
+// Whether lock_path was held when asked, and if so whether it was released within max_ms.
+enum class LockWait { kFree, kReleased, kStillHeld };
+LockWait wait_unlocked(const std::string& lock_path, double max_ms);
+
 }  // namespace lathe
