@@ -50,6 +50,7 @@ namespace {
 //   LATHE_LLVM_PIPELINE=TEXT  a pass pipeline in opt's syntax instead ("default<O3>")
 //   LATHE_LLVM_CODEGEN=0..3   the code generator's level (default 3)
 //   LATHE_LLVM_LSR=0          no Loop Strength Reduction
+//   LATHE_LLVM_QUICK_CODEGEN=0..3  the quick tier's code generator level (default 0)
 //   LATHE_LLVM_NOALIAS=0      no scoped no-alias metadata on the buffers' loads and stores (emit.cpp)
 //   LATHE_LLVM_ARGS=...       LLVM's own options ("-time-passes")
 std::string env_or(const char* name, const char* fallback) {
@@ -62,6 +63,8 @@ int env_level(const char* name, const char* fallback, int lo) {
 }
 int opt_level() { static const int l = env_level("LATHE_LLVM_OPT", "3", 1); return l; }
 int codegen_level() { static const int l = env_level("LATHE_LLVM_CODEGEN", "3", 0); return l; }
+// LATHE_LLVM_QUICK_CODEGEN=0..3: the quick tier's code generator level (default 0), for A/B
+int quick_codegen_level() { static const int l = env_level("LATHE_LLVM_QUICK_CODEGEN", "0", 0); return l; }
 bool keep_lsr() { static const bool k = env_or("LATHE_LLVM_LSR", "1") != "0"; return k; }
 // The quick tier (jit.h): scalar clean-up only (allocas to registers, redundancies, folding,
 // dead blocks), then the code generator at O0 (FastISel, the fast register allocator). Measured
@@ -171,7 +174,7 @@ class TmLease {
     auto tm = st_.jtmb->createTargetMachine();
     if (!tm) throw UserError("LLVM cannot create a target machine: " + take_error(tm.takeError()));
     tm_ = std::move(*tm);
-    if (quick_) tm_->setOptLevel(llvm::CodeGenOptLevel::None);
+    if (quick_) tm_->setOptLevel(static_cast<llvm::CodeGenOptLevel>(quick_codegen_level()));
   }
   ~TmLease() {
     std::lock_guard<std::mutex> lock(st_.tm_mu);
@@ -190,7 +193,7 @@ class TmLease {
 
 
 const char* pipeline_id(bool quick) {
-  static const std::string quick_id = std::string("quick;passes=") + kQuickPasses + ";cg=O0" +
+  static const std::string quick_id = std::string("quick;passes=") + kQuickPasses + ";cg=O" + std::to_string(quick_codegen_level()) +
                                       (alias_scopes() ? "" : "-no-alias-scopes") + ";v1";
   if (quick) return quick_id.c_str();
   static const std::string id = [] {

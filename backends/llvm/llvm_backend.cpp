@@ -222,7 +222,8 @@ class LlvmProgram : public CompiledProgram {
     fn(bufs, all);
   }
   // A tiered program compiles its full tier once its first run is done (the first result is
-  // not kept waiting; a one-shot `lathe run` waits for it before it exits).
+  // not kept waiting; a one-shot `lathe run` under LATHE_TIER_DETACH=0 waits for it before it
+  // exits).
   // (Not with CompileOptions::tier_up false: then only finish_tiers() compiles it.)
   // (Nor with CompileOptions::detach_tier: then a child process compiles it once the program
   // is dropped, detach_background_compiles().)
@@ -476,7 +477,7 @@ class LlvmBackend : public Backend {
       cp->command += " (quick tier for " + std::to_string(cp->quick_codes) + " of " + std::to_string(codes.size()) +
                      " codes: " + llvmjit::pipeline_id(true) +
                      (still_compiling ? "; the full tier still compiling in another process)"
-                      : !o.tier_up ? "; the full tier only when asked)"
+                      : !o.tier_up || (o.detach_tier && !o.use_cache) ? "; the full tier only when asked)"
                       : o.detach_tier && o.use_cache ? "; the full tier in a detached process after the first result)"
                                                      : "; the full tier from the end of the first run)");
     return cp;
