@@ -8,6 +8,7 @@
 #include "capi/internal.h"
 #include "core/ir/diag.h"
 #include "core/loop/loop_print.h"
+#include "core/runtime/arena_alloc.h"
 #include "core/runtime/random.h"
 
 using namespace lathe;
@@ -271,7 +272,10 @@ lathe_status lathe_program_run(lathe_program p, const lathe_arg* inputs, size_t 
         B.dim_values.push_back(it == dims.end() ? 0 : it->second);
       }
       B.plan = plan_memory(kg, pr.funcs, dims);
-      aligned(B.arena, B.arena_capacity, B.plan.arena_bytes);
+      if (B.plan.arena_bytes > B.arena_capacity || !B.arena) {
+        B.arena_capacity = (std::max<int64_t>(B.plan.arena_bytes, 1) + 63) / 64 * 64;
+        B.arena = alloc_arena(B.arena_capacity);
+      }
       B.scratch.assign(kg.buffers.size(), nullptr);
       B.scratch_bytes.assign(kg.buffers.size(), 0);
       B.input_buffer.assign(g.inputs.size(), -1);

@@ -14,6 +14,7 @@
 
 #include "core/ir/diag.h"
 #include "core/loop/cost.h"
+#include "core/runtime/arena_alloc.h"
 #include "core/runtime/machine.h"
 
 namespace lathe {
@@ -154,8 +155,7 @@ void Executable::bind(const TensorMap& inputs, bool fresh_outputs) {
     bound_.plan = plan_memory(kg, program_.funcs, dims);
     if (bound_.plan.arena_bytes > bound_.arena_capacity) {
       int64_t cap = (bound_.plan.arena_bytes + 63) / 64 * 64;
-      bound_.arena = std::shared_ptr<std::byte[]>(static_cast<std::byte*>(std::aligned_alloc(64, cap)), [](std::byte* p) { std::free(p); });
-      if (!bound_.arena) throw UserError("out of memory allocating a " + std::to_string(cap >> 20) + " MiB buffer arena");
+      bound_.arena = alloc_arena(cap);
       bound_.arena_capacity = cap;
     }
     bound_.outputs.assign(kg.buffers.size(), HostTensor());

@@ -3,6 +3,9 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <tuple>
 
 namespace lathe {
 
@@ -41,6 +44,25 @@ bool reads_only_in_place(const loop::LoopFunc& f, int p) {
 }
 
 }  // namespace
+
+bool arena_stagger() {
+  const char* e = std::getenv("LATHE_ARENA_STAGGER");
+  return e && std::string(e) == "1";
+}
+
+// Power-of-two feature maps packed end to end all start at the same offset modulo 4 KiB
+// (the same L1 sets, and the store-to-load 4K-alias check) and modulo 64 KiB (the same sets
+// of a 512 KiB 8-way L2): a kernel reading one and writing another then fights itself for
+// those sets. Each large buffer instead starts at its own phase: the n-th one at n * 1088
+// bytes (17 lines) past a multiple of P, P = 64 KiB for buffers of 512 KiB or more and 4 KiB
+// for those of 16 KiB or more (the pad at most 1/8 of the buffer); smaller ones are not moved.
+// Off by default (LATHE_ARENA_STAGGER=1): not yet shown to pay (see arena_alloc.h).
+std::pair<int64_t, int64_t> stagger_of(int64_t bytes, int& count) {
+  int64_t period = bytes >= (int64_t(512) << 10) ? int64_t(64) << 10 : bytes >= (int64_t(16) << 10) ? 4096 : 1;
+  if (period == 1) return {1, 0};
+  int64_t phase = (int64_t(++count) * 1088) % period;
+  return {period, phase};
+}
 
 std::string MemoryPlan::summary() const {
   return "intermediates " + mib(unshared_bytes) + " in a " + mib(arena_bytes) + " arena; peak " +
@@ -92,16 +114,23 @@ MemoryPlan plan_memory(const KernelGraph& kg, const std::vector<loop::LoopFunc>&
   std::sort(roots.begin(), roots.end(), [&](int a, int b) { return plan.bytes[a] > plan.bytes[b]; });
   struct Placed { int64_t off, size; int lo, hi; };
   std::vector<Placed> placed;
+  const bool stagger = arena_stagger();
+  int staggered = 0;
   for (int b : roots) {
     int64_t size = (plan.bytes[b] + kAlign - 1) / kAlign * kAlign;
+    // where the buffer starts within a period P of the arena (stagger_of): the first offset
+    // at or after `at` that is `phase` past a multiple of P
+    int64_t period = 1, phase = 0;
+    if (stagger) std::tie(period, phase) = stagger_of(size, staggered);
+    auto start_at = [&](int64_t at) { return at + ((phase - at) % period + period) % period; };
     std::vector<std::pair<int64_t, int64_t>> busy;
     for (auto& p : placed)
       if (!(p.hi < first[b] || last[b] < p.lo)) busy.push_back({p.off, p.off + p.size});
     std::sort(busy.begin(), busy.end());
-    int64_t off = 0;
+    int64_t off = start_at(0);
     for (auto& [lo, hi] : busy) {
       if (off + size <= lo) break;
-      off = std::max(off, hi);
+      off = start_at(std::max(off, hi));
     }
     placed.push_back({off, size, first[b], last[b]});
     plan.offset[b] = off;

@@ -8,6 +8,7 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/loop/loop_ir.h"
@@ -26,5 +27,11 @@ struct MemoryPlan {
 };
 
 MemoryPlan plan_memory(const KernelGraph& kg, const std::vector<loop::LoopFunc>& funcs, const Bindings& dims);
+
+// LATHE_ARENA_STAGGER=1 (default off): large intermediates start at staggered phases
+// so that buffers of power-of-two sizes do not share cache sets (memory_plan.cpp).
+bool arena_stagger();
+// For the n-th staggered buffer of `bytes` (n counted in `count`): {period, phase}.
+std::pair<int64_t, int64_t> stagger_of(int64_t bytes, int& count);
 
 }  // namespace lathe
