@@ -44,6 +44,17 @@ bool all_zero(const NodeCtx& c, const std::optional<Tensor>& t) {
   return true;
 }
 
+// A one-element parameter known at import time as a scalar constant (a value in the node, not a
+// literal the kernel reads): kernels fold its uses, e.g. the 1/s_y of a quantize, even where a
+// padding mask guards every read (the stem's input quantize recomputed 1/s per element).
+Tensor inline_scalar(const NodeCtx& c, const Tensor& t) {
+  if (shape_numel(t.shape()) != SymInt(1)) return t;
+  auto v = c.fold(t);
+  if (!v) return t;
+  double x = v->get_f64(0);
+  return is_float(t.dtype()) ? scalar(Scalar(x), t.dtype()) : scalar(Scalar(static_cast<int64_t>(x)), t.dtype());
+}
+
 // A scale must be positive and finite where it is known at import time.
 void check_scale(const NodeCtx& c, const Tensor& s, const char* what) {
   if (!is_float(s.dtype())) c.fail(std::string(what) + " must be a float tensor, got " + s.describe());
@@ -59,8 +70,8 @@ void check_scale(const NodeCtx& c, const Tensor& s, const char* what) {
 // A per-tensor (scalar / one element) or per-axis (1-D of x's dim `axis`) parameter,
 // reshaped to broadcast against x.
 Tensor along_axis(const NodeCtx& c, const Tensor& p, const Tensor& x, int64_t axis_attr, const char* what) {
-  if (p.rank() == 0) return p;
-  if (p.rank() == 1 && p.dim(0) == SymInt(1)) return reshape(p, {});
+  if (p.rank() == 0) return inline_scalar(c, p);
+  if (p.rank() == 1 && p.dim(0) == SymInt(1)) return inline_scalar(c, reshape(p, {}));
   if (p.rank() != 1) c.fail(std::string(what) + " must be a scalar or 1-D, got " + p.describe());
   int ax = c.axis(axis_attr, x.rank());
   if (p.dim(0) != x.dim(ax))
@@ -77,16 +88,22 @@ Tensor div_f32(const Tensor& a, const Tensor& b) {
   return to(to(a, DType::F64) / to(b, DType::F64), DType::F32);
 }
 
-// An 8-bit result: ((v + 1.5·2^23) − 1.5·2^23) + zp in f32, then Cast to `out`, whose
-// saturation is the clamp to the type's range (NaN -> 0). For |v| < 2^22 the two additions
-// round v half to even exactly (the f32 spacing of the sums, in [2^23, 2^24), is 1); a larger |v| keeps its sign and a magnitude
-// above 2^21 through them (the errors are one spacing of the f32 sums), so the cast saturates
-// it to the same end the exact value would, and |zp| <= 255 cannot move it across. No float
-// clamp before the rounding, no i32 clamp after it: 4 vector ops where there were ~20
-// (NaN-propagating max / min pairs, the cast's own NaN and range checks twice over).
-Tensor saturate8(const Tensor& v, const std::optional<Tensor>& zp, DType out) {
-  const double magic = 12582912.0;
-  Tensor r = (to(v, DType::F32) + scalar(magic, DType::F32)) - scalar(magic, DType::F32);
+// An 8-bit result: min(v, 2^22) rounded as ((v + 1.5·2^23) − 1.5·2^23), plus zp, in f32,
+// then Cast to `out`, whose saturation is the clamp to the type's range (NaN -> 0). For
+// |v| < 2^22 the two additions round v half to even exactly (the sums lie in [2^23, 2^24),
+// where the f32 spacing is 1); a v below −2^22 keeps its sign and a magnitude above 2^21
+// through them (the errors are one spacing of the f32 sums), so the cast saturates it to the
+// same end the exact value would, and |zp| <= 255 cannot move it across. The min, a
+// Where(2^22 < v, 2^22, v) that keeps NaN (one minps), stands between a product and the
+// rounding addition, which backends would otherwise contract into an FMA that rounds the
+// unrounded product (a requantized value off by one). 5 vector ops where there were ~20
+// (NaN-propagating max / min pairs, an i32 clamp, the cast's NaN and range checks twice).
+Tensor saturate8(const Tensor& v_in, const std::optional<Tensor>& zp, DType out) {
+  const double lim = 4194304.0, magic = 12582912.0;
+  Tensor v = to(v_in, DType::F32);
+  Tensor l = scalar(lim, DType::F32);
+  v = where(lt(l, v), l, v);
+  Tensor r = (v + scalar(magic, DType::F32)) - scalar(magic, DType::F32);
   if (zp) r = r + to(*zp, DType::F32);
   return to(r, out);
 }

@@ -388,8 +388,8 @@ NodeRef requant(const Match& m) {
 
 // ---- qdq-maxpool ------------------------------------------------------------------------
 
-// QuantizeLinear as the importer lowers it to u8/i8: Cast_T(((v + 1.5·2^23) − 1.5·2^23) + zp)
-// with v = f32(f64(x) · 1/s_y), s_y per tensor. The f32 x and its 1/s_y and zp.
+// QuantizeLinear as the importer lowers it to u8/i8: Cast_T(((min(v, 2^22) + 1.5·2^23) −
+// 1.5·2^23) + zp) with v = f32(f64(x) · 1/s_y), s_y per tensor. The f32 x, 1/s_y and zp.
 struct Quant {
   NodeRef x = nullptr;
   double inv_scale = 0;
@@ -417,6 +417,12 @@ std::optional<Quant> match_quantize(NodeRef r) {
     return std::nullopt;
   }
   if (*adds[n - 1] != magic || *adds[n - 2] != -magic) return std::nullopt;
+  if (v->op == Op::Where) {  // min(v, 2^22) as Where(2^22 < v, 2^22, v)
+    auto l = single_value(v->inputs[1]);
+    NodeRef c = v->inputs[0];
+    if (!l || *l != 4194304.0 || c->op != Op::CmpLT || c->inputs[1] != v->inputs[2]) return std::nullopt;
+    v = v->inputs[2];
+  }
   if (v->op != Op::Cast || v->dtype != DType::F32) return std::nullopt;
   NodeRef m = v->inputs[0];
   if (m->op != Op::Mul || m->dtype != DType::F64) return std::nullopt;
