@@ -88,21 +88,22 @@ Tensor div_f32(const Tensor& a, const Tensor& b) {
   return to(to(a, DType::F64) / to(b, DType::F64), DType::F32);
 }
 
-// An 8-bit result: min(v, 2^22) rounded as ((v + 1.5·2^23) − 1.5·2^23), plus zp, in f32,
+// An 8-bit result: max(v, −2^22) rounded as ((v + 1.5·2^23) − 1.5·2^23), plus zp, in f32,
 // then Cast to `out`, whose saturation is the clamp to the type's range (NaN -> 0). For
 // |v| < 2^22 the two additions round v half to even exactly (the sums lie in [2^23, 2^24),
-// where the f32 spacing is 1); a v below −2^22 keeps its sign and a magnitude above 2^21
+// where the f32 spacing is 1); a v above 2^22 keeps its sign and a magnitude above 2^21
 // through them (the errors are one spacing of the f32 sums), so the cast saturates it to the
-// same end the exact value would, and |zp| <= 255 cannot move it across. The min, a
-// Where(2^22 < v, 2^22, v) that keeps NaN (one minps), stands between a product and the
-// rounding addition, which backends would otherwise contract into an FMA that rounds the
-// unrounded product (a requantized value off by one). 5 vector ops where there were ~20
-// (NaN-propagating max / min pairs, an i32 clamp, the cast's NaN and range checks twice).
+// same end the exact value would, and |zp| <= 255 cannot move it across. The max (NaN
+// propagates) stands between a product and the rounding addition, which backends would
+// otherwise contract into an FMA that rounds the unrounded product (a requantized value off
+// by one); a Where(2^22 < v, …) would be one minps, but its two readers of v end the
+// requantizing epilogue chain the scheduler materializes before a max pool. ~9 vector ops
+// where there were ~20 (NaN-propagating max / min pairs, an i32 clamp, the cast's NaN and
+// range checks twice).
 Tensor saturate8(const Tensor& v_in, const std::optional<Tensor>& zp, DType out) {
   const double lim = 4194304.0, magic = 12582912.0;
   Tensor v = to(v_in, DType::F32);
-  Tensor l = scalar(lim, DType::F32);
-  v = where(lt(l, v), l, v);
+  v = maximum(v, scalar(-lim, DType::F32));
   Tensor r = (v + scalar(magic, DType::F32)) - scalar(magic, DType::F32);
   if (zp) r = r + to(*zp, DType::F32);
   return to(r, out);

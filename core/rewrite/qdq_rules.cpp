@@ -388,7 +388,7 @@ NodeRef requant(const Match& m) {
 
 // ---- qdq-maxpool ------------------------------------------------------------------------
 
-// QuantizeLinear as the importer lowers it to u8/i8: Cast_T(((min(v, 2^22) + 1.5·2^23) −
+// QuantizeLinear as the importer lowers it to u8/i8: Cast_T(((max(v, −2^22) + 1.5·2^23) −
 // 1.5·2^23) + zp) with v = f32(f64(x) · 1/s_y), s_y per tensor. The f32 x, 1/s_y and zp.
 struct Quant {
   NodeRef x = nullptr;
@@ -417,11 +417,11 @@ std::optional<Quant> match_quantize(NodeRef r) {
     return std::nullopt;
   }
   if (*adds[n - 1] != magic || *adds[n - 2] != -magic) return std::nullopt;
-  if (v->op == Op::Where) {  // min(v, 2^22) as Where(2^22 < v, 2^22, v)
-    auto l = single_value(v->inputs[1]);
-    NodeRef c = v->inputs[0];
-    if (!l || *l != 4194304.0 || c->op != Op::CmpLT || c->inputs[1] != v->inputs[2]) return std::nullopt;
-    v = v->inputs[2];
+  if (v->op == Op::Max) {  // max(v, −2^22)
+    bool found = false;
+    for (int j = 0; j < 2 && !found; ++j)
+      if (auto l = single_value(v->inputs[1 - j]); l && *l == -4194304.0) v = v->inputs[j], found = true;
+    if (!found) return std::nullopt;
   }
   if (v->op != Op::Cast || v->dtype != DType::F32) return std::nullopt;
   NodeRef m = v->inputs[0];

@@ -174,10 +174,6 @@ bool quantize_site(NodeRef c, QuantSite& s) {
       case Op::Cast:
       case Op::Neg:
       case Op::Not: v = v->inputs[0]; continue;   // min(a, b) = -max(-a, -b) (~ for integers)
-      case Op::Where:   // QuantizeLinear's min(v, 2^22): Where(2^22 < v, 2^22, v)
-        if (!const_of(v->inputs[1])) return false;
-        v = v->inputs[2];
-        continue;
       case Op::Add:
       case Op::Max: {
         NodeRef k0 = const_of(v->inputs[0]), k1 = const_of(v->inputs[1]);
