@@ -1,6 +1,7 @@
 // schedule.cpp — schedule_graph: decide which nodes get buffers and group the rest into
 // fused kernels (rules in kernel_graph.h). The matmul pattern match is in contraction.cpp.
 #include <algorithm>
+#include <cstdlib>
 #include <cctype>
 #include <functional>
 
@@ -302,6 +303,15 @@ class Scheduler {
   // into the buffer the matmul wrote anyway). A chain that changes dtype (an int8
   // contraction's requantization, u8, then its dequantization, f32, before a max pool) ends
   // at its narrowest value, the last of them: the window reads 1-byte values, not 4.
+  // LATHE_NARROW_REQUANT=0: the residual's reads of i32 sums as before (A/B runs)
+  static bool narrow_requant_past_epilogue() {
+    static const bool on = [] {
+      const char* e = std::getenv("LATHE_NARROW_REQUANT");
+      return !(e && std::string(e) == "0");
+    }();
+    return on;
+  }
+
   void materialize_windowed_epilogues() {
     std::set<NodeRef> outputs;
     for (auto& [name, n] : g_.outputs) outputs.insert(n);
@@ -329,11 +339,17 @@ class Scheduler {
       bool windowed = false;
       for (NodeRef u : users_[end]) windowed |= u->op == Op::View;
       for (NodeRef u : users_[cur]) windowed |= u->op == Op::View && cur != end;
-      if (!windowed) continue;
       NodeRef narrowest = nullptr;  // the last of the narrowest values (end, when all are as wide)
       for (NodeRef n : chain)
         if (n->op != Op::View && n->dtype != DType::Bool && (!narrowest || dtype_size(n->dtype) <= dtype_size(narrowest->dtype)))
           narrowest = n;
+      // An int8 contraction's requantization read on by steps that cannot be its epilogue
+      // (ResNet's residual sum of two dequantized convs, in f32): the kernel reading it would
+      // read the i32 sums and requantize them itself; the 8-bit value is written instead (by
+      // the GEMM, in its write-back) and read at a quarter of the bytes.
+      const bool narrow_past = cur != end && r->dtype == DType::I32 && narrowest && dtype_size(narrowest->dtype) == 1 &&
+                               narrow_requant_past_epilogue();
+      if (!windowed && !narrow_past) continue;
       mat_.insert(narrowest ? narrowest : end);
     }
   }
