@@ -47,3 +47,41 @@ case("i8_z0_padonly", [1, 3, 2, 2], T.INT8, 0.05, 0, 0.05, 0,
 case("neg_scale", [1, 5, 13, 11], T.UINT8, -0.05, 128, -0.05, 128, k3s2p1)
 case("zp_differs", [1, 5, 13, 11], T.UINT8, 0.05, 3, 0.05, 4, k3s2p1)
 case("scale_differs", [1, 5, 13, 11], T.INT8, 0.05, 0, 0.06, 0, k3s2p1)
+
+
+# A residual sum of two requantized convs (ResNet's bottleneck end, odd channels, batch 3, a
+# stride-2 shortcut): DQ(Q(conv_a)) + DQ(Q(conv_b)) → Relu. The int8 GEMMs write the u8
+# requantized values, the sum's kernel reads those (qdq_rules_test.cpp, QdqResidual).
+def residual(name, n, c, m, hw):
+    x = (rng.standard_normal([n, c, hw, hw]) * 2).astype(np.float32)
+    wa = (rng.standard_normal([m, c, 1, 1]) * 0.3).astype(np.float32)
+    wb = (rng.standard_normal([m, c, 3, 3]) * 0.1).astype(np.float32)
+    inits, nodes = [], []
+    def q(v, s, z, t=np.uint8):
+        inits.extend([nh.from_array(np.array(s, np.float32), v + "_s"), nh.from_array(np.array(z, t), v + "_z")])
+        nodes.append(h.make_node("QuantizeLinear", [v, v + "_s", v + "_z"], [v + "_q"]))
+        nodes.append(h.make_node("DequantizeLinear", [v + "_q", v + "_s", v + "_z"], [v + "_dq"]))
+        return v + "_dq"
+    def wq(wname, w):
+        s = (np.abs(w).max(axis=(1, 2, 3)) / 127).astype(np.float32)
+        qw = np.clip(np.rint(w / s.reshape(-1, 1, 1, 1)), -127, 127).astype(np.int8)
+        inits.extend([nh.from_array(qw, wname + "_q"), nh.from_array(s, wname + "_s"), nh.from_array(np.zeros(len(s), np.int8), wname + "_z")])
+        nodes.append(h.make_node("DequantizeLinear", [wname + "_q", wname + "_s", wname + "_z"], [wname + "_dq"], axis=0))
+        return wname + "_dq"
+    xd = q("x", 0.03, 131)
+    nodes.append(h.make_node("Conv", [xd, wq("wa", wa)], ["a"], strides=[2, 2]))
+    nodes.append(h.make_node("Conv", [xd, wq("wb", wb)], ["b"], strides=[2, 2], pads=[1, 1, 1, 1]))
+    ad, bd = q("a", 0.05, 120), q("b", 0.04, 255)
+    nodes.append(h.make_node("Add", [ad, bd], ["s"]))
+    nodes.append(h.make_node("Relu", ["s"], ["y"]))
+    g = h.make_graph(nodes, name, [h.make_tensor_value_info("x", T.FLOAT, [n, c, hw, hw])],
+                     [h.make_tensor_value_info("y", T.FLOAT, [n, m, None, None])], inits)
+    mdl = h.make_model(g, opset_imports=[h.make_opsetid("", 13)])
+    onnx.checker.check_model(mdl)
+    d = os.path.join(root, name)
+    os.makedirs(os.path.join(d, "test_data_set_0"), exist_ok=True)
+    onnx.save(mdl, os.path.join(d, "model.onnx"))
+    onnx.save_tensor(nh.from_array(x, "x"), os.path.join(d, "test_data_set_0", "input_0.pb"))
+
+
+residual("residual_b3", 3, 13, 37, 23)

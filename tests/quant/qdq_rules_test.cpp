@@ -139,6 +139,31 @@ TEST(QdqMaxpool, PoolsTheIntegersExactlyWhereParamsAgree) {
   EXPECT_EQ(batch.run(), 0);
 }
 
+// The residual sum of two requantized int8 convs (make_qdq_maxpool.py's residual_b3: 13
+// channels, batch 3, stride 2, zero points 120 and 255): each GEMM writes its u8
+// requantization in its write-back, and the sum's kernel reads those bytes, not the i32 sums
+// (schedule.cpp, materialize_windowed_epilogues). The backend matches the interpreter.
+TEST(QdqResidual, GemmsWriteTheirRequantizedBytes) {
+  OnnxOptions exact;
+  exact.qdq_sat16 = 0;  // an odd K stays an int8 GEMM
+  Graph g = load_onnx(pool_dir("residual_b3") + "/model.onnx", exact);
+  Program p = build_program(g);
+  int gemms = 0, reads_i32 = 0;
+  for (auto& f : p.funcs) {
+    bool gemm = loop::is_packed_matmul(f);
+    for (auto& b : f.buffers) {
+      if (gemm && b.written) EXPECT_EQ(b.dtype, DType::U8) << f.name;
+      if (!gemm && !b.written && b.dtype == DType::I32) ++reads_i32;
+    }
+    gemms += gemm;
+  }
+  EXPECT_EQ(gemms, 2);
+  EXPECT_EQ(reads_i32, 0);
+  test::DiffBatch batch;
+  batch.add("residual_b3", g, TensorMap{{"x", read_onnx_tensor(pool_dir("residual_b3") + "/test_data_set_0/input_0.pb")}});
+  EXPECT_EQ(batch.run(), 0);
+}
+
 // qdq-sat16: a u8 × i8 product summed over k in i32 (the form qdq-contraction writes), x
 // [B, M, K] against a constant w [K, N], with values that saturate vpmaddubsw's i16 pairs
 // (large activations, weights of one sign in neighbouring k) mixed with random ones.
