@@ -44,17 +44,6 @@ bool all_zero(const NodeCtx& c, const std::optional<Tensor>& t) {
   return true;
 }
 
-// A one-element parameter known at import time as a scalar constant (a value in the node, not a
-// literal the kernel reads): kernels fold its uses, e.g. the 1/s_y of a quantize, even where a
-// padding mask guards every read (the stem's input quantize recomputed 1/s per element).
-Tensor inline_scalar(const NodeCtx& c, const Tensor& t) {
-  if (shape_numel(t.shape()) != SymInt(1)) return t;
-  auto v = c.fold(t);
-  if (!v) return t;
-  double x = v->get_f64(0);
-  return is_float(t.dtype()) ? scalar(Scalar(x), t.dtype()) : scalar(Scalar(static_cast<int64_t>(x)), t.dtype());
-}
-
 // A scale must be positive and finite where it is known at import time.
 void check_scale(const NodeCtx& c, const Tensor& s, const char* what) {
   if (!is_float(s.dtype())) c.fail(std::string(what) + " must be a float tensor, got " + s.describe());
@@ -70,8 +59,8 @@ void check_scale(const NodeCtx& c, const Tensor& s, const char* what) {
 // A per-tensor (scalar / one element) or per-axis (1-D of x's dim `axis`) parameter,
 // reshaped to broadcast against x.
 Tensor along_axis(const NodeCtx& c, const Tensor& p, const Tensor& x, int64_t axis_attr, const char* what) {
-  if (p.rank() == 0) return inline_scalar(c, p);
-  if (p.rank() == 1 && p.dim(0) == SymInt(1)) return inline_scalar(c, reshape(p, {}));
+  if (p.rank() == 0) return p;
+  if (p.rank() == 1 && p.dim(0) == SymInt(1)) return reshape(p, {});
   if (p.rank() != 1) c.fail(std::string(what) + " must be a scalar or 1-D, got " + p.describe());
   int ax = c.axis(axis_attr, x.rank());
   if (p.dim(0) != x.dim(ax))
