@@ -103,6 +103,8 @@ const char* kEnvironment =
     "                           packed run by run, not copied whole and their out-of-bounds columns zeroed (A/B runs)\n"
     "  LATHE_INT8_NARROW_N=0    int8 GEMMs of saturating pairs (no VNNI) with N <= 64 keep the host's\n"
     "                           two-vector tile (5 x 16 on AVX2), not 12 x 8 where that pads N less (A/B runs)\n"
+    "  LATHE_NARROW_REQUANT=0   an int8 GEMM whose requantized value is read on by steps that cannot be its\n"
+    "                           epilogue (a residual sum) writes its i32 sums, not the u8 (A/B runs)\n"
     "  LATHE_MATMUL_PREFETCH_B=0|all  convolutions whose B panels come from memory (the prepacked weights of\n"
     "                           a swapped layer) prefetch the next panel in the micro-kernel: 0 never,\n"
     "                           all plain matmuls with prepacked weights too (A/B runs)\n"

@@ -9,4 +9,6 @@
 --   qdq-bias         f32(acc)·S + DQ(b), b int32 with scale S → f32(acc + b)·S
 --   qdq-requant      the QuantizeLinear of f32(acc)·S (or of its Relu) divides by s_y: one f32
 --                    multiplier S/s_y on the i32 sum, as ONNX Runtime requantizes
+--   qdq-maxpool      Q(maxpool(DQ(x))) with one positive scale and zero point on both sides →
+--                    maxpool(x) on the 8-bit integers (dequantizing is monotone: exact)
 return lathe.rules.native("qdq")

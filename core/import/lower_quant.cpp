@@ -77,27 +77,30 @@ Tensor div_f32(const Tensor& a, const Tensor& b) {
   return to(to(a, DType::F64) / to(b, DType::F64), DType::F32);
 }
 
-// round(v) half to even as i32, for an 8-bit result: v is clamped to ±2^22 first (anything
-// beyond saturates anyway: |zp| <= 255), then (v + 1.5·2^23) − 1.5·2^23 rounds it to an
-// integer in the f32 addition itself (round to nearest even; the sum lies in [2^23, 2^24),
-// where the f32 spacing is 1). Two vector ops instead of a truncate-and-fix-up sequence;
-// the clamp (a max/min) between a product and the addition keeps backends from contracting
-// them into an FMA, which would round the unrounded product.
-Tensor round_i32(const Tensor& v_in) {
+// An 8-bit result: max(v, −2^22) rounded as ((v + 1.5·2^23) − 1.5·2^23), plus zp, in f32,
+// then Cast to `out`, whose saturation is the clamp to the type's range (NaN -> 0). For
+// |v| < 2^22 the two additions round v half to even exactly (the sums lie in [2^23, 2^24),
+// where the f32 spacing is 1); a v above 2^22 keeps its sign and a magnitude above 2^21
+// through them (the errors are one spacing of the f32 sums), so the cast saturates it to the
+// same end the exact value would, and |zp| <= 255 cannot move it across. The max (NaN
+// propagates) stands between a product and the rounding addition, which backends would
+// otherwise contract into an FMA that rounds the unrounded product (a requantized value off
+// by one); a Where(2^22 < v, …) would be one minps, but its two readers of v end the
+// requantizing epilogue chain the scheduler materializes before a max pool. ~9 vector ops
+// where there were ~20 (NaN-propagating max / min pairs, an i32 clamp, the cast's NaN and
+// range checks twice).
+Tensor saturate8(const Tensor& v_in, const std::optional<Tensor>& zp, DType out) {
   const double lim = 4194304.0, magic = 12582912.0;
-  Tensor v = clamp(v_in, Scalar(-lim), Scalar(lim));
+  Tensor v = to(v_in, DType::F32);
+  v = maximum(v, scalar(-lim, DType::F32));
   Tensor r = (v + scalar(magic, DType::F32)) - scalar(magic, DType::F32);
-  return to(r, DType::I32);
+  if (zp) r = r + to(*zp, DType::F32);
+  return to(r, out);
 }
 
 // clamp(round(v) + zp, type range) as `out` (v float; zp optional, any numeric dtype).
 Tensor saturate(const Tensor& v, const std::optional<Tensor>& zp, DType out) {
-  if (out != DType::I32) {  // 8-bit: round and clamp in i32
-    Tensor r = round_i32(to(v, DType::F32));
-    if (zp) r = r + to(*zp, DType::I32);
-    auto [lo, hi] = int_range(out);
-    return to(clamp(r, Scalar(static_cast<int64_t>(lo)), Scalar(static_cast<int64_t>(hi))), out);
-  }
+  if (out != DType::I32) return saturate8(v, zp, out);
   Tensor r = round(v);
   if (zp) r = r + to(*zp, r.dtype());
   auto [lo, hi] = int_range(out);

@@ -386,6 +386,96 @@ NodeRef requant(const Match& m) {
   return nullptr;
 }
 
+// ---- qdq-maxpool ------------------------------------------------------------------------
+
+// QuantizeLinear as the importer lowers it to u8/i8: Cast_T(((max(v, −2^22) + 1.5·2^23) −
+// 1.5·2^23) + zp) with v = f32(f64(x) · 1/s_y), s_y per tensor. The f32 x, 1/s_y and zp.
+struct Quant {
+  NodeRef x = nullptr;
+  double inv_scale = 0;
+  int64_t zp = 0;
+};
+std::optional<Quant> match_quantize(NodeRef r) {
+  if (r->op != Op::Cast || !quant8(r->dtype)) return std::nullopt;
+  const double magic = 12582912.0;
+  NodeRef v = r->inputs[0];
+  Quant q;
+  std::optional<double> adds[3];
+  NodeRef a[3];
+  int n = 0;
+  while (v->op == Op::Add && v->dtype == DType::F32 && n < 3) {  // the adds, outermost first
+    bool found = false;
+    for (int j = 0; j < 2 && !found; ++j)
+      if (auto k = single_value(v->inputs[1 - j]); k && is_constant(v->inputs[1 - j]))
+        adds[n] = k, a[n++] = v, v = v->inputs[j], found = true;
+    if (!found) return std::nullopt;
+  }
+  if (n == 3) {
+    if (!(*adds[0] == std::trunc(*adds[0]) && std::fabs(*adds[0]) <= 255)) return std::nullopt;
+    q.zp = static_cast<int64_t>(*adds[0]);
+  } else if (n != 2) {
+    return std::nullopt;
+  }
+  if (*adds[n - 1] != magic || *adds[n - 2] != -magic) return std::nullopt;
+  if (v->op == Op::Max) {  // max(v, −2^22)
+    bool found = false;
+    for (int j = 0; j < 2 && !found; ++j)
+      if (auto l = single_value(v->inputs[1 - j]); l && *l == -4194304.0) v = v->inputs[j], found = true;
+    if (!found) return std::nullopt;
+  }
+  if (v->op != Op::Cast || v->dtype != DType::F32) return std::nullopt;
+  NodeRef m = v->inputs[0];
+  if (m->op != Op::Mul || m->dtype != DType::F64) return std::nullopt;
+  for (int i = 0; i < 2; ++i) {
+    NodeRef c = m->inputs[i];
+    if (c->op != Op::Cast || c->inputs[0]->dtype != DType::F32) continue;
+    auto f = single_value(m->inputs[1 - i]);
+    if (!f || !std::isfinite(*f)) continue;
+    q.x = c->inputs[0];
+    q.inv_scale = *f;
+    return q;
+  }
+  return std::nullopt;
+}
+
+// Q(maxpool(DQ(x))) → maxpool(x): with one positive scale s and zero point z on both sides,
+// dequantizing is monotone, so the max of the dequantized window is the dequantized max, and
+// Q(DQ(q)) = q exactly (|q − z| <= 255: f32((q − z)·s) · 1/s is within 2^-15 of q − z). The
+// form is Reduce{max} over views of DQ(x), or of Where(inside, views of DQ(x), −inf) (padding):
+// the pool then pads with the type's lowest value, which is also what Q makes of −inf (a window
+// of padding only, possible with dilations, gives the same result either way).
+NodeRef maxpool(const Match& m) {
+  NodeRef r = m.root;
+  ProvenanceScope ps(r->prov.path);
+  auto q = match_quantize(r);
+  if (!q) return nullptr;
+  Chain outer = peel(q->x);
+  NodeRef red = outer.base;
+  if (red->op != Op::Reduce || red->attrs.reduce != ReduceOp::Max || red->dtype != DType::F32) return nullptr;
+  Chain c1 = peel(red->inputs[0]), c2;
+  NodeRef mask = nullptr;
+  if (c1.base->op == Op::Where) {
+    mask = c1.base->inputs[0];
+    auto fill = single_value(c1.base->inputs[2]);
+    if (!fill || !(std::isinf(*fill) && *fill < 0)) return nullptr;
+    c2 = peel(c1.base->inputs[1]);
+  } else {
+    c2 = c1, c1 = Chain{};
+    c1.base = c2.base;
+  }
+  auto dq = match_dq(c2.base);
+  if (!dq || dq->x->dtype != r->dtype || dq->zp != q->zp) return nullptr;
+  auto s = single_value(dq->scale);
+  if (!s || !(*s > 0)) return nullptr;
+  float sf = static_cast<float>(*s);
+  if (!std::isnormal(sf) || !std::isfinite(sf * 512.0f) || q->inv_scale != 1.0 / static_cast<double>(sf)) return nullptr;
+  const DType t = r->dtype;
+  NodeRef leaf = apply(c2, dq->x);
+  if (mask) leaf = apply(c1, prim::where(mask, leaf, prim::constant_int(t == DType::U8 ? 0 : -128, t, leaf->shape)));
+  NodeRef y = apply(outer, prim::reduce(ReduceOp::Max, leaf, red->attrs.axes));
+  return y->shape == r->shape ? y : nullptr;
+}
+
 // ---- qdq-sat16 ---------------------------------------------------------------------------
 
 // x read along `axis` from `start`, `count` elements `step` apart (a view of x's own layout);
@@ -500,6 +590,7 @@ Ruleset qdq_rules() {
       make_rule("qdq-contraction", "Reduce(x)", contraction),
       make_rule("qdq-bias", "Add(a, b)", bias),
       make_rule("qdq-requant", "Cast(x)", requant),
+      make_rule("qdq-maxpool", "Cast(x)", maxpool),
   });
 }
 

@@ -3,7 +3,8 @@
 //
 // The ONNX importer lowers QuantizeLinear / DequantizeLinear as plain ops (lower_quant.cpp):
 //   DQ(x) = f32(i32(x) − zp) · s          Q(y) = sat(round(f64(y) · (1/s_y)) + zp)
-// and the contractions over DQ outputs as float ones. Three rules (C++ callbacks) fuse them:
+// (Q's rounding and zero point in f32, its saturation the cast's)
+// and the contractions over DQ outputs as float ones. Four rules (C++ callbacks) fuse them:
 //   qdq-contraction  Reduce{add}(Mul(view(DQ(a)), view(DQ(w))))  [a: one scale and zero point;
 //                    w: zero point 0, one scale or one per output channel]
 //                    → f32(Σ a·w − zp_a·Σ w) · (s_a·s_w), the sum in i32 over the 8-bit
@@ -13,6 +14,9 @@
 //   qdq-requant      f32(f64(f32(acc) · S) · r) (the division by s_y, r = 1/s_y), also
 //                    through a Relu → f32(acc) · f32(S·r): one f32 multiplier, as ONNX
 //                    Runtime's QLinearConv / QLinearMatMul requantize.
+//   qdq-maxpool      Q(Reduce{max}(view(DQ(x)))) (a MaxPool, its padding −inf), DQ and Q with
+//                    one positive scale and zero point → Reduce{max}(view(x)) on the 8-bit
+//                    integers (padding the type's lowest value): exact, a monotone dequantize.
 // The interpreter runs both forms; they differ by float rounding only (a requantized value
 // can move by one step where the product lands on .5).
 #pragma once

@@ -179,8 +179,8 @@ bool quantize_site(NodeRef c, QuantSite& s) {
         NodeRef k0 = const_of(v->inputs[0]), k1 = const_of(v->inputs[1]);
         if (!k0 == !k1) return false;   // both or neither constant: not a clamp / round / zero point
         NodeRef k = k0 ? k0 : k1;
-        if (v->op == Op::Add && is_int(v->dtype) && !s.zero_point &&
-            !(k->is_scalar_const() && std::fabs(k->const_value()) == magic))
+        // the zero point: an i32 add, or an f32 one after the rounding (QuantizeLinear to u8/i8)
+        if (v->op == Op::Add && !s.zero_point && !(k->is_scalar_const() && std::fabs(k->const_value()) == magic))
           s.zero_point = k;
         v = k0 ? v->inputs[1] : v->inputs[0];
         continue;

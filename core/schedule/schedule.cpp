@@ -1,6 +1,7 @@
 // schedule.cpp — schedule_graph: decide which nodes get buffers and group the rest into
 // fused kernels (rules in kernel_graph.h). The matmul pattern match is in contraction.cpp.
 #include <algorithm>
+#include <cstdlib>
 #include <cctype>
 #include <functional>
 
@@ -302,6 +303,33 @@ class Scheduler {
   // into the buffer the matmul wrote anyway). A chain that changes dtype (an int8
   // contraction's requantization, u8, then its dequantization, f32, before a max pool) ends
   // at its narrowest value, the last of them: the window reads 1-byte values, not 4.
+  // A view that only inserts or drops size-1 dims of its input (in its row-major order).
+  static bool only_unit_dims(NodeRef v) {
+    const ViewSpec& s = *v->attrs.view;
+    NodeRef in = v->inputs[0];
+    if (s.has_mask() || s.offset != SymInt(0)) return false;
+    std::vector<SymInt> a, b, want;
+    for (auto& d : s.shape)
+      if (d != SymInt(1)) a.push_back(d);
+    auto st = contiguous_strides(in->shape);
+    for (size_t j = 0; j < in->shape.size(); ++j)
+      if (in->shape[j] != SymInt(1)) b.push_back(in->shape[j]), want.push_back(st[j]);
+    if (a != b) return false;
+    size_t i = 0;
+    for (size_t d = 0; d < s.shape.size(); ++d)
+      if (s.shape[d] != SymInt(1) && s.strides[d] != want[i++]) return false;
+    return true;
+  }
+
+  // LATHE_NARROW_REQUANT=0: the residual's reads of i32 sums as before (A/B runs)
+  static bool narrow_requant_past_epilogue() {
+    static const bool on = [] {
+      const char* e = std::getenv("LATHE_NARROW_REQUANT");
+      return !(e && std::string(e) == "0");
+    }();
+    return on;
+  }
+
   void materialize_windowed_epilogues() {
     std::set<NodeRef> outputs;
     for (auto& [name, n] : g_.outputs) outputs.insert(n);
@@ -317,8 +345,11 @@ class Scheduler {
         // (only its 8-bit requantization may): elementwise steps at the same positions
         const bool fusable = fusable_epilogue(u, r, mat_);
         auto cat = u->info().category;
-        if (!fusable && (r->dtype != DType::I32 || u->shape != cur->shape ||
-                         (u->op != Op::Cast && cat != OpCategory::Unary && cat != OpCategory::Binary)))
+        // (and the views that only reshape by size-1 dims, e.g. a conv's [N,1,M,1,H,W,1,1] sums
+        // read as [N,M,H,W] by the dequantized residual sum)
+        const bool squeeze = u->op == Op::View && only_unit_dims(u);
+        if (!fusable && (r->dtype != DType::I32 || (u->shape != cur->shape && !squeeze) ||
+                         (!squeeze && u->op != Op::Cast && cat != OpCategory::Unary && cat != OpCategory::Binary)))
           break;
         cur = u;
         if (!fusable) continue;
@@ -329,11 +360,17 @@ class Scheduler {
       bool windowed = false;
       for (NodeRef u : users_[end]) windowed |= u->op == Op::View;
       for (NodeRef u : users_[cur]) windowed |= u->op == Op::View && cur != end;
-      if (!windowed) continue;
       NodeRef narrowest = nullptr;  // the last of the narrowest values (end, when all are as wide)
       for (NodeRef n : chain)
         if (n->op != Op::View && n->dtype != DType::Bool && (!narrowest || dtype_size(n->dtype) <= dtype_size(narrowest->dtype)))
           narrowest = n;
+      // An int8 contraction's requantization read on by steps that cannot be its epilogue
+      // (ResNet's residual sum of two dequantized convs, in f32): the kernel reading it would
+      // read the i32 sums and requantize them itself; the 8-bit value is written instead (by
+      // the GEMM, in its write-back) and read at a quarter of the bytes.
+      const bool narrow_past = cur != end && r->dtype == DType::I32 && narrowest && dtype_size(narrowest->dtype) == 1 &&
+                               narrow_requant_past_epilogue();
+      if (!windowed && !narrow_past) continue;
       mat_.insert(narrowest ? narrowest : end);
     }
   }

@@ -18,6 +18,7 @@
 #include "core/ir/build.h"
 #include "core/loop/lower.h"
 #include "core/rewrite/qdq_rules.h"
+#include "core/rewrite/rewriter.h"
 
 #ifndef QDQ_RULES_DIR
 #error "QDQ_RULES_DIR must point at tests/quant/qdq_rules"
@@ -102,6 +103,64 @@ TEST(QdqRules, LoadingAppliesThemByDefault) {
 TEST(QdqRules, BackendMatchesInterpreterOnTheRewrittenGraph) {
   test::DiffBatch batch;
   for (auto& c : kCases) batch.add(c.name, apply_qdq_rules(plain(c.name)), inputs_of(c.name));
+  EXPECT_EQ(batch.run(), 0);
+}
+
+// qdq-maxpool (make_qdq_maxpool.py): Q(MaxPool(DQ(q))) with one positive scale and zero point
+// is MaxPool(q) on the integers, exactly (the interpreter's outputs are equal bit for bit);
+// refused for a negative scale and for differing zero points or scales. The backend under
+// test matches the interpreter on both graphs.
+std::string pool_dir(const std::string& c) { return std::string(QDQ_MAXPOOL_DIR) + "/" + c; }
+
+TEST(QdqMaxpool, PoolsTheIntegersExactlyWhereParamsAgree) {
+  const std::vector<std::pair<std::string, int>> cases = {
+      {"u8_z0_s2", 1},    {"u8_z255_b3", 1}, {"u8_z128_ceil", 1},  {"i8_zm128_k2", 1},   {"i8_z127_dil", 1},
+      {"i8_z0_padonly", 1}, {"neg_scale", 0}, {"zp_differs", 0}, {"scale_differs", 0}};
+  test::DiffBatch batch;
+  for (auto& [name, fires] : cases) {
+    SCOPED_TRACE(name);
+    OnnxOptions o;
+    o.qdq_rules = false;
+    Graph g0 = load_onnx(pool_dir(name) + "/model.onnx", o);
+    std::map<std::string, int> fired;
+    Graph g1 = apply_qdq_rules(g0, &fired);
+    EXPECT_EQ(fired["qdq-maxpool"], fires);
+    bool float_pool = false;
+    for (NodeRef n : topo_order(g1))
+      if (n->op == Op::Reduce && n->attrs.reduce == ReduceOp::Max) float_pool |= is_float(n->dtype);
+    EXPECT_EQ(float_pool, fires == 0);
+    TensorMap in{{"x", read_onnx_tensor(pool_dir(name) + "/test_data_set_0/input_0.pb")}};
+    HostTensor want = interpret(g0, in).at("y"), got = interpret(g1, in).at("y");
+    ASSERT_EQ(got.shape(), want.shape());
+    for (int64_t i = 0; i < want.numel(); ++i) ASSERT_EQ(got.get_f64(i), want.get_f64(i)) << "element " << i;
+    batch.add(name + " (rules)", g1, in);
+    batch.add(name + " (plain)", g0, in);
+  }
+  EXPECT_EQ(batch.run(), 0);
+}
+
+// The residual sum of two requantized int8 convs (make_qdq_maxpool.py's residual_b3: 13
+// channels, batch 3, stride 2, zero points 120 and 255): each GEMM writes its u8
+// requantization in its write-back, and the sum's kernel reads those bytes, not the i32 sums
+// (schedule.cpp, materialize_windowed_epilogues). The backend matches the interpreter.
+TEST(QdqResidual, GemmsWriteTheirRequantizedBytes) {
+  OnnxOptions exact;
+  exact.qdq_sat16 = 0;  // an odd K stays an int8 GEMM
+  Graph g = load_onnx(pool_dir("residual_b3") + "/model.onnx", exact);
+  Program p = build_program(g);
+  int gemms = 0, reads_i32 = 0;
+  for (auto& f : p.funcs) {
+    bool gemm = loop::is_packed_matmul(f);
+    for (auto& b : f.buffers) {
+      if (gemm && b.written) EXPECT_EQ(b.dtype, DType::U8) << f.name;
+      if (!gemm && !b.written && b.dtype == DType::I32) ++reads_i32;
+    }
+    gemms += gemm;
+  }
+  EXPECT_EQ(gemms, 2);
+  EXPECT_EQ(reads_i32, 0);
+  test::DiffBatch batch;
+  batch.add("residual_b3", g, TensorMap{{"x", read_onnx_tensor(pool_dir("residual_b3") + "/test_data_set_0/input_0.pb")}});
   EXPECT_EQ(batch.run(), 0);
 }
 
