@@ -45,9 +45,10 @@ std::shared_ptr<std::byte[]> alloc_arena(int64_t bytes) {
                                         [whole](std::byte* q) { ::munmap(q, static_cast<size_t>(whole)); });
   }
 #endif
+  // not touched here: pages are faulted in by the kernels that first write them (as before the
+  // switch existed; a memset would put every page of the plan in the cold start's path)
   auto* p = static_cast<std::byte*>(std::aligned_alloc(64, static_cast<size_t>(size)));
   if (!p) throw fail();
-  std::memset(p, 0, static_cast<size_t>(size));
   return std::shared_ptr<std::byte[]>(p, [](std::byte* q) { std::free(q); });
 }
 

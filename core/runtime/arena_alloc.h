@@ -7,7 +7,7 @@
 // to put each 4 KiB page. Off by default (LATHE_ARENA_HUGE=1 turns it on): at load 9 on the
 // shared 2-core VM unet_small's one-thread CPU time per run did not separate from the plain
 // arena's; it is the switch for a quiet A/B of the per-process spread. Otherwise the arena
-// is aligned_alloc memory, zero-filled.
+// is aligned_alloc memory, untouched until a kernel writes it.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -15,7 +15,7 @@
 
 namespace lathe {
 
-// Zero-filled, 64-byte aligned (2 MiB aligned when huge pages are asked for), at least `bytes`.
+// 64-byte aligned, at least `bytes`; 2 MiB aligned and zero-filled when huge pages are asked for.
 std::shared_ptr<std::byte[]> alloc_arena(int64_t bytes);
 
 // Whether alloc_arena maps large arenas into huge pages (LATHE_ARENA_HUGE=1; default off).
