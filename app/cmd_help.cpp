@@ -110,6 +110,8 @@ const char* kEnvironment =
     "  LATHE_DEPTHWISE_WIDE_ROWS=0  the direct nest stores each output row (and copies each strided\n"
     "                           input row) exactly, not as whole vectors where a row is no multiple of\n"
     "                           them (7, 14, 28 wide) (A/B runs)\n"
+    "  LATHE_DEPTHWISE_ZERO_ROWS=1  the direct nest zeroes each copied input row whole before the copy,\n"
+    "                           not only its padding columns (A/B runs)\n"
     "  LATHE_POOL_THREADS=N     llvm: the thread pool of parallel loops has N threads (the caller among\n"
     "                           them; default one per core); 1 gives per-kernel A/B times on a shared\n"
     "                           machine that a descheduled partner thread does not blur (the loops are\n"
