@@ -34,6 +34,12 @@ int64_t const_numel(const Shape& s) {
 }
 
 constexpr int64_t kBandFloats = 16384;     // a band's input copy: 64 KiB (L2, and the C backend's stack)
+// One plane's band (a depthwise layer) within L1d (24 KiB of 32): the taps read each copied
+// row up to KH times right after the copy wrote it. MobileNetV2's 56 x 56 stride-2 layer copied
+// 113 rows (51 KiB) a plane; in bands of 19 output rows, one thread, minima of 3 x 150
+// alternating (load 8): 300 -> 272 us, the other layers within 1%. The stem (several input
+// channels a band) keeps the larger band: its 4-row bands measured 410 -> 425 us.
+constexpr int64_t kPlaneBandFloats = 6144;
 constexpr int64_t kMaxBandFloats = 1 << 18;  // one row band larger than this: the generic lowering
 constexpr int64_t kMaxTaps = 64;
 constexpr int64_t kMaxDirectTaps = 160;     // several outputs per plane: the taps are unrolled per output vector
@@ -267,8 +273,13 @@ std::optional<Plan> analyse(const KernelGraph& kg, const Kernel& k, int L, const
   p.Q = std::max(cdiv(p.E, p.s), owv + p.akw * (p.KW - 1) / p.s);
   auto rows = [&](int64_t bh) { return p.uh * (bh - 1) + p.ukh * (p.KH - 1) + 1; };
   p.BH = p.OH;
-  if (rows(p.BH) * p.CG * p.s * p.Q > kBandFloats && p.uh > 0)
-    p.BH = std::clamp<int64_t>((kBandFloats / (p.CG * p.s * p.Q) - p.ukh * (p.KH - 1) - 1) / p.uh + 1, 1, p.OH);
+  static const int64_t band_env = [] {
+    const char* e = std::getenv("LATHE_DEPTHWISE_BAND_FLOATS");
+    return e && std::atoll(e) > 0 ? std::atoll(e) : 0;  // LATHE_DEPTHWISE_BAND_FLOATS=N: A/B runs
+  }();
+  const int64_t band_floats = band_env > 0 ? band_env : p.multi() || p.CG > 1 ? kBandFloats : kPlaneBandFloats;
+  if (rows(p.BH) * p.CG * p.s * p.Q > band_floats && p.uh > 0)
+    p.BH = std::clamp<int64_t>((band_floats / (p.CG * p.s * p.Q) - p.ukh * (p.KH - 1) - 1) / p.uh + 1, 1, p.OH);
   p.NB = cdiv(p.OH, p.BH);
   if (p.multi() && p.uh > 0) {  // few planes (a batch-1 stem): enough bands for the cores
     int64_t planes = 1;
@@ -377,7 +388,25 @@ class DepthwiseLowering {
     Stmt zero = make_for("z", const_int(S * Q), {make_local_store("pb", add(rb, var("z")), const_float(0, DType::F32))},
                          "fill: zeros");
     zero.annot.vectorize = true;
-    std::vector<Stmt> valid{zero};
+    // A row inside the input: zeros only where the copies below write nothing, [0, qlo) and
+    // [qhi, Q) of each phase (with a stride above 1 the masked groups at qlo - 1 and qhi write
+    // their own zeros). Zeroing the whole row first stored it twice: MobileNet's 56 x 56
+    // stride-2 layer spent ~15 vector stores a row on zeros the copy overwrote.
+    auto zero_run = [&](const std::string& z, ExprRef lo, ExprRef n, const char* what) {
+      std::vector<Stmt> zs;
+      for (int64_t r = 0; r < S; ++r)
+        zs.push_back(make_local_store("pb", add(rb, add(const_int(r * Q), add(lo, var(z)))), const_float(0, DType::F32)));
+      Stmt f = make_for(z, n, std::move(zs), what);
+      f.annot.vectorize = true;
+      return f;
+    };
+    ExprRef zl = S > 1 ? binary(Op::Max, const_int(0), sub(var("qlo"), const_int(1))) : var("qlo");
+    ExprRef zh = S > 1 ? min_of(add(var("qhi"), const_int(1)), const_int(Q)) : var("qhi");
+    std::vector<Stmt> valid;
+    if (whole_zero_rows()) valid.push_back(zero);  // LATHE_DEPTHWISE_ZERO_ROWS=1: the old fill (A/B runs)
+    else
+      valid = {zero_run("zl", const_int(0), zl, "fill: the left padding"),
+               zero_run("zh", zh, binary(Op::Max, const_int(0), sub(const_int(Q), zh)), "fill: the right padding")};
     if (S > 1) valid.push_back(make_if(lt(const_int(0), var("qlo")), copy("ql", sub(var("qlo"), const_int(1)), true)));
     Stmt mid = make_for("qm", sub(var("qhi"), var("qlo")), copy("qm", add(var("qlo"), var("qm")), false), "fill: the row");
     mid.annot.vectorize = true;
@@ -564,6 +593,13 @@ class DepthwiseLowering {
   bool wide_rows_ = false;  // output rows contiguous, OW apart (see epilogue)
 
   // LATHE_DEPTHWISE_WIDE_ROWS=0: every row's epilogue stops at OW (A/B runs)
+  static bool whole_zero_rows() {
+    static const bool on = [] {
+      const char* e = std::getenv("LATHE_DEPTHWISE_ZERO_ROWS");
+      return e && std::string(e) == "1";
+    }();
+    return on;
+  }
   static bool wide_epilogue_on() {
     static const bool on = [] {
       const char* e = std::getenv("LATHE_DEPTHWISE_WIDE_ROWS");

@@ -177,6 +177,53 @@ TEST(Depthwise, RaggedRowsAreWholeVectors) {
   EXPECT_EQ(ir2.find("whole vectors"), std::string::npos) << ir2;
 }
 
+// A row inside the input zeroes only its padding columns (the copy writes the rest): the
+// band buffer is scratch that the previous plane, or the previous kernel, left full of data.
+// Chains of layers whose padding differs (the second reads zeros where the first left
+// values), left padding of several stride groups, stride 1-3, 3x3 and 5x5, odd and prime
+// channels and sizes, batch 1 and 3; and the nest no longer zeroes a whole valid row.
+TEST(Depthwise, PaddingColumnsZeroedOnlyMatchInterpreter) {
+  struct Chain {
+    int64_t n, c, h, w;
+    std::vector<std::array<int64_t, 3>> layers;  // kernel, stride, pad
+  };
+  const std::vector<Chain> chains = {
+      {3, 11, 37, 41, {{3, 1, 0}, {3, 2, 1}}},          // batch 3, prime sizes, no padding then stride 2
+      {1, 13, 29, 17, {{3, 1, 1}, {3, 2, 4}}},          // left padding of two stride groups
+      {3, 7, 23, 19, {{5, 1, 2}, {5, 3, 2}, {3, 1, 3}}},  // 5x5, stride 3, padding past the reach
+      {1, 5, 61, 67, {{3, 2, 1}, {3, 1, 4}, {3, 2, 0}}},  // stride 1 padding of four columns
+      {2, 3, 131, 113, {{3, 1, 1}, {3, 2, 1}}},         // planes of several bands
+  };
+  test::DiffBatch batch;
+  int i = 0;
+  for (auto& ch : chains) {
+    Tensor y = input("x", {ch.n, ch.c, ch.h, ch.w});
+    std::vector<std::pair<std::string, NodeRef>> outs;  // each layer an output: its own kernel
+    for (auto [k, s, pad] : ch.layers) {
+      Conv2dOptions o;
+      o.stride = {s, s};
+      o.padding = {pad, pad};
+      o.groups = ch.c;
+      Tensor w = from_host(random_tensor(DType::F32, {ch.c, 1, k, k}, static_cast<uint64_t>(90 + i)));
+      y = clamp(conv2d(y, w, input("b" + std::to_string(i), {ch.c}), o), Scalar(-6.0), Scalar(6.0));
+      outs.push_back({"y" + std::to_string(i++), y.node()});
+    }
+    Graph g = Graph::from_outputs(outs);
+    Program p = build_program(g);
+    EXPECT_EQ(direct_kernels(p), static_cast<int>(ch.layers.size())) << test::loop_ir_of(p);
+    batch.add("padding chain " + std::to_string(i), g);
+  }
+  EXPECT_EQ(batch.run(), 0);
+  Conv2dOptions o;
+  o.stride = {2, 2};
+  o.padding = {1, 1};
+  o.groups = 13;
+  std::string ir = test::loop_ir_of(build_program(one(conv2d(input("x", {1, 13, 30, 30}), input("w", {13, 1, 3, 3}), std::nullopt, o))));
+  EXPECT_NE(ir.find("fill: the left padding"), std::string::npos) << ir;
+  EXPECT_NE(ir.find("fill: the right padding"), std::string::npos) << ir;
+  EXPECT_EQ(ir.find("fill: zeros"), ir.rfind("fill: zeros")) << ir;  // only the rows of padding
+}
+
 // 1-D depthwise (conv1d with groups = channels) and windows of one row or one column
 TEST(Depthwise, OneDimensionalAndThinWindows) {
   test::DiffBatch batch;
