@@ -72,6 +72,8 @@ const char* kEnvironment =
     "                           again, instead of one parallel pack step for all of them (A/B comparisons)\n"
     "  LATHE_CONV_IN_PLACE=0|guarded  k x k convolutions: 0 = interior im2col panels copied, never read in\n"
     "                           place; guarded = every panel packed with per-k bounds (A/B comparisons)\n"
+    "  LATHE_PACK_STRIDED=1     strided k x k convolutions (a stem): llvm copies each interior im2col panel as\n"
+    "                           deinterleaved whole vectors, not half scalar (opt-in: no gain measured yet)\n"
     "  LATHE_MATMUL_PACK_PER_PANEL=1  where one MC block holds a GEMM job's rows (a conv into few channels),\n"
     "                           pack each B panel just before its micro-kernels, not the NC block up front\n"
     "                           (opt-in: within the noise on the shared 2-core host, -20% to +27% by shape)\n"

@@ -57,7 +57,7 @@ struct LoopDepth {
 // jobs) is free.
 int64_t extent_rule(const Stmt& s, int64_t min_trip) {
   if (s.kind != StmtKind::For) return kAny;
-  if (s.annot.unroll > 1) return kNever;
+  if (s.annot.unroll > 1 || s.annot.stride > 1) return kNever;  // (a strided copy: llvm emits it whole)
   return s.annot.parallel || classed(min_trip) ? kAny : min_trip;
 }
 // The size class of a vectorized loop's literal trip count (kClasses): how the vectorizer
@@ -221,6 +221,7 @@ class KeyWalk {
     num(s.annot.parallel);
     num(s.annot.vectorize);
     num(s.annot.unroll);
+    if (s.annot.stride) key += "S" + std::to_string(s.annot.stride) + ',';  // (absent: keys as before)
     for (auto& r : s.reduces) str(r);
     num(static_cast<int>(s.reduce_op));
     task_.saw(s, depth_);

@@ -20,6 +20,7 @@ void FunctionEmitter::emit_stmt(const Stmt& s) {
   switch (s.kind) {
     case StmtKind::For:
       if (s.annot.parallel && try_parallel(s)) return;
+      if (s.annot.stride >= 2 && try_strided_copy(s)) return;
       emit_loop(s, b_.getInt64(0), emit(s.extent));
       return;
     case StmtKind::If: {
@@ -101,6 +102,47 @@ void FunctionEmitter::emit_stmt(const Stmt& s) {
       return;
     }
   }
+}
+
+// A strided copy (annot.stride, a strided window's im2col panel: dst[d0 + i] = src[s0 + S·i],
+// i < T) as whole vectors: chunk j of L lanes loads the S·L consecutive elements from
+// s0 + S·L·j and keeps lanes 0, S, 2S, ...; the last chunk starts S - 1 elements earlier and
+// keeps lanes S - 1, 2S - 1, ..., so no load reaches past src[s0 + S·(T - 1)] (the reason
+// LLVM's vectorizer ran the last L of them scalar). Straight-line: T is NR (16 or 32).
+bool FunctionEmitter::try_strided_copy(const Stmt& s) {
+  const int S = s.annot.stride, L = 8;
+  if (!s.extent || s.extent->kind != loop::ExprKind::Const || s.body.size() != 1) return false;
+  const int64_t T = s.extent->i;
+  const Stmt& st = s.body[0];
+  if (T % L != 0 || T / L < 2 || T > 64 || st.kind != StmtKind::LocalStore || !st.value) return false;
+  const ExprRef& ld = st.value;
+  if (ld->kind != loop::ExprKind::Load || ld->lanes != 1 || ld->args.size() != 1 || ld->dtype != DType::F32) return false;
+  const auto& bp = lf_.buffers.at(ld->buffer);
+  if (bp.dtype != DType::F32) return false;
+  Var& dst = array_var(st.var);
+  if (dst.lanes != 1 || dst.dtype != DType::F32) return false;
+  // the copy's affine parts: both indices at i = 0, and the steps the lowering promised
+  ExprRef d0 = loop::substitute(st.index, s.var, loop::const_int(0));
+  ExprRef s0 = loop::substitute(ld->args[0], s.var, loop::const_int(0));
+  if (!loop::is_const(loop::sub(loop::substitute(st.index, s.var, loop::const_int(1)), d0), 1) ||
+      !loop::is_const(loop::sub(loop::substitute(ld->args[0], s.var, loop::const_int(1)), s0), S))
+    return false;
+  llvm::Value* dbase = emit(d0);
+  llvm::Value* sbase = emit(s0);
+  llvm::Type* f32 = b_.getFloatTy();
+  llvm::Type* wide = llvm::FixedVectorType::get(f32, S * L);
+  for (int64_t j = 0; j < T / L; ++j) {
+    const bool last = j == T / L - 1;
+    const int64_t off = S * L * j - (last ? S - 1 : 0);
+    llvm::Value* p = b_.CreateGEP(f32, buffer_ptrs_.at(ld->buffer), b_.CreateAdd(sbase, b_.getInt64(off)));
+    llvm::Value* v = tag_access(b_.CreateAlignedLoad(wide, p, llvm::Align(4)), ld->buffer);
+    std::vector<int> lanes;
+    for (int l = 0; l < L; ++l) lanes.push_back((last ? S - 1 : 0) + S * l);
+    llvm::Value* out = b_.CreateShuffleVector(v, lanes);
+    llvm::Value* q = b_.CreateGEP(dst.type, dst.slot, b_.CreateAdd(dbase, b_.getInt64(L * j)));
+    tag_access(b_.CreateAlignedStore(out, q, llvm::Align(4)), -1);
+  }
+  return true;
 }
 
 // for (var = begin; var < end; ++var) body — with llvm.loop hints from the annotation.

@@ -116,6 +116,9 @@ struct LoopAnnot {
   int width = 0;           // vectorized: SIMD width W, one vector per step (0 = compiler's choice; peel)
   bool masked = false;     // vectorized: the last partial vector runs masked, no scalar remainder (peel)
   bool scalar = false;     // not vectorized even by the compiler's own choice (short strided copies)
+  int stride = 0;          // >= 2: the body is one copy dst[d0 + i] = src[s0 + stride * i] of a constant
+                           // trip (a strided im2col panel); a backend may copy it as whole vectors
+                           // deinterleaved (llvm), where its vectorizer left half to a scalar remainder
 };
 
 struct Stmt {

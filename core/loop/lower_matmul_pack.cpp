@@ -199,6 +199,18 @@ Stmt MatmulLowering::shared_pack_loop(const OperandAccess& acc, const std::vecto
   return u;
 }
 
+// LATHE_PACK_STRIDED=1: a strided window's interior panel copy is marked strided(S) so that
+// the llvm backend copies it as deinterleaved whole vectors; unset / 0 (the default, not yet
+// measured to win) leaves it to LLVM's vectorizer, which for a stride-2 copy of 16 copies 8
+// by one vector and 8 scalar (an interleave group with a gap at its end needs a scalar epilogue)
+static bool strided_copies() {
+  static const bool on = [] {
+    const char* e = std::getenv("LATHE_PACK_STRIDED");
+    return e && std::string(e) == "1";
+  }();
+  return on;
+}
+
 // Pack B run by run: a panel of NR columns spans at most two runs of the innermost N dim
 // when that dim has >= NR elements (1 + ceil((NR - 1) / rows) runs for shorter rows, up
 // to 4); along a run every address and bound is affine in
@@ -334,6 +346,7 @@ std::optional<Stmt> MatmulLowering::pack_b_runs(const OperandParts& B, int pb) {
                                               elem(add(add(var("wp"), at(B.ks[0], kk)), mul(var("c"), const_int(win_->ca)))))},
                             "pack B: copy an interior panel");
       whole.annot.vectorize = true;
+      if (win_->ca >= 2 && win_->ca <= 4 && strided_copies()) whole.annot.stride = static_cast<int>(win_->ca);
       k_loop = make_if(window_interior(B, *win_, p0),
                        {make_let("wp", DType::I64, add(batch_part(acc.addr), at(B.rows[0], p0))),
                         make_for("kk", var("kc"), {whole}, "pack B: k (interior panel)")},

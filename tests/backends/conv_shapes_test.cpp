@@ -6,6 +6,9 @@
 // next B panel (lower_matmul_micro.cpp, prefetch_next_b; a `prefetch.r` statement): a layer whose sides are swapped
 // (few positions: its prepacked weights are the B side) and one whose B is packed once
 // for all the jobs, not a plain matmul (LATHE_MATMUL_PREFETCH_B=all).
+#include <cstdlib>
+#include <string>
+
 #include "core/frontend/nn.h"
 #include "core/frontend/tensor.h"
 #include "core/loop/lower.h"
@@ -52,6 +55,21 @@ TEST(ConvShapes, PrefetchNextBWhereBComesFromMemory) {
   // a plain matmul keeps its loop as it was (LATHE_MATMUL_PREFETCH_B=all would add it)
   Tensor a = input("a", {41, 301}), m = from_host(weights({301, 77}, 1.0));
   EXPECT_FALSE(prefetches_b(Graph::from_outputs({{"y", matmul(a, m).node()}})));
+}
+
+// A strided window's interior panels are copied by one loop marked strided(S) (the llvm
+// backend copies it as deinterleaved whole vectors: its vectorizer ran half of a stride-2
+// copy of 16 scalar); stride-1 windows and the border runs are not marked.
+TEST(ConvShapes, StridedInteriorCopyIsMarked) {
+  const char* e = std::getenv("LATHE_PACK_STRIDED");
+  if (!(e && std::string(e) == "1")) GTEST_SKIP() << "LATHE_PACK_STRIDED=1 marks them (opt-in)";
+  const std::string stem = test::loop_ir_of(build_program(graph_of({1, 3, 67, 131, 17, 7, 7, {2, 2}, {3, 3}, {1, 1}, 1, true})));
+  if (stem.find("interior copied whole") != std::string::npos)
+    EXPECT_NE(stem.find("strided(2) for"), std::string::npos) << stem.substr(0, 4000);
+  const std::string s3 = test::loop_ir_of(build_program(graph_of({3, 5, 61, 67, 11, 5, 5, {3, 3}, {2, 2}, {1, 1}, 1, true})));
+  if (s3.find("interior copied whole") != std::string::npos) EXPECT_NE(s3.find("strided(3) for"), std::string::npos);
+  const std::string one = test::loop_ir_of(build_program(graph_of({1, 16, 40, 40, 128, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, true})));
+  EXPECT_EQ(one.find("strided("), std::string::npos);
 }
 
 // Large-K convolutions whose input is packed on every run (B, the im2col) with few output
@@ -114,6 +132,10 @@ TEST(ConvShapes, MatchInterpreter) {
            {1, 67, 37, 41, 29, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, true},    // K 603 over few channels: KC cut, ragged
            {4, 131, 19, 23, 37, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, true},   // batch 4, K 1179 cut in equal blocks
            {1, 64, 61, 59, 32, 3, 3, {1, 1}, {1, 1}, {1, 1}},             // input weights, K 576
+           {3, 5, 61, 67, 11, 5, 5, {3, 3}, {2, 2}, {1, 1}, 1, true},     // stride 3, batch 3: 21 x 23, strided interior copies
+           {1, 7, 45, 47, 19, 3, 3, {2, 2}, {2, 2}, {2, 2}, 1, true},     // stride 2, dilation 2: 23 x 24
+           {2, 3, 70, 75, 8, 4, 4, {4, 4}, {0, 0}, {1, 1}},               // stride 4, input weights: 17 x 18
+           {1, 3, 67, 131, 17, 7, 7, {2, 2}, {3, 3}, {1, 1}, 1, true},    // a stem 34 x 66: two interior panels a row
        })
     batch.add(label(t), graph_of(t), 7, t.c * t.r * t.s / t.groups > 500 ? 4 : 1);
   // asymmetric padding (ONNX pads begin != end): the frontend pads the input first
