@@ -164,6 +164,9 @@ TEST(Depthwise, RaggedRowsAreWholeVectors) {
   Tensor x = input("x", {1, 13, 14, 14});
   Tensor y = clamp(conv2d(x, input("w", {13, 1, 3, 3}), input("b", {13}), o), Scalar(0.0), Scalar(6.0));
   std::string ir = test::loop_ir_of(build_program(one(y)));
+  // the shapes are an 8-lane host's (AVX2): with 16 lanes (AVX-512, e.g. the GPU machines'
+  // hosts) a 7-wide row is under half a vector and keeps its exact trip
+  if (ir.find(", 8 lanes,") == std::string::npos) GTEST_SKIP() << "expectations for 8-lane vectors:\n" << ir.substr(0, 400);
   EXPECT_NE(ir.find("fill: the row, whole vectors"), std::string::npos) << ir;
   // (each row's trip count a constant: 8, or 7 on the band's last row)
   EXPECT_NE(ir.find("in 0..8:   # epilogue: the output row, whole vectors"), std::string::npos) << ir;
