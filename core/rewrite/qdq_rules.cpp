@@ -401,13 +401,12 @@ std::optional<Quant> match_quantize(NodeRef r) {
   NodeRef v = r->inputs[0];
   Quant q;
   std::optional<double> adds[3];
-  NodeRef a[3];
   int n = 0;
   while (v->op == Op::Add && v->dtype == DType::F32 && n < 3) {  // the adds, outermost first
     bool found = false;
     for (int j = 0; j < 2 && !found; ++j)
       if (auto k = single_value(v->inputs[1 - j]); k && is_constant(v->inputs[1 - j]))
-        adds[n] = k, a[n++] = v, v = v->inputs[j], found = true;
+        adds[n++] = k, v = v->inputs[j], found = true;
     if (!found) return std::nullopt;
   }
   if (n == 3) {

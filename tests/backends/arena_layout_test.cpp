@@ -106,9 +106,12 @@ TEST(ArenaLayout, HugeArenaIsAlignedAndZeroed) {  // zeroed when huge (touched u
       ASSERT_NE(a, nullptr);
       auto at = reinterpret_cast<uintptr_t>(a.get());
       EXPECT_EQ(at % 64, 0u);
-      if (std::string(huge) == "1" && bytes >= (int64_t(2) << 20)) EXPECT_EQ(at % (uintptr_t(2) << 20), 0u);
-      if (std::string(huge) == "1" && bytes >= (int64_t(2) << 20))
-        for (int64_t i : {int64_t(0), bytes / 2, bytes - 1}) EXPECT_EQ(a[i], std::byte{0});
+      if (std::string(huge) == "1" && bytes >= (int64_t(2) << 20)) {
+        EXPECT_EQ(at % (uintptr_t(2) << 20), 0u);
+        for (int64_t i : {int64_t(0), bytes / 2, bytes - 1}) {
+          EXPECT_EQ(a[i], std::byte{0});
+        }
+      }
       a[bytes - 1] = std::byte{7};  // writable to its last byte
     }
   }
