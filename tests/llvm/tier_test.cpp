@@ -21,11 +21,13 @@
 #include "core/runtime/compare.h"
 #include "core/runtime/kernel_cache.h"
 #include "core/runtime/random.h"
+#include "tests/llvm/tier_helpers.h"
 
 namespace lathe {
 namespace {
 
 namespace fs = std::filesystem;
+using namespace tier_test;
 
 // Several kernels (a batched matmul, reductions, an elementwise tail); a salt unique to this
 // run gives the program a cache key no earlier run wrote.
@@ -35,33 +37,6 @@ Graph tier_graph(int64_t batch, double salt) {
   Tensor h = relu(matmul(x, w)) * salt;
   Tensor y = softmax(h, -1) + layer_norm(h, 2, std::nullopt, std::nullopt, 1e-5) + sum(h, {1}, true);
   return Graph::from_outputs({{"y", y.node()}});
-}
-
-double fresh_salt() { return 1 + static_cast<double>(std::random_device{}() % 1000003) * 1e-7; }
-
-void expect_like_interp(Executable& exe, const TensorMap& in, const TensorMap& want, const std::string& what) {
-  TensorMap got = exe.run(in);
-  for (auto& [name, t] : want) {
-    std::string why;
-    EXPECT_TRUE(allclose(got.at(name), t, 1e-4, 1e-4, &why)) << what << ", " << name << ": " << why;
-  }
-}
-
-bool is_quick(const CompiledProgram& cp) { return cp.command.find("quick tier") != std::string::npos; }
-
-// A later start, tiered or not, loads the full tier's entry from the cache, and its results
-// are the interpreter's.
-void expect_full_from_cache(Backend& b, const Graph& g, const TensorMap& in, const TensorMap& want, const std::string& what) {
-  for (bool tier : {true, false}) {
-    CompileOptions o;
-    o.tier = tier;
-    Program p = build_program(g);
-    auto cp = b.compile(p, o);
-    EXPECT_TRUE(cp->from_cache) << what << ", tier " << tier;
-    EXPECT_FALSE(is_quick(*cp)) << what << ": " << cp->command;
-    Executable exe(std::move(p), cp, "llvm");
-    expect_like_interp(exe, in, want, what + ": the full code from the cache, tier " + std::to_string(tier));
-  }
 }
 
 class LlvmTier : public ::testing::Test {
