@@ -29,6 +29,22 @@ llvm::Value* FunctionEmitter::float_to_int(llvm::Value* v, DType to, int lanes) 
   llvm::Type* fs = ft->getScalarType();
   int bits = dtype_size(to) * 8;
   bool uns = is_unsigned(to);
+  if (fs->isFloatTy() && bits == 8) {
+    // f32 -> u8/i8 (every QuantizeLinear and requantizing epilogue; often scalar code that
+    // LLVM's loop vectorizer widens): select(x > lo, x, lo) is x86's maxps, whose NaN gives
+    // lo (u8's 0; i8 zeroes NaN first), then the min, and fptoui/fptosi straight to 8 bits,
+    // which x86 lowers to cvttps2dq and two saturating packs. The i32 path below took a
+    // compare, two packs and a blend for the NaN rule and 2 pshufb, an unpack and a mask load
+    // for the narrowing trunc, every 8 values.
+    auto C = [&](double x) { return splat(fconst(fs, x), lanes); };
+    llvm::Value* x = v;
+    if (!uns) x = b_.CreateSelect(b_.CreateFCmpORD(x, x), x, llvm::Constant::getNullValue(ft));
+    llvm::Value* lo = C(uns ? 0.0 : -128.0);
+    llvm::Value* hi = C(uns ? 255.0 : 127.0);
+    x = b_.CreateSelect(b_.CreateFCmpOGT(x, lo), x, lo);
+    x = b_.CreateSelect(b_.CreateFCmpOLT(x, hi), x, hi);
+    return uns ? b_.CreateFPToUI(x, t) : b_.CreateFPToSI(x, t);
+  }
   if ((fs->isFloatTy() || fs->isDoubleTy()) && bits <= 32 && !(uns && bits == 32)) {
     auto C = [&](double x) { return splat(fconst(fs, x), lanes); };
     double lo = uns ? 0.0 : -std::ldexp(1.0, bits - 1), hi = uns ? std::ldexp(1.0, bits) - 1 : std::ldexp(1.0, bits - 1) - 1;
