@@ -11,6 +11,7 @@
 #include "core/loop/lower_depthwise.h"
 #include "core/loop/row_reduce.h"
 #include "core/loop/transform.h"
+#include "core/loop/unswitch.h"
 
 namespace lathe::loop {
 
@@ -153,6 +154,9 @@ void apply_default_schedule(LoopFunc& f, const ScheduleOptions& opts) {
     } catch (const UserError&) {
     }
   }
+  // conditions on one outer loop's variable (a concat's input, a pad's border): one copy of the
+  // body per version, with the inner loops free of them (unswitch.h)
+  unswitch_invariant_guards(f);
 }
 
 }  // namespace lathe::loop

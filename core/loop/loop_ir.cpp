@@ -47,6 +47,7 @@ ExprRef var(const std::string& name, DType dt, int lanes) {
 }
 
 ExprRef load(int buffer, DType dt, ExprRef index, ExprRef mask, int lanes) {
+  if (mask && is_const(mask, 0)) return broadcast(const_of(0, dt), lanes);  // masked off: reads 0
   Expr e{ExprKind::Load, dt, lanes};
   e.buffer = buffer;
   e.args.push_back(std::move(index));
