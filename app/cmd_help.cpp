@@ -71,7 +71,7 @@ const char* kEnvironment =
     "  LATHE_MATMUL_SHARED_PACK=0  GEMM jobs that split M (or a conv's N) each pack the whole shared side\n"
     "                           again, instead of one parallel pack step for all of them (A/B comparisons)\n"
     "  LATHE_WINOGRAD=0|all     ONNX 3x3 convs (stride 1, one group, constant f32 weights) run as Winograd\n"
-    "                           F(2x2,3x3) where C, K >= 64 over maps of 10x10..56x56; 0 = never (A/B),\n"
+    "                           F(2x2,3x3) where C, K >= 64 over maps of 9x9..128x128; 0 = never (A/B),\n"
     "                           all = wherever it applies (tests)\n"
     "  LATHE_CONV_IN_PLACE=0|guarded  k x k convolutions: 0 = interior im2col panels copied, never read in\n"
     "                           place; guarded = every panel packed with per-k bounds (A/B comparisons)\n"

@@ -47,9 +47,11 @@ bool winograd_pays(int64_t C, int64_t K, int64_t OH, int64_t OW) {
   // (a constant that varies with ξ, so packed on every run, not prepacked) for every 2×2
   // tile column, and below ~25 tiles that pack outweighs the saved products (measured one
   // thread, min of 20: 512 ch at 7×7 (16 tiles) 3.8 ms vs 2.8 direct; 256 at 14×14 2.3 vs
-  // 3.1; 128 at 28×28 1.8 vs 2.7; 64 at 56×56 2.3 vs 3.0). Maps over 56 are unmeasured.
+  // 3.1; 128 at 28×28 1.8 vs 2.7; 64 at 56×56 2.3 vs 3.0; 256 at 10×10 (25 tiles) 1.27-1.35
+  // vs 1.76-2.22; 64 at 64×64 2.9-3.7 vs 4.6-4.8; 64 at 128×128 22-28 vs 32). Maps over 128
+  // are unmeasured (and the transforms' intermediates grow with them).
   const int64_t tiles = ((OH + 1) / 2) * ((OW + 1) / 2);
-  return C >= 64 && K >= 64 && tiles >= 25 && OH <= 56 && OW <= 56;
+  return C >= 64 && K >= 64 && tiles >= 25 && OH <= 128 && OW <= 128;
 }
 
 Tensor conv2d_winograd(const Tensor& x_in, const HostTensor& w, const std::optional<Tensor>& bias,
