@@ -5,6 +5,7 @@
 // linear weights [out, in]. Every function opens a ProvenanceScope with its own name, so
 // e.g. the primitives of softmax inside attention record "attention/softmax".
 #pragma once
+#include <array>
 #include <optional>
 #include <string>
 #include <vector>
@@ -42,6 +43,17 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const std::optional<Tensor>
 // Integer conv2d (ONNX ConvInteger without zero points): the input is padded with
 // `pad_value` (the input's zero point), products and sums in i32 as in matmul_integer.
 Tensor conv2d_integer(const Tensor& x, const Tensor& weight, const Conv2dOptions& opt = {}, int64_t pad_value = 0);
+// A stride-1, undilated, one-group 3x3 conv2d with constant weights `w` [K, C, 3, 3] as
+// Winograd F(2x2, 3x3) (winograd.cpp): 16 products per 2x2 output tile instead of 36, the
+// weight transform folded on the host. pads: top, left, bottom, right.
+Tensor conv2d_winograd(const Tensor& x, const HostTensor& w, const std::optional<Tensor>& bias,
+                       const std::array<int64_t, 4>& pads);
+// LATHE_WINOGRAD: 0 / off never, all wherever it applies, else (unset, 1) where
+// winograd_pays: C and K >= 64 over an output map of at most 128 x 128 with at least 25
+// 2x2 tiles (9 x 9).
+enum class WinogradMode { Off, Auto, All };
+WinogradMode winograd_mode();
+bool winograd_pays(int64_t C, int64_t K, int64_t OH, int64_t OW);
 // x [N, C, L], weight [K, C/groups, R]: conv2d with H = 1.
 Tensor conv1d(const Tensor& x, const Tensor& weight, const std::optional<Tensor>& bias = std::nullopt,
               int64_t stride = 1, int64_t padding = 0, int64_t dilation = 1, int64_t groups = 1);

@@ -195,6 +195,23 @@ std::optional<Tensor> pointwise_before_upsampling(const NodeCtx& c, const Tensor
   return it->second.apply(c, z);
 }
 
+// A 2-D 3×3 convolution, stride 1, no dilation, one group, constant f32 weights, where
+// winograd_pays (LATHE_WINOGRAD): Winograd F(2×2, 3×3) (frontend winograd.cpp). nullopt:
+// not that case.
+std::optional<Tensor> conv_by_winograd(const NodeCtx& c, const Tensor& x, const Tensor& weight, const Window& w) {
+  if (w.out.size() != 2 || c.attr_int("group", 1) != 1 || x.dtype() != DType::F32) return std::nullopt;
+  for (size_t i = 0; i < 2; ++i)
+    if (w.kernel[i] != 3 || w.strides[i] != 1 || w.dilations[i] != 1 || w.pad_begin[i] > 2 || w.pad_end[i] > 2)
+      return std::nullopt;
+  if (weight.rank() != 4 || !weight.shape()[0].is_const() || !weight.shape()[1].is_const() ||
+      weight.shape()[2] != SymInt(3) || weight.shape()[3] != SymInt(3) || x.shape()[1] != weight.shape()[1])
+    return std::nullopt;
+  if (!winograd_pays(weight.shape()[1].value(), weight.shape()[0].value(), w.out[0], w.out[1])) return std::nullopt;
+  auto wv = c.fold(weight);
+  if (!wv) return std::nullopt;
+  return conv2d_winograd(x, *wv, c.opt_in(2), {w.pad_begin[0], w.pad_begin[1], w.pad_end[0], w.pad_end[1]});
+}
+
 void conv_op(NodeCtx& c) {
   c.only_outputs(1);
   Tensor x = c.in(0), weight = c.in(1);
@@ -204,6 +221,10 @@ void conv_op(NodeCtx& c) {
   if (weight.rank() != x.rank()) c.fail("weight " + weight.describe() + " must have the input's rank");
   Window w = plan_window(c, in, kernel_of(c, weight, in.size()), false);
   if (auto y = pointwise_before_upsampling(c, x, weight, w)) {
+    c.set(0, *y);
+    return;
+  }
+  if (auto y = conv_by_winograd(c, x, weight, w)) {
     c.set(0, *y);
     return;
   }
