@@ -207,6 +207,9 @@ std::optional<Tensor> conv_by_winograd(const NodeCtx& c, const Tensor& x, const 
       weight.shape()[2] != SymInt(3) || weight.shape()[3] != SymInt(3) || x.shape()[1] != weight.shape()[1])
     return std::nullopt;
   if (!winograd_pays(weight.shape()[1].value(), weight.shape()[0].value(), w.out[0], w.out[1])) return std::nullopt;
+  // only a weight that is a literal: a computed one (a QDQ model's DequantizeLinear of int8
+  // weights) folds too, but its conv is the `qdq` rules' integer contraction, not Winograd's
+  if (weight.node()->op != Op::Const || !weight.node()->attrs.data) return std::nullopt;
   auto wv = c.fold(weight);
   if (!wv) return std::nullopt;
   return conv2d_winograd(x, *wv, c.opt_in(2), {w.pad_begin[0], w.pad_begin[1], w.pad_end[0], w.pad_end[1]});

@@ -29,7 +29,7 @@ struct OnnxBuilder {
     tt->mutable_shape();  // rank 0 when dims is empty
     for (int64_t d : dims) tt->mutable_shape()->add_dim()->set_dim_value(d);
   }
-  // f32 as FLOAT, i32 as INT32, any other dtype as INT64
+  // f32 as FLOAT, i32 as INT32, i8 as INT8, any other dtype as INT64
   void init(const std::string& name, const HostTensor& t) {
     auto* p = g()->add_initializer();
     p->set_name(name);
@@ -37,8 +37,8 @@ struct OnnxBuilder {
     if (t.dtype() == DType::F32) {
       p->set_data_type(onnx::TensorProto::FLOAT);
       for (int64_t i = 0; i < t.numel(); ++i) p->add_float_data(static_cast<float>(t.get_f64(i)));
-    } else if (t.dtype() == DType::I32) {
-      p->set_data_type(onnx::TensorProto::INT32);
+    } else if (t.dtype() == DType::I32 || t.dtype() == DType::I8) {
+      p->set_data_type(t.dtype() == DType::I8 ? onnx::TensorProto::INT8 : onnx::TensorProto::INT32);
       for (int64_t i = 0; i < t.numel(); ++i) p->add_int32_data(static_cast<int32_t>(t.get_i64(i)));
     } else {
       p->set_data_type(onnx::TensorProto::INT64);

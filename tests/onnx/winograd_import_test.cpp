@@ -89,5 +89,37 @@ TEST(OnnxWinograd, ImportsAsWinogradWhereItApplies) {
   else unsetenv("LATHE_WINOGRAD");
 }
 
+// A QDQ model's conv (weights DequantizeLinear of int8, 64 channels: Winograd's size) keeps
+// the direct convolution even under LATHE_WINOGRAD=all, for the `qdq` rules' integer
+// contraction: the weight folds to a constant, but it is not a literal.
+TEST(OnnxWinograd, DequantizedWeightsKeepTheDirectConv) {
+  const char* e = std::getenv("LATHE_WINOGRAD");
+  const std::string saved = e ? e : "";
+  setenv("LATHE_WINOGRAD", "all", 1);
+  const int64_t C = 64, M = 64;
+  std::mt19937 rng(7);
+  HostTensor wq(DType::I8, {M, C, 3, 3});
+  for (int64_t i = 0; i < wq.numel(); ++i) wq.set_f64(i, static_cast<double>(static_cast<int>(rng() % 255) - 127));
+  HostTensor ws(DType::F32, {}), wz(DType::I8, {});
+  ws.set_f64(0, 0.01);
+  test::OnnxBuilder m(14);
+  m.input("x", {1, C, 14, 14});
+  m.init("wq", wq);
+  m.init("ws", ws);
+  m.init("wz", wz);
+  m.node("DequantizeLinear", {"wq", "ws", "wz"}, {"w"});
+  auto* n = m.node("Conv", {"x", "w"}, {"y"});
+  attr_ints(n, "pads", {1, 1, 1, 1});
+  Graph g = m.load("winograd_dq.onnx");
+  EXPECT_FALSE(has_winograd(g, Case{{1, C, 14, 14}, M, 3, 1, 1, 1, {1, 1, 1, 1}, true, false}));
+  HostTensor x = randt({1, C, 14, 14}, rng, 1.0);
+  setenv("LATHE_WINOGRAD", "0", 1);
+  Graph direct = m.load("winograd_dq.onnx");
+  std::string why;
+  EXPECT_TRUE(allclose(interpret(g, {{"x", x}}).at("y"), interpret(direct, {{"x", x}}).at("y"), 1e-5, 1e-6, &why)) << why;
+  if (e) setenv("LATHE_WINOGRAD", saved.c_str(), 1);
+  else unsetenv("LATHE_WINOGRAD");
+}
+
 }  // namespace
 }  // namespace lathe
