@@ -120,9 +120,11 @@ class MatmulLowering {
   void resume_sums(int rows, std::vector<Stmt>& out) const;
   void finish_tile(int rows, std::vector<Stmt>& out) const;
   std::vector<Stmt> int_kbody(int rows) const;
-  std::vector<Stmt> f32_kbody(BSrc src, int rows, ExprRef ki = nullptr, int acc0 = 0, const std::string& sfx = "") const;
+  std::vector<Stmt> f32_kbody(BSrc src, int rows, ExprRef ki = nullptr, int acc0 = 0, const std::string& sfx = "", int qn = 0) const;
   Stmt k_loop(std::vector<Stmt> body) const;
   std::vector<Stmt> f32_micro(int rows) const;
+  std::vector<Stmt> f32_micro_cols(int qn) const;  // the ragged last NR panel: qn of NQ vectors
+  std::vector<Stmt> f32_full_rows() const;         // MR rows: f32_micro, or an if with f32_micro_cols
   std::vector<Stmt> int_micro(int rows) const;
   std::vector<Stmt> micro_kernel();  // the accumulators and the kernel for a panel (ragged or not)
   Stmt prefetch_tile() const;        // the output tile's rows toward L1 before its k loop
@@ -176,6 +178,7 @@ class MatmulLowering {
   ExprRef pfbase_;          // f32: the next panel's line to prefetch at depth kk (bbase_ when not spread)
   int pf_spread_ = 1;       // MR panels a B panel feeds, over which its successor's prefetches are spread
   int ragged_rows_ = 0;     // rows of the ragged A panel's kernel (0: none)
+  int ragged_cols_q_ = 0;   // vectors of the ragged last B panel's kernel (0: none; f32_micro_cols)
   int64_t kblocks_ = 0;     // narrow: K blocks
   int variants_ = 0;        // write-back variants built (their lets' names)
 };

@@ -101,12 +101,13 @@ std::vector<Stmt> MatmulLowering::int_kbody(int rows) const {
 // f32: one depth of the tile. (Depth `ki`, accumulators from `acc0`, its lets' names ending
 // in `sfx`: a ragged panel's kernel runs several depths per step into separate accumulators,
 // see f32_micro.)
-std::vector<Stmt> MatmulLowering::f32_kbody(BSrc src, int rows, ExprRef ki, int acc0, const std::string& sfx) const {
+std::vector<Stmt> MatmulLowering::f32_kbody(BSrc src, int rows, ExprRef ki, int acc0, const std::string& sfx, int qn) const {
   const MatmulParams& P = P_;
   if (!ki) ki = kk_;
+  if (qn <= 0) qn = NQ_;  // (the ragged last panel's kernel reads and updates only its first qn vectors)
   ExprRef bb = substitute(bbase_, "kk", ki), ab = substitute(abase_, "kk", ki);
   std::vector<Stmt> body;
-  for (int q = 0; q < NQ_; ++q) {
+  for (int q = 0; q < qn; ++q) {
     ExprRef off = const_int(q * P.lanes), v;
     switch (src) {
       case BSrc::Panel: v = local_load("Bp", DType::F32, add(bb, off), P.lanes); break;
@@ -126,7 +127,7 @@ std::vector<Stmt> MatmulLowering::f32_kbody(BSrc src, int rows, ExprRef ki, int 
                            : shared_a_  ? local_load("As", DType::F32, add(ab, const_int(r)))
                                         : local_load("Ap", DType::F32, add(ab, const_int(r))),
                            P.lanes);
-    for (int q = 0; q < NQ_; ++q) {
+    for (int q = 0; q < qn; ++q) {
       ExprRef cur = local_load("acc", DType::F32, const_int(acc0 + r * NQ_ + q), P.lanes);
       ExprRef bq = var("bq" + std::to_string(q) + sfx, DType::F32, P.lanes);
       body.push_back(make_local_store("acc", const_int(acc0 + r * NQ_ + q), binary(Op::Add, cur, binary(Op::Mul, ar, bq))));
@@ -191,6 +192,62 @@ std::vector<Stmt> MatmulLowering::f32_micro(int rows) const {
   }
   finish_tile(rows, out);
   return out;
+}
+
+// The last NR panel of B when N is no multiple of NR and its N % NR columns fill qn < NQ
+// vectors (a 14 x 14 map's 196 positions: 12 panels of 16 and one of 4, ~6% of the layer's
+// FMAs on zero padding; 49, 100, 1000 columns alike): its kernel loads and multiplies only
+// those qn vectors. Alone its MR x qn accumulators are too few chains for the FMA latency
+// (6 on MR 6, qn 1: 8 wanted), so each step runs NQ / qn depths, depth sp into the tile's
+// unused vectors sp * qn.. (no new registers), summed into the first qn after the loop.
+// The columns past qn are never written back (they lie past N). MR rows, f32, B from a
+// packed panel. LATHE_MATMUL_RAGGED_COLS=0 runs the panel with all NQ vectors (A/B runs).
+std::vector<Stmt> MatmulLowering::f32_micro_cols(int qn) const {
+  const MatmulParams& P = P_;
+  const ExprRef &kk = kk_, &kc = kc_;
+  const int NQ = NQ_, rows = P.mr, split = NQ / qn;
+  const BSrc src = prepacked_ ? BSrc::Prepacked : shared_b_ ? BSrc::Shared : BSrc::Panel;
+  std::vector<Stmt> out;
+  zero_acc(rows, out);
+  resume_sums(rows, out);
+  if (tile_sums_)  // the depth accumulators start at zero, not at the partial sums resumed there
+    for (int sp = 1; sp < split; ++sp)
+      for (int r = 0; r < rows; ++r)
+        for (int q = 0; q < qn; ++q)
+          out.push_back(make_local_store("acc", const_int(r * NQ + sp * qn + q), broadcast(const_of(0, DType::F32), P.lanes)));
+  std::vector<Stmt> body;
+  for (int sp = 0; sp < split; ++sp)
+    for (Stmt& st : f32_kbody(src, rows, add(mul(kk, const_int(split)), const_int(sp)), sp * qn, "_" + std::to_string(sp), qn))
+      body.push_back(std::move(st));
+  Stmt main = make_for("kk", binary(Op::IDiv, kc, const_int(split)), std::move(body),
+                       "micro-kernel: k, the ragged last panel, " + std::to_string(split) + " depths a step");
+  main.reduces = {"acc"};
+  std::vector<Stmt> rest{make_for("kk", binary(Op::Mod, kc, const_int(split)),
+                                  f32_kbody(src, rows, add(mul(binary(Op::IDiv, kc, const_int(split)), const_int(split)), kk), 0, "", qn),
+                                  "micro-kernel: the ragged last panel's last depths")};
+  rest[0].reduces = {"acc"};
+  rename_loops(rest, "kk", "knt");
+  std::vector<Stmt> loops{std::move(main)};
+  rename_loops(loops, "kk", "kn");
+  out.push_back(std::move(loops[0]));
+  out.push_back(std::move(rest[0]));
+  for (int sp = 1; sp < split; ++sp)
+    for (int r = 0; r < rows; ++r)
+      for (int q = 0; q < qn; ++q) {
+        const int a = r * NQ + q, b = r * NQ + sp * qn + q;
+        out.push_back(make_local_store("acc", const_int(a), binary(Op::Add, local_load("acc", DType::F32, const_int(a), P.lanes),
+                                                                   local_load("acc", DType::F32, const_int(b), P.lanes))));
+      }
+  finish_tile(rows, out);
+  return out;
+}
+
+// The kernel of a panel of MR rows: with a ragged last B panel (ragged_cols_q_) an if between
+// that panel's kernel and the whole one.
+std::vector<Stmt> MatmulLowering::f32_full_rows() const {
+  if (ragged_cols_q_ == 0) return f32_micro(P_.mr);
+  Stmt pick = make_if(lt(nc_, add(mul(var("jr"), const_int(P_.nr)), const_int(P_.nr))), f32_micro_cols(ragged_cols_q_), f32_micro(P_.mr));
+  return {std::move(pick)};
 }
 
 std::vector<Stmt> MatmulLowering::int_micro(int rows) const {
@@ -331,6 +388,16 @@ std::vector<Stmt> MatmulLowering::micro_kernel() {
     return !(e && std::string(e) == "0");
   }();
   ragged_rows_ = ragged_kernel && !rows_whole_ && Ms_.is_const() ? static_cast<int>(Ms_.value() % P.mr) : 0;
+  static const bool ragged_cols = [] {
+    const char* e = std::getenv("LATHE_MATMUL_RAGGED_COLS");
+    return !(e && std::string(e) == "0");
+  }();
+  ragged_cols_q_ = 0;  // see f32_micro_cols
+  if (ragged_cols && G_ == 1 && NQ_ > 1 && Ns_.is_const() && !direct_ && !(win_ && win_->in_place)) {
+    const int64_t left = Ns_.value() % P.nr;
+    const int qn = static_cast<int>(ceil_div(left, int64_t(P.lanes)));
+    if (left > 0 && qn < NQ_ && NQ_ % qn == 0) ragged_cols_q_ = qn;
+  }
   const int ragged_rows = ragged_rows_;
   if (G_ > 1 && ragged_rows == 0) {
     for (Stmt& st : int_micro(P.mr)) micro.push_back(std::move(st));
@@ -343,7 +410,7 @@ std::vector<Stmt> MatmulLowering::micro_kernel() {
     }
     micro.push_back(make_if(le(add(mul(var("ir"), const_int(P.mr)), const_int(P.mr)), mc_), int_micro(P.mr), std::move(few)));
   } else if (ragged_rows == 0) {
-    for (Stmt& st : f32_micro(P.mr)) micro.push_back(std::move(st));
+    for (Stmt& st : f32_full_rows()) micro.push_back(std::move(st));
   } else {
     std::vector<Stmt> few = f32_micro(ragged_rows);
     for (Stmt& st : few) {  // its own loop names (the full panel's k loop is kk)
@@ -354,7 +421,7 @@ std::vector<Stmt> MatmulLowering::micro_kernel() {
       rename_loops(one, "kqt", "kqmt");
       st = std::move(one[0]);
     }
-    micro.push_back(make_if(le(add(mul(var("ir"), const_int(P.mr)), const_int(P.mr)), mc_), f32_micro(P.mr), std::move(few)));
+    micro.push_back(make_if(le(add(mul(var("ir"), const_int(P.mr)), const_int(P.mr)), mc_), f32_full_rows(), std::move(few)));
   }
   return micro;
 }

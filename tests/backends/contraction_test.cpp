@@ -274,6 +274,42 @@ TEST(Contraction, RaggedAPanelRunsOnlyItsRows) {
   EXPECT_EQ(batch.run(), 0);
 }
 
+// The ragged last B panel (N % NR columns in fewer than NR / lanes vectors: a 14 x 14 map's
+// 196 positions leave 4 on NR 16) runs a kernel of only those vectors, NQ / qn depths a step
+// into the tile's unused accumulators. The loop IR has that kernel; against the interpreter:
+// prime N (101, 37, 67), N 100, 196 and 1000, an odd K over several KC blocks (a remainder
+// depth), batch 1 and 64, bias + GELU, a 14 x 14 3 x 3 conv with constant weights (prepacked
+// A, B packed once for all jobs), a 7 x 7 conv whose channels are the columns (sums kept
+// across K blocks in the tile scratch), stride 2.
+TEST(Contraction, RaggedBPanelRunsOnlyItsVectors) {
+  if (const char* e = std::getenv("LATHE_MATMUL_TILE"); e && *e) GTEST_SKIP() << "tile overridden by LATHE_MATMUL_TILE";
+  const loop::MatmulParams P = loop::host_matmul_params();
+  const int nq = P.nr / P.lanes;
+  test::DiffBatch batch;
+  for (int64_t n : {101, 100, 37, 67, 196, 1000}) {
+    Tensor x = input("x", {29, 301}), w = input("w", {301, n}), b = input("b", {n});
+    Graph g = Graph::from_outputs({{"y", gelu(matmul(x, w) + b).node()}});
+    const std::string ir = test::loop_ir_of(build_program(g));
+    const int64_t left = n % P.nr, qn = (left + P.lanes - 1) / P.lanes;
+    const bool want = left > 0 && qn < nq && nq % qn == 0;
+    EXPECT_EQ(ir.find("the ragged last panel") != std::string::npos, want) << "N=" << n << "\n" << ir;
+    batch.add("29x301 . 301x" + std::to_string(n) + " + bias, gelu", g);
+  }
+  Tensor x1 = input("x", {1, 1, 300}), w1 = input("w", {300, 101});
+  batch.add("one row, N 101", Graph::from_outputs({{"y", matmul(x1, w1).node()}}));
+  Tensor xb = input("x", {64, 13, 37}), wb = input("w", {37, 67});
+  batch.add("batch 64 of 13x37 . 37x67", Graph::from_outputs({{"y", matmul(xb, wb).node()}}));
+  HostTensor wt(DType::F32, {29, 61, 3, 3});
+  for (int64_t i = 0; i < wt.numel(); ++i) wt.set_f64(i, std::cos(0.37 * static_cast<double>(i)));
+  Conv2dOptions same;
+  same.padding = {1, 1};
+  Tensor xc = input("x", {1, 61, 14, 14});
+  batch.add("conv 61 -> 29 at 14x14, constant weights", Graph::from_outputs({{"y", relu(conv2d(xc, from_host(wt), std::nullopt, same)).node()}}));
+  batch.add("conv 67 -> 37 at 7x7, batch 2 (channels the columns)", conv_graph({2, 67, 7, 7, 37, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, true}));
+  batch.add("conv 31 -> 53, stride 2 from 29x29", conv_graph({1, 31, 29, 29, 53, 3, 3, {2, 2}, {1, 1}, {1, 1}, 1, false}));
+  EXPECT_EQ(batch.run(), 0);
+}
+
 // The block sizes: they nest (MC a multiple of MR, NC of NR, KC of 8), stay within the
 // caps, cover the sizes, and give a multiple of the thread count of jobs where N allows.
 TEST(Contraction, BlockingNestsAndSplitsJobsEvenly) {
