@@ -207,3 +207,26 @@ TEST(LlvmParallel, PoolStatsGapsAreWithinARun) {
   }
   EXPECT_GE(pool_stats_gap_ns(), std::chrono::nanoseconds(pause).count());
 }
+
+// The pool judges whether the machine is oversubscribed from its threads' CPU clocks, read
+// once per window of ~8 ms of a thread's time, not around each loop: a read is a system call
+// (3-5 us on the 2-core VM), and the worker's two reads around every loop delayed its first
+// chunk and took ~10 us of its core per loop. 2000 back-to-back loops of ~10 us each (at
+// least 10 ms of work, so at least one window): a few reads, not two per loop per worker.
+TEST(LlvmParallel, CpuClockIsReadOncePerWindowNotPerLoop) {
+  using lathe::llvmjit::pool_stats;
+  if (lathe::llvmjit::pool_threads() < 2) GTEST_SKIP() << "one hardware thread: no workers";
+  std::vector<std::atomic<int>> hits(2);
+  void* bufs[1] = {hits.data()};
+  const int loops = 2000;
+  auto before = pool_stats();
+  auto t0 = std::chrono::steady_clock::now();
+  for (int rep = 0; rep < loops; ++rep) lathe::llvmjit::lathe_llvm_parallel_for(slow_count_range, bufs, nullptr, nullptr, 2);
+  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  auto after = pool_stats();
+  for (auto& h : hits) ASSERT_EQ(h.load(), loops);
+  // one read per window per thread (a window: 8 ms of a thread's awake time), with room
+  const int64_t windows = static_cast<int64_t>(ms / 8) + 2;
+  EXPECT_LE(after.cpu_reads - before.cpu_reads, windows * lathe::llvmjit::pool_threads()) << ms << " ms";
+  EXPECT_LT(after.cpu_reads - before.cpu_reads, loops / 4);
+}
