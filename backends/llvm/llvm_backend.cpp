@@ -227,6 +227,9 @@ class LlvmProgram : public CompiledProgram {
   // (Not with CompileOptions::tier_up false: then only finish_tiers() compiles it.)
   // (Nor with CompileOptions::detach_tier: then a child process compiles it once the program
   // is dropped, detach_background_compiles().)
+  void begin_run(bool) override {
+    if (llvmjit::pool_stats_enabled()) llvmjit::stats_run_begin();
+  }
   void end_run(bool) override {
     if (tier_up_ && !detach_) start_full_tier();
   }

@@ -149,7 +149,8 @@ class Pool {
   int threads() const { return nthreads_; }
   PoolStats stats() const {
     return {loops_.load(std::memory_order_relaxed), quiet_loops_.load(std::memory_order_relaxed),
-            wakeups_.load(std::memory_order_relaxed), marks_.load(std::memory_order_relaxed)};
+            wakeups_.load(std::memory_order_relaxed), marks_.load(std::memory_order_relaxed),
+            cpu_reads_.load(std::memory_order_relaxed)};
   }
 
   void run(ChunkFn fn, void* const* b, const int64_t* d, const int64_t* c, int64_t n) {
@@ -261,6 +262,7 @@ class Pool {
     int64_t wall = now_ns();
     if (w.wall0 != 0 && wall - w.wall0 < kWindowNs) return;
     int64_t cpu = thread_cpu_ns();
+    cpu_reads_.fetch_add(1, std::memory_order_relaxed);
     if (w.wall0 != 0 && wall - w.wall0 <= kMaxWindowNs) {
       // the cores' worth of progress: the caller's CPU time over the window, divided by its
       // part of the work (code between parallel loops is all the caller's; of each loop,
@@ -280,6 +282,7 @@ class Pool {
   // part in this core's cache), then takes the chunks left in the other shares.
   // Returns how many iterations it ran.
   int64_t chunk(Job& j, int t) {
+    if (j.stats) return chunk_stats(j, t);
     int64_t mine = 0;
     for (int k = 0; k < j.parts; ++k) {
       Range& r = j.ranges[(t + k) % j.parts];
@@ -287,24 +290,53 @@ class Pool {
         int64_t begin = r.next.fetch_add(j.grain, std::memory_order_relaxed);
         if (begin >= r.end) break;
         int64_t end = std::min(r.end, begin + j.grain);
-        if (j.stats) {
-          int64_t t0 = now_ns(), c0 = thread_cpu_ns();
-          j.fn(j.b, j.d, j.c, begin, end);
-          j.cost[static_cast<size_t>(begin)] = thread_cpu_ns() - c0;
-          if (!j.first[t]) j.first[t] = t0;
-          j.busy[t] += now_ns() - t0;
-          j.iters[t] += end - begin;
-        } else {
-          j.fn(j.b, j.d, j.c, begin, end);
-        }
+        j.fn(j.b, j.d, j.c, begin, end);
         mine += end - begin;
-        bool last = j.done.fetch_add(end - begin, std::memory_order_seq_cst) + (end - begin) == j.n;
-        if (last && t != 0 && caller_waiting_.load(std::memory_order_seq_cst)) {
-          std::lock_guard<std::mutex> lock(mu_);
-          done_cv_.notify_all();
-        }
+        count_done(j, t, end - begin);
       }
     }
+    return mine;
+  }
+  void count_done(Job& j, int t, int64_t iters) {
+    bool last = j.done.fetch_add(iters, std::memory_order_seq_cst) + iters == j.n;
+    if (last && t != 0 && caller_waiting_.load(std::memory_order_seq_cst)) {
+      std::lock_guard<std::mutex> lock(mu_);
+      done_cv_.notify_all();
+    }
+  }
+  // chunk() under LATHE_POOL_STATS: each chunk's wall time (CLOCK_MONOTONIC, cheap), and the
+  // thread's CPU clock read once around all its chunks of the loop (a system call, 3-5 us on
+  // the 2-core VM: read around each chunk, as before, it added ~20 us of CPU to every
+  // two-thread launch of mobilenet_v2 and showed as a two-thread cost); a chunk's cost is its
+  // wall time scaled by the thread's CPU over wall in the loop. Its iterations count as done
+  // once the costs are written (the caller's report reads them).
+  int64_t chunk_stats(Job& j, int t) {
+    thread_local std::vector<int64_t> begins;
+    begins.clear();
+    int64_t mine = 0, wall = 0;
+    const int64_t c0 = thread_cpu_ns();
+    for (int k = 0; k < j.parts; ++k) {
+      Range& r = j.ranges[(t + k) % j.parts];
+      for (;;) {
+        int64_t begin = r.next.fetch_add(j.grain, std::memory_order_relaxed);
+        if (begin >= r.end) break;
+        int64_t end = std::min(r.end, begin + j.grain);
+        int64_t t0 = now_ns();
+        j.fn(j.b, j.d, j.c, begin, end);
+        int64_t dt = now_ns() - t0;
+        j.cost[static_cast<size_t>(begin)] = dt;
+        if (!j.first[t]) j.first[t] = t0;
+        begins.push_back(begin);
+        wall += dt;
+        mine += end - begin;
+      }
+    }
+    if (mine == 0) return 0;
+    const double share = std::min(1.0, double(thread_cpu_ns() - c0) / double(std::max<int64_t>(wall, 1)));
+    for (int64_t b : begins) j.cost[static_cast<size_t>(b)] = int64_t(double(j.cost[static_cast<size_t>(b)]) * share);
+    j.busy[t] += wall;
+    j.iters[t] += mine;
+    count_done(j, t, mine);
     return mine;
   }
   // LATHE_POOL_STATS: the loop just joined (every chunk done: the threads' counts are final)
@@ -340,40 +372,62 @@ class Pool {
     }
     stats_loop(r);
   }
-  // The next loop's generation after `seen`: polled for kSpin, then waited for asleep.
-  uint64_t next_loop(uint64_t seen) {
+  // The next loop's generation after `seen`: polled for kSpin, then waited for asleep (the
+  // time asleep, to its return, is added to `slept`).
+  uint64_t next_loop(uint64_t seen, int64_t& slept) {
     auto fresh = [&] { return gen_.load(std::memory_order_seq_cst) != seen; };
     if (!contended() && spin_until(fresh, kSpin)) return gen_.load(std::memory_order_acquire);
-    std::unique_lock<std::mutex> lock(mu_);
-    uint64_t round = sleep_round_;
-    sleepers_.fetch_add(1, std::memory_order_seq_cst);
-    cv_.wait(lock, fresh);
-    if (sleep_round_ == round) sleepers_.fetch_sub(1, std::memory_order_relaxed);  // not counted out
+    const int64_t t0 = now_ns();
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      uint64_t round = sleep_round_;
+      sleepers_.fetch_add(1, std::memory_order_seq_cst);
+      cv_.wait(lock, fresh);
+      if (sleep_round_ == round) sleepers_.fetch_sub(1, std::memory_order_relaxed);  // not counted out
+    }
+    slept += now_ns() - t0;
     return gen_.load(std::memory_order_acquire);
+  }
+  // This worker's share of its core, judged once a window: its CPU time over the time it was
+  // awake (working in loops or polling for the next one; the time asleep between loops left
+  // out) since the window began, at the end of a loop it worked in. The thread's CPU clock is
+  // read once a window, after a loop, not around each loop: a read is a system call, ~5 us on
+  // the 2-core VM (CLOCK_MONOTONIC: 0.15 us), and the two reads around every loop delayed the
+  // worker's first chunk by one of them and took ~10 us of its core per loop (mobilenet_v2:
+  // 54 loops a run of 6.5 ms).
+  struct WorkerWindow {
+    int64_t wall0 = 0, cpu0 = 0, slept = 0;  // wall0 0: no window open
+    int low = 0;                             // bad windows in a row
+  };
+  void judge_worker(WorkerWindow& w) {
+    const int64_t now = now_ns();
+    if (w.wall0 != 0 && now - w.wall0 - w.slept < kWindowNs) return;
+    const int64_t cpu = thread_cpu_ns();
+    cpu_reads_.fetch_add(1, std::memory_order_relaxed);
+    if (w.wall0 != 0) {
+      const int64_t awake = now - w.wall0 - w.slept;
+      w.low = double(cpu - w.cpu0) < kShareLow * double(awake) ? w.low + 1 : 0;
+      if (w.low >= kLowWindows) mark_contended(), w.low = 0;
+    }
+    w.wall0 = now, w.cpu0 = cpu, w.slept = 0;
   }
   void worker(int t) {
     uint64_t seen = 0;
-    struct { int64_t wall = 0, cpu = 0; int low = 0; } win;
+    WorkerWindow win;
     for (;;) {
-      uint64_t g = next_loop(seen);
+      uint64_t g = next_loop(seen, win.slept);
       if (stop_.load()) return;
       seen = g;
       Job& j = jobs_[g % kSlots];
       j.inside.fetch_add(1, std::memory_order_seq_cst);
       // still loop g (not rewritten for g + kSlots meanwhile): its fields are stable until we leave
+      bool worked = false;
       if (j.gen.load(std::memory_order_seq_cst) == g && t < j.parts) {
-        // this worker's share of its core over the loops it works in
-        int64_t wall = now_ns(), cpu = thread_cpu_ns();
         chunk(j, t);
-        win.wall += now_ns() - wall;
-        win.cpu += thread_cpu_ns() - cpu;
-        if (win.wall >= kWindowNs) {
-          win.low = double(win.cpu) < kShareLow * double(win.wall) ? win.low + 1 : 0;
-          if (win.low >= kLowWindows) mark_contended(), win.low = 0;
-          win.wall = win.cpu = 0;
-        }
+        worked = true;
       }
       j.inside.fetch_sub(1, std::memory_order_release);
+      if (worked) judge_worker(win);
     }
   }
 
@@ -389,7 +443,7 @@ class Pool {
   std::atomic<bool> stop_{false};
   std::atomic<int64_t> contended_until_{0};   // now_ns() before which the workers do not poll
   uint64_t last_gen_ = 0;                     // under run_mu_
-  std::atomic<int64_t> loops_{0}, quiet_loops_{0}, wakeups_{0}, marks_{0};  // PoolStats
+  std::atomic<int64_t> loops_{0}, quiet_loops_{0}, wakeups_{0}, marks_{0}, cpu_reads_{0};  // PoolStats
   Job jobs_[kSlots];
 };
 

@@ -12,7 +12,8 @@
 // use with one thread per hardware thread (the caller is one of them). Idle workers poll for
 // the next loop for a fraction of a millisecond before they sleep, so the kernels of a model,
 // launched back to back, reach them without a wake-up; while the machine is oversubscribed
-// they sleep between loops instead (parallel.cpp).
+// they sleep between loops instead (parallel.cpp); whether it is, each thread judges from its
+// CPU clock read once per window of ~8 ms, not around each loop (a read is a system call).
 #pragma once
 #include <cstdint>
 
@@ -39,9 +40,11 @@ int pool_threads();
 // Counters since start-up (tests and diagnostics): loops handed to the pool's threads, those
 // of them run while the machine was judged oversubscribed (the workers sleep between loops
 // then instead of polling; parallel.cpp), loops that had to wake a sleeping worker (the rest
-// found the workers still polling), and how many times the pool judged the machine taken.
+// found the workers still polling), how many times the pool judged the machine taken, and
+// how many times its threads read their CPU clock for that judgement (outside
+// LATHE_POOL_STATS).
 struct PoolStats {
-  int64_t loops = 0, quiet_loops = 0, wakeups = 0, contended = 0;
+  int64_t loops = 0, quiet_loops = 0, wakeups = 0, contended = 0, cpu_reads = 0;
 };
 PoolStats pool_stats();
 

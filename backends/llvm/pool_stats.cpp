@@ -127,6 +127,8 @@ void stats_loop(const LoopRecord& r) {
     if (r.reach_ns[t] >= 0) a.reach_ns += r.reach_ns[t], a.reaches += 1;
 }
 
+void stats_run_begin() { t_cur.last_end = 0; }
+
 std::vector<KernelPoolStats> pool_stats_rows() {
   State& s = state();
   std::lock_guard<std::mutex> lock(s.mu);

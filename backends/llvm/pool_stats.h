@@ -7,9 +7,10 @@
 // (serial: the other threads idle), each loop's jobs and per-thread busy time (inside the
 // chunk functions), the idle time at the join (the loop's wall time on every thread less
 // what they were busy), how long a worker took to reach a loop after it was published, and
-// the gaps between launches (the executor's own time, all threads idle). A kernel's first
-// launch (page faults, a cold cache) is left out. Written to stderr, or to the file named by
-// LATHE_POOL_STATS_FILE.
+// the gaps between the launches of a run (the executor's own time, all threads idle; the
+// launcher marks each run's start with stats_run_begin, so the time between runs is no gap).
+// A kernel's first launch (page faults, a cold cache) is left out. Written to stderr, or to
+// the file named by LATHE_POOL_STATS_FILE.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -22,6 +23,9 @@ bool pool_stats_enabled();  // LATHE_POOL_STATS=1 (read once)
 // The kernel the calling thread launches now (its loops are counted under it).
 void stats_kernel_begin(const char* name);
 void stats_kernel_end();
+// A run of the program starts on the calling thread: the time since its last launch (the
+// previous run's end, a compile, the caller's own work between runs) is not a launch gap.
+void stats_run_begin();
 
 struct LoopRecord {
   int64_t n = 0;        // iterations (jobs)
@@ -44,7 +48,7 @@ struct KernelPoolStats {
   int64_t cpu_ns = 0, sim_ns = 0;       // LoopRecord's, summed over the loops
 };
 std::vector<KernelPoolStats> pool_stats_rows();
-int64_t pool_stats_gap_ns();  // between one launch's end and the next one's start, summed
+int64_t pool_stats_gap_ns();  // between one launch's end and the next one's start in a run, summed
 std::string pool_stats_table(int threads);
 void pool_stats_reset();
 

@@ -12,6 +12,8 @@
 #include <algorithm>
 #include <cstdlib>
 #include <numeric>
+#include <string>
+#include <thread>
 #include <unordered_map>
 
 #include "core/loop/lower.h"
@@ -83,6 +85,7 @@ struct Plan {
   int64_t OC = 1, OCB = 1, cwoc = 0;
   std::vector<int> xsel;  // the plane dims: sel without oc
   int64_t RP = 2;         // output rows per pass (they share the loads of the input rows both read)
+  bool band_major = false;  // the parallel index runs over the planes of a band, then the next band
   bool acc = false;       // register accumulators (always with several outputs per plane)
   bool multi() const { return oc >= 0; }
   bool accumulate() const { return multi() || acc; }
@@ -286,6 +289,22 @@ std::optional<Plan> analyse(const KernelGraph& kg, const Kernel& k, int L, const
     for (int d : p.xsel) planes = s[d].is_const() ? planes * s[d].value() : kMinTasks;
     if (planes * p.NB < kMinTasks) p.NB = std::max(p.NB, std::min(cdiv(kMinTasks, planes), cdiv(p.OH, 2)));
   }
+  // LATHE_DEPTHWISE_ROW_SPLIT=1 (off: not yet measured apart from the noise): the threads
+  // split a depthwise layer over its rows, as the 1x1 convolutions around it split over
+  // positions, instead of over its channels: each thread's contiguous share of the parallel
+  // index is then whole bands of every plane (NB a multiple of the threads), and it reads the
+  // rows its core wrote in the layer before (mobilenet_v2: with the channel split half of each
+  // input was written on the other core; at two threads each kernel's chunks took ~20 us more
+  // CPU than at one)
+  static const bool row_split = [] {
+    const char* e = std::getenv("LATHE_DEPTHWISE_ROW_SPLIT");
+    return e && std::string(e) == "1";
+  }();
+  const int64_t threads = std::max(1u, std::thread::hardware_concurrency());
+  if (row_split && !p.multi() && p.uh > 0 && threads > 1 && p.OH >= 2 * threads) {
+    p.NB = cdiv(p.NB, threads) * threads;
+    p.band_major = true;
+  }
   p.BH = cdiv(p.OH, p.NB);
   if (p.multi() && p.BH % p.RP && p.BH < p.OH) p.BH += p.RP - p.BH % p.RP;  // whole passes: a partial one runs at part speed
   p.NB = cdiv(p.OH, p.BH);
@@ -317,7 +336,11 @@ class DepthwiseLowering {
     SymInt planes = 1;
     for (int d : p.xsel) planes = planes * s[d];
     ExprRef t = var("t"), plane = t, band = const_int(0);
-    if (p.NB > 1) {
+    if (p.NB > 1 && p.band_major) {
+      body.push_back(make_let("band", DType::I64, binary(Op::IDiv, t, from_sym(planes))));
+      body.push_back(make_let("plane", DType::I64, binary(Op::Mod, t, from_sym(planes))));
+      band = var("band"), plane = var("plane");
+    } else if (p.NB > 1) {
       body.push_back(make_let("band", DType::I64, binary(Op::Mod, t, const_int(p.NB))));
       body.push_back(make_let("plane", DType::I64, binary(Op::IDiv, t, const_int(p.NB))));
       band = var("band"), plane = var("plane");
@@ -578,7 +601,8 @@ class DepthwiseLowering {
       f_.schedule_log.push_back("direct conv: " + taps + ", " + std::to_string(p.OCB) + " of " + std::to_string(p.OC) +
                                 " output channels per pass");
     else
-      f_.schedule_log.push_back("depthwise: " + taps + (p.acc ? ", register accumulators" : ""));
+      f_.schedule_log.push_back("depthwise: " + taps + (p.acc ? ", register accumulators" : "") +
+                                (p.band_major ? ", split over rows" : ""));
     unique_loop_names(f_);
     return std::move(f_);
   }

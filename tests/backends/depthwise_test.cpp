@@ -3,6 +3,10 @@
 // odd and prime sizes, channels 7, 13 and 96, batch 1 and 64, with and without the fused
 // BatchNorm + ReLU6 epilogue, constant (ONNX-style) and input weights, against the
 // interpreter on the backend under test; and that the default schedule takes the path.
+#include <algorithm>
+#include <cstdlib>
+#include <thread>
+
 #include "core/frontend/nn.h"
 #include "core/frontend/tensor.h"
 #include "core/loop/lower_depthwise.h"
@@ -315,6 +319,29 @@ TEST(Depthwise, ConvolutionsWithWideContractionsStayGemms) {
     Program p = build_program(one(conv2d(input("x", {1, ci, 14, 14}), input("w", {32, ci, k, k}), std::nullopt, o)));
     EXPECT_EQ(direct_kernels(p), 0) << ci << "x" << k << "\n" << test::loop_ir_of(p);
   }
+}
+
+// LATHE_DEPTHWISE_ROW_SPLIT=1: the threads split a depthwise layer over its row bands (the
+// parallel index band-major, the bands a multiple of the threads) instead of its channels;
+// every case still matches the interpreter, and those with enough rows take the row split.
+// The switch is read once per process (ctest runs each test in its own).
+TEST(Depthwise, RowSplitMatchesInterpreter) {
+  setenv("LATHE_DEPTHWISE_ROW_SPLIT", "1", 1);
+  const int64_t threads = std::max(1u, std::thread::hardware_concurrency());
+  test::DiffBatch batch;
+  int i = 0, split = 0;
+  for (auto& t : kCases)
+    for (bool ep : {false, true}) {
+      Graph g = one(dw_conv(t, ep, i % 2 == 1, 40 + i));
+      Program p = build_program(g);
+      ASSERT_EQ(direct_kernels(p), 1) << "case " << i;
+      for (auto& f : p.funcs)
+        for (auto& l : f.schedule_log) split += l.find("split over rows") != std::string::npos;
+      batch.add("depthwise row split " + std::to_string(i++), g);
+    }
+  if (threads > 1) EXPECT_GE(split, 10) << "the row split was not taken";
+  else EXPECT_EQ(split, 0);
+  EXPECT_EQ(batch.run(), 0);
 }
 
 }  // namespace
