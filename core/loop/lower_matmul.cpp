@@ -209,6 +209,17 @@ void MatmulLowering::setup() {
   cols_whole_ = Ns_.is_const() && Ns_.value() % P.nr == 0;
 }
 
+// The element offset of this job's entry in a constant packed per batch entry (prepack.h):
+// its flat index over the batch axes the operand reads, times one entry's size (all of the
+// packed shape past its first dim).
+ExprRef MatmulLowering::packed_entry(const OperandAccess& x, const Shape& packed) const {
+  ExprRef e = const_int(0);
+  for (int d : packed_batch_axes(mm_, x)) e = add(mul(e, from_sym(s_[d])), batch_.at(d));
+  SymInt per = 1;
+  for (size_t i = 1; i < packed.size(); ++i) per = per * packed[i];
+  return mul(e, from_sym(per));
+}
+
 LoopFunc MatmulLowering::run() {
   setup();
   const MatmulParams& P = P_;
@@ -241,16 +252,21 @@ LoopFunc MatmulLowering::run() {
   // micro-kernel reads its panels in place and there is no per-run copy (f32 panels only)
   // (int8: the integer panels of this G, whose element type tells: prepack.h)
   prepacked_ = k_.packed_b >= 0 && k_.packed_kc == kc_blk_ && k_.packed_nr == P.nr &&
-               kg_.buffers[k_.packed_b].dtype == bdt_;
+               kg_.buffers[k_.packed_b].dtype == bdt_ && (kg_.buffers[k_.packed_b].shape.size() == 1 || G_ == 1);
   pbp_ = prepacked_ ? add_param(k_.packed_b, false, "bp") : -1;
+  // a B packed per batch entry (rank 2, prepack.h): this job's entry's copy
+  b_entry_ = prepacked_ && kg_.buffers[k_.packed_b].shape.size() == 2 ? packed_entry(mm_.b, kg_.buffers[k_.packed_b].shape) : nullptr;
   if (!prepacked_) allocs.push_back(make_alloc("Bp", bdt_, 1, kc_blk_ * nc_blk));
   // A the same (prepack_constant_a): MC blocks start at multiples of MR, so this block's
   // panels are those of all M from m0 / MR
   const int packed_a = packed_a_buffer(kg_, k_);
-  prepacked_a_ = packed_a >= 0 && kg_.buffers[packed_a].shape[2] == SymInt(kc_blk_) &&
-                 kg_.buffers[packed_a].shape[3] == SymInt(P.mr) && mc_blk_ % P.mr == 0 &&
-                 kg_.buffers[packed_a].dtype == adt_;
+  const size_t a_rank = packed_a >= 0 ? kg_.buffers[packed_a].shape.size() : 0;
+  prepacked_a_ = packed_a >= 0 && kg_.buffers[packed_a].shape[a_rank - 2] == SymInt(kc_blk_) &&
+                 kg_.buffers[packed_a].shape[a_rank - 1] == SymInt(P.mr) && mc_blk_ % P.mr == 0 &&
+                 kg_.buffers[packed_a].dtype == adt_ && (a_rank == 4 || G_ == 1);
   pap_ = prepacked_a_ ? add_param(packed_a, false, "ap") : -1;
+  // an A packed per batch entry (rank 5, prepack.h): this job's entry's copy
+  a_entry_ = prepacked_a_ && a_rank == 5 ? packed_entry(mm_.a, kg_.buffers[packed_a].shape) : nullptr;
   // A packed once for all the jobs when they split N (see shares_pack), for a convolution
   // (a window or grouped dims: its A is a gather or a many-dim weight copy); a plain
   // matmul's A (activations) is one streaming copy per job that also brings it into the

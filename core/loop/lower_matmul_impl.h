@@ -175,6 +175,8 @@ class MatmulLowering {
   bool narrow_ = false, tile_sums_ = false, prefetch_b_ = false;
   ExprRef tbase_;           // tile sums: this tile's place in Ct
   ExprRef bbase_, abase_;   // f32: the panels' element at depth kk
+  ExprRef a_entry_, b_entry_;  // a prepacked side packed per batch entry: this job's entry's offset (else null)
+  ExprRef packed_entry(const OperandAccess& x, const Shape& packed) const;
   ExprRef pfbase_;          // f32: the next panel's line to prefetch at depth kk (bbase_ when not spread)
   int pf_spread_ = 1;       // MR panels a B panel feeds, over which its successor's prefetches are spread
   int ragged_rows_ = 0;     // rows of the ragged A panel's kernel (0: none)

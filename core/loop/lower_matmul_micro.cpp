@@ -375,6 +375,7 @@ std::vector<Stmt> MatmulLowering::micro_kernel() {
   if (prepacked_ || shared_b_)  // panels of all N: this job's start at n0 / NR, KC block pc
     bbase_ = add(bbase_, mul(add(mul(var("pc"), ceil_div(N_, P.nr)), binary(Op::IDiv, n0_, const_int(P.nr))),
                              const_int(kc_blk_ * P.nr)));
+  if (prepacked_ && b_entry_) bbase_ = add(bbase_, b_entry_);
   pfbase_ = bbase_;
   if (prefetch_b_ && pf_spread_ > 1) {
     ExprRef line = binary(Op::IDiv, add(mul(var("ir"), const_int(kc_blk_)), kk_), const_int(pf_spread_));
@@ -383,6 +384,7 @@ std::vector<Stmt> MatmulLowering::micro_kernel() {
   if (prepacked_a_ || shared_a_)
     abase_ = add(abase_, mul(add(mul(var("pc"), ceil_div(M_, P.mr)), binary(Op::IDiv, m0_, const_int(P.mr))),
                              const_int(kc_blk_ * P.mr)));
+  if (prepacked_a_ && a_entry_) abase_ = add(abase_, a_entry_);
   static const bool ragged_kernel = [] {
     const char* e = std::getenv("LATHE_MATMUL_RAGGED_ROWS");
     return !(e && std::string(e) == "0");

@@ -342,9 +342,16 @@ std::vector<int> prepack_b_impl(KernelGraph& kg, const MatmulParams& P, int64_t 
     const IntPanels ints = int_panels(*mm);
     if (src->op != Op::Const || !src->attrs.data || src->dtype != (ints.g ? src->dtype : DType::F32) || !B.bounds.empty()) continue;
     if (!B.addr.c0.is_const()) continue;
-    bool batch_free = std::none_of(mm->batch_axes.begin(), mm->batch_axes.end(), [&](int d) { return B.uses(d); });
-    if (!batch_free) continue;
     const Shape& s = mm->mul->shape;
+    // one entry per batch index the weight differs by (f32 only): offsets into it
+    const std::vector<int> baxes = packed_batch_axes(*mm, B);
+    std::optional<std::vector<int64_t>> eoff = std::vector<int64_t>{0};
+    if (!baxes.empty()) {
+      if (ints.g || !prepack_batched_enabled()) continue;
+      eoff = offsets(B.addr, baxes, s);
+      if (!eoff) continue;
+    }
+    const int64_t entries = eoff->size();
     auto noff = offsets(B.addr, mm->n_axes, s), koff = offsets(B.addr, mm->k_axes, s);
     if (!noff || !koff) continue;
     const HostTensor& data = *src->attrs.data;
@@ -357,8 +364,10 @@ std::vector<int> prepack_b_impl(KernelGraph& kg, const MatmulParams& P, int64_t 
     const int64_t kc = matmul_blocking(-1, N, K, -1, threads, kc_for_group(P, ints.g)).kc, nr = P.nr;
     const int64_t panels = (N + nr - 1) / nr, kblocks = (K + kc - 1) / kc;
     // every address in range (the access is affine and non-negative at the corners)
-    int64_t lo = c0 + *std::min_element(noff->begin(), noff->end()) + *std::min_element(koff->begin(), koff->end());
-    int64_t hi = c0 + *std::max_element(noff->begin(), noff->end()) + *std::max_element(koff->begin(), koff->end());
+    int64_t lo = c0 + *std::min_element(noff->begin(), noff->end()) + *std::min_element(koff->begin(), koff->end()) +
+                 *std::min_element(eoff->begin(), eoff->end());
+    int64_t hi = c0 + *std::max_element(noff->begin(), noff->end()) + *std::max_element(koff->begin(), koff->end()) +
+                 *std::max_element(eoff->begin(), eoff->end());
     if (lo < 0 || hi >= total) continue;
     if (ints.g) {
       if (kc % ints.g != 0) continue;
@@ -372,16 +381,21 @@ std::vector<int> prepack_b_impl(KernelGraph& kg, const MatmulParams& P, int64_t 
       if (readers[kg.buffer_of.at(src)] == 1 && mm->a.src != src) page_out(data.bytes(), data.nbytes());
       continue;
     }
-    const std::string key = pack_key('b', data, DType::F32, 0, kc, nr, c0, *noff, *koff);
+    // (batched: entry e's copy at e · kblocks · panels · KC · NR, read at c0 + eoff[e])
+    std::vector<int64_t> outer = *noff;
+    if (!baxes.empty()) outer.insert(outer.end(), eoff->begin(), eoff->end());
+    const std::string key = pack_key(baxes.empty() ? 'b' : 'B', data, DType::F32, 0, kc, nr, c0, outer, *koff);
+    const int64_t per = kblocks * panels * kc * nr;  // one entry's elements
     HostTensor packed = packed_before(memo, key);
     // a weight read by this kernel alone is read only through its packed copy: its pages go
     // back once it is packed, so the two never both count (peak memory)
     const bool sole = readers[kg.buffer_of.at(src)] == 1 && mm->a.src != src;
     if (!packed.defined()) {
       // the copy, by value: it may run later, on another thread (PackMemo::defer)
-      auto fill = [data, noff = *noff, koff = *koff, N, K, kc, nr, c0, panels, kblocks, threads, sole](void* dst) {
-        float* out = static_cast<float*>(dst);
-        const std::byte* b = data.bytes();  // (a deferred weight's bytes in its file: not copied)
+      auto fill = [data, noff = *noff, koff = *koff, eoff = *eoff, N, K, kc, nr, c0, panels, kblocks, per, threads, sole](void* dst) {
+        for (size_t e = 0; e < eoff.size(); ++e) {
+        float* out = static_cast<float*>(dst) + static_cast<int64_t>(e) * per;
+        const std::byte* b = data.bytes() + 4 * eoff[e];  // (a deferred weight's bytes in its file: not copied)
         // the threads take equal ranges of panels; each goes through its range 64 panels at a
         // time, row by row of B (reads in address order, writes within 64 panels' KC block)
         // B read across its rows (W^T: consecutive k adjacent, columns a row apart, a conv's
@@ -436,11 +450,12 @@ std::vector<int> prepack_b_impl(KernelGraph& kg, const MatmulParams& P, int64_t 
         for (int64_t w = 1; w < workers; ++w) pool.emplace_back(pack, panels * w / workers, panels * (w + 1) / workers);
         pack(0, panels / std::max<int64_t>(workers, 1));
         for (auto& t : pool) t.join();
+        }
         if (sole) page_out(data.bytes(), data.nbytes());
       };
-      const std::vector<int64_t> shape = {kblocks * panels * kc * nr};
+      const std::vector<int64_t> shape = baxes.empty() ? std::vector<int64_t>{per} : std::vector<int64_t>{entries, per};
       PackFiller* filler = current_pack_filler();
-      if (filler && shape[0] * 4 >= kDeferPackMinBytes) {
+      if (filler && entries * per * 4 >= kDeferPackMinBytes) {
         // filled on the filler's thread (pack_defer.h); its node named apart from every other.
         // Mapped read-only with the zero page in every entry (one call, nothing allocated), so
         // the node's content hash reads its zeros without a fault per page; the filler makes it
@@ -448,7 +463,7 @@ std::vector<int> prepack_b_impl(KernelGraph& kg, const MatmulParams& P, int64_t 
         // to the build's other threads: GPT-2's cold start +300 ms CPU, load 4-6). Allocating
         // the pages here instead (MAP_POPULATE, writable) kept the build thread as long as
         // packing it there (prepack 885-924 ms against 999-1076).
-        const size_t bytes = static_cast<size_t>(shape[0]) * 4;
+        const size_t bytes = static_cast<size_t>(entries * per) * 4;
         void* m = ::mmap(nullptr, bytes, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
         if (m == MAP_FAILED) throw UserError("out of memory packing weight " + kg.buffers[kg.buffer_of.at(src)].name);
         packed = HostTensor(DType::F32, shape,
@@ -494,8 +509,16 @@ std::vector<int> prepack_a_impl(KernelGraph& kg, const MatmulParams& P, int64_t 
     const IntPanels ints = int_panels(*mm);
     if (src->op != Op::Const || !src->attrs.data || src->dtype != (ints.g ? src->dtype : DType::F32) || !A.bounds.empty()) continue;
     if (!A.addr.c0.is_const()) continue;
-    if (std::any_of(mm->batch_axes.begin(), mm->batch_axes.end(), [&](int d) { return A.uses(d); })) continue;
     const Shape& s = mm->mul->shape;
+    // one entry per batch index the weight differs by (f32 only): offsets into it
+    const std::vector<int> baxes = packed_batch_axes(*mm, A);
+    std::optional<std::vector<int64_t>> eoff = std::vector<int64_t>{0};
+    if (!baxes.empty()) {
+      if (ints.g || !prepack_batched_enabled()) continue;
+      eoff = offsets(A.addr, baxes, s);
+      if (!eoff) continue;
+    }
+    const int64_t entries = eoff->size();
     auto moff = offsets(A.addr, mm->m_axes, s), koff = offsets(A.addr, mm->k_axes, s);
     SymInt Ns = 1, Bs = 1;
     for (int d : mm->n_axes) Ns = Ns * s[d];
@@ -505,7 +528,7 @@ std::vector<int> prepack_a_impl(KernelGraph& kg, const MatmulParams& P, int64_t 
     const int64_t M = moff->size(), K = koff->size(), total = data.numel(), c0 = A.addr.c0.value();
     // (few columns: each packed element serves few of them per run, any size up to few_n_max_bytes)
     const int64_t cap = std::max(ints.g ? max_int8_bytes : max_bytes, Ns.value() <= few_n ? few_n_max_bytes : 0);
-    if (M * K * static_cast<int64_t>(ints.g ? dtype_size(ints.a) : sizeof(float)) > cap) continue;
+    if (entries * M * K * static_cast<int64_t>(ints.g ? dtype_size(ints.a) : sizeof(float)) > cap) continue;
     // the blocks the lowering will choose (it uses the packed copy only when KC agrees)
     // (the saturating pairs' rows: those whose tile fits the registers, as the lowering fits them)
     const MatmulParams Pk = mm->sat16 ? sat16_params(P, Ns.value()) : P;
@@ -516,8 +539,10 @@ std::vector<int> prepack_a_impl(KernelGraph& kg, const MatmulParams& P, int64_t 
     const int64_t kc = bl.kc, mr = Pk.mr;
     if (kc <= 0 || bl.mc % mr != 0) continue;
     const int64_t panels = (M + mr - 1) / mr, kblocks = (K + kc - 1) / kc;
-    int64_t lo = c0 + *std::min_element(moff->begin(), moff->end()) + *std::min_element(koff->begin(), koff->end());
-    int64_t hi = c0 + *std::max_element(moff->begin(), moff->end()) + *std::max_element(koff->begin(), koff->end());
+    int64_t lo = c0 + *std::min_element(moff->begin(), moff->end()) + *std::min_element(koff->begin(), koff->end()) +
+                 *std::min_element(eoff->begin(), eoff->end());
+    int64_t hi = c0 + *std::max_element(moff->begin(), moff->end()) + *std::max_element(koff->begin(), koff->end()) +
+                 *std::max_element(eoff->begin(), eoff->end());
     if (lo < 0 || hi >= total) continue;
     if (ints.g) {  // int8: the interleaved groups of the integer panels (pack_int8)
       if (kc % ints.g != 0) continue;
@@ -530,12 +555,16 @@ std::vector<int> prepack_a_impl(KernelGraph& kg, const MatmulParams& P, int64_t 
       continue;
     }
     //   packed[((pc · panels + ip) · KC + kk) · MR + r] = A[m = ip·MR + r, k = pc·KC + kk], zero outside
-    const std::string key = pack_key('a', data, DType::F32, 0, kc, mr, c0, *moff, *koff);
+    // (batched: entry e's copy at e · kblocks · panels · KC · MR, read at c0 + eoff[e])
+    std::vector<int64_t> outer = *moff;
+    if (!baxes.empty()) outer.insert(outer.end(), eoff->begin(), eoff->end());
+    const std::string key = pack_key(baxes.empty() ? 'a' : 'A', data, DType::F32, 0, kc, mr, c0, outer, *koff);
     HostTensor packed = packed_before(memo, key);
     if (!packed.defined()) {
-      packed = HostTensor(DType::F32, {kblocks, panels, kc, mr});
-      const std::byte* a = data.bytes();
-      float* out = packed.ptr<float>();
+      packed = baxes.empty() ? HostTensor(DType::F32, {kblocks, panels, kc, mr}) : HostTensor(DType::F32, {entries, kblocks, panels, kc, mr});
+      for (int64_t e = 0; e < entries; ++e) {
+      const std::byte* a = data.bytes() + 4 * (*eoff)[e];
+      float* out = packed.ptr<float>() + e * kblocks * panels * kc * mr;
       // each row of a panel is read along k (a convolution's weights: in address order) into
       // its KC block, MR floats apart
       auto pack = [&](int64_t p_begin, int64_t p_end) {
@@ -554,6 +583,7 @@ std::vector<int> prepack_a_impl(KernelGraph& kg, const MatmulParams& P, int64_t 
         }
       };
       pack(0, panels);  // at most max_bytes: on this thread (a thread's start costs more under load)
+      }
     }
     add_packed_buffer(kg, packed, "packed_a_" + k.name, memo, key);
     changed.push_back(k.id);
@@ -610,8 +640,23 @@ bool repack_for(KernelGraph& kg, int kernel, const MatmulParams& P) {
 int packed_a_buffer(const KernelGraph& kg, const Kernel& k) {
   const std::string name = "packed_a_" + k.name;
   for (const BufferDesc& b : kg.buffers)
-    if (b.kind == BufferKind::Constant && b.name == name && b.shape.size() == 4) return b.id;
+    if (b.kind == BufferKind::Constant && b.name == name && (b.shape.size() == 4 || b.shape.size() == 5)) return b.id;
   return -1;
+}
+
+std::vector<int> packed_batch_axes(const MatmulMatch& mm, const OperandAccess& x) {
+  std::vector<int> axes;
+  for (int d : mm.batch_axes)
+    if (x.uses(d)) axes.push_back(d);
+  return axes;
+}
+
+bool prepack_batched_enabled() {
+  static const bool on = [] {
+    const char* e = std::getenv("LATHE_PREPACK_BATCHED");
+    return !(e && std::string(e) == "0");
+  }();
+  return on;
 }
 
 int64_t prepack_min_bytes() {

@@ -92,6 +92,16 @@ int release_gathered_constants(const KernelGraph& kg);
 // first touch (the model file's pages), so it does not keep the whole table resident.
 bool gathers_only(const KernelGraph& kg, const Kernel& k, int buffer);
 
+// A constant f32 operand that differs per batch entry (Winograd's transformed weights U
+// [16, K, C], one matrix per ξ of its 16 batched GEMMs) is packed once per entry it reads:
+// entry e (row-major over the batch axes the operand reads, batch_axes order) at e times
+// one entry's panels. Its packed A is then [entries, K blocks, panels, KC, MR] (rank 5),
+// its packed B [entries, one entry's elements] (rank 2); the lowering adds the job's entry.
+// packed_batch_axes: the batch axes the operand reads (empty: one entry, as before).
+// LATHE_PREPACK_BATCHED=0 packs only batch-free operands (A/B runs).
+std::vector<int> packed_batch_axes(const MatmulMatch& mm, const OperandAccess& x);
+bool prepack_batched_enabled();
+
 // The buffer prepack_constant_a made for kernel k, or -1.
 int packed_a_buffer(const KernelGraph& kg, const Kernel& k);
 
