@@ -66,6 +66,8 @@ const char* kEnvironment =
     "                           last-level-cache size rule alone (no few-rows rule; A/B comparisons)\n"
     "  LATHE_PREPACK_A=0        conv weights (A) packed on every run again (A/B comparisons); =small: only\n"
     "                           weights under 256 KB, also where a layer has few positions (the old cap)\n"
+    "  LATHE_PREPACK_BATCHED=0  constants that differ per batch entry (Winograd's U) packed on every run again,\n"
+    "                           not once per entry at build (A/B comparisons)\n"
     "  LATHE_RELEASE_GATHERED=1 embedding tables read only by gathers hand their pages back at build (lower RSS;\n"
     "                           evicts them from the page cache, so the next start reads them from disk)\n"
     "  LATHE_MATMUL_SHARED_PACK=0  GEMM jobs that split M (or a conv's N) each pack the whole shared side\n"

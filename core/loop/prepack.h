@@ -20,8 +20,8 @@
 namespace lathe::loop {
 
 // For each matmul kernel whose B operand (the N side) is a constant f32 tensor of at least
-// min_bytes with static sizes, read without range conditions (no padding) and independent of
-// the batch dims: packs it for P (KC as matmul_blocking chooses it, NR = P.nr), adds it to kg
+// min_bytes with static sizes, read without range conditions (no padding), independent of
+// the batch dims or (f32) packed once per batch entry (packed_batch_axes below): packs it for P (KC as matmul_blocking chooses it, NR = P.nr), adds it to kg
 // as a Constant buffer (Kernel::packed_b) and returns those kernels' ids, to be lowered again.
 // An int8 contraction's constant 8-bit B (a weight) is packed the same way into the integer
 // panels its lowering reads (groups of G k interleaved per column, i16 without VNNI), from
