@@ -73,6 +73,7 @@ TEST(Winograd, SparseTransformsMatchDirectConvolution) {
   const std::vector<WCase> cases = {
       {1, 64, 7, 7, 64, 1, true, true}, {3, 13, 13, 11, 17, 1, false, true}, {1, 11, 1, 1, 7, 1, true},
       {1, 19, 9, 12, 23, 0},            {3, 5, 6, 5, 3, 0, true},            {2, 31, 2, 3, 29, 1, false, true},
+      {2, 7, 8, 8, 64, 1, true},  // K·tiles = 1024: U gets a zero row (M's plane not a multiple of 4 KiB)
   };
   test::DiffBatch batch;
   for (const WCase& t : cases) {
