@@ -75,6 +75,8 @@ const char* kEnvironment =
     "  LATHE_WINOGRAD=0|all     ONNX 3x3 convs (stride 1, one group, constant f32 weights) run as Winograd\n"
     "                           F(2x2,3x3) where C, K >= 64 over maps of 9x9..128x128; 0 = never (A/B),\n"
     "                           all = wherever it applies (tests)\n"
+    "  LATHE_WINOGRAD_SPARSE=1  Winograd's input and output transforms as +-1 sums of strided views instead\n"
+    "                           of dense 16-term contractions (off: no faster on the measured layers)\n"
     "  LATHE_CONV_IN_PLACE=0|guarded  k x k convolutions: 0 = interior im2col panels copied, never read in\n"
     "                           place; guarded = every panel packed with per-k bounds (A/B comparisons)\n"
     "  LATHE_PACK_STRIDED=1     strided k x k convolutions (a stem): llvm copies each interior im2col panel as\n"

@@ -2,16 +2,16 @@
 // (Lavin & Gray 2015): each 2×2 output tile of each channel pair takes 16 products instead of
 // 36. Built from the ops the scheduler already lowers to packed GEMMs:
 //
-//   d[n, c, t, a, b]  = xp[n, c, 2·th + a, 2·tw + b]            4×4 input tiles (one View)
-//   V[ξ, c, n, t]     = Σ_{a,b} Bt[ξ, a, b] · d[n, c, t, a, b]   input transform (K = 16)
+//   V[ξ, c, n, t]     = Σ_{a,b} Bᵀ[i, a] Bᵀ[j, b] xp[n, c, 2·th + a, 2·tw + b]   input transform
 //   M[ξ, k, (n, t)]   = Σ_c U[ξ, k, c] · V[ξ, c, (n, t)]         16 batched GEMMs (the bulk)
-//   y[n, k, th, u, tw, v] = Σ_ξ At[u, v, ξ] · M[ξ, k, n, t]       output transform (K = 16)
+//   y[n, k, th, u, tw, v] = Σ_{i,j} Aᵀ[u, i] Aᵀ[v, j] M[(i, j), k, n, t]   output transform
 //
-// with U = G g Gᵀ folded on the host here (the weights are constant), Bt[ξ=(i,j), a, b] =
-// Bᵀ[i, a] Bᵀ[j, b] and At[(u, v), ξ=(i,j)] = Aᵀ[u, i] Aᵀ[v, j] (the 1-D matrices of
-// F(2, 3) at the points 0, 1, -1: exact up to float rounding). The transforms are dense
-// 16-term contractions (16× the adds of the sparse ones, ~6% of the GEMM's work at 256
-// channels). The output is cropped to OH × OW when it is odd.
+// with U = G g Gᵀ folded on the host here (the weights are constant), ξ = (i, j) and the 1-D
+// matrices of F(2, 3) at the points 0, 1, -1 (exact up to float rounding). The transforms are
+// dense 16-term contractions (reductions); LATHE_WINOGRAD_SPARSE=1 builds them instead as
+// the sparse ±1 forms, each one elementwise kernel over strided views: every row of Bᵀ and
+// Aᵀ picks its nonzeros at indices affine in the row's index (see below). The output is
+// cropped to OH × OW when it is odd.
 #include <cstdlib>
 #include <string>
 
@@ -25,6 +25,16 @@ namespace {
 constexpr double kBt[4][4] = {{1, 0, -1, 0}, {0, 1, 1, 0}, {0, -1, 1, 0}, {0, 1, 0, -1}};
 constexpr double kG[4][3] = {{1, 0, 0}, {0.5, 0.5, 0.5}, {0.5, -0.5, 0.5}, {0, 0, 1}};
 constexpr double kAt[2][4] = {{1, 1, 1, 0}, {0, 1, -1, -1}};
+
+// LATHE_WINOGRAD_SPARSE=1: the transforms as ±1 sums of strided views (sparse_transforms)
+// instead of the dense 16-term contractions. Off by default: on the 2-core Zen 3 it is
+// slower (64 ch at 56x56, one thread, min of 20: input 0.43 + 0.08 pad copy vs 0.45-0.62 ms
+// dense, output 0.89 vs 0.43-0.61 ms: its innermost axis is the tile's 2 columns, not
+// vectorized; without the pad's copy the input one reads masked views at 1.8 ms).
+bool sparse_enabled() {
+  const char* e = std::getenv("LATHE_WINOGRAD_SPARSE");
+  return e && std::string(e) == "1";
+}
 
 }  // namespace
 
@@ -74,6 +84,9 @@ Tensor conv2d_winograd(const Tensor& x_in, const HostTensor& w, const std::optio
   const DType dt = x.dtype();
 
   // U[ξ, k, c] = Σ_{r,s} G[i, r] g[k, c, r, s] G[j, s]
+  // the sparse transforms negate row 3 of Bᵀ (see there), so U's row and column 3 too
+  const bool sparse = sparse_enabled();
+  const double sgn[4] = {1, 1, 1, sparse ? -1.0 : 1.0};
   HostTensor u(dt, {16, K, C});
   for (int64_t k = 0; k < K; ++k)
     for (int64_t c = 0; c < C; ++c) {
@@ -84,36 +97,98 @@ Tensor conv2d_winograd(const Tensor& x_in, const HostTensor& w, const std::optio
         for (int s = 0; s < 3; ++s) gg[i][s] = kG[i][0] * g[0][s] + kG[i][1] * g[1][s] + kG[i][2] * g[2][s];
       for (int i = 0; i < 4; ++i)
         for (int j = 0; j < 4; ++j)
-          u.set_f64(((i * 4 + j) * K + k) * C + c, gg[i][0] * kG[j][0] + gg[i][1] * kG[j][1] + gg[i][2] * kG[j][2]);
+          u.set_f64(((i * 4 + j) * K + k) * C + c,
+                    sgn[i] * sgn[j] * (gg[i][0] * kG[j][0] + gg[i][1] * kG[j][1] + gg[i][2] * kG[j][2]));
     }
-  HostTensor bt(dt, {16, 4, 4}), at(dt, {2, 2, 16});
-  for (int i = 0; i < 4; ++i)
-    for (int j = 0; j < 4; ++j)
-      for (int a = 0; a < 4; ++a)
-        for (int b = 0; b < 4; ++b) bt.set_f64(((i * 4 + j) * 4 + a) * 4 + b, kBt[i][a] * kBt[j][b]);
-  for (int uu = 0; uu < 2; ++uu)
-    for (int vv = 0; vv < 2; ++vv)
-      for (int i = 0; i < 4; ++i)
-        for (int j = 0; j < 4; ++j) at.set_f64((uu * 2 + vv) * 16 + i * 4 + j, kAt[uu][i] * kAt[vv][j]);
+  Tensor y = sparse ? [&]() {
+    // the padded input covers every tile: [pt, Hp - H - pt] rows, likewise columns
+    Tensor xp = contiguous(pad(x, {{0, 0}, {0, 0}, {pt, Hp - H - pt}, {pl, Wp - W - pl}}, Scalar(0)));
+    const SymInt N = x.dim(0);
+    const SymInt plane(Hp * Wp);
+    // Input transform, each row k = (k1, k0) of Bᵀ (row 3 negated, G's too) is d[p] + s_k·d[q]
+    // with p = 2·k1 + k0 and q = 2 - k1: two strided views per axis, so V is one elementwise
+    // kernel over [i1, i0, j1, j0, C, N, TH, TW] of four shifted views of xp (3 adds, 3 sign
+    // multiplies per element instead of 16 multiply-adds).
+    auto in_view = [&](bool row_q, bool col_q) {
+      ViewSpec s;
+      s.shape = {2, 2, 2, 2, C, N, TH, TW};
+      s.strides = {SymInt(row_q ? -Wp : 2 * Wp), SymInt(row_q ? 0 : Wp), SymInt(col_q ? -1 : 2), SymInt(col_q ? 0 : 1),
+                   plane, SymInt(C) * plane, SymInt(2 * Wp), SymInt(2)};
+      s.offset = SymInt((row_q ? 2 * Wp : 0) + (col_q ? 2 : 0));
+      return Tensor(prim::view(xp.node(), s));
+    };
+    auto sign = [&](const std::vector<double>& vals, const Shape& shape, const Shape& full) {
+      HostTensor h(dt, {static_cast<int64_t>(vals.size())});
+      for (size_t i = 0; i < vals.size(); ++i) h.set_f64(static_cast<int64_t>(i), vals[i]);
+      return expand(reshape(from_host(h), shape), full);
+    };
+    const Shape vshape{2, 2, 2, 2, C, N, TH, TW};
+    Tensor si = sign({-1, 1, -1, -1}, {2, 2, 1, 1, 1, 1, 1, 1}, vshape);
+    Tensor sj = sign({-1, 1, -1, -1}, {1, 1, 2, 2, 1, 1, 1, 1}, vshape);
+    Tensor v = (in_view(false, false) + sj * in_view(false, true)) + si * (in_view(true, false) + sj * in_view(true, true));
+    const SymInt P = N * SymInt(TH * TW);
+    // The output transform reads M at 9 offsets a multiple of its plane (K' × P) apart; when
+    // that plane is a multiple of 4 KiB they alias in L1 (64 ch at 56x56: 0.89 vs 0.41 ms), so
+    // U gets a zero row K then (M's row K is never read): a 1/K larger GEMM.
+    const int64_t Kp = (K * TH * TW) % 1024 == 0 ? K + 1 : K;
+    HostTensor up = u;
+    if (Kp != K) {
+      up = HostTensor(dt, {16, Kp, C});
+      for (int64_t x = 0; x < 16; ++x)
+        for (int64_t k = 0; k < Kp; ++k)
+          for (int64_t c = 0; c < C; ++c) up.set_f64((x * Kp + k) * C + c, k < K ? u.get_f64((x * K + k) * C + c) : 0.0);
+    }
+    Tensor m = matmul(from_host(up), reshape(v, {16, C, P}));  // [16, K', N·TH·TW]
+    // Output transform, row u of Aᵀ is M[1] + s_u·(M[2u] + M[2 + u]) with s = (1, -1): again
+    // strided views (of M, [16 = (i, j), K, N, TH, TW]), one elementwise kernel that writes y
+    // as [N, K, TH, 2, TW, 2] (9 views, 8 adds and 3 sign multiplies per output).
+    const SymInt tplane(TH * TW);
+    const SymInt mplane = SymInt(Kp) * P;
+    const Shape yshape{N, K, TH, 2, TW, 2};
+    // term t of an axis: 0 -> index 1 (coefficient 1), 1 -> index 2u, 2 -> index 2 + u
+    auto out_view = [&](int ti, int tj) {
+      const int64_t off_i[3] = {4, 0, 8}, str_i[3] = {0, 8, 4};
+      const int64_t off_j[3] = {1, 0, 2}, str_j[3] = {0, 2, 1};
+      ViewSpec s;
+      s.shape = yshape;
+      s.strides = {tplane, P, SymInt(TW), SymInt(str_i[ti]) * mplane, SymInt(1), SymInt(str_j[tj]) * mplane};
+      s.offset = SymInt(off_i[ti] + off_j[tj]) * mplane;
+      return Tensor(prim::view(m.node(), s));
+    };
+    Tensor su = sign({1, -1}, {1, 1, 1, 2, 1, 1}, yshape);
+    Tensor sv = sign({1, -1}, {1, 1, 1, 1, 1, 2}, yshape);
+    auto row = [&](int ti) { return out_view(ti, 0) + sv * (out_view(ti, 1) + out_view(ti, 2)); };
+    return reshape(row(0) + su * (row(1) + row(2)), {N, K, 2 * TH, 2 * TW});
+  }() : [&]() {
+    HostTensor bt(dt, {16, 4, 4}), at(dt, {2, 2, 16});
+    for (int i = 0; i < 4; ++i)
+      for (int j = 0; j < 4; ++j)
+        for (int a = 0; a < 4; ++a)
+          for (int b = 0; b < 4; ++b) bt.set_f64(((i * 4 + j) * 4 + a) * 4 + b, kBt[i][a] * kBt[j][b]);
+    for (int uu = 0; uu < 2; ++uu)
+      for (int vv = 0; vv < 2; ++vv)
+        for (int i = 0; i < 4; ++i)
+          for (int j = 0; j < 4; ++j) at.set_f64((uu * 2 + vv) * 16 + i * 4 + j, kAt[uu][i] * kAt[vv][j]);
 
-  // the padded input covers every tile: [pt, Hp - H - pt] rows, likewise columns
-  Tensor xp = pad(x, {{0, 0}, {0, 0}, {pt, Hp - H - pt}, {pl, Wp - W - pl}}, Scalar(0));
-  const SymInt N = x.dim(0);
-  const SymInt plane(Hp * Wp);
-  ViewSpec tiles;  // [16 (broadcast), C, N, TH, TW, 4, 4]
-  tiles.shape = {16, C, N, TH, TW, 4, 4};
-  tiles.strides = {SymInt(0), plane, SymInt(C) * plane, SymInt(2 * Wp), SymInt(2), SymInt(Wp), SymInt(1)};
-  Tensor d(prim::view(xp.node(), tiles));
-  Tensor btv = expand(reshape(from_host(bt), {16, 1, 1, 1, 1, 4, 4}), d.shape());
-  Tensor v = sum(d * btv, {5, 6}, false);  // [16, C, N, TH, TW]
-  const SymInt P = N * SymInt(TH * TW);
-  Tensor m = matmul(from_host(u), reshape(v, {16, C, P}));  // [16, K, N·TH·TW]
-  // [16, K, N, TH, TW] -> [N, K, TH, 2, TW, 2, 16] (broadcast over u, v) times At
-  Tensor mv = permute(reshape(m, {16, K, N, TH, TW}), {2, 1, 3, 4, 0});
-  Shape full{N, K, TH, 2, TW, 2, 16};
-  Tensor me = expand(reshape(mv, {N, K, TH, 1, TW, 1, 16}), full);
-  Tensor ae = expand(reshape(from_host(at), {1, 1, 1, 2, 1, 2, 16}), full);
-  Tensor y = reshape(sum(me * ae, {6}, false), {N, K, 2 * TH, 2 * TW});
+    // the padded input covers every tile: [pt, Hp - H - pt] rows, likewise columns
+    Tensor xp = pad(x, {{0, 0}, {0, 0}, {pt, Hp - H - pt}, {pl, Wp - W - pl}}, Scalar(0));
+    const SymInt N = x.dim(0);
+    const SymInt plane(Hp * Wp);
+    ViewSpec tiles;  // [16 (broadcast), C, N, TH, TW, 4, 4]
+    tiles.shape = {16, C, N, TH, TW, 4, 4};
+    tiles.strides = {SymInt(0), plane, SymInt(C) * plane, SymInt(2 * Wp), SymInt(2), SymInt(Wp), SymInt(1)};
+    Tensor d(prim::view(xp.node(), tiles));
+    Tensor btv = expand(reshape(from_host(bt), {16, 1, 1, 1, 1, 4, 4}), d.shape());
+    Tensor v = sum(d * btv, {5, 6}, false);  // [16, C, N, TH, TW]
+    const SymInt P = N * SymInt(TH * TW);
+    Tensor m = matmul(from_host(u), reshape(v, {16, C, P}));  // [16, K, N·TH·TW]
+    // [16, K, N, TH, TW] -> [N, K, TH, 2, TW, 2, 16] (broadcast over u, v) times At
+    Tensor mv = permute(reshape(m, {16, K, N, TH, TW}), {2, 1, 3, 4, 0});
+    Shape full{N, K, TH, 2, TW, 2, 16};
+    Tensor me = expand(reshape(mv, {N, K, TH, 1, TW, 1, 16}), full);
+    Tensor ae = expand(reshape(from_host(at), {1, 1, 1, 2, 1, 2, 16}), full);
+    return reshape(sum(me * ae, {6}, false), {N, K, 2 * TH, 2 * TW});
+  }();
   if (2 * TH != OH) y = narrow(y, 2, 0, OH);
   if (2 * TW != OW) y = narrow(y, 3, 0, OW);
   if (bias) {

@@ -65,6 +65,30 @@ TEST(Winograd, MatchesDirectConvolution) {
   EXPECT_EQ(batch.run(), 0);
 }
 
+// LATHE_WINOGRAD_SPARSE=1: the same cases with the transforms as ±1 sums of strided views
+TEST(Winograd, SparseTransformsMatchDirectConvolution) {
+  const char* e = std::getenv("LATHE_WINOGRAD_SPARSE");
+  const std::string saved = e ? e : "";
+  setenv("LATHE_WINOGRAD_SPARSE", "1", 1);
+  const std::vector<WCase> cases = {
+      {1, 64, 7, 7, 64, 1, true, true}, {3, 13, 13, 11, 17, 1, false, true}, {1, 11, 1, 1, 7, 1, true},
+      {1, 19, 9, 12, 23, 0},            {3, 5, 6, 5, 3, 0, true},            {2, 31, 2, 3, 29, 1, false, true},
+      {2, 7, 8, 8, 64, 1, true},  // K·tiles = 1024: U gets a zero row (M's plane not a multiple of 4 KiB)
+  };
+  test::DiffBatch batch;
+  for (const WCase& t : cases) {
+    Graph wg = graph_of(t, true), dg = graph_of(t, false);
+    TensorMap in = random_inputs(dg, 13);
+    TensorMap got = interpret(wg, in), want = interpret(dg, in);
+    std::string why;
+    EXPECT_TRUE(allclose(got.at("y"), want.at("y"), 1e-4, 1e-4, &why)) << name_of(t) << ": " << why;
+    batch.add(name_of(t), wg, in, t.c > 40 ? 4 : 1);
+  }
+  if (e) setenv("LATHE_WINOGRAD_SPARSE", saved.c_str(), 1);
+  else unsetenv("LATHE_WINOGRAD_SPARSE");
+  EXPECT_EQ(batch.run(), 0);
+}
+
 TEST(Winograd, FiresOnManyChannelsOverSmallMaps) {
   const char* e = std::getenv("LATHE_WINOGRAD");
   const std::string saved = e ? e : "";
