@@ -73,7 +73,7 @@ const char* kEnvironment =
     "  LATHE_MATMUL_SHARED_PACK=0  GEMM jobs that split M (or a conv's N) each pack the whole shared side\n"
     "                           again, instead of one parallel pack step for all of them (A/B comparisons)\n"
     "  LATHE_WINOGRAD=0|all     ONNX 3x3 convs (stride 1, one group, constant f32 weights) run as Winograd\n"
-    "                           F(2x2,3x3) where C, K >= 64 over maps of 9x9..128x128; 0 = never (A/B),\n"
+    "                           F(2x2,3x3) where C, K >= 64 over maps of 7x7..128x128; 0 = never (A/B),\n"
     "                           all = wherever it applies (tests)\n"
     "  LATHE_WINOGRAD_SPARSE=1  Winograd's input and output transforms as +-1 sums of strided views instead\n"
     "                           of dense 16-term contractions (off: no faster on the measured layers)\n"

@@ -49,8 +49,8 @@ Tensor conv2d_integer(const Tensor& x, const Tensor& weight, const Conv2dOptions
 Tensor conv2d_winograd(const Tensor& x, const HostTensor& w, const std::optional<Tensor>& bias,
                        const std::array<int64_t, 4>& pads);
 // LATHE_WINOGRAD: 0 / off never, all wherever it applies, else (unset, 1) where
-// winograd_pays: C and K >= 64 over an output map of at most 128 x 128 with at least 25
-// 2x2 tiles (9 x 9).
+// winograd_pays: C and K >= 64 over an output map of at most 128 x 128 with at least 16
+// 2x2 tiles (7 x 7).
 enum class WinogradMode { Off, Auto, All };
 WinogradMode winograd_mode();
 bool winograd_pays(int64_t C, int64_t K, int64_t OH, int64_t OW);

@@ -53,15 +53,18 @@ bool winograd_pays(int64_t C, int64_t K, int64_t OH, int64_t OW) {
     case WinogradMode::All: return true;
     case WinogradMode::Auto: break;
   }
-  // Many channels (the GEMMs' sides) over a map of at least 25 tiles: the 16 GEMMs read U
-  // (a constant that varies with ξ, so packed on every run, not prepacked) for every 2×2
-  // tile column, and below ~25 tiles that pack outweighs the saved products (measured one
-  // thread, min of 20: 512 ch at 7×7 (16 tiles) 3.8 ms vs 2.8 direct; 256 at 14×14 2.3 vs
-  // 3.1; 128 at 28×28 1.8 vs 2.7; 64 at 56×56 2.3 vs 3.0; 256 at 10×10 (25 tiles) 1.27-1.35
-  // vs 1.76-2.22; 64 at 64×64 2.9-3.7 vs 4.6-4.8; 64 at 128×128 22-28 vs 32). Maps over 128
-  // are unmeasured (and the transforms' intermediates grow with them).
+  // Many channels (the GEMMs' sides) over a map of at least 16 tiles (7 × 7). U varies with ξ
+  // and is prepacked once per entry (prepack.cpp; with LATHE_PREPACK_BATCHED=0 it is packed on
+  // every run and below ~25 tiles that pack outweighs the saved products: 512 ch at 7×7 3.8 ms
+  // vs 2.8 direct). Measured one thread, min of 20-60 runs: 256 at 14×14 2.3 vs 3.1; 128 at
+  // 28×28 1.8 vs 2.7; 64 at 56×56 2.3 vs 3.0; 256 at 10×10 1.27-1.35 vs 1.76-2.22; 64 at
+  // 64×64 2.9-3.7 vs 4.6-4.8; 64 at 128×128 22-28 vs 32; with U prepacked, 16 tiles: 512 at
+  // 7×7 1.71-1.93 vs 2.73-2.78, 256 at 8×8 0.46-0.48 vs 0.88-0.89, 128 at 7×7 0.15-0.21 vs
+  // 0.24, 64 at 7×7 0.055-0.066 vs 0.084-0.145; 9 tiles: 512 at 6×6 1.60-1.72 vs 1.98-2.05
+  // but 256 at 5×5 0.43 vs 0.39, so not below 16. Maps over 128 are unmeasured (and the
+  // transforms' intermediates grow with them).
   const int64_t tiles = ((OH + 1) / 2) * ((OW + 1) / 2);
-  return C >= 64 && K >= 64 && tiles >= 25 && OH <= 128 && OW <= 128;
+  return C >= 64 && K >= 64 && tiles >= 16 && OH <= 128 && OW <= 128;
 }
 
 Tensor conv2d_winograd(const Tensor& x_in, const HostTensor& w, const std::optional<Tensor>& bias,

@@ -252,10 +252,11 @@ LoopFunc MatmulLowering::run() {
   // micro-kernel reads its panels in place and there is no per-run copy (f32 panels only)
   // (int8: the integer panels of this G, whose element type tells: prepack.h)
   prepacked_ = k_.packed_b >= 0 && k_.packed_kc == kc_blk_ && k_.packed_nr == P.nr &&
-               kg_.buffers[k_.packed_b].dtype == bdt_ && (kg_.buffers[k_.packed_b].shape.size() == 1 || G_ == 1);
+               kg_.buffers[k_.packed_b].dtype == bdt_;
   pbp_ = prepacked_ ? add_param(k_.packed_b, false, "bp") : -1;
-  // a B packed per batch entry (rank 2, prepack.h): this job's entry's copy
-  b_entry_ = prepacked_ && kg_.buffers[k_.packed_b].shape.size() == 2 ? packed_entry(mm_.b, kg_.buffers[k_.packed_b].shape) : nullptr;
+  // a B packed per batch entry (f32 only, rank 2, prepack.h): this job's entry's copy (the
+  // integer panels have their own ranks and are never packed per entry)
+  b_entry_ = prepacked_ && G_ == 1 && kg_.buffers[k_.packed_b].shape.size() == 2 ? packed_entry(mm_.b, kg_.buffers[k_.packed_b].shape) : nullptr;
   if (!prepacked_) allocs.push_back(make_alloc("Bp", bdt_, 1, kc_blk_ * nc_blk));
   // A the same (prepack_constant_a): MC blocks start at multiples of MR, so this block's
   // panels are those of all M from m0 / MR
