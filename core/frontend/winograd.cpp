@@ -81,7 +81,7 @@ Tensor conv2d_winograd(const Tensor& x_in, const HostTensor& w, const std::optio
     detail::fail("conv2d_winograd", "weight " + w.shape_string() + " does not match the input " + x.describe());
   const int64_t H = detail::const_dim(x.dim(2), "conv2d_winograd", "H");
   const int64_t W = detail::const_dim(x.dim(3), "conv2d_winograd", "W");
-  const auto [pt, pl, pb, pr] = pads;
+  const int64_t pt = pads[0], pl = pads[1], pb = pads[2], pr = pads[3];  // (not a structured binding: the lambdas below capture them, which clang before 16 refuses)
   const int64_t OH = H + pt + pb - 2, OW = W + pl + pr - 2;
   if (OH < 1 || OW < 1) detail::fail("conv2d_winograd", "the 3x3 kernel is larger than the padded input " + x.describe());
   const int64_t TH = (OH + 1) / 2, TW = (OW + 1) / 2, Hp = 2 * TH + 2, Wp = 2 * TW + 2;
