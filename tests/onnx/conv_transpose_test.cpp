@@ -18,14 +18,8 @@ namespace lathe {
 namespace {
 
 using test::attr_i;
+using test::attr_ints;
 using test::randt;
-
-void attr_ints(onnx::NodeProto* n, const std::string& k, const std::vector<int64_t>& v) {
-  auto* a = n->add_attribute();
-  a->set_name(k);
-  a->set_type(onnx::AttributeProto::INTS);
-  for (int64_t x : v) a->add_ints(x);
-}
 
 struct Case {
   std::vector<int64_t> in;       // spatial sizes

@@ -69,6 +69,13 @@ inline void attr_i(onnx::NodeProto* n, const std::string& k, int64_t v) {
   a->set_type(onnx::AttributeProto::INT);
   a->set_i(v);
 }
+inline void attr_ints(onnx::NodeProto* n, const std::string& k, const std::vector<int64_t>& v) {
+  auto* a = n->add_attribute();
+  a->set_name(k);
+  a->set_type(onnx::AttributeProto::INTS);
+  for (int64_t x : v) a->add_ints(x);
+}
+
 inline void attr_f(onnx::NodeProto* n, const std::string& k, float v) {
   auto* a = n->add_attribute();
   a->set_name(k);
