@@ -50,6 +50,7 @@
 #include "backends/library_rnn_math.h"
 #include "backends/rnn_pack_cache.h"
 #include "backends/rnn_chooser.h"
+#include "backends/rnn_crew.h"
 #include "core/ir/diag.h"
 #include "core/ir/rnn_op.h"
 
@@ -384,10 +385,10 @@ struct alignas(64) Padded {
   std::atomic<int64_t> v{0};
 };
 
-struct Team {
+struct Team : CrewJob {
   Args a;
   State st;
-  int threads = 1, rounds = 0, per_step = 1;
+  int rounds = 0, per_step = 1;
   std::vector<std::pair<int64_t, int64_t>> units;  // of each piece
   std::vector<int> owner;                          // of each piece
   // a piece's state: (round + 1) << 8 | thread << 2 | status (1 claimed, 2 committing, 3 committed);
@@ -403,7 +404,8 @@ struct Team {
   int64_t ahead = 0, npieces = 0;
   std::atomic<int> arrived{0};  // a partner has joined (ahead)
   Team(const Args& args, int n, int64_t pieces, int64_t ahead_steps = 0)
-      : a(args), st(args, 0, args.s.B), threads(n), ahead(ahead_steps), npieces(pieces) {
+      : a(args), st(args, 0, args.s.B), ahead(ahead_steps), npieces(pieces) {
+    threads = n;
     per_step = phases(a.s);
     rounds = ahead ? 1 : 1 + static_cast<int>(a.s.T) * per_step;  // packing, then the steps
     if (!a.blocks && !ahead) {  // packed in round 0, each piece its own blocks
@@ -424,6 +426,7 @@ struct Team {
   ~Team() {
     if (packed) PackPool::get().give(packed, packed_bytes);
   }
+  void work(int me) override;  // team_work
   Team(const Team&) = delete;
   Team& operator=(const Team&) = delete;
   int64_t pieces() const { return npieces; }
@@ -438,9 +441,6 @@ struct Team {
 
 int64_t enc(int64_t round, int th, int status) { return (round + 1) << 8 | th << 2 | status; }
 
-double now_us() {
-  return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
 
 void ahead_work(Team& tm, int me);
 
@@ -517,6 +517,8 @@ void team_work(Team& tm, int me) {
     }
   }
 }
+
+void Team::work(int me) { team_work(*this, me); }
 
 int hardware_threads() { return static_cast<int>(std::max(1u, std::thread::hardware_concurrency())); }
 
@@ -699,71 +701,8 @@ void run_rnn(NodeRef n, void* const* bufs) {
 
 namespace {
 
-// The Team's partner threads, started once and kept: a thread started for each call first
-// has to be scheduled (on the shared machine it joined 0.1–2 ms into a ~1 ms call, the
-// caller meanwhile working alone), and its core's cache holds nothing of the call. A
-// worker polls for the next call's Team for kSpinUs after each (a model's recurrent layers
-// run back to back, and a run's kernels follow each other within microseconds), then
-// sleeps on a condition variable until the next.
-class Crew {
- public:
-  static Crew& get() {
-    static Crew* c = new Crew;  // never destroyed: its workers outlive static teardown
-    return *c;
-  }
-  // Offers `team` to workers 1 .. threads - 1, starting those not yet running (a worker
-  // that cannot be started leaves its share to the others).
-  void start(const std::shared_ptr<Team>& team, int threads) {
-    bool wake = false;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      job_ = team;
-      const uint64_t before = gen_.fetch_add(1, std::memory_order_acq_rel);
-      for (; started_ < threads - 1; ++started_) {
-        try {
-          std::thread([this, me = started_ + 1, before] { loop(me, before); }).detach();
-        } catch (const std::system_error&) {
-          break;
-        }
-      }
-      wake = sleeping_ > 0;
-    }
-    if (wake) cv_.notify_all();
-  }
-  // The call of `team` is over: a worker that has not picked it up yet will not.
-  void finish(const std::shared_ptr<Team>& team) {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (job_ == team) job_.reset();
-  }
 
- private:
-  static constexpr double kSpinUs = 300;
-  void loop(int me, uint64_t seen) {
-    for (;;) {
-      for (const double t0 = now_us(); gen_.load(std::memory_order_acquire) == seen && now_us() - t0 < kSpinUs;)
-        for (int i = 0; i < 16; ++i) _mm_pause();
-      std::shared_ptr<Team> team;
-      {
-        std::unique_lock<std::mutex> lock(mu_);
-        if (gen_.load(std::memory_order_acquire) == seen) {
-          ++sleeping_;
-          cv_.wait(lock, [&] { return gen_.load(std::memory_order_acquire) != seen; });
-          --sleeping_;
-        }
-        seen = gen_.load(std::memory_order_acquire);
-        team = job_;
-      }
-      if (team && me < team->threads) team_work(*team, me);
-    }
-  }
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::shared_ptr<Team> job_;  // the present call's (mu_)
-  std::atomic<uint64_t> gen_{0};
-  int started_ = 0, sleeping_ = 0;  // workers (mu_)
-};
-
-void warm_team(int threads) { Crew::get().start(nullptr, threads); }
+void warm_team(int threads) { crew_start(nullptr, threads); }
 
 // ---- the steps on one thread, the projections ahead of them on the others ----
 //
@@ -819,7 +758,7 @@ void run_ahead(const Args& a, int threads) {
   const int64_t nc = (T + A - 1) / A;
   auto team = std::make_shared<Team>(a, threads, nc, A);
   Team& tm = *team;
-  Crew::get().start(team, threads);
+  crew_start(team, threads);
   double chunk_us = 0;  // the caller's time for a chunk
   // takes chunk c (open, or held by a partner: `from`) and, with `rest`, the open chunks after
   // it in step order, and projects them straight into XP
@@ -857,7 +796,7 @@ void run_ahead(const Args& a, int threads) {
     }
   }
   write_last(a, st);
-  Crew::get().finish(team);
+  crew_finish(team);
   for (int i = 1; i < threads; ++i)  // a partner inside a chunk may still read the call's buffers
     for (int spin = 0; tm.inside[i].v.load(std::memory_order_acquire); ++spin)
       if (spin > 1000) std::this_thread::yield();
@@ -866,9 +805,9 @@ void run_ahead(const Args& a, int threads) {
 
 void run_team(const Args& a, int threads, int64_t pieces) {
   auto team = std::make_shared<Team>(a, threads, pieces);
-  Crew::get().start(team, threads);
+  crew_start(team, threads);
   team_work(*team, 0);
-  Crew::get().finish(team);
+  crew_finish(team);
   for (int i = 1; i < threads; ++i)  // a partner inside a piece may still read the call's buffers
     for (int spin = 0; team->inside[i].v.load(std::memory_order_acquire); ++spin)
       if (spin > 1000) std::this_thread::yield();
