@@ -21,6 +21,8 @@
 // pieces that any of the threads may take, so that one descheduled thread does not stall the
 // others (Team) — when that has been faster than one thread for the layer lately: the kernel
 // times both ways and keeps the faster (rnn_chooser.h), unless LATHE_RNN_THREADS decides.
+// With the projections inside, a third way is timed too: the steps on one thread while the
+// partners project chunks of steps ahead of it (run_ahead).
 // AVX2 + FMA when the CPU has them, else plain loops with the same structure; the arithmetic
 // (row reduction, register tiles, activations) is in library_rnn_math.cpp.
 
@@ -48,6 +50,7 @@
 #include "backends/library_rnn_math.h"
 #include "backends/rnn_pack_cache.h"
 #include "backends/rnn_chooser.h"
+#include "backends/rnn_crew.h"
 #include "core/ir/diag.h"
 #include "core/ir/rnn_op.h"
 
@@ -374,40 +377,6 @@ void run_alone(const Args& a, State& st) {
 
 constexpr int kMaxThreads = 4;
 
-// Buffers for packed weights, kept between calls: a fresh allocation of that size is pages
-// the kernel maps and zeroes again on every call (measured: a 3× slower median at load 9).
-class PackPool {
- public:
-  static PackPool& get() {
-    static PackPool* p = new PackPool;  // never destroyed: a late partner may return a buffer at exit
-    return *p;
-  }
-  float* take(size_t bytes) {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      for (size_t i = 0; i < free_.size(); ++i)
-        if (free_[i].first == bytes) {
-          float* f = free_[i].second;
-          free_.erase(free_.begin() + static_cast<long>(i));
-          return f;
-        }
-    }
-    return static_cast<float*>(std::aligned_alloc(64, bytes));
-  }
-  void give(float* f, size_t bytes) {
-    std::lock_guard<std::mutex> lock(mu_);
-    free_.push_back({bytes, f});
-    if (free_.size() > 4) {
-      std::free(free_.front().second);
-      free_.erase(free_.begin());
-    }
-  }
-
- private:
-  std::mutex mu_;
-  std::vector<std::pair<size_t, float*>> free_;
-};
-
 // An atomic on a cache line of its own: the pieces' states and the threads' counters are
 // written by one thread and read (or taken over) by the others, and on one shared line every
 // claim and commit of either thread moved the line between the cores (about 24 transfers a
@@ -416,10 +385,10 @@ struct alignas(64) Padded {
   std::atomic<int64_t> v{0};
 };
 
-struct Team {
+struct Team : CrewJob {
   Args a;
   State st;
-  int threads = 1, rounds = 0, per_step = 1;
+  int rounds = 0, per_step = 1;
   std::vector<std::pair<int64_t, int64_t>> units;  // of each piece
   std::vector<int> owner;                          // of each piece
   // a piece's state: (round + 1) << 8 | thread << 2 | status (1 claimed, 2 committing, 3 committed);
@@ -430,17 +399,23 @@ struct Team {
   float* packed = nullptr;  // RT by blocks (pack_blocks) when a.blocks was not given: 64-byte aligned (PackPool)
   size_t packed_bytes = 0;
   int stall_us = 0;  // LATHE_RNN_STALL_US=N (tests): a claimed piece sleeps N µs now and then
-  Team(const Args& args, int n, int64_t pieces) : a(args), st(args, 0, args.s.B), threads(n) {
+  // ahead > 0: the caller runs the steps alone while the partners project chunks of `ahead`
+  // steps each (run_ahead); the pieces are the chunks
+  int64_t ahead = 0, npieces = 0;
+  std::atomic<int> arrived{0};  // a partner has joined (ahead)
+  Team(const Args& args, int n, int64_t pieces, int64_t ahead_steps = 0)
+      : a(args), st(args, 0, args.s.B), ahead(ahead_steps), npieces(pieces) {
+    threads = n;
     per_step = phases(a.s);
-    rounds = 1 + static_cast<int>(a.s.T) * per_step;  // packing, then the steps
-    if (!a.blocks) {  // packed in round 0, each piece its own blocks
+    rounds = ahead ? 1 : 1 + static_cast<int>(a.s.T) * per_step;  // packing, then the steps
+    if (!a.blocks && !ahead) {  // packed in round 0, each piece its own blocks
       packed_bytes = (sizeof(float) * static_cast<size_t>((a.s.H + 15) / 16 * 16 * a.s.gates() * a.s.H) + 63) / 64 * 64;
       packed = PackPool::get().take(packed_bytes);
       LATHE_CHECK(packed != nullptr, "rnn: out of memory for the packed recurrent weight");
       a.blocks = packed;
     }
     const int64_t blocks = (a.s.H + 15) / 16;
-    for (int64_t i = 0; i < pieces; ++i) {
+    for (int64_t i = 0; i < pieces && !ahead; ++i) {
       units.push_back({std::min(a.s.H, blocks * i / pieces * 16), std::min(a.s.H, blocks * (i + 1) / pieces * 16)});
       owner.push_back(static_cast<int>(i * n / pieces));
     }
@@ -451,9 +426,10 @@ struct Team {
   ~Team() {
     if (packed) PackPool::get().give(packed, packed_bytes);
   }
+  void work(int me) override;  // team_work
   Team(const Team&) = delete;
   Team& operator=(const Team&) = delete;
-  int64_t pieces() const { return static_cast<int64_t>(units.size()); }
+  int64_t pieces() const { return npieces; }
   // pieces committed in all rounds so far (each count only grows: a sum of reads that reaches
   // a round's target means every piece of it has committed)
   int64_t committed() const {
@@ -465,12 +441,12 @@ struct Team {
 
 int64_t enc(int64_t round, int th, int status) { return (round + 1) << 8 | th << 2 | status; }
 
-double now_us() {
-  return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
+
+void ahead_work(Team& tm, int me);
 
 // Thread `me` works through the rounds; returns when the last has committed.
 void team_work(Team& tm, int me) {
+  if (tm.ahead) return ahead_work(tm, me);
   const Args& a = tm.a;
   const int64_t np = tm.pieces();
   int64_t max_u = 0;
@@ -542,6 +518,8 @@ void team_work(Team& tm, int me) {
   }
 }
 
+void Team::work(int me) { team_work(*this, me); }
+
 int hardware_threads() { return static_cast<int>(std::max(1u, std::thread::hardware_concurrency())); }
 
 // LATHE_RNN_THREADS=N: at most N threads (1: none); 0 / unset / "auto": the hardware's, a
@@ -557,6 +535,8 @@ int thread_limit() {
 
 // A small batch's hidden units split between `threads` threads, `pieces` pieces a round.
 void run_team(const Args& a, int threads, int64_t pieces);
+// The steps on this thread while partner threads project the steps ahead (a.pj.x given).
+void run_ahead(const Args& a, int threads);
 // Wakes (or starts) the Team's partner threads without work, so that they poll for the next
 // call (see Crew).
 void warm_team(int threads);
@@ -686,7 +666,8 @@ void run_rnn(NodeRef n, void* const* bufs) {
     int mode = 0;
     {
       std::lock_guard<std::mutex> lock(chooser_mu());
-      ch = &choosers()[rnn_ints(*sp)];
+      auto it = choosers().try_emplace(rnn_ints(*sp), a.pj.x ? 3 : 2).first;
+      ch = &it->second;
       mode = ch->pick();
     }
     const double t0 = now_us();
@@ -694,6 +675,9 @@ void run_rnn(NodeRef n, void* const* bufs) {
       project_all();
       State st(a, 0, B);
       run_alone(a, st);
+    } else if (mode == 2) {
+      pack_rt();
+      run_ahead(a, threads);
     } else {
       run_team(a, threads, std::min<int64_t>(blocks, 4 * threads));
     }
@@ -704,7 +688,7 @@ void run_rnn(NodeRef n, void* const* bufs) {
     // After a call on one thread the partners have stopped polling: a Team call next (the
     // chooser's) would pay their wake-up, which a Team chosen for every call does not, and
     // the chooser kept one thread under SCHED_FIFO at 3.3-3.9 ms against the Team's 2.1-2.3
-    if (mode == 0) warm_team(threads);
+    if (mode != 1) warm_team(threads);
     return;
   }
   if (threads <= 1) {
@@ -717,77 +701,113 @@ void run_rnn(NodeRef n, void* const* bufs) {
 
 namespace {
 
-// The Team's partner threads, started once and kept: a thread started for each call first
-// has to be scheduled (on the shared machine it joined 0.1–2 ms into a ~1 ms call, the
-// caller meanwhile working alone), and its core's cache holds nothing of the call. A
-// worker polls for the next call's Team for kSpinUs after each (a model's recurrent layers
-// run back to back, and a run's kernels follow each other within microseconds), then
-// sleeps on a condition variable until the next.
-class Crew {
- public:
-  static Crew& get() {
-    static Crew* c = new Crew;  // never destroyed: its workers outlive static teardown
-    return *c;
-  }
-  // Offers `team` to workers 1 .. threads - 1, starting those not yet running (a worker
-  // that cannot be started leaves its share to the others).
-  void start(const std::shared_ptr<Team>& team, int threads) {
-    bool wake = false;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      job_ = team;
-      const uint64_t before = gen_.fetch_add(1, std::memory_order_acq_rel);
-      for (; started_ < threads - 1; ++started_) {
-        try {
-          std::thread([this, me = started_ + 1, before] { loop(me, before); }).detach();
-        } catch (const std::system_error&) {
-          break;
-        }
-      }
-      wake = sleeping_ > 0;
-    }
-    if (wake) cv_.notify_all();
-  }
-  // The call of `team` is over: a worker that has not picked it up yet will not.
-  void finish(const std::shared_ptr<Team>& team) {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (job_ == team) job_.reset();
-  }
 
- private:
-  static constexpr double kSpinUs = 300;
-  void loop(int me, uint64_t seen) {
-    for (;;) {
-      for (const double t0 = now_us(); gen_.load(std::memory_order_acquire) == seen && now_us() - t0 < kSpinUs;)
-        for (int i = 0; i < 16; ++i) _mm_pause();
-      std::shared_ptr<Team> team;
-      {
-        std::unique_lock<std::mutex> lock(mu_);
-        if (gen_.load(std::memory_order_acquire) == seen) {
-          ++sleeping_;
-          cv_.wait(lock, [&] { return gen_.load(std::memory_order_acquire) != seen; });
-          --sleeping_;
-        }
-        seen = gen_.load(std::memory_order_acquire);
-        team = job_;
+void warm_team(int threads) { crew_start(nullptr, threads); }
+
+// ---- the steps on one thread, the projections ahead of them on the others ----
+//
+// One thread's steps are bound by reading RT, the projections by arithmetic (as many flops as
+// the steps at the lstm model's sizes), so the partner threads project chunks of about T / 8
+// steps ahead of the caller while it runs the steps: a chunk is a piece (Team::piece) that the
+// partners claim in step order and compute privately, committing by compare-and-swap as the
+// Team's pieces. The caller takes a chunk it reaches still open (the first, and all the rest
+// while no partner has joined), and one a partner has held past twice the caller's own time
+// for a chunk (the partner's late commit is dropped), so a partner without a core delays the
+// steps by at most that.
+
+// The chunk of projections of steps (times) [c·A, c·A + A) into dst ([rows, G·H]).
+void project_chunk(const Team& tm, int64_t c0, int64_t c1, float* dst) {
+  const Args& a = tm.a;
+  const int64_t T = a.s.T, B = a.s.B, GH = a.s.gates() * a.s.H;
+  const int64_t t0 = c0 * tm.ahead, t1 = std::min(T, c1 * tm.ahead);
+  project(a.pj, t0 * B, t1 * B, 0, GH, dst, GH);
+}
+
+bool chunk_done(const Team& tm, int64_t c) {
+  const int64_t v = tm.piece[c].v.load(std::memory_order_acquire);
+  return (v >> 8) == 1 && (v & 3) == 3;
+}
+
+// A partner: claims the open chunks in the order of the steps, computes and commits them.
+void ahead_work(Team& tm, int me) {
+  const Args& a = tm.a;
+  const int64_t nc = tm.pieces(), B = a.s.B, GH = a.s.gates() * a.s.H;
+  tm.arrived.store(1, std::memory_order_release);
+  std::vector<float> buf;
+  for (int64_t i = 1; i < nc; ++i) {  // (the caller takes the first)
+    const int64_t c = a.s.reverse ? nc - 1 - i : i;
+    tm.inside[me].v.store(1, std::memory_order_seq_cst);
+    int64_t v = tm.piece[c].v.load(std::memory_order_acquire);
+    if (v == 3 && tm.piece[c].v.compare_exchange_strong(v, enc(0, me, 1), std::memory_order_acq_rel)) {
+      if (tm.stall_us > 0 && (c + me) % 3 == 0) std::this_thread::sleep_for(std::chrono::microseconds(tm.stall_us));
+      const int64_t r0 = c * tm.ahead * B, r1 = std::min(a.s.T, (c + 1) * tm.ahead) * B;
+      buf.resize(static_cast<size_t>((r1 - r0) * GH));
+      project_chunk(tm, c, c + 1, buf.data());
+      int64_t mine = enc(0, me, 1);
+      if (tm.piece[c].v.compare_exchange_strong(mine, enc(0, me, 2), std::memory_order_acq_rel)) {
+        std::memcpy(a.xp_w + r0 * GH, buf.data(), sizeof(float) * buf.size());
+        tm.piece[c].v.store(enc(0, me, 3), std::memory_order_release);
       }
-      if (team && me < team->threads) team_work(*team, me);
+    }
+    tm.inside[me].v.store(0, std::memory_order_release);
+  }
+}
+
+void run_ahead(const Args& a, int threads) {
+  const int64_t T = a.s.T, B = a.s.B, GH = a.s.gates() * a.s.H, A = std::max<int64_t>(1, (T + 7) / 8);
+  const int64_t nc = (T + A - 1) / A;
+  auto team = std::make_shared<Team>(a, threads, nc, A);
+  Team& tm = *team;
+  crew_start(team, threads);
+  double chunk_us = 0;  // the caller's time for a chunk
+  // takes chunk c (open, or held by a partner: `from`) and, with `rest`, the open chunks after
+  // it in step order, and projects them straight into XP
+  auto take = [&](int64_t c, int64_t from, bool rest) {
+    if (!tm.piece[c].v.compare_exchange_strong(from, enc(0, 0, 2), std::memory_order_acq_rel)) return false;
+    int64_t lo = c, hi = c + 1;  // taken: [lo, hi)
+    for (int64_t n = a.s.reverse ? lo - 1 : hi; rest && n >= 0 && n < nc; n = a.s.reverse ? lo - 1 : hi) {
+      int64_t v = 3;
+      if (!tm.piece[n].v.compare_exchange_strong(v, enc(0, 0, 2), std::memory_order_acq_rel)) break;
+      (a.s.reverse ? lo : hi) = a.s.reverse ? n : n + 1;
+    }
+    const double t0 = now_us();
+    project_chunk(tm, lo, hi, a.xp_w + std::min(T, lo * A) * B * GH);
+    if (chunk_us == 0) chunk_us = (now_us() - t0) / static_cast<double>(hi - lo);
+    for (int64_t i = lo; i < hi; ++i) tm.piece[i].v.store(enc(0, 0, 3), std::memory_order_release);
+    return true;
+  };
+  State& st = tm.st;
+  Piece p(a, st.m, a.s.H);
+  const int P = phases(a.s);
+  for (int64_t step = 0; step < T; ++step) {
+    const int64_t c = (a.s.reverse ? T - 1 - step : step) / A;
+    for (const double w0 = now_us(); !chunk_done(tm, c);) {
+      const int64_t v = tm.piece[c].v.load(std::memory_order_acquire);
+      const double waited = now_us() - w0;
+      if (v == 3 && take(c, 3, step > 0 && tm.arrived.load(std::memory_order_acquire) == 0)) break;
+      if ((v & 3) == 1 && waited > std::max(30.0, 2 * chunk_us) && take(c, v, false)) break;  // a partner held it too long
+      // (only a partner's commit, a copy, is waited for long enough to let others run)
+      if ((v & 3) == 2 && waited > 50) std::this_thread::yield();
+      else _mm_pause();
+    }
+    for (int ph = 0; ph < P; ++ph) {
+      compute(a, st, step, ph, 0, a.s.H, p);
+      commit(a, st, step, ph, 0, a.s.H, p);
     }
   }
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::shared_ptr<Team> job_;  // the present call's (mu_)
-  std::atomic<uint64_t> gen_{0};
-  int started_ = 0, sleeping_ = 0;  // workers (mu_)
-};
-
-void warm_team(int threads) { Crew::get().start(nullptr, threads); }
+  write_last(a, st);
+  crew_finish(team);
+  for (int i = 1; i < threads; ++i)  // a partner inside a chunk may still read the call's buffers
+    for (int spin = 0; tm.inside[i].v.load(std::memory_order_acquire); ++spin)
+      if (spin > 1000) std::this_thread::yield();
+      else _mm_pause();
+}
 
 void run_team(const Args& a, int threads, int64_t pieces) {
   auto team = std::make_shared<Team>(a, threads, pieces);
-  Crew::get().start(team, threads);
+  crew_start(team, threads);
   team_work(*team, 0);
-  Crew::get().finish(team);
+  crew_finish(team);
   for (int i = 1; i < threads; ++i)  // a partner inside a piece may still read the call's buffers
     for (int spin = 0; team->inside[i].v.load(std::memory_order_acquire); ++spin)
       if (spin > 1000) std::this_thread::yield();

@@ -1,6 +1,7 @@
 // rnn_chooser.h — how the CPU recurrence kernel (library_rnn.cpp) decides between running a
-// small-batch layer on one thread and splitting its hidden units between threads (the Team):
-// by timing both, on this machine, under its present load.
+// small-batch layer on one thread, splitting its hidden units between threads (the Team), and
+// one thread for the steps while partners project the steps ahead: by timing them, on this
+// machine, under its present load.
 //
 // Which one wins depends on things the kernel cannot see: whether the other core is really
 // free (the 1-minute load average lags, and a thread pool of the same process may still be
@@ -8,8 +9,8 @@
 // between cores costs. Measured on the shared 2-core machine (lstm model, H 256, under a raised
 // scheduling priority): one thread 2.9–3.2 ms a run, the Team 3.5–4.0 ms, though the Team's
 // best layer (0.86 ms) beat one thread's (0.96 ms). So the kernel runs each way a few times,
-// keeps the last kKeep wall times of each, and uses the one whose median is lower, trying the
-// other once every kExplore calls so that a change in load is noticed.
+// keeps the last kKeep wall times of each, and uses the one whose median is lowest, trying
+// another once every kExplore calls so that a change in load is noticed.
 #pragma once
 #include <algorithm>
 #include <array>
@@ -21,14 +22,28 @@ class RnnModeChooser {
  public:
   static constexpr int kWarm = 3;      // calls of each mode before choosing
   static constexpr int kKeep = 5;      // wall times kept per mode
-  static constexpr int kExplore = 16;  // every kExplore-th call runs the mode not chosen
+  static constexpr int kExplore = 16;  // every kExplore-th call runs a mode not chosen
+  static constexpr int kMaxModes = 3;
 
-  // The mode for the next call: 0 one thread, 1 the Team.
+  // modes: 0 one thread, 1 the Team, 2 (when the kernel offers it) one thread for the steps
+  // with the partners projecting ahead
+  explicit RnnModeChooser(int modes = 2) : modes_(std::clamp(modes, 1, kMaxModes)) {}
+
+  // The mode for the next call.
   int pick() {
     ++calls_;
-    if (n_[0] < kWarm || n_[1] < kWarm) return n_[0] <= n_[1] ? 0 : 1;  // alternate while warming up
-    const int best = median(1) < median(0) ? 1 : 0;
-    return calls_ % kExplore == 0 ? 1 - best : best;
+    int least = 0;  // warm-up: the mode with the fewest calls (ties: the lowest)
+    for (int m = 1; m < modes_; ++m)
+      if (n_[m] < n_[least]) least = m;
+    if (n_[least] < kWarm) return least;
+    int best = 0;
+    for (int m = 1; m < modes_; ++m)
+      if (median(m) < median(best)) best = m;
+    if (modes_ > 1 && calls_ % kExplore == 0) {  // the others in turn
+      const int k = static_cast<int>(calls_ / kExplore % (modes_ - 1));
+      return (best + 1 + k) % modes_;
+    }
+    return best;
   }
   // The wall time of a call run in `mode`.
   void record(int mode, double us) {
@@ -46,9 +61,10 @@ class RnnModeChooser {
   int64_t calls(int mode) const { return n_[mode]; }
 
  private:
+  int modes_ = 2;
   int64_t calls_ = 0;
-  int64_t n_[2] = {0, 0};
-  std::array<double, kKeep> times_[2] = {};
+  int64_t n_[kMaxModes] = {0, 0, 0};
+  std::array<double, kKeep> times_[kMaxModes] = {};
 };
 
 }  // namespace lathe

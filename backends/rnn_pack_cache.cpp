@@ -32,4 +32,31 @@ const float* cached_pack(NodeRef node, const float* src, std::vector<int64_t> ke
   return e.p.get();
 }
 
+PackPool& PackPool::get() {
+  static PackPool* p = new PackPool;  // never destroyed: a late partner may return a buffer at exit
+  return *p;
+}
+
+float* PackPool::take(size_t bytes) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (size_t i = 0; i < free_.size(); ++i)
+      if (free_[i].first == bytes) {
+        float* f = free_[i].second;
+        free_.erase(free_.begin() + static_cast<long>(i));
+        return f;
+      }
+  }
+  return static_cast<float*>(std::aligned_alloc(64, bytes));
+}
+
+void PackPool::give(float* f, size_t bytes) {
+  std::lock_guard<std::mutex> lock(mu_);
+  free_.push_back({bytes, f});
+  if (free_.size() > 4) {
+    std::free(free_.front().second);
+    free_.erase(free_.begin());
+  }
+}
+
 }  // namespace lathe

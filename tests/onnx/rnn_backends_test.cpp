@@ -342,6 +342,33 @@ TEST(CpuRecurrenceTiles, RecurrentWeightByBlocksOneThreadAndTwo) {
   unsetenv("LATHE_RNN_THREADS");
 }
 
+// LATHE_RNN_THREADS unset: the chooser's warm-up runs one thread, the Team and one thread for
+// the steps with the partners projecting chunks of steps ahead (taken over by the caller when
+// a partner holds one too long) in turn: each run the interpreter's, batch 1 and 3, odd hidden
+// sizes (a partial last block), T not a multiple of the chunk, both directions, W and R as
+// inputs (no cached strips or blocks), and partners that stall inside a chunk
+// (LATHE_RNN_STALL_US)
+TEST(CpuRecurrenceTiles, StepsOnOneThreadWithTheProjectionsAhead) {
+  unsetenv("LATHE_RNN_THREADS");
+  for (const char* stall : {"0", "200"}) {
+    setenv("LATHE_RNN_STALL_US", stall, 1);
+    Case wr{"LSTM", 6, 1, 9, 136, "bidirectional"};
+    wr.r_input = true, wr.w_input = true;
+    for (const Case& c : {Case{"LSTM", 19, 1, 11, 149, "reverse", true, true, true}, Case{"LSTM", 5, 3, 6, 128},
+                          Case{"GRU", 13, 1, 5, 161, "bidirectional", false, false, true, false, 0},
+                          Case{"GRU", 4, 1, 3, 147, "forward", false, false, false, false, 1}, Case{"RNN", 5, 1, 7, 263},
+                          wr}) {
+      TensorMap in;
+      Graph g = recurrent_graph(c, in);
+      TensorMap want = interpret(g, in);
+      Executable exe = compile_graph(g, test::test_backend());
+      for (int run = 0; run < 9; ++run)  // the warm-up: each of the three modes three times
+        EXPECT_EQ(test::compare_outputs(exe.run(in), want, 4), "") << label(c) << " stall " << stall << " run " << run;
+    }
+  }
+  unsetenv("LATHE_RNN_STALL_US");
+}
+
 // two callers at once share the persistent partner threads: whichever call a partner joins,
 // both results are the interpreter's
 TEST(CpuRecurrenceTiles, ConcurrentCallsShareThePartnerThreads) {
