@@ -88,6 +88,8 @@ const char* kEnvironment =
     "                           on zero padding, not one of its rows only (A/B comparisons)\n"
     "  LATHE_MATMUL_RAGGED_COLS=0  an f32 GEMM's last B panel of N % NR columns runs all NR / lanes vectors\n"
     "                           on zero padding, not only the vectors its columns fill (A/B comparisons)\n"
+    "  LATHE_MATMUL_RAGGED_SPLIT=0  that ragged panel's kernel and the whole panels' one share the tile's\n"
+    "                           write-back (under one if), not one write-back each (A/B comparisons)\n"
     "  LATHE_MATMUL_TILE_SUMS=0  outputs with strided columns (swapped late convs) add each K block's sums into the output\n"
     "  LATHE_MATMUL_FIT_ROWS=0  keep the host's MR where MR - 1 would pad M by fewer rows\n"
     "  LATHE_INT8_KC=N          the integer GEMMs' K block (default: the f32 block's bytes, 4x its k for\n"

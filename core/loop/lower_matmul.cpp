@@ -338,7 +338,31 @@ LoopFunc MatmulLowering::run() {
     const int64_t msz_max = msplit == 1 ? Ms.value() : round_up(ceil_div(Ms.value(), msplit), P.mr);
     if (kblocks_ > 1) allocs.push_back(make_alloc("Cs", acc_, 1, round_up(msz_max, P.mr) * nc_blk));
   }
-  add_write_back(micro);
+  // A ragged last B panel (f32_micro_cols): the if between its kernel and the whole panel's
+  // goes around the whole tile, each branch with its own accumulators and write-back. Under
+  // an if that joined before the write-back, LLVM merged the two branches' tile stores into
+  // phis of both kernels' accumulators, and its register allocator then rotated the twelve
+  // accumulators through copies and a stack slot on every k step of the WHOLE panels' loop:
+  // MobileNetV2's 14 x 14 expansions (64 -> 384, 96 -> 576: 196 columns, 12 panels and one of
+  // 4) ran at half speed, 233 vs 132 us with the ragged kernel off (one thread, min of 300).
+  // LATHE_MATMUL_RAGGED_SPLIT=0: the if inside the tile, as before (A/B runs).
+  static const bool split_tile = [] {
+    const char* e = std::getenv("LATHE_MATMUL_RAGGED_SPLIT");
+    return !(e && std::string(e) == "0");
+  }();
+  if (ragged_cols_q_ > 0 && split_tile) {
+    cols_only_ = 1;
+    std::vector<Stmt> ragged = micro_kernel();
+    add_write_back(ragged);
+    cols_only_ = 2;
+    std::vector<Stmt> whole = micro_kernel();
+    add_write_back(whole);
+    cols_only_ = 0;
+    micro.clear();
+    micro.push_back(make_if(lt(nc_, add(mul(var("jr"), const_int(P.nr)), const_int(P.nr))), std::move(ragged), std::move(whole)));
+  } else {
+    add_write_back(micro);
+  }
 
   Stmt ir_loop = make_for("ir", ceil_div(mc, P.mr), std::move(micro), "MR panels of A");
   std::vector<Stmt> jrbody;

@@ -181,6 +181,7 @@ class MatmulLowering {
   int pf_spread_ = 1;       // MR panels a B panel feeds, over which its successor's prefetches are spread
   int ragged_rows_ = 0;     // rows of the ragged A panel's kernel (0: none)
   int ragged_cols_q_ = 0;   // vectors of the ragged last B panel's kernel (0: none; f32_micro_cols)
+  int cols_only_ = 0;       // a ragged B panel: 0 both kernels under an if, 1 its kernel only, 2 the whole panel's only
   int64_t kblocks_ = 0;     // narrow: K blocks
   int variants_ = 0;        // write-back variants built (their lets' names)
 };

@@ -243,9 +243,11 @@ std::vector<Stmt> MatmulLowering::f32_micro_cols(int qn) const {
 }
 
 // The kernel of a panel of MR rows: with a ragged last B panel (ragged_cols_q_) an if between
-// that panel's kernel and the whole one.
+// that panel's kernel and the whole one, or one of them (cols_only_: the driver puts the if
+// around the whole tile, write-back included; see MatmulLowering::run).
 std::vector<Stmt> MatmulLowering::f32_full_rows() const {
-  if (ragged_cols_q_ == 0) return f32_micro(P_.mr);
+  if (ragged_cols_q_ == 0 || cols_only_ == 2) return f32_micro(P_.mr);
+  if (cols_only_ == 1) return f32_micro_cols(ragged_cols_q_);
   Stmt pick = make_if(lt(nc_, add(mul(var("jr"), const_int(P_.nr)), const_int(P_.nr))), f32_micro_cols(ragged_cols_q_), f32_micro(P_.mr));
   return {std::move(pick)};
 }

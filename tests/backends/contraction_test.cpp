@@ -310,6 +310,42 @@ TEST(Contraction, RaggedBPanelRunsOnlyItsVectors) {
   EXPECT_EQ(batch.run(), 0);
 }
 
+// The ragged last B panel's kernel and the whole panels' kernel each sit in their own branch
+// of an if around the whole tile, each with its own write-back (a join before the write-back
+// made LLVM rotate the whole kernel's accumulators through copies and the stack every k
+// step: MobileNetV2's 14 x 14 expansions at half speed). 1 x 1 convolutions with constant
+// weights (A prepacked, more channels than positions: M split over the threads), a clip
+// epilogue (ReLU6), against the interpreter: maps of 14 x 14, 10 x 10, 9 x 9 (ragged), 7 x 7,
+// 5 x 5, 3 x 3 (not; the channels the columns there), odd and prime channel counts (a ragged A panel too), batch 1 and 3.
+TEST(Contraction, RaggedBPanelTileHasItsOwnWriteBack) {
+  if (const char* e = std::getenv("LATHE_MATMUL_TILE"); e && *e) GTEST_SKIP() << "tile overridden by LATHE_MATMUL_TILE";
+  if (const char* e = std::getenv("LATHE_MATMUL_RAGGED_SPLIT"); e && std::string(e) == "0") GTEST_SKIP() << "LATHE_MATMUL_RAGGED_SPLIT=0";
+  test::DiffBatch batch;
+  struct Case { int64_t n, c, hw, k; };
+  for (Case t : std::vector<Case>{{1, 64, 14, 384}, {3, 61, 14, 389}, {1, 96, 10, 577}, {3, 37, 9, 211},
+                                  {1, 64, 7, 383}, {3, 29, 5, 131}, {1, 67, 3, 97}}) {
+    HostTensor wt(DType::F32, {t.k, t.c, 1, 1});
+    for (int64_t i = 0; i < wt.numel(); ++i) wt.set_f64(i, std::cos(0.37 * static_cast<double>(i)) * 0.3);
+    HostTensor bt(DType::F32, {t.k});
+    for (int64_t i = 0; i < bt.numel(); ++i) bt.set_f64(i, std::sin(0.11 * static_cast<double>(i)));
+    Tensor x = input("x", {t.n, t.c, t.hw, t.hw});
+    Tensor y = clamp(conv2d(x, from_host(wt), from_host(bt), Conv2dOptions{}), 0.0, 6.0);
+    Graph g = Graph::from_outputs({{"y", y.node()}});
+    const std::string label = std::to_string(t.n) + "x" + std::to_string(t.c) + "x" + std::to_string(t.hw) + "x" +
+                              std::to_string(t.hw) + " -> " + std::to_string(t.k) + ", 1x1, relu6";
+    const std::string ir = test::loop_ir_of(build_program(g));
+    const size_t ragged = ir.find("the ragged last panel");
+    if (ragged != std::string::npos) {  // its write-back comes before the whole panels' kernel
+      const size_t wb = ir.find("write back", ragged), whole = ir.find("for kk in ", ragged);
+      ASSERT_NE(whole, std::string::npos) << label << "\n" << ir;
+      EXPECT_LT(wb, whole) << label << "\n" << ir;
+    }
+    if (t.n == 1 && (t.hw == 14 || t.hw == 10)) EXPECT_NE(ragged, std::string::npos) << label << "\n" << ir;
+    batch.add(label, g);
+  }
+  EXPECT_EQ(batch.run(), 0);
+}
+
 // The block sizes: they nest (MC a multiple of MR, NC of NR, KC of 8), stay within the
 // caps, cover the sizes, and give a multiple of the thread count of jobs where N allows.
 TEST(Contraction, BlockingNestsAndSplitsJobsEvenly) {
