@@ -52,6 +52,11 @@ Tensor conv2d_winograd(const Tensor& x, const HostTensor& w, const std::optional
 // winograd_pays: C and K >= 64 over an output map of at most 128 x 128 with at least 16
 // 2x2 tiles (7 x 7).
 enum class WinogradMode { Off, Auto, All };
+// Winograd's weight transform U[ξ, k, c] = Σ_{r,s} G[i, r] g[k, c, r, s] G[j, s] (ξ = 4i + j)
+// of f32 weights g [K, C, 3, 3] into u [16, K, C], in double and rounded once; negate_row3:
+// G's row 3 negated (the sparse transforms). threads: at most that many (0: one per core); U
+// does not depend on it.
+void winograd_weight_transform(const float* g, int64_t K, int64_t C, bool negate_row3, float* u, int threads = 0);
 WinogradMode winograd_mode();
 bool winograd_pays(int64_t C, int64_t K, int64_t OH, int64_t OW);
 // x [N, C, L], weight [K, C/groups, R]: conv2d with H = 1.

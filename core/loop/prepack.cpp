@@ -562,8 +562,9 @@ std::vector<int> prepack_a_impl(KernelGraph& kg, const MatmulParams& P, int64_t 
     HostTensor packed = packed_before(memo, key);
     if (!packed.defined()) {
       packed = baxes.empty() ? HostTensor(DType::F32, {kblocks, panels, kc, mr}) : HostTensor(DType::F32, {entries, kblocks, panels, kc, mr});
-      for (int64_t e = 0; e < entries; ++e) {
-      const std::byte* a = data.bytes() + 4 * (*eoff)[e];
+      auto pack_entries = [&, eoff = *eoff, moff = *moff, koff = *koff](int64_t e_begin, int64_t e_end) {
+      for (int64_t e = e_begin; e < e_end; ++e) {
+      const std::byte* a = data.bytes() + 4 * eoff[e];
       float* out = packed.ptr<float>() + e * kblocks * panels * kc * mr;
       // each row of a panel is read along k (a convolution's weights: in address order) into
       // its KC block, MR floats apart
@@ -571,19 +572,29 @@ std::vector<int> prepack_a_impl(KernelGraph& kg, const MatmulParams& P, int64_t 
         std::fill(out + p_begin * kc * mr, out + p_end * kc * mr, 0.0f);  // the first K block's
         for (int64_t pc = 0; pc < kblocks; ++pc) {
           const int64_t kend = std::min(kc, K - pc * kc);
-          const int64_t* ko = koff->data() + pc * kc;
+          const int64_t* ko = koff.data() + pc * kc;
           for (int64_t ip = p_begin; ip < p_end; ++ip) {
             float* blk = out + (pc * panels + ip) * kc * mr;
             if (pc > 0) std::fill(blk, blk + kc * mr, 0.0f);
             for (int64_t r = 0, m = ip * mr; r < mr && m < M; ++r, ++m) {
-              const std::byte* row = a + 4 * (c0 + (*moff)[m]);
+              const std::byte* row = a + 4 * (c0 + moff[m]);
               for (int64_t kk = 0; kk < kend; ++kk) blk[kk * mr + r] = ldf(row, ko[kk]);
             }
           }
         }
       };
-      pack(0, panels);  // at most max_bytes: on this thread (a thread's start costs more under load)
+      pack(0, panels);
       }
+      };
+      // one entry per thread at most, and a thread only for at least 2 MiB packed (Winograd's
+      // U per ξ of a 256-channel layer and up: 16 · 256 · 256 floats): a small weight
+      // stays on this thread (a thread's start costs more under load)
+      const int64_t bytes = entries * kblocks * panels * kc * mr * 4;
+      const int64_t workers = std::max<int64_t>(1, std::min<int64_t>({threads, entries, bytes >> 21}));
+      std::vector<std::thread> pool;
+      for (int64_t w = 1; w < workers; ++w) pool.emplace_back(pack_entries, entries * w / workers, entries * (w + 1) / workers);
+      pack_entries(0, entries / workers);
+      for (auto& t : pool) t.join();
     }
     add_packed_buffer(kg, packed, "packed_a_" + k.name, memo, key);
     changed.push_back(k.id);
