@@ -77,6 +77,8 @@ const char* kEnvironment =
     "                           all = wherever it applies (tests)\n"
     "  LATHE_WINOGRAD_SPARSE=1  Winograd's input and output transforms as +-1 sums of strided views instead\n"
     "                           of dense 16-term contractions (off: no faster on the measured layers)\n"
+    "  LATHE_WINOGRAD_SPARSE_OUT=1  only the output transform sparse (off: a tie in noise); LATHE_WINOGRAD_PAD=0:\n"
+    "                           no zero rows in U against M's planes aliasing in L1 (sparse output only)\n"
     "  LATHE_CONV_IN_PLACE=0|guarded  k x k convolutions: 0 = interior im2col panels copied, never read in\n"
     "                           place; guarded = every panel packed with per-k bounds (A/B comparisons)\n"
     "  LATHE_PACK_STRIDED=1     strided k x k convolutions (a stem): llvm copies each interior im2col panel as\n"

@@ -59,6 +59,12 @@ enum class WinogradMode { Off, Auto, All };
 void winograd_weight_transform(const float* g, int64_t K, int64_t C, bool negate_row3, float* u, int threads = 0);
 WinogradMode winograd_mode();
 bool winograd_pays(int64_t C, int64_t K, int64_t OH, int64_t OW);
+// The rows K' >= K that U is padded to (with zeros) for the sparse output transform
+// (LATHE_WINOGRAD_SPARSE, LATHE_WINOGRAD_SPARSE_OUT), so that its reads of M's planes, K' x
+// cols floats apart, fall in distinct L1 sets: the least K' < K + 16 at which
+// no 4 KiB offset (at 64-byte line granularity) is shared by more than 2 of the planes
+// (LATHE_WINOGRAD_PAD=0: K). 64 ch at 56x56 (28 x 28 tiles) gives 65, 512 at 7x7 513.
+int64_t winograd_padded_rows(int64_t K, int64_t cols);
 // x [N, C, L], weight [K, C/groups, R]: conv2d with H = 1.
 Tensor conv1d(const Tensor& x, const Tensor& weight, const std::optional<Tensor>& bias = std::nullopt,
               int64_t stride = 1, int64_t padding = 0, int64_t dilation = 1, int64_t groups = 1);

@@ -12,9 +12,9 @@
 // the sparse ±1 forms, each one elementwise kernel over strided views: every row of Bᵀ and
 // Aᵀ picks its nonzeros at indices affine in the row's index (see below). The output is
 // cropped to OH × OW when it is odd.
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
-#include <algorithm>
 #include <string>
 #include <thread>
 #include <vector>
@@ -38,6 +38,58 @@ constexpr double kAt[2][4] = {{1, 1, 1, 0}, {0, 1, -1, -1}};
 bool sparse_enabled() {
   const char* e = std::getenv("LATHE_WINOGRAD_SPARSE");
   return e && std::string(e) == "1";
+}
+
+// LATHE_WINOGRAD_SPARSE_OUT=1: the dense input transform with the sparse output one. Off: a
+// tie in noise at load ~9 (one thread, min of 40, 5 alternating rounds, output kernel): 64 ch
+// at 56x56 417-419 us vs 421-582 dense; 512 ch at 7x7 75-109 vs 47-75 (there TW is 4).
+bool sparse_output_enabled() {
+  const char* e = std::getenv("LATHE_WINOGRAD_SPARSE_OUT");
+  return e && std::string(e) == "1";
+}
+
+// u [16, K, C] with zero rows appended up to [16, Kp, C]
+HostTensor pad_rows(const HostTensor& u, int64_t Kp) {
+  const int64_t K = u.shape()[1], C = u.shape()[2];
+  HostTensor up(u.dtype(), {16, Kp, C});
+  const int64_t esz = static_cast<int64_t>(dtype_size(u.dtype()));
+  auto* dst = static_cast<std::byte*>(up.data());
+  std::memset(dst, 0, static_cast<size_t>(16 * Kp * C * esz));
+  for (int64_t x = 0; x < 16; ++x)
+    std::memcpy(dst + x * Kp * C * esz, u.bytes() + x * K * C * esz, static_cast<size_t>(K * C * esz));
+  return up;
+}
+
+// vals reshaped to shape and broadcast to full
+Tensor signs(DType dt, const std::vector<double>& vals, const Shape& shape, const Shape& full) {
+  HostTensor h(dt, {static_cast<int64_t>(vals.size())});
+  for (size_t i = 0; i < vals.size(); ++i) h.set_f64(static_cast<int64_t>(i), vals[i]);
+  return expand(reshape(from_host(h), shape), full);
+}
+
+// The output transform y = Aᵀ M A as sums of strided views of m = M [16 = (i, j), Kp, N·TH·TW]
+// (rows K..Kp-1 unread): row u of Aᵀ is M[1] + s_u·(M[2u] + M[2 + u]) with s = (1, -1), so
+// one elementwise kernel writes y as [N, K, TH, 2, TW, 2] (9 views, 8 adds and 3 sign
+// multiplies per output) and returns it as [N, K, 2·TH, 2·TW].
+Tensor sparse_output(const Tensor& m, const SymInt& N, int64_t K, int64_t Kp, int64_t TH, int64_t TW) {
+  const SymInt P = N * SymInt(TH * TW);
+  const SymInt tplane(TH * TW);
+  const SymInt mplane = SymInt(Kp) * P;
+  const Shape yshape{N, K, TH, 2, TW, 2};
+  // term t of an axis: 0 -> index 1 (coefficient 1), 1 -> index 2u, 2 -> index 2 + u
+  auto out_view = [&](int ti, int tj) {
+    const int64_t off_i[3] = {4, 0, 8}, str_i[3] = {0, 8, 4};
+    const int64_t off_j[3] = {1, 0, 2}, str_j[3] = {0, 2, 1};
+    ViewSpec s;
+    s.shape = yshape;
+    s.strides = {tplane, P, SymInt(TW), SymInt(str_i[ti]) * mplane, SymInt(1), SymInt(str_j[tj]) * mplane};
+    s.offset = SymInt(off_i[ti] + off_j[tj]) * mplane;
+    return Tensor(prim::view(m.node(), s));
+  };
+  Tensor su = signs(m.dtype(), {1, -1}, {1, 1, 1, 2, 1, 1}, yshape);
+  Tensor sv = signs(m.dtype(), {1, -1}, {1, 1, 1, 1, 1, 2}, yshape);
+  auto row = [&](int ti) { return out_view(ti, 0) + sv * (out_view(ti, 1) + out_view(ti, 2)); };
+  return reshape(row(0) + su * (row(1) + row(2)), {N, K, 2 * TH, 2 * TW});
 }
 
 }  // namespace
@@ -80,6 +132,21 @@ void winograd_weight_transform(const float* g, int64_t K, int64_t C, bool negate
   for (int64_t t = 1; t < workers; ++t) pool.emplace_back(run, K * t / workers, K * (t + 1) / workers);
   run(0, K / workers);
   for (auto& t : pool) t.join();
+}
+
+int64_t winograd_padded_rows(int64_t K, int64_t cols) {
+  const char* e = std::getenv("LATHE_WINOGRAD_PAD");
+  if (e && std::string(e) == "0") return K;
+  // plane offsets mod 4 KiB in 64-byte lines (f32: 1024 floats, 16 a line)
+  auto worst = [&](int64_t rows) {
+    int count[64] = {};
+    int most = 0;
+    for (int64_t x = 0; x < 16; ++x) most = std::max(most, ++count[((x * rows * cols) % 1024) / 16]);
+    return most;
+  };
+  for (int64_t kp = K; kp < K + 16; ++kp)
+    if (worst(kp) <= 2) return kp;
+  return K;
 }
 
 WinogradMode winograd_mode() {
@@ -171,48 +238,17 @@ Tensor conv2d_winograd(const Tensor& x_in, const HostTensor& w, const std::optio
       s.offset = SymInt((row_q ? 2 * Wp : 0) + (col_q ? 2 : 0));
       return Tensor(prim::view(xp.node(), s));
     };
-    auto sign = [&](const std::vector<double>& vals, const Shape& shape, const Shape& full) {
-      HostTensor h(dt, {static_cast<int64_t>(vals.size())});
-      for (size_t i = 0; i < vals.size(); ++i) h.set_f64(static_cast<int64_t>(i), vals[i]);
-      return expand(reshape(from_host(h), shape), full);
-    };
     const Shape vshape{2, 2, 2, 2, C, N, TH, TW};
-    Tensor si = sign({-1, 1, -1, -1}, {2, 2, 1, 1, 1, 1, 1, 1}, vshape);
-    Tensor sj = sign({-1, 1, -1, -1}, {1, 1, 2, 2, 1, 1, 1, 1}, vshape);
+    Tensor si = signs(dt, {-1, 1, -1, -1}, {2, 2, 1, 1, 1, 1, 1, 1}, vshape);
+    Tensor sj = signs(dt, {-1, 1, -1, -1}, {1, 1, 2, 2, 1, 1, 1, 1}, vshape);
     Tensor v = (in_view(false, false) + sj * in_view(false, true)) + si * (in_view(true, false) + sj * in_view(true, true));
     const SymInt P = N * SymInt(TH * TW);
     // The output transform reads M at 9 offsets a multiple of its plane (K' × P) apart; when
     // that plane is a multiple of 4 KiB they alias in L1 (64 ch at 56x56: 0.89 vs 0.41 ms), so
-    // U gets a zero row K then (M's row K is never read): a 1/K larger GEMM.
-    const int64_t Kp = (K * TH * TW) % 1024 == 0 ? K + 1 : K;
-    HostTensor up = u;
-    if (Kp != K) {
-      up = HostTensor(dt, {16, Kp, C});
-      for (int64_t x = 0; x < 16; ++x)
-        for (int64_t k = 0; k < Kp; ++k)
-          for (int64_t c = 0; c < C; ++c) up.set_f64((x * Kp + k) * C + c, k < K ? u.get_f64((x * K + k) * C + c) : 0.0);
-    }
-    Tensor m = matmul(from_host(up), reshape(v, {16, C, P}));  // [16, K', N·TH·TW]
-    // Output transform, row u of Aᵀ is M[1] + s_u·(M[2u] + M[2 + u]) with s = (1, -1): again
-    // strided views (of M, [16 = (i, j), K, N, TH, TW]), one elementwise kernel that writes y
-    // as [N, K, TH, 2, TW, 2] (9 views, 8 adds and 3 sign multiplies per output).
-    const SymInt tplane(TH * TW);
-    const SymInt mplane = SymInt(Kp) * P;
-    const Shape yshape{N, K, TH, 2, TW, 2};
-    // term t of an axis: 0 -> index 1 (coefficient 1), 1 -> index 2u, 2 -> index 2 + u
-    auto out_view = [&](int ti, int tj) {
-      const int64_t off_i[3] = {4, 0, 8}, str_i[3] = {0, 8, 4};
-      const int64_t off_j[3] = {1, 0, 2}, str_j[3] = {0, 2, 1};
-      ViewSpec s;
-      s.shape = yshape;
-      s.strides = {tplane, P, SymInt(TW), SymInt(str_i[ti]) * mplane, SymInt(1), SymInt(str_j[tj]) * mplane};
-      s.offset = SymInt(off_i[ti] + off_j[tj]) * mplane;
-      return Tensor(prim::view(m.node(), s));
-    };
-    Tensor su = sign({1, -1}, {1, 1, 1, 2, 1, 1}, yshape);
-    Tensor sv = sign({1, -1}, {1, 1, 1, 1, 1, 2}, yshape);
-    auto row = [&](int ti) { return out_view(ti, 0) + sv * (out_view(ti, 1) + out_view(ti, 2)); };
-    return reshape(row(0) + su * (row(1) + row(2)), {N, K, 2 * TH, 2 * TW});
+    // U gets zero rows up to K' = winograd_padded_rows (M's rows past K are never read).
+    const int64_t Kp = winograd_padded_rows(K, N.is_const() ? N.value() * TH * TW : TH * TW);
+    Tensor m = matmul(from_host(Kp == K ? u : pad_rows(u, Kp)), reshape(v, {16, C, P}));  // [16, K', N·TH·TW]
+    return sparse_output(m, N, K, Kp, TH, TW);
   }() : [&]() {
     HostTensor bt(dt, {16, 4, 4}), at(dt, {2, 2, 16});
     for (int i = 0; i < 4; ++i)
@@ -235,7 +271,14 @@ Tensor conv2d_winograd(const Tensor& x_in, const HostTensor& w, const std::optio
     Tensor btv = expand(reshape(from_host(bt), {16, 1, 1, 1, 1, 4, 4}), d.shape());
     Tensor v = sum(d * btv, {5, 6}, false);  // [16, C, N, TH, TW]
     const SymInt P = N * SymInt(TH * TW);
-    Tensor m = matmul(from_host(u), reshape(v, {16, C, P}));  // [16, K, N·TH·TW]
+    // LATHE_WINOGRAD_SPARSE_OUT=1: the sparse output transform (9 strided views of M), with U
+    // padded as in the sparse path; the dense one (a 16-term contraction, lowered as a small
+    // GEMM) showed no loss to the aliasing (64 ch at 56x56, one thread, min of 40 over 5 rounds:
+    // 421-582 us unpadded, 473-680 padded), so it keeps K' = K
+    const bool sparse_out = sparse_output_enabled();
+    const int64_t Kp = sparse_out ? winograd_padded_rows(K, N.is_const() ? N.value() * TH * TW : TH * TW) : K;
+    Tensor m = matmul(from_host(Kp == K ? u : pad_rows(u, Kp)), reshape(v, {16, C, P}));  // [16, K', N·TH·TW]
+    if (sparse_out) return sparse_output(m, N, K, Kp, TH, TW);
     // [16, K, N, TH, TW] -> [N, K, TH, 2, TW, 2, 16] (broadcast over u, v) times At
     Tensor mv = permute(reshape(m, {16, K, N, TH, TW}), {2, 1, 3, 4, 0});
     Shape full{N, K, TH, 2, TW, 2, 16};

@@ -89,6 +89,48 @@ TEST(Winograd, SparseTransformsMatchDirectConvolution) {
   EXPECT_EQ(batch.run(), 0);
 }
 
+// LATHE_WINOGRAD_SPARSE_OUT=1: the dense input transform with the sparse output one (U padded
+// with zero rows where M's planes would alias: {2, 7, 8, 8, 64} and {3, 5, 16, 16, 16})
+TEST(Winograd, SparseOutputMatchesDirectConvolution) {
+  const char* e = std::getenv("LATHE_WINOGRAD_SPARSE_OUT");
+  const std::string saved = e ? e : "";
+  setenv("LATHE_WINOGRAD_SPARSE_OUT", "1", 1);
+  const std::vector<WCase> cases = {
+      {1, 64, 7, 7, 64, 1, true, true}, {3, 13, 13, 11, 17, 1, false, true}, {1, 11, 1, 1, 7, 1, true},
+      {1, 19, 9, 12, 23, 0},            {2, 31, 2, 3, 29, 1, false, true},   {2, 7, 8, 8, 64, 1, true},
+      {3, 5, 16, 16, 16, 1, true, true},  // batch 3: K · N · tiles = 3072, U padded to 17 rows
+  };
+  test::DiffBatch batch;
+  for (const WCase& t : cases) {
+    Graph wg = graph_of(t, true), dg = graph_of(t, false);
+    TensorMap in = random_inputs(dg, 17);
+    TensorMap got = interpret(wg, in), want = interpret(dg, in);
+    std::string why;
+    EXPECT_TRUE(allclose(got.at("y"), want.at("y"), 1e-4, 1e-4, &why)) << name_of(t) << ": " << why;
+    batch.add(name_of(t), wg, in, t.c > 40 ? 4 : 1);
+  }
+  if (e) setenv("LATHE_WINOGRAD_SPARSE_OUT", saved.c_str(), 1);
+  else unsetenv("LATHE_WINOGRAD_SPARSE_OUT");
+  EXPECT_EQ(batch.run(), 0);
+}
+
+// U's rows are padded only where M's 16 planes would share 4 KiB offsets (more than 2 a line)
+TEST(Winograd, PaddedRowsOnlyWhereThePlanesAlias) {
+  const char* e = std::getenv("LATHE_WINOGRAD_PAD");
+  const std::string saved = e ? e : "";
+  unsetenv("LATHE_WINOGRAD_PAD");
+  EXPECT_EQ(winograd_padded_rows(64, 28 * 28), 65);   // 64 ch at 56x56: planes 49 x 4 KiB
+  EXPECT_EQ(winograd_padded_rows(512, 4 * 4), 513);   // 512 ch at 7x7: 8 x 4 KiB
+  EXPECT_EQ(winograd_padded_rows(128, 14 * 14), 129); // two offsets, 8 planes each
+  EXPECT_EQ(winograd_padded_rows(256, 7 * 7), 257);   // four offsets, 4 each
+  EXPECT_EQ(winograd_padded_rows(67, 7 * 7), 67);     // prime: already spread
+  EXPECT_EQ(winograd_padded_rows(64, 1), 64);         // 256-byte planes: 16 lines apart
+  setenv("LATHE_WINOGRAD_PAD", "0", 1);
+  EXPECT_EQ(winograd_padded_rows(64, 28 * 28), 64);
+  if (e) setenv("LATHE_WINOGRAD_PAD", saved.c_str(), 1);
+  else unsetenv("LATHE_WINOGRAD_PAD");
+}
+
 TEST(Winograd, FiresOnManyChannelsOverSmallMaps) {
   const char* e = std::getenv("LATHE_WINOGRAD");
   const std::string saved = e ? e : "";
