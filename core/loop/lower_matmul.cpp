@@ -201,9 +201,9 @@ void MatmulLowering::setup() {
   // B packed at build (the weights of a plain or batched f32 matmul) and A packed by each
   // job: LATHE_MATMUL_M_JOBS=N (an experiment, off) splits M further where there are fewer
   // than N jobs a thread (m_splits_for_slack). BERT's 768-wide GEMMs (2 jobs) then run 4:
-  // their chunks took ~5% more CPU time (each B micro-panel serves 11 MR panels of A, not 22)
-  // and the wall time could not be told apart at load 6-9, so the default is 1 (none). Read on
-  // every lowering (tests set it).
+  // their chunks' CPU time and span moved -5% to +5% against the default (each B micro-panel
+  // serves 11 MR panels of A, not 22; README), noise at load 7-9, so the default is 1 (none).
+  // Read on every lowering (tests set it).
   int m_jobs = 1;
   if (const char* e = std::getenv("LATHE_MATMUL_M_JOBS"); e && *e) {
     char* end = nullptr;
