@@ -147,6 +147,8 @@ const char* kEnvironment =
     "                           (what the cut into jobs loses); the run's idle share in a last line\n"
     "  LATHE_MATMUL_F32_SPLIT_N=1, LATHE_MATMUL_JOBS=J  (experiments, off) f32 matmuls whose A is packed\n"
     "                           at build split N, not M, and into at least J jobs a thread\n"
+    "  LATHE_MATMUL_M_JOBS=J    (experiment, off) f32 matmuls whose B (the weights) is packed at build:\n"
+    "                           M split further where there are fewer than J jobs a thread\n"
     "  LATHE_RNN=unrolled       ONNX LSTM / GRU / RNN import as the unrolled step-by-step graph, not one\n"
     "                           Extern rnn kernel per direction that loops over the steps (A/B comparisons)\n"
     "  LATHE_RNN_THREADS=N|auto  the rnn kernel's threads: N fixed (1: one), unset or auto: one thread or the\n"

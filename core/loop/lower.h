@@ -71,6 +71,15 @@ struct MatmulBlocking {
 MatmulBlocking matmul_blocking(int64_t m, int64_t n, int64_t k, int64_t batch, int threads, const MatmulParams& p = {},
                                bool a_packed = false, int jobs_per_thread = 1, int b_elem_bytes = 0);
 
+// Slack for the pool (a plain or batched f32 matmul whose B is packed at build and whose A
+// is packed by each job): with fewer than `per_thread` jobs a thread, M is split further
+// (b.msplit, b.mc), so that a thread that is late or slow has jobs the other threads can take
+// over. An M split copies no B (it is read in place) and packs only its own rows of A, where
+// one more N block would pack all of A again. Each M range keeps at least 4 MR panels; b is
+// returned as it is when M is symbolic, b already splits M, or per_thread <= 1.
+MatmulBlocking m_splits_for_slack(MatmulBlocking b, int64_t m, int64_t n, int64_t batch, int threads, const MatmulParams& p,
+                                  int per_thread);
+
 // How well `threads` pool threads share jobs of these sizes (in any unit), in the order the
 // pool claims them (contiguous shares, then what is left in the others'): the total over
 // threads x the longest thread's sum; 1 when no thread waits at the join.

@@ -198,6 +198,24 @@ void MatmulLowering::setup() {
   const int b_run_bytes = G_ <= 1 && packs_b_window_whole(mm_, P) ? 4 : 0;
   MatmulBlocking bl = matmul_blocking(known(Ms_), known(Ns_), known(Ks_), known(nbatch_), threads_,
                                       kc_for_group(P, G_), a_packed, a_packed ? jobs_per_thread : 1, b_run_bytes);
+  // B packed at build (the weights of a plain or batched f32 matmul) and A packed by each
+  // job: LATHE_MATMUL_M_JOBS=N (an experiment, off) splits M further where there are fewer
+  // than N jobs a thread (m_splits_for_slack). BERT's 768-wide GEMMs (2 jobs) then run 4:
+  // their chunks' CPU time and span moved -5% to +5% against the default (each B micro-panel
+  // serves 11 MR panels of A, not 22; README), noise at load 7-9, so the default is 1 (none).
+  // Read on every lowering (tests set it).
+  int m_jobs = 1;
+  if (const char* e = std::getenv("LATHE_MATMUL_M_JOBS"); e && *e) {
+    char* end = nullptr;
+    const long v = std::strtol(e, &end, 10);
+    if (*end || v < 1 || v > 64) throw UserError("LATHE_MATMUL_M_JOBS='" + std::string(e) + "': expected the least jobs a thread, 1 to 64 (1: no extra M splits)");
+    m_jobs = static_cast<int>(v);
+  }
+  const bool plain = mm_.a.bounds.empty() && mm_.b.bounds.empty() && mm_.m_axes.size() == 1 && mm_.n_axes.size() == 1 &&
+                     mm_.k_axes.size() == 1;
+  if (G_ == 1 && plain && !a_packed && packed_a_buffer(kg_, k_) < 0 && k_.packed_b >= 0 && k_.packed_kc == bl.kc &&
+      k_.packed_nr == P.nr && kg_.buffers[k_.packed_b].dtype == bdt_)
+    bl = m_splits_for_slack(bl, known(Ms_), known(Ns_), known(nbatch_), threads_, P, m_jobs);
   nc_blk_ = bl.nc, msplit_ = bl.msplit;
   kc_blk_ = bl.kc;
   mc_blk_ = bl.mc;

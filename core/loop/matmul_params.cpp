@@ -142,6 +142,30 @@ MatmulBlocking matmul_blocking(int64_t m, int64_t n, int64_t k, int64_t batch, i
   return b;
 }
 
+MatmulBlocking m_splits_for_slack(MatmulBlocking b, int64_t m, int64_t n, int64_t batch, int threads, const MatmulParams& p,
+                                  int per_thread) {
+  threads = std::max(threads, 1);
+  if (per_thread <= 1 || threads <= 1 || b.msplit != 1 || m <= 0 || n <= 0 || batch <= 0 || b.nc <= 0) return b;
+  const int64_t mpanels = ceil_div(m, p.mr), most = mpanels / 4;  // at least 4 MR panels a range
+  const int64_t panels = ceil_div(n, p.nr), per = b.nc / p.nr, jobs = batch * ceil_div(panels, per);
+  const int64_t want = int64_t(per_thread) * threads;
+  if (jobs >= want || most < 2) return b;
+  // the fewest splits that reach `want` jobs, or up to `threads` more where the threads share
+  // the jobs clearly better (split_efficiency: 3 splits of 2 jobs on 2 threads, 6 jobs, not 5)
+  const int64_t lo = std::min(most, ceil_div(want, jobs));
+  int64_t ms = lo;
+  double best = split_efficiency(block_jobs(panels, per, batch, lo, mpanels), threads);
+  for (int64_t s = lo + 1; s <= std::min(most, lo + threads); ++s) {
+    const double eff = split_efficiency(block_jobs(panels, per, batch, s, mpanels), threads);
+    if (eff > best + 0.03) best = eff, ms = s;
+  }
+  if (ms < 2) return b;
+  b.msplit = ms;
+  const int64_t rows = ceil_div(round_up(ceil_div(m, ms), p.mr), p.mr), max_rows = p.mc / p.mr;
+  b.mc = std::min<int64_t>(p.mc, ceil_div(rows, ceil_div(rows, max_rows)) * p.mr);
+  return b;
+}
+
 namespace {
 // one cache's size from sysfs ("32K", "512K", "32M"; 0 when unreadable)
 int64_t sysfs_size(const std::string& dir) {
