@@ -106,8 +106,6 @@ void peel_short_rows(LoopFunc& f, const std::vector<std::string>& vectorized) {
   if (const char* e = std::getenv("LATHE_PEEL_ROWS"); e && std::string(e) == "0") return;
   for (const auto& b : f.buffers)
     if (b.dtype != DType::F32) return;  // other element types get other vector widths
-  const char* mode = std::getenv("LATHE_PEEL_ROWS");
-  const bool masked = !(mode && std::string(mode) == "scalar");
   // the extent of each loop, and whether it sits inside a reduction loop (a row of 7 inside a
   // 7 × 7 window sum: each peeled step would fold its vector horizontally; measured slower)
   std::map<std::string, std::pair<int64_t, bool>> info;
@@ -127,7 +125,7 @@ void peel_short_rows(LoopFunc& f, const std::vector<std::string>& vectorized) {
     // scalar, measured 3% faster than 1 + a masked 5), and an interleaved remainder over 1/8
     if (in_reduce || e < 4 * kW || e % kW == 0 || (e % (4 * kW)) * 8 <= e) continue;
     try {
-      peel(f, v, kW, masked);
+      peel(f, v, kW, true);
     } catch (const UserError&) {
     }
   }

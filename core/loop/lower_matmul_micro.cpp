@@ -275,7 +275,6 @@ std::vector<Stmt> MatmulLowering::int_micro(int rows) const {
 // apart took 1.5. LATHE_MATMUL_PREFETCH_EPILOGUE=0 leaves them out (A/B runs).
 Stmt MatmulLowering::prefetch_tile() const {
   const MatmulParams& P = P_;
-  const DType odt = kg_.buffers[k_.output].dtype;
   static const bool prefetch_epi = [] {
     const char* e = std::getenv("LATHE_MATMUL_PREFETCH_EPILOGUE");
     return !(e && std::string(e) == "0");
