@@ -86,6 +86,8 @@ const char* kEnvironment =
     "  LATHE_MATMUL_PACK_PER_PANEL=1  where one MC block holds a GEMM job's rows (a conv into few channels),\n"
     "                           pack each B panel just before its micro-kernels, not the NC block up front\n"
     "                           (opt-in: within the noise on the shared 2-core host, -20% to +27% by shape)\n"
+    "  LATHE_MATMUL_A_IN_PLACE=0  small GEMMs (a job feeds each A panel to <= 4 B panels: batched 17x33 . 33x29)\n"
+    "                           pack A per run as before instead of broadcasting its rows in place (A/B runs)\n"
     "  LATHE_MATMUL_RAGGED_ROWS=0  a GEMM's last A panel of M % MR rows runs the full MR-row micro-kernel\n"
     "                           on zero padding, not one of its rows only (A/B comparisons)\n"
     "  LATHE_MATMUL_RAGGED_COLS=0  an f32 GEMM's last B panel of N % NR columns runs all NR / lanes vectors\n"

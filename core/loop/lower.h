@@ -52,6 +52,11 @@ struct MatmulParams {
   // knob: a batched matmul with few rows of A per B, 3 x 17x1000 · 1000x37, packs a K x N
   // block for 17 FMAs per element)
   int b_in_place = -1;
+  // A read where it lies (the micro-kernel broadcasts its MR rows straight from the
+  // operand, no packed copy): -1 the heuristic's choice (reads_a_in_place: a small GEMM
+  // whose jobs feed each A panel to few B panels), 0 packed always, 1 in place wherever it
+  // can be (f32, no window, M known: the tuner's knob)
+  int a_in_place = -1;
 };
 
 // The blocks of one contraction (M, N, K, batch sizes; < 0 where symbolic) on `threads`

@@ -323,6 +323,10 @@ LoopFunc MatmulLowering::run() {
   for (int d = 0; d < (int)R_->shape.size(); ++d)
     if (R_->shape[d] != SymInt(1)) caff_.terms.push_back({d, cstr[d]});
   crow_ = make_part(caff_, mm_.m_axes, m0, mcap, mc_blk_, mfill, allocs);
+  // A read in place (no packing): see reads_a_in_place
+  direct_a_ = !shared_a_ && reads_a_in_place(A_);
+  if (direct_a_)
+    allocs.erase(std::remove_if(allocs.begin(), allocs.end(), [](const Stmt& st) { return st.var == "Ap"; }), allocs.end());
   // B read in place (no packing): see reads_b_in_place
   direct_ = !prepacked_ && reads_b_in_place(B_, Ms, Ks);
   if (direct_) {
@@ -413,7 +417,7 @@ LoopFunc MatmulLowering::run() {
   std::vector<Stmt> icbody{make_let("m0", DType::I64, add(var("ms0"), mul(var("ic"), const_int(mc_blk_)))),
                            make_let("mc", DType::I64, min_of(const_int(mc_blk_), sub(add(var("ms0"), var("msz")), m0)))};
   for (auto& st : mfill) icbody.push_back(st);
-  if (!prepacked_a_ && !shared_a_) icbody.push_back(packa);
+  if (!prepacked_a_ && !shared_a_ && !direct_a_) icbody.push_back(packa);
   icbody.push_back(jr_loop);
   Stmt ic_loop = make_for("ic", ceil_div(var("msz"), mc_blk_), std::move(icbody), "MC blocks of M");
   std::vector<Stmt> pcbody{make_let("k0", DType::I64, mul(var("pc"), const_int(kc_blk_))),
@@ -454,7 +458,7 @@ LoopFunc MatmulLowering::run() {
   f_.schedule_log.push_back("matmul: MR=" + std::to_string(P.mr) + (G_ == 4 ? std::string(" int8 ") + (adt_ == DType::I8 ? "i8xu8" : "u8xi8") + (mm_.sat16 ? " dot4sat16" : " dot4") : G_ == 2 ? std::string(" int8 i16 dot2") : std::string()) + " NR=" + std::to_string(P.nr) + " KC=" +
                             std::to_string(kc_blk_) + " MC=" + std::to_string(mc_blk_) + " NC=" + std::to_string(nc_blk) +
                             " msplit=" + std::to_string(msplit) + (epilogue_ ? narrow_ ? " +epilogue(" + std::string(dtype_name(kg_.buffers[k_.output].dtype)) + ")" : " +epilogue" : "") +
-                            (prepacked_ ? " B prepacked" : "") + (shared_b_ ? " B packed once" : "") + (shared_a_ ? " A packed once" : "") + (prepacked_a_ ? " A prepacked" : "") + (direct_ ? " B in place" : "") + (win_ ? win_->in_place ? " B interior in place" : " B interior copied whole" : "") +
+                            (prepacked_ ? " B prepacked" : "") + (shared_b_ ? " B packed once" : "") + (shared_a_ ? " A packed once" : "") + (prepacked_a_ ? " A prepacked" : "") + (direct_a_ ? " A in place" : "") + (direct_ ? " B in place" : "") + (win_ ? win_->in_place ? " B interior in place" : " B interior copied whole" : "") +
                             (tile_sums_ ? " sums in tiles" : "") +
                             (tables_ ? " gather(" + std::to_string(tables_) + " tables)" : ""));
   // K == 0: the loops above write nothing; zero the output first (never with an epilogue)

@@ -91,6 +91,7 @@ class MatmulLowering {
   // ---- packing (lower_matmul_pack.cpp) ----
   bool b_columns_contiguous() const;
   bool reads_b_in_place(const OperandParts& B, const SymInt& Ms, const SymInt& Ks) const;
+  bool reads_a_in_place(const OperandParts& A) const;
   struct WindowInPlace {
     std::vector<int64_t> cb, kmin, kmax;  // per bound: the coefficient along a run, the k part's range
     int64_t ca = 1;                       // the address's coefficient along a run
@@ -159,6 +160,7 @@ class MatmulLowering {
 
   // where each operand comes from (see run)
   bool prepacked_ = false, prepacked_a_ = false, shared_a_ = false, shared_b_ = false, direct_ = false;
+  bool direct_a_ = false;  // A read in place (reads_a_in_place): no Ap, broadcasts from A
   int pbp_ = -1, pap_ = -1;  // params of the prepacked panels
   std::optional<WindowInPlace> win_;  // a window whose interior panels are read in place or copied whole
   OperandParts A_, B_;                // this job's operand parts

@@ -125,6 +125,7 @@ std::vector<Stmt> MatmulLowering::f32_kbody(BSrc src, int rows, ExprRef ki, int 
   for (int r = 0; r < rows; ++r) {
     ExprRef ar = broadcast(prepacked_a_ ? load(pap_, DType::F32, add(ab, const_int(r)))
                            : shared_a_  ? local_load("As", DType::F32, add(ab, const_int(r)))
+                           : direct_a_  ? load(pa_, DType::F32, address(A_, add(mul(var("ir"), const_int(P.mr)), const_int(r)), ki))
                                         : local_load("Ap", DType::F32, add(ab, const_int(r))),
                            P.lanes);
     for (int q = 0; q < qn; ++q) {

@@ -46,6 +46,36 @@ bool MatmulLowering::reads_b_in_place(const OperandParts& B, const SymInt& Ms, c
   return c && *c == SymInt(1);
 }
 
+// Can the micro-kernel broadcast A's MR rows where they lie instead of packing them? The
+// broadcasts are scalar loads either way (one per row and depth, a constant row stride
+// apart), so the packed copy only buys one contiguous stream, and it costs a load and a
+// store per element of the block on every run. A job that feeds each A panel to few B
+// panels (a small batched GEMM: 64 x 17x33 . 33x29, two panels of NR 16 a job, or
+// attention's 64-wide heads) pays that copy for 2-4 uses. The ragged last panel is read
+// by the ragged-rows kernel (exactly M mod MR rows, so M must be known and that kernel on)
+// and never past A's last row. f32, no window (no bounds to test), no gathered tables; rows
+// whose stride is a multiple of the L1's way size would share a set, so not those.
+// LATHE_MATMUL_A_IN_PLACE=0 packs always (A/B runs); MatmulParams::a_in_place overrides.
+bool MatmulLowering::reads_a_in_place(const OperandParts& A) const {
+  static const bool enabled = [] {
+    const char* e = std::getenv("LATHE_MATMUL_A_IN_PLACE");
+    return !(e && std::string(e) == "0");
+  }();
+  static const bool ragged_kernel = [] {  // micro_kernel's LATHE_MATMUL_RAGGED_ROWS
+    const char* e = std::getenv("LATHE_MATMUL_RAGGED_ROWS");
+    return !(e && std::string(e) == "0");
+  }();
+  if (P_.a_in_place == 0 || (!enabled && P_.a_in_place < 0) || G_ != 1 || prepacked_a_ || shared_a_) return false;
+  if (!A.acc->bounds.empty() || mm_.m_axes.empty() || !A.rows[0].table.empty() || !A.ks[0].table.empty()) return false;
+  if (!Ms_.is_const() || (Ms_.value() % P_.mr != 0 && !ragged_kernel)) return false;
+  if (P_.a_in_place > 0) return true;
+  if (!Ns_.is_const() || ceil_div(std::min(nc_blk_, Ns_.value()), int64_t(P_.nr)) > 4) return false;
+  auto c = collapsed(A.acc->addr, mm_.m_axes);  // the row stride
+  if (!c || !c->is_const()) return false;
+  const int64_t way = 4096, bytes = std::abs(c->value()) * int64_t(sizeof(float)) % way;
+  return bytes == 0 ? false : std::min<int64_t>(64, way / std::gcd(bytes, way)) >= 16;
+}
+
 // A stride-1 window's interior panels read in place. Packing B (the implicit im2col of a
 // 3x3 convolution) copies every position once per k: for a layer with few output
 // channels that copy is a fixed cost per element against only M FMAs (a 64 -> 64 layer
