@@ -283,6 +283,16 @@ class Pool {
   // Returns how many iterations it ran.
   int64_t chunk(Job& j, int t) {
     if (j.stats) return chunk_stats(j, t);
+    return walk_chunks(j, t, [&](int64_t begin, int64_t end) {
+      j.fn(j.b, j.d, j.c, begin, end);
+      count_done(j, t, end - begin);
+    });
+  }
+  // The walk of chunk() and chunk_stats(): claims thread t's chunks in that order and calls
+  // run(begin, end) on each; returns how many iterations it ran. A template, so that `run`
+  // is inlined into the loop (no call per chunk beyond the kernel's own).
+  template <class Run>
+  static int64_t walk_chunks(Job& j, int t, Run&& run) {
     int64_t mine = 0;
     for (int k = 0; k < j.parts; ++k) {
       Range& r = j.ranges[(t + k) % j.parts];
@@ -290,9 +300,8 @@ class Pool {
         int64_t begin = r.next.fetch_add(j.grain, std::memory_order_relaxed);
         if (begin >= r.end) break;
         int64_t end = std::min(r.end, begin + j.grain);
-        j.fn(j.b, j.d, j.c, begin, end);
+        run(begin, end);
         mine += end - begin;
-        count_done(j, t, end - begin);
       }
     }
     return mine;
@@ -313,24 +322,17 @@ class Pool {
   int64_t chunk_stats(Job& j, int t) {
     thread_local std::vector<int64_t> begins;
     begins.clear();
-    int64_t mine = 0, wall = 0;
+    int64_t wall = 0;
     const int64_t c0 = thread_cpu_ns();
-    for (int k = 0; k < j.parts; ++k) {
-      Range& r = j.ranges[(t + k) % j.parts];
-      for (;;) {
-        int64_t begin = r.next.fetch_add(j.grain, std::memory_order_relaxed);
-        if (begin >= r.end) break;
-        int64_t end = std::min(r.end, begin + j.grain);
-        int64_t t0 = now_ns();
-        j.fn(j.b, j.d, j.c, begin, end);
-        int64_t dt = now_ns() - t0;
-        j.cost[static_cast<size_t>(begin)] = dt;
-        if (!j.first[t]) j.first[t] = t0;
-        begins.push_back(begin);
-        wall += dt;
-        mine += end - begin;
-      }
-    }
+    const int64_t mine = walk_chunks(j, t, [&](int64_t begin, int64_t end) {
+      int64_t t0 = now_ns();
+      j.fn(j.b, j.d, j.c, begin, end);
+      int64_t dt = now_ns() - t0;
+      j.cost[static_cast<size_t>(begin)] = dt;
+      if (!j.first[t]) j.first[t] = t0;
+      begins.push_back(begin);
+      wall += dt;
+    });
     if (mine == 0) return 0;
     const double share = std::min(1.0, double(thread_cpu_ns() - c0) / double(std::max<int64_t>(wall, 1)));
     for (int64_t b : begins) j.cost[static_cast<size_t>(b)] = int64_t(double(j.cost[static_cast<size_t>(b)]) * share);

@@ -8,6 +8,7 @@
 
 #include "core/interp/kernels.h"
 #include "core/ir/attention_op.h"
+#include "core/ir/attr_bits.h"
 
 namespace lathe::interp {
 
@@ -70,7 +71,7 @@ HostTensor kernel_attention(const std::vector<HostTensor>& in, const std::vector
   const HostTensor &q = in[0], &k = in[1], &v = in[2];
   const HostTensor* mask = in.size() == 4 ? &in[3] : nullptr;
   bool causal = ints[0] != 0;
-  float scale = attention_scale_of(ints[1]);
+  float scale = f32_of_attr_bits(ints[1]);
   size_t r = q.rank();
   int64_t L = q.shape()[r - 2], E = q.shape()[r - 1], S = k.shape()[r - 2], Ev = v.shape()[r - 1];
   std::vector<int64_t> oshape = q.shape();
@@ -118,7 +119,7 @@ HostTensor kernel_attention_bwd(const std::vector<HostTensor>& in, const std::ve
   const HostTensor &q = in[0], &k = in[1], &v = in[2], &os = in[in.size() - 2], &dout = in.back();
   const HostTensor* mask = in.size() == 6 ? &in[3] : nullptr;
   const bool causal = ints[0] != 0;
-  const float scale = attention_scale_of(ints[1]);
+  const float scale = f32_of_attr_bits(ints[1]);
   const int part = static_cast<int>(ints[2]);
   const double log2e = 1.4426950408889634;
   size_t r = q.rank();

@@ -1,35 +1,21 @@
 // attention_op.cpp — the fused attention Extern: its attributes and shape rule (attention_op.h).
 #include "core/ir/attention_op.h"
 
-#include <cstring>
-
 #include <map>
 #include <tuple>
 
+#include "core/ir/attr_bits.h"
 #include "core/ir/build.h"
 #include "core/ir/graph.h"
 
 namespace lathe {
-
-int64_t attention_scale_bits(float scale) {
-  int32_t b;
-  std::memcpy(&b, &scale, sizeof b);
-  return b;
-}
-
-float attention_scale_of(int64_t bits) {
-  int32_t b = static_cast<int32_t>(bits);
-  float f;
-  std::memcpy(&f, &b, sizeof f);
-  return f;
-}
 
 std::optional<AttentionSpec> attention_spec(NodeRef n) {
   if (!n || n->op != Op::Extern || n->attrs.name != "attention" || n->attrs.ints.size() < 2 || n->attrs.ints.size() > 3)
     return std::nullopt;
   AttentionSpec s;
   s.causal = n->attrs.ints[0] != 0;
-  s.scale = attention_scale_of(n->attrs.ints[1]);
+  s.scale = f32_of_attr_bits(n->attrs.ints[1]);
   s.has_mask = n->inputs.size() == 4;
   s.stats = n->attrs.ints.size() == 3 && n->attrs.ints[2] != 0;
   return s;
@@ -39,7 +25,7 @@ std::optional<AttentionSpec> attention_bwd_spec(NodeRef n) {
   if (!n || n->op != Op::Extern || n->attrs.name != "attention_bwd" || n->attrs.ints.size() != 3) return std::nullopt;
   AttentionSpec s;
   s.causal = n->attrs.ints[0] != 0;
-  s.scale = attention_scale_of(n->attrs.ints[1]);
+  s.scale = f32_of_attr_bits(n->attrs.ints[1]);
   s.has_mask = n->inputs.size() == 6;
   s.part = static_cast<int>(n->attrs.ints[2]);
   return s;
@@ -90,7 +76,7 @@ NodeRef attention_call(NodeRef q, NodeRef k, NodeRef v, NodeRef mask, bool causa
   if (mask) in.push_back(mask);
   Shape out = q->shape;
   if (!out.empty() && v->rank() >= 1) out.back() = stats ? v->shape.back() + SymInt(1) : v->shape.back();
-  std::vector<int64_t> ints{causal ? 1 : 0, attention_scale_bits(static_cast<float>(scale))};
+  std::vector<int64_t> ints{causal ? 1 : 0, f32_attr_bits(static_cast<float>(scale))};
   if (stats) ints.push_back(1);
   return prim::extern_call("attention", std::move(in), DType::F32, std::move(out), std::move(ints));
 }
@@ -133,7 +119,7 @@ NodeRef attention_bwd_call(NodeRef q, NodeRef k, NodeRef v, NodeRef mask, NodeRe
     if (part == 2) out[r - 1] = k->shape[r - 2];
   }
   return prim::extern_call("attention_bwd", std::move(in), DType::F32, std::move(out),
-                           {causal ? 1 : 0, attention_scale_bits(scale), part});
+                           {causal ? 1 : 0, f32_attr_bits(scale), part});
 }
 
 Graph share_attention_stats(const Graph& g) {

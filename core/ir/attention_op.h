@@ -45,8 +45,6 @@ struct AttentionSpec {
 
 // The spec of an Extern "attention" node; nullopt for any other node.
 std::optional<AttentionSpec> attention_spec(NodeRef n);
-int64_t attention_scale_bits(float scale);
-float attention_scale_of(int64_t bits);
 
 // The spec of an Extern "attention_bwd" node; nullopt for any other node.
 std::optional<AttentionSpec> attention_bwd_spec(NodeRef n);

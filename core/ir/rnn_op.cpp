@@ -4,8 +4,8 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
-#include <cstring>
 
+#include "core/ir/attr_bits.h"
 #include "core/ir/build.h"
 
 namespace lathe {
@@ -18,19 +18,6 @@ constexpr size_t kInts = 18;  // 19 with the projection (its I last)
 constexpr int64_t kH0 = 1, kC0 = 2, kPeep = 4, kLens = 8, kRbh = 16, kInputForget = 32, kLbr = 64, kClip = 128,
                   kProj = 256, kXb = 512, kAllFlags = 1023;
 
-int64_t fbits(float f) {
-  int32_t b;
-  std::memcpy(&b, &f, sizeof b);
-  return b;
-}
-
-float of_bits(int64_t bits) {
-  int32_t b = static_cast<int32_t>(bits);
-  float f;
-  std::memcpy(&f, &b, sizeof f);
-  return f;
-}
-
 const char* const kActNames[] = {"Sigmoid", "Tanh", "Relu", "LeakyRelu", "ThresholdedRelu", "ScaledTanh",
                                  "HardSigmoid", "Elu", "Softsign", "Softplus", "Affine"};
 
@@ -40,11 +27,11 @@ std::vector<int64_t> rnn_ints(const RnnSpec& s) {
   int64_t flags = (s.has_h0 ? kH0 : 0) | (s.has_c0 ? kC0 : 0) | (s.has_peep ? kPeep : 0) | (s.has_lens ? kLens : 0) |
                   (s.has_rbh ? kRbh : 0) | (s.input_forget ? kInputForget : 0) | (s.lbr ? kLbr : 0) |
                   (s.has_clip ? kClip : 0) | (s.has_proj ? kProj : 0) | (s.has_xb ? kXb : 0);
-  std::vector<int64_t> v{static_cast<int64_t>(s.kind), s.T, s.B, s.H, s.XW, s.col0, s.reverse ? 1 : 0, flags, fbits(s.clip)};
+  std::vector<int64_t> v{static_cast<int64_t>(s.kind), s.T, s.B, s.H, s.XW, s.col0, s.reverse ? 1 : 0, flags, f32_attr_bits(s.clip)};
   for (const RnnAct& a : s.act) {
     v.push_back(static_cast<int64_t>(a.kind));
-    v.push_back(fbits(a.alpha));
-    v.push_back(fbits(a.beta));
+    v.push_back(f32_attr_bits(a.alpha));
+    v.push_back(f32_attr_bits(a.beta));
   }
   if (s.has_proj) v.push_back(s.I);
   return v;
@@ -65,11 +52,11 @@ std::optional<RnnSpec> rnn_spec_of_ints(const std::vector<int64_t>& v) {
   s.input_forget = f & kInputForget, s.lbr = f & kLbr, s.has_clip = f & kClip;
   s.has_proj = f & kProj, s.has_xb = f & kXb;
   if (s.has_proj) s.I = v[kInts];
-  s.clip = of_bits(v[8]);
+  s.clip = f32_of_attr_bits(v[8]);
   for (int i = 0; i < 3; ++i) {
     int64_t k = v[9 + 3 * i];
     if (k < 0 || k >= static_cast<int64_t>(RnnActKind::Count)) return std::nullopt;
-    s.act[i] = {static_cast<RnnActKind>(k), of_bits(v[10 + 3 * i]), of_bits(v[11 + 3 * i])};
+    s.act[i] = {static_cast<RnnActKind>(k), f32_of_attr_bits(v[10 + 3 * i]), f32_of_attr_bits(v[11 + 3 * i])};
   }
   return s;
 }

@@ -205,6 +205,34 @@ inline float ldf(const std::byte* p, int64_t i) {
   return v;
 }
 
+// A constant operand's packed entries: one per batch index the weight differs by (f32 only,
+// packed_batch_axes), each at its offset into the weight; one entry at 0 where it reads no
+// batch axis. Nothing where it cannot be packed per entry (integer panels, switched off, or
+// offsets that are not constant).
+struct PackedEntries {
+  std::vector<int> baxes;     // the batch axes (empty: one entry)
+  std::vector<int64_t> eoff;  // each entry's offset into the weight
+};
+std::optional<PackedEntries> packed_entries(const MatmulMatch& mm, const OperandAccess& x, const Shape& s, bool int_panels) {
+  PackedEntries pe{packed_batch_axes(mm, x), {0}};
+  if (pe.baxes.empty()) return pe;
+  if (int_panels || !prepack_batched_enabled()) return std::nullopt;
+  auto off = offsets(x.addr, pe.baxes, s);
+  if (!off) return std::nullopt;
+  pe.eoff = std::move(*off);
+  return pe;
+}
+
+// Every element the packing reads, c0 + one offset of each group, lies in [0, total).
+bool reads_within(int64_t c0, const std::vector<int64_t>& rows, const std::vector<int64_t>& ks,
+                  const std::vector<int64_t>& entries, int64_t total) {
+  const int64_t lo = c0 + *std::min_element(rows.begin(), rows.end()) + *std::min_element(ks.begin(), ks.end()) +
+                     *std::min_element(entries.begin(), entries.end());
+  const int64_t hi = c0 + *std::max_element(rows.begin(), rows.end()) + *std::max_element(ks.begin(), ks.end()) +
+                     *std::max_element(entries.begin(), entries.end());
+  return lo >= 0 && hi < total;
+}
+
 // step when off[i] == i * step for every i (off[0] is 0: offsets()), else nothing
 std::optional<int64_t> uniform_step(const std::vector<int64_t>& off) {
   const int64_t step = off.size() > 1 ? off[1] - off[0] : 1;
@@ -343,15 +371,11 @@ std::vector<int> prepack_b_impl(KernelGraph& kg, const MatmulParams& P, int64_t 
     if (src->op != Op::Const || !src->attrs.data || src->dtype != (ints.g ? src->dtype : DType::F32) || !B.bounds.empty()) continue;
     if (!B.addr.c0.is_const()) continue;
     const Shape& s = mm->mul->shape;
-    // one entry per batch index the weight differs by (f32 only): offsets into it
-    const std::vector<int> baxes = packed_batch_axes(*mm, B);
-    std::optional<std::vector<int64_t>> eoff = std::vector<int64_t>{0};
-    if (!baxes.empty()) {
-      if (ints.g || !prepack_batched_enabled()) continue;
-      eoff = offsets(B.addr, baxes, s);
-      if (!eoff) continue;
-    }
-    const int64_t entries = eoff->size();
+    const std::optional<PackedEntries> pe = packed_entries(*mm, B, s, ints.g != 0);
+    if (!pe) continue;
+    const std::vector<int>& baxes = pe->baxes;
+    const std::vector<int64_t>& eoff = pe->eoff;
+    const int64_t entries = static_cast<int64_t>(eoff.size());
     auto noff = offsets(B.addr, mm->n_axes, s), koff = offsets(B.addr, mm->k_axes, s);
     if (!noff || !koff) continue;
     const HostTensor& data = *src->attrs.data;
@@ -364,11 +388,7 @@ std::vector<int> prepack_b_impl(KernelGraph& kg, const MatmulParams& P, int64_t 
     const int64_t kc = matmul_blocking(-1, N, K, -1, threads, kc_for_group(P, ints.g)).kc, nr = P.nr;
     const int64_t panels = (N + nr - 1) / nr, kblocks = (K + kc - 1) / kc;
     // every address in range (the access is affine and non-negative at the corners)
-    int64_t lo = c0 + *std::min_element(noff->begin(), noff->end()) + *std::min_element(koff->begin(), koff->end()) +
-                 *std::min_element(eoff->begin(), eoff->end());
-    int64_t hi = c0 + *std::max_element(noff->begin(), noff->end()) + *std::max_element(koff->begin(), koff->end()) +
-                 *std::max_element(eoff->begin(), eoff->end());
-    if (lo < 0 || hi >= total) continue;
+    if (!reads_within(c0, *noff, *koff, eoff, total)) continue;
     if (ints.g) {
       if (kc % ints.g != 0) continue;
       const std::string key = pack_key('b', data, ints.b, ints.g, kc, nr, c0, *noff, *koff);
@@ -383,7 +403,7 @@ std::vector<int> prepack_b_impl(KernelGraph& kg, const MatmulParams& P, int64_t 
     }
     // (batched: entry e's copy at e · kblocks · panels · KC · NR, read at c0 + eoff[e])
     std::vector<int64_t> outer = *noff;
-    if (!baxes.empty()) outer.insert(outer.end(), eoff->begin(), eoff->end());
+    if (!baxes.empty()) outer.insert(outer.end(), eoff.begin(), eoff.end());
     const std::string key = pack_key(baxes.empty() ? 'b' : 'B', data, DType::F32, 0, kc, nr, c0, outer, *koff);
     const int64_t per = kblocks * panels * kc * nr;  // one entry's elements
     HostTensor packed = packed_before(memo, key);
@@ -392,7 +412,7 @@ std::vector<int> prepack_b_impl(KernelGraph& kg, const MatmulParams& P, int64_t 
     const bool sole = readers[kg.buffer_of.at(src)] == 1 && mm->a.src != src;
     if (!packed.defined()) {
       // the copy, by value: it may run later, on another thread (PackMemo::defer)
-      auto fill = [data, noff = *noff, koff = *koff, eoff = *eoff, N, K, kc, nr, c0, panels, kblocks, per, threads, sole](void* dst) {
+      auto fill = [data, noff = *noff, koff = *koff, eoff, N, K, kc, nr, c0, panels, kblocks, per, threads, sole](void* dst) {
         for (size_t e = 0; e < eoff.size(); ++e) {
         float* out = static_cast<float*>(dst) + static_cast<int64_t>(e) * per;
         const std::byte* b = data.bytes() + 4 * eoff[e];  // (a deferred weight's bytes in its file: not copied)
@@ -510,15 +530,11 @@ std::vector<int> prepack_a_impl(KernelGraph& kg, const MatmulParams& P, int64_t 
     if (src->op != Op::Const || !src->attrs.data || src->dtype != (ints.g ? src->dtype : DType::F32) || !A.bounds.empty()) continue;
     if (!A.addr.c0.is_const()) continue;
     const Shape& s = mm->mul->shape;
-    // one entry per batch index the weight differs by (f32 only): offsets into it
-    const std::vector<int> baxes = packed_batch_axes(*mm, A);
-    std::optional<std::vector<int64_t>> eoff = std::vector<int64_t>{0};
-    if (!baxes.empty()) {
-      if (ints.g || !prepack_batched_enabled()) continue;
-      eoff = offsets(A.addr, baxes, s);
-      if (!eoff) continue;
-    }
-    const int64_t entries = eoff->size();
+    const std::optional<PackedEntries> pe = packed_entries(*mm, A, s, ints.g != 0);
+    if (!pe) continue;
+    const std::vector<int>& baxes = pe->baxes;
+    const std::vector<int64_t>& eoff = pe->eoff;
+    const int64_t entries = static_cast<int64_t>(eoff.size());
     auto moff = offsets(A.addr, mm->m_axes, s), koff = offsets(A.addr, mm->k_axes, s);
     SymInt Ns = 1, Bs = 1;
     for (int d : mm->n_axes) Ns = Ns * s[d];
@@ -539,11 +555,7 @@ std::vector<int> prepack_a_impl(KernelGraph& kg, const MatmulParams& P, int64_t 
     const int64_t kc = bl.kc, mr = Pk.mr;
     if (kc <= 0 || bl.mc % mr != 0) continue;
     const int64_t panels = (M + mr - 1) / mr, kblocks = (K + kc - 1) / kc;
-    int64_t lo = c0 + *std::min_element(moff->begin(), moff->end()) + *std::min_element(koff->begin(), koff->end()) +
-                 *std::min_element(eoff->begin(), eoff->end());
-    int64_t hi = c0 + *std::max_element(moff->begin(), moff->end()) + *std::max_element(koff->begin(), koff->end()) +
-                 *std::max_element(eoff->begin(), eoff->end());
-    if (lo < 0 || hi >= total) continue;
+    if (!reads_within(c0, *moff, *koff, eoff, total)) continue;
     if (ints.g) {  // int8: the interleaved groups of the integer panels (pack_int8)
       if (kc % ints.g != 0) continue;
       const std::string key = pack_key('a', data, ints.a, ints.g, kc, mr, c0, *moff, *koff);
@@ -557,12 +569,12 @@ std::vector<int> prepack_a_impl(KernelGraph& kg, const MatmulParams& P, int64_t 
     //   packed[((pc · panels + ip) · KC + kk) · MR + r] = A[m = ip·MR + r, k = pc·KC + kk], zero outside
     // (batched: entry e's copy at e · kblocks · panels · KC · MR, read at c0 + eoff[e])
     std::vector<int64_t> outer = *moff;
-    if (!baxes.empty()) outer.insert(outer.end(), eoff->begin(), eoff->end());
+    if (!baxes.empty()) outer.insert(outer.end(), eoff.begin(), eoff.end());
     const std::string key = pack_key(baxes.empty() ? 'a' : 'A', data, DType::F32, 0, kc, mr, c0, outer, *koff);
     HostTensor packed = packed_before(memo, key);
     if (!packed.defined()) {
       packed = baxes.empty() ? HostTensor(DType::F32, {kblocks, panels, kc, mr}) : HostTensor(DType::F32, {entries, kblocks, panels, kc, mr});
-      auto pack_entries = [&, eoff = *eoff, moff = *moff, koff = *koff](int64_t e_begin, int64_t e_end) {
+      auto pack_entries = [&, eoff, moff = *moff, koff = *koff](int64_t e_begin, int64_t e_end) {
       for (int64_t e = e_begin; e < e_end; ++e) {
       const std::byte* a = data.bytes() + 4 * eoff[e];
       float* out = packed.ptr<float>() + e * kblocks * panels * kc * mr;

@@ -1,13 +1,16 @@
 // conv_case.h — a 2-D convolution case shared by the tests of convolutions lowered to the
-// packed GEMM (conv_shapes, pack_per_panel, conv_window): its shape and options, a readable
-// label, the deterministic weights filler and the conv2d node it builds.
+// packed GEMM (conv_shapes, pack_per_panel, conv_window, contraction*): its shape and
+// options, a readable label, the deterministic weights filler, the conv2d node it builds and
+// the one-conv graph.
 #pragma once
 #include <cmath>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "core/frontend/nn.h"
 #include "core/frontend/tensor.h"
+#include "core/ir/graph.h"
 
 namespace lathe::test {
 
@@ -16,6 +19,7 @@ struct ConvCase {
   std::vector<int64_t> stride, pad, dil;
   int64_t groups = 1;
   bool constant = false;  // weights a constant (prepacked) rather than an input
+  bool bias = false;      // an input bias "b" of k channels
 };
 
 // sin(seed + 0.37 i): smooth, deterministic, distinct per seed
@@ -34,14 +38,22 @@ inline Tensor conv_on(Tensor x, const ConvCase& t, const std::string& wname = "w
   o.groups = t.groups;
   std::vector<int64_t> ws{t.k, t.c / t.groups, t.r, t.s};
   Tensor w = t.constant ? from_host(weights(ws, static_cast<double>(t.k))) : input(wname, {t.k, t.c / t.groups, t.r, t.s});
-  return conv2d(x, w, std::nullopt, o);
+  std::optional<Tensor> b;
+  if (t.bias) b = input("b", {t.k});
+  return conv2d(x, w, b, o);
+}
+
+// y = conv2d(x, w[, b]) of the input x
+inline Graph conv_graph(const ConvCase& t) {
+  return Graph::from_outputs({{"y", conv_on(input("x", {t.n, t.c, t.h, t.w}), t).node()}});
 }
 
 inline std::string label(const ConvCase& t) {
   auto v = [](const std::vector<int64_t>& x) { return std::to_string(x[0]) + "," + std::to_string(x[1]); };
   return "n" + std::to_string(t.n) + " c" + std::to_string(t.c) + " " + std::to_string(t.h) + "x" + std::to_string(t.w) +
          " k" + std::to_string(t.k) + " " + std::to_string(t.r) + "x" + std::to_string(t.s) + " stride " + v(t.stride) +
-         " pad " + v(t.pad) + " dil " + v(t.dil) + " groups " + std::to_string(t.groups) + (t.constant ? " const" : "");
+         " pad " + v(t.pad) + " dil " + v(t.dil) + " groups " + std::to_string(t.groups) + (t.constant ? " const" : "") +
+         (t.bias ? " bias" : "");
 }
 
 }  // namespace lathe::test

@@ -52,6 +52,13 @@ inline std::string loop_ir_of(const Program& p) {
   return s;
 }
 
+// How many of the program's kernels are of `kind` ("matmul", ...).
+inline int count_kind(const Program& p, const std::string& kind) {
+  int n = 0;
+  for (auto& k : p.kg.kernels) n += k.kind == kind;
+  return n;
+}
+
 class DiffBatch {
  public:
   // The backend under test: LATHE_TEST_BACKEND (CTest runs the suite once per CPU

@@ -11,11 +11,7 @@
 namespace lathe {
 namespace {
 
-int count_kind(const Program& p, const std::string& kind) {
-  int n = 0;
-  for (auto& k : p.kg.kernels) n += k.kind == kind;
-  return n;
-}
+using test::count_kind;
 
 TEST(Fusion, SoftmaxAndLayernormAreOneKernel) {
   Program sm = build_program(build_sample("03-softmax"));

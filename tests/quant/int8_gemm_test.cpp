@@ -61,7 +61,7 @@ TEST(Int8Gemm, OddSizesMatchInterpreter) {
 }
 
 // The ragged A panel (M % MR rows) runs an integer micro-kernel of only its rows (its own
-// k loop, km), like the f32 one (contraction_test.cpp), against the interpreter.
+// k loop, km), like the f32 one (contraction_panels_test.cpp), against the interpreter.
 TEST(Int8Gemm, RaggedAPanelRunsOnlyItsRows) {
   if (const char* e = std::getenv("LATHE_MATMUL_TILE"); e && *e) GTEST_SKIP() << "tile overridden by LATHE_MATMUL_TILE";
   const int mr = loop::host_matmul_params().mr;
