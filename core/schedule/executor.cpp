@@ -164,6 +164,13 @@ void Executable::bind(const TensorMap& inputs, bool fresh_outputs) {
     launcher_->bind_arena(bound_.arena.get(), bound_.arena_capacity);
   }
   bound_.ptrs.assign(kg.buffers.size(), nullptr);
+  // whether a kernel takes buffer b as a parameter (a backend may copy it whether read or not)
+  auto listed = [&](int b) {
+    for (const loop::LoopFunc& f : program_.funcs)
+      for (const auto& p : f.buffers)
+        if (p.buffer == b) return true;
+    return false;
+  };
   for (const BufferDesc& b : kg.buffers) {
     switch (b.kind) {
       case BufferKind::Input:
@@ -173,6 +180,8 @@ void Executable::bind(const TensorMap& inputs, bool fresh_outputs) {
         if (b.node->op == Op::Input) bound_.ptrs[b.id] = const_cast<void*>(inputs.at(b.node->attrs.name).data());
         else if (const HostTensor& c = *b.node->attrs.data; c.materialized() || bound_.read[b.id])
           bound_.ptrs[b.id] = const_cast<void*>(c.data());
+        else if (c.recomputable())  // its packed copies freed it (prepack.cpp): not computed again
+          bound_.ptrs[b.id] = listed(b.id) ? const_cast<void*>(c.data()) : nullptr;
         else  // a weight only its packed copies are read from: left unread where it lies
           bound_.ptrs[b.id] = const_cast<std::byte*>(c.bytes());
         break;
@@ -198,8 +207,10 @@ void Executable::launch_all(std::vector<double>* kernel_ms, std::vector<TraceEve
   for (int k = 0; k < program_.num_kernels(); ++k) {
     const loop::LoopFunc& f = program_.funcs[k];
     args.clear();
-    for (auto& p : f.buffers)
-      args.push_back(static_cast<std::byte*>(bound_.ptrs[p.buffer]) + p.offset * static_cast<int64_t>(dtype_size(p.dtype)));
+    for (auto& p : f.buffers) {
+      auto* base = static_cast<std::byte*>(bound_.ptrs[p.buffer]);  // (null: a freed weight no kernel reads)
+      args.push_back(base ? base + p.offset * static_cast<int64_t>(dtype_size(p.dtype)) : nullptr);
+    }
     auto t0 = Clock::now();
     launcher_->launch(k, args.data(), dims);
     if (kernel_ms) {
