@@ -164,13 +164,6 @@ void Executable::bind(const TensorMap& inputs, bool fresh_outputs) {
     launcher_->bind_arena(bound_.arena.get(), bound_.arena_capacity);
   }
   bound_.ptrs.assign(kg.buffers.size(), nullptr);
-  // whether a kernel takes buffer b as a parameter (a backend may copy it whether read or not)
-  auto listed = [&](int b) {
-    for (const loop::LoopFunc& f : program_.funcs)
-      for (const auto& p : f.buffers)
-        if (p.buffer == b) return true;
-    return false;
-  };
   for (const BufferDesc& b : kg.buffers) {
     switch (b.kind) {
       case BufferKind::Input:
@@ -181,7 +174,7 @@ void Executable::bind(const TensorMap& inputs, bool fresh_outputs) {
         else if (const HostTensor& c = *b.node->attrs.data; c.materialized() || bound_.read[b.id])
           bound_.ptrs[b.id] = const_cast<void*>(c.data());
         else if (c.recomputable())  // its packed copies freed it (prepack.cpp): not computed again
-          bound_.ptrs[b.id] = listed(b.id) ? const_cast<void*>(c.data()) : nullptr;
+          bound_.ptrs[b.id] = nullptr;  // (a kernel may take it as a parameter, but none reads it)
         else  // a weight only its packed copies are read from: left unread where it lies
           bound_.ptrs[b.id] = const_cast<std::byte*>(c.bytes());
         break;

@@ -108,7 +108,7 @@ TEST(PrepackBatched, WinogradWeightsArePackedOncePerTilePosition) {
 // Winograd's U is a computed tensor (HostTensor::computed, winograd.cpp): once the program
 // reads only its packed copy, the build frees it (prepack.cpp: resnet50's ~80 MB), while the
 // graph's node still gives its values (the interpreter computes them again). The program runs
-// right before and after that, and after a second build freed it again; no kernel takes U.
+// right before and after that, and after a second build freed it again.
 TEST(PrepackBatched, WinogradWeightsAreFreedOncePacked) {
   struct Case { int64_t n, c, h, k; };
   for (Case t : {Case{1, 67, 14, 71}, Case{2, 41, 9, 37}}) {
@@ -124,8 +124,6 @@ TEST(PrepackBatched, WinogradWeightsAreFreedOncePacked) {
     Executable e = compile_graph(g, test::test_backend());
     if (packed_of(e.program()).per_entry != 1) GTEST_SKIP() << "U not prepacked on this backend";
     EXPECT_FALSE(U.materialized()) << what;
-    for (const loop::LoopFunc& f : e.program().funcs)
-      for (const auto& p : f.buffers) EXPECT_NE(p.buffer, e.program().kg.buffer_of.at(u)) << what << ": " << f.name;
     TensorMap in = random_inputs(g, 7);
     EXPECT_EQ(test::compare_outputs(e.run(in), interpret(g, in), 4), "") << what;
     EXPECT_TRUE(U.materialized()) << what << ": the interpreter computes U again";
