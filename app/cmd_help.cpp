@@ -68,6 +68,8 @@ const char* kEnvironment =
     "                           weights under 256 KB, also where a layer has few positions (the old cap)\n"
     "  LATHE_PREPACK_BATCHED=0  constants that differ per batch entry (Winograd's U) packed on every run again,\n"
     "                           not once per entry at build (A/B comparisons)\n"
+    "  LATHE_RELEASE_COMPUTED=0 keep Winograd's U after the build packed it (A/B; default: freed, made again\n"
+    "                           from the weights if the graph is read later)\n"
     "  LATHE_RELEASE_GATHERED=1 embedding tables read only by gathers hand their pages back at build (lower RSS;\n"
     "                           evicts them from the page cache, so the next start reads them from disk)\n"
     "  LATHE_MATMUL_SHARED_PACK=0  GEMM jobs that split M (or a conv's N) each pack the whole shared side\n"

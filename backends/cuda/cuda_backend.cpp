@@ -322,7 +322,8 @@ class CudaProgram : public CompiledProgram {
         std::fprintf(stderr, "cuda: %s param %s: host %p kind %d, %zu bytes, device %llx%s%s\n", f.name.c_str(), bp.name.c_str(),
                      static_cast<const void*>(host), static_cast<int>(kind), bytes, static_cast<unsigned long long>(m.ptr),
                      bp.written ? " written" : "", !bp.written && host_newer ? " upload" : "");
-      if (!bp.written && host_newer && bytes) {
+      // (a null host pointer: a weight only its packed copy is read from, freed: nothing to upload)
+      if (!bp.written && host_newer && bytes && bufs[perm_[k][i]]) {
         check(d.MemcpyHtoD(m.ptr, host, bytes), "cuMemcpyHtoD");
         m.uploaded = m.written = true;
       }

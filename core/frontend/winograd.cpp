@@ -203,11 +203,16 @@ Tensor conv2d_winograd(const Tensor& x_in, const HostTensor& w, const std::optio
   const double sgn[4] = {1, 1, 1, sparse ? -1.0 : 1.0};
   // f32 (the ONNX import's case) read from the weight's bytes, which may be its model file's
   // (a deferred tensor: get_f64 would first copy all of it to the heap), and written straight
-  // into U (winograd_weight_transform)
-  HostTensor u(dt, {16, K, C});
-  if (w.dtype() == DType::F32 && dt == DType::F32) {
-    winograd_weight_transform(reinterpret_cast<const float*>(w.bytes()), K, C, sparse, u.ptr<float>());
-  } else {
+  // into U (winograd_weight_transform). U is a computed tensor (HostTensor::computed): made
+  // from w when first read, freed by the build once its packed copy is the only one the
+  // program reads (prepack.cpp), and made again if the graph's node is read after that.
+  const HostTensor u = HostTensor::computed(dt, {16, K, C}, [w, dt, K, C, sparse, sgn0 = sgn[3]](void* dst) {
+    if (w.dtype() == DType::F32 && dt == DType::F32) {
+      winograd_weight_transform(reinterpret_cast<const float*>(w.bytes()), K, C, sparse, static_cast<float*>(dst));
+      return;
+    }
+    HostTensor out(dt, {16, K, C}, std::shared_ptr<std::byte[]>(static_cast<std::byte*>(dst), [](std::byte*) {}));
+    const double sg[4] = {1, 1, 1, sgn0};
     for (int64_t k = 0; k < K; ++k)
       for (int64_t c = 0; c < C; ++c) {
         double g[3][3], gg[4][3];
@@ -217,10 +222,10 @@ Tensor conv2d_winograd(const Tensor& x_in, const HostTensor& w, const std::optio
           for (int s = 0; s < 3; ++s) gg[i][s] = kG[i][0] * g[0][s] + kG[i][1] * g[1][s] + kG[i][2] * g[2][s];
         for (int i = 0; i < 4; ++i)
           for (int j = 0; j < 4; ++j)
-            u.set_f64(((i * 4 + j) * K + k) * C + c,
-                      sgn[i] * sgn[j] * (gg[i][0] * kG[j][0] + gg[i][1] * kG[j][1] + gg[i][2] * kG[j][2]));
+            out.set_f64(((i * 4 + j) * K + k) * C + c,
+                        sg[i] * sg[j] * (gg[i][0] * kG[j][0] + gg[i][1] * kG[j][1] + gg[i][2] * kG[j][2]));
       }
-  }
+  });
   Tensor y = sparse ? [&]() {
     // the padded input covers every tile: [pt, Hp - H - pt] rows, likewise columns
     Tensor xp = contiguous(pad(x, {{0, 0}, {0, 0}, {pt, Hp - H - pt}, {pl, Wp - W - pl}}, Scalar(0)));

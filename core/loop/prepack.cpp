@@ -57,7 +57,22 @@ std::optional<std::vector<int64_t>> offsets(const Affine& a, const std::vector<i
 // Hands the pages of a weight whose packed copy replaced it in every kernel that read it
 // back to the OS without losing its values, so that it does not count twice
 // (page_release.h: a memory-mapped model's pages stay in the page cache for the next start).
-void page_out(const void* p, size_t n) { release_pages(p, n); }
+// A computed weight (HostTensor::computed: Winograd's U, made from the 3x3 weights at import)
+// is freed instead: its pages are anonymous, which page_release cannot take back without swap
+// (resnet50: ~80 MB of U beside its packed copy), and whoever reads the graph's node later
+// (the interpreter, --check, the REPL, a save) computes it again.
+// LATHE_RELEASE_COMPUTED=0 keeps them (A/B runs).
+bool release_computed() {
+  static const bool on = [] {
+    const char* e = std::getenv("LATHE_RELEASE_COMPUTED");
+    return !(e && std::string(e) == "0");
+  }();
+  return on;
+}
+void page_out(const HostTensor& t) {
+  if (!t.recomputable()) release_pages(t.bytes(), t.nbytes());
+  else if (release_computed()) t.release();
+}
 
 // buffer -> the kernels (and graph outputs) that read all of it, or may: a kernel that only
 // gathers a few rows of it (gathers_only) does not count, its few pages come back on a touch
@@ -189,7 +204,7 @@ int release_gathered_constants(const KernelGraph& kg) {
     for (const Kernel& k : kg.kernels) read = read || std::count(k.inputs.begin(), k.inputs.end(), b.id);
     if (!read) continue;
     const HostTensor& data = *b.node->attrs.data;
-    page_out(data.bytes(), data.nbytes());
+    if (!data.recomputable()) page_out(data);  // (a computed one would only be computed again for the gathers)
     ++released;
   }
   return released;
@@ -307,7 +322,7 @@ std::string pack_key(char side, const HostTensor& data, DType dt, int64_t g, int
   std::string key(1, side);
   key.reserve(1 + 8 * (9 + outer.size() + koff.size()));
   auto put = [&](int64_t v) { key.append(reinterpret_cast<const char*>(&v), sizeof v); };
-  put(static_cast<int64_t>(reinterpret_cast<uintptr_t>(data.bytes())));
+  put(static_cast<int64_t>(reinterpret_cast<uintptr_t>(data.identity())));
   put(static_cast<int64_t>(data.nbytes()));
   put(static_cast<int64_t>(dt));
   for (int64_t v : {g, kc, w, c0, static_cast<int64_t>(outer.size())}) put(v);
@@ -398,7 +413,7 @@ std::vector<int> prepack_b_impl(KernelGraph& kg, const MatmulParams& P, int64_t 
       k.packed_kc = kc;
       k.packed_nr = nr;
       changed.push_back(k.id);
-      if (readers[kg.buffer_of.at(src)] == 1 && mm->a.src != src) page_out(data.bytes(), data.nbytes());
+      if (readers[kg.buffer_of.at(src)] == 1 && mm->a.src != src) page_out(data);
       continue;
     }
     // (batched: entry e's copy at e · kblocks · panels · KC · NR, read at c0 + eoff[e])
@@ -471,7 +486,7 @@ std::vector<int> prepack_b_impl(KernelGraph& kg, const MatmulParams& P, int64_t 
         pack(0, panels / std::max<int64_t>(workers, 1));
         for (auto& t : pool) t.join();
         }
-        if (sole) page_out(data.bytes(), data.nbytes());
+        if (sole) page_out(data);
       };
       const std::vector<int64_t> shape = baxes.empty() ? std::vector<int64_t>{per} : std::vector<int64_t>{entries, per};
       PackFiller* filler = current_pack_filler();
@@ -503,7 +518,7 @@ std::vector<int> prepack_b_impl(KernelGraph& kg, const MatmulParams& P, int64_t 
       packed = HostTensor(DType::F32, shape);
       fill(packed.data());
     } else if (sole) {
-      page_out(data.bytes(), data.nbytes());
+      page_out(data);
     }
     k.packed_b = add_packed_buffer(kg, packed, "packed_" + kg.buffers[kg.buffer_of.at(src)].name, memo, key);
     k.packed_kc = kc;
@@ -563,7 +578,7 @@ std::vector<int> prepack_a_impl(KernelGraph& kg, const MatmulParams& P, int64_t 
       if (!packed.defined()) packed = pack_int8(data, ints.a, ints.g, M, K, kc, mr, c0, *moff, *koff);
       add_packed_buffer(kg, packed, "packed_a_" + k.name, memo, key);
       changed.push_back(k.id);
-      if (readers[kg.buffer_of.at(src)] == 1 && mm->b.src != src) page_out(data.bytes(), data.nbytes());
+      if (readers[kg.buffer_of.at(src)] == 1 && mm->b.src != src) page_out(data);
       continue;
     }
     //   packed[((pc · panels + ip) · KC + kk) · MR + r] = A[m = ip·MR + r, k = pc·KC + kk], zero outside
@@ -610,7 +625,7 @@ std::vector<int> prepack_a_impl(KernelGraph& kg, const MatmulParams& P, int64_t 
     }
     add_packed_buffer(kg, packed, "packed_a_" + k.name, memo, key);
     changed.push_back(k.id);
-    if (readers[kg.buffer_of.at(src)] == 1 && mm->b.src != src) page_out(data.bytes(), data.nbytes());
+    if (readers[kg.buffer_of.at(src)] == 1 && mm->b.src != src) page_out(data);
   }
   return changed;
 }

@@ -64,7 +64,8 @@ struct HostTensor::Deferred {
   const std::byte* source = nullptr;
   std::shared_ptr<const void> keep;
   std::function<void(void*)> fill;
-  std::once_flag once;
+  bool computed = false;  // computed(): no source, and release() may free the storage
+  std::mutex mu;          // guards filling and release()
   std::atomic<std::byte*> ready{nullptr};
   std::shared_ptr<std::byte[]> storage;
 };
@@ -82,22 +83,42 @@ HostTensor HostTensor::deferred(DType dtype, std::vector<int64_t> shape, const s
   return t;
 }
 
+HostTensor HostTensor::computed(DType dtype, std::vector<int64_t> shape, std::function<void(void* dst)> fill) {
+  HostTensor t = deferred(dtype, std::move(shape), nullptr, nullptr, std::move(fill));
+  t.deferred_->computed = true;
+  return t;
+}
+
+bool HostTensor::recomputable() const { return deferred_ && deferred_->computed; }
+
+size_t HostTensor::release() const {
+  if (!recomputable()) return 0;
+  Deferred& d = *deferred_;
+  std::lock_guard<std::mutex> lock(d.mu);
+  if (!d.ready.load(std::memory_order_acquire)) return 0;
+  d.ready.store(nullptr, std::memory_order_release);
+  d.storage.reset();
+  return nbytes();
+}
+
+const void* HostTensor::identity() const { return recomputable() ? static_cast<const void*>(deferred_.get()) : bytes(); }
+
 std::byte* HostTensor::fill() const {
   if (!deferred_) return nullptr;
   Deferred& d = *deferred_;
   if (std::byte* p = d.ready.load(std::memory_order_acquire)) return p;
-  std::call_once(d.once, [&] {
-    d.storage = alloc_aligned(nbytes(), shape_string());
-    if (nbytes()) d.fill(d.storage.get());
-    d.ready.store(d.storage.get(), std::memory_order_release);
-  });
-  return d.ready.load(std::memory_order_acquire);
+  std::lock_guard<std::mutex> lock(d.mu);
+  if (std::byte* p = d.ready.load(std::memory_order_acquire)) return p;
+  d.storage = alloc_aligned(nbytes(), shape_string());
+  if (nbytes()) d.fill(d.storage.get());
+  d.ready.store(d.storage.get(), std::memory_order_release);
+  return d.storage.get();
 }
 
 const std::byte* HostTensor::bytes() const {
   if (storage_ || !deferred_) return storage_.get();
   if (std::byte* p = deferred_->ready.load(std::memory_order_acquire)) return p;
-  return deferred_->source;
+  return deferred_->computed ? fill() : deferred_->source;
 }
 
 bool HostTensor::materialized() const {

@@ -30,6 +30,22 @@ class HostTensor {
   // no kernel reads is never copied (an ONNX initializer that is unaligned in its file).
   static HostTensor deferred(DType dtype, std::vector<int64_t> shape, const std::byte* source,
                              std::shared_ptr<const void> keep, std::function<void(void* dst)> fill);
+  // A tensor whose values `fill` computes (from data it captures: Winograd's U from its
+  // weights) on the first data() / ptr() / bytes(), and again after release(). Until then
+  // nothing is allocated.
+  static HostTensor computed(DType dtype, std::vector<int64_t> shape, std::function<void(void* dst)> fill);
+  // Whether this is a computed() tensor: its storage may be released and computed again.
+  bool recomputable() const;
+  // A computed() tensor's storage freed (every copy's: they share it); the next data(),
+  // ptr() or bytes() computes the values again. Returns the bytes freed (0 when it was not
+  // materialized or is not recomputable). Pointers taken from data() before are invalid
+  // after: call it only where nothing holds one (prepack.cpp: a weight that every kernel of
+  // the program reads through its packed copy; executors take data() again on every bind).
+  size_t release() const;
+  // Which values these are, without computing or copying them: bytes() for a tensor that
+  // has its bytes (stored or a file's), the shared state for a computed() one (stable across
+  // release()). For memo keys (prepack.cpp), never to read through.
+  const void* identity() const;
 
   DType dtype() const { return dtype_; }
   const std::vector<int64_t>& shape() const { return shape_; }
@@ -43,6 +59,7 @@ class HostTensor {
   const void* data() const { return storage_ ? storage_.get() : fill(); }
   // The values' bytes without filling a deferred tensor: data() once it is filled, else its
   // source, which may be unaligned for the dtype (read it with memcpy or unaligned loads).
+  // A computed() tensor has no source: computed here.
   const std::byte* bytes() const;
   // Whether the values are in aligned storage already (false only for a deferred tensor
   // that nothing has asked for data() yet).

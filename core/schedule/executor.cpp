@@ -173,6 +173,8 @@ void Executable::bind(const TensorMap& inputs, bool fresh_outputs) {
         if (b.node->op == Op::Input) bound_.ptrs[b.id] = const_cast<void*>(inputs.at(b.node->attrs.name).data());
         else if (const HostTensor& c = *b.node->attrs.data; c.materialized() || bound_.read[b.id])
           bound_.ptrs[b.id] = const_cast<void*>(c.data());
+        else if (c.recomputable())  // its packed copies freed it (prepack.cpp): not computed again
+          bound_.ptrs[b.id] = nullptr;  // (a kernel may take it as a parameter, but none reads it)
         else  // a weight only its packed copies are read from: left unread where it lies
           bound_.ptrs[b.id] = const_cast<std::byte*>(c.bytes());
         break;
@@ -198,8 +200,10 @@ void Executable::launch_all(std::vector<double>* kernel_ms, std::vector<TraceEve
   for (int k = 0; k < program_.num_kernels(); ++k) {
     const loop::LoopFunc& f = program_.funcs[k];
     args.clear();
-    for (auto& p : f.buffers)
-      args.push_back(static_cast<std::byte*>(bound_.ptrs[p.buffer]) + p.offset * static_cast<int64_t>(dtype_size(p.dtype)));
+    for (auto& p : f.buffers) {
+      auto* base = static_cast<std::byte*>(bound_.ptrs[p.buffer]);  // (null: a freed weight no kernel reads)
+      args.push_back(base ? base + p.offset * static_cast<int64_t>(dtype_size(p.dtype)) : nullptr);
+    }
     auto t0 = Clock::now();
     launcher_->launch(k, args.data(), dims);
     if (kernel_ms) {

@@ -105,5 +105,35 @@ TEST(PrepackBatched, WinogradWeightsArePackedOncePerTilePosition) {
   }
 }
 
+// Winograd's U is a computed tensor (HostTensor::computed, winograd.cpp): once the program
+// reads only its packed copy, the build frees it (prepack.cpp: resnet50's ~80 MB), while the
+// graph's node still gives its values (the interpreter computes them again). The program runs
+// right before and after that, and after a second build freed it again.
+TEST(PrepackBatched, WinogradWeightsAreFreedOncePacked) {
+  struct Case { int64_t n, c, h, k; };
+  for (Case t : {Case{1, 67, 14, 71}, Case{2, 41, 9, 37}}) {
+    const std::string what = "n" + std::to_string(t.n) + " c" + std::to_string(t.c) + " " + std::to_string(t.h) + " k" + std::to_string(t.k);
+    Tensor y = conv2d_winograd(input("x", {t.n, t.c, t.h, t.h}), weights({t.k, t.c, 3, 3}, 1), std::nullopt, {1, 1, 1, 1});
+    Graph g = Graph::from_outputs({{"y", relu(y).node()}});
+    NodeRef u;
+    for (const NodeRef& n : g.toposort())
+      if (n->op == Op::Const && n->attrs.data && n->attrs.data->recomputable()) u = n;
+    ASSERT_TRUE(u) << what;
+    const HostTensor& U = *u->attrs.data;
+    const HostTensor before = U.clone();
+    Executable e = compile_graph(g, test::test_backend());
+    if (packed_of(e.program()).per_entry != 1) GTEST_SKIP() << "U not prepacked on this backend";
+    EXPECT_FALSE(U.materialized()) << what;
+    TensorMap in = random_inputs(g, 7);
+    EXPECT_EQ(test::compare_outputs(e.run(in), interpret(g, in), 4), "") << what;
+    EXPECT_TRUE(U.materialized()) << what << ": the interpreter computes U again";
+    EXPECT_TRUE(U.same_content(before)) << what;
+    EXPECT_EQ(test::compare_outputs(e.run(in), interpret(g, in), 4), "") << what << " (second run)";
+    Executable e2 = compile_graph(g, test::test_backend());
+    EXPECT_FALSE(U.materialized()) << what << ": freed by the second build";
+    for (Executable* x : {&e, &e2}) EXPECT_EQ(test::compare_outputs(x->run(in), interpret(g, in), 4), "") << what;
+  }
+}
+
 }  // namespace
 }  // namespace lathe
