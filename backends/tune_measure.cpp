@@ -37,6 +37,7 @@ class TimingLauncher : public KernelLauncher {
                  double sample_ms = 1.0)
       : base_(base), cand_(std::move(cand)), target_(target), base_f_(base_f), cands_(cands), kg_(kg), repeats_(repeats),
         sample_ms_(sample_ms) {}
+  bool runs_program_loops() const override { return base_.runs_program_loops(); }
 
   std::vector<std::vector<double>> samples;  // per candidate, then the heuristic last
   std::vector<bool> wrong;                   // per candidate: output differs from the heuristic's
@@ -148,6 +149,7 @@ class TimingLauncher : public KernelLauncher {
 class ClockLauncher : public KernelLauncher {
  public:
   ClockLauncher(KernelLauncher& base, int n) : base_(base), ms(n, 0) {}
+  bool runs_program_loops() const override { return base_.runs_program_loops(); }
   void launch(int k, void* const* bufs, const int64_t* dims) override {
     auto t0 = Clock::now();
     base_.launch(k, bufs, dims);

@@ -220,6 +220,9 @@ class CudaProgram : public CompiledProgram {
     return ptx.substr(start == std::string::npos ? 0 : start + 1, end == std::string::npos ? std::string::npos : end + 3 - start - 1);
   }
   double device_ms(int k) const override { return kernel_ms_.at(k); }
+  // it renders the plain loops (gpu_loop_func), which may read a weight the CPU loops read
+  // only through its packed copy
+  bool runs_program_loops() const override { return false; }
   bool device_ceiling(double& gflops, double& gbps) override {
     static const std::pair<double, double> c = [] {  // measured once per process
       std::string why;

@@ -173,7 +173,7 @@ void Executable::bind(const TensorMap& inputs, bool fresh_outputs) {
         if (b.node->op == Op::Input) bound_.ptrs[b.id] = const_cast<void*>(inputs.at(b.node->attrs.name).data());
         else if (const HostTensor& c = *b.node->attrs.data; c.materialized() || bound_.read[b.id])
           bound_.ptrs[b.id] = const_cast<void*>(c.data());
-        else if (c.recomputable())  // its packed copies freed it (prepack.cpp): not computed again
+        else if (c.recomputable() && launcher_->runs_program_loops())  // its packed copies freed it (prepack.cpp): not computed again
           bound_.ptrs[b.id] = nullptr;  // (a kernel may take it as a parameter, but none reads it)
         else  // a weight only its packed copies are read from: left unread where it lies
           bound_.ptrs[b.id] = const_cast<std::byte*>(c.bytes());

@@ -57,6 +57,11 @@ class KernelLauncher {
   // [device backends] the device's ceilings for the profile's roofline (GFLOP/s, GB/s);
   // false keeps the host's (machine_ceiling()).
   virtual bool device_ceiling(double& gflops, double& gbps) { return false; }
+  // Whether the kernels read exactly the buffers the program's loops (Program::funcs) read.
+  // A device backend that renders loops of its own (cuda: the plain loops) may read a
+  // constant that the CPU loops read only through its packed copy, so a freed computed
+  // weight (prepack.cpp) is computed again and bound for it.
+  virtual bool runs_program_loops() const { return true; }
   // Backends that run whole graphs (the interpreter) override these instead.
   virtual bool runs_whole_graph() const { return false; }
   virtual TensorMap run_graph(const Graph& g, const TensorMap& inputs, TensorMap* updated) { return {}; }
