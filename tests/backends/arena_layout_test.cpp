@@ -8,21 +8,12 @@
 #include "core/runtime/arena_alloc.h"
 #include "core/schedule/memory_plan.h"
 #include "diff_util.h"
+#include "test_env.h"
 
 namespace lathe {
 namespace {
 
-// Sets an environment variable for the scope, restoring its old value after.
-struct EnvScope {
-  std::string name;
-  std::string old;
-  bool had = false;
-  EnvScope(const char* n, const char* v) : name(n) {
-    if (const char* o = std::getenv(n)) had = true, old = o;
-    setenv(n, v, 1);
-  }
-  ~EnvScope() { had ? (void)setenv(name.c_str(), old.c_str(), 1) : (void)unsetenv(name.c_str()); }
-};
+using test::ScopedEnv;
 
 // A chain over power-of-two feature maps (each kernel reads the last two maps, so several
 // are live at once) plus odd-sized ones between them.
@@ -56,7 +47,7 @@ void expect_disjoint(const Program& p, const MemoryPlan& m) {
 }
 
 TEST(ArenaLayout, LargeBuffersOfOneKernelStartAtDifferentPhases) {
-  EnvScope on("LATHE_ARENA_STAGGER", "1");
+  ScopedEnv on("LATHE_ARENA_STAGGER", "1");
   // 32 x 64 x 64 floats: 512 KiB maps (period 64 KiB); 8 x 32 x 32: 32 KiB (period 4 KiB)
   for (auto [c, h, w] : std::vector<std::tuple<int64_t, int64_t, int64_t>>{{32, 64, 64}, {8, 32, 32}}) {
     Program p = build_program(chain(c, h, w, 5));
@@ -76,7 +67,7 @@ TEST(ArenaLayout, LargeBuffersOfOneKernelStartAtDifferentPhases) {
     }
     EXPECT_GT(checked, 0);
     // the pad stays small: at most one period per buffer over the packing without it
-    EnvScope off("LATHE_ARENA_STAGGER", "0");
+    ScopedEnv off("LATHE_ARENA_STAGGER", "0");
     MemoryPlan plain = plan_memory(p.kg, p.funcs, {});
     EXPECT_LE(m.arena_bytes, plain.arena_bytes + 8 * period) << m.summary() << " vs " << plain.summary();
     for (size_t b = 0; b < plain.offset.size(); ++b)
@@ -87,7 +78,7 @@ TEST(ArenaLayout, LargeBuffersOfOneKernelStartAtDifferentPhases) {
 }
 
 TEST(ArenaLayout, SmallBuffersAreNotMoved) {
-  EnvScope on("LATHE_ARENA_STAGGER", "1");
+  ScopedEnv on("LATHE_ARENA_STAGGER", "1");
   Program p = build_program(chain(3, 7, 11, 4));  // 924-byte maps
   MemoryPlan m = plan_memory(p.kg, p.funcs, {});
   expect_disjoint(p, m);
@@ -100,7 +91,7 @@ TEST(ArenaLayout, SmallBuffersAreNotMoved) {
 
 TEST(ArenaLayout, HugeArenaIsAlignedAndZeroed) {  // zeroed when huge (touched up front)
   for (const char* huge : {"1", "0"}) {
-    EnvScope e("LATHE_ARENA_HUGE", huge);
+    ScopedEnv e("LATHE_ARENA_HUGE", huge);
     for (int64_t bytes : {int64_t(1), int64_t(4097), int64_t(3) << 20, (int64_t(5) << 20) + 192}) {
       auto a = alloc_arena(bytes);
       ASSERT_NE(a, nullptr);
@@ -122,7 +113,7 @@ TEST(ArenaLayout, HugeArenaIsAlignedAndZeroed) {  // zeroed when huge (touched u
 TEST(ArenaLayout, StaggeredPlansMatchInterpreter) {
   for (const char* st : {"1", "0"})
     for (const char* huge : {"1", "0"}) {
-      EnvScope a("LATHE_ARENA_STAGGER", st), b("LATHE_ARENA_HUGE", huge);
+      ScopedEnv a("LATHE_ARENA_STAGGER", st), b("LATHE_ARENA_HUGE", huge);
       test::DiffBatch batch;
       batch.add(std::string("32x64x64 stagger ") + st + " huge " + huge, chain(32, 64, 64, 4));
       batch.add(std::string("8x32x32 stagger ") + st + " huge " + huge, chain(8, 32, 32, 3));

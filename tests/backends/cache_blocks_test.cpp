@@ -9,6 +9,7 @@
 #include "core/frontend/tensor.h"
 #include "core/loop/lower.h"
 #include "diff_util.h"
+#include "test_env.h"
 
 namespace lathe {
 namespace {
@@ -65,12 +66,6 @@ TEST(CacheBlocks, HostBlocksNest) {
   EXPECT_EQ(p.nc % p.nr, 0);
 }
 
-HostTensor weights(std::vector<int64_t> shape, double seed) {
-  HostTensor t(DType::F32, std::move(shape));
-  for (int64_t i = 0; i < t.numel(); ++i) t.set_f64(i, std::sin(seed + 0.37 * static_cast<double>(i)));
-  return t;
-}
-
 TEST(CacheBlocks, SmallOddBlocksMatchInterpreter) {
   // the host's parameters are read once per process (ctest runs each test alone)
   setenv("LATHE_MATMUL_KC", "40", 1);
@@ -82,7 +77,7 @@ TEST(CacheBlocks, SmallOddBlocksMatchInterpreter) {
   auto mm = [&](std::vector<int64_t> as, std::vector<int64_t> bs, bool constant) {
     auto shape = [](const std::vector<int64_t>& v) { return Shape(v.begin(), v.end()); };
     Tensor a = input("a", shape(as));
-    Tensor b = constant ? from_host(weights(bs, 1.5)) : input("b", shape(bs));
+    Tensor b = constant ? from_host(test::sin_weights(bs, 1.5, 0.37)) : input("b", shape(bs));
     auto dims = [](const std::vector<int64_t>& v) {
       std::string s;
       for (int64_t d : v) s += (s.empty() ? "" : "x") + std::to_string(d);
@@ -104,8 +99,8 @@ TEST(CacheBlocks, SmallOddBlocksMatchInterpreter) {
   Conv2dOptions o;  // a convolution's implicit im2col with constant weights: K = 7 x 3 x 3 = 63
   o.padding = {1, 1};
   Tensor x = input("x", {2, 7, 11, 13});
-  Tensor w = from_host(weights({19, 7, 3, 3}, 2.5));
-  batch.add("conv n2 c7 11x13 k19 3x3", Graph::from_outputs({{"y", relu(conv2d(x, w, from_host(weights({19}, 3)), o)).node()}}), 7, 8);
+  Tensor w = from_host(test::sin_weights({19, 7, 3, 3}, 2.5, 0.37));
+  batch.add("conv n2 c7 11x13 k19 3x3", Graph::from_outputs({{"y", relu(conv2d(x, w, from_host(test::sin_weights({19}, 3, 0.37)), o)).node()}}), 7, 8);
   EXPECT_EQ(batch.run(), 0);
   unsetenv("LATHE_MATMUL_KC");
   unsetenv("LATHE_MATMUL_MC");

@@ -1,9 +1,8 @@
 // conv_case.h — a 2-D convolution case shared by the tests of convolutions lowered to the
 // packed GEMM (conv_shapes, pack_per_panel, conv_window, contraction*): its shape and
-// options, a readable label, the deterministic weights filler, the conv2d node it builds and
-// the one-conv graph.
+// options, a readable label, the conv2d node it builds (constant weights: sin_weights, step
+// 0.37) and the one-conv graph.
 #pragma once
-#include <cmath>
 #include <optional>
 #include <string>
 #include <vector>
@@ -11,6 +10,7 @@
 #include "core/frontend/nn.h"
 #include "core/frontend/tensor.h"
 #include "core/ir/graph.h"
+#include "test_env.h"
 
 namespace lathe::test {
 
@@ -22,13 +22,6 @@ struct ConvCase {
   bool bias = false;      // an input bias "b" of k channels
 };
 
-// sin(seed + 0.37 i): smooth, deterministic, distinct per seed
-inline HostTensor weights(std::vector<int64_t> shape, double seed) {
-  HostTensor t(DType::F32, std::move(shape));
-  for (int64_t i = 0; i < t.numel(); ++i) t.set_f64(i, std::sin(seed + 0.37 * static_cast<double>(i)));
-  return t;
-}
-
 // conv2d of `x` with the case's weights: constant (seeded by k) or the input `wname`
 inline Tensor conv_on(Tensor x, const ConvCase& t, const std::string& wname = "w") {
   Conv2dOptions o;
@@ -37,7 +30,7 @@ inline Tensor conv_on(Tensor x, const ConvCase& t, const std::string& wname = "w
   o.dilation = t.dil;
   o.groups = t.groups;
   std::vector<int64_t> ws{t.k, t.c / t.groups, t.r, t.s};
-  Tensor w = t.constant ? from_host(weights(ws, static_cast<double>(t.k))) : input(wname, {t.k, t.c / t.groups, t.r, t.s});
+  Tensor w = t.constant ? from_host(sin_weights(ws, static_cast<double>(t.k), 0.37)) : input(wname, {t.k, t.c / t.groups, t.r, t.s});
   std::optional<Tensor> b;
   if (t.bias) b = input("b", {t.k});
   return conv2d(x, w, b, o);

@@ -21,7 +21,7 @@ namespace {
 using Case = test::ConvCase;
 using test::conv_on;
 using test::label;
-using test::weights;
+using test::sin_weights;
 
 Graph graph_of(const Case& t) {
   Tensor x = input("x", {t.n, t.c, t.h, t.w});
@@ -53,7 +53,7 @@ TEST(ConvShapes, PrefetchNextBWhereBComesFromMemory) {
   const std::string ir2 = test::loop_ir_of(build_program(graph_of(shared)));
   if (ir2.find("B packed once") != std::string::npos) EXPECT_EQ(ir2.find("prefetch.r "), std::string::npos);
   // a plain matmul keeps its loop as it was (LATHE_MATMUL_PREFETCH_B=all would add it)
-  Tensor a = input("a", {41, 301}), m = from_host(weights({301, 77}, 1.0));
+  Tensor a = input("a", {41, 301}), m = from_host(sin_weights({301, 77}, 1.0, 0.37));
   EXPECT_FALSE(prefetches_b(Graph::from_outputs({{"y", matmul(a, m).node()}})));
 }
 

@@ -10,6 +10,7 @@
 #include "core/loop/loop_print.h"
 #include "core/loop/lower.h"
 #include "diff_util.h"
+#include "test_env.h"
 
 namespace lathe {
 namespace {
@@ -40,12 +41,6 @@ TEST(KBlocks, FewestEqualBlocksOfAtMostKcMax) {
   EXPECT_EQ(loop::matmul_blocking(-1, -1, -1, -1, 2, p).kc, p.kc);  // symbolic K: kc
 }
 
-HostTensor weights(std::vector<int64_t> shape, double seed) {
-  HostTensor t(DType::F32, std::move(shape));
-  for (int64_t i = 0; i < t.numel(); ++i) t.set_f64(i, std::sin(seed + 0.37 * static_cast<double>(i)));
-  return t;
-}
-
 TEST(KBlocks, BlocksOverKcMatchInterpreter) {
   // the host's parameters are read once per process (ctest runs each test alone)
   setenv("LATHE_MATMUL_KC_MAX", "320", 1);
@@ -61,8 +56,8 @@ TEST(KBlocks, BlocksOverKcMatchInterpreter) {
     o.padding = {t.r / 2, t.r / 2};
     o.stride = {t.stride, t.stride};
     Tensor x = input("x", {t.n, t.c, t.h, t.w});
-    Tensor w = t.constant ? from_host(weights({t.k, t.c, t.r, t.r}, static_cast<double>(t.k))) : input("w", {t.k, t.c, t.r, t.r});
-    Graph g = Graph::from_outputs({{"y", relu(conv2d(x, w, from_host(weights({t.k}, 3)), o)).node()}});
+    Tensor w = t.constant ? from_host(test::sin_weights({t.k, t.c, t.r, t.r}, static_cast<double>(t.k), 0.37)) : input("w", {t.k, t.c, t.r, t.r});
+    Graph g = Graph::from_outputs({{"y", relu(conv2d(x, w, from_host(test::sin_weights({t.k}, 3, 0.37)), o)).node()}});
     std::string what = "conv n" + std::to_string(t.n) + " c" + std::to_string(t.c) + " " + std::to_string(t.h) + "x" +
                        std::to_string(t.w) + " k" + std::to_string(t.k) + " " + std::to_string(t.r) + "x" +
                        std::to_string(t.r) + " stride " + std::to_string(t.stride);

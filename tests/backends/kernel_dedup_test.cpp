@@ -14,21 +14,16 @@
 #include "core/runtime/compare.h"
 #include "core/runtime/random.h"
 #include "diff_util.h"
+#include "test_env.h"
 
 namespace lathe {
 namespace {
-
-HostTensor values(std::vector<int64_t> shape, double seed) {
-  HostTensor t(DType::F32, std::move(shape));
-  for (int64_t i = 0; i < t.numel(); ++i) t.set_f64(i, std::sin(seed + 0.37 * static_cast<double>(i)));
-  return t;
-}
 
 // Three layers of the same shape with different weights: the same kernels three times.
 Graph three_layers() {
   Tensor h = input("x", {SymInt(5), SymInt(24)});
   for (int l = 0; l < 3; ++l)
-    h = relu(matmul(h, from_host(values({24, 24}, l))) + from_host(values({24}, 10 + l))) * 0.5;
+    h = relu(matmul(h, from_host(test::sin_weights({24, 24}, l, 0.37))) + from_host(test::sin_weights({24}, 10 + l, 0.37))) * 0.5;
   return Graph::from_outputs({{"y", h.node()}});
 }
 
@@ -67,7 +62,7 @@ TEST(KernelDedup, ConvLayersDifferingOnlyInWeightsShareCode) {
       Conv2dOptions o;
       o.padding = {1, 1};
       // weights ~1/sqrt(fan-in), so that the activations stay O(1) (the tolerance is relative)
-      h = relu(conv2d(h, from_host(values({13, 13, 3, 3}, l)), from_host(values({13}, 10 + l)), o)) * 0.1;
+      h = relu(conv2d(h, from_host(test::sin_weights({13, 13, 3, 3}, l, 0.37)), from_host(test::sin_weights({13}, 10 + l, 0.37)), o)) * 0.1;
     }
     Graph g = Graph::from_outputs({{"y", h.node()}});
     Program p = build_program(g);
@@ -97,7 +92,7 @@ Graph gelu_layers(int layers, int64_t t, int64_t d) {
   Tensor h = input("x", {SymInt(t), SymInt(d)});
   std::vector<std::pair<std::string, NodeRef>> outs;
   for (int l = 0; l < layers; ++l) {
-    Tensor y = matmul(h, from_host(values({d, d}, l))) * 0.2 + from_host(values({d}, 10 + l));
+    Tensor y = matmul(h, from_host(test::sin_weights({d, d}, l, 0.37))) * 0.2 + from_host(test::sin_weights({d}, 10 + l, 0.37));
     Tensor inner = (y + from_host(scalar(0.044715)) * y * y * y) * from_host(scalar(0.7978845608));
     h = from_host(scalar(0.5)) * y * (tanh(inner) + from_host(scalar(1.0)));
     outs.push_back({"y" + std::to_string(l), h.node()});
@@ -200,8 +195,8 @@ TEST(KernelDedup, DifferentCodeIsKept) {
 Graph residual_stack(int layers, int64_t t, int64_t d) {
   Tensor h = input("x", {SymInt(t), SymInt(d)});
   for (int l = 0; l < layers; ++l) {
-    Tensor n = layer_norm(h, 1, from_host(values({d}, 20 + l)), from_host(values({d}, 30 + l)));
-    h = h + (matmul(n, from_host(values({d, d}, l))) + from_host(values({d}, 10 + l)));
+    Tensor n = layer_norm(h, 1, from_host(test::sin_weights({d}, 20 + l, 0.37)), from_host(test::sin_weights({d}, 30 + l, 0.37)));
+    h = h + (matmul(n, from_host(test::sin_weights({d, d}, l, 0.37))) + from_host(test::sin_weights({d}, 10 + l, 0.37)));
   }
   Tensor out = layer_norm(h, 1, std::nullopt, std::nullopt);
   return Graph::from_outputs({{"y", out.node()}});
@@ -328,7 +323,7 @@ TEST(KernelDedup, LayersOfOtherSizesAreEqualOnlyUpToConstants) {
     auto layer = [&](int64_t hw, bool sigmoid_act, int64_t r) {
       Tensor x = input("x", {n, 5, hw, hw});
       Conv2dOptions o = r == 3 ? same : Conv2dOptions{};
-      Tensor c = conv2d(x, from_host(values({7, 5, r, r}, static_cast<double>(hw))), std::nullopt, o);
+      Tensor c = conv2d(x, from_host(test::sin_weights({7, 5, r, r}, static_cast<double>(hw), 0.37)), std::nullopt, o);
       Graph g = Graph::from_outputs({{"y", (sigmoid_act ? sigmoid(c) : relu(c)).node()}});
       return build_program(g);
     };

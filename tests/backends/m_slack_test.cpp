@@ -4,7 +4,6 @@
 // the rule on the transformer shapes and off them (M 1, 7, 77, 128, 512, batch 64, prime N,
 // 1 to 8 threads), and the split GEMMs against the interpreter (odd and prime sizes, batch 1
 // and 3, a bias and an activation in the epilogue).
-#include <cmath>
 #include <cstdlib>
 #include <string>
 #include <thread>
@@ -15,21 +14,13 @@
 #include "core/loop/lower.h"
 #include "core/schedule/kernel_graph.h"
 #include "diff_util.h"
+#include "test_env.h"
 
 namespace lathe {
 namespace {
 
-HostTensor weights(std::vector<int64_t> shape, double seed) {
-  HostTensor t(DType::F32, std::move(shape));
-  for (int64_t i = 0; i < t.numel(); ++i) t.set_f64(i, std::sin(seed + 0.61 * static_cast<double>(i)));
-  return t;
-}
-
-struct Env {
-  std::string name;
-  Env(const std::string& n, const char* v) : name(n) { setenv(n.c_str(), v, 1); }
-  ~Env() { unsetenv(name.c_str()); }
-};
+using test::sin_weights;
+using test::ScopedEnv;
 
 int64_t jobs(const loop::MatmulBlocking& b, int64_t n, int64_t batch) { return batch * ((n + b.nc - 1) / b.nc) * b.msplit; }
 
@@ -105,15 +96,15 @@ bool has(const Program& p, const std::string& text) {
 // M, K and N, batch 1 and 3, a bias and relu in the epilogue; on a 2-thread host the
 // 128-row, 769-wide case is cut into M ranges (the schedule log says msplit=2)
 TEST(MatmulSlack, SplitGemmsMatchInterpreter) {
-  Env all("LATHE_PREPACK", "all");
-  Env on("LATHE_MATMUL_M_JOBS", "2");
+  ScopedEnv all("LATHE_PREPACK", "all");
+  ScopedEnv on("LATHE_MATMUL_M_JOBS", "2");
   struct Case { int64_t batch, m, k, n; };
   for (Case c : {Case{1, 128, 67, 769}, Case{1, 77, 131, 389}, Case{1, 131, 37, 97}, Case{3, 77, 41, 389},
                  Case{1, 7, 53, 211}, Case{1, 512, 29, 769}}) {
     const std::string what = "b" + std::to_string(c.batch) + " " + std::to_string(c.m) + "x" + std::to_string(c.k) + "x" +
                              std::to_string(c.n);
     Tensor x = c.batch == 1 ? input("x", {c.m, c.k}) : input("x", {c.batch, c.m, c.k});
-    Tensor y = relu(matmul(x, from_host(weights({c.k, c.n}, 2))) + from_host(weights({c.n}, 5)));
+    Tensor y = relu(matmul(x, from_host(sin_weights({c.k, c.n}, 2))) + from_host(sin_weights({c.n}, 5)));
     Graph g = Graph::from_outputs({{"y", y.node()}});
     Program p = build_program(g);
     if (c.m == 128 && std::thread::hardware_concurrency() == 2)
@@ -123,11 +114,11 @@ TEST(MatmulSlack, SplitGemmsMatchInterpreter) {
 }
 
 TEST(MatmulSlack, OffByDefaultAndBadValueNamed) {
-  Env all("LATHE_PREPACK", "all");
-  Graph g = Graph::from_outputs({{"y", matmul(input("x", {128, 67}), from_host(weights({67, 769}, 2))).node()}});
+  ScopedEnv all("LATHE_PREPACK", "all");
+  Graph g = Graph::from_outputs({{"y", matmul(input("x", {128, 67}), from_host(sin_weights({67, 769}, 2))).node()}});
   if (std::thread::hardware_concurrency() == 2) EXPECT_FALSE(has(build_program(g), "msplit=2"));
   expect_matches(g, "default");
-  Env bad("LATHE_MATMUL_M_JOBS", "0");
+  ScopedEnv bad("LATHE_MATMUL_M_JOBS", "0");
   try {
     build_program(g);
     ADD_FAILURE() << "LATHE_MATMUL_M_JOBS=0 accepted";

@@ -3,7 +3,6 @@
 // per entry when the program is built (core/loop/prepack.h) and each job reads its entry's
 // copy: batch 1, 3 and 16, prime M, K and N, the weight on either side, a weight broadcast
 // over one of two batch axes, against the interpreter on the backend under test.
-#include <cmath>
 #include <cstdlib>
 #include <string>
 
@@ -12,21 +11,13 @@
 #include "core/loop/prepack.h"
 #include "core/schedule/kernel_graph.h"
 #include "diff_util.h"
+#include "test_env.h"
 
 namespace lathe {
 namespace {
 
-HostTensor weights(std::vector<int64_t> shape, double seed) {
-  HostTensor t(DType::F32, std::move(shape));
-  for (int64_t i = 0; i < t.numel(); ++i) t.set_f64(i, std::sin(seed + 0.61 * static_cast<double>(i)));
-  return t;
-}
-
-struct Env {
-  std::string name;
-  Env(const std::string& n, const char* v) : name(n) { setenv(n.c_str(), v, 1); }
-  ~Env() { unsetenv(name.c_str()); }
-};
+using test::sin_weights;
+using test::ScopedEnv;
 
 // matmul kernels whose constant side is packed per batch entry (A rank 5, B rank 2), and
 // whose schedule log says a side is prepacked
@@ -51,15 +42,15 @@ void expect_matches(const Graph& g, const std::string& what) {
 }
 
 TEST(PrepackBatched, PerBatchConstantsArePackedOncePerEntry) {
-  Env all("LATHE_PREPACK", "all");
+  ScopedEnv all("LATHE_PREPACK", "all");
   struct Case { int64_t b, m, k, n; bool weight_a; };
   for (Case c : {Case{1, 13, 37, 29, true}, Case{3, 13, 37, 29, true}, Case{16, 67, 71, 11, true},
                  Case{16, 7, 263, 5, true}, Case{3, 11, 41, 53, false}, Case{16, 3, 67, 131, false},
                  Case{1, 5, 19, 23, false}}) {
     const std::string what = "b" + std::to_string(c.b) + " " + std::to_string(c.m) + "x" + std::to_string(c.k) + "x" +
                              std::to_string(c.n) + (c.weight_a ? " weight A" : " weight B");
-    Tensor y = c.weight_a ? matmul(from_host(weights({c.b, c.m, c.k}, 3)), input("x", {c.b, c.k, c.n}))
-                          : matmul(input("x", {c.b, c.m, c.k}), from_host(weights({c.b, c.k, c.n}, 3)));
+    Tensor y = c.weight_a ? matmul(from_host(sin_weights({c.b, c.m, c.k}, 3)), input("x", {c.b, c.k, c.n}))
+                          : matmul(input("x", {c.b, c.m, c.k}), from_host(sin_weights({c.b, c.k, c.n}, 3)));
     Graph g = Graph::from_outputs({{"y", relu(y).node()}});
     Program p = build_program(g);
     const Packed pk = packed_of(p);
@@ -70,11 +61,11 @@ TEST(PrepackBatched, PerBatchConstantsArePackedOncePerEntry) {
 }
 
 TEST(PrepackBatched, AWeightBroadcastOverOneBatchAxis) {
-  Env all("LATHE_PREPACK", "all");
+  ScopedEnv all("LATHE_PREPACK", "all");
   // w [3, 1, M, K] against x [3, 5, K, N]: entries over the first batch axis only
   for (bool weight_a : {true, false}) {
-    Tensor y = weight_a ? matmul(from_host(weights({3, 1, 17, 43}, 2)), input("x", {3, 5, 43, 19}))
-                        : matmul(input("x", {3, 5, 19, 43}), from_host(weights({3, 1, 43, 17}, 2)));
+    Tensor y = weight_a ? matmul(from_host(sin_weights({3, 1, 17, 43}, 2)), input("x", {3, 5, 43, 19}))
+                        : matmul(input("x", {3, 5, 19, 43}), from_host(sin_weights({3, 1, 43, 17}, 2)));
     Graph g = Graph::from_outputs({{"y", y.node()}});
     Program p = build_program(g);
     EXPECT_EQ(packed_of(p).per_entry, 1) << (weight_a ? "A" : "B") << "\n" << test::loop_ir_of(p);
@@ -83,10 +74,10 @@ TEST(PrepackBatched, AWeightBroadcastOverOneBatchAxis) {
 }
 
 TEST(PrepackBatched, OffBySwitch) {
-  Env all("LATHE_PREPACK", "all");
-  Env off("LATHE_PREPACK_BATCHED", "0");
+  ScopedEnv all("LATHE_PREPACK", "all");
+  ScopedEnv off("LATHE_PREPACK_BATCHED", "0");
   if (loop::prepack_batched_enabled()) GTEST_SKIP() << "the switch is read once per process";
-  Graph g = Graph::from_outputs({{"y", matmul(input("x", {3, 6, 23}), from_host(weights({3, 23, 19}, 2))).node()}});
+  Graph g = Graph::from_outputs({{"y", matmul(input("x", {3, 6, 23}), from_host(sin_weights({3, 23, 19}, 2))).node()}});
   EXPECT_EQ(packed_of(build_program(g)).per_entry, 0);
 }
 
@@ -97,7 +88,7 @@ TEST(PrepackBatched, WinogradWeightsArePackedOncePerTilePosition) {
   for (Case t : {Case{1, 67, 14, 71}, Case{1, 131, 7, 127}, Case{2, 41, 9, 37}}) {
     const std::string what = "n" + std::to_string(t.n) + " c" + std::to_string(t.c) + " " + std::to_string(t.h) + " k" + std::to_string(t.k);
     Tensor x = input("x", {t.n, t.c, t.h, t.h});
-    Tensor y = conv2d_winograd(x, weights({t.k, t.c, 3, 3}, 1), from_host(weights({t.k}, 4)), {1, 1, 1, 1});
+    Tensor y = conv2d_winograd(x, sin_weights({t.k, t.c, 3, 3}, 1), from_host(sin_weights({t.k}, 4)), {1, 1, 1, 1});
     Graph g = Graph::from_outputs({{"y", relu(y).node()}});
     Program p = build_program(g);
     EXPECT_EQ(packed_of(p).per_entry, 1) << what << "\n" << test::loop_ir_of(p);
@@ -113,7 +104,7 @@ TEST(PrepackBatched, WinogradWeightsAreFreedOncePacked) {
   struct Case { int64_t n, c, h, k; };
   for (Case t : {Case{1, 67, 14, 71}, Case{2, 41, 9, 37}}) {
     const std::string what = "n" + std::to_string(t.n) + " c" + std::to_string(t.c) + " " + std::to_string(t.h) + " k" + std::to_string(t.k);
-    Tensor y = conv2d_winograd(input("x", {t.n, t.c, t.h, t.h}), weights({t.k, t.c, 3, 3}, 1), std::nullopt, {1, 1, 1, 1});
+    Tensor y = conv2d_winograd(input("x", {t.n, t.c, t.h, t.h}), sin_weights({t.k, t.c, 3, 3}, 1), std::nullopt, {1, 1, 1, 1});
     Graph g = Graph::from_outputs({{"y", relu(y).node()}});
     NodeRef u;
     for (const NodeRef& n : g.toposort())

@@ -14,15 +14,13 @@
 #include "core/loop/prepack.h"
 #include "core/schedule/kernel_graph.h"
 #include "diff_util.h"
+#include "test_env.h"
 
 namespace lathe {
 namespace {
 
-HostTensor weights(std::vector<int64_t> shape, double seed) {
-  HostTensor t(DType::F32, std::move(shape));
-  for (int64_t i = 0; i < t.numel(); ++i) t.set_f64(i, std::sin(seed + 0.61 * static_cast<double>(i)));
-  return t;
-}
+using test::sin_weights;
+using test::ScopedEnv;
 
 // the matmul kernels: (prepacked, loop IR packs B itself)
 struct MatmulKernels {
@@ -46,15 +44,14 @@ void expect_matches(const Graph& g, const std::string& what, double loosen = 1) 
 
 // By default only weights larger than the last-level cache are prepacked; these tests use
 // small ones, so they ask for all (LATHE_PREPACK=all) while they run.
-struct PrepackAll {
-  PrepackAll() { setenv("LATHE_PREPACK", "all", 1); }
-  ~PrepackAll() { unsetenv("LATHE_PREPACK"); }
+struct PrepackAll : ScopedEnv {
+  PrepackAll() : ScopedEnv("LATHE_PREPACK", "all") {}
 };
 
 TEST(Prepack, OnlyWeightsLargerThanTheCacheByDefault) {
   EXPECT_GE(loop::prepack_min_bytes(), int64_t(1) << 20);
   Tensor x = input("x", {6, 37});
-  Graph g = Graph::from_outputs({{"y", matmul(x, from_host(weights({37, 53}, 1))).node()}});
+  Graph g = Graph::from_outputs({{"y", matmul(x, from_host(sin_weights({37, 53}, 1))).node()}});
   EXPECT_EQ(matmul_kernels(build_program(g)).prepacked, 0);
   PrepackAll all;
   EXPECT_EQ(matmul_kernels(build_program(g)).prepacked, 1);
@@ -70,9 +67,9 @@ TEST(Prepack, FewRowsPrepackLargeWeightsByDefault) {
                  Case{1, 5, 1031, 257, true}, Case{8, 131, 389, 700, false}}) {
     std::string what = std::to_string(c.batch) + "x" + std::to_string(c.t) + "x" + std::to_string(c.k) + "x" + std::to_string(c.n);
     Tensor x = input("x", {c.batch, c.t, c.k});
-    Tensor w = from_host(weights({c.k, c.n}, 5)), b = from_host(weights({c.n}, 2));
+    Tensor w = from_host(sin_weights({c.k, c.n}, 5)), b = from_host(sin_weights({c.n}, 2));
     Tensor h = gelu(matmul(x, w) + b, "tanh");
-    Tensor w2 = from_host(weights({c.n, c.k}, 7));
+    Tensor w2 = from_host(sin_weights({c.n, c.k}, 7));
     Graph g = Graph::from_outputs({{"y", (matmul(h, w2) + x).node()}});
     Program p = build_program(g);
     MatmulKernels mk = matmul_kernels(p);
@@ -82,11 +79,12 @@ TEST(Prepack, FewRowsPrepackLargeWeightsByDefault) {
     // order in the interpreter: the plain matmul without prepacking differs as much
     expect_matches(g, what, 50);
   }
-  setenv("LATHE_PREPACK", "large", 1);
   Tensor x = input("x", {1, 77, 768});
-  Graph g = Graph::from_outputs({{"y", matmul(x, from_host(weights({768, 389}, 5))).node()}});
-  const int large = matmul_kernels(build_program(g)).prepacked;
-  unsetenv("LATHE_PREPACK");
+  Graph g = Graph::from_outputs({{"y", matmul(x, from_host(sin_weights({768, 389}, 5))).node()}});
+  const int large = [&] {
+    ScopedEnv env("LATHE_PREPACK", "large");
+    return matmul_kernels(build_program(g)).prepacked;
+  }();
   EXPECT_EQ(large, 0);
 }
 
@@ -100,8 +98,8 @@ TEST(Prepack, ConstantWeightsArePackedOnceNotPerRun) {
                  Case{5, 768, 131, false}}) {
     std::string what = std::to_string(c.m) + "x" + std::to_string(c.k) + "x" + std::to_string(c.n) + (c.transposed ? " (W^T)" : "");
     Tensor x = input("x", {c.m, c.k});
-    Tensor w = c.transposed ? t(from_host(weights({c.n, c.k}, c.n))) : from_host(weights({c.k, c.n}, c.n));
-    Graph g = Graph::from_outputs({{"y", relu(matmul(x, w) + from_host(weights({c.n}, 3))).node()}});
+    Tensor w = c.transposed ? t(from_host(sin_weights({c.n, c.k}, c.n))) : from_host(sin_weights({c.k, c.n}, c.n));
+    Graph g = Graph::from_outputs({{"y", relu(matmul(x, w) + from_host(sin_weights({c.n}, 3))).node()}});
     Program p = build_program(g);
     MatmulKernels mk = matmul_kernels(p);
     EXPECT_EQ(mk.total, 1) << what;
@@ -122,8 +120,8 @@ TEST(Prepack, WeightViewsArePackedByRunsOrTiles) {
     std::string what = std::to_string(c.m) + "x" + std::to_string(c.k) + "x" + std::to_string(c.n) + " layout " + std::to_string(c.layout);
     Tensor x = input("x", {c.m, c.k});
     Tensor w;
-    if (c.layout == 0) w = narrow(narrow(from_host(weights({c.k + 2, c.n + 5}, 2)), 1, 3, c.n), 0, 2, c.k);
-    else w = t(narrow(narrow(from_host(weights({c.n + 1, c.k + 4}, 3)), 1, 1, c.k), 0, 1, c.n));
+    if (c.layout == 0) w = narrow(narrow(from_host(sin_weights({c.k + 2, c.n + 5}, 2)), 1, 3, c.n), 0, 2, c.k);
+    else w = t(narrow(narrow(from_host(sin_weights({c.n + 1, c.k + 4}, 3)), 1, 1, c.k), 0, 1, c.n));
     Graph g = Graph::from_outputs({{"y", matmul(x, w).node()}});
     Program p = build_program(g);
     EXPECT_EQ(matmul_kernels(p).prepacked, 1) << what << "\n" << test::loop_ir_of(p);
@@ -136,7 +134,7 @@ TEST(Prepack, BatchedInputsShareOnePackedWeight) {
   // batch 1 and 64 over a [K, N] weight: one packed copy serves every batch element
   for (int64_t b : {1, 64}) {
     Tensor x = input("x", {b, 3, 41});
-    Tensor w = from_host(weights({41, 29}, 1));
+    Tensor w = from_host(sin_weights({41, 29}, 1));
     Graph g = Graph::from_outputs({{"y", matmul(x, w).node()}});
     Program p = build_program(g);
     EXPECT_EQ(matmul_kernels(p).prepacked, 1) << "batch " << b << "\n" << test::loop_ir_of(p);
@@ -156,7 +154,7 @@ TEST(Prepack, OperandsThatChangeOrDependOnTheBatchAreNotPrepacked) {
   expect_matches(g1, "input B");
   // plain loops (no default schedule) never use the packed copy
   Tensor x3 = input("x", {4, 11});
-  Graph g3 = Graph::from_outputs({{"z", matmul(x3, from_host(weights({11, 9}, 4))).node()}});
+  Graph g3 = Graph::from_outputs({{"z", matmul(x3, from_host(sin_weights({11, 9}, 4))).node()}});
   EXPECT_EQ(matmul_kernels(build_program(g3, BuildOptions{false})).prepacked, 0);
 }
 
@@ -174,8 +172,8 @@ TEST(Prepack, LateConvWeightsArePackedOnceByDefault) {
     std::string what = "n" + std::to_string(t.n) + " c" + std::to_string(t.c) + " " + std::to_string(t.h) + "x" +
                        std::to_string(t.h) + " k" + std::to_string(t.k) + " " + std::to_string(t.r) + "x" + std::to_string(t.r);
     Tensor x = input("x", {t.n, t.c, t.h, t.h});
-    Tensor w = from_host(weights({t.k, t.c, t.r, t.r}, static_cast<double>(t.k)));
-    Graph g = Graph::from_outputs({{"y", relu(conv2d(x, w, from_host(weights({t.k}, 5)), t.r == 3 ? same : Conv2dOptions{})).node()}});
+    Tensor w = from_host(sin_weights({t.k, t.c, t.r, t.r}, static_cast<double>(t.k)));
+    Graph g = Graph::from_outputs({{"y", relu(conv2d(x, w, from_host(sin_weights({t.k}, 5)), t.r == 3 ? same : Conv2dOptions{})).node()}});
     Program p = build_program(g);
     MatmulKernels mk = matmul_kernels(p);
     EXPECT_EQ(mk.total, 1) << what;
@@ -198,9 +196,9 @@ TEST(Prepack, ASecondSchedulingAttemptReusesThePackedWeights) {
   same.padding = {1, 1};
   for (int64_t n : {2, 64}) {
     Tensor x = input("x", {n, 37}), img = input("img", {1, 9, 7, 7});
-    Tensor y = relu(matmul(x, from_host(weights({37, 53}, 9))));
-    Tensor z = matmul(x, from_host(weights({37, 29}, 10)));
-    Tensor c = conv2d(img, from_host(weights({13, 9, 3, 3}, 11)), std::nullopt, same);  // W · X: W on the A side
+    Tensor y = relu(matmul(x, from_host(sin_weights({37, 53}, 9))));
+    Tensor z = matmul(x, from_host(sin_weights({37, 29}, 10)));
+    Tensor c = conv2d(img, from_host(sin_weights({13, 9, 3, 3}, 11)), std::nullopt, same);  // W · X: W on the A side
     Graph g = Graph::from_outputs({{"y", y.node()}, {"z", z.node()}, {"c", c.node()}});
     loop::PackMemo memo;
     auto packed_nodes = [&](KernelGraph& kg) {
@@ -250,9 +248,9 @@ TEST(Prepack, ConvWeightsOnTheASideArePackedOnceWhenPositionsAreFew) {
                        std::to_string(t.h) + " k" + std::to_string(t.k) + " " + std::to_string(t.r) + "x" + std::to_string(t.r) +
                        (t.stride2 ? " stride 2" : "");
     Tensor x = input("x", {t.n, t.c, t.h, t.h});
-    Tensor w = from_host(weights({t.k, t.c, t.r, t.r}, static_cast<double>(t.k)));
+    Tensor w = from_host(sin_weights({t.k, t.c, t.r, t.r}, static_cast<double>(t.k)));
     Conv2dOptions o = t.stride2 ? strided : t.r == 3 ? same : Conv2dOptions{};
-    Tensor y = conv2d(x, w, from_host(weights({t.k}, 5)), o);
+    Tensor y = conv2d(x, w, from_host(sin_weights({t.k}, 5)), o);
     Graph g = Graph::from_outputs({{"y", relu(y + y).node()}});
     Program p = build_program(g);
     int packed_a = 0, packs_a = 0, matmuls = 0;
@@ -272,25 +270,24 @@ TEST(Prepack, ConvWeightsOnTheASideArePackedOnceWhenPositionsAreFew) {
     expect_matches(g, what);
   }
   // LATHE_PREPACK=0: nothing prepacked, A packed per run; LATHE_PREPACK_A=0: A packed per run
-  setenv("LATHE_PREPACK", "0", 1);
+  // (each switch set only while the program is built)
+  auto built_with = [](const char* name, const char* value, const Graph& g) {
+    ScopedEnv env(name, value);
+    return build_program(g);
+  };
   Tensor x = input("x", {1, 23, 14, 14});
-  Graph g = Graph::from_outputs({{"y", conv2d(x, from_host(weights({13, 23, 1, 1}, 2)), std::nullopt, Conv2dOptions{}).node()}});
-  Program p = build_program(g);
-  unsetenv("LATHE_PREPACK");
+  Graph g = Graph::from_outputs({{"y", conv2d(x, from_host(sin_weights({13, 23, 1, 1}, 2)), std::nullopt, Conv2dOptions{}).node()}});
+  Program p = built_with("LATHE_PREPACK", "0", g);
   EXPECT_EQ(loop::packed_a_buffer(p.kg, p.kg.kernels[0]), -1);
   expect_matches(g, "LATHE_PREPACK=0");
-  setenv("LATHE_PREPACK_A", "0", 1);  // the A side alone
-  Program pa = build_program(g);
-  unsetenv("LATHE_PREPACK_A");
+  Program pa = built_with("LATHE_PREPACK_A", "0", g);  // the A side alone
   EXPECT_EQ(loop::packed_a_buffer(pa.kg, pa.kg.kernels[0]), -1);
   Program pd = build_program(g);  // and by default it is prepacked
   EXPECT_GE(loop::packed_a_buffer(pd.kg, pd.kg.kernels[0]), 0);
   // 300 x 256 weights at 9 x 9: over kPrepackAMaxBytes, packed only with the few-columns cap
   Tensor xb = input("x", {1, 256, 9, 9});
-  Graph gb = Graph::from_outputs({{"y", conv2d(xb, from_host(weights({300, 256, 1, 1}, 3)), std::nullopt, Conv2dOptions{}).node()}});
-  setenv("LATHE_PREPACK_A", "small", 1);
-  Program ps = build_program(gb);
-  unsetenv("LATHE_PREPACK_A");
+  Graph gb = Graph::from_outputs({{"y", conv2d(xb, from_host(sin_weights({300, 256, 1, 1}, 3)), std::nullopt, Conv2dOptions{}).node()}});
+  Program ps = built_with("LATHE_PREPACK_A", "small", gb);
   EXPECT_EQ(loop::packed_a_buffer(ps.kg, ps.kg.kernels[0]), -1);
   Program pb = build_program(gb);
   EXPECT_GE(loop::packed_a_buffer(pb.kg, pb.kg.kernels[0]), 0);
@@ -306,8 +303,8 @@ TEST(Prepack, ASecondScheduleReusesThePackedCopies) {
   Conv2dOptions same;
   same.padding = {1, 1};
   Tensor x = input("x", {1, 10, 13, 13});
-  Tensor h = relu(conv2d(x, from_host(weights({11, 10, 3, 3}, 3)), std::nullopt, same));
-  Tensor y = conv2d(max_pool2d(h, Pool2dOptions{}), from_host(weights({131, 11, 3, 3}, 4)), std::nullopt, same);
+  Tensor h = relu(conv2d(x, from_host(sin_weights({11, 10, 3, 3}, 3)), std::nullopt, same));
+  Tensor y = conv2d(max_pool2d(h, Pool2dOptions{}), from_host(sin_weights({131, 11, 3, 3}, 4)), std::nullopt, same);
   Graph g = Graph::from_outputs({{"y", y.node()}});
   auto packed_storage = [](const KernelGraph& kg) {
     std::vector<const void*> r;
@@ -345,7 +342,7 @@ TEST(Prepack, GatheredEmbeddingTablesAreNotReadersOfTheWholeTable) {
   PrepackAll all;
   for (int64_t b : {1, 3}) {
     const int64_t vocab = 211, d = 37, T = 5;
-    Tensor table = from_host(weights({vocab, d}, 5));
+    Tensor table = from_host(sin_weights({vocab, d}, 5));
     Tensor tokens = input("tokens", {b, T}, DType::I64);
     Tensor h = embedding(tokens, table);                       // [b, T, d]
     Tensor logits = matmul(relu(h), t(table));                 // tied: [b, T, vocab]
@@ -368,7 +365,7 @@ TEST(Prepack, GatheredEmbeddingTablesAreNotReadersOfTheWholeTable) {
   }
   // a table only gathered from (and one read whole by a sum: not released)
   Tensor tokens = input("tokens", {2, 7}, DType::I64);
-  Tensor emb = from_host(weights({1009, 13}, 6)), other = from_host(weights({101, 13}, 7));
+  Tensor emb = from_host(sin_weights({1009, 13}, 6)), other = from_host(sin_weights({101, 13}, 7));
   Graph g = Graph::from_outputs({{"h", (embedding(tokens, emb) * 2.0).node()}, {"s", sum(other).node()}});
   Program p = build_program(g);
   for (const Kernel& k : p.kg.kernels) {
@@ -409,7 +406,7 @@ TEST(Prepack, UnalignedWeightsArePackedFromTheirBytesWithoutACopy) {
       for (bool transposed : {false, true}) {
         ++case_no;
         auto fills = std::make_shared<int>(0);
-        HostTensor plain = weights(transposed ? std::vector<int64_t>{N, K} : std::vector<int64_t>{K, N}, 0.3 * case_no);
+        HostTensor plain = sin_weights(transposed ? std::vector<int64_t>{N, K} : std::vector<int64_t>{K, N}, 0.3 * case_no);
         HostTensor w = deferred_weight(plain, 1 + case_no % 3, fills);
         ASSERT_FALSE(w.materialized());
         Tensor x = input("x", {m, K}), W = from_host(w);
@@ -431,7 +428,7 @@ TEST(Prepack, UnalignedWeightsArePackedFromTheirBytesWithoutACopy) {
       }
   // read whole by a sum besides the matmul: the kernels that read it get the aligned copy
   auto fills = std::make_shared<int>(0);
-  HostTensor w = deferred_weight(weights({41, 29}, 9), 2, fills);
+  HostTensor w = deferred_weight(sin_weights({41, 29}, 9), 2, fills);
   Tensor x = input("x", {2, 41}), W = from_host(w);
   Graph g = Graph::from_outputs({{"y", matmul(x, W).node()}, {"s", sum(W).node()}});
   TensorMap in = random_inputs(g, 7);

@@ -16,6 +16,7 @@
 #include "core/ir/build.h"
 #include "core/ir/rnn_op.h"
 #include "tests/backends/diff_util.h"
+#include "tests/backends/test_env.h"
 #include "tests/onnx/onnx_builder.h"
 
 namespace lathe {
@@ -185,9 +186,8 @@ TEST(RecurrentBackends, StepsCompileOnce) {
 // ---- the fused recurrence (core/ir/rnn_op.h): one Extern "rnn" kernel per direction ----
 
 // LATHE_RNN=unrolled for the lifetime of this object: the importer's step-by-step graph
-struct Unrolled {
-  Unrolled() { setenv("LATHE_RNN", "unrolled", 1); }
-  ~Unrolled() { unsetenv("LATHE_RNN"); }
+struct Unrolled : test::ScopedEnv {
+  Unrolled() : ScopedEnv("LATHE_RNN", "unrolled") {}
 };
 
 int count_rnn_nodes(const Graph& g) {
@@ -303,10 +303,7 @@ TEST(FusedRecurrence, GruAndRnn) {
 // a recurrent weight of 256 KiB or more at a small batch: the CPU kernel splits the hidden
 // units between threads that meet every step (odd unit counts: the last share is partial)
 TEST(FusedRecurrence, HiddenUnitsSplitBetweenThreads) {
-  struct Threads {  // split even on a busy machine (the kernel otherwise keeps one thread then)
-    Threads() { setenv("LATHE_RNN_THREADS", "3", 1); }
-    ~Threads() { unsetenv("LATHE_RNN_THREADS"); }
-  } three;
+  test::ScopedEnv three("LATHE_RNN_THREADS", "3");  // split even on a busy machine (the kernel otherwise keeps one thread then)
   expect_fused_matches_unrolled({"LSTM", 5, 1, 3, 130, "bidirectional", true, true, true, true});
   expect_fused_matches_unrolled({"GRU", 4, 2, 3, 150, "reverse", false, false, true, false, 0});
   expect_fused_matches_unrolled({"GRU", 4, 3, 3, 149, "forward", true, false, true, true, 1});
@@ -323,7 +320,7 @@ TEST(FusedRecurrence, HiddenUnitsSplitBetweenThreads) {
 // either way); the second run of each program reads the cached copies
 TEST(CpuRecurrenceTiles, RecurrentWeightByBlocksOneThreadAndTwo) {
   for (const char* threads : {"1", "2"}) {
-    setenv("LATHE_RNN_THREADS", threads, 1);
+    test::ScopedEnv limit("LATHE_RNN_THREADS", threads);
     for (Case c : {Case{"LSTM", 9, 1, 7, 100, "bidirectional", true, true, true}, Case{"LSTM", 5, 1, 13, 513},
                    Case{"LSTM", 1, 1, 5, 256, "reverse"}, Case{"LSTM", 6, 4, 3, 160, "forward", false, false, true, true},
                    Case{"GRU", 7, 1, 5, 160, "bidirectional", false, false, true, false, 0},
@@ -339,7 +336,6 @@ TEST(CpuRecurrenceTiles, RecurrentWeightByBlocksOneThreadAndTwo) {
     r.r_input = true, r.w_input = true;
     expect_fused_matches_unrolled(r);
   }
-  unsetenv("LATHE_RNN_THREADS");
 }
 
 // LATHE_RNN_THREADS unset: the chooser's warm-up runs one thread, the Team and one thread for
@@ -349,9 +345,9 @@ TEST(CpuRecurrenceTiles, RecurrentWeightByBlocksOneThreadAndTwo) {
 // inputs (no cached strips or blocks), and partners that stall inside a chunk
 // (LATHE_RNN_STALL_US)
 TEST(CpuRecurrenceTiles, StepsOnOneThreadWithTheProjectionsAhead) {
-  unsetenv("LATHE_RNN_THREADS");
+  test::ScopedEnv chooser("LATHE_RNN_THREADS", nullptr);
   for (const char* stall : {"0", "200"}) {
-    setenv("LATHE_RNN_STALL_US", stall, 1);
+    test::ScopedEnv stalls("LATHE_RNN_STALL_US", stall);
     Case wr{"LSTM", 6, 1, 9, 136, "bidirectional"};
     wr.r_input = true, wr.w_input = true;
     for (const Case& c : {Case{"LSTM", 19, 1, 11, 149, "reverse", true, true, true}, Case{"LSTM", 5, 3, 6, 128},
@@ -366,13 +362,12 @@ TEST(CpuRecurrenceTiles, StepsOnOneThreadWithTheProjectionsAhead) {
         EXPECT_EQ(test::compare_outputs(exe.run(in), want, 4), "") << label(c) << " stall " << stall << " run " << run;
     }
   }
-  unsetenv("LATHE_RNN_STALL_US");
 }
 
 // two callers at once share the persistent partner threads: whichever call a partner joins,
 // both results are the interpreter's
 TEST(CpuRecurrenceTiles, ConcurrentCallsShareThePartnerThreads) {
-  setenv("LATHE_RNN_THREADS", "2", 1);
+  test::ScopedEnv two("LATHE_RNN_THREADS", "2");
   Case c1{"LSTM", 12, 1, 5, 192}, c2{"GRU", 10, 2, 3, 176, "bidirectional"};
   TensorMap in1, in2;
   Graph g1 = recurrent_graph(c1, in1), g2 = recurrent_graph(c2, in2);
@@ -384,7 +379,6 @@ TEST(CpuRecurrenceTiles, ConcurrentCallsShareThePartnerThreads) {
   });
   for (int i = 0; i < 20 && err1.empty(); ++i) err1 = test::compare_outputs(e1.run(in1), want1, 4);
   t.join();
-  unsetenv("LATHE_RNN_THREADS");
   EXPECT_EQ(err1, "") << label(c1);
   EXPECT_EQ(err2, "") << label(c2);
 }
@@ -419,10 +413,7 @@ TEST(FusedRecurrence, ChooserKeepsTheFasterModeAndNoticesALoadChange) {
 // then): the others take over its pieces, claim the stalled ones again, and the late commits
 // are dropped; the results stay the interpreter's
 TEST(FusedRecurrence, ThreadsThatStallAreWorkedAround) {
-  struct Env {
-    Env() { setenv("LATHE_RNN_THREADS", "3", 1), setenv("LATHE_RNN_STALL_US", "300", 1); }
-    ~Env() { unsetenv("LATHE_RNN_THREADS"), unsetenv("LATHE_RNN_STALL_US"); }
-  } env;
+  test::ScopedEnv three("LATHE_RNN_THREADS", "3"), stall("LATHE_RNN_STALL_US", "300");
   expect_fused_matches_unrolled({"LSTM", 6, 1, 3, 140, "reverse", true, true, true, true});
   expect_fused_matches_unrolled({"GRU", 5, 2, 3, 131, "forward", true, false, true, false, 0});
   expect_fused_matches_unrolled({"GRU", 4, 1, 2, 160, "bidirectional", false, false, false, true, 1});

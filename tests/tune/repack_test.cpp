@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 #include <thread>
 
 #include "backends/backend.h"
@@ -17,15 +18,13 @@
 #include "core/runtime/random.h"
 #include "core/tune/records.h"
 #include "core/tune/search.h"
+#include "tests/backends/test_env.h"
 
 namespace lathe {
 namespace {
 
-HostTensor weights(std::vector<int64_t> shape, double seed) {
-  HostTensor t(DType::F32, std::move(shape));
-  for (int64_t i = 0; i < t.numel(); ++i) t.set_f64(i, std::sin(seed + 0.61 * static_cast<double>(i)));
-  return t;
-}
+using test::sin_weights;
+using test::ScopedEnv;
 
 double max_diff(const TensorMap& a, const TensorMap& b) {
   double m = 0;
@@ -35,14 +34,6 @@ double max_diff(const TensorMap& a, const TensorMap& b) {
   }
   return m;
 }
-
-// weights are prepacked by default only when larger than the last-level cache (B) or for
-// few positions (A): the B cases ask for all while the program is built
-struct PrepackAll {
-  explicit PrepackAll(bool on) : on_(on) { if (on_) setenv("LATHE_PREPACK", "all", 1); }
-  ~PrepackAll() { if (on_) unsetenv("LATHE_PREPACK"); }
-  bool on_;
-};
 
 struct Blocks {
   long mr = 0, nr = 0, kc = 0, mc = 0, nc = 0;
@@ -77,22 +68,25 @@ TEST(TuneRepack, OtherBlocksReadTheWeightsPackedOnceInTheirLayout) {
   for (int64_t m : {1, 49, 64}) {
     Tensor x = input("x", {m, 131});
     cases.push_back({"matmul " + std::to_string(m) + "x131 . 131x67",
-                     Graph::from_outputs({{"y", matmul(x, from_host(weights({131, 67}, 1))).node()}}), true});
+                     Graph::from_outputs({{"y", matmul(x, from_host(sin_weights({131, 67}, 1))).node()}}), true});
   }
   {
     Tensor x = input("x", {2, 41, 11, 11});
-    cases.push_back({"conv n2 c41 11x11 k37 3x3", Graph::from_outputs({{"y", relu(conv2d(x, from_host(weights({37, 41, 3, 3}, 2)),
-                                                                                         from_host(weights({37}, 5)), same)).node()}}), false});
+    cases.push_back({"conv n2 c41 11x11 k37 3x3", Graph::from_outputs({{"y", relu(conv2d(x, from_host(sin_weights({37, 41, 3, 3}, 2)),
+                                                                                         from_host(sin_weights({37}, 5)), same)).node()}}), false});
   }
   {
     Tensor x = input("x", {1, 17, 23, 23});
     cases.push_back({"conv n1 c17 23x23 k31 3x3 stride 2",
-                     Graph::from_outputs({{"y", conv2d(x, from_host(weights({31, 17, 3, 3}, 3)), std::nullopt, strided).node()}}), false});
+                     Graph::from_outputs({{"y", conv2d(x, from_host(sin_weights({31, 17, 3, 3}, 3)), std::nullopt, strided).node()}}), false});
   }
   const int lanes = loop::host_matmul_params().lanes;
   int checked = 0;
   for (Case& c : cases) {
-    PrepackAll env(c.b_side);
+    // weights are prepacked by default only when larger than the last-level cache (B) or for
+    // few positions (A): the B cases ask for all while the program is built
+    std::optional<ScopedEnv> all;
+    if (c.b_side) all.emplace("LATHE_PREPACK", "all");
     Program p = build_program(c.g);
     const int k = matmul_kernel(p);
     if (k < 0) continue;  // (one row: a matrix-vector product, no GEMM)
