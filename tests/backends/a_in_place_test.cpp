@@ -7,6 +7,7 @@
 #include <array>
 #include <cstdlib>
 #include <string>
+#include <thread>
 
 #include "core/frontend/nn.h"
 #include "core/frontend/tensor.h"
@@ -66,6 +67,51 @@ TEST(AInPlace, MatchesTheInterpreter) {
   // attention-like scores with T 77 (Q . K^T, 64-wide heads)
   Tensor q = input("q", {2, 3, 77, 64}), kk = input("k", {2, 3, 77, 64});
   batch.add("attention scores, T 77", Graph::from_outputs({{"y", matmul(q, transpose(kk, 2, 3)).node()}}));
+  EXPECT_EQ(batch.run(), 0);
+}
+
+// The matmul kernel's schedule log line ("matmul: MR=6 NR=16 KC=.. MC=.. NC=.. msplit=..").
+std::string matmul_log(const Program& p) {
+  for (int i = 0; i < p.num_kernels(); ++i)
+    if (p.kg.kernels[i].kind == "matmul" && !p.funcs[i].schedule_log.empty()) return p.funcs[i].schedule_log[0];
+  return "";
+}
+int64_t log_value(const std::string& log, const std::string& key) {
+  const size_t at = log.find(" " + key + "=");
+  return at == std::string::npos ? -1 : std::atoll(log.c_str() + at + key.size() + 2);
+}
+
+// A job's rows over more than one MC block (the A panels of each block read in place from
+// the block's first row on, the micro-kernel's row addresses offset by the block's start) with
+// few B panels (N 17 to 61: at most four of NR 16, two of NR 32, the last one ragged) and a
+// ragged last A panel (M mod MR rows, read by the ragged-rows kernel and never past A's last
+// row): prime M, K and N, batch 1 (on two threads M is split between the jobs: still more
+// than one block each) and batch 2 and 3, a transposed A (its rows one element apart), and
+// bias + relu in the epilogue, against the interpreter.
+TEST(AInPlace, RowsOverSeveralMcBlocksMatchTheInterpreter) {
+  struct Case {
+    int64_t n, m, k, c;
+    bool transposed = false, epilogue = false;
+  };
+  test::DiffBatch batch;
+  for (const Case& t : {Case{1, 617, 37, 29}, Case{3, 401, 53, 61}, Case{1, 1031, 41, 29, false, true},
+                        Case{2, 613, 31, 47, true}, Case{3, 293, 67, 17, false, true}}) {
+    const std::string what = "bmm " + std::to_string(t.n) + "x" + std::to_string(t.m) + "x" + std::to_string(t.k) + "x" +
+                             std::to_string(t.c) + (t.transposed ? " A transposed" : "") + (t.epilogue ? " bias + relu" : "");
+    Tensor a = t.transposed ? transpose(input("a", {t.n, t.k, t.m}), 1, 2) : input("a", {t.n, t.m, t.k});
+    Tensor y = matmul(a, input("b", {t.n, t.k, t.c}));
+    if (t.epilogue) y = relu(y + input("bias", {t.c}));
+    Graph g = Graph::from_outputs({{"y", y.node()}});
+    const std::string log = matmul_log(build_program(g));
+    const int64_t mr = log_value(log, "MR"), mc = log_value(log, "MC"), msplit = log_value(log, "msplit");
+    ASSERT_GT(mr, 0) << what << ": " << log;
+    if (!switched_off()) EXPECT_NE(log.find(" A in place"), std::string::npos) << what << ": " << log;
+    EXPECT_NE(t.m % mr, 0) << what << ": no ragged last A panel at MR " << mr;
+    // (on a many-core host M is split into more, shorter ranges)
+    if (std::thread::hardware_concurrency() <= 4)
+      EXPECT_GT((t.m + msplit - 1) / msplit, mc) << what << ": a job's rows in one MC block: " << log;
+    batch.add(what, g);
+  }
   EXPECT_EQ(batch.run(), 0);
 }
 
