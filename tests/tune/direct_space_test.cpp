@@ -19,9 +19,12 @@
 #include "core/runtime/random.h"
 #include "core/tune/model.h"
 #include "core/tune/space.h"
+#include "tune_check.h"
 
 namespace lathe {
 namespace {
+
+using namespace tune_test;
 
 Graph stem() {  // a 7x7 stride-2 stem with 13 outputs (no pass width divides it), odd plane
   Conv2dOptions o;
@@ -41,18 +44,6 @@ Graph dw5() {  // a 5x5 depthwise convolution, 7 channels, batch 2, prime plane
   o.padding = {2, 2};
   o.groups = 7;
   return Graph::from_outputs({{"y", conv2d(input("x", {2, 7, 17, 19}), input("w", {7, 1, 5, 5}), std::nullopt, o).node()}});
-}
-
-double max_diff(const TensorMap& a, const TensorMap& b) {  // relative to the largest reference value
-  double m = 0, r = 1e-30;
-  for (auto& [n, t] : b) {
-    const HostTensor& u = a.at(n);
-    for (int64_t i = 0; i < t.numel(); ++i) {
-      m = std::max(m, std::abs(u.get_f64(i) - t.get_f64(i)));
-      r = std::max(r, std::abs(t.get_f64(i)));
-    }
-  }
-  return m / r;
 }
 
 tune::Point point(const tune::Space& s, std::initializer_list<std::pair<const char*, int64_t>> set) {
@@ -98,8 +89,7 @@ TEST(TuneDirect, PointsLogTheNestAndReplayToTheSameCode) {
   ASSERT_TRUE(loop::is_depthwise(b.f));
   EXPECT_NE(b.f.schedule_log.at(0).find("3 of 13 output channels per pass"), std::string::npos) << b.f.schedule_log[0];
   EXPECT_NE(b.f.schedule_log.at(0).find("4 rows per pass"), std::string::npos) << b.f.schedule_log[0];
-  loop::LoopFunc again = tune::replay(p.kg, 0, b.schedule);
-  EXPECT_EQ(tune::code_key(again), tune::code_key(b.f));
+  EXPECT_TRUE(replays_to(p.kg, 0, b.schedule, b.f));
   // direct = 0: the GEMM or the plain reduction, as before
   tune::Built g = tune::build(p.kg, 0, s, point(s, {{"direct", 0}}));
   EXPECT_FALSE(loop::is_depthwise(g.f));
@@ -114,7 +104,6 @@ TEST(TuneDirect, PointsLogTheNestAndReplayToTheSameCode) {
 }
 
 TEST(TuneDirect, EveryPassShapeMatchesTheInterpreter) {
-  Backend& be = get_backend("c");
   for (const Graph& g : {stem3(), dw5()}) {
     Program base = build_program(g);
     TensorMap in = random_inputs(g, 5);
@@ -123,21 +112,12 @@ TEST(TuneDirect, EveryPassShapeMatchesTheInterpreter) {
     std::vector<Program> progs;
     for (int64_t rows : {1, 3, 4, 6, 8})
       for (int64_t ocb : {2, 6}) {
-        Program p = base;
         // (a depthwise one: ocb 2 and 6 stand for its accumulator pass off and on)
-        tune::Built b = s.knob("ocb") >= 0 ? tune::build(p.kg, 0, s, point(s, {{"direct", 1}, {"ocb", ocb}, {"direct_rows", rows}}))
-                                           : tune::build(p.kg, 0, s, point(s, {{"direct", 1}, {"direct_rows", rows}, {"direct_acc", ocb == 6}}));
-        b.f.name = p.funcs[0].name;
-        p.funcs[0] = b.f;
-        progs.push_back(std::move(p));
+        tune::Built b = s.knob("ocb") >= 0 ? tune::build(base.kg, 0, s, point(s, {{"direct", 1}, {"ocb", ocb}, {"direct_rows", rows}}))
+                                           : tune::build(base.kg, 0, s, point(s, {{"direct", 1}, {"direct_rows", rows}, {"direct_acc", ocb == 6}}));
+        progs.push_back(with_kernel(base, 0, b.f));
       }
-    std::vector<const Program*> ps;
-    for (auto& p : progs) ps.push_back(&p);
-    auto compiled = be.compile_many(ps);
-    for (size_t i = 0; i < progs.size(); ++i) {
-      Executable e(progs[i], compiled[i], "c");
-      EXPECT_LT(max_diff(e.run(in), want), 1e-3) << loop::print_loop(progs[i].funcs[0]);
-    }
+    EXPECT_TRUE(all_match(progs, 0, in, want, 1e-3, nullptr, max_rel_diff));  // (relative to the largest reference value)
   }
 }
 
@@ -150,10 +130,10 @@ TEST(TuneDirect, DepthwiseAccumulatorsReplayAndTheModelPicksThem) {
   tune::Space s = tune::make_space(p.kg, 0, m);
   tune::Built a = tune::build(p.kg, 0, s, point(s, {{"direct", 1}, {"direct_rows", 4}, {"direct_acc", 1}}));
   ASSERT_EQ(a.schedule, std::vector<std::string>{"direct ocb=0 rows=4 acc=1"});
-  EXPECT_EQ(tune::code_key(tune::replay(p.kg, 0, a.schedule)), tune::code_key(a.f));
+  EXPECT_TRUE(replays_to(p.kg, 0, a.schedule, a.f));
   // acc=0 (and a line without acc) is the heuristic's pass
-  EXPECT_EQ(tune::code_key(tune::replay(p.kg, 0, {"direct ocb=0 rows=0 acc=0"})), tune::code_key(p.funcs[0]));
-  EXPECT_EQ(tune::code_key(tune::replay(p.kg, 0, {"direct ocb=0 rows=0"})), tune::code_key(p.funcs[0]));
+  EXPECT_TRUE(replays_to(p.kg, 0, {"direct ocb=0 rows=0 acc=0"}, p.funcs[0]));
+  EXPECT_TRUE(replays_to(p.kg, 0, {"direct ocb=0 rows=0"}, p.funcs[0]));
   EXPECT_THROW(tune::replay(p.kg, 0, {"direct ocb=0 rows=2 acc=2"}), UserError);
   // the model: the heuristic's pass above every accumulator pass of 2 or more rows
   Bindings dims;

@@ -18,22 +18,16 @@
 #include "core/runtime/random.h"
 #include "core/tune/records.h"
 #include "core/tune/search.h"
+#include "tune_check.h"
 #include "tests/backends/test_env.h"
 
 namespace lathe {
 namespace {
 
+using namespace tune_test;
+
 using test::sin_weights;
 using test::ScopedEnv;
-
-double max_diff(const TensorMap& a, const TensorMap& b) {
-  double m = 0;
-  for (auto& [n, t] : b) {
-    const HostTensor& u = a.at(n);
-    for (int64_t i = 0; i < t.numel(); ++i) m = std::max(m, std::abs(u.get_f64(i) - t.get_f64(i)));
-  }
-  return m;
-}
 
 struct Blocks {
   long mr = 0, nr = 0, kc = 0, mc = 0, nc = 0;

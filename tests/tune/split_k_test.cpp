@@ -21,9 +21,12 @@
 #include "core/schedule/program.h"
 #include "core/tune/records.h"
 #include "core/tune/search.h"
+#include "tune_check.h"
 
 namespace lathe {
 namespace {
+
+using namespace tune_test;
 
 const tune::Machine kTwo{2, 8, 16};
 
@@ -40,15 +43,6 @@ Graph row_max(int64_t r, int64_t c) {  // a max over rows of few outputs
   return Graph::from_outputs({{"y", max(x, {1}).node()}});
 }
 
-double max_diff(const TensorMap& a, const TensorMap& b) {
-  double m = 0;
-  for (auto& [n, t] : b) {
-    const HostTensor& u = a.at(n);
-    for (int64_t i = 0; i < t.numel(); ++i) m = std::max(m, std::abs(u.get_f64(i) - t.get_f64(i)));
-  }
-  return m;
-}
-
 TEST(TuneSplitK, PointsLogTheSplitAndReplayToTheSameCode) {
   Program p = build_program(colsum(4099, 37));
   tune::Space s = tune::make_space(p.kg, 0, kTwo);
@@ -63,10 +57,7 @@ TEST(TuneSplitK, PointsLogTheSplitAndReplayToTheSameCode) {
   ASSERT_FALSE(b.schedule.empty());
   EXPECT_EQ(b.schedule[0], "split_k r0 by 4");
   EXPECT_EQ(b.schedule[1], "reduce_rows i0_p by 32");
-  b.f.name = p.funcs[0].name;
-  loop::LoopFunc again = tune::replay(p.kg, 0, b.schedule);
-  again.name = b.f.name;
-  EXPECT_EQ(tune::code_key(again), tune::code_key(b.f));
+  EXPECT_TRUE(replays_to(p.kg, 0, b.schedule, b.f));
   std::string text = loop::print_loop(b.f);
   EXPECT_NE(text.find("parallel for r0_k in 0..4"), std::string::npos) << text;
   // a record with the line round-trips through JSON and replays the same
@@ -86,13 +77,10 @@ TEST(TuneSplitK, PointsLogTheSplitAndReplayToTheSameCode) {
   ASSERT_EQ(read.size(), 1u);
   const tune::Record& back = read[0];
   EXPECT_EQ(back.schedule, b.schedule);
-  loop::LoopFunc third = tune::replay(p.kg, 0, back.schedule);
-  third.name = b.f.name;
-  EXPECT_EQ(tune::code_key(third), tune::code_key(b.f));
+  EXPECT_TRUE(replays_to(p.kg, 0, back.schedule, b.f));
 }
 
 TEST(TuneSplitK, SplitKernelsMatchTheInterpreter) {
-  Backend& be = get_backend("c");
   // prime sizes; a GEMV at batch 1 and 3; a full sum to one value; a max
   Tensor x = input("x", {53, 7});
   Graph total = Graph::from_outputs({{"y", sum(x, {0, 1}).node()}});
@@ -107,50 +95,27 @@ TEST(TuneSplitK, SplitKernelsMatchTheInterpreter) {
       std::vector<Program> progs;
       uint64_t seed = 99 + kn;
       for (int t = 0; t < 8; ++t) {
-        tune::Point pt;
-        for (auto& knob : s.knobs) {
-          seed = seed * 6364136223846793005ull + 1442695040888963407ull;
-          pt.push_back(int((seed >> 33) % knob.values.size()));
-        }
+        tune::Point pt = random_point(s, seed);
         pt[k] = 1 + t % 2;  // 2 or 4 parts
         if (int m = s.knob("mode"); m >= 0) pt[m] = 1;  // a matmul's plain reduction (not the packed GEMM)
-        Program p = base;
-        tune::Built bt = tune::build(p.kg, kn, s, pt);
+        tune::Built bt = tune::build(base.kg, kn, s, pt);
         ASSERT_FALSE(bt.schedule.empty());
         EXPECT_EQ(bt.schedule[0].rfind("split_k ", 0), 0u) << bt.schedule[0];
-        bt.f.name = p.funcs[kn].name;
-        loop::LoopFunc again = tune::replay(p.kg, kn, bt.schedule);
-        again.name = bt.f.name;
-        EXPECT_EQ(tune::code_key(again), tune::code_key(bt.f));
-        p.funcs[kn] = bt.f;
-        progs.push_back(std::move(p));
+        EXPECT_TRUE(replays_to(base.kg, kn, bt.schedule, bt.f));
+        progs.push_back(with_kernel(base, kn, bt.f));
       }
-      std::vector<const Program*> ps;
-      for (auto& p : progs) ps.push_back(&p);
-      auto compiled = be.compile_many(ps);
-      for (size_t i = 0; i < progs.size(); ++i) {
-        Executable e(progs[i], compiled[i], "c");
-        EXPECT_LT(max_diff(e.run(in), want), 1e-2) << loop::print_loop(progs[i].funcs[kn]);
-      }
+      EXPECT_TRUE(all_match(progs, kn, in, want, 1e-2));
     }
   }
 }
 
 TEST(TuneSplitK, RefusalsNameTheReason) {
   Program p = build_program(colsum(101, 13));
-  auto refuses = [&](std::vector<std::string> lines, const std::string& why) {
-    try {
-      tune::replay(p.kg, 0, lines);
-      ADD_FAILURE() << "accepted: " << lines.back();
-    } catch (const UserError& e) {
-      EXPECT_NE(std::string(e.what()).find(why), std::string::npos) << e.what();
-    }
-  };
-  refuses({"split_k i0 by 2"}, "does not reduce into one accumulator");
-  refuses({"split_k r0 by 1"}, "parts must be 2..64");
-  refuses({"split_k r0 by 200"}, "parts must be 2..64");
-  refuses({"split_k zz by 2"}, "no such loop");
-  refuses({"split_k r0 by 2", "split_k r0_p by 2"}, "split_k r0_p");
+  EXPECT_TRUE(refused(p.kg, 0, {"split_k i0 by 2"}, "does not reduce into one accumulator"));
+  EXPECT_TRUE(refused(p.kg, 0, {"split_k r0 by 1"}, "parts must be 2..64"));
+  EXPECT_TRUE(refused(p.kg, 0, {"split_k r0 by 200"}, "parts must be 2..64"));
+  EXPECT_TRUE(refused(p.kg, 0, {"split_k zz by 2"}, "no such loop"));
+  EXPECT_TRUE(refused(p.kg, 0, {"split_k r0 by 2", "split_k r0_p by 2"}, "split_k r0_p"));
   // a softmax's row has two reductions in one nest: no knob, and the primitive refuses
   Tensor x = input("x", {5, 77});
   Program sm = build_program(Graph::from_outputs({{"y", softmax(x, -1).node()}}));
@@ -175,7 +140,6 @@ TEST(TuneSplitK, ModelSearchStaysDeterministic) {
 // the matmul line's bplace=1: B read where it lies (no packed copy) on a batched matmul with
 // odd sides and a prime K; the line round-trips, replays, and the code matches the interpreter
 TEST(TuneBInPlace, BatchedMatmulReadsBInPlaceAndMatchesTheInterpreter) {
-  Backend& be = get_backend("c");
   for (int64_t batch : {1, 3}) {
     Tensor a = input("a", {batch, 17, 101}), b = input("b", {batch, 101, 37});
     Graph g = Graph::from_outputs({{"y", matmul(a, b).node()}});
@@ -193,22 +157,13 @@ TEST(TuneBInPlace, BatchedMatmulReadsBInPlaceAndMatchesTheInterpreter) {
                                    "matmul mr=4 nr=16 lanes=8 kc=64 mc=16 nc=32 bplace=0"};
     std::vector<Program> progs;
     for (auto& line : lines) {
-      Program p = base;
-      loop::LoopFunc f = tune::replay(p.kg, 0, {line});
+      loop::LoopFunc f = tune::replay(base.kg, 0, {line});
       std::string text = loop::print_loop(f);
       bool in_place = line.find("bplace=1") != std::string::npos;
       EXPECT_EQ(text.find("B in place") != std::string::npos, in_place) << text;
-      f.name = p.funcs[0].name;
-      p.funcs[0] = f;
-      progs.push_back(std::move(p));
+      progs.push_back(with_kernel(base, 0, std::move(f)));
     }
-    std::vector<const Program*> ps;
-    for (auto& p : progs) ps.push_back(&p);
-    auto compiled = be.compile_many(ps);
-    for (size_t i = 0; i < progs.size(); ++i) {
-      Executable e(progs[i], compiled[i], "c");
-      EXPECT_LT(max_diff(e.run(in), want), 1e-3) << lines[i] << "\n" << loop::print_loop(progs[i].funcs[0]);
-    }
+    EXPECT_TRUE(all_match(progs, 0, in, want, 1e-3, [&](size_t i) { return lines[i]; }));
   }
   // a bad value is an error naming the line
   loop::MatmulParams mp;

@@ -31,9 +31,12 @@
 #include "core/tune/model.h"
 #include "core/tune/records.h"
 #include "core/tune/search.h"
+#include "tune_check.h"
 
 namespace lathe {
 namespace {
+
+using namespace tune_test;
 
 Graph colsum(const std::string& name = "x", int64_t r = 64, int64_t c = 48) {
   Tensor x = input(name, {r, c});
@@ -50,15 +53,6 @@ Graph odd_bmm() {
 Graph transpose_add() {
   Tensor x = input("x", {33, 40});
   return Graph::from_outputs({{"y", (transpose(x, 0, 1) + 1.0).node()}});
-}
-
-double max_diff(const TensorMap& a, const TensorMap& b) {
-  double m = 0;
-  for (auto& [n, t] : b) {
-    const HostTensor& u = a.at(n);
-    for (int64_t i = 0; i < t.numel(); ++i) m = std::max(m, std::abs(u.get_f64(i) - t.get_f64(i)));
-  }
-  return m;
 }
 
 tune::TuneOptions model_opts(int trials = 6) {
@@ -112,9 +106,7 @@ TEST(Tune, RowsKnobSplitsTheRowLoopOverTheCores) {
     tune::Point pt(s.knobs.size(), 0);
     pt[rows] = int(it - v.begin());
     tune::Built b = tune::build(p.kg, 0, s, pt);
-    loop::LoopFunc again = tune::replay(p.kg, 0, b.schedule);
-    again.name = b.f.name;
-    EXPECT_EQ(tune::code_key(again), tune::code_key(b.f));
+    EXPECT_TRUE(replays_to(p.kg, 0, b.schedule, b.f));
     return b.schedule.empty() ? std::string() : b.schedule[0];
   };
   EXPECT_EQ(block_of(tune::kRowsPerCore), "reduce_rows i1 by 17504");     // 4 blocks: 2 per core
@@ -196,7 +188,6 @@ TEST(Tune, OnTrialReportsEveryCandidateAndCanStopTheSearch) {
 
 // every point the search may pick computes what the interpreter computes
 TEST(Tune, RandomPointsOfEverySpaceMatchTheInterpreter) {
-  Backend& b = get_backend("c");
   Graph gemv = Graph::from_outputs({{"y", matmul(input("x", {1, 5}), input("w", {5, 4099})).node()}});
   for (const Graph& g : {colsum("x", 37, 29), softmax77(), odd_bmm(), transpose_add(), gemv}) {
     Program base = build_program(g);
@@ -207,28 +198,11 @@ TEST(Tune, RandomPointsOfEverySpaceMatchTheInterpreter) {
       std::vector<Program> progs;
       uint64_t seed = 12345 + k;
       for (int t = 0; t < 6; ++t) {
-        tune::Point pt;
-        for (auto& knob : s.knobs) {
-          seed = seed * 6364136223846793005ull + 1442695040888963407ull;
-          pt.push_back(int((seed >> 33) % knob.values.size()));
-        }
-        Program p = base;
-        tune::Built bt = tune::build(p.kg, k, s, pt);
-        bt.f.name = p.funcs[k].name;
-        // the schedule replays to the same code
-        loop::LoopFunc again = tune::replay(p.kg, k, bt.schedule);
-        again.name = bt.f.name;
-        EXPECT_EQ(tune::code_key(again), tune::code_key(bt.f));
-        p.funcs[k] = bt.f;
-        progs.push_back(std::move(p));
+        tune::Built bt = tune::build(base.kg, k, s, random_point(s, seed));
+        EXPECT_TRUE(replays_to(base.kg, k, bt.schedule, bt.f));  // the schedule replays to the same code
+        progs.push_back(with_kernel(base, k, bt.f));
       }
-      std::vector<const Program*> ps;
-      for (auto& p : progs) ps.push_back(&p);
-      auto compiled = b.compile_many(ps);
-      for (size_t i = 0; i < progs.size(); ++i) {
-        Executable e(progs[i], compiled[i], "c");
-        EXPECT_LT(max_diff(e.run(in), want), 1e-3) << loop::print_loop(progs[i].funcs[k]);
-      }
+      EXPECT_TRUE(all_match(progs, k, in, want, 1e-3));
     }
   }
 }
@@ -323,19 +297,11 @@ TEST(Tune, AppliedOnlyOnTheSameTargetAndOnlyWhenFaster) {
 
 TEST(Tune, ReplayErrorsNameTheLine) {
   Program p = build_program(odd_bmm());
-  auto expect_error = [&](std::vector<std::string> s, const std::string& needle) {
-    try {
-      tune::replay(p.kg, 0, s);
-      ADD_FAILURE() << "accepted " << s.back();
-    } catch (const UserError& e) {
-      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
-    }
-  };
-  expect_error({"spin i0"}, "unknown primitive 'spin'");
-  expect_error({"split i0 by x"}, "expected a number");
-  expect_error({"matmul mr=6 nr=12 lanes=8 kc=64 mc=36 nc=48"}, "must nest");
-  expect_error({"matmul mr=6"}, "give all of");
-  expect_error({"parallel i0", "vectorize nope"}, "schedule line 2");
+  EXPECT_TRUE(refused(p.kg, 0, {"spin i0"}, "unknown primitive 'spin'"));
+  EXPECT_TRUE(refused(p.kg, 0, {"split i0 by x"}, "expected a number"));
+  EXPECT_TRUE(refused(p.kg, 0, {"matmul mr=6 nr=12 lanes=8 kc=64 mc=36 nc=48"}, "must nest"));
+  EXPECT_TRUE(refused(p.kg, 0, {"matmul mr=6"}, "give all of"));
+  EXPECT_TRUE(refused(p.kg, 0, {"parallel i0", "vectorize nope"}, "schedule line 2"));
   // the packed GEMM line replays, with the lowering's own description first
   loop::LoopFunc f = tune::replay(p.kg, 0, {"matmul mr=4 nr=16 lanes=8 kc=8 mc=8 nc=32"});
   EXPECT_TRUE(loop::is_packed_matmul(f));
