@@ -105,39 +105,22 @@ void run_rnn(NodeRef n, void* const* bufs) {
   const int hw = thread_limit() > 0 ? thread_limit() : hardware_threads();
   // With the projection: XP of this direction's columns, [T·B, G·H], in a buffer of the pool
   // (computed below by whichever way the recurrence runs)
-  struct Scratch {
-    float* p = nullptr;
-    size_t bytes = 0;
-    ~Scratch() {
-      if (p) PackPool::get().give(p, bytes);
-    }
-  } xp;
+  PoolBuffer xp;
   if (sp->has_proj) {
     a.pj = {a.xp, static_cast<const float*>(in(sp->in_wt())), static_cast<const float*>(in(sp->in_xb())), sp->I, sp->XW,
             sp->col0};
     a.pj.strips = cached_strips(n->inputs[static_cast<size_t>(sp->in_wt())], a.pj, GH);
-    xp.bytes = (sizeof(float) * static_cast<size_t>(T * B * GH) + 63) / 64 * 64;
-    xp.p = PackPool::get().take(xp.bytes);
-    LATHE_CHECK(xp.p != nullptr, "rnn: out of memory for the input projections");
-    a.xp = a.xp_w = xp.p;
+    a.xp = a.xp_w = xp.take(static_cast<size_t>(T * B * GH), "the input projections");
     a.s.XW = GH, a.s.col0 = 0;
   }
   // RT by strips (pack_strips) when whole steps run on 2 rows or more (one thread, or blocks
   // of rows), in a buffer of the pool; the Team packs RT its own way
-  struct Strips {
-    float* p = nullptr;
-    size_t bytes = 0;
-    ~Strips() {
-      if (p) PackPool::get().give(p, bytes);
-    }
-  } strips;
+  PoolBuffer strips;
   auto pack_rt = [&] {
     if (!use_strips(*sp, B)) return;
-    strips.bytes = (sizeof(float) * static_cast<size_t>(sp->gates() * strips_per_gate(*sp) * 16 * H) + 63) / 64 * 64;
-    strips.p = PackPool::get().take(strips.bytes);
-    LATHE_CHECK(strips.p != nullptr, "rnn: out of memory for the packed recurrent weight");
-    pack_strips(a.rt, *sp, strips.p);
-    a.strips = strips.p;
+    strips.take(static_cast<size_t>(sp->gates() * strips_per_gate(*sp) * 16 * H), "the packed recurrent weight");
+    pack_strips(a.rt, *sp, strips.get());
+    a.strips = strips.get();
   };
   // the projections on this thread (one thread runs the recurrence too)
   auto project_all = [&] {  // and RT by strips

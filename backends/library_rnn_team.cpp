@@ -30,8 +30,6 @@
 #include <thread>
 
 #include "backends/library_rnn_math.h"
-#include "backends/rnn_pack_cache.h"
-#include "core/ir/diag.h"
 
 namespace lathe::rnn_cpu {
 
@@ -43,10 +41,7 @@ Team::Team(const Args& args, int n, int64_t pieces, int64_t ahead_steps)
   per_step = phases(a.s);
   rounds = ahead ? 1 : 1 + static_cast<int>(a.s.T) * per_step;  // packing, then the steps
   if (!a.blocks && !ahead) {  // packed in round 0, each piece its own blocks
-    packed_bytes = (sizeof(float) * static_cast<size_t>((a.s.H + 15) / 16 * 16 * a.s.gates() * a.s.H) + 63) / 64 * 64;
-    packed = PackPool::get().take(packed_bytes);
-    LATHE_CHECK(packed != nullptr, "rnn: out of memory for the packed recurrent weight");
-    a.blocks = packed;
+    a.blocks = packed.take(static_cast<size_t>((a.s.H + 15) / 16 * 16 * a.s.gates() * a.s.H), "the packed recurrent weight");
   }
   const int64_t blocks = (a.s.H + 15) / 16;
   for (int64_t i = 0; i < pieces && !ahead; ++i) {
@@ -56,10 +51,6 @@ Team::Team(const Args& args, int n, int64_t pieces, int64_t ahead_steps)
   if (const char* e = std::getenv("LATHE_RNN_STALL_US")) stall_us = std::max(0, std::atoi(e));
   piece.reset(new Padded[static_cast<size_t>(pieces)]);
   for (int64_t i = 0; i < pieces; ++i) piece[i].v.store(3);
-}
-
-Team::~Team() {
-  if (packed) PackPool::get().give(packed, packed_bytes);
 }
 
 // Thread `me` works through the rounds; returns when the last has committed.
@@ -86,7 +77,7 @@ void team_work(Team& tm, int me) {
       if (tm.stall_us > 0 && (r + i + me) % 3 == 0)  // LATHE_RNN_STALL_US (tests): as if descheduled here
         std::this_thread::sleep_for(std::chrono::microseconds(tm.stall_us));
       if (r == 0) {  // round 0: the piece's blocks of RT packed (unless cached), and the projections of its units
-        if (tm.packed) pack_blocks(a.rt, a.s.H, a.s.gates(), u0 / 16, (u1 + 15) / 16, tm.packed);
+        if (tm.packed.get()) pack_blocks(a.rt, a.s.H, a.s.gates(), u0 / 16, (u1 + 15) / 16, tm.packed.get());
         if (a.pj.x) project_piece(a, u0, u1, p);
       } else {
         compute(a, tm.st, step, ph, u0, u1, p);

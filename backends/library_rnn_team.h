@@ -12,6 +12,7 @@
 
 #include "backends/library_rnn_step.h"
 #include "backends/rnn_crew.h"
+#include "backends/rnn_pack_cache.h"
 
 namespace lathe::rnn_cpu {
 
@@ -36,8 +37,7 @@ struct Team : CrewJob {
   std::unique_ptr<Padded[]> piece;
   std::unique_ptr<Padded[]> done_by{new Padded[kMaxThreads]};  // pieces each thread committed, all rounds so far
   std::unique_ptr<Padded[]> inside{new Padded[kMaxThreads]};   // a thread between a claim attempt and its commit
-  float* packed = nullptr;  // RT by blocks (pack_blocks) when a.blocks was not given: 64-byte aligned (PackPool)
-  size_t packed_bytes = 0;
+  PoolBuffer packed;  // RT by blocks (pack_blocks) when a.blocks was not given (taken: 64-byte aligned)
   int stall_us = 0;  // LATHE_RNN_STALL_US=N (tests): a claimed piece sleeps N µs now and then
   // ahead > 0: the caller runs the steps alone while the partners project chunks of `ahead`
   // steps each (run_ahead); the pieces are the chunks
@@ -45,7 +45,6 @@ struct Team : CrewJob {
   std::atomic<int> arrived{0};  // a partner has joined (ahead)
   // with ahead == 0 and no a.blocks: RT packed by blocks in round 0 (into `packed`)
   Team(const Args& args, int n, int64_t pieces, int64_t ahead_steps = 0);
-  ~Team();
   void work(int me) override;  // team_work
   Team(const Team&) = delete;
   Team& operator=(const Team&) = delete;

@@ -5,7 +5,10 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <tuple>
+
+#include "core/ir/diag.h"
 
 namespace lathe {
 
@@ -57,6 +60,18 @@ void PackPool::give(float* f, size_t bytes) {
     std::free(free_.front().second);
     free_.erase(free_.begin());
   }
+}
+
+PoolBuffer::~PoolBuffer() {
+  if (p_) PackPool::get().give(p_, bytes_);
+}
+
+float* PoolBuffer::take(size_t floats, const char* what) {
+  LATHE_CHECK(p_ == nullptr, "PoolBuffer::take: the buffer is taken already");
+  bytes_ = (sizeof(float) * floats + 63) / 64 * 64;
+  p_ = PackPool::get().take(bytes_);
+  LATHE_CHECK(p_ != nullptr, std::string("rnn: out of memory for ") + what);
+  return p_;
 }
 
 }  // namespace lathe

@@ -35,4 +35,22 @@ class PackPool {
   std::vector<std::pair<size_t, float*>> free_;
 };
 
+// A buffer of the pool held for the length of one call (the projections' scratch, RT by strips
+// or blocks): take() rounds the size up to whole 64-byte lines and fails loudly when out of
+// memory, the destructor gives it back.
+class PoolBuffer {
+ public:
+  PoolBuffer() = default;
+  ~PoolBuffer();
+  PoolBuffer(const PoolBuffer&) = delete;
+  PoolBuffer& operator=(const PoolBuffer&) = delete;
+  // `floats` floats (once per buffer); `what` names them in the error ("the input projections")
+  float* take(size_t floats, const char* what);
+  float* get() const { return p_; }
+
+ private:
+  float* p_ = nullptr;
+  size_t bytes_ = 0;
+};
+
 }  // namespace lathe
