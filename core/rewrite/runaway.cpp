@@ -17,27 +17,29 @@ size_t state_hash(const Graph& g) {
   return h;
 }
 
-bool same_state(const Graph& a, const Graph& b) {
-  if (a.outputs.size() != b.outputs.size()) return false;
-  for (size_t i = 0; i < a.outputs.size(); ++i)
-    if (a.outputs[i].second != b.outputs[i].second) return false;
-  return true;
-}
-
-std::string label_of(const StepInfo& info) {
-  std::string s = "step " + std::to_string(info.index);
-  if (info.kind == StepKind::Rule) s += " (rule '" + info.rule + "' on %" + std::to_string(info.root) + ")";
-  else if (info.kind == StepKind::Sweep) s += " (sweep)";
-  else if (info.kind == StepKind::Pass) s += " (pass '" + info.rule + "')";
-  return s;
-}
-
 void add_rules(const StepInfo& s, std::set<std::string>& into) {
   if (s.kind == StepKind::Sweep) for (auto& [r, n] : s.fired) into.insert(r);
   else into.insert(s.rule);
 }
 
 }  // namespace
+
+bool same_outputs(const Graph& a, const Graph& b) {
+  if (a.outputs.size() != b.outputs.size()) return false;
+  for (size_t i = 0; i < a.outputs.size(); ++i)
+    if (a.outputs[i].second != b.outputs[i].second) return false;
+  return true;
+}
+
+std::string most_fired(const std::map<std::string, int>& fired) {
+  std::vector<std::pair<int, std::string>> top;
+  for (auto& [r, c] : fired) top.push_back({-c, r});
+  std::sort(top.begin(), top.end());
+  std::string names;
+  for (size_t i = 0; i < top.size() && i < 3; ++i)
+    names += (i ? ", '" : "'") + top[i].second + "' (" + std::to_string(-top[i].first) + "x)";
+  return names;
+}
 
 RunawayGuard::RunawayGuard(const RewriteSession& s) : start_step_(s.current()) {
   for (int k = 0; k <= s.current(); ++k) seen_[state_hash(s.graph_at(k))].push_back({k, s.graph_at(k)});
@@ -49,13 +51,11 @@ int RunawayGuard::earlier_step(const Graph& g) const {
   auto it = seen_.find(state_hash(g));
   if (it == seen_.end()) return -1;
   for (const Seen& e : it->second)
-    if (same_state(e.graph, g)) return e.step;
+    if (same_outputs(e.graph, g)) return e.step;
   return -1;
 }
 
 void RunawayGuard::note(const RewriteSession& s) { seen_[state_hash(s.graph())].push_back({s.current(), s.graph()}); }
-
-std::string RunawayGuard::label(const StepInfo& info) { return label_of(info); }
 
 std::string RunawayGuard::cycle_message(const RewriteSession& s, int earlier, const std::string& label,
                                         const std::vector<std::string>& closing_rules) {
@@ -70,18 +70,12 @@ std::string RunawayGuard::cycle_message(const RewriteSession& s, int earlier, co
 void RunawayGuard::check(const RewriteSession& s, const std::map<std::string, int>& fired) {
   const StepInfo& last = s.info(s.current());
   int k = earlier_step(s.graph());
-  if (k >= 0 && k != s.current()) throw UserError(cycle_message(s, k, label_of(last), {}));
+  if (k >= 0 && k != s.current()) throw UserError(cycle_message(s, k, last.label(), {}));
   size_t n = s.graph().size();
   if (n > limit_) {
-    std::vector<std::pair<int, std::string>> top;
-    for (auto& [r, c] : fired) top.push_back({-c, r});
-    std::sort(top.begin(), top.end());
-    std::string names;
-    for (size_t i = 0; i < top.size() && i < 3; ++i)
-      names += (i ? ", '" : "'") + top[i].second + "' (" + std::to_string(-top[i].first) + "x)";
     throw UserError("runaway rewrite: the graph grew from " + std::to_string(start_nodes_) + " to " + std::to_string(n) +
                     " nodes in " + std::to_string(s.current() - start_step_) + " steps without a fixpoint; the rules firing most: " +
-                    names + ". A rule whose replacement contains its own pattern fires forever; stopped at step " +
+                    most_fired(fired) + ". A rule whose replacement contains its own pattern fires forever; stopped at step " +
                     std::to_string(s.current()));
   }
   note(s);

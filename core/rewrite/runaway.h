@@ -18,6 +18,13 @@ namespace lathe {
 class RewriteSession;
 struct StepInfo;
 
+// The same output nodes, in order: the same graph (nodes are hash-consed), whatever the
+// outputs' names.
+bool same_outputs(const Graph& a, const Graph& b);
+// The three rules that fired most ("'swap' (40x), 'grow' (12x)"), for the messages of a run
+// that does not end.
+std::string most_fired(const std::map<std::string, int>& fired);
+
 class RunawayGuard {
  public:
   // Watches from the session's current step on: its graph and those before it count as
@@ -31,9 +38,8 @@ class RunawayGuard {
   // After a step was committed: UserError when the session's graph repeats an earlier
   // step's or grew past the limit. `fired` counts this run's rewrites per rule (for the message).
   void check(const RewriteSession& s, const std::map<std::string, int>& fired);
-  // The message for a step `label` ("step 3 (rule 'swap' on %7)") that brings back step `earlier`.
-  // "step 3 (rule 'swap' on %7)"
-  static std::string label(const StepInfo& info);
+  // The message for a step `label` (StepInfo::label: "step 3 (rule 'swap' on %7)") that brings
+  // back step `earlier`.
   static std::string cycle_message(const RewriteSession& s, int earlier, const std::string& label,
                                    const std::vector<std::string>& closing_rules);
 

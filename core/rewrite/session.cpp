@@ -16,21 +16,6 @@ namespace lathe {
 
 namespace {
 
-bool same_state(const Graph& a, const Graph& b) {
-  if (a.outputs.size() != b.outputs.size()) return false;
-  for (size_t i = 0; i < a.outputs.size(); ++i)
-    if (a.outputs[i].second != b.outputs[i].second) return false;
-  return true;
-}
-
-std::string step_label(const StepInfo& info) {
-  std::string s = "step " + std::to_string(info.index);
-  if (info.kind == StepKind::Rule) s += " (rule '" + info.rule + "' on %" + std::to_string(info.root) + ")";
-  else if (info.kind == StepKind::Pass) s += " (pass '" + info.rule + "')";
-  else if (info.kind == StepKind::Sweep) s += " (sweep)";
-  return s;
-}
-
 // The verifier restricted to what a rewrite can break: the nodes it added (the rest of the
 // graph is the verified previous step), plus the graph-level rules about them.
 std::vector<Diagnostic> verify_added(const Graph& g, const std::vector<NodeRef>& added) {
@@ -120,7 +105,7 @@ StepInfo RewriteSession::commit(Graph g, StepInfo info) {
   if (!problems.empty()) {
     last_failed_rule_ = info.rule;
     Diagnostic d = problems[0];
-    d.message = step_label(info) + ": the rewritten graph does not verify: " + d.message;
+    d.message = info.label() + ": the rewritten graph does not verify: " + d.message;
     throw UserError(d);
   }
   std::optional<TensorMap> outs;
@@ -130,13 +115,13 @@ StepInfo RewriteSession::commit(Graph g, StepInfo info) {
       outs = checker().run(g);
     } catch (const UserError& e) {
       last_failed_rule_ = info.rule;
-      throw UserError(step_label(info) + ": check failed: the interpreter cannot run the rewritten graph: " +
+      throw UserError(info.label() + ": check failed: the interpreter cannot run the rewritten graph: " +
                       e.diag().message + "; the session stays at step " + std::to_string(cur_));
     }
     std::string why = checker().compare(before, *outs);
     if (!why.empty()) {
       last_failed_rule_ = info.rule;
-      throw UserError(step_label(info) + ": check failed: " + why + "; the session stays at step " + std::to_string(cur_));
+      throw UserError(info.label() + ": check failed: " + why + "; the session stays at step " + std::to_string(cur_));
     }
   }
   entries_.resize(cur_ + 1);
@@ -189,21 +174,15 @@ RunResult RewriteSession::run() {
     std::vector<std::string> closing_rules;
     if (closing.kind == StepKind::Sweep) for (auto& [r, n] : closing.fired) closing_rules.push_back(r);
     else closing_rules.push_back(closing.rule);
-    std::string msg = RunawayGuard::cycle_message(*this, earlier, RunawayGuard::label(closing), closing_rules);
+    std::string msg = RunawayGuard::cycle_message(*this, earlier, closing.label(), closing_rules);
     throw UserError("run: " + msg.replace(msg.find(". Stopped at step"), std::string::npos,
                                           ". The session stays at step " + std::to_string(cur_) +
                                               "; disable one of them or add a where condition"));
   };
   while (true) {
     if (res.rewrites >= opts_.max_steps) {
-      std::vector<std::pair<int, std::string>> top;
-      for (auto& [r, n] : fired_this_run) top.push_back({-n, r});
-      std::sort(top.begin(), top.end());
-      std::string names;
-      for (size_t i = 0; i < top.size() && i < 3; ++i)
-        names += (i ? ", '" : "'") + top[i].second + "' (" + std::to_string(-top[i].first) + "x)";
       throw UserError("run: no fixpoint after " + std::to_string(res.rewrites) + " rewrites (max_steps = " +
-                      std::to_string(opts_.max_steps) + "); the rules firing most: " + names +
+                      std::to_string(opts_.max_steps) + "); the rules firing most: " + most_fired(fired_this_run) +
                       ". Look for rules that keep growing the graph, or raise max_steps");
     }
     if (batch) {
@@ -260,13 +239,13 @@ std::optional<StepInfo> RewriteSession::apply_pass(const std::string& name, cons
     }
     pc.step = saved;
   } catch (const UserError& e) {
-    throw UserError(step_label(info) + ": " + e.diag().message);
+    throw UserError(info.label() + ": " + e.diag().message);
   } catch (const std::exception& e) {
-    throw UserError(step_label(info) + ": " + e.what());
+    throw UserError(info.label() + ": " + e.what());
   }
   if (g.outputs.empty() && !graph().outputs.empty())
-    throw UserError(step_label(info) + ": the pass returned a graph without outputs");
-  if (same_state(g, graph()) && g.inputs == graph().inputs) return std::nullopt;
+    throw UserError(info.label() + ": the pass returned a graph without outputs");
+  if (same_outputs(g, graph()) && g.inputs == graph().inputs) return std::nullopt;
   return commit(std::move(g), info);
 }
 

@@ -63,6 +63,8 @@ struct StepInfo {
   std::string summary() const;
   // "-4 +2 ~18": nodes removed, added and rebuilt, as :diff counts them
   std::string change_counts() const;
+  // The step as messages name it: "step 3 (rule 'swap' on %7)", "step 4 (sweep)", "step 5 (pass 'fold')"
+  std::string label() const;
 };
 
 struct RunResult {

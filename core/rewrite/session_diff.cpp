@@ -24,6 +24,14 @@ std::string StepInfo::change_counts() const {
   return s;
 }
 
+std::string StepInfo::label() const {
+  std::string s = "step " + std::to_string(index);
+  if (kind == StepKind::Rule) s += " (rule '" + rule + "' on %" + std::to_string(root) + ")";
+  else if (kind == StepKind::Pass) s += " (pass '" + rule + "')";
+  else if (kind == StepKind::Sweep) s += " (sweep)";
+  return s;
+}
+
 std::string StepInfo::summary() const {
   std::string s = "step " + std::to_string(index) + ": ";
   switch (kind) {
