@@ -121,7 +121,8 @@ std::vector<Stmt> MatmulLowering::f32_kbody(BSrc src, int rows, ExprRef ki, int 
   }
   // the next panel's line at this depth toward the cache (see prefetch_next_b)
   if (prefetch_b_ && src == BSrc::Prepacked)
-    body.push_back(make_prefetch(pbp_, add(substitute(pfbase_, "kk", ki), var("pfb")), /*write=*/false));
+    for (int l = 0; l < pf_lines_; ++l)  // (each 64-byte line of a depth's row where no spread covers it)
+      body.push_back(make_prefetch(pbp_, add(add(substitute(pfbase_, "kk", ki), var("pfb")), const_int(l * 16)), /*write=*/false));
   for (int r = 0; r < rows; ++r) {
     ExprRef ar = broadcast(prepacked_a_ ? load(pap_, DType::F32, add(ab, const_int(r)))
                            : shared_a_  ? local_load("As", DType::F32, add(ab, const_int(r)))
@@ -327,7 +328,10 @@ void MatmulLowering::prefetch_next_b(std::vector<Stmt>& micro) {
   }();
   const bool conv_like = !mm_.a.bounds.empty() || !mm_.b.bounds.empty() || mm_.m_axes.size() > 1 ||
                          mm_.n_axes.size() > 1 || mm_.k_axes.size() > 1;
-  prefetch_b_ = G_ == 1 && prepacked_ && mode != "0" && (conv_like || mode == "all");
+  // plain matmuls (a transformer's projections: B prepacked at build, streamed from memory
+  // each run) too unless LATHE_MATMUL_PREFETCH_B=conv (the old default; A/B runs)
+  prefetch_b_ = G_ == 1 && prepacked_ && mode != "0" && (conv_like || mode != "conv");
+  pf_lines_ = 1;
   if (!prefetch_b_) return;
   const MatmulParams& P = P_;
   ExprRef panels = ceil_div(N_, P.nr);
@@ -351,6 +355,23 @@ void MatmulLowering::prefetch_next_b(std::vector<Stmt>& micro) {
   // dense k x k windows only (k > 1: the reduction runs over channels and taps); 1 x 1
   // convolutions keep the burst (their schedules are mobilenet's, not measured here)
   pf_spread_ = spread && mm_.k_axes.size() > 1 ? static_cast<int>(std::max<int64_t>(1, (rows + P.mr - 1) / P.mr)) : 1;
+  // A plain matmul spreads its prefetches the same way, over all the 64-byte lines of the next
+  // panel (a depth's row of NR floats is NR / 16 lines: 2 on AVX-512's 32 columns, where the
+  // prefetch of one line a depth fetched half the panel; micro-kernel ir at depth kk takes
+  // line (ir KC + kk) L / D); too few kernels a panel to cover them (D < L) issue all L
+  // lines of each depth. LATHE_MATMUL_PREFETCH_B=all keeps the old plain-matmul prefetch
+  // (one burst, one line a depth; A/B runs).
+  if (!conv_like && mode != "all") {
+    const int lines = std::max(1, P.nr * 4 / 64);
+    const int64_t d = std::max<int64_t>(1, (rows + P.mr - 1) / P.mr);
+    if (spread && d >= lines) {
+      pf_spread_ = static_cast<int>(d);
+      ExprRef line = binary(Op::IDiv, mul(add(mul(var("ir"), const_int(kc_blk_)), kk_), const_int(lines)), const_int(d));
+      pf_line_ = min_of(line, const_int(kc_blk_ * lines - 1));
+    } else {
+      pf_lines_ = lines;
+    }
+  }
 }
 
 // The micro-kernel of one MR panel ir of A and NR panel jr of B: the accumulators, and the
@@ -379,7 +400,9 @@ std::vector<Stmt> MatmulLowering::micro_kernel() {
                              const_int(kc_blk_ * P.nr)));
   if (prepacked_ && b_entry_) bbase_ = add(bbase_, b_entry_);
   pfbase_ = bbase_;
-  if (prefetch_b_ && pf_spread_ > 1) {
+  if (prefetch_b_ && pf_line_) {  // the panel's start (bbase_ at depth 0) and a line of 16 floats
+    pfbase_ = add(substitute(bbase_, "kk", const_int(0)), mul(substitute(pf_line_, "kk", kk_), const_int(16)));
+  } else if (prefetch_b_ && pf_spread_ > 1) {
     ExprRef line = binary(Op::IDiv, add(mul(var("ir"), const_int(kc_blk_)), kk_), const_int(pf_spread_));
     pfbase_ = substitute(bbase_, "kk", min_of(line, const_int(kc_blk_ - 1)));
   }

@@ -5,7 +5,7 @@
 // weights, a convolution over a concatenation, large-K layers whose per-run B block is cut to fit L2. And where the micro-kernel prefetches the
 // next B panel (lower_matmul_micro.cpp, prefetch_next_b; a `prefetch.r` statement): a layer whose sides are swapped
 // (few positions: its prepacked weights are the B side) and one whose B is packed once
-// for all the jobs, not a plain matmul (LATHE_MATMUL_PREFETCH_B=all).
+// for all the jobs.
 #include <cstdlib>
 #include <string>
 
@@ -52,9 +52,13 @@ TEST(ConvShapes, PrefetchNextBWhereBComesFromMemory) {
   const Case shared{1, 64, 14, 14, 256, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, true};
   const std::string ir2 = test::loop_ir_of(build_program(graph_of(shared)));
   if (ir2.find("B packed once") != std::string::npos) EXPECT_EQ(ir2.find("prefetch.r "), std::string::npos);
-  // a plain matmul keeps its loop as it was (LATHE_MATMUL_PREFETCH_B=all would add it)
+  // a plain matmul with prepacked weights prefetches too (prefetch_b_test.cpp; it kept its
+  // loop as it was with LATHE_MATMUL_PREFETCH_B=conv)
   Tensor a = input("a", {41, 301}), m = from_host(weights({301, 77}, 1.0));
-  EXPECT_FALSE(prefetches_b(Graph::from_outputs({{"y", matmul(a, m).node()}})));
+  Graph plain = Graph::from_outputs({{"y", matmul(a, m).node()}});
+  const char* mode = std::getenv("LATHE_MATMUL_PREFETCH_B");
+  if (test::loop_ir_of(build_program(plain)).find("B prepacked") != std::string::npos && !(mode && (std::string(mode) == "conv" || std::string(mode) == "0")))
+    EXPECT_TRUE(prefetches_b(plain));
 }
 
 // A strided window's interior panels are copied by one loop marked strided(S) (the llvm
