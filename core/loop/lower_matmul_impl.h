@@ -181,6 +181,8 @@ class MatmulLowering {
   ExprRef packed_entry(const OperandAccess& x, const Shape& packed) const;
   ExprRef pfbase_;          // f32: the next panel's line to prefetch at depth kk (bbase_ when not spread)
   int pf_spread_ = 1;       // MR panels a B panel feeds, over which its successor's prefetches are spread
+  int pf_lines_ = 1;        // prefetches a depth (the lines of its row, where no spread covers them)
+  ExprRef pf_line_;         // plain matmul, spread: the next panel's 64-byte line at depth kk
   int ragged_rows_ = 0;     // rows of the ragged A panel's kernel (0: none)
   int ragged_cols_q_ = 0;   // vectors of the ragged last B panel's kernel (0: none; f32_micro_cols)
   int cols_only_ = 0;       // a ragged B panel: 0 both kernels under an if, 1 its kernel only, 2 the whole panel's only

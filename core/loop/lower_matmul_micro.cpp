@@ -121,7 +121,8 @@ std::vector<Stmt> MatmulLowering::f32_kbody(BSrc src, int rows, ExprRef ki, int 
   }
   // the next panel's line at this depth toward the cache (see prefetch_next_b)
   if (prefetch_b_ && src == BSrc::Prepacked)
-    body.push_back(make_prefetch(pbp_, add(substitute(pfbase_, "kk", ki), var("pfb")), /*write=*/false));
+    for (int l = 0; l < pf_lines_; ++l)  // (each 64-byte line of a depth's row where no spread covers it)
+      body.push_back(make_prefetch(pbp_, add(add(substitute(pfbase_, "kk", ki), var("pfb")), const_int(l * 16)), /*write=*/false));
   for (int r = 0; r < rows; ++r) {
     ExprRef ar = broadcast(prepacked_a_ ? load(pap_, DType::F32, add(ab, const_int(r)))
                            : shared_a_  ? local_load("As", DType::F32, add(ab, const_int(r)))
@@ -318,8 +319,12 @@ Stmt MatmulLowering::prefetch_tile() const {
 // prefetches the same depth of the next panel (the panels lie in order, [pc][panel][kk][NR]):
 // the first MR panel starts its fetch, the others find it in flight or present (a hit costs
 // one load slot of the step's eight). `pfb` is the next panel's offset, 0 for the last panel
-// of the buffer (the prefetch stays inside it). f32, convolutions (a window or grouped dims;
-// LATHE_MATMUL_PREFETCH_B=all also plain matmuls, =0 none: A/B runs).
+// of the buffer (the prefetch stays inside it). f32, convolutions (a window or grouped dims)
+// and plain matmuls (a transformer's projections: weights packed at build for few rows,
+// streamed from memory every run; BERT-base's and GPT-2's first micro-kernel of each panel
+// stalled the same way). LATHE_MATMUL_PREFETCH_B=0: none; =conv: the old default (convolutions
+// only, one line a depth, spread only in k x k windows); =all: that and plain matmuls as one
+// burst of one line a depth (the old opt-in) (A/B runs).
 void MatmulLowering::prefetch_next_b(std::vector<Stmt>& micro) {
   static const std::string mode = [] {
     const char* e = std::getenv("LATHE_MATMUL_PREFETCH_B");
@@ -327,30 +332,45 @@ void MatmulLowering::prefetch_next_b(std::vector<Stmt>& micro) {
   }();
   const bool conv_like = !mm_.a.bounds.empty() || !mm_.b.bounds.empty() || mm_.m_axes.size() > 1 ||
                          mm_.n_axes.size() > 1 || mm_.k_axes.size() > 1;
-  prefetch_b_ = G_ == 1 && prepacked_ && mode != "0" && (conv_like || mode == "all");
+  prefetch_b_ = G_ == 1 && prepacked_ && mode != "0" && (conv_like || mode != "conv");
+  pf_lines_ = 1, pf_spread_ = 1, pf_line_ = nullptr;
   if (!prefetch_b_) return;
   const MatmulParams& P = P_;
   ExprRef panels = ceil_div(N_, P.nr);
   ExprRef panel = add(add(mul(var("pc"), panels), binary(Op::IDiv, n0_, const_int(P.nr))), var("jr"));
   ExprRef total = mul(ceil_div(K_, kc_blk_), panels);
   micro.push_back(make_let("pfb", DType::I64, select(lt(add(panel, const_int(1)), total), const_int(kc_blk_ * P.nr), const_int(0))));
-  // Spread: the panel feeds D = ceil(min(MC, M / M splits) / MR) micro-kernels in a row (jr outer, ir
-  // inner), and the first of them alone used to issue all KC line prefetches of the next
-  // panel (256 lines in ~1300 cycles: more misses in flight than a core holds, so that
+  // Spread: the panel feeds D = ceil(min(MC, M / M splits) / MR) micro-kernels in a row (jr
+  // outer, ir inner), and the first of them alone used to issue all KC line prefetches of the
+  // next panel (256 lines in ~1300 cycles: more misses in flight than a core holds, so that
   // kernel stalled on DRAM, worse with two threads streaming). Now micro-kernel ir at depth
-  // kk prefetches line min((ir * KC + kk) / D, KC - 1): kernel ir covers lines
-  // [ir KC / D, (ir + 1) KC / D), each issued D times in a row (merged in flight), the
-  // stream spread over the panel's whole use. LATHE_MATMUL_PREFETCH_B_SPREAD=0: the old
-  // one-kernel burst (A/B runs). Only where the window has more than one tap (see below).
+  // kk prefetches line min((ir KC + kk) L / D, KC L - 1) of the next panel, L = NR / 16 the
+  // 64-byte lines of a depth's row (1 on AVX2; 2 on AVX-512's 32 columns, where one line a
+  // depth fetched half the panel): kernel ir covers lines [ir KC L / D, (ir + 1) KC L / D),
+  // each issued about D / L times in a row (merged in flight), the stream spread over the
+  // panel's whole use. Fewer kernels a panel than lines (D < L: one MR panel of rows) issue
+  // all L lines of each depth. LATHE_MATMUL_PREFETCH_B_SPREAD=0: the one-kernel burst (A/B runs).
   static const bool spread = [] {
     const char* e = std::getenv("LATHE_MATMUL_PREFETCH_B_SPREAD");
     return !(e && std::string(e) == "0");
   }();
   int64_t rows = mc_blk_;  // a job's rows: M over its M splits, at most one MC block
   if (Ms_.is_const()) rows = std::min<int64_t>(rows, (Ms_.value() + msplit_ - 1) / msplit_);
-  // dense k x k windows only (k > 1: the reduction runs over channels and taps); 1 x 1
-  // convolutions keep the burst (their schedules are mobilenet's, not measured here)
-  pf_spread_ = spread && mm_.k_axes.size() > 1 ? static_cast<int>(std::max<int64_t>(1, (rows + P.mr - 1) / P.mr)) : 1;
+  const int64_t d = std::max<int64_t>(1, (rows + P.mr - 1) / P.mr);
+  if (mode == "conv" || mode == "all") {
+    // the old rule: one line a depth, spread in dense k x k windows only (k > 1: the
+    // reduction runs over channels and taps), a burst elsewhere
+    if (spread && conv_like && mm_.k_axes.size() > 1) pf_spread_ = static_cast<int>(d);
+    return;
+  }
+  const int lines = std::max(1, P.nr * 4 / 64);
+  if (spread && d >= lines) {
+    pf_spread_ = static_cast<int>(d);
+    ExprRef line = binary(Op::IDiv, mul(add(mul(var("ir"), const_int(kc_blk_)), kk_), const_int(lines)), const_int(d));
+    pf_line_ = min_of(line, const_int(kc_blk_ * lines - 1));
+  } else {
+    pf_lines_ = lines;
+  }
 }
 
 // The micro-kernel of one MR panel ir of A and NR panel jr of B: the accumulators, and the
@@ -379,7 +399,9 @@ std::vector<Stmt> MatmulLowering::micro_kernel() {
                              const_int(kc_blk_ * P.nr)));
   if (prepacked_ && b_entry_) bbase_ = add(bbase_, b_entry_);
   pfbase_ = bbase_;
-  if (prefetch_b_ && pf_spread_ > 1) {
+  if (prefetch_b_ && pf_line_) {  // the panel's start (bbase_ at depth 0) and a line of 16 floats
+    pfbase_ = add(substitute(bbase_, "kk", const_int(0)), mul(pf_line_, const_int(16)));
+  } else if (prefetch_b_ && pf_spread_ > 1) {
     ExprRef line = binary(Op::IDiv, add(mul(var("ir"), const_int(kc_blk_)), kk_), const_int(pf_spread_));
     pfbase_ = substitute(bbase_, "kk", min_of(line, const_int(kc_blk_ - 1)));
   }

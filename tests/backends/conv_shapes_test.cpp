@@ -5,7 +5,7 @@
 // weights, a convolution over a concatenation, large-K layers whose per-run B block is cut to fit L2. And where the micro-kernel prefetches the
 // next B panel (lower_matmul_micro.cpp, prefetch_next_b; a `prefetch.r` statement): a layer whose sides are swapped
 // (few positions: its prepacked weights are the B side) and one whose B is packed once
-// for all the jobs, not a plain matmul (LATHE_MATMUL_PREFETCH_B=all).
+// for all the jobs.
 #include <cstdlib>
 #include <string>
 
@@ -39,22 +39,32 @@ TEST(ConvShapes, PrefetchNextBWhereBComesFromMemory) {
   EXPECT_NE(ir.find("B prepacked"), std::string::npos);
   EXPECT_NE(ir.find("prefetch.r "), std::string::npos);
   // spread over the panel's ten MR-5 micro-kernels (49 rows): kernel ir, depth kk takes line
-  // (ir KC + kk) / 10 of the next panel, clamped to its last (LATHE_MATMUL_PREFETCH_B_SPREAD=0: kk)
-  if (ir.find("MR=5 ") != std::string::npos) EXPECT_NE(ir.find(" + kk) / 10) < "), std::string::npos) << ir.substr(0, 4000);
+  // (ir KC + kk) L / 10 of the next panel (L = NR / 16 lines a depth), clamped to its last
+  // (LATHE_MATMUL_PREFETCH_B_SPREAD=0: kk; =conv: one line a depth, as on AVX2)
+  const char* mode = std::getenv("LATHE_MATMUL_PREFETCH_B");
+  const bool old_rule = mode && (std::string(mode) == "conv" || std::string(mode) == "all");
+  if (ir.find("MR=5 NR=16 ") != std::string::npos) EXPECT_NE(ir.find(" + kk) / 10) < "), std::string::npos) << ir.substr(0, 4000);
   const std::string r50 = test::loop_ir_of(build_program(graph_of({1, 512, 7, 7, 512, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, true})));
   if (r50.find("MR=5 NR=16 KC=256") != std::string::npos)
     EXPECT_NE(r50.find("((((ir*256) + kk) / 10) < 255)"), std::string::npos) << r50.substr(0, 4000);
-  // a 1 x 1 layer (one tap) keeps the one-kernel burst
+  // AVX-512 (NR 32, two lines a depth) on 7 MR-8 panels: line (ir KC + kk) 2 / 7 of 2 KC
+  if (r50.find("MR=8 NR=32 KC=192") != std::string::npos && !old_rule)
+    EXPECT_NE(r50.find("((((((ir*192) + kk)*2) / 7) < 383)"), std::string::npos) << r50.substr(0, 4000);
+  // a 1 x 1 layer (one tap) spreads too (it kept the one-kernel burst before: =conv)
   const std::string one = test::loop_ir_of(build_program(graph_of({1, 512, 7, 7, 160, 1, 1, {1, 1}, {0, 0}, {1, 1}, 1, true})));
-  if (one.find("B prepacked") != std::string::npos) EXPECT_EQ(one.find(" + kk) / 10) < "), std::string::npos);
+  if (one.find("MR=5 NR=16 ") != std::string::npos)
+    EXPECT_EQ(one.find(" + kk) / 10) < ") != std::string::npos, !old_rule) << one.substr(0, 4000);
   // 14 x 14 positions into 256 channels: M split over the jobs, B packed once for them into a
   // local array (from L3; measured 0.994x, within noise: no prefetch there)
   const Case shared{1, 64, 14, 14, 256, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, true};
   const std::string ir2 = test::loop_ir_of(build_program(graph_of(shared)));
   if (ir2.find("B packed once") != std::string::npos) EXPECT_EQ(ir2.find("prefetch.r "), std::string::npos);
-  // a plain matmul keeps its loop as it was (LATHE_MATMUL_PREFETCH_B=all would add it)
+  // a plain matmul with prepacked weights prefetches too (prefetch_b_test.cpp; it kept its
+  // loop as it was with LATHE_MATMUL_PREFETCH_B=conv)
   Tensor a = input("a", {41, 301}), m = from_host(sin_weights({301, 77}, 1.0, 0.37));
-  EXPECT_FALSE(prefetches_b(Graph::from_outputs({{"y", matmul(a, m).node()}})));
+  Graph plain = Graph::from_outputs({{"y", matmul(a, m).node()}});
+  if (test::loop_ir_of(build_program(plain)).find("B prepacked") != std::string::npos && !(mode && (std::string(mode) == "conv" || std::string(mode) == "0")))
+    EXPECT_TRUE(prefetches_b(plain));
 }
 
 // A strided window's interior panels are copied by one loop marked strided(S) (the llvm
