@@ -160,6 +160,8 @@ const char* kEnvironment =
     "                           M split further where there are fewer than J jobs a thread\n"
     "  LATHE_RNN=unrolled       ONNX LSTM / GRU / RNN import as the unrolled step-by-step graph, not one\n"
     "                           Extern rnn kernel per direction that loops over the steps (A/B comparisons)\n"
+    "  LATHE_RNN_AVX512=0       the rnn kernel's CPU arithmetic (projections, h·R, activations) in AVX2, not\n"
+    "                           AVX-512 (which it takes when the CPU has avx512f) (A/B comparisons)\n"
     "  LATHE_RNN_THREADS=N|auto  the rnn kernel's threads: N fixed (1: one), unset or auto: one thread or the\n"
     "                           hidden units split between threads or (projections inside the kernel) the\n"
     "                           steps on one thread with the projections ahead on others, whichever has\n"

@@ -1,6 +1,7 @@
 // library_rnn_math.h — the arithmetic of the fused recurrence's CPU kernel (library_rnn.cpp),
 // in library_rnn_math.cpp: acc += a · w by rows or by register tiles, and the activations.
 #pragma once
+#include <atomic>
 #include <cstdint>
 
 #include "core/ir/rnn_op.h"
@@ -10,6 +11,14 @@ namespace lathe::rnn_math {
 // the CPU has AVX2 and FMA (else every function here runs plain loops of the same structure)
 extern const bool kAvx2;
 
+// AVX-512 (avx512f) in place of AVX2 in tile_rows_x16, gemm_acc, block_acc and activate: 16
+// lanes, a 16-column strip or a gate of a 16-unit block one zmm register, the last partial
+// strip or block under a mask. On when the CPU has it, unless LATHE_RNN_AVX512=0; select_isa
+// reads the variable again (the kernel calls it once a call, so a test may switch paths).
+extern std::atomic<bool> g_avx512;
+inline bool avx512() { return g_avx512.load(std::memory_order_relaxed); }
+void select_isa();
+
 // c[0:n) += a[0:K) · w[0:K, 0:n) (w's rows ldw apart), 4 rows of w at a time; `backward` walks the blocks
 // of 4 rows from the last (see gemm_acc). AVX2 + FMA only.
 __attribute__((target("avx2,fma"))) void row_reduce_avx2(int64_t n, int64_t K, const float* a, const float* w, int64_t ldw,
@@ -18,6 +27,11 @@ __attribute__((target("avx2,fma"))) void row_reduce_avx2(int64_t n, int64_t K, c
 // one narrower tile). AVX2 + FMA only.
 __attribute__((target("avx2,fma"))) void tile_rows_x16(int64_t m, int64_t K, const float* a, int64_t lda, const float* w,
                                                        int64_t ldw, float* c, int64_t ldc);
+// c[r, 16·s + j] += a[r, 0:K) · w_s[0:K, j] for rows r < m, strips s < ns of 16 columns j, each
+// contiguous ([K, 16]) and lds floats after the last (tiles over several strips at once with
+// AVX-512, else tile_rows_x16 strip by strip); `backward` walks the strips from the last.
+void strips_acc(int64_t m, int64_t ns, int64_t K, const float* a, int64_t lda, const float* w, int64_t lds, float* c,
+                int64_t ldc, bool backward);
 // acc[r, 0:n) += a[r, 0:K) · w[0:K, 0:n) for rows r < m (strips of 16 columns in 4×16 tiles, the rest
 // by rows); `backward` reverses the order w is walked in.
 void gemm_acc(int64_t m, int64_t n, int64_t K, const float* a, int64_t lda, const float* w, int64_t ldw, float* acc,

@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "backends/kernel_dedup.h"
+#include "backends/library_rnn_math.h"
 #include "backends/rnn_chooser.h"
 #include "core/frontend/autodiff.h"
 #include "core/import/onnx_import.h"
@@ -362,6 +363,50 @@ TEST(CpuRecurrenceTiles, StepsOnOneThreadWithTheProjectionsAhead) {
         EXPECT_EQ(test::compare_outputs(exe.run(in), want, 4), "") << label(c) << " stall " << stall << " run " << run;
     }
   }
+}
+
+// The kernel's AVX-512 arithmetic and its AVX2 arithmetic (LATHE_RNN_AVX512=0), each against the
+// interpreter: hidden sizes under one 16-unit block, of one and a few units past whole blocks
+// (the masked last block, strip and activations), batch 1 (the block's registers) and 3 (tiles
+// over the gates of a block or over strips), both directions, on one thread and two (the Team,
+// H 129 and 147), GRU's two phases and RNN (1..3 gates a block), R and W as inputs (the row
+// reduction and tiles over RT in place, the projections' strips copied one by one). On a CPU
+// without AVX-512 both runs take the AVX2 path.
+TEST(CpuRecurrenceTiles, Avx512AndAvx2PathsAtOddHiddenSizes) {
+  std::vector<Case> cases;
+  for (int64_t H : {1, 13, 17, 31, 129, 147})
+    for (int64_t B : {1, 3}) {
+      cases.push_back({"LSTM", 6, B, 19, H, "bidirectional", false, B == 3, B == 3});
+      if (H >= 129 || H == 17) {
+        cases.push_back({"GRU", 5, B, 7, H, H == 17 ? "reverse" : "bidirectional", false, false, true, false, 0});
+        cases.push_back({"GRU", 4, B, 5, H, "forward", false, false, false, false, 1});
+        cases.push_back({"RNN", 5, B, 3, H, "reverse"});
+      }
+    }
+  Case rw{"LSTM", 5, 3, 11, 147, "bidirectional"};
+  rw.r_input = true, rw.w_input = true;
+  cases.push_back(rw);
+  rw.B = 1;
+  cases.push_back(rw);
+  for (const char* avx512 : {"1", "0"}) {
+    setenv("LATHE_RNN_AVX512", avx512, 1);
+    rnn_math::select_isa();
+    EXPECT_EQ(rnn_math::avx512(), avx512[0] == '1' && __builtin_cpu_supports("avx512f") && rnn_math::kAvx2);
+    for (const char* threads : {"1", "2"}) {
+      setenv("LATHE_RNN_THREADS", threads, 1);
+      for (const Case& c : cases) {
+        TensorMap in;
+        Graph g = recurrent_graph(c, in);
+        TensorMap want = interpret(g, in);
+        Executable exe = compile_graph(g, test::test_backend());
+        EXPECT_EQ(test::compare_outputs(exe.run(in), want, 4), "")
+            << label(c) << " LATHE_RNN_AVX512=" << avx512 << " threads " << threads;
+      }
+    }
+  }
+  unsetenv("LATHE_RNN_THREADS");
+  unsetenv("LATHE_RNN_AVX512");
+  rnn_math::select_isa();
 }
 
 // two callers at once share the persistent partner threads: whichever call a partner joins,
