@@ -179,7 +179,7 @@ void run_rnn(NodeRef n, void* const* bufs) {
       pack_rt();
       run_ahead(a, threads);
     } else {
-      run_team(a, threads, std::min<int64_t>(blocks, 4 * threads));
+      run_team(a, threads, std::min<int64_t>(blocks, kPiecesPerThread * threads));
     }
     {
       std::lock_guard<std::mutex> lock(chooser_mu());
@@ -196,7 +196,7 @@ void run_rnn(NodeRef n, void* const* bufs) {
     State st(a, 0, B);
     return run_alone(a, st);
   }
-  run_team(a, threads, std::min<int64_t>(blocks, 4 * threads));
+  run_team(a, threads, std::min<int64_t>(blocks, kPiecesPerThread * threads));
 }
 
 }  // namespace lathe
