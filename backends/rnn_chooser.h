@@ -30,21 +30,9 @@ class RnnModeChooser {
   explicit RnnModeChooser(int modes = 2) : modes_(std::clamp(modes, 1, kMaxModes)) {}
 
   // The mode for the next call.
-  int pick() {
-    ++calls_;
-    int least = 0;  // warm-up: the mode with the fewest calls (ties: the lowest)
-    for (int m = 1; m < modes_; ++m)
-      if (n_[m] < n_[least]) least = m;
-    if (n_[least] < kWarm) return least;
-    int best = 0;
-    for (int m = 1; m < modes_; ++m)
-      if (median(m) < median(best)) best = m;
-    if (modes_ > 1 && calls_ % kExplore == 0) {  // the others in turn
-      const int k = static_cast<int>(calls_ / kExplore % (modes_ - 1));
-      return (best + 1 + k) % modes_;
-    }
-    return best;
-  }
+  int pick() { return choose(++calls_); }
+  // The mode pick() would return now, without counting a call.
+  int peek() const { return choose(calls_ + 1); }
   // The wall time of a call run in `mode`.
   void record(int mode, double us) {
     times_[mode][static_cast<size_t>(n_[mode] % kKeep)] = us;
@@ -61,6 +49,21 @@ class RnnModeChooser {
   int64_t calls(int mode) const { return n_[mode]; }
 
  private:
+  // the mode of call number `call` (counted from 1)
+  int choose(int64_t call) const {
+    int least = 0;  // warm-up: the mode with the fewest calls (ties: the lowest)
+    for (int m = 1; m < modes_; ++m)
+      if (n_[m] < n_[least]) least = m;
+    if (n_[least] < kWarm) return least;
+    int best = 0;
+    for (int m = 1; m < modes_; ++m)
+      if (median(m) < median(best)) best = m;
+    if (modes_ > 1 && call % kExplore == 0) {  // the others in turn
+      const int k = static_cast<int>(call / kExplore % (modes_ - 1));
+      return (best + 1 + k) % modes_;
+    }
+    return best;
+  }
   int modes_ = 2;
   int64_t calls_ = 0;
   int64_t n_[kMaxModes] = {0, 0, 0};

@@ -436,7 +436,9 @@ TEST(FusedRecurrence, ChooserKeepsTheFasterModeAndNoticesALoadChange) {
   double cost[2] = {1000, 700};  // µs: the Team faster
   int team_calls = 0;
   for (int call = 0; call < 64; ++call) {
+    const int next = c.peek();  // what the kernel wakes the partners by: the next pick
     int m = c.pick();
+    EXPECT_EQ(m, next) << "call " << call;
     team_calls += m;
     c.record(m, cost[m] + (call % 3) * 10);
   }
