@@ -377,7 +377,7 @@ HostTensor cached_or_packed(PackMemo* memo, const HostTensor& data, const std::s
   HostTensor t = packed_on_disk(memo, dkey, dt, shape);
   if (t.defined()) return t;
   t = pack();
-  if (!dkey.empty()) tensor_cache_store(dkey, t);
+  if (!dkey.empty()) tensor_cache_store_later(dkey, t);
   return t;
 }
 
@@ -563,7 +563,7 @@ std::vector<int> prepack_b_impl(KernelGraph& kg, const MatmulParams& P, int64_t 
           if (::mprotect(packed.data(), bytes, PROT_READ | PROT_WRITE) != 0)
             throw UserError("cannot make a packed weight writable");
           fill(packed.data());
-          if (!dkey.empty()) tensor_cache_store(dkey, packed);
+          if (!dkey.empty()) tensor_cache_store_later(dkey, packed);
         });
         k.packed_kc = kc;
         k.packed_nr = nr;
@@ -572,7 +572,7 @@ std::vector<int> prepack_b_impl(KernelGraph& kg, const MatmulParams& P, int64_t 
       }
       packed = HostTensor(DType::F32, shape);
       fill(packed.data());
-      if (!dkey.empty()) tensor_cache_store(dkey, packed);
+      if (!dkey.empty()) tensor_cache_store_later(dkey, packed);
     } else if (sole) {
       page_out(data);
     }
@@ -684,7 +684,7 @@ std::vector<int> prepack_a_impl(KernelGraph& kg, const MatmulParams& P, int64_t 
       for (int64_t w = 1; w < workers; ++w) pool.emplace_back(pack_entries, entries * w / workers, entries * (w + 1) / workers);
       pack_entries(0, entries / workers);
       for (auto& t : pool) t.join();
-      if (!dkey.empty()) tensor_cache_store(dkey, packed);
+      if (!dkey.empty()) tensor_cache_store_later(dkey, packed);
     }
     add_packed_buffer(kg, packed, "packed_a_" + k.name, memo, key);
     changed.push_back(k.id);

@@ -15,7 +15,10 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <condition_variable>
+#include <deque>
 #include <memory>
+#include <mutex>
 #include <thread>
 
 #include "core/runtime/kernel_cache.h"
@@ -243,6 +246,68 @@ bool tensor_cache_store(const std::string& key, const HostTensor& t) {
   g_written += total;
   tensor_cache_trim(max);
   return true;
+}
+
+namespace {
+
+// The stores handed to the background: one thread, a queue, drained before the process exits
+// (the holder is a function-local static made after cache_dir()'s, so destroyed before it).
+struct Storer {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::deque<std::pair<std::string, HostTensor>> queue;
+  int busy = 0;
+  bool closing = false;
+  std::thread thread;
+  Storer() {
+    thread = std::thread([this] {
+      std::unique_lock<std::mutex> lock(mu);
+      for (;;) {
+        cv.wait(lock, [&] { return closing || !queue.empty(); });
+        if (queue.empty()) return;
+        auto job = std::move(queue.front());
+        queue.pop_front();
+        ++busy;
+        lock.unlock();
+        tensor_cache_store(job.first, job.second);
+        job.second = HostTensor();
+        lock.lock();
+        --busy;
+        cv.notify_all();
+      }
+    });
+  }
+  ~Storer() {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      closing = true;
+    }
+    cv.notify_all();
+    thread.join();
+  }
+};
+Storer& storer() {
+  tensor_cache_dir();  // (its statics first: they outlive the storer)
+  static Storer s;
+  return s;
+}
+
+}  // namespace
+
+void tensor_cache_store_later(const std::string& key, const HostTensor& t) {
+  if (!tensor_cache_enabled()) return;
+  Storer& s = storer();
+  {
+    std::lock_guard<std::mutex> lock(s.mu);
+    s.queue.emplace_back(key, t);
+  }
+  s.cv.notify_all();
+}
+
+void tensor_cache_flush() {
+  Storer& s = storer();
+  std::unique_lock<std::mutex> lock(s.mu);
+  s.cv.wait(lock, [&] { return s.queue.empty() && s.busy == 0; });
 }
 
 int tensor_cache_trim(uint64_t max_bytes) {
