@@ -41,6 +41,7 @@
 #include "core/loop/pack_defer.h"
 #include "core/runtime/npy.h"
 #include "core/runtime/random.h"
+#include "core/runtime/tensor_cache.h"
 #include "core/tune/records.h"
 #ifdef HAVE_LATHE_IMPORT
 #include "core/import/onnx_staged.h"
@@ -592,6 +593,10 @@ int run_parsed(const Graph& g, const std::string& file, const std::string& backe
     j["timeline"] = marks;  // [phase, wall ms at its end, process CPU ms by then]
     j["build_stages_ms"] = stages;
     if (st.pack_fill_ms >= 0) j["pack_fill_ms"] = st.pack_fill_ms;
+    // the packed weights' cache (tensor_cache.h): copies mapped, packed and stored, files ignored
+    if (const TensorCacheStats pc = tensor_cache_stats(); pc.hits + pc.misses + pc.rejected)
+      j["pack_cache"] = {{"hits", pc.hits}, {"misses", pc.misses}, {"rejected", pc.rejected},
+                         {"mapped_mb", static_cast<double>(pc.bytes_mapped) / (1 << 20)}};
     std::cout << "stats: " << j.dump() << std::endl;
   }
   return 0;

@@ -25,7 +25,10 @@
 #include "core/ir/diag.h"
 #include "core/runtime/host_tensor.h"
 #include "core/runtime/machine.h"
+#include "core/runtime/kernel_cache.h"
+#include "core/runtime/mapped_file.h"
 #include "core/runtime/page_release.h"
+#include "core/runtime/tensor_cache.h"
 
 namespace lathe::loop {
 
@@ -317,18 +320,65 @@ int add_packed_buffer(KernelGraph& kg, const HostTensor& packed, const std::stri
 
 // The memo's key of one packing: the weight's bytes, the side, the panel layout and every
 // offset the copy reads.
+// (The weight's identity last: layout_of strips it for the pack cache's key.)
 std::string pack_key(char side, const HostTensor& data, DType dt, int64_t g, int64_t kc, int64_t w, int64_t c0,
                      const std::vector<int64_t>& outer, const std::vector<int64_t>& koff) {
   std::string key(1, side);
-  key.reserve(1 + 8 * (9 + outer.size() + koff.size()));
+  key.reserve(1 + 8 * (10 + outer.size() + koff.size()));
   auto put = [&](int64_t v) { key.append(reinterpret_cast<const char*>(&v), sizeof v); };
-  put(static_cast<int64_t>(reinterpret_cast<uintptr_t>(data.identity())));
   put(static_cast<int64_t>(data.nbytes()));
+  put(static_cast<int64_t>(data.dtype()));
   put(static_cast<int64_t>(dt));
   for (int64_t v : {g, kc, w, c0, static_cast<int64_t>(outer.size())}) put(v);
   for (int64_t v : outer) put(v);
   for (int64_t v : koff) put(v);
+  put(static_cast<int64_t>(reinterpret_cast<uintptr_t>(data.identity())));
   return key;
+}
+
+// The packed weights' cache on disk (tensor_cache.h), for the build's packings (memo set)
+// of at least kPackCacheMinBytes: a smaller copy packs faster than its file is found, mapped
+// and checked. Its key: the weight's model file and offset where it lies unchanged in one
+// (file_identity: a rewritten file is another), else every byte of the weight (content_digest:
+// a weight changed anywhere is packed again), the layout (the memo key without the weight's address), the format of
+// this file's packings (bump kPackFormat when a layout changes) and the CPU.
+constexpr int64_t kPackCacheMinBytes = int64_t(256) << 10;
+constexpr const char* kPackFormat = "lathe-packed-weight-1";
+
+std::string disk_key(PackMemo* memo, const HostTensor& data, const std::string& key, int64_t packed_bytes) {
+  if (!memo || packed_bytes < kPackCacheMinBytes || !tensor_cache_enabled()) return "";
+  // each weight digested once per build (one weight, several layouts: the memo keeps it alive)
+  std::string& digest = memo->digests[{data.identity(), data.nbytes()}];
+  if (digest.empty()) {
+    // a weight where it lies in its model file: the file's identity and the offset
+    // (mapped_file.h; 0.5 GB not read on GPT-2's warm start); else every byte
+    const std::string file = data.recomputable() ? "" : file_identity(data.bytes(), data.nbytes());
+    digest = file.empty() ? content_digest(data.bytes(), data.nbytes()) : "file " + file;
+  }
+  const std::string_view layout(key.data(), key.size() - 8);
+  return cache_key({kPackFormat, cpu_model(), digest, layout});
+}
+
+// The copy under dkey in the pack cache, mapped, or an undefined tensor (dkey empty: not used).
+HostTensor packed_on_disk(PackMemo* memo, const std::string& dkey, DType dt, const std::vector<int64_t>& shape) {
+  if (dkey.empty()) return {};
+  HostTensor t = tensor_cache_load(dkey, dt, shape);
+  if (t.defined()) ++memo->from_disk;
+  return t;
+}
+
+// Packs with `pack` unless the pack cache has the copy; a fresh copy is stored there.
+template <class F>
+HostTensor cached_or_packed(PackMemo* memo, const HostTensor& data, const std::string& key, DType dt,
+                            const std::vector<int64_t>& shape, F pack) {
+  int64_t bytes = static_cast<int64_t>(dtype_size(dt));
+  for (int64_t d : shape) bytes *= d;
+  const std::string dkey = disk_key(memo, data, key, bytes);
+  HostTensor t = packed_on_disk(memo, dkey, dt, shape);
+  if (t.defined()) return t;
+  t = pack();
+  if (!dkey.empty()) tensor_cache_store_later(dkey, t);
+  return t;
 }
 
 // The copy packed before under this key (memo may be null), or an undefined tensor.
@@ -408,7 +458,9 @@ std::vector<int> prepack_b_impl(KernelGraph& kg, const MatmulParams& P, int64_t 
       if (kc % ints.g != 0) continue;
       const std::string key = pack_key('b', data, ints.b, ints.g, kc, nr, c0, *noff, *koff);
       HostTensor packed = packed_before(memo, key);
-      if (!packed.defined()) packed = pack_int8(data, ints.b, ints.g, N, K, kc, nr, c0, *noff, *koff);
+      if (!packed.defined())
+        packed = cached_or_packed(memo, data, key, ints.b, {kblocks, panels, kc, nr},
+                                  [&] { return pack_int8(data, ints.b, ints.g, N, K, kc, nr, c0, *noff, *koff); });
       k.packed_b = add_packed_buffer(kg, packed, "packed_" + kg.buffers[kg.buffer_of.at(src)].name, memo, key);
       k.packed_kc = kc;
       k.packed_nr = nr;
@@ -425,6 +477,9 @@ std::vector<int> prepack_b_impl(KernelGraph& kg, const MatmulParams& P, int64_t 
     // a weight read by this kernel alone is read only through its packed copy: its pages go
     // back once it is packed, so the two never both count (peak memory)
     const bool sole = readers[kg.buffer_of.at(src)] == 1 && mm->a.src != src;
+    const std::vector<int64_t> shape = baxes.empty() ? std::vector<int64_t>{per} : std::vector<int64_t>{entries, per};
+    const std::string dkey = packed.defined() ? "" : disk_key(memo, data, key, entries * per * 4);
+    if (!packed.defined()) packed = packed_on_disk(memo, dkey, DType::F32, shape);
     if (!packed.defined()) {
       // the copy, by value: it may run later, on another thread (PackMemo::defer)
       auto fill = [data, noff = *noff, koff = *koff, eoff, N, K, kc, nr, c0, panels, kblocks, per, threads, sole](void* dst) {
@@ -488,7 +543,6 @@ std::vector<int> prepack_b_impl(KernelGraph& kg, const MatmulParams& P, int64_t 
         }
         if (sole) page_out(data);
       };
-      const std::vector<int64_t> shape = baxes.empty() ? std::vector<int64_t>{per} : std::vector<int64_t>{entries, per};
       PackFiller* filler = current_pack_filler();
       if (filler && entries * per * 4 >= kDeferPackMinBytes) {
         // filled on the filler's thread (pack_defer.h); its node named apart from every other.
@@ -505,10 +559,11 @@ std::vector<int> prepack_b_impl(KernelGraph& kg, const MatmulParams& P, int64_t 
                             std::shared_ptr<std::byte[]>(static_cast<std::byte*>(m), [bytes](std::byte* q) { ::munmap(q, bytes); }));
         k.packed_b = add_packed_buffer(kg, packed, "packed_" + kg.buffers[kg.buffer_of.at(src)].name, memo, key,
                                        "deferred-pack-" + std::to_string(++deferred_packs));
-        filler->push([packed, fill, bytes]() mutable {
+        filler->push([packed, fill, bytes, dkey]() mutable {
           if (::mprotect(packed.data(), bytes, PROT_READ | PROT_WRITE) != 0)
             throw UserError("cannot make a packed weight writable");
           fill(packed.data());
+          if (!dkey.empty()) tensor_cache_store_later(dkey, packed);
         });
         k.packed_kc = kc;
         k.packed_nr = nr;
@@ -517,6 +572,7 @@ std::vector<int> prepack_b_impl(KernelGraph& kg, const MatmulParams& P, int64_t 
       }
       packed = HostTensor(DType::F32, shape);
       fill(packed.data());
+      if (!dkey.empty()) tensor_cache_store_later(dkey, packed);
     } else if (sole) {
       page_out(data);
     }
@@ -575,7 +631,9 @@ std::vector<int> prepack_a_impl(KernelGraph& kg, const MatmulParams& P, int64_t 
       if (kc % ints.g != 0) continue;
       const std::string key = pack_key('a', data, ints.a, ints.g, kc, mr, c0, *moff, *koff);
       HostTensor packed = packed_before(memo, key);
-      if (!packed.defined()) packed = pack_int8(data, ints.a, ints.g, M, K, kc, mr, c0, *moff, *koff);
+      if (!packed.defined())
+        packed = cached_or_packed(memo, data, key, ints.a, {kblocks, panels, kc, mr},
+                                  [&] { return pack_int8(data, ints.a, ints.g, M, K, kc, mr, c0, *moff, *koff); });
       add_packed_buffer(kg, packed, "packed_a_" + k.name, memo, key);
       changed.push_back(k.id);
       if (readers[kg.buffer_of.at(src)] == 1 && mm->b.src != src) page_out(data);
@@ -587,8 +645,12 @@ std::vector<int> prepack_a_impl(KernelGraph& kg, const MatmulParams& P, int64_t 
     if (!baxes.empty()) outer.insert(outer.end(), eoff.begin(), eoff.end());
     const std::string key = pack_key(baxes.empty() ? 'a' : 'A', data, DType::F32, 0, kc, mr, c0, outer, *koff);
     HostTensor packed = packed_before(memo, key);
+    const std::vector<int64_t> shape =
+        baxes.empty() ? std::vector<int64_t>{kblocks, panels, kc, mr} : std::vector<int64_t>{entries, kblocks, panels, kc, mr};
+    const std::string dkey = packed.defined() ? "" : disk_key(memo, data, key, entries * kblocks * panels * kc * mr * 4);
+    if (!packed.defined()) packed = packed_on_disk(memo, dkey, DType::F32, shape);
     if (!packed.defined()) {
-      packed = baxes.empty() ? HostTensor(DType::F32, {kblocks, panels, kc, mr}) : HostTensor(DType::F32, {entries, kblocks, panels, kc, mr});
+      packed = HostTensor(DType::F32, shape);
       auto pack_entries = [&, eoff, moff = *moff, koff = *koff](int64_t e_begin, int64_t e_end) {
       for (int64_t e = e_begin; e < e_end; ++e) {
       const std::byte* a = data.bytes() + 4 * eoff[e];
@@ -622,6 +684,7 @@ std::vector<int> prepack_a_impl(KernelGraph& kg, const MatmulParams& P, int64_t 
       for (int64_t w = 1; w < workers; ++w) pool.emplace_back(pack_entries, entries * w / workers, entries * (w + 1) / workers);
       pack_entries(0, entries / workers);
       for (auto& t : pool) t.join();
+      if (!dkey.empty()) tensor_cache_store_later(dkey, packed);
     }
     add_packed_buffer(kg, packed, "packed_a_" + k.name, memo, key);
     changed.push_back(k.id);

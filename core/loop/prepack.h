@@ -12,6 +12,7 @@
 #pragma once
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/loop/lower.h"
@@ -30,9 +31,15 @@ namespace lathe::loop {
 // schedules again (a kernel's lowering asked for a node to be materialized and the kernels
 // changed), a weight packed the same way is not packed a second time. ResNet-50 and
 // MobileNetV2 build twice, and ResNet-50 packed its 57 MiB of weights twice on every start.
+// Large copies (256 KiB and up) are also kept on disk (core/runtime/tensor_cache.h: the
+// kernel cache's packed/), keyed by every byte of the weight and the layout: a later process
+// maps the file instead of packing again (GPT-2's warm start packed ~0.5 GB, most of it page
+// faults). LATHE_PACK_CACHE=0 packs every time (A/B runs).
 struct PackMemo {
   std::map<std::string, NodeRef> packed;  // the packed copy's Const node, by weight and layout
   int reused = 0;                          // packings taken from here instead of done again
+  int from_disk = 0;                       // packings mapped from the pack cache
+  std::map<std::pair<const void*, size_t>, std::string> digests;  // weights' content_digest, by identity
 };
 std::vector<int> prepack_constant_b(KernelGraph& kg, const MatmulParams& P, int64_t min_bytes = 0,
                                     int64_t min_int8_bytes = 0, PackMemo* memo = nullptr);

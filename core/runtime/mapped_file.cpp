@@ -12,10 +12,65 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <mutex>
 
 #include "core/ir/diag.h"
 
 namespace lathe {
+
+namespace {
+
+// The live mappings, for file_identity: start, size and the file's identity when opened.
+struct Mapped {
+  const std::byte* data;
+  size_t size;
+  std::string id;
+};
+std::mutex& mapped_mu() {
+  static std::mutex mu;
+  return mu;
+}
+std::vector<Mapped>& mapped_files() {
+  static std::vector<Mapped> v;
+  return v;
+}
+
+// Whether every page of [p, p + n) still holds the file's bytes: none was written (a private
+// mapping's written page is an anonymous copy, present or swapped: /proc/self/pagemap bits 63
+// and 61, 62). False when pagemap cannot be read.
+bool unwritten(const void* p, size_t n) {
+  const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  const uintptr_t lo = reinterpret_cast<uintptr_t>(p) / page, hi = (reinterpret_cast<uintptr_t>(p) + n + page - 1) / page;
+  int fd = ::open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  constexpr uint64_t kPresent = uint64_t(1) << 63, kSwapped = uint64_t(1) << 62, kFile = uint64_t(1) << 61;
+  std::vector<uint64_t> e(4096);
+  bool ok = true;
+  for (uintptr_t a = lo; ok && a < hi;) {
+    const size_t count = std::min<size_t>(e.size(), hi - a);
+    if (::pread(fd, e.data(), count * 8, static_cast<off_t>(a * 8)) != static_cast<ssize_t>(count * 8)) ok = false;
+    for (size_t i = 0; ok && i < count; ++i) ok = !(e[i] & kSwapped) && (!(e[i] & kPresent) || (e[i] & kFile));
+    a += count;
+  }
+  ::close(fd);
+  return ok;
+}
+
+}  // namespace
+
+std::string file_identity(const void* p, size_t n) {
+  const auto* b = static_cast<const std::byte*>(p);
+  std::string id;
+  {
+    std::lock_guard<std::mutex> lock(mapped_mu());
+    for (const Mapped& m : mapped_files())
+      if (b >= m.data && n <= m.size && static_cast<size_t>(b - m.data) <= m.size - n) {
+        id = m.id + ":" + std::to_string(b - m.data);
+        break;
+      }
+  }
+  return !id.empty() && unwritten(p, n) ? id : "";
+}
 
 std::shared_ptr<const MappedFile> MappedFile::open(const std::string& path) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
@@ -43,13 +98,29 @@ std::shared_ptr<const MappedFile> MappedFile::open(const std::string& path) {
       throw UserError("cannot map " + path + " (" + format_bytes(m->size_) + "): " + std::strerror(e));
     }
     m->data_ = static_cast<std::byte*>(p);
+    const std::string id = std::to_string(st.st_dev) + ":" + std::to_string(st.st_ino) + ":" + std::to_string(st.st_size) + ":" +
+                           std::to_string(st.st_mtim.tv_sec) + "." + std::to_string(st.st_mtim.tv_nsec) + ":" +
+                           std::to_string(st.st_ctim.tv_sec) + "." + std::to_string(st.st_ctim.tv_nsec);
+    std::lock_guard<std::mutex> lock(mapped_mu());
+    mapped_files().push_back({m->data_, m->size_, id});
   }
   m->fd_ = fd;  // kept for read()
   return m;
 }
 
 MappedFile::~MappedFile() {
-  if (data_) ::munmap(data_, size_);
+  if (data_) {
+    {
+      std::lock_guard<std::mutex> lock(mapped_mu());
+      auto& v = mapped_files();
+      for (size_t i = 0; i < v.size(); ++i)
+        if (v[i].data == data_) {
+          v.erase(v.begin() + static_cast<std::ptrdiff_t>(i));
+          break;
+        }
+    }
+    ::munmap(data_, size_);
+  }
   if (fd_ >= 0) ::close(fd_);
 }
 
@@ -85,9 +156,6 @@ HostTensor tensor_in_file(const std::shared_ptr<const MappedFile>& file, size_t 
   return HostTensor::deferred(dtype, std::move(shape), p, file, [file, offset, n](void* dst) { file->read(offset, dst, n); });
 }
 
-namespace {
-
-// "123", "64K", "512M", "2G" (binary units); 0 when malformed.
 uint64_t parse_size(const char* s) {
   char* end = nullptr;
   errno = 0;
@@ -101,6 +169,8 @@ uint64_t parse_size(const char* s) {
   if (*end == 'B') ++end;
   return *end ? 0 : v * mul;
 }
+
+namespace {
 
 uint64_t meminfo_kb(const std::string& text, const char* key) {
   size_t p = text.find(key);

@@ -41,6 +41,14 @@ class MappedFile {
   std::string path_;
 };
 
+// Which file bytes [p, p + n) are in, when they lie inside one live MappedFile's mapping:
+// "dev:inode:size:mtime:ctime:offset" of the file as it was opened (a rewrite, a rename over
+// it, a touch all change it); "" when they are not a mapped file's, or when a page of them was
+// written in this process (the private mapping's copy: no longer the file's bytes). Cheaper
+// than reading them for a key (prepack's disk cache: a model's weights, never read on a warm
+// start).
+std::string file_identity(const void* p, size_t n);
+
 // A tensor over bytes [offset, offset + nbytes) of the mapping, without copying when the
 // address suits the dtype's alignment; else the bytes are read (pread) into an aligned
 // buffer, leaving the mapping's pages for them untouched: at once below kDeferUnalignedBytes,
@@ -57,6 +65,8 @@ uint64_t memory_budget();
 // Throws UserError "WHAT needs N MiB, more than the M MiB of memory available" when
 // `bytes` exceeds memory_budget().
 void check_memory(uint64_t bytes, const std::string& what);
+// "123", "64K", "512M", "2G", "2GiB" (binary units) as bytes; 0 when malformed.
+uint64_t parse_size(const char* s);
 // "12.3 MiB" / "1.20 GiB".
 std::string format_bytes(uint64_t bytes);
 

@@ -106,8 +106,10 @@ Program build_program(const Graph& given, const BuildOptions& opts) {
           if (buf >= 0) bytes += static_cast<int64_t>(p.kg.buffers[buf].node->attrs.data->nbytes());
       t.done(std::to_string(changed.size()) + " constant matmul operand" + (changed.size() == 1 ? "" : "s") + ", " +
              std::to_string(bytes >> 20) + " MiB" +
-             (packed.reused ? ", " + std::to_string(packed.reused) + " packed before (reused)" : ""));
+             (packed.reused ? ", " + std::to_string(packed.reused) + " packed before (reused)" : "") +
+             (packed.from_disk ? ", " + std::to_string(packed.from_disk) + " from the pack cache" : ""));
       packed.reused = 0;
+      packed.from_disk = 0;
     }
     StageTimer tl(p, opts, "lower");
     p.funcs.clear();
