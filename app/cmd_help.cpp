@@ -32,9 +32,9 @@ int lua_help(const std::string& topic) {
 const char* kEnvironment =
     "Environment variables lathe reads:\n"
     "  LATHE_CACHE_DIR          kernel cache directory (default $XDG_CACHE_HOME/lathe, ~/.cache/lathe)\n"
-    "  LATHE_PACK_CACHE=0       large weights packed again on every start (default: their packed copies are kept\n"
-    "                           in the cache directory's packed/, checked and mapped by later starts);\n"
-    "                           =trust: a file's size, header and key checked, not its payload's digest\n"
+    "  LATHE_PACK_CACHE=1       large weights' packed copies kept in the cache directory's packed/, checked and\n"
+    "                           mapped by later starts (default off: the first start writes them all, ~0.5 GB\n"
+    "                           for GPT-2); =trust: a file's size, header and key checked, not its payload's digest\n"
     "  LATHE_PACK_CACHE_MAX     bytes packed/ may hold (e.g. 8G; default 4G): the least recently used go first\n"
     "  LATHE_PACK_CACHE_DIR     where the packed weights are kept instead (default: the cache directory's packed/)\n"
     "  LATHE_MEMORY_LIMIT       bytes a model may use (e.g. 4G); default: available memory, cgroup limit\n"

@@ -151,9 +151,11 @@ std::string content_digest(const void* data, size_t n) {
   return s;
 }
 
+// Off unless LATHE_PACK_CACHE is set (1, on or trust): the first start writes every packed copy
+// (GPT-2: 0.47 GB), which costs a cold start more than a warm one gains (README).
 bool tensor_cache_enabled() {
   const char* e = std::getenv("LATHE_PACK_CACHE");
-  return !(e && std::string(e) == "0");
+  return e && *e && std::string(e) != "0";
 }
 
 uint64_t tensor_cache_max_bytes() {

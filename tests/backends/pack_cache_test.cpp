@@ -38,11 +38,13 @@ struct TempPackDir {
     char t[] = "/tmp/lathe-pack-test-XXXXXX";
     dir = mkdtemp(t);
     setenv("LATHE_PACK_CACHE_DIR", dir.c_str(), 1);
+    setenv("LATHE_PACK_CACHE", "1", 1);  // off by default
   }
   ~TempPackDir() {
     for (const std::string& f : files()) std::remove((dir + "/" + f).c_str());
     ::rmdir(dir.c_str());
     unsetenv("LATHE_PACK_CACHE_DIR");
+    unsetenv("LATHE_PACK_CACHE");
   }
   std::vector<std::string> files() const {
     std::vector<std::string> r;
@@ -184,8 +186,11 @@ TEST(PackCache, OffBySwitch) {
   setenv("LATHE_PACK_CACHE", "0", 1);
   Weights w;
   const TensorCacheStats s = build_and_check(graphs(w.w1, w.w1x1, w.w3x3), "off");
-  unsetenv("LATHE_PACK_CACHE");
   EXPECT_EQ(s.stored + s.hits + s.misses, 0);
+  EXPECT_TRUE(tmp.files().empty());
+  unsetenv("LATHE_PACK_CACHE");  // the default: off too
+  const TensorCacheStats d = build_and_check(graphs(w.w1, w.w1x1, w.w3x3), "default");
+  EXPECT_EQ(d.stored + d.hits + d.misses, 0);
   EXPECT_TRUE(tmp.files().empty());
 }
 

@@ -28,12 +28,14 @@ struct TempPackDir {
     char t[] = "/tmp/lathe-pack-test-XXXXXX";
     dir = mkdtemp(t);
     setenv("LATHE_PACK_CACHE_DIR", dir.c_str(), 1);
+    setenv("LATHE_PACK_CACHE", "1", 1);  // off by default
   }
   ~TempPackDir() {
     for (const std::string& f : files()) std::remove((dir + "/" + f).c_str());
     ::rmdir(dir.c_str());
     unsetenv("LATHE_PACK_CACHE_DIR");
     unsetenv("LATHE_PACK_CACHE_MAX");
+    unsetenv("LATHE_PACK_CACHE");
   }
   std::vector<std::string> files() const {
     std::vector<std::string> r;
@@ -96,7 +98,7 @@ TEST(TensorCache, RoundTripMapsTheStoredValues) {
   setenv("LATHE_PACK_CACHE", "0", 1);
   EXPECT_FALSE(tensor_cache_load(key, DType::F32, t.shape()).defined());
   EXPECT_FALSE(tensor_cache_store(cache_key({"round-trip", "2"}), t));
-  unsetenv("LATHE_PACK_CACHE");
+  setenv("LATHE_PACK_CACHE", "1", 1);
   EXPECT_TRUE(tensor_cache_load(key, DType::F32, t.shape()).defined());
 }
 
@@ -141,7 +143,7 @@ TEST(TensorCache, TruncatedOrCorruptFilesAreIgnored) {
   setenv("LATHE_PACK_CACHE", "trust", 1);
   EXPECT_FALSE(tensor_cache_load(cut, DType::F32, t.shape()).defined());
   EXPECT_FALSE(tensor_cache_load(cache_key({"corrupt", "3"}), DType::F32, {33, 1000}).defined());
-  unsetenv("LATHE_PACK_CACHE");
+  setenv("LATHE_PACK_CACHE", "1", 1);
 }
 
 TEST(TensorCache, DiskUseIsBoundedLeastRecentlyUsedFirst) {
