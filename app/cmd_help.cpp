@@ -131,6 +131,8 @@ const char* kEnvironment =
     "  LATHE_INT8_VNNI_I8U8=0   on VNNI hosts, an int8 conv's i8 weights x u8 im2col (exact sums) widen to\n"
     "                           i16 pairs (vpmaddwd), not u8 x i8 groups of 4 (vpdpbusd) with the input\n"
     "                           channels innermost in k (A/B runs)\n"
+    "  LATHE_INT8_GROUP_RUNS=0|1  an int8 strided conv's B pack copies each of a group's 4 channels' runs\n"
+    "                           alone, not all 4 per column in one loop (0); 1: stride-1 convs too (A/B runs)\n"
     "  LATHE_NARROW_REQUANT=0   an int8 GEMM whose requantized value is read on by steps that cannot be its\n"
     "                           epilogue (a residual sum) writes its i32 sums, not the u8 (A/B runs)\n"
     "  LATHE_MATMUL_PREFETCH_B=0|all  convolutions whose B panels come from memory (the prepacked weights of\n"

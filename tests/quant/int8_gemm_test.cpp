@@ -3,6 +3,7 @@
 // (LATHE_TEST_BACKEND), at odd sizes, with full-range and saturating operands.
 #include <cstdint>
 #include <cstdlib>
+#include <string>
 #include <tuple>
 
 #include "../backends/diff_util.h"
@@ -246,9 +247,12 @@ TEST(Int8Gemm, ConvWeightsByU8ColumnsMatchInterpreter) {
       {{1, 7, 11, 7}, {29, 7, 3, 3}, 2, 0, 0},      // 7 channels, stride 2, no padding
       {{1, 3, 17, 17}, {10, 3, 7, 7}, 2, 3, 0},     // a 3-channel 7x7 stem
       {{1, 8, 40, 37}, {6, 8, 3, 3}, 1, 1, 77},     // rows wider than NR
+      {{3, 8, 29, 25}, {9, 8, 3, 3}, 2, 1, 200},    // stride 2, rows of 13: a panel spans 4 runs
+      {{1, 12, 60, 58}, {5, 12, 3, 3}, 2, 1, 0},    // stride 2, rows of 29: 2 runs a panel
   };
   uint64_t seed = 900;
   int dot4 = 0, packed_convs = 0;
+  bool group_runs = false;  // a group's runs copied by its first member (LATHE_INT8_GROUP_RUNS)
   for (auto& c : convs) {
     for (bool constant : {false, true}) {
       Conv2dOptions o;
@@ -259,6 +263,7 @@ TEST(Int8Gemm, ConvWeightsByU8ColumnsMatchInterpreter) {
       Tensor w = constant ? from_host(wv) : input("w", sw, DType::I8);
       Graph g = Graph::from_outputs({{"y", conv2d_integer(input("x", sx, DType::U8), w, o, c.pad_value).node()}});
       Program p = build_program(g);
+      group_runs = group_runs || test::loop_ir_of(p).find("copy a run (a group of k)") != std::string::npos;
       for (auto& f : p.funcs) {
         if (!loop::is_packed_matmul(f)) continue;
         ++packed_convs;
@@ -274,6 +279,8 @@ TEST(Int8Gemm, ConvWeightsByU8ColumnsMatchInterpreter) {
   EXPECT_GE(packed_convs, 10);
   if (loop::vnni_i8_u8()) EXPECT_EQ(dot4, packed_convs);
   else EXPECT_EQ(dot4, 0);
+  const char* gr = std::getenv("LATHE_INT8_GROUP_RUNS");
+  if (loop::vnni_i8_u8() && !(gr && std::string(gr) == "0")) EXPECT_TRUE(group_runs);
   EXPECT_EQ(batch.run(), 0);
 }
 
