@@ -75,6 +75,8 @@ LATHE_DOT(2, 8, i16, i16)
 LATHE_DOT(2, 16, i16, i16)
 LATHE_DOT(4, 8, u8, i8)
 LATHE_DOT(4, 16, u8, i8)
+LATHE_DOT(4, 8, i8, u8)
+LATHE_DOT(4, 16, i8, u8)
 /* the same with each pair (0-1, 2-3) summed in a saturating i16 (vpmaddubsw; qdq-sat16) */
 #define LATHE_DOT_SAT(L, TA, TB)                                                                           \
   static inline lathe_i32x##L lathe_dot4sat16_##TA##_##TB##_##L(lathe_i32x##L acc, lathe_##TA##x4 a, lathe_##TB##x##L##4 b) { \
@@ -382,7 +384,7 @@ std::string CEmitter::expr(const ExprRef& e) {
       int g = e->args[1]->lanes;
       std::string ta(dtype_name(e->args[1]->dtype)), tb(dtype_name(e->args[2]->dtype));
       bool ok = (g == 2 && ta == "i16" && tb == "i16") || (g == 4 && ta == "u8" && tb == "i8") ||
-                (g == 4 && e->op == Op::Max && ta == "i8" && tb == "u8");
+                (g == 4 && ta == "i8" && tb == "u8");
       LATHE_CHECK(ok && (e->lanes == 8 || e->lanes == 16), "C emitter: no dot" + std::to_string(g) + " of " + ta + " x " + tb);
       if (e->op == Op::Max)
         return "lathe_dot4sat16_" + ta + "_" + tb + "_" + std::to_string(e->lanes) + "(" + a(0) + ", " + a(1) + ", " + a(2) + ")";

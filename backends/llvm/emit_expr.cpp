@@ -185,13 +185,18 @@ llvm::Value* FunctionEmitter::emit_dot(const ExprRef& e) {
     }
     return acc;
   }
-  if (G == 4 && ta == DType::U8 && tb == DType::I8) {
+  // u8 × i8, or i8 × u8 (a conv's broadcast weights and u8 columns): vpdpbusd's unsigned
+  // operand is the u8 side, its signed one the i8 side; each lane's group of 4 products is
+  // the same sum either way round
+  if (G == 4 && ((ta == DType::U8 && tb == DType::I8) || (ta == DType::I8 && tb == DType::U8))) {
     llvm::Value* aw = b_.CreateVectorSplat(L, b_.CreateBitCast(a, i32));
     llvm::Value* bw = b_.CreateBitCast(b, vec(i32, L));
+    llvm::Value* u = ta == DType::U8 ? aw : bw;
+    llvm::Value* sg = ta == DType::U8 ? bw : aw;
     if (L == 8 && (host_has("avxvnni") || (host_has("avx512vnni") && host_has("avx512vl"))))
-      return intrinsic(llvm::Intrinsic::x86_avx512_vpdpbusd_256, {acc, aw, bw}, {});
+      return intrinsic(llvm::Intrinsic::x86_avx512_vpdpbusd_256, {acc, u, sg}, {});
     if (L == 16 && host_has("avx512vnni"))
-      return intrinsic(llvm::Intrinsic::x86_avx512_vpdpbusd_512, {acc, aw, bw}, {});
+      return intrinsic(llvm::Intrinsic::x86_avx512_vpdpbusd_512, {acc, u, sg}, {});
   }
   llvm::Value* a32 = is_unsigned(ta) ? b_.CreateZExt(a, vec(i32, G)) : b_.CreateSExt(a, vec(i32, G));
   llvm::Value* b32 = is_unsigned(tb) ? b_.CreateZExt(b, vec(i32, G * L)) : b_.CreateSExt(b, vec(i32, G * L));

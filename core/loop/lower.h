@@ -119,6 +119,10 @@ MatmulParams fit_matmul_rows(const KernelGraph& kg, int kernel, MatmulParams P);
 // exact, where vpmaddubsw's i16 pair sums would saturate). LATHE_INT8_DOT=vnni|i16 overrides
 // (A/B runs; the vnni layout on a host without VNNI computes the same through plain code).
 int host_int8_dot_group();
+// Does the int8 GEMM take i8 × u8 operands (a convolution's weights as A, its u8 im2col as B)
+// as VNNI groups of 4 too (vpdpbusd with the u8 columns as its unsigned operand)? Where the
+// host's group is 4; LATHE_INT8_VNNI_I8U8=0 widens them to i16 pairs as before (A/B runs).
+bool vnni_i8_u8();
 // The K block of an integer contraction whose panels hold `elem_bytes`-byte values (1: u8 ×
 // i8 groups of 4, 2: i16 pairs): the f32 block's bytes (P.kc of 4-byte values), so 4× (2×)
 // the k. LATHE_INT8_KC=N sets it (0: P.kc as f32). The lowering and the prepacked panels

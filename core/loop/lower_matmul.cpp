@@ -162,7 +162,7 @@ void MatmulLowering::setup() {
     acc_ = DType::I32;
     if ((mm_.sat16 || host_int8_dot_group() == 4) && mm_.a.src->dtype == DType::U8 && mm_.b.src->dtype == DType::I8) {
       G_ = 4, adt_ = DType::U8, bdt_ = DType::I8;
-    } else if (mm_.sat16 && mm_.a.src->dtype == DType::I8 && mm_.b.src->dtype == DType::U8) {
+    } else if ((mm_.sat16 || vnni_i8_u8()) && mm_.a.src->dtype == DType::I8 && mm_.b.src->dtype == DType::U8) {
       G_ = 4, adt_ = DType::I8, bdt_ = DType::U8;  // a conv: i8 weights broadcast, u8 columns
     } else {
       G_ = 2, adt_ = bdt_ = DType::I16;

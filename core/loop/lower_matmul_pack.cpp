@@ -285,7 +285,8 @@ std::optional<Stmt> MatmulLowering::pack_b_runs(const OperandParts& B, int pb) {
   // `fix` (integer groups, may be null): the stores of 0 that turn a whole contiguous NR-wide
   // copy of the panel into the packed panel (the columns of each run outside the bounds)
   auto one_k = [&](ExprRef kk, const std::string& px, std::function<ExprRef(ExprRef)> at_col, std::vector<Stmt>& body,
-                   std::vector<Stmt>& general, ExprRef* full, std::vector<Stmt>* fix, ExprRef kkb, int fix_members) {
+                   std::vector<Stmt>& general, ExprRef* full, std::vector<Stmt>* fix, ExprRef kkb, int fix_members,
+                   int copy_members = 1, int64_t member_stride = 0) {
     if (!kkb) kkb = kk;  // the depth whose bounds this k takes (see shared_bounds)
     if (vec_runs) {
       Stmt zero = make_for("c", const_int(NR), {make_local_store("Bp", at_col(var("c")), const_of(0, bdt_))},
@@ -319,9 +320,15 @@ std::optional<Stmt> MatmulLowering::pack_b_runs(const OperandParts& B, int pb) {
       ExprRef addr = add(batch_part(acc.addr), add(at(B.rows[0], add(p0, cs)), at(B.ks[0], kk)));
       out.push_back(make_let(sg + "a", DType::I64, addr));
       ExprRef c = add(var(sg + "lo"), var("c"));
-      Stmt copy = make_for("c", sub(var(sg + "hi"), var(sg + "lo")),
-                           {make_local_store("Bp", at_col(c), elem(add(var(sg + "a"), mul(sub(c, cs), const_int(*ca)))))},
-                           "pack B: copy a run");
+      // copy_members > 1 (a group whose members share their bounds, see shared_bounds): this
+      // member's run copies the group's G members per column (member_stride apart in the
+      // source, consecutive in the panel); 0: the run is copied by the group's first member
+      std::vector<Stmt> copies;
+      for (int m = 0; m < copy_members; ++m)
+        copies.push_back(make_local_store("Bp", m ? add(at_col(c), const_int(m)) : at_col(c),
+                                          elem(add(var(sg + "a"), add(mul(sub(c, cs), const_int(*ca)), const_int(m * member_stride))))));
+      Stmt copy = make_for("c", sub(var(sg + "hi"), var(sg + "lo")), std::move(copies),
+                           copy_members > 1 ? "pack B: copy a run (a group of k)" : "pack B: copy a run");
       copy.annot.vectorize = vec_runs;
       copy.annot.scalar = !vec_runs;
       // the common case: the whole panel is one run inside the bounds (an interior panel of
@@ -330,7 +337,7 @@ std::optional<Stmt> MatmulLowering::pack_b_runs(const OperandParts& B, int pb) {
       if (seg == 0 && inner >= NR)
         *full = logical_and(ok, logical_and(le(const_int(NR), var(sg + "ce")),
                                             logical_and(le(var(sg + "lo"), const_int(0)), le(const_int(NR), var(sg + "hi")))));
-      general.push_back(ok ? make_if(ok, {copy}) : copy);  // after the zeroing
+      if (copy_members > 0) general.push_back(ok ? make_if(ok, {copy}) : copy);  // after the zeroing
       if (fix) {
         if (seg > 0) fix->insert(fix->end(), out.begin() + lets_from, out.end());
         auto zeros = [&](ExprRef from, ExprRef to, const char* note) {
@@ -433,6 +440,23 @@ std::optional<Stmt> MatmulLowering::pack_b_runs(const OperandParts& B, int pb) {
       for (auto& [d, k] : b.coord.terms)
         if (d == dk && !(k.is_const() && k.value() == 0)) shared_bounds = false;
   }
+  // Members that share their bounds also share their runs: the first member's run copies
+  // copy all G members per column (their sources a channel's stride apart), so a group's
+  // general path runs segs loops, not G x segs, each with its own bounds and lets (a stride-2
+  // 3x3 layer's panels, 28 wide, never one run: every group took that path).
+  // Strided windows only (a run's columns 2+ apart): a stride-1 window's panels mostly take
+  // the contiguous copy, and its 3x3 layers measured 30-40 us slower with the group's runs
+  // (resnet50_qdq on a VNNI host, one thread), the stride-2 ones 60-100 us faster.
+  // LATHE_INT8_GROUP_RUNS=0 copies each member's runs alone, 1 also for stride 1 (A/B runs).
+  static const std::string group_runs_mode = [] {
+    const char* e = std::getenv("LATHE_INT8_GROUP_RUNS");
+    return std::string(e ? e : "");
+  }();
+  int64_t member_stride = 0;
+  if (shared_bounds && group_runs_mode != "0" && (*ca != 1 || group_runs_mode == "1")) {
+    auto c = coef_of(acc.addr, mm_.k_axes.back());
+    if (c && *c > 0) member_stride = *c;
+  }
   {
     Stmt zero = make_for("c", const_int(NR * G_),
                          {make_local_store("Bp", add(group_panel_index(var("jp"), kg, 0, const_int(0), NR), var("c")),
@@ -450,7 +474,8 @@ std::optional<Stmt> MatmulLowering::pack_b_runs(const OperandParts& B, int pb) {
     ExprRef full_j;
     one_k(kat, px, [&, j](ExprRef c) { return group_panel_index(var("jp"), kg, j, c, NR); }, body, gen_j, &full_j,
           contig && (j == 0 || !shared_bounds) ? &fixes : nullptr, shared_bounds ? mul(kg, const_int(G_)) : nullptr,
-          shared_bounds ? G_ : 1);  // shared bounds: member 0's fixes zero the whole group's columns
+          shared_bounds ? G_ : 1,  // shared bounds: member 0's fixes zero the whole group's columns
+          member_stride ? (j == 0 ? G_ : 0) : 1, member_stride);
     if (contig) {
       ExprRef a = var(px + "g0_a");
       contig_cond = logical_and(contig_cond, logical_and(le(const_int(0), a), le(add(a, const_int(NR)), const_int(*extent))));

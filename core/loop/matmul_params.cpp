@@ -385,6 +385,14 @@ int host_int8_dot_group() {
   return g;
 }
 
+bool vnni_i8_u8() {
+  static const bool on = [] {
+    const char* e = std::getenv("LATHE_INT8_VNNI_I8U8");
+    return !(e && std::string(e) == "0");
+  }();
+  return on && host_int8_dot_group() == 4;
+}
+
 bool orient_matmul(MatmulMatch& mm, const MatmulParams& P) {
   // (int8 too: both sides widen to i16 alike, and VNNI's u8 × i8 groups want the u8
   // activations on A, where the swap puts them)

@@ -99,7 +99,7 @@ IntPanels int_panels(const MatmulMatch& mm) {
   if (mm.reduce->dtype != DType::I32) return {};
   if ((mm.sat16 || host_int8_dot_group() == 4) && mm.a.src->dtype == DType::U8 && mm.b.src->dtype == DType::I8)
     return {4, DType::U8, DType::I8};
-  if (mm.sat16 && mm.a.src->dtype == DType::I8 && mm.b.src->dtype == DType::U8) return {4, DType::I8, DType::U8};
+  if ((mm.sat16 || vnni_i8_u8()) && mm.a.src->dtype == DType::I8 && mm.b.src->dtype == DType::U8) return {4, DType::I8, DType::U8};
   return {2, DType::I16, DType::I16};
 }
 

@@ -6,6 +6,7 @@
 #include <functional>
 
 #include "core/ir/build.h"
+#include "core/loop/lower.h"
 #include "core/schedule/kernel_graph.h"
 #include "core/schedule/view_index.h"
 
@@ -238,6 +239,32 @@ std::optional<MatmulMatch> match_matmul(NodeRef r) {
   if (std::find(m.m_axes.begin(), m.m_axes.end(), inner) != m.m_axes.end()) {
     std::swap(m.a, m.b);
     std::swap(m.m_axes, m.n_axes);
+  }
+  // u8 × i8 (or i8 × u8) groups of 4 (VNNI, exact sums, loop::vnni_i8_u8): a convolution's
+  // k as (kh, kw, ci), the input channels innermost, so that a group of 4 k is 4 channels of
+  // one tap. In the weight's (OIHW) order each group crossed taps: its 4 members each took
+  // their own window bounds and runs in the implicit im2col's pack; 4 channels of one tap
+  // share them (lower_matmul_pack.cpp's shared bounds) and copy whole panels. The channel
+  // axis: the k axis along which the i8 weight strides the most (as qdq-sat16 picks its pair
+  // axis); a channel count that is no multiple of 4 keeps the order (its groups cross taps
+  // either way). The sum is the same in any order (exact i32).
+  if (int8 && !sat16 && m.k_axes.size() > 1 && loop::vnni_i8_u8()) {
+    const OperandAccess& w = m.a.src->dtype == DType::I8 ? m.a : m.b;
+    if (w.src->dtype == DType::I8 && (m.a.src->dtype == DType::U8 || m.b.src->dtype == DType::U8)) {
+      int ch = -1;
+      int64_t best = -1;
+      bool tie = false;
+      for (int d : m.k_axes) {
+        auto c = w.addr.const_coef(d);
+        if (!c) { best = -1; break; }
+        if (std::abs(*c) > best) best = std::abs(*c), ch = d, tie = false;
+        else if (std::abs(*c) == best) tie = true;
+      }
+      if (best > 0 && !tie && s[ch].is_const() && s[ch].value() % 4 == 0 && ch != m.k_axes.back()) {
+        m.k_axes.erase(std::find(m.k_axes.begin(), m.k_axes.end(), ch));
+        m.k_axes.push_back(ch);
+      }
+    }
   }
   // the saturating pairs as the int8 GEMM computes them: u8 × i8, either side (a conv's u8
   // activations are the columns), else the plain reduction they are

@@ -3,6 +3,7 @@
 // (LATHE_TEST_BACKEND), at odd sizes, with full-range and saturating operands.
 #include <cstdint>
 #include <cstdlib>
+#include <string>
 #include <tuple>
 
 #include "../backends/diff_util.h"
@@ -226,6 +227,60 @@ TEST(Int8Gemm, ContiguousPanelsMatchInterpreter) {
     seed += 2;
   }
   EXPECT_TRUE(contiguous);
+  EXPECT_EQ(batch.run(), 0);
+}
+
+// A convolution's i8 weights (A) times its u8 im2col (B) as VNNI groups of 4 (vpdpbusd with
+// the columns as its unsigned operand, loop::vnni_i8_u8), the input channels innermost in k
+// where they are a multiple of 4 (contraction.cpp): channels 8, 12, 16 (4 channels of one tap
+// a group) and 5, 7, 3 (groups across taps), stride 1 and 2, a zero point in the padding,
+// batch 1 and 3, weights as inputs (packed per run) and as constants (prepacked), exact i32
+// sums against the interpreter. Under LATHE_INT8_DOT=i16 the same graphs take the pairs.
+TEST(Int8Gemm, ConvWeightsByU8ColumnsMatchInterpreter) {
+  test::DiffBatch batch;
+  struct ConvCase { std::vector<int64_t> x, w; int64_t stride, pad, pad_value; };
+  std::vector<ConvCase> convs = {
+      {{1, 8, 9, 11}, {13, 8, 3, 3}, 1, 1, 0},      // 8 channels, odd rows
+      {{3, 12, 10, 9}, {7, 12, 3, 3}, 2, 1, 131},   // batch 3, stride 2, zero point 131 in the padding
+      {{1, 16, 15, 15}, {17, 16, 3, 3}, 2, 1, 255}, // stride 2 over an odd map
+      {{3, 5, 8, 13}, {11, 5, 3, 3}, 1, 1, 9},      // 5 channels: groups across taps
+      {{1, 7, 11, 7}, {29, 7, 3, 3}, 2, 0, 0},      // 7 channels, stride 2, no padding
+      {{1, 3, 17, 17}, {10, 3, 7, 7}, 2, 3, 0},     // a 3-channel 7x7 stem
+      {{1, 8, 40, 37}, {6, 8, 3, 3}, 1, 1, 77},     // rows wider than NR
+      {{3, 8, 29, 25}, {9, 8, 3, 3}, 2, 1, 200},    // stride 2, rows of 13: a panel spans 4 runs
+      {{1, 12, 60, 58}, {5, 12, 3, 3}, 2, 1, 0},    // stride 2, rows of 29: 2 runs a panel
+  };
+  uint64_t seed = 900;
+  int dot4 = 0, packed_convs = 0;
+  bool group_runs = false;  // a group's runs copied by its first member (LATHE_INT8_GROUP_RUNS)
+  for (auto& c : convs) {
+    for (bool constant : {false, true}) {
+      Conv2dOptions o;
+      o.padding = {c.pad, c.pad};
+      o.stride = {c.stride, c.stride};
+      Shape sx(c.x.begin(), c.x.end()), sw(c.w.begin(), c.w.end());
+      HostTensor wv = full_range(DType::I8, c.w, seed + 1);
+      Tensor w = constant ? from_host(wv) : input("w", sw, DType::I8);
+      Graph g = Graph::from_outputs({{"y", conv2d_integer(input("x", sx, DType::U8), w, o, c.pad_value).node()}});
+      Program p = build_program(g);
+      group_runs = group_runs || test::loop_ir_of(p).find("copy a run (a group of k)") != std::string::npos;
+      for (auto& f : p.funcs) {
+        if (!loop::is_packed_matmul(f)) continue;
+        ++packed_convs;
+        const std::string& log = f.schedule_log.front();  // (a swapped small conv: u8xi8)
+        if (log.find("int8 i8xu8 dot4 ") != std::string::npos || log.find("int8 u8xi8 dot4 ") != std::string::npos) ++dot4;
+      }
+      TensorMap in{{"x", full_range(DType::U8, c.x, seed)}};
+      if (!constant) in.emplace("w", wv);
+      batch.add("conv " + std::to_string(seed) + (constant ? " const w" : ""), g, in);
+    }
+    seed += 2;
+  }
+  EXPECT_GE(packed_convs, 10);
+  if (loop::vnni_i8_u8()) EXPECT_EQ(dot4, packed_convs);
+  else EXPECT_EQ(dot4, 0);
+  const char* gr = std::getenv("LATHE_INT8_GROUP_RUNS");
+  if (loop::vnni_i8_u8() && !(gr && std::string(gr) == "0")) EXPECT_TRUE(group_runs);
   EXPECT_EQ(batch.run(), 0);
 }
 
