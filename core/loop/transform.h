@@ -58,5 +58,9 @@ struct ScheduleOptions {
 // The default heuristics: parallelize the outer loop(s) over the cores (fusing small outer
 // loops first), vectorize innermost loops. Matmul kernels come pre-scheduled by lowering.
 void apply_default_schedule(LoopFunc& f, const ScheduleOptions& opts = {});
+// The vector width the default schedule peels short odd f32 rows of 4 such vectors or more
+// by: the host's f32 lanes, 16 with AVX-512, else 8; LATHE_PEEL_LANES=8 keeps 8 (A/B runs).
+// Shorter rows (32 to 63 on AVX-512) are peeled by 8.
+int64_t peel_lanes();
 
 }  // namespace lathe::loop
