@@ -109,6 +109,62 @@ TEST(ConvShapes, PerRunPackedBBlockFitsL2) {
   EXPECT_NE(swapped.find("KC=256"), std::string::npos) << swapped.substr(0, 600);
 }
 
+// LATHE_MATMUL_CONV_TILE=1: a convolution's contraction takes the wide tile (conv_matmul_params:
+// 8 x 48 where the host's default is 8 x 32 on 32 registers), a plain matmul and a tile set by
+// hand keep theirs, and the wide tile's blocks nest; then ResNet-shaped 1x1 layers (odd
+// channels, 14 x 14, 7 x 7 and odd maps, stride 2, batch 1 and 3, constant weights prepacked
+// on either side) and a stride-2 3x3 against the interpreter, on whatever tile the host takes.
+TEST(ConvShapes, WideConvTile) {
+  setenv("LATHE_MATMUL_CONV_TILE", "1", 1);
+  Tensor a = input("a", {41, 301}), m = from_host(weights({301, 77}, 1.0));
+  const Graph plain = Graph::from_outputs({{"y", matmul(a, m).node()}});
+  const Graph one = graph_of({1, 64, 14, 14, 96, 1, 1, {1, 1}, {0, 0}, {1, 1}, 1, true});
+  auto match_of = [](const Graph& g) {
+    NodeRef r;
+    for (NodeRef n : g.toposort())
+      if (n->op == Op::Reduce) r = n;
+    return match_matmul(r);
+  };
+  auto mp = match_of(plain), mc = match_of(one);
+  ASSERT_TRUE(mp && mc);
+  loop::MatmulParams host = loop::host_matmul_params();
+  const loop::MatmulParams hp = loop::conv_matmul_params(*mp, host), hc = loop::conv_matmul_params(*mc, host);
+  EXPECT_EQ(hp.nr, host.nr);  // a plain matmul keeps the host's tile
+  loop::MatmulParams by_hand = host;
+  by_hand.wide_conv = false;
+  EXPECT_EQ(loop::conv_matmul_params(*mc, by_hand).nr, host.nr);  // a tile set by hand stays
+  if (host.wide_conv && host.nr == 32 && host.lanes == 16) {
+    EXPECT_EQ(hc.nr, 48);
+    EXPECT_EQ(hc.mr, host.mr);
+    EXPECT_TRUE(hc.nc % hc.nr == 0 && hc.mc % hc.mr == 0 && hc.kc % 8 == 0) << hc.nc << " " << hc.mc << " " << hc.kc;
+    const std::string ir = test::loop_ir_of(build_program(one));
+    EXPECT_NE(ir.find("NR=48"), std::string::npos) << ir.substr(0, 600);
+    EXPECT_NE(ir.find("A prepacked"), std::string::npos) << ir.substr(0, 600);  // the build packed for the same blocks
+    const std::string swapped = test::loop_ir_of(build_program(graph_of({1, 512, 7, 7, 160, 1, 1, {1, 1}, {0, 0}, {1, 1}, 1, true})));
+    EXPECT_NE(swapped.find("NR=48"), std::string::npos) << swapped.substr(0, 600);
+    EXPECT_NE(swapped.find("B prepacked"), std::string::npos) << swapped.substr(0, 600);
+  } else {
+    EXPECT_EQ(hc.nr, host.nr);
+  }
+  test::DiffBatch batch;
+  for (const Case& t : std::vector<Case>{
+           {1, 67, 14, 14, 259, 1, 1, {1, 1}, {0, 0}, {1, 1}, 1, true},   // 14 x 14, odd channels: 196 = 4 x 48 + 4
+           {3, 257, 14, 14, 61, 1, 1, {1, 1}, {0, 0}, {1, 1}, 1, true},   // batch 3, K over KC, few channels
+           {1, 263, 7, 7, 517, 1, 1, {1, 1}, {0, 0}, {1, 1}, 1, true},    // 7 x 7: swapped, weights on B
+           {3, 131, 7, 7, 97, 1, 1, {1, 1}, {0, 0}, {1, 1}, 1, true},     // batch 3, 7 x 7
+           {1, 61, 29, 31, 131, 1, 1, {1, 1}, {0, 0}, {1, 1}, 1, true},   // an odd map: 899 positions
+           {3, 37, 23, 29, 53, 1, 1, {2, 2}, {0, 0}, {1, 1}, 1, true},    // stride 2, batch 3: 12 x 15
+           {1, 64, 56, 56, 67, 1, 1, {1, 1}, {0, 0}, {1, 1}, 1, true},    // 56 x 56: 3136 = 65 x 48 + 16
+           {1, 45, 15, 15, 50, 3, 3, {2, 2}, {1, 1}, {1, 1}, 1, true},    // a stride-2 3x3 to 8 x 8
+       })
+    batch.add(label(t), graph_of(t), 7, t.c * t.r * t.s / t.groups > 500 ? 4 : 1);
+  EXPECT_EQ(batch.run(), 0);
+  // off (the default): every kernel keeps the host's tile
+  setenv("LATHE_MATMUL_CONV_TILE", "0", 1);
+  EXPECT_EQ(loop::conv_matmul_params(*mc, host).nr, host.nr);
+  unsetenv("LATHE_MATMUL_CONV_TILE");
+}
+
 TEST(ConvShapes, MatchInterpreter) {
   test::DiffBatch batch;
   for (const Case& t : std::vector<Case>{
