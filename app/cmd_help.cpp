@@ -98,6 +98,8 @@ const char* kEnvironment =
     "                           write-back (under one if), not one write-back each (A/B comparisons)\n"
     "  LATHE_MATMUL_TILE_SUMS=0  outputs with strided columns (swapped late convs) add each K block's sums into the output\n"
     "  LATHE_MATMUL_FIT_ROWS=0  keep the host's MR where MR - 1 would pad M by fewer rows\n"
+    "  LATHE_MATMUL_KC_POW2=0   convolutions' and batched weight GEMMs keep the cache-derived K block, not\n"
+    "                           it rounded down to a power of two (A/B comparisons)\n"
     "  LATHE_MATMUL_CONV_TILE=1  f32 convolutions' GEMMs take an 8 x 48 tile where the host's is AVX-512's\n"
     "                           8 x 32 (opt-in experiment, A/B runs; plain matmuls keep the host's)\n"
     "  LATHE_INT8_KC=N          the integer GEMMs' K block (default: the f32 block's bytes, 4x its k for\n"

@@ -165,6 +165,50 @@ TEST(ConvShapes, WideConvTile) {
   unsetenv("LATHE_MATMUL_CONV_TILE");
 }
 
+// The K block of a convolution's (or a batched constant's) contraction is the host's rounded
+// down to a power of two where K is over it (conv_matmul_params; the AVX-512 host's 192 ->
+// 128); a plain matmul, a K within one block and LATHE_MATMUL_KC_POW2=0 keep it. Then layers
+// whose K crosses the blocks (1x1 at 14 x 14 and 7 x 7, a stride-2 3x3, batch 1 and 3, odd
+// sizes, Winograd-like batched constant weights) against the interpreter.
+TEST(ConvShapes, PowerOfTwoKBlock) {
+  auto match_of = [](const Graph& g) {
+    NodeRef r;
+    for (NodeRef n : g.toposort())
+      if (n->op == Op::Reduce) r = n;
+    return match_matmul(r);
+  };
+  Tensor a = input("a", {41, 1031}), m = from_host(weights({1031, 77}, 1.0));
+  const Graph plain = Graph::from_outputs({{"y", matmul(a, m).node()}});
+  const Graph wide_k = graph_of({1, 1031, 14, 14, 61, 1, 1, {1, 1}, {0, 0}, {1, 1}, 1, true});
+  const Graph small_k = graph_of({1, 3, 23, 23, 13, 7, 7, {2, 2}, {3, 3}, {1, 1}, 1, true});  // K 147
+  Tensor bx = input("bx", {16, 37, 521}), bw = from_host(weights({16, 521, 29}, 2.0));
+  const Graph batched = Graph::from_outputs({{"y", matmul(bx, bw).node()}});
+  auto mp = match_of(plain), mw = match_of(wide_k), ms = match_of(small_k), mb = match_of(batched);
+  ASSERT_TRUE(mp && mw && ms && mb);
+  loop::MatmulParams host = loop::host_matmul_params();
+  host.kc = 192, host.host_kc = true;
+  EXPECT_EQ(loop::conv_matmul_params(*mw, host).kc, 128);
+  EXPECT_EQ(loop::conv_matmul_params(*mb, host).kc, 128);
+  EXPECT_EQ(loop::conv_matmul_params(*mp, host).kc, 192);  // a plain linear layer
+  EXPECT_EQ(loop::conv_matmul_params(*ms, host).kc, 192);  // K 147: one block either way
+  loop::MatmulParams by_hand = host;
+  by_hand.host_kc = false;
+  EXPECT_EQ(loop::conv_matmul_params(*mw, by_hand).kc, 192);
+  setenv("LATHE_MATMUL_KC_POW2", "0", 1);
+  EXPECT_EQ(loop::conv_matmul_params(*mw, host).kc, 192);
+  unsetenv("LATHE_MATMUL_KC_POW2");
+  test::DiffBatch batch;
+  for (const Case& t : std::vector<Case>{
+           {1, 521, 14, 14, 67, 1, 1, {1, 1}, {0, 0}, {1, 1}, 1, true},   // K 521: 5 blocks (was 3)
+           {3, 1031, 7, 7, 53, 1, 1, {1, 1}, {0, 0}, {1, 1}, 1, true},    // batch 3, 7 x 7: swapped
+           {1, 61, 15, 15, 37, 3, 3, {2, 2}, {1, 1}, {1, 1}, 1, true},    // a stride-2 3x3, K 549
+           {3, 263, 11, 13, 41, 1, 1, {1, 1}, {0, 0}, {1, 1}, 1, true},   // batch 3, an odd map
+       })
+    batch.add(label(t), graph_of(t), 7, t.c * t.r * t.s / t.groups > 500 ? 4 : 1);
+  batch.add("batched constant 16 x 37x521 . 521x29", batched, 7, 4);
+  EXPECT_EQ(batch.run(), 0);
+}
+
 TEST(ConvShapes, MatchInterpreter) {
   test::DiffBatch batch;
   for (const Case& t : std::vector<Case>{
