@@ -403,7 +403,9 @@ LoopFunc lower_kernel(const KernelGraph& kg, int kernel, bool plain) {
   const Kernel& k = kg.kernels.at(kernel);
   if (k.kind == "matmul" && !plain) {  // a stem convolution: the direct nest (lower_depthwise.h); else the packed GEMM
     if (auto f = lower_depthwise_kernel(kg, kernel, host_matmul_params().lanes)) return std::move(*f);
-    return lower_matmul_kernel(kg, kernel, fit_matmul_rows(kg, kernel, host_matmul_params()));
+    MatmulParams P = host_matmul_params();
+    if (auto mm = match_matmul(k.matmul ? k.matmul : k.root)) P = conv_matmul_params(*mm, P);  // (a convolution's tile)
+    return lower_matmul_kernel(kg, kernel, fit_matmul_rows(kg, kernel, P));
   }
   if (k.kind == "attention") {  // plain: one query row per iteration (the GPU's form)
     AttentionParams ap = host_attention_params();

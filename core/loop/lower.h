@@ -57,6 +57,13 @@ struct MatmulParams {
   // whose jobs feed each A panel to few B panels), 0 packed always, 1 in place wherever it
   // can be (f32, no window, M known: the tuner's knob)
   int a_in_place = -1;
+  // The host's default tile on 32 vector registers (AVX-512: 8 x 32), which an f32
+  // convolution's contraction widens (conv_matmul_params); false for a tile set by hand
+  // (LATHE_MATMUL_TILE, the tuner's candidates), which every kernel keeps
+  bool wide_conv = false;
+  // KC is the host's, derived from its caches (host_matmul_params without LATHE_MATMUL_TILE,
+  // LATHE_MATMUL_KC or LATHE_MATMUL_KC_MAX): conv_matmul_params may round it down to a power of two
+  bool host_kc = false;
 };
 
 // The blocks of one contraction (M, N, K, batch sizes; < 0 where symbolic) on `threads`
@@ -114,6 +121,30 @@ MatmulParams host_matmul_params();
 // the last panel of one row did a whole panel's FMAs), for f32 kernels whose A is packed per
 // run and where MR - 1 rows still keep 8 accumulators. LATHE_MATMUL_FIT_ROWS=0 keeps P.
 MatmulParams fit_matmul_rows(const KernelGraph& kg, int kernel, MatmulParams P);
+// The tile of an f32 convolution's contraction (a window, or a group of dims on any side:
+// implicit im2col, a 1x1 convolution's positions, Winograd's transforms) where P is the host's
+// default on 32 vector registers (P.wide_conv) and LATHE_MATMUL_CONV_TILE=1 (opt-in, read on
+// every call): 8 x 48, 24 accumulators and three B vectors a step (KC and MC from the caches
+// for that NR, as blocks_for_caches derives them), not 8 x 32's 16 and two; else P. Plain
+// matmuls (a transformer's linear layers) always keep P. The lowering and both prepack paths
+// take it (their panels and K blocks must agree). Off by default: on the 2-core AVX-512 host
+// (one thread, per-kernel minima, 3-4 alternating rounds at load 8-12) ResNet-50's stride-2
+// 3x3 layers ran 2-4% faster (4.11-4.12 vs 4.18-4.33 ms), its 1x1 layers within noise (19.6-19.8
+// vs 19.2-19.9 ms), and MobileNetV2's GEMMs 1-4% slower (2.81-2.93 vs 2.77-2.84 ms: its 14 x 14
+// and 7 x 7 1x1 layers 5-12% slower, the 112 x 112 one 15% faster).
+//
+// And the K block of a weight contraction that is no plain linear layer (f32: a convolution's
+// contraction as above, or a batched one with a constant side: Winograd's 16 GEMMs of U)
+// where P's KC is the host's (P.host_kc) and K is over it: rounded down to a power of two, so the K of such
+// layers (64 to 2048, 9 x 2^n) splits into whole blocks of it and the packed panels are whole
+// KiBs (KC x MR floats: 4 KiB at 128 x 8). The AVX-512 host's cache-derived 192 cut K 512 into
+// 3 x 176 and 1024 into 6 x 176: ResNet-50's layer-4 Winograd GEMMs (16 x 512 x 512 x 16,
+// prepacked U streamed from L3) ran 1.40-1.44 ms at KC 176 (and 1.09-1.13 at 88), 0.72-0.85
+// at 128, 0.77-0.82 at 64, 0.92-1.01 at 256; the model's kernels summed 37.9-38.0 -> 35.5-36.0
+// ms, its 1x1 layers 19.7-19.8 -> 18.9-19.1 (one thread, per-kernel minima, 2 alternating
+// rounds at load ~10). Plain matmuls (BERT's and GPT-2's linear layers, attention's batched
+// products of activations) keep P's KC. LATHE_MATMUL_KC_POW2=0 keeps it everywhere (A/B runs).
+MatmulParams conv_matmul_params(const MatmulMatch& mm, MatmulParams P);
 // How the int8 GEMM (u8/i8 operands, i32 sums) groups k: 4 (u8 × i8 bytes, vpdpbusd) on
 // hosts with AVX-512 VNNI or AVX-VNNI, else 2 (both widened to i16 when packed, vpmaddwd:
 // exact, where vpmaddubsw's i16 pair sums would saturate). LATHE_INT8_DOT=vnni|i16 overrides

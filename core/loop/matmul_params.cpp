@@ -242,7 +242,11 @@ MatmulParams host_matmul_params() {
       p.mc = 144;
     }
 #endif
+    // the AVX-512 default (32 registers): convolutions may widen it (conv_matmul_params)
+    p.wide_conv = p.lanes == 16;
+    p.host_kc = !std::getenv("LATHE_MATMUL_KC") && !std::getenv("LATHE_MATMUL_KC_MAX");
     if (const char* e = std::getenv("LATHE_MATMUL_TILE"); e && *e) {
+      p.wide_conv = false, p.host_kc = false;
       int mr = 0, nr = 0, lanes = 0;
       if (std::sscanf(e, "%dx%dx%d", &mr, &nr, &lanes) == 3 && mr > 0 && (lanes == 8 || lanes == 16) &&
           nr > 0 && nr % lanes == 0 &&
@@ -312,6 +316,54 @@ static MatmulParams fit_sat16_rows(const KernelGraph& kg, const Kernel& k, Matmu
   int64_t n = 1;
   for (int d : mm->n_axes) n = mm->mul->shape[d].is_const() ? n * mm->mul->shape[d].value() : -1 << 30;
   return sat16_params(P, n);
+}
+
+namespace {
+// the K block rounded down to a power of two (conv_matmul_params)
+MatmulParams pow2_kc(MatmulParams P) {
+  if (!P.host_kc || P.kc < 8) return P;
+  const char* e = std::getenv("LATHE_MATMUL_KC_POW2");  // (read on every call: tests set it)
+  if (e && std::string(e) == "0") return P;
+  int kc = 8;
+  while (kc * 2 <= P.kc) kc *= 2;
+  P.kc = kc;
+  return P;
+}
+}  // namespace
+
+MatmulParams conv_matmul_params(const MatmulMatch& mm, MatmulParams P) {
+  if (mm.sat16 || !mm.reduce || mm.reduce->dtype != DType::F32) return P;
+  const bool conv_like = !mm.a.bounds.empty() || !mm.b.bounds.empty() || mm.m_axes.size() > 1 || mm.n_axes.size() > 1 ||
+                         mm.k_axes.size() > 1;
+  const bool batched_weights = !mm.batch_axes.empty() && (mm.a.src->op == Op::Const || mm.b.src->op == Op::Const);
+  if (!conv_like && !batched_weights) return P;
+  // (a K within one block stays one block: a stem's 3 x 7 x 7 = 147 in one of 152, not two of 80)
+  int64_t k = 1;
+  for (int d : mm.k_axes) k = mm.mul->shape[d].is_const() ? k * mm.mul->shape[d].value() : int64_t(1) << 40;
+  if (k > P.kc) P = pow2_kc(P);
+  // (read on every call: tests set it)
+  const char* e = std::getenv("LATHE_MATMUL_CONV_TILE");
+  if (!conv_like || !(e && std::string(e) == "1") || !P.wide_conv || P.lanes != 16 || P.nr != 32) return P;
+  // the host's params as LATHE_MATMUL_TILE=8x48x16 would make them (the K and M blocks from
+  // the caches for the wider B micro-panel, then the LATHE_MATMUL_KC / MC / NC overrides)
+  static const MatmulParams wide = [](const MatmulParams& h) {
+    MatmulParams w;
+    w.mr = h.mr, w.nr = 48, w.lanes = 16;
+    w.mc = std::max(1, 128 / w.mr) * w.mr;
+    w.nc = std::max(1, 512 / w.nr) * w.nr;
+    if (const char* e = std::getenv("LATHE_MATMUL_CACHE_BLOCKS"); !(e && std::string(e) == "0"))
+      w = blocks_for_caches(w, host_caches());
+    if (std::getenv("LATHE_MATMUL_KC")) w.kc = h.kc;
+    if (std::getenv("LATHE_MATMUL_MC")) w.mc = std::max(1, h.mc / w.mr) * w.mr;
+    if (std::getenv("LATHE_MATMUL_NC")) w.nc = std::max(1, h.nc / w.nr) * w.nr;
+    if (h.kc_max > 0) w.kc_max = h.kc_max, w.kc = std::min(w.kc, w.kc_max);
+    w.b_in_place = h.b_in_place, w.a_in_place = h.a_in_place;
+    return w;
+  }(host_matmul_params());
+  if (P.mr != wide.mr) return P;  // (another row tile: not the host's default)
+  MatmulParams w = wide;
+  w.b_in_place = P.b_in_place, w.a_in_place = P.a_in_place, w.host_kc = P.host_kc;
+  return k > w.kc ? pow2_kc(w) : w;
 }
 
 MatmulParams fit_matmul_rows(const KernelGraph& kg, int kernel, MatmulParams P) {

@@ -417,16 +417,17 @@ namespace {
 // only >= 0: that kernel alone (repack_for)
 std::atomic<int64_t> deferred_packs{0};  // names the deferred copies' nodes apart
 
-std::vector<int> prepack_b_impl(KernelGraph& kg, const MatmulParams& P, int64_t min_bytes, int64_t min_int8_bytes,
+std::vector<int> prepack_b_impl(KernelGraph& kg, const MatmulParams& Phost, int64_t min_bytes, int64_t min_int8_bytes,
                                 PackMemo* memo, int only) {
   std::vector<int> changed;
   std::map<int, int> readers = count_readers(kg);
   const int threads = std::max(1u, std::thread::hardware_concurrency());
   for (Kernel& k : kg.kernels) {
     if (only >= 0 && &k != &kg.kernels[only]) continue;
-    if (k.kind != "matmul" || k.packed_b >= 0 || takes_direct_conv(kg, k.id, P.lanes)) continue;  // (no GEMM)
+    if (k.kind != "matmul" || k.packed_b >= 0 || takes_direct_conv(kg, k.id, Phost.lanes)) continue;  // (no GEMM)
     auto mm = match_matmul(k.matmul ? k.matmul : k.root);
     if (!mm) continue;
+    const MatmulParams P = conv_matmul_params(*mm, Phost);  // the tile the lowering takes
     // a late conv layer's weights on the B side: few rows (its positions) share each packed
     // element, so the per-run copy is a large share of the kernel at any size
     const bool few_rows = orient_matmul(*mm, P);
@@ -584,16 +585,17 @@ std::vector<int> prepack_b_impl(KernelGraph& kg, const MatmulParams& P, int64_t 
   return changed;
 }
 
-std::vector<int> prepack_a_impl(KernelGraph& kg, const MatmulParams& P, int64_t max_n, int64_t max_bytes,
+std::vector<int> prepack_a_impl(KernelGraph& kg, const MatmulParams& Phost, int64_t max_n, int64_t max_bytes,
                                 int64_t max_int8_bytes, int64_t few_n, int64_t few_n_max_bytes, PackMemo* memo, int only) {
   std::vector<int> changed;
   std::map<int, int> readers = count_readers(kg);
   const int threads = std::max(1u, std::thread::hardware_concurrency());
   for (Kernel& k : kg.kernels) {
     if (only >= 0 && &k != &kg.kernels[only]) continue;
-    if (k.kind != "matmul" || packed_a_buffer(kg, k) >= 0 || takes_direct_conv(kg, k.id, P.lanes)) continue;
+    if (k.kind != "matmul" || packed_a_buffer(kg, k) >= 0 || takes_direct_conv(kg, k.id, Phost.lanes)) continue;
     auto mm = match_matmul(k.matmul ? k.matmul : k.root);
     if (!mm) continue;
+    const MatmulParams P = conv_matmul_params(*mm, Phost);  // the tile the lowering takes
     orient_matmul(*mm, P);  // the sides the lowering uses
     const OperandAccess& A = mm->a;
     NodeRef src = A.src;

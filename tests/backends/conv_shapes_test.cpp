@@ -119,6 +119,106 @@ TEST(ConvShapes, PerRunPackedBBlockFitsL2) {
   EXPECT_NE(swapped.find("KC=256"), std::string::npos) << swapped.substr(0, 600);
 }
 
+// LATHE_MATMUL_CONV_TILE=1: a convolution's contraction takes the wide tile (conv_matmul_params:
+// 8 x 48 where the host's default is 8 x 32 on 32 registers), a plain matmul and a tile set by
+// hand keep theirs, and the wide tile's blocks nest; then ResNet-shaped 1x1 layers (odd
+// channels, 14 x 14, 7 x 7 and odd maps, stride 2, batch 1 and 3, constant weights prepacked
+// on either side) and a stride-2 3x3 against the interpreter, on whatever tile the host takes.
+TEST(ConvShapes, WideConvTile) {
+  setenv("LATHE_MATMUL_CONV_TILE", "1", 1);
+  Tensor a = input("a", {41, 301}), m = from_host(weights({301, 77}, 1.0));
+  const Graph plain = Graph::from_outputs({{"y", matmul(a, m).node()}});
+  const Graph one = graph_of({1, 64, 14, 14, 96, 1, 1, {1, 1}, {0, 0}, {1, 1}, 1, true});
+  auto match_of = [](const Graph& g) {
+    NodeRef r;
+    for (NodeRef n : g.toposort())
+      if (n->op == Op::Reduce) r = n;
+    return match_matmul(r);
+  };
+  auto mp = match_of(plain), mc = match_of(one);
+  ASSERT_TRUE(mp && mc);
+  loop::MatmulParams host = loop::host_matmul_params();
+  const loop::MatmulParams hp = loop::conv_matmul_params(*mp, host), hc = loop::conv_matmul_params(*mc, host);
+  EXPECT_EQ(hp.nr, host.nr);  // a plain matmul keeps the host's tile
+  loop::MatmulParams by_hand = host;
+  by_hand.wide_conv = false;
+  EXPECT_EQ(loop::conv_matmul_params(*mc, by_hand).nr, host.nr);  // a tile set by hand stays
+  if (host.wide_conv && host.nr == 32 && host.lanes == 16) {
+    EXPECT_EQ(hc.nr, 48);
+    EXPECT_EQ(hc.mr, host.mr);
+    EXPECT_TRUE(hc.nc % hc.nr == 0 && hc.mc % hc.mr == 0 && hc.kc % 8 == 0) << hc.nc << " " << hc.mc << " " << hc.kc;
+    const std::string ir = test::loop_ir_of(build_program(one));
+    EXPECT_NE(ir.find("NR=48"), std::string::npos) << ir.substr(0, 600);
+    EXPECT_NE(ir.find("A prepacked"), std::string::npos) << ir.substr(0, 600);  // the build packed for the same blocks
+    const std::string swapped = test::loop_ir_of(build_program(graph_of({1, 512, 7, 7, 160, 1, 1, {1, 1}, {0, 0}, {1, 1}, 1, true})));
+    EXPECT_NE(swapped.find("NR=48"), std::string::npos) << swapped.substr(0, 600);
+    EXPECT_NE(swapped.find("B prepacked"), std::string::npos) << swapped.substr(0, 600);
+  } else {
+    EXPECT_EQ(hc.nr, host.nr);
+  }
+  test::DiffBatch batch;
+  for (const Case& t : std::vector<Case>{
+           {1, 67, 14, 14, 259, 1, 1, {1, 1}, {0, 0}, {1, 1}, 1, true},   // 14 x 14, odd channels: 196 = 4 x 48 + 4
+           {3, 257, 14, 14, 61, 1, 1, {1, 1}, {0, 0}, {1, 1}, 1, true},   // batch 3, K over KC, few channels
+           {1, 263, 7, 7, 517, 1, 1, {1, 1}, {0, 0}, {1, 1}, 1, true},    // 7 x 7: swapped, weights on B
+           {3, 131, 7, 7, 97, 1, 1, {1, 1}, {0, 0}, {1, 1}, 1, true},     // batch 3, 7 x 7
+           {1, 61, 29, 31, 131, 1, 1, {1, 1}, {0, 0}, {1, 1}, 1, true},   // an odd map: 899 positions
+           {3, 37, 23, 29, 53, 1, 1, {2, 2}, {0, 0}, {1, 1}, 1, true},    // stride 2, batch 3: 12 x 15
+           {1, 64, 56, 56, 67, 1, 1, {1, 1}, {0, 0}, {1, 1}, 1, true},    // 56 x 56: 3136 = 65 x 48 + 16
+           {1, 45, 15, 15, 50, 3, 3, {2, 2}, {1, 1}, {1, 1}, 1, true},    // a stride-2 3x3 to 8 x 8
+       })
+    batch.add(label(t), graph_of(t), 7, t.c * t.r * t.s / t.groups > 500 ? 4 : 1);
+  EXPECT_EQ(batch.run(), 0);
+  // off (the default): every kernel keeps the host's tile
+  setenv("LATHE_MATMUL_CONV_TILE", "0", 1);
+  EXPECT_EQ(loop::conv_matmul_params(*mc, host).nr, host.nr);
+  unsetenv("LATHE_MATMUL_CONV_TILE");
+}
+
+// The K block of a convolution's (or a batched constant's) contraction is the host's rounded
+// down to a power of two where K is over it (conv_matmul_params; the AVX-512 host's 192 ->
+// 128); a plain matmul, a K within one block and LATHE_MATMUL_KC_POW2=0 keep it. Then layers
+// whose K crosses the blocks (1x1 at 14 x 14 and 7 x 7, a stride-2 3x3, batch 1 and 3, odd
+// sizes, Winograd-like batched constant weights) against the interpreter.
+TEST(ConvShapes, PowerOfTwoKBlock) {
+  auto match_of = [](const Graph& g) {
+    NodeRef r;
+    for (NodeRef n : g.toposort())
+      if (n->op == Op::Reduce) r = n;
+    return match_matmul(r);
+  };
+  Tensor a = input("a", {41, 1031}), m = from_host(weights({1031, 77}, 1.0));
+  const Graph plain = Graph::from_outputs({{"y", matmul(a, m).node()}});
+  const Graph wide_k = graph_of({1, 1031, 14, 14, 61, 1, 1, {1, 1}, {0, 0}, {1, 1}, 1, true});
+  const Graph small_k = graph_of({1, 3, 23, 23, 13, 7, 7, {2, 2}, {3, 3}, {1, 1}, 1, true});  // K 147
+  Tensor bx = input("bx", {16, 37, 521}), bw = from_host(weights({16, 521, 29}, 2.0));
+  const Graph batched = Graph::from_outputs({{"y", matmul(bx, bw).node()}});
+  auto mp = match_of(plain), mw = match_of(wide_k), ms = match_of(small_k), mb = match_of(batched);
+  ASSERT_TRUE(mp && mw && ms && mb);
+  loop::MatmulParams host = loop::host_matmul_params();
+  host.kc = 192, host.host_kc = true;
+  EXPECT_EQ(loop::conv_matmul_params(*mw, host).kc, 128);
+  EXPECT_EQ(loop::conv_matmul_params(*mb, host).kc, 128);
+  EXPECT_EQ(loop::conv_matmul_params(*mp, host).kc, 192);  // a plain linear layer
+  EXPECT_EQ(loop::conv_matmul_params(*ms, host).kc, 192);  // K 147: one block either way
+  loop::MatmulParams by_hand = host;
+  by_hand.host_kc = false;
+  EXPECT_EQ(loop::conv_matmul_params(*mw, by_hand).kc, 192);
+  setenv("LATHE_MATMUL_KC_POW2", "0", 1);
+  EXPECT_EQ(loop::conv_matmul_params(*mw, host).kc, 192);
+  unsetenv("LATHE_MATMUL_KC_POW2");
+  test::DiffBatch batch;
+  for (const Case& t : std::vector<Case>{
+           {1, 521, 14, 14, 67, 1, 1, {1, 1}, {0, 0}, {1, 1}, 1, true},   // K 521: 5 blocks (was 3)
+           {3, 1031, 7, 7, 53, 1, 1, {1, 1}, {0, 0}, {1, 1}, 1, true},    // batch 3, 7 x 7: swapped
+           {1, 61, 15, 15, 37, 3, 3, {2, 2}, {1, 1}, {1, 1}, 1, true},    // a stride-2 3x3, K 549
+           {3, 263, 11, 13, 41, 1, 1, {1, 1}, {0, 0}, {1, 1}, 1, true},   // batch 3, an odd map
+       })
+    batch.add(label(t), graph_of(t), 7, t.c * t.r * t.s / t.groups > 500 ? 4 : 1);
+  batch.add("batched constant 16 x 37x521 . 521x29", batched, 7, 4);
+  EXPECT_EQ(batch.run(), 0);
+}
+
 TEST(ConvShapes, MatchInterpreter) {
   test::DiffBatch batch;
   for (const Case& t : std::vector<Case>{
