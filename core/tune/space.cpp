@@ -162,11 +162,12 @@ bool parse_matmul_line(const std::string& line, loop::MatmulParams& p) {
   return true;
 }
 
-std::string direct_line(const loop::DirectParams& p) {
-  return "direct ocb=" + std::to_string(p.ocb) + " rows=" + std::to_string(p.rows) + (p.acc ? " acc=1" : "");
+std::string direct_line(const loop::DirectParams& p, int lanes) {
+  return "direct ocb=" + std::to_string(p.ocb) + " rows=" + std::to_string(p.rows) + (p.acc ? " acc=1" : "") +
+         " lanes=" + std::to_string(lanes);
 }
 
-bool parse_direct_line(const std::string& line, loop::DirectParams& p) {
+bool parse_direct_line(const std::string& line, loop::DirectParams& p, int* lanes) {
   auto w = words(line);
   if (w.empty() || w[0] != "direct") return false;
   for (size_t i = 1; i < w.size(); ++i) {
@@ -177,7 +178,9 @@ bool parse_direct_line(const std::string& line, loop::DirectParams& p) {
     if (k == "ocb" && v >= 0 && v <= 8) p.ocb = v;
     else if (k == "rows" && v >= 0 && v <= 8) p.rows = v;
     else if (k == "acc" && (v == 0 || v == 1)) p.acc = v == 1;
-    else throw UserError("schedule line '" + line + "': expected ocb=0..8 rows=0..8 acc=0|1, got '" + w[i] + "'");
+    else if (k == "lanes" && (v == 4 || v == 8 || v == 16)) {
+      if (lanes) *lanes = v;
+    } else throw UserError("schedule line '" + line + "': expected ocb=0..8 rows=0..8 acc=0|1 lanes=4|8|16, got '" + w[i] + "'");
   }
   p.force = true;
   return true;
@@ -244,8 +247,9 @@ loop::LoopFunc replay(const KernelGraph& kg, int kernel, const std::vector<std::
   loop::LoopFunc f;
   loop::MatmulParams mp;
   loop::DirectParams dp;
-  if (!schedule.empty() && parse_direct_line(schedule[0], dp)) {
-    auto d = loop::lower_depthwise_kernel(kg, kernel, host_machine().lanes, dp);
+  int lanes = 0;  // (a line without lanes=, written before they were logged: the host's)
+  if (!schedule.empty() && parse_direct_line(schedule[0], dp, &lanes)) {
+    auto d = loop::lower_depthwise_kernel(kg, kernel, lanes > 0 ? lanes : host_machine().lanes, dp);
     if (!d) throw UserError("schedule line 1 '" + schedule[0] + "': kernel " + k.name + " is no convolution the direct nest takes");
     f = std::move(*d);
     first = 1;
@@ -386,7 +390,7 @@ Built build(const KernelGraph& kg, int kernel, const Space& s, const Point& p) {
     dp.acc = val("direct_acc", 0) == 1;
     dp.force = true;
     if (auto f = loop::lower_depthwise_kernel(kg, kernel, s.lanes, dp)) {
-      b.schedule.push_back(direct_line(dp));
+      b.schedule.push_back(direct_line(dp, s.lanes));
       b.f = std::move(*f);
       return b;  // the nest comes scheduled (parallel planes x bands, vectorized rows)
     }

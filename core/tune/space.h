@@ -15,8 +15,10 @@
 // absent: the heuristic's choice). A reduction may be split across threads first:
 //     split_k r0 by 2      (per-thread partial results plus a combine, core/loop/split_k.h)
 // and a depthwise or stem convolution's direct nest (lower_depthwise.h) is one line, its
-// output channels and rows per pass (0: the heuristic's), with nothing after it:
-//     direct ocb=5 rows=2            (a depthwise one may add acc=1: register accumulators)
+// output channels and rows per pass (0: the heuristic's) and the vector width it was built
+// for (the Space's lanes, as the matmul line's), with nothing after it:
+//     direct ocb=5 rows=2 lanes=8    (a depthwise one may add acc=1: register accumulators)
+// (a line without lanes= replays at the host's width)
 // A Point picks one value per knob of a Space; build() applies its primitives in a fixed
 // order, skipping those a kernel refuses (the log shows only what was applied).
 #pragma once
@@ -39,10 +41,12 @@ void apply_line(loop::LoopFunc& f, const std::string& line);
 // "matmul mr=… nr=… lanes=… kc=… mc=… nc=…" <-> params
 std::string matmul_line(const loop::MatmulParams& p);
 bool parse_matmul_line(const std::string& line, loop::MatmulParams& p);
-// "direct ocb=… rows=…" <-> the direct convolution nest's parameters (lower_depthwise.h):
-// a depthwise or stem convolution's output channels and rows per pass (0: the heuristic's)
-std::string direct_line(const loop::DirectParams& p);
-bool parse_direct_line(const std::string& line, loop::DirectParams& p);
+// "direct ocb=… rows=… [acc=1] lanes=…" <-> the direct convolution nest's parameters
+// (lower_depthwise.h): a depthwise or stem convolution's output channels and rows per pass
+// (0: the heuristic's) and its vector width (a nest built for 8 lanes replays to 8-lane code
+// on an AVX-512 host too: the code the search measured). *lanes: the line's, or left as is.
+std::string direct_line(const loop::DirectParams& p, int lanes);
+bool parse_direct_line(const std::string& line, loop::DirectParams& p, int* lanes = nullptr);
 
 struct Knob {
   std::string name;            // "rows", "parallel", "mr", …

@@ -126,7 +126,7 @@ TEST(ConvShapes, PerRunPackedBBlockFitsL2) {
 // on either side) and a stride-2 3x3 against the interpreter, on whatever tile the host takes.
 TEST(ConvShapes, WideConvTile) {
   setenv("LATHE_MATMUL_CONV_TILE", "1", 1);
-  Tensor a = input("a", {41, 301}), m = from_host(weights({301, 77}, 1.0));
+  Tensor a = input("a", {41, 301}), m = from_host(sin_weights({301, 77}, 1.0, 0.37));
   const Graph plain = Graph::from_outputs({{"y", matmul(a, m).node()}});
   const Graph one = graph_of({1, 64, 14, 14, 96, 1, 1, {1, 1}, {0, 0}, {1, 1}, 1, true});
   auto match_of = [](const Graph& g) {
@@ -187,7 +187,7 @@ TEST(ConvShapes, PowerOfTwoKBlock) {
       if (n->op == Op::Reduce) r = n;
     return match_matmul(r);
   };
-  Tensor a = input("a", {41, 1031}), m = from_host(weights({1031, 77}, 1.0));
+  Tensor a = input("a", {41, 1031}), m = from_host(sin_weights({1031, 77}, 1.0, 0.37));
   const Graph plain = Graph::from_outputs({{"y", matmul(a, m).node()}});
   const Graph wide_k = graph_of({1, 1031, 14, 14, 61, 1, 1, {1, 1}, {0, 0}, {1, 1}, 1, true});
   const Graph small_k = graph_of({1, 3, 23, 23, 13, 7, 7, {2, 2}, {3, 3}, {1, 1}, 1, true});  // K 147

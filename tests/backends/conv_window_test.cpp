@@ -34,21 +34,24 @@ bool copied_whole(const Case& t) { return has(t, "B interior copied whole"); }
 // (>= 9 input channels: fewer take the direct nest, no GEMM)
 TEST(ConvWindow, StrideOneRowsOfNRAreReadInPlace) {
   if (const char* e = std::getenv("LATHE_CONV_IN_PLACE"); e && std::string(e) != "1") GTEST_SKIP() << "LATHE_CONV_IN_PLACE set";
-  if (loop::host_matmul_params().nr > 16) GTEST_SKIP() << "the row widths are for NR <= 16";
+  // (the widths relative to NR are AVX2's 16: q = NR / 16 scales those that must be shorter
+  // or longer than NR, x2 under AVX-512's 32)
+  const int64_t nr = loop::host_matmul_params().nr, q = nr / 16;
+  if (nr % 16 != 0) GTEST_SKIP() << "the row widths are for NR a multiple of 16";
   EXPECT_TRUE(in_place({1, 64, 56, 56, 64, 3, 3, {1, 1}, {1, 1}, {1, 1}}));    // ResNet-50's first stage
   EXPECT_TRUE(in_place({2, 13, 37, 53, 7, 3, 3, {1, 1}, {1, 1}, {1, 1}}));     // prime sizes, M below MR
   EXPECT_TRUE(in_place({1, 12, 20, 40, 9, 3, 3, {1, 1}, {2, 2}, {2, 2}}));     // dilation 2
   EXPECT_TRUE(in_place({2, 18, 20, 37, 10, 3, 3, {1, 1}, {1, 1}, {1, 1}, 2}));  // groups 2
   EXPECT_FALSE(in_place({1, 32, 29, 29, 16, 3, 3, {2, 2}, {1, 1}, {1, 1}}));   // stride 2: no consecutive run
-  EXPECT_FALSE(in_place({1, 37, 14, 14, 41, 3, 3, {1, 1}, {1, 1}, {1, 1}}));   // rows shorter than NR
-  EXPECT_FALSE(in_place({1, 128, 28, 28, 128, 3, 3, {1, 1}, {1, 1}, {1, 1}}));  // over 64 rows of A
-  EXPECT_TRUE(copied_whole({1, 128, 28, 28, 128, 3, 3, {1, 1}, {1, 1}, {1, 1}}));  // (its interior panels: one copy)
+  EXPECT_FALSE(in_place({1, 37, 14 * q, 14 * q, 41, 3, 3, {1, 1}, {1, 1}, {1, 1}}));   // rows shorter than NR
+  EXPECT_FALSE(in_place({1, 128, 28 * q, 28 * q, 128, 3, 3, {1, 1}, {1, 1}, {1, 1}}));  // over 64 rows of A
+  EXPECT_TRUE(copied_whole({1, 128, 28 * q, 28 * q, 128, 3, 3, {1, 1}, {1, 1}, {1, 1}}));  // (its interior panels: one copy)
   // a channel stride that is a multiple of 4 KiB (64 x 64, 128 x 128 maps): the rows of
   // consecutive channels share an L1 set; packed
   EXPECT_FALSE(in_place({1, 32, 64, 64, 32, 3, 3, {1, 1}, {1, 1}, {1, 1}}));
   EXPECT_FALSE(in_place({1, 16, 128, 128, 16, 3, 3, {1, 1}, {1, 1}, {1, 1}}));
   EXPECT_TRUE(copied_whole({1, 16, 128, 128, 16, 3, 3, {1, 1}, {1, 1}, {1, 1}}));
-  EXPECT_TRUE(copied_whole({1, 32, 61, 61, 16, 3, 3, {2, 2}, {1, 1}, {1, 1}}));  // stride 2, rows of 31
+  EXPECT_TRUE(copied_whole({1, 32, 61 * q, 61 * q, 16, 3, 3, {2, 2}, {1, 1}, {1, 1}}));  // stride 2, rows of 31 (61 at q=2)
 }
 
 TEST(ConvWindow, InPlacePanelsMatchInterpreter) {

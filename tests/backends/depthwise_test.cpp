@@ -9,6 +9,7 @@
 
 #include "core/frontend/nn.h"
 #include "core/frontend/tensor.h"
+#include "core/loop/lower.h"
 #include "core/loop/lower_depthwise.h"
 #include "diff_util.h"
 
@@ -157,31 +158,39 @@ TEST(Depthwise, RaggedRowsMatchInterpreter) {
   EXPECT_EQ(batch.run(), 0);
 }
 
-// the whole-vector rows are in the nest: a 7-wide stride-2 layer's epilogue runs 8 wide
-// but on the band's last row, and its fill copies whole vectors; a stride-1 fill does not
-// (measured slower), and an epilogue that reads along the row keeps the exact row
+// the whole-vector rows are in the nest: a (L-1)-wide stride-2 layer's epilogue runs L wide
+// (L: the host's lanes, 8 on AVX2, 16 on AVX-512) but on the band's last row, and its fill
+// copies whole vectors; a stride-1 fill does not (measured slower), and an epilogue that
+// reads along the row keeps the exact row
 TEST(Depthwise, RaggedRowsAreWholeVectors) {
+  const int64_t L = loop::host_matmul_params().lanes, W = L - 1;
+  const std::string lanes = ", " + std::to_string(L) + " lanes,", whole = "in 0.." + std::to_string(L) + ":   # epilogue: the output row, whole vectors",
+                    exact = "in 0.." + std::to_string(W) + ":   # epilogue: the output row";
   Conv2dOptions o;
   o.stride = {2, 2};
   o.padding = {1, 1};
   o.groups = 13;
-  Tensor x = input("x", {1, 13, 14, 14});
-  Tensor y = clamp(conv2d(x, input("w", {13, 1, 3, 3}), input("b", {13}), o), Scalar(0.0), Scalar(6.0));
-  std::string ir = test::loop_ir_of(build_program(one(y)));
-  // the shapes are an 8-lane host's (AVX2): with 16 lanes (AVX-512, e.g. the GPU machines'
-  // hosts) a 7-wide row is under half a vector and keeps its exact trip
-  if (ir.find(", 8 lanes,") == std::string::npos) GTEST_SKIP() << "expectations for 8-lane vectors:\n" << ir.substr(0, 400);
+  Tensor x = input("x", {1, 13, 2 * W, 2 * W});
+  Graph g = one(clamp(conv2d(x, input("w", {13, 1, 3, 3}), input("b", {13}), o), Scalar(0.0), Scalar(6.0)));
+  std::string ir = test::loop_ir_of(build_program(g));
+  ASSERT_NE(ir.find(lanes), std::string::npos) << "expected " << L << "-lane vectors:\n" << ir.substr(0, 400);
   EXPECT_NE(ir.find("fill: the row, whole vectors"), std::string::npos) << ir;
-  // (each row's trip count a constant: 8, or 7 on the band's last row)
-  EXPECT_NE(ir.find("in 0..8:   # epilogue: the output row, whole vectors"), std::string::npos) << ir;
-  EXPECT_NE(ir.find("in 0..7:   # epilogue: the output row"), std::string::npos) << ir;
+  // (each row's trip count a constant: L, or L-1 on the band's last row)
+  EXPECT_NE(ir.find(whole), std::string::npos) << ir;
+  EXPECT_NE(ir.find(exact), std::string::npos) << ir;
   o.stride = {1, 1};
-  std::string ir1 = test::loop_ir_of(build_program(one(conv2d(input("x", {1, 13, 7, 7}), input("w", {13, 1, 3, 3}), std::nullopt, o))));
+  Graph g1 = one(conv2d(input("x", {1, 13, W, W}), input("w", {13, 1, 3, 3}), std::nullopt, o));
+  std::string ir1 = test::loop_ir_of(build_program(g1));
   EXPECT_EQ(ir1.find("fill: the row, whole vectors"), std::string::npos) << ir1;
-  EXPECT_NE(ir1.find("in 0..8:   # epilogue: the output row, whole vectors"), std::string::npos) << ir1;
-  Tensor r = conv2d(input("x", {1, 13, 7, 7}), input("w", {13, 1, 3, 3}), std::nullopt, o) + input("r", {1, 13, 7, 7});
+  EXPECT_NE(ir1.find(whole), std::string::npos) << ir1;
+  Tensor r = conv2d(input("x", {1, 13, W, W}), input("w", {13, 1, 3, 3}), std::nullopt, o) + input("r", {1, 13, W, W});
   std::string ir2 = test::loop_ir_of(build_program(one(r)));
   EXPECT_EQ(ir2.find("whole vectors"), std::string::npos) << ir2;
+  test::DiffBatch batch;  // and they compute what the interpreter computes
+  batch.add("stride 2, " + std::to_string(W) + " wide", g);
+  batch.add("stride 1, " + std::to_string(W) + " wide", g1);
+  batch.add("stride 1 + residual", one(r));
+  EXPECT_EQ(batch.run(), 0);
 }
 
 // A row inside the input zeroes only its padding columns (the copy writes the rest): the

@@ -1,8 +1,9 @@
 // direct_space_test.cpp — the direct convolution nest in the tuner's space (space.h): a
 // depthwise or stem convolution's kernel gets the knobs `direct` (the nest, or the GEMM /
 // plain reduction), `ocb` (output channels per pass, stems only) and `direct_rows` (output
-// rows per pass); a point on the nest logs `direct ocb=… rows=…`, which replays to the same
-// code, and every such point computes what the interpreter computes. Bad lines are errors.
+// rows per pass); a point on the nest logs `direct ocb=… rows=… lanes=…`, which replays to
+// the same code, and every such point computes what the interpreter computes. Bad lines are
+// errors.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -81,26 +82,36 @@ TEST(TuneDirect, StemAndDepthwiseKernelsHaveTheNestsKnobs) {
 }
 
 TEST(TuneDirect, PointsLogTheNestAndReplayToTheSameCode) {
-  const tune::Machine m{2, 8, 16};
   Program p = build_program(stem());
-  tune::Space s = tune::make_space(p.kg, 0, m);
-  tune::Built b = tune::build(p.kg, 0, s, point(s, {{"direct", 1}, {"ocb", 3}, {"direct_rows", 4}}));
-  ASSERT_EQ(b.schedule, std::vector<std::string>{"direct ocb=3 rows=4"});
-  ASSERT_TRUE(loop::is_depthwise(b.f));
-  EXPECT_NE(b.f.schedule_log.at(0).find("3 of 13 output channels per pass"), std::string::npos) << b.f.schedule_log[0];
-  EXPECT_NE(b.f.schedule_log.at(0).find("4 rows per pass"), std::string::npos) << b.f.schedule_log[0];
-  EXPECT_TRUE(replays_to(p.kg, 0, b.schedule, b.f));
-  // direct = 0: the GEMM or the plain reduction, as before
-  tune::Built g = tune::build(p.kg, 0, s, point(s, {{"direct", 0}}));
-  EXPECT_FALSE(loop::is_depthwise(g.f));
+  // the line carries the width the nest was built for (the space's lanes): a search on a
+  // machine of 8 lanes replays to its 8-lane code on an AVX-512 host too, and one of 16 to
+  // 16-lane code on an AVX2 host (a line without lanes= replayed at the host's width, which
+  // was not the code the search measured where the two differ)
+  std::string code8;
+  for (const tune::Machine m : {tune::Machine{2, 8, 16}, tune::Machine{2, 16, 32}}) {
+    tune::Space s = tune::make_space(p.kg, 0, m);
+    tune::Built b = tune::build(p.kg, 0, s, point(s, {{"direct", 1}, {"ocb", 3}, {"direct_rows", 4}}));
+    ASSERT_EQ(b.schedule, std::vector<std::string>{"direct ocb=3 rows=4 lanes=" + std::to_string(m.lanes)});
+    ASSERT_TRUE(loop::is_depthwise(b.f));
+    EXPECT_NE(b.f.schedule_log.at(0).find("3 of 13 output channels per pass"), std::string::npos) << b.f.schedule_log[0];
+    EXPECT_NE(b.f.schedule_log.at(0).find("4 rows per pass"), std::string::npos) << b.f.schedule_log[0];
+    EXPECT_TRUE(replays_to(p.kg, 0, b.schedule, b.f)) << m.lanes << " lanes";
+    if (m.lanes == 8) code8 = tune::code_key(b.f);
+    else EXPECT_NE(tune::code_key(b.f), code8);  // (the width is in the code)
+    // direct = 0: the GEMM or the plain reduction, as before
+    tune::Built g = tune::build(p.kg, 0, s, point(s, {{"direct", 0}}));
+    EXPECT_FALSE(loop::is_depthwise(g.f));
+  }
   // the 7x7 x 3-channel stem's heuristic is the GEMM (147 taps); a 3x3 stem's is the nest,
-  // and its point of all defaults is the heuristic's code
+  // and its point of all defaults on the host's machine (the search's) is the heuristic's
+  // code, as is its line without lanes=
   EXPECT_FALSE(loop::is_depthwise(p.funcs[0]));
   Program p3 = build_program(stem3());
-  tune::Space s3 = tune::make_space(p3.kg, 0, m);
+  tune::Space s3 = tune::make_space(p3.kg, 0, tune::host_machine());
   tune::Built h = tune::build(p3.kg, 0, s3, point(s3, {{"direct", 1}}));
   ASSERT_TRUE(loop::is_depthwise(p3.funcs[0]));
   EXPECT_EQ(tune::code_key(h.f), tune::code_key(p3.funcs[0]));
+  EXPECT_TRUE(replays_to(p3.kg, 0, {"direct ocb=0 rows=0"}, p3.funcs[0]));
 }
 
 TEST(TuneDirect, EveryPassShapeMatchesTheInterpreter) {
@@ -124,20 +135,27 @@ TEST(TuneDirect, EveryPassShapeMatchesTheInterpreter) {
 // A 5x5 depthwise convolution's 25 weights held as values do not fit AVX2's 16 vector
 // registers (LLVM spilled them and the input vectors around every output vector): the
 // register-accumulator pass replays from its line, and the cost model ranks it first.
+// (On AVX2's machine, whatever the host: the heuristic's pass there is the space's point
+// of all defaults at 8 lanes.)
 TEST(TuneDirect, DepthwiseAccumulatorsReplayAndTheModelPicksThem) {
   const tune::Machine m{2, 8, 16};
   Program p = build_program(dw5());
   tune::Space s = tune::make_space(p.kg, 0, m);
   tune::Built a = tune::build(p.kg, 0, s, point(s, {{"direct", 1}, {"direct_rows", 4}, {"direct_acc", 1}}));
-  ASSERT_EQ(a.schedule, std::vector<std::string>{"direct ocb=0 rows=4 acc=1"});
+  ASSERT_EQ(a.schedule, std::vector<std::string>{"direct ocb=0 rows=4 acc=1 lanes=8"});
   EXPECT_TRUE(replays_to(p.kg, 0, a.schedule, a.f));
-  // acc=0 (and a line without acc) is the heuristic's pass
+  // acc=0 (and a line without acc) is the heuristic's pass, at the host's width without lanes=
   EXPECT_TRUE(replays_to(p.kg, 0, {"direct ocb=0 rows=0 acc=0"}, p.funcs[0]));
   EXPECT_TRUE(replays_to(p.kg, 0, {"direct ocb=0 rows=0"}, p.funcs[0]));
+  const std::string host_lanes = " lanes=" + std::to_string(tune::host_machine().lanes);
+  EXPECT_TRUE(replays_to(p.kg, 0, {"direct ocb=0 rows=0" + host_lanes}, p.funcs[0]));
   EXPECT_THROW(tune::replay(p.kg, 0, {"direct ocb=0 rows=2 acc=2"}), UserError);
   // the model: the heuristic's pass above every accumulator pass of 2 or more rows
   Bindings dims;
-  double heur = tune::estimate(p.funcs[0], p.kg, dims, m).ms;
+  tune::Built hb = tune::build(p.kg, 0, s, point(s, {{"direct", 1}}));
+  ASSERT_EQ(hb.schedule, std::vector<std::string>{"direct ocb=0 rows=0 lanes=8"});
+  double heur = tune::estimate(hb.f, p.kg, dims, m).ms;
+  EXPECT_EQ(tune::estimate(hb.f, p.kg, dims, m).features.at(9), 1.0);  // its 25 weights spill
   for (int64_t rows : {3, 4, 6, 8}) {
     tune::Built b = tune::build(p.kg, 0, s, point(s, {{"direct", 1}, {"direct_rows", rows}, {"direct_acc", 1}}));
     EXPECT_LT(tune::estimate(b.f, p.kg, dims, m).ms, heur) << rows;
@@ -156,6 +174,7 @@ TEST(TuneDirect, BadDirectLinesAreErrors) {
   Program p = build_program(stem());
   EXPECT_THROW(tune::replay(p.kg, 0, {"direct ocb=x rows=2"}), UserError);
   EXPECT_THROW(tune::replay(p.kg, 0, {"direct ocb=3 lanes=2"}), UserError);
+  EXPECT_THROW(tune::replay(p.kg, 0, {"direct ocb=3 lanes=12"}), UserError);
   EXPECT_THROW(tune::replay(p.kg, 0, {"direct ocb=99"}), UserError);
   Program pm = build_program(Graph::from_outputs({{"y", matmul(input("a", {9, 16}), input("b", {16, 11})).node()}}));
   try {
