@@ -164,6 +164,8 @@ const char* kEnvironment =
     "                           not only its padding columns (A/B runs)\n"
     "  LATHE_DEPTHWISE_BAND_FLOATS=N  the direct nest's band copy holds at most N floats (default 6144\n"
     "                           for one plane, 16384 for a multi-channel stem) (A/B runs)\n"
+    "  LATHE_DEPTHWISE_NARROW=0  the direct nest runs rows of at most 8 outputs (7 x 7 maps) on the\n"
+    "                           host's 16-lane vectors (AVX-512), not on 8-lane ones (A/B runs)\n"
     "  LATHE_DEPTHWISE_ROW_SPLIT=1  the threads split a depthwise layer over its row bands, as the 1x1\n"
     "                           convolutions around it split over positions, not over its channels (A/B runs)\n"
     "  LATHE_POOL_THREADS=N     llvm: the thread pool of parallel loops has N threads (the caller among\n"

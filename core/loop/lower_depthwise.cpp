@@ -652,6 +652,13 @@ bool depthwise_off() {
   return off;  // LATHE_DEPTHWISE=0: the generic reduction / the GEMM (A/B runs)
 }
 
+// LATHE_DEPTHWISE_NARROW=0: rows of at most 8 outputs run on the host's full vectors (16
+// lanes with AVX-512), not 8 (A/B runs; read at each lowering, so a test can set it)
+bool narrow_short_rows() {
+  const char* e = std::getenv("LATHE_DEPTHWISE_NARROW");
+  return !(e && std::string(e) == "0");
+}
+
 }  // namespace
 
 std::optional<LoopFunc> lower_depthwise_kernel(const KernelGraph& kg, int kernel, int lanes, const DirectParams& dp) {
@@ -659,6 +666,11 @@ std::optional<LoopFunc> lower_depthwise_kernel(const KernelGraph& kg, int kernel
   const Kernel& k = kg.kernels.at(kernel);
   auto plan = analyse(kg, k, lanes, dp);
   if (!plan) return std::nullopt;
+  if (narrow_short_rows() && lanes == 16 && !plan->multi() && plan->OW <= 8) {
+    // rows of at most 8 outputs (MobileNetV2's 7 x 7 layers): one vector of 8 lanes a row,
+    // not 16 of which 9 are idle: the copied rows are half as wide (Q 18 -> 10 at 7 x 7)
+    if (auto p8 = analyse(kg, k, 8, dp)) return DepthwiseLowering(kg, k, *p8, 8).run();
+  }
   return DepthwiseLowering(kg, k, *plan, lanes).run();
 }
 

@@ -330,6 +330,84 @@ TEST(Depthwise, ConvolutionsWithWideContractionsStayGemms) {
   }
 }
 
+// Rows of at most 8 outputs (MobileNetV2's 7 x 7 layers) run on 8-lane vectors where the host
+// has 16 (AVX-512): one vector a row either way, the copied rows half as wide. Wider rows, and
+// the stems (several outputs per plane), keep 16. Against the interpreter (on an AVX-512 host
+// these take the 8-lane nest by default): 1-8 wide, stride 1-3, 3x3 and 5x5, odd and prime
+// channels, batch 1 and 3, bias / ReLU6 / residual epilogues.
+Graph dw_graph(int64_t n, int64_t c, int64_t h, int64_t w, int64_t k, int64_t s, int64_t pad, int ep, uint64_t seed) {
+  Conv2dOptions o;
+  o.stride = {s, s};
+  o.padding = {pad, pad};
+  o.groups = c;
+  Tensor y = conv2d(input("x", {n, c, h, w}), from_host(random_tensor(DType::F32, {c, 1, k, k}, seed)),
+                    ep == 0 ? std::nullopt : std::optional<Tensor>(input("b", {c})), o);
+  if (ep == 1) y = clamp(y, Scalar(0.0), Scalar(6.0));
+  if (ep == 2) {
+    const int64_t oh = (h + 2 * pad - k) / s + 1, ow = (w + 2 * pad - k) / s + 1;
+    y = y + input("r", {n, c, oh, ow});
+  }
+  return one(y);
+}
+
+TEST(Depthwise, ShortRowsTakeEightLanes) {
+  struct Short {
+    int64_t n, c, h, w, k, s, pad, ow;
+  };
+  const std::vector<Short> cases = {
+      {1, 37, 7, 7, 3, 1, 1, 7},     // 7 x 7 stride 1 (MobileNetV2's last layers)
+      {3, 19, 14, 14, 3, 2, 1, 7},   // 7 x 7 out of 14 x 14, batch 3
+      {1, 13, 8, 8, 3, 1, 1, 8},     // exactly 8 wide
+      {3, 11, 9, 9, 5, 1, 2, 9},     // 9 wide: 16 lanes
+      {1, 7, 14, 14, 3, 1, 1, 14},   // 14 wide: 16 lanes
+      {1, 5, 3, 1, 3, 1, 1, 1},      // one column
+      {3, 7, 13, 11, 5, 2, 2, 6},    // 5x5 stride 2, 6 wide
+      {1, 17, 11, 17, 3, 3, 1, 6},   // stride 3
+      {1, 3, 23, 5, 3, 1, 0, 3},     // no padding, 3 wide
+  };
+  test::DiffBatch batch;
+  int i = 0;
+  for (auto& t : cases)
+    for (int ep = 0; ep < 3; ++ep, ++i) {
+      Graph g = dw_graph(t.n, t.c, t.h, t.w, t.k, t.s, t.pad, ep, 120 + i);
+      Program p = build_program(g);
+      ASSERT_EQ(p.num_kernels(), 1) << test::loop_ir_of(p);
+      auto f = loop::lower_depthwise_kernel(p.kg, 0, 16);
+      ASSERT_TRUE(f.has_value()) << "case " << i;
+      const std::string want = t.ow <= 8 ? ", 8 lanes," : ", 16 lanes,";
+      EXPECT_NE(f->schedule_log.at(0).find(want), std::string::npos) << "case " << i << ": " << f->schedule_log.at(0);
+      auto f8 = loop::lower_depthwise_kernel(p.kg, 0, 8);  // an AVX2 host: 8 lanes as before
+      ASSERT_TRUE(f8.has_value());
+      EXPECT_NE(f8->schedule_log.at(0).find(", 8 lanes,"), std::string::npos) << f8->schedule_log.at(0);
+      EXPECT_EQ(direct_kernels(p), 1) << "case " << i << "\n" << test::loop_ir_of(p);
+      batch.add("short rows " + std::to_string(i), g);
+    }
+  EXPECT_EQ(batch.run(), 0);
+  // a stem (several outputs per plane) keeps the host's lanes
+  Conv2dOptions o;
+  o.stride = {2, 2};
+  o.padding = {1, 1};
+  Program stem = build_program(one(conv2d(input("x", {1, 3, 13, 13}), input("w", {11, 3, 3, 3}), std::nullopt, o)));
+  auto f = loop::lower_depthwise_kernel(stem.kg, 0, 16);
+  ASSERT_TRUE(f.has_value());
+  EXPECT_NE(f->schedule_log.at(0).find(", 16 lanes,"), std::string::npos) << f->schedule_log.at(0);
+}
+
+// LATHE_DEPTHWISE_NARROW=0: short rows keep the host's 16 lanes (read at each lowering)
+TEST(Depthwise, NarrowSwitchOff) {
+  setenv("LATHE_DEPTHWISE_NARROW", "0", 1);
+  Graph g = dw_graph(3, 37, 7, 7, 3, 1, 1, 1, 7);
+  Program p = build_program(g);
+  auto f = loop::lower_depthwise_kernel(p.kg, 0, 16);
+  test::DiffBatch batch;
+  batch.add("7 x 7, 16 lanes", g);
+  const int diffs = batch.run();
+  unsetenv("LATHE_DEPTHWISE_NARROW");
+  ASSERT_TRUE(f.has_value());
+  EXPECT_NE(f->schedule_log.at(0).find(", 16 lanes,"), std::string::npos) << f->schedule_log.at(0);
+  EXPECT_EQ(diffs, 0);
+}
+
 // LATHE_DEPTHWISE_ROW_SPLIT=1: the threads split a depthwise layer over its row bands (the
 // parallel index band-major, the bands a multiple of the threads) instead of its channels;
 // every case still matches the interpreter, and those with enough rows take the row split.
