@@ -30,9 +30,18 @@ bool MatmulLowering::b_columns_contiguous() const {
 // micro-kernel's NR-wide row segments, reused across the MR panels of A, are as cheap
 // to read in place. Measured (MobileNetV2, same binary) 10-30% faster for those layers;
 // with K < 64 (an expansion 16 -> 96) the packed block is small and K strided row
-// streams were no faster or slower, and with many rows of A the copy is amortized, so
-// those, strided 1x1 convolutions and plain matmuls keep their packed panels.
-// LATHE_MATMUL_B_IN_PLACE=0 packs always (A/B runs).
+// streams were no faster or slower (AVX2 host), and with many rows of A the copy is
+// amortized, so those, strided 1x1 convolutions and plain matmuls keep their packed panels.
+// K from 32, not 64 (AVX-512 host, one thread, 3 alternating rounds of 50 runs):
+// MobileNetV2's 32 -> 16 at 112 x 112 (M 16) 88-91 -> 54-56 us, unet_small's 32 -> 2 head
+// at 128 x 128 (M 2) 77-78 -> 35-36 us; below 32 (Winograd's 16-deep output transforms)
+// B stays packed. LATHE_MATMUL_B_IN_PLACE=0 packs always; LATHE_MATMUL_B_IN_PLACE_K=N: the
+// least K read in place (default 32; 64 the old) (A/B runs).
+static int64_t b_in_place_min_k() {
+  const char* e = std::getenv("LATHE_MATMUL_B_IN_PLACE_K");  // (read per lowering: tests set it)
+  return e && std::atoll(e) > 0 ? std::atoll(e) : 32;
+}
+
 bool MatmulLowering::reads_b_in_place(const OperandParts& B, const SymInt& Ms, const SymInt& Ks) const {
   static const bool enabled = [] {
     const char* e = std::getenv("LATHE_MATMUL_B_IN_PLACE");
@@ -40,7 +49,7 @@ bool MatmulLowering::reads_b_in_place(const OperandParts& B, const SymInt& Ms, c
   }();
   if (P_.b_in_place == 0 || (!enabled && P_.b_in_place < 0) || G_ != 1 || !B.acc->bounds.empty() || mm_.n_axes.empty()) return false;
   const bool conv_like = mm_.n_axes.size() > 1 || mm_.k_axes.size() > 1;
-  if (P_.b_in_place < 0 && (!conv_like || !Ms.is_const() || Ms.value() > 64 || !Ks.is_const() || Ks.value() < 64)) return false;
+  if (P_.b_in_place < 0 && (!conv_like || !Ms.is_const() || Ms.value() > 64 || !Ks.is_const() || Ks.value() < b_in_place_min_k())) return false;
   if (!B.rows[0].table.empty() || !B.ks[0].table.empty()) return false;
   auto c = collapsed(B.acc->addr, mm_.n_axes);
   return c && *c == SymInt(1);

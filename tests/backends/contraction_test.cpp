@@ -321,6 +321,15 @@ TEST(Contraction, OneByOneConvReadsBInPlace) {
   EXPECT_NE(ir({1, 192, 14, 14, 64, 1, 1, {1, 1}, {0, 0}, {1, 1}, 1, false, true}).find("B in place"), std::string::npos);
   EXPECT_EQ(ir({1, 19, 13, 13, 71, 1, 1, {2, 2}, {0, 0}, {1, 1}, 1}).find("B in place"), std::string::npos);
   EXPECT_EQ(ir({1, 8, 9, 9, 16, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1}).find("B in place"), std::string::npos);
+  // K from 32 (MobileNetV2's 32 -> 16 at 112 x 112, a 32 -> 2 segmentation head); K 16 packs
+  EXPECT_NE(ir({1, 32, 112, 112, 16, 1, 1, {1, 1}, {0, 0}, {1, 1}, 1, false, true}).find("B in place"), std::string::npos);
+  EXPECT_NE(ir({1, 37, 29, 31, 2, 1, 1, {1, 1}, {0, 0}, {1, 1}, 1}).find("B in place"), std::string::npos);
+  EXPECT_EQ(ir({1, 31, 29, 31, 2, 1, 1, {1, 1}, {0, 0}, {1, 1}, 1}).find("B in place"), std::string::npos);
+  EXPECT_EQ(ir({1, 16, 28, 28, 8, 1, 1, {1, 1}, {0, 0}, {1, 1}, 1}).find("B in place"), std::string::npos);
+  setenv("LATHE_MATMUL_B_IN_PLACE_K", "64", 1);  // the old bound
+  const bool packs32 = ir({1, 32, 112, 112, 16, 1, 1, {1, 1}, {0, 0}, {1, 1}, 1, false, true}).find("B in place") == std::string::npos;
+  unsetenv("LATHE_MATMUL_B_IN_PLACE_K");
+  EXPECT_TRUE(packs32) << "LATHE_MATMUL_B_IN_PLACE_K=64";
   Tensor x = input("x", {96, 200}), w = input("w", {200, 40});
   EXPECT_EQ(test::loop_ir_of(build_program(Graph::from_outputs({{"y", matmul(x, w).node()}}))).find("B in place"), std::string::npos);
   test::DiffBatch batch;
@@ -333,7 +342,10 @@ TEST(Contraction, OneByOneConvReadsBInPlace) {
                                                                    {1, 300, 4, 8, 17},
                                                                    {2, 71, 1, 7, 61},
                                                                    {64, 64, 3, 3, 11},
-                                                                   {1, 16, 16, 16, 96}}) {
+                                                                   {1, 16, 16, 16, 96},
+                                                                   {1, 32, 56, 56, 16},
+                                                                   {3, 37, 13, 17, 2},
+                                                                   {1, 41, 7, 7, 13}}) {
     Tensor xi = input("x", {n, c, h, wd}), wi = input("w", {k, c, 1, 1}), b = input("b", {k});
     Tensor res = input("res", {n, k, h, wd});
     std::string label = "1x1 n" + std::to_string(n) + " c" + std::to_string(c) + " " + std::to_string(h) + "x" +
