@@ -109,12 +109,21 @@ void FunctionEmitter::emit_stmt(const Stmt& s) {
 // s0 + S·L·j and keeps lanes 0, S, 2S, ...; the last chunk starts S - 1 elements earlier and
 // keeps lanes S - 1, 2S - 1, ..., so no load reaches past src[s0 + S·(T - 1)] (the reason
 // LLVM's vectorizer ran the last L of them scalar). Straight-line: T is NR (16 or 32).
+// A copy whose trip is not constant but at most annot.max_trip (a run of a strided panel)
+// is copied, on an AVX-512 host, by ceil(max_trip / L) masked chunks of L = 16 lanes:
+// chunk j of the n iterations loads the source elements [S·L·j, S·(n - 1)] of its span
+// (masked: none past the last one read, so none outside the source), keeps every S-th
+// and stores its min(L, n - L·j) lanes (masked); a chunk past n does nothing.
 bool FunctionEmitter::try_strided_copy(const Stmt& s) {
-  const int S = s.annot.stride, L = 8;
-  if (!s.extent || s.extent->kind != loop::ExprKind::Const || s.body.size() != 1) return false;
-  const int64_t T = s.extent->i;
+  const int S = s.annot.stride;
+  const bool var_trip = s.annot.max_trip > 0 && s.extent && s.extent->kind != loop::ExprKind::Const;
+  if (var_trip && !host_has("avx512f")) return false;  // (AVX2's masked loads are slow: the vectorizer's copy)
+  const int L = var_trip ? 16 : 8;
+  if (!s.extent || (s.extent->kind != loop::ExprKind::Const && !var_trip) || s.body.size() != 1) return false;
+  const int64_t T = var_trip ? s.annot.max_trip : s.extent->i;
   const Stmt& st = s.body[0];
-  if (T % L != 0 || T / L < 2 || T > 64 || st.kind != StmtKind::LocalStore || !st.value) return false;
+  if (var_trip ? (S > 4 || T > 64 || T < 1) : (T % L != 0 || T / L < 2 || T > 64)) return false;
+  if (st.kind != StmtKind::LocalStore || !st.value) return false;
   const ExprRef& ld = st.value;
   if (ld->kind != loop::ExprKind::Load || ld->lanes != 1 || ld->args.size() != 1 || ld->dtype != DType::F32) return false;
   const auto& bp = lf_.buffers.at(ld->buffer);
@@ -124,13 +133,39 @@ bool FunctionEmitter::try_strided_copy(const Stmt& s) {
   // the copy's affine parts: both indices at i = 0, and the steps the lowering promised
   ExprRef d0 = loop::substitute(st.index, s.var, loop::const_int(0));
   ExprRef s0 = loop::substitute(ld->args[0], s.var, loop::const_int(0));
-  if (!loop::is_const(loop::sub(loop::substitute(st.index, s.var, loop::const_int(1)), d0), 1) ||
-      !loop::is_const(loop::sub(loop::substitute(ld->args[0], s.var, loop::const_int(1)), s0), S))
-    return false;
+  // (the builders do not cancel d0's terms in a difference, so also the form d0 + i, s0 + S·i)
+  const ExprRef iv = loop::var(s.var);
+  const bool d_step = loop::is_const(loop::sub(loop::substitute(st.index, s.var, loop::const_int(1)), d0), 1) ||
+                      loop::expr_key(st.index) == loop::expr_key(loop::add(d0, iv));
+  const bool s_step = loop::is_const(loop::sub(loop::substitute(ld->args[0], s.var, loop::const_int(1)), s0), S) ||
+                      loop::expr_key(ld->args[0]) == loop::expr_key(loop::add(s0, loop::mul(iv, loop::const_int(S))));
+  if (!d_step || !s_step) return false;
   llvm::Value* dbase = emit(d0);
   llvm::Value* sbase = emit(s0);
   llvm::Type* f32 = b_.getFloatTy();
   llvm::Type* wide = llvm::FixedVectorType::get(f32, S * L);
+  if (var_trip) {
+    llvm::Value* n = emit(s.extent);
+    std::vector<llvm::Constant*> iw, il;
+    for (int e = 0; e < S * L; ++e) iw.push_back(b_.getInt64(e));
+    for (int l = 0; l < L; ++l) il.push_back(b_.getInt64(l));
+    llvm::Value* iota_w = llvm::ConstantVector::get(iw);
+    llvm::Value* iota_l = llvm::ConstantVector::get(il);
+    std::vector<int> lanes;
+    for (int l = 0; l < L; ++l) lanes.push_back(S * l);
+    for (int64_t j = 0; j * L < T; ++j) {
+      llvm::Value* r = b_.CreateSub(n, b_.getInt64(L * j));  // this chunk's iterations (may be <= 0)
+      // source element e of the chunk is read iff e <= S·(r - 1); lane l is stored iff l < r
+      llvm::Value* lmask = b_.CreateICmpSLT(iota_w, b_.CreateVectorSplat(S * L, b_.CreateAdd(b_.CreateMul(r, b_.getInt64(S)), b_.getInt64(1 - S))));
+      llvm::Value* smask = b_.CreateICmpSLT(iota_l, b_.CreateVectorSplat(L, r));
+      llvm::Value* p = b_.CreateGEP(f32, buffer_ptrs_.at(ld->buffer), b_.CreateAdd(sbase, b_.getInt64(S * L * j)));
+      llvm::Value* v = tag_access(b_.CreateMaskedLoad(wide, p, llvm::Align(4), lmask, llvm::Constant::getNullValue(wide)), ld->buffer);
+      llvm::Value* out = b_.CreateShuffleVector(v, lanes);
+      llvm::Value* q = b_.CreateGEP(dst.type, dst.slot, b_.CreateAdd(dbase, b_.getInt64(L * j)));
+      tag_access(b_.CreateMaskedStore(out, q, llvm::Align(4), smask), -1);
+    }
+    return true;
+  }
   for (int64_t j = 0; j < T / L; ++j) {
     const bool last = j == T / L - 1;
     const int64_t off = S * L * j - (last ? S - 1 : 0);

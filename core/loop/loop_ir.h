@@ -119,6 +119,8 @@ struct LoopAnnot {
   int stride = 0;          // >= 2: the body is one copy dst[d0 + i] = src[s0 + stride * i] of a constant
                            // trip (a strided im2col panel); a backend may copy it as whole vectors
                            // deinterleaved (llvm), where its vectorizer left half to a scalar remainder
+  int max_trip = 0;        // with stride: the trip is not constant but at most this (a run of a strided
+                           // im2col panel); a backend may copy it as masked whole vectors
 };
 
 struct Stmt {

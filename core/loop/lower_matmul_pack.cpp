@@ -238,16 +238,36 @@ Stmt MatmulLowering::shared_pack_loop(const OperandAccess& acc, const std::vecto
   return u;
 }
 
-// LATHE_PACK_STRIDED=1: a strided window's interior panel copy is marked strided(S) so that
-// the llvm backend copies it as deinterleaved whole vectors; unset / 0 (the default, not yet
-// measured to win) leaves it to LLVM's vectorizer, which for a stride-2 copy of 16 copies 8
-// by one vector and 8 scalar (an interleave group with a gap at its end needs a scalar epilogue)
-static bool strided_copies() {
-  static const bool on = [] {
+// LATHE_PACK_STRIDED: a strided window's interior panel copy is marked strided(S) so that
+// the llvm backend copies it as deinterleaved whole vectors; 0 leaves it to LLVM's vectorizer,
+// which for a stride-2 copy of 16 copies 8 by one vector and 8 scalar (an interleave group
+// with a gap at its end needs a scalar epilogue). Unset: on where the host's vectors are 16
+// lanes (AVX-512: ResNet-50's stem 1.33-1.37 -> 1.25-1.28 ms, one thread, 3 rounds; the
+// backend's copy had never been taken before: its affine check did not see d0 + i, fixed with
+// this default); on 8-lane hosts it measured no gain (README), so 1 there.
+static bool strided_copies(int lanes) {
+  static const std::string mode = [] {
     const char* e = std::getenv("LATHE_PACK_STRIDED");
-    return e && std::string(e) == "1";
+    return std::string(e ? e : "");
   }();
-  return on;
+  return mode == "1" || (mode.empty() && lanes >= 16);
+}
+
+// LATHE_PACK_MASKED_RUNS: a strided window's run copy (a variable trip of at most NR columns,
+// ca = 2..4 apart in the source) is marked strided(ca <= NR), which the llvm backend copies on
+// an AVX-512 host as masked whole vectors (a masked load of the run's span, a deinterleaving
+// shuffle, a masked store; try_strided_copy), not LLVM's vectorizer's 64-bit-index gathers
+// or one vector and a scalar remainder: a stride-2 3x3 layer at 28 x 28 on NR 32 packs up to
+// 3 runs a panel per k, each 1-28 columns. Zen 5, one thread, 3 rounds: ResNet-50's
+// layer2.0 conv2 (56 -> 28) 1.29-1.31 -> 1.18-1.21 ms; a 128 -> 16 stride-2 layer whose time
+// is mostly the pack 0.525 -> 0.410 ms. Unset: on where the host's vectors are 16 lanes
+// (an 8-lane AVX2 masked load is vmaskmov, slow on Zen); 1 on, 0 off (A/B runs).
+static bool masked_runs(int lanes) {
+  static const std::string mode = [] {
+    const char* e = std::getenv("LATHE_PACK_MASKED_RUNS");
+    return std::string(e ? e : "");
+  }();
+  return mode == "1" || (mode.empty() && lanes >= 16);
 }
 
 // Pack B run by run: a panel of NR columns spans at most two runs of the innermost N dim
@@ -340,6 +360,17 @@ std::optional<Stmt> MatmulLowering::pack_b_runs(const OperandParts& B, int pb) {
                            copy_members > 1 ? "pack B: copy a run (a group of k)" : "pack B: copy a run");
       copy.annot.vectorize = vec_runs;
       copy.annot.scalar = !vec_runs;
+      if (vec_runs && copy_members == 1 && *ca >= 2 && *ca <= 4 && masked_runs(P_.lanes)) {  // at most NR columns, ca apart
+        // the copy as dst[d + c] = src[s + ca·c] (the backend's strided copy takes that form)
+        general.push_back(make_let(sg + "d", DType::I64, at_col(var(sg + "lo"))));
+        general.push_back(make_let(sg + "s", DType::I64, add(var(sg + "a"), mul(sub(var(sg + "lo"), cs), const_int(*ca)))));
+        copy = make_for("c", sub(var(sg + "hi"), var(sg + "lo")),
+                        {make_local_store("Bp", add(var(sg + "d"), var("c")), elem(add(var(sg + "s"), mul(var("c"), const_int(*ca)))))},
+                        "pack B: copy a run");
+        copy.annot.vectorize = true;
+        copy.annot.stride = static_cast<int>(*ca);
+        copy.annot.max_trip = static_cast<int>(NR);
+      }
       // the common case: the whole panel is one run inside the bounds (an interior panel of
       // a row at least NR wide): a fixed NR-wide copy, no zeroing, no variable-length loop
       // (whose short trip counts the vectorizer leaves to its scalar remainder)
@@ -392,7 +423,7 @@ std::optional<Stmt> MatmulLowering::pack_b_runs(const OperandParts& B, int pb) {
                                               elem(add(add(var("wp"), at(B.ks[0], kk)), mul(var("c"), const_int(win_->ca)))))},
                             "pack B: copy an interior panel");
       whole.annot.vectorize = true;
-      if (win_->ca >= 2 && win_->ca <= 4 && strided_copies()) whole.annot.stride = static_cast<int>(win_->ca);
+      if (win_->ca >= 2 && win_->ca <= 4 && strided_copies(P_.lanes)) whole.annot.stride = static_cast<int>(win_->ca);
       k_loop = make_if(window_interior(B, *win_, p0),
                        {make_let("wp", DType::I64, add(batch_part(acc.addr), at(B.rows[0], p0))),
                         make_for("kk", var("kc"), {whole}, "pack B: k (interior panel)")},

@@ -72,7 +72,8 @@ TEST(ConvShapes, PrefetchNextBWhereBComesFromMemory) {
 // copy of 16 scalar); stride-1 windows and the border runs are not marked.
 TEST(ConvShapes, StridedInteriorCopyIsMarked) {
   const char* e = std::getenv("LATHE_PACK_STRIDED");
-  if (!(e && std::string(e) == "1")) GTEST_SKIP() << "LATHE_PACK_STRIDED=1 marks them (opt-in)";
+  const bool on = e ? std::string(e) == "1" : loop::host_matmul_params().lanes >= 16;  // the default: 16-lane hosts
+  if (!on) GTEST_SKIP() << "LATHE_PACK_STRIDED=1 marks them (the default on 16-lane hosts)";
   const std::string stem = test::loop_ir_of(build_program(graph_of({1, 3, 67, 131, 17, 7, 7, {2, 2}, {3, 3}, {1, 1}, 1, true})));
   if (stem.find("interior copied whole") != std::string::npos)
     EXPECT_NE(stem.find("strided(2) for"), std::string::npos) << stem.substr(0, 4000);
@@ -217,6 +218,36 @@ TEST(ConvShapes, PowerOfTwoKBlock) {
     batch.add(label(t), graph_of(t), 7, t.c * t.r * t.s / t.groups > 500 ? 4 : 1);
   batch.add("batched constant 16 x 37x521 . 521x29", batched, 7, 4);
   EXPECT_EQ(batch.run(), 0);
+}
+
+// Strided windows' border runs (LATHE_PACK_MASKED_RUNS: the default on 16-lane hosts;
+// llvm.masked_strided_runs runs this file with =1, so the marking on any host; the backend
+// copies them by masked chunks on AVX-512 hosts): marked strided(S <= NR); runs of every length up to NR
+// (maps of 9, 13, 15: rows shorter than a panel, ragged panels), strides 2, 3 and 4, odd
+// channels, batch 1 and 3, input and constant weights, against the interpreter (either way).
+TEST(ConvShapes, MaskedStridedRunsMatchInterpreter) {
+  const char* e = std::getenv("LATHE_PACK_MASKED_RUNS");
+  const bool on = e ? std::string(e) == "1" : loop::host_matmul_params().lanes >= 16;
+  const std::vector<Case> cases{
+      {1, 13, 17, 17, 11, 3, 3, {2, 2}, {1, 1}, {1, 1}, 1, true},   // 9 x 9 out
+      {3, 7, 25, 25, 19, 3, 3, {2, 2}, {1, 1}, {1, 1}},             // batch 3, 13 x 13, input weights
+      {1, 29, 29, 29, 37, 3, 3, {2, 2}, {1, 1}, {1, 1}, 1, true},   // 15 x 15
+      {3, 5, 55, 57, 9, 3, 3, {2, 2}, {1, 1}, {1, 1}, 1, true},     // batch 3, 28 x 29: rows near NR
+      {1, 3, 45, 47, 13, 7, 7, {2, 2}, {3, 3}, {1, 1}, 1, true},    // a stem's window, 23 x 24
+      {1, 11, 40, 43, 7, 3, 3, {3, 3}, {1, 1}, {1, 1}},             // stride 3, 14 x 15
+      {3, 9, 37, 41, 5, 4, 4, {4, 4}, {2, 2}, {1, 1}, 1, true},     // stride 4, batch 3, 10 x 11
+  };
+  test::DiffBatch batch;
+  for (const Case& t : cases) batch.add(label(t), graph_of(t), 7);
+  EXPECT_EQ(batch.run(), 0);
+  const std::string ir = test::loop_ir_of(build_program(graph_of(cases[2])));
+  if (on) {
+    EXPECT_NE(ir.find("strided(2 <= "), std::string::npos) << ir.substr(0, 4000);
+  } else {
+    EXPECT_EQ(ir.find(" <= "), std::string::npos);
+  }
+  if (on) EXPECT_EQ(test::loop_ir_of(build_program(graph_of({1, 16, 20, 20, 24, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, true}))).find("strided("),
+                    std::string::npos);  // stride 1: not marked
 }
 
 TEST(ConvShapes, MatchInterpreter) {
