@@ -139,20 +139,33 @@ int main(int argc, char** argv) {
   for (auto& p : pngs) std::filesystem::remove(p.path);
   for (auto& [a, b] : same) std::filesystem::remove(a), std::filesystem::remove(b);
 
-  std::string cmd = xvfb ? "xvfb-run -a -s '-screen 0 1280x800x24' " : "";
+  // Under xvfb-run the command's own exit code is also written to a file: xvfb-run exits 5
+  // when it cannot remove its temporary directory (seen under parallel xvfb-run -a, and
+  // twice in a row for a command that exits 1), which hides the command's code.
+  char code_file[] = "/tmp/lathe-gui-exit-XXXXXX";
+  if (xvfb) {
+    int fd = mkstemp(code_file);
+    if (fd < 0) return fail("cannot create a temporary file");
+    close(fd);
+  }
+  std::string cmd = xvfb ? "xvfb-run -a -s '-screen 0 1280x800x24' sh -c '\"$0\" \"$@\"; r=$?; echo $r > " +
+                               std::string(code_file) + "; exit $r' "
+                         : "";
   for (int k = i; k < argc; ++k) cmd += quote(argv[k]) + " ";
   std::printf("running: %s\n", cmd.c_str());
   std::fflush(stdout);
   int status = std::system(cmd.c_str());
   int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  // xvfb-run exits 5 when it cannot clean up its temporary directory (a race between
-  // parallel xvfb-run -a instances), hiding lathe's own exit code: run it once more
   if (xvfb && code == 5 && want_exit != 5) {
-    std::printf("xvfb-run exited 5 (its own clean-up); running again\n");
-    std::fflush(stdout);
-    status = std::system(cmd.c_str());
-    code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    int own = -1;
+    if (FILE* f = std::fopen(code_file, "r")) {
+      if (std::fscanf(f, "%d", &own) != 1) own = -1;
+      std::fclose(f);
+    }
+    std::printf("xvfb-run exited 5 (its own clean-up); the command's exit code: %d\n", own);
+    if (own >= 0) code = own;
   }
+  if (xvfb) std::remove(code_file);
   if (code != want_exit) return fail("exit code " + std::to_string(code) + ", expected " + std::to_string(want_exit));
   int rc = 0;
   for (auto& p : pngs)

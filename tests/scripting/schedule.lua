@@ -65,8 +65,9 @@ for _, backend in ipairs(backends) do
   ir = p:loop(ei)
   assert(has(ir, "alloc in1_tile: f32[40]") and has(ir, "alloc out_tile: f32[40]") and has(ir, "write out_tile back to out"), ir)
   check(p, backend .. " cache")
-  -- softmax: its three passes over a row share one cached row
-  sk:cache("in0", "i0")
+  -- softmax: its three passes over a row share one cached row (on the plain loops: the
+  -- default schedule jams short rows, whose copies read the row at several index patterns)
+  sk:reset(true):cache("in0", "i0")
   assert(#sk:log() > 0 and has(p:loop(si), "alloc in0_tile: f32[40]"), p:loop(si))
   check(p, backend .. " softmax row cache")
   -- and the output row it writes and reads back (when lowering keeps exp values there)
