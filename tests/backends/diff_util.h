@@ -53,6 +53,16 @@ inline std::string loop_ir_of(const Program& p) {
 }
 
 // How many of the program's kernels are of `kind` ("matmul", ...).
+// The schedule logs of every kernel of g's program as the default schedule writes them
+// (one line a step), for tests of what the heuristics chose.
+inline std::string default_schedule_log(const Graph& g) {
+  Program p = build_program(g);
+  std::string log;
+  for (auto& f : p.funcs)
+    for (auto& l : f.schedule_log) log += l + "\n";
+  return log;
+}
+
 inline int count_kind(const Program& p, const std::string& kind) {
   int n = 0;
   for (auto& k : p.kg.kernels) n += k.kind == kind;

@@ -20,13 +20,6 @@
 namespace lathe {
 namespace {
 
-std::string default_log(const Graph& g) {
-  Program p = build_program(g);
-  std::string log;
-  for (auto& f : p.funcs)
-    for (auto& l : f.schedule_log) log += l + "\n";
-  return log;
-}
 
 void expect_default_matches(const Graph& g, uint64_t seed = 5) {
   Program p = build_program(g);
@@ -68,7 +61,7 @@ TEST(JamRows, DefaultScheduleJamsShortRowsOfSoftmax) {
     for (auto& d : c.shape) what += std::to_string(*d.try_value()) + " ";
     SCOPED_TRACE("softmax over " + what);
     Graph g = softmax_graph(c.shape);
-    std::string log = default_log(g);
+    std::string log = test::default_schedule_log(g);
     if (*c.jam) EXPECT_NE(log.find(c.jam), std::string::npos) << log;
     else EXPECT_EQ(log.find("jam"), std::string::npos) << log;
     expect_default_matches(g);
@@ -79,16 +72,16 @@ TEST(JamRows, RowSumAndNormAndSwitchOff) {
   if (test::test_backend() == "cuda") GTEST_SKIP() << "the CPU default schedule";
   Tensor s = input("s", {2, 41, 53});  // a plain row sum, prime lengths: 82 rows
   Graph rs = Graph::from_outputs({{"y", sum(s, {2}).node()}});
-  EXPECT_NE(default_log(rs).find("jam"), std::string::npos) << default_log(rs);
+  EXPECT_NE(test::default_schedule_log(rs).find("jam"), std::string::npos) << test::default_schedule_log(rs);
   expect_default_matches(rs);
   Tensor x = input("x", {3, 6, 77});  // (x - mean) / (sum of squares + 1): three passes, two reductions
   Tensor c = x - mean(x, {-1}, true);
   Graph norm = Graph::from_outputs({{"y", (c / (sum(c * c, {-1}, true) + 1.0)).node()}});
-  EXPECT_NE(default_log(norm).find("jam"), std::string::npos) << default_log(norm);
+  EXPECT_NE(test::default_schedule_log(norm).find("jam"), std::string::npos) << test::default_schedule_log(norm);
   expect_default_matches(norm);
   Graph g = softmax_graph({12, 77, 77});
   setenv("LATHE_JAM_ROWS", "0", 1);
-  std::string off = default_log(g);
+  std::string off = test::default_schedule_log(g);
   Program p = build_program(g);
   unsetenv("LATHE_JAM_ROWS");
   EXPECT_EQ(off.find("jam"), std::string::npos) << off;

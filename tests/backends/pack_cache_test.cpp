@@ -22,53 +22,27 @@
 #include "core/runtime/tensor_cache.h"
 #include "core/schedule/kernel_graph.h"
 #include "diff_util.h"
+#include "temp_pack_dir.h"
+#include "test_env.h"
 
 namespace lathe {
 namespace {
 
-HostTensor weights(std::vector<int64_t> shape, double seed) {
-  HostTensor t(DType::F32, std::move(shape));
-  for (int64_t i = 0; i < t.numel(); ++i) t.set_f64(i, std::sin(seed + 0.61 * static_cast<double>(i)));
-  return t;
-}
-
-struct TempPackDir {
-  std::string dir;
-  TempPackDir() {
-    char t[] = "/tmp/lathe-pack-test-XXXXXX";
-    dir = mkdtemp(t);
-    setenv("LATHE_PACK_CACHE_DIR", dir.c_str(), 1);
-    setenv("LATHE_PACK_CACHE", "1", 1);  // off by default
-  }
-  ~TempPackDir() {
-    for (const std::string& f : files()) std::remove((dir + "/" + f).c_str());
-    ::rmdir(dir.c_str());
-    unsetenv("LATHE_PACK_CACHE_DIR");
-    unsetenv("LATHE_PACK_CACHE");
-  }
-  std::vector<std::string> files() const {
-    std::vector<std::string> r;
-    if (DIR* d = opendir(dir.c_str())) {
-      while (dirent* e = readdir(d))
-        if (e->d_name[0] != '.') r.push_back(e->d_name);
-      closedir(d);
-    }
-    return r;
-  }
-};
+using test::sin_weights;
+using test::TempPackDir;
 
 // The graphs: a transformer block's two projections at few rows (prepacked B, 1.1-1.6 MB);
 // a late 1x1 convolution to many channels (prepacked A or B, 276 KB); a Winograd 3x3 from
 // them (U, computed, 2.4 MB, packed per entry).
 Graph projections(int64_t batch, int64_t t, int64_t k, int64_t n, const HostTensor& w1) {
   Tensor x = input("x", {batch, t, k});
-  Tensor h = gelu(matmul(x, from_host(w1)) + from_host(weights({n}, 2)), "tanh");
-  Graph g = Graph::from_outputs({{"y", (matmul(h, from_host(weights({n, k}, 7))) + x).node()}});
+  Tensor h = gelu(matmul(x, from_host(w1)) + from_host(sin_weights({n}, 2)), "tanh");
+  Graph g = Graph::from_outputs({{"y", (matmul(h, from_host(sin_weights({n, k}, 7))) + x).node()}});
   return g;
 }
 Graph convs(int64_t n, const HostTensor& w1x1, const HostTensor& w3x3) {
   Tensor x = input("x", {n, w1x1.shape()[1], 7, 7});
-  Tensor y = relu(conv2d(x, from_host(w1x1), from_host(weights({w1x1.shape()[0]}, 5)), Conv2dOptions{}));
+  Tensor y = relu(conv2d(x, from_host(w1x1), from_host(sin_weights({w1x1.shape()[0]}, 5)), Conv2dOptions{}));
   y = conv2d_winograd(y, w3x3, std::nullopt, {1, 1, 1, 1});
   return Graph::from_outputs({{"y", relu(y).node()}});
 }
@@ -106,7 +80,7 @@ TensorCacheStats build_and_check(const std::vector<Graph>& gs, const std::string
   if (test::test_backend() == "cuda") GTEST_SKIP() << "backend-independent: c, llvm"
 
 struct Weights {
-  HostTensor w1 = weights({769, 389}, 5), w1x1 = weights({1031, 67, 1, 1}, 3), w3x3 = weights({37, 1031, 3, 3}, 1);
+  HostTensor w1 = sin_weights({769, 389}, 5), w1x1 = sin_weights({1031, 67, 1, 1}, 3), w3x3 = sin_weights({37, 1031, 3, 3}, 1);
 };
 
 TEST(PackCache, SecondBuildMapsThePackedWeights) {

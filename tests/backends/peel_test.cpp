@@ -106,13 +106,6 @@ TEST(Peel, LogAndRefusals) {
 // as whole 8-lane vectors and one masked vector; rows of 7, 9, 13, 64, 100 and 1001 and the rows
 // inside a window sum keep the plain vectorized loop. Results match the interpreter at batch
 // 1 and 5; LATHE_PEEL_ROWS=0 turns the rule off.
-std::string default_log(const Graph& g) {
-  Program p = build_program(g);
-  std::string log;
-  for (auto& f : p.funcs)
-    for (auto& l : f.schedule_log) log += l + "\n";
-  return log;
-}
 
 void expect_default_matches(const Graph& g) {
   Program p = build_program(g);
@@ -130,7 +123,7 @@ TEST(Peel, DefaultSchedulePeelsShortOddRows) {
       Tensor x = input("x", {batch, 3, n});
       Graph g = Graph::from_outputs({{"y", softmax(x, -1).node()}});
       const bool peeled = n == 77 || n == 37 || n == 59;  // not 9, 13: under 4 vectors
-      std::string log = default_log(g);
+      std::string log = test::default_schedule_log(g);
       EXPECT_EQ(log.find("peel") != std::string::npos, peeled) << log;
       if (peeled) {  // by the host's lanes (16 on AVX-512) where the row holds 4 of them, else by 8
         const int64_t w = n >= 4 * loop::peel_lanes() ? loop::peel_lanes() : 8;
@@ -142,11 +135,11 @@ TEST(Peel, DefaultSchedulePeelsShortOddRows) {
   Tensor a = input("a", {5, 3, 23}), c = input("c", {5, 3, 23});
   Graph ew = Graph::from_outputs({{"y", (exp(a) * c + 2).node()}});
   // (its rows of 23 collapse into rows of 69 first: 2 × 32 + 5, not peeled)
-  EXPECT_EQ(default_log(ew).find("peel"), std::string::npos) << default_log(ew);
+  EXPECT_EQ(test::default_schedule_log(ew).find("peel"), std::string::npos) << test::default_schedule_log(ew);
   expect_default_matches(ew);
   Tensor s = input("s", {1, 41, 53});
   Graph rs = Graph::from_outputs({{"y", sum(s, {2}).node()}});
-  EXPECT_NE(default_log(rs).find("peel"), std::string::npos) << default_log(rs);
+  EXPECT_NE(test::default_schedule_log(rs).find("peel"), std::string::npos) << test::default_schedule_log(rs);
   expect_default_matches(rs);
 }
 
@@ -154,18 +147,18 @@ TEST(Peel, DefaultScheduleLeavesWindowRowsAndSwitchOff) {
   // a 7 × 7 window sum (resnet50's mean pool over a relu): its rows of 7 sit in a reduction
   Tensor w = input("w", {1, 64, 7, 7});
   Graph pool = Graph::from_outputs({{"y", sum(w, {2, 3}).node()}});
-  EXPECT_EQ(default_log(pool).find("peel"), std::string::npos) << default_log(pool);
+  EXPECT_EQ(test::default_schedule_log(pool).find("peel"), std::string::npos) << test::default_schedule_log(pool);
   expect_default_matches(pool);
   Tensor x = input("x", {4, 77});
   Graph g = Graph::from_outputs({{"y", softmax(x, -1).node()}});
   setenv("LATHE_PEEL_ROWS", "0", 1);
-  std::string off = default_log(g);
+  std::string off = test::default_schedule_log(g);
   unsetenv("LATHE_PEEL_ROWS");
   EXPECT_EQ(off.find("peel"), std::string::npos) << off;
-  EXPECT_NE(default_log(g).find("peel r1 by " + std::to_string(loop::peel_lanes()) + " masked"), std::string::npos)
-      << default_log(g);
+  EXPECT_NE(test::default_schedule_log(g).find("peel r1 by " + std::to_string(loop::peel_lanes()) + " masked"), std::string::npos)
+      << test::default_schedule_log(g);
   setenv("LATHE_PEEL_LANES", "8", 1);  // the A/B switch: 8 lanes on any host
-  std::string eight = default_log(g);
+  std::string eight = test::default_schedule_log(g);
   unsetenv("LATHE_PEEL_LANES");
   EXPECT_NE(eight.find("peel r1 by 8 masked"), std::string::npos) << eight;
 }

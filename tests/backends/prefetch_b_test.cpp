@@ -14,16 +14,13 @@
 #include "core/frontend/tensor.h"
 #include "core/loop/lower.h"
 #include "diff_util.h"
+#include "test_env.h"
 
 namespace lathe {
 namespace {
 
 // sin(seed + 0.37 i): deterministic weights (a constant: packed at build)
-Tensor weights(std::vector<int64_t> shape, double seed) {
-  HostTensor t(DType::F32, std::move(shape));
-  for (int64_t i = 0; i < t.numel(); ++i) t.set_f64(i, std::sin(seed + 0.37 * static_cast<double>(i)));
-  return from_host(t);
-}
+Tensor weights(std::vector<int64_t> shape, double seed) { return from_host(test::sin_weights(std::move(shape), seed, 0.37)); }
 
 bool mode_off() {
   const char* e = std::getenv("LATHE_MATMUL_PREFETCH_B");

@@ -17,37 +17,12 @@
 #include "core/runtime/kernel_cache.h"
 #include "core/runtime/mapped_file.h"
 #include "core/runtime/tensor_cache.h"
+#include "../backends/temp_pack_dir.h"
 
 namespace lathe {
 namespace {
 
-// A private packed/ for the test (LATHE_PACK_CACHE_DIR), removed after.
-struct TempPackDir {
-  std::string dir;
-  TempPackDir() {
-    char t[] = "/tmp/lathe-pack-test-XXXXXX";
-    dir = mkdtemp(t);
-    setenv("LATHE_PACK_CACHE_DIR", dir.c_str(), 1);
-    setenv("LATHE_PACK_CACHE", "1", 1);  // off by default
-  }
-  ~TempPackDir() {
-    for (const std::string& f : files()) std::remove((dir + "/" + f).c_str());
-    ::rmdir(dir.c_str());
-    unsetenv("LATHE_PACK_CACHE_DIR");
-    unsetenv("LATHE_PACK_CACHE_MAX");
-    unsetenv("LATHE_PACK_CACHE");
-  }
-  std::vector<std::string> files() const {
-    std::vector<std::string> r;
-    if (DIR* d = opendir(dir.c_str())) {
-      while (dirent* e = readdir(d))
-        if (e->d_name[0] != '.') r.push_back(e->d_name);
-      closedir(d);
-    }
-    return r;
-  }
-  std::string path(const std::string& key) const { return dir + "/" + key + ".pack"; }
-};
+using test::TempPackDir;
 
 HostTensor ramp(std::vector<int64_t> shape, float seed) {
   HostTensor t(DType::F32, std::move(shape));
