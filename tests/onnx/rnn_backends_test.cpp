@@ -456,6 +456,53 @@ TEST(FusedRecurrence, ChooserKeepsTheFasterModeAndNoticesALoadChange) {
   EXPECT_LT(c.median(0), c.median(1));
 }
 
+// a burst of load slows the Team for a few calls and passes: the chooser leaves the Team, and
+// comes back after a retry and a few probes (every kProbe calls while the Team's best kept time
+// beats the chosen mode's median), not after three retries of one in kExplore calls (two
+// modes) or 2·kExplore (three); a mode that stays slow is probed only until its kept times are
+// all slow; with the probes off (LATHE_RNN_PROBE=0's default) the return takes the retries
+TEST(FusedRecurrence, ChooserReturnsToTheTeamSoonAfterABurstOfLoad) {
+  for (int modes : {2, 3})
+    for (bool probe : {true, false}) {
+      RnnModeChooser c(modes, probe);
+      double cost[3] = {1000, 600, 900};  // µs: one thread, the Team, the projections ahead
+      auto run = [&](int calls) {
+        int per_mode[3] = {0, 0, 0};
+        for (int i = 0; i < calls; ++i) {
+          const int next = c.peek();
+          const int m = c.pick();
+          EXPECT_EQ(m, next);
+          ++per_mode[m];
+          c.record(m, cost[m] + (i % 3) * 5);
+        }
+        return std::array<int, 3>{per_mode[0], per_mode[1], per_mode[2]};
+      };
+      run(48);
+      EXPECT_LT(c.median(1), c.median(0));
+      cost[1] = 1500;  // the burst: the other core taken
+      run(12);
+      EXPECT_GT(c.median(1), c.median(0)) << "left the Team, modes " << modes;
+      cost[1] = 600;   // the core is free again
+      // how many calls until the Team's median is the lowest again
+      auto team_best = [&] { return c.median(1) < c.median(0) && (modes < 3 || c.median(1) < c.median(2)); };
+      int back = 0;
+      while (back < 400 && !team_best()) run(1), ++back;
+      const int team = run(32)[1];
+      // a burst long enough to leave only slow kept times takes a retry first (one in kExplore
+      // calls among modes - 1 others), then two probes
+      const int bound = RnnModeChooser::kExplore * (modes - 1) + 2 * RnnModeChooser::kProbe + 2;
+      if (probe) EXPECT_LE(back, bound) << "modes " << modes;
+      else EXPECT_GT(back, bound) << "modes " << modes;
+      EXPECT_GE(team, 32 - 32 / RnnModeChooser::kExplore - 1) << "modes " << modes << " probe " << probe;
+      // a Team that stays slow: probed only until its five kept times are slow
+      cost[1] = 3000;
+      run(16);
+      const int64_t before = c.calls(1);
+      run(64);
+      EXPECT_LE(c.calls(1) - before, 64 / RnnModeChooser::kExplore + 1) << "modes " << modes << " probe " << probe;
+    }
+}
+
 // threads descheduled inside a piece (LATHE_RNN_STALL_US makes a claimed piece sleep now and
 // then): the others take over its pieces, claim the stalled ones again, and the late commits
 // are dropped; the results stay the interpreter's
