@@ -12,14 +12,15 @@
 // keeps the last kKeep wall times of each, and uses the one whose median is lowest, trying
 // another once every kExplore calls so that a change in load is noticed.
 //
-// A mode whose best kept time beats the chosen mode's median is tried every kProbe calls
-// instead (it may be the faster one again: a burst of load left its median high). The costs
+// A mode whose last time beat the chosen mode's median is tried again kProbe calls later
+// (it may be the faster one again: a burst of load left its median high). The costs
 // are lopsided: on the lstm model (H 256, 2 threads, load 5-8) the Team ran a layer in
 // 360-400 µs while it had the other core, 600-680 µs while it did not, one thread 560-620;
 // after a burst of load had sent the chooser away from the Team, a retry every 32nd call (3
 // modes) needed three good ones among the last five, ~100 calls on one thread, and a whole
-// run's median went 0.63 -> 1.06 ms (min 0.51). A probe in a bad time costs one call at
-// the slow mode's speed every kProbe calls, until its kept times are all slow.
+// run's median went 0.63 -> 1.06 ms (min 0.51). A probe that comes out slow ends the
+// probes (until a retry comes out fast): probing while any kept time was fast, a partner
+// that had the other core now and then kept the probes going at one call in four.
 // LATHE_RNN_PROBE=0 turns the probes off.
 #pragma once
 #include <algorithm>
@@ -63,11 +64,8 @@ class RnnModeChooser {
     std::nth_element(v.begin(), v.begin() + n / 2, v.begin() + n);
     return v[static_cast<size_t>(n / 2)];
   }
-  // The least of the kept times of `mode` (0 before any).
-  double least(int mode) const {
-    const int n = static_cast<int>(std::min<int64_t>(n_[mode], kKeep));
-    return n == 0 ? 0 : *std::min_element(times_[mode].begin(), times_[mode].begin() + n);
-  }
+  // The last time of `mode` (0 before any).
+  double last(int mode) const { return n_[mode] == 0 ? 0 : times_[mode][static_cast<size_t>((n_[mode] - 1) % kKeep)]; }
   int64_t calls(int mode) const { return n_[mode]; }
 
  private:
@@ -87,7 +85,7 @@ class RnnModeChooser {
     if (probe_ && modes_ > 1 && call % kProbe == 0)  // those that may be faster, in turn
       for (int k = 0; k < modes_ - 1; ++k) {
         const int m = (best + 1 + static_cast<int>((call / kProbe + k) % (modes_ - 1))) % modes_;
-        if (least(m) < median(best)) return m;
+        if (last(m) < median(best)) return m;
       }
     return best;
   }

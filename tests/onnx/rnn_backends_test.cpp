@@ -457,10 +457,11 @@ TEST(FusedRecurrence, ChooserKeepsTheFasterModeAndNoticesALoadChange) {
 }
 
 // a burst of load slows the Team for a few calls and passes: the chooser leaves the Team, and
-// comes back after a retry and a few probes (every kProbe calls while the Team's best kept time
-// beats the chosen mode's median), not after three retries of one in kExplore calls (two
-// modes) or 2·kExplore (three); a mode that stays slow is probed only until its kept times are
-// all slow; with the probes off (LATHE_RNN_PROBE=0's default) the return takes the retries
+// comes back after a retry and a few probes (kProbe calls after a Team call whose time beat the
+// chosen mode's median), not after three retries of one in kExplore calls (two
+// modes) or 2·kExplore (three); a probe that comes out slow ends the probes (a Team slow three
+// calls in four is tried little more than the retries try it); with the probes off
+// (LATHE_RNN_PROBE=0's default) the return takes the retries
 TEST(FusedRecurrence, ChooserReturnsToTheTeamSoonAfterABurstOfLoad) {
   for (int modes : {2, 3})
     for (bool probe : {true, false}) {
@@ -494,12 +495,23 @@ TEST(FusedRecurrence, ChooserReturnsToTheTeamSoonAfterABurstOfLoad) {
       if (probe) EXPECT_LE(back, bound) << "modes " << modes;
       else EXPECT_GT(back, bound) << "modes " << modes;
       EXPECT_GE(team, 32 - 32 / RnnModeChooser::kExplore - 1) << "modes " << modes << " probe " << probe;
-      // a Team that stays slow: probed only until its five kept times are slow
+      // a Team that stays slow: probed only until a probe is slow
       cost[1] = 3000;
       run(16);
-      const int64_t before = c.calls(1);
+      int64_t before = c.calls(1);
       run(64);
       EXPECT_LE(c.calls(1) - before, 64 / RnnModeChooser::kExplore + 1) << "modes " << modes << " probe " << probe;
+      // a partner that gets the other core one call in four: the Team's median stays slow, and a
+      // fast retry buys one probe more, not one call in kProbe for as long as a fast time is kept
+      before = c.calls(1);
+      int64_t team_calls = 0;
+      for (int i = 0; i < 256; ++i) {
+        const int m = c.pick();
+        team_calls += m == 1;
+        c.record(m, m == 1 ? (team_calls % 4 == 0 ? 600 : 1500) : cost[m]);
+      }
+      EXPECT_GT(c.median(1), c.median(0)) << "modes " << modes;
+      EXPECT_LE(c.calls(1) - before, 2 * 256 / RnnModeChooser::kExplore + 2) << "modes " << modes << " probe " << probe;
     }
 }
 
