@@ -365,6 +365,28 @@ TEST(CpuRecurrenceTiles, StepsOnOneThreadWithTheProjectionsAhead) {
   }
 }
 
+// LATHE_RNN_THREADS unset, the chooser's probes on: past the warm-up its picks include retries
+// and probes of the ways not chosen, in an order that follows the calls' timings; every run is
+// the interpreter's whichever way it took: hidden 17 (one thread: RT under 256 KiB), 129 and
+// 147 (a partial last block), batch 1 and 3, both directions, LSTM and GRU
+TEST(CpuRecurrenceTiles, EveryRunTheInterpretersWhileTheChooserProbes) {
+  test::ScopedEnv chooser("LATHE_RNN_THREADS", nullptr), probe("LATHE_RNN_PROBE", "1");
+  for (int64_t H : {17, 129, 147})
+    for (int64_t B : {1, 3})
+      for (const Case& c : {Case{"LSTM", 9, B, 11, H, "bidirectional", false, B == 3, B == 3},
+                            Case{"GRU", 6, B, 7, H, "reverse", false, false, true, false, 1}}) {
+        TensorMap in;
+        Graph g = recurrent_graph(c, in);
+        TensorMap want = interpret(g, in);
+        Executable exe = compile_graph(g, test::test_backend());
+        for (int run = 0; run < 40; ++run) {
+          const std::string err = test::compare_outputs(exe.run(in), want, 4);
+          EXPECT_EQ(err, "") << label(c) << " run " << run;
+          if (!err.empty()) break;
+        }
+      }
+}
+
 // The kernel's AVX-512 arithmetic and its AVX2 arithmetic (LATHE_RNN_AVX512=0), each against the
 // interpreter: hidden sizes under one 16-unit block, of one and a few units past whole blocks
 // (the masked last block, strip and activations), batch 1 (the block's registers) and 3 (tiles
