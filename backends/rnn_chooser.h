@@ -71,10 +71,10 @@ class RnnModeChooser {
  private:
   // the mode of call number `call` (counted from 1)
   int choose(int64_t call) const {
-    int fewest = 0;  // warm-up: the mode with the fewest calls (ties: the lowest)
+    int least = 0;  // warm-up: the mode with the fewest calls (ties: the lowest)
     for (int m = 1; m < modes_; ++m)
-      if (n_[m] < n_[fewest]) fewest = m;
-    if (n_[fewest] < kWarm) return fewest;
+      if (n_[m] < n_[least]) least = m;
+    if (n_[least] < kWarm) return least;
     int best = 0;
     for (int m = 1; m < modes_; ++m)
       if (median(m) < median(best)) best = m;
