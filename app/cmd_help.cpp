@@ -106,6 +106,8 @@ const char* kEnvironment =
     "                           on zero padding, not only the vectors its columns fill (A/B comparisons)\n"
     "  LATHE_MATMUL_RAGGED_SPLIT=0  that ragged panel's kernel and the whole panels' one share the tile's\n"
     "                           write-back (under one if), not one write-back each (A/B comparisons)\n"
+    "  LATHE_MATMUL_RAGGED_WEIGH=0  the threads' N blocks weigh that ragged panel as a whole one, not by the\n"
+    "                           vectors its kernel runs (196 positions on 2 threads: 4 + 2.5 panels, not 3 + 3.5)\n"
     "  LATHE_MATMUL_TILE_SUMS=0  outputs with strided columns (swapped late convs) add each K block's sums into the output\n"
     "  LATHE_MATMUL_FIT_ROWS=0  keep the host's MR where MR - 1 would pad M by fewer rows\n"
     "  LATHE_MATMUL_KC_POW2=0   convolutions' and batched weight GEMMs keep the cache-derived K block, not\n"

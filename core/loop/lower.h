@@ -80,8 +80,12 @@ struct MatmulBlocking {
 };
 // b_elem_bytes: the size of a B element packed on every run (0: B is not packed per run, a
 // constant packed at build; then p.b_block_bytes does not apply).
+// ragged_q: the last B panel of a known N that is no multiple of NR runs the ragged-columns
+// micro-kernel on its first ragged_q of the NR / lanes vectors (0: it costs a whole panel);
+// the N blocks' jobs are weighed so (196 positions on NR 32: six panels and one of 4
+// columns at half a panel's cost split 3 + 3.5, not 4 + 2.5).
 MatmulBlocking matmul_blocking(int64_t m, int64_t n, int64_t k, int64_t batch, int threads, const MatmulParams& p = {},
-                               bool a_packed = false, int jobs_per_thread = 1, int b_elem_bytes = 0);
+                               bool a_packed = false, int jobs_per_thread = 1, int b_elem_bytes = 0, int ragged_q = 0);
 
 // Slack for the pool (a plain or batched f32 matmul whose B is packed at build and whose A
 // is packed by each job): with fewer than `per_thread` jobs a thread, M is split further

@@ -133,6 +133,66 @@ TEST(Contraction, BlockingJudgesTheJobsSizes) {
         }
 }
 
+// The ragged last B panel (N % NR columns on fewer of the tile's vectors) weighs what its
+// kernel runs: 196 positions on NR 32 are six whole panels and one of 4 columns at half a
+// panel's cost, cut 3 + 3 + (the light one), not 4 + 3 (a thread waiting a quarter of the
+// loop); ragged_q 0 keeps the old cut, and a last panel that takes all the vectors (17+
+// columns of 32) or a whole one changes nothing.
+TEST(Contraction, RaggedPanelWeighsItsVectors) {
+  loop::MatmulParams p;
+  p.mr = 8, p.nr = 32, p.lanes = 16, p.nc = 512;
+  EXPECT_EQ(loop::matmul_blocking(96, 196, 576, 1, 2, p, false, 1, 0, 0).nc, 128);
+  EXPECT_EQ(loop::matmul_blocking(96, 196, 576, 1, 2, p, false, 1, 0, 1).nc, 96);
+  EXPECT_EQ(loop::matmul_blocking(96, 196, 576, 1, 2, p, false, 1, 0, 2).nc, 128);  // (all vectors: whole)
+  EXPECT_EQ(loop::matmul_blocking(96, 209, 576, 1, 2, p, false, 1, 0, 2).nc,
+            loop::matmul_blocking(96, 209, 576, 1, 2, p, false, 1, 0, 0).nc);  // 17 columns left: 2 vectors
+  EXPECT_EQ(loop::matmul_blocking(96, 192, 576, 1, 2, p, false, 1, 0, 1).nc,
+            loop::matmul_blocking(96, 192, 576, 1, 2, p, false, 1, 0, 0).nc);  // whole panels
+  // the job split it gives is at least as even, in the kernel's units, on any thread count
+  for (int threads : {1, 2, 3, 4, 7})
+    for (int64_t n : {4, 36, 100, 169, 196, 340, 784, 3140})
+      for (int64_t batch : {1, 3}) {
+        const int64_t left = n % p.nr, q = left == 0 ? 0 : (left + p.lanes - 1) / p.lanes;
+        auto cost = [&](const loop::MatmulBlocking& b) {  // in vectors x MR panels
+          std::vector<int64_t> jobs;
+          const int64_t panels = (n + p.nr - 1) / p.nr, per = b.nc / p.nr, mp = 12, mper = (mp + b.msplit - 1) / b.msplit;
+          for (int64_t bi = 0; bi < batch; ++bi)
+            for (int64_t j = 0; j * per < panels; ++j) {
+              const bool last = (j + 1) * per >= panels;
+              const int64_t c = std::min(per, panels - j * per) * 2 - (last && q == 1 ? 1 : 0);
+              for (int64_t s = 0; s < b.msplit; ++s) jobs.push_back(c * std::clamp<int64_t>(mp - s * mper, 0, mper));
+            }
+          return loop::split_efficiency(jobs, threads);
+        };
+        auto now = loop::matmul_blocking(96, n, 200, batch, threads, p, false, 1, 0, static_cast<int>(q));
+        auto old = loop::matmul_blocking(96, n, 200, batch, threads, p, false, 1, 0, 0);
+        const std::string what = std::to_string(n) + " batch " + std::to_string(batch) + " on " + std::to_string(threads);
+        ASSERT_TRUE(now.nc % p.nr == 0 && now.nc > 0 && now.nc <= p.nc) << what;
+        EXPECT_GE(cost(now) + 1e-9, cost(old)) << what << ": nc " << now.nc << " vs " << old.nc;
+      }
+}
+
+// 1x1 convolutions into more than 64 channels (B packed, the ragged-columns kernel) whose
+// positions leave a light last panel (196, 169, 144 = 4, 9, 16 columns past whole panels),
+// weights constant (A prepacked, as an ONNX model's), bias, batch 1 and 3, against the
+// interpreter; on 2 threads the 14 x 14 layer's N blocks are 96 columns (3 + 3 + the light
+// one). llvm.odd_jobs_pool_threads reruns it on 1, 3 and 7 pool threads.
+TEST(Contraction, LightLastPanelSplitMatchesInterpreter) {
+  test::DiffBatch batch;
+  Graph g14 = conv_graph({1, 97, 14, 14, 96, 1, 1, {1, 1}, {0, 0}, {1, 1}, 1, true, true});
+  if (std::thread::hardware_concurrency() == 2 && !std::getenv("LATHE_MATMUL_TILE") &&
+      !std::getenv("LATHE_MATMUL_RAGGED_WEIGH") && !std::getenv("LATHE_MATMUL_NC")) {
+    const std::string ir = test::loop_ir_of(build_program(g14));
+    EXPECT_NE(ir.find("NC=96 "), std::string::npos) << ir;
+  }
+  batch.add("1x1 14x14 c97 k96, batch 1", g14);
+  batch.add("1x1 14x14 c33 k101, batch 3", conv_graph({3, 33, 14, 14, 101, 1, 1, {1, 1}, {0, 0}, {1, 1}, 1, true, true}));
+  batch.add("1x1 13x13 c17 k67, batch 3", conv_graph({3, 17, 13, 13, 67, 1, 1, {1, 1}, {0, 0}, {1, 1}, 1, true, true}));
+  batch.add("1x1 12x12 c33 k65, batch 1", conv_graph({1, 33, 12, 12, 65, 1, 1, {1, 1}, {0, 0}, {1, 1}, 1, true, false}));
+  batch.add("1x1 14x14 c96 k577 + relu, batch 1", conv_graph({1, 96, 14, 14, 577, 1, 1, {1, 1}, {0, 0}, {1, 1}, 1, true, true}));
+  EXPECT_EQ(batch.run(), 0);
+}
+
 // Job counts the threads do not divide and unequal jobs (prime sizes, 13 panels of N as a
 // 14 x 14 layer's 196 positions, batches of 3 and 4, M split across two matrices), against
 // the interpreter. Run it with LATHE_POOL_THREADS=1, 3 or 7 too: the pool then cuts the same
