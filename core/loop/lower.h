@@ -96,6 +96,15 @@ MatmulBlocking matmul_blocking(int64_t m, int64_t n, int64_t k, int64_t batch, i
 MatmulBlocking m_splits_for_slack(MatmulBlocking b, int64_t m, int64_t n, int64_t batch, int threads, const MatmulParams& p,
                                   int per_thread);
 
+// Balance for the pool where M splits copy nothing (B packed at build, A by each job or
+// read in place): when the jobs of b's N blocks and M splits share the threads less than 90%
+// evenly (split_efficiency, in tiles), the N blocks (whole NR panels, at most b.nc wide) and
+// M splits (at least 2 MR panels a range, at most 2 x threads of them) whose jobs share them
+// best, where that is at least 5 points better; the fewest jobs among equals. b as it is
+// when a size is symbolic or there is one thread.
+MatmulBlocking m_splits_for_balance(MatmulBlocking b, int64_t m, int64_t n, int64_t batch, int threads,
+                                    const MatmulParams& p);
+
 // How well `threads` pool threads share jobs of these sizes (in any unit), in the order the
 // pool claims them (contiguous shares, then what is left in the others'): the total over
 // threads x the longest thread's sum; 1 when no thread waits at the join.

@@ -240,6 +240,17 @@ void MatmulLowering::setup() {
   if (G_ == 1 && plain && !a_packed && packed_a_buffer(kg_, k_) < 0 && k_.packed_b >= 0 && k_.packed_kc == bl.kc &&
       k_.packed_nr == P.nr && kg_.buffers[k_.packed_b].dtype == bdt_)
     bl = m_splits_for_slack(bl, known(Ms_), known(Ns_), known(nbatch_), threads_, P, m_jobs);
+  // B packed at build (a convolution's weights on the B side, swapped: a 7 x 7 layer) and
+  // A packed by each job or read in place: an M split copies nothing more, so N blocks and
+  // M splits are cut together where N's whole panels alone share the threads unevenly
+  // (mobilenet_v2's 160 channels: 5 panels, 3 + 2 a thread). LATHE_MATMUL_BALANCE_M=0: not.
+  static const bool balance_m = [] {
+    const char* e = std::getenv("LATHE_MATMUL_BALANCE_M");
+    return !(e && std::string(e) == "0");
+  }();
+  if (balance_m && G_ == 1 && !a_packed && packed_a_buffer(kg_, k_) < 0 && k_.packed_b >= 0 &&
+      k_.packed_kc == bl.kc && k_.packed_nr == P.nr && kg_.buffers[k_.packed_b].dtype == bdt_ && m_jobs == 1)
+    bl = m_splits_for_balance(bl, known(Ms_), known(Ns_), known(nbatch_), threads_, P);
   nc_blk_ = bl.nc, msplit_ = bl.msplit;
   kc_blk_ = bl.kc;
   mc_blk_ = bl.mc;

@@ -196,6 +196,32 @@ MatmulBlocking m_splits_for_slack(MatmulBlocking b, int64_t m, int64_t n, int64_
   return b;
 }
 
+MatmulBlocking m_splits_for_balance(MatmulBlocking b, int64_t m, int64_t n, int64_t batch, int threads,
+                                    const MatmulParams& p) {
+  if (threads <= 1 || m <= 0 || n <= 0 || batch <= 0 || b.nc <= 0 || b.msplit < 1) return b;
+  const int64_t panels = ceil_div(n, p.nr), mpanels = ceil_div(m, p.mr);
+  auto jobs_of = [&](int64_t per, int64_t ms) { return block_jobs(panels, per, batch, ms, mpanels); };
+  const double now = split_efficiency(jobs_of(b.nc / p.nr, b.msplit), threads);
+  if (now >= 0.9) return b;
+  int64_t best_per = b.nc / p.nr, best_ms = b.msplit, best_jobs = 0;
+  double best = now + 0.05;
+  for (int64_t ms = 1; ms <= std::min<int64_t>(mpanels / 2, 2 * int64_t(threads)); ++ms)
+    for (int64_t per = std::min<int64_t>(panels, b.nc / p.nr); per >= 1; --per) {
+      if (per < panels && ceil_div(panels, per) == ceil_div(panels, per + 1) && per + 1 <= b.nc / p.nr) continue;
+      const std::vector<int64_t> jobs = jobs_of(per, ms);
+      const double eff = split_efficiency(jobs, threads);
+      const int64_t count = static_cast<int64_t>(jobs.size());
+      if (eff > best + 1e-9 || (best_jobs > 0 && eff > best - 1e-9 && count < best_jobs))
+        best = std::max(best, eff), best_per = per, best_ms = ms, best_jobs = count;
+    }
+  if (best_jobs == 0) return b;
+  b.nc = best_per * p.nr;
+  b.msplit = best_ms;
+  const int64_t rows = ceil_div(round_up(ceil_div(m, best_ms), p.mr), p.mr), max_rows = p.mc / p.mr;
+  b.mc = std::min<int64_t>(p.mc, ceil_div(rows, ceil_div(rows, max_rows)) * p.mr);
+  return b;
+}
+
 namespace {
 // one cache's size from sysfs ("32K", "512K", "32M"; 0 when unreadable)
 int64_t sysfs_size(const std::string& dir) {
