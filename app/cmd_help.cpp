@@ -108,7 +108,7 @@ const char* kEnvironment =
     "                           write-back (under one if), not one write-back each (A/B comparisons)\n"
     "  LATHE_MATMUL_BALANCE_M=0  where the weights are packed at build on the B side (swapped late convs), do\n"
     "                           not cut N blocks and M splits together to even the threads' jobs (160 channels\n"
-    "                           on 2 threads: 3 + 2 panels a thread, not 6 jobs of 3, 3, 1 row panels)\n"
+    "                           on 2 threads: 3 + 2 panels a thread, not 10 jobs of one panel and 4 or 3 row panels)\n"
     "  LATHE_MATMUL_RAGGED_WEIGH=0  the threads' N blocks weigh that ragged panel as a whole one, not by the\n"
     "                           vectors its kernel runs (196 positions on 2 threads: 4 + 2.5 panels, not 3 + 3.5)\n"
     "  LATHE_MATMUL_TILE_SUMS=0  outputs with strided columns (swapped late convs) add each K block's sums into the output\n"

@@ -205,7 +205,8 @@ MatmulBlocking m_splits_for_balance(MatmulBlocking b, int64_t m, int64_t n, int6
   if (now >= 0.9) return b;
   int64_t best_per = b.nc / p.nr, best_ms = b.msplit, best_jobs = 0;
   double best = now + 0.05;
-  for (int64_t ms = 1; ms <= std::min<int64_t>(mpanels / 2, 2 * int64_t(threads)); ++ms)
+  for (int64_t ms = 1; ms <= std::min<int64_t>(mpanels / 2, 2 * int64_t(threads)); ++ms) {
+    if (mpanels - (ms - 1) * ceil_div(mpanels, ms) < 2) continue;  // (a last range of one MR panel)
     for (int64_t per = std::min<int64_t>(panels, b.nc / p.nr); per >= 1; --per) {
       if (per < panels && ceil_div(panels, per) == ceil_div(panels, per + 1) && per + 1 <= b.nc / p.nr) continue;
       const std::vector<int64_t> jobs = jobs_of(per, ms);
@@ -214,6 +215,7 @@ MatmulBlocking m_splits_for_balance(MatmulBlocking b, int64_t m, int64_t n, int6
       if (eff > best + 1e-9 || (best_jobs > 0 && eff > best - 1e-9 && count < best_jobs))
         best = std::max(best, eff), best_per = per, best_ms = ms, best_jobs = count;
     }
+  }
   if (best_jobs == 0) return b;
   b.nc = best_per * p.nr;
   b.msplit = best_ms;
