@@ -590,7 +590,19 @@ Stmt MatmulLowering::pack_b(const OperandParts& Bx) {
   // (a page apart for wide B), defeating the prefetchers and the TLB.
   Stmt packb;
   if (G_ > 1) {
-    packb = make_for("kg", ceil_div(kpack, G_), {make_for("jp", ceil_div(nc, P.nr), {packb_g}, "pack B: NR-wide panels")}, "pack B: k groups");
+    // Whole panels copy without the column guard, as the f32 panels below: a guarded load per
+    // column became an element-by-element gather (32 x 4 vpinsrb a group of k), most of a 1x1
+    // int8 conv's time where N is no multiple of NR (resnet50_qdq's 28x28 512 -> 128 layers:
+    // 206 us against ORT's 110, one thread). LATHE_INT8_WHOLE_PANELS=0 guards every panel.
+    static const bool whole_panels = [] {
+      const char* e = std::getenv("LATHE_INT8_WHOLE_PANELS");
+      return !(e && std::string(e) == "0");
+    }();
+    Stmt jp_body = packb_g;
+    if (!cols_whole && whole_panels)
+      jp_body = make_if(le(add(mul(var("jp"), const_int(P.nr)), const_int(P.nr)), nc),
+                        {group_columns(false, "pack B: panel column (whole panel, a group of k)")}, {packb_g});
+    packb = make_for("kg", ceil_div(kpack, G_), {make_for("jp", ceil_div(nc, P.nr), {jp_body}, "pack B: NR-wide panels")}, "pack B: k groups");
   } else {
     // A ragged last panel (N not a multiple of NR) copies its columns with a loop of that many
     // and zeroes the rest; whole panels copy without the column guard. A guard inside the

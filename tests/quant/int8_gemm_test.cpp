@@ -284,5 +284,42 @@ TEST(Int8Gemm, ConvWeightsByU8ColumnsMatchInterpreter) {
   EXPECT_EQ(batch.run(), 0);
 }
 
+// A 1x1 int8 conv's B pack row by row (no window: the u8 input read as [K, N]) where N is no
+// multiple of NR: the whole panels copy without the column guard, the last one with it
+// (LATHE_INT8_WHOLE_PANELS). Positions 169, 99 and 63 (several panels and a ragged one),
+// channels 16, 20 (groups of 4) and 17 (a ragged last group), batch 1 and 3, weights as
+// inputs and as constants, exact i32 sums against the interpreter.
+TEST(Int8Gemm, Conv1x1RaggedPanelsMatchInterpreter) {
+  test::DiffBatch batch;
+  struct ConvCase { std::vector<int64_t> x, w; };
+  std::vector<ConvCase> convs = {
+      {{1, 16, 13, 13}, {72, 16, 1, 1}},  // 169 positions: 5 whole panels of 32 and 9
+      {{3, 20, 9, 11}, {67, 20, 1, 1}},   // batch 3, 99 positions
+      {{1, 17, 7, 9}, {130, 17, 1, 1}},   // 17 channels: the last group of k ragged
+      {{3, 64, 7, 9}, {96, 64, 1, 1}},    // deeper k
+  };
+  uint64_t seed = 1300;
+  bool whole = false;
+  for (auto& c : convs) {
+    for (bool constant : {false, true}) {
+      Shape sx(c.x.begin(), c.x.end()), sw(c.w.begin(), c.w.end());
+      HostTensor wv = full_range(DType::I8, c.w, seed + 1);
+      Tensor w = constant ? from_host(wv) : input("w", sw, DType::I8);
+      Graph g = Graph::from_outputs({{"y", conv2d_integer(input("x", sx, DType::U8), w, Conv2dOptions{}, 0).node()}});
+      Program p = build_program(g);
+      whole = whole || test::loop_ir_of(p).find("whole panel, a group of k") != std::string::npos;
+      TensorMap in{{"x", full_range(DType::U8, c.x, seed)}};
+      if (!constant) in.emplace("w", wv);
+      batch.add("conv1x1 " + std::to_string(seed) + (constant ? " const w" : ""), g, in);
+    }
+    seed += 2;
+  }
+  const char* e = std::getenv("LATHE_INT8_WHOLE_PANELS");
+  if (!(e && std::string(e) == "0")) {
+    EXPECT_TRUE(whole);
+  }
+  EXPECT_EQ(batch.run(), 0);
+}
+
 }  // namespace
 }  // namespace lathe
