@@ -534,11 +534,65 @@ std::optional<Stmt> MatmulLowering::pack_b_runs(const OperandParts& B, int pb) {
                                               elem(add(var(px + "g0_a"), mul(var("c"), const_int(*ca))))));
     }
   }
+  // The fixes of a contiguous panel (which columns are outside the bounds) depend on the
+  // window's tap only, not on the input channel: with the channels innermost in k and no
+  // bound reading them (shared_bounds), every group of one tap zeroes the same columns. So
+  // they run once per panel and tap, into a mask of the group's NR x G bytes (0xFF, 0 where
+  // zeroed), and each group's contiguous copy ANDs its bytes with it: a 3x3 layer at 14 x 14
+  // ran the fixes' lets and 1-column loops (up to 4 runs) for each of its 64 groups a tap.
+  // LATHE_INT8_TAP_MASK=0 runs the fixes per group (A/B runs).
+  static const bool tap_mask_enabled = [] {
+    const char* e = std::getenv("LATHE_INT8_TAP_MASK");
+    return !(e && std::string(e) == "0");
+  }();
+  const bool tap_mask = contig && shared_bounds && tap_mask_enabled && !fixes.empty() && !k_ragged_ &&
+                        s_[mm_.k_axes.back()].is_const();
+  std::vector<Stmt> jp_head;
+  if (tap_mask) {
+    const int64_t C = s_[mm_.k_axes.back()].value();
+    jp_head.push_back(make_alloc("Mk", bdt_, 1, NR * G_));
+    Stmt fill = make_for("c", const_int(NR * G_), {make_local_store("Mk", var("c"), const_of(255, bdt_))},
+                         "pack B: the tap's column mask (all kept)");
+    fill.annot.vectorize = true;
+    std::vector<Stmt> build{fill};
+    ExprRef base = group_panel_index(var("jp"), kg, 0, const_int(0), NR);
+    // the fixes' zero stores into the mask instead; their runs' copies (member 0's runs past
+    // the first, which the contiguous copy already wrote) dropped
+    std::function<void(std::vector<Stmt>&)> drop_copies = [&](std::vector<Stmt>& v) {
+      v.erase(std::remove_if(v.begin(), v.end(),
+                             [](const Stmt& st) { return st.kind == StmtKind::For && st.note.rfind("pack B: copy a run", 0) == 0; }),
+              v.end());
+      for (auto& st : v) {
+        drop_copies(st.body);
+        drop_copies(st.else_body);
+      }
+    };
+    std::vector<Stmt> fx = fixes;
+    drop_copies(fx);
+    walk(fx, [&](Stmt& st) {
+      if (st.kind == StmtKind::LocalStore && st.var == "Bp") {
+        st.var = "Mk";
+        st.index = sub(st.index, base);
+      }
+      return true;
+    });
+    build.insert(build.end(), fx.begin(), fx.end());
+    // a new tap: the panel's first group, or the flat k at a multiple of the channels
+    ExprRef first = lt(kg, const_int(1));
+    ExprRef at_tap = unary(Op::Not, binary(Op::CmpNE, binary(Op::Mod, add(var("k0"), mul(kg, const_int(G_))), const_int(C)),
+                                           const_int(0)));
+    body.push_back(make_if(binary(Op::Or, first, at_tap), std::move(build)));
+    for (auto& st : contig_stores) {
+      // the store's index is group_panel_index(jp, kg, j, c): its offset in the group is c*G + j
+      ExprRef off = sub(st.index, base);
+      st.value = binary(Op::And, st.value, local_load("Mk", bdt_, off));
+    }
+  }
   if (contig) {
     Stmt cwhole = make_for("c", const_int(NR), std::move(contig_stores), "pack B: copy a contiguous panel (a group of k)");
     cwhole.annot.vectorize = true;
     std::vector<Stmt> then{cwhole};
-    then.insert(then.end(), fixes.begin(), fixes.end());
+    if (!tap_mask) then.insert(then.end(), fixes.begin(), fixes.end());
     general = {make_if(contig_cond, std::move(then), std::move(general))};
   }
   if (full_cond && (int)whole_stores.size() == G_) {
@@ -548,7 +602,8 @@ std::optional<Stmt> MatmulLowering::pack_b_runs(const OperandParts& B, int pb) {
   } else {
     body.insert(body.end(), general.begin(), general.end());
   }
-  return make_for("jp", ceil_div(nc, P_.nr), {make_for("kg", ceil_div(var("kc"), G_), std::move(body))}, "pack B: NR-wide panels, by runs");
+  jp_head.push_back(make_for("kg", ceil_div(var("kc"), G_), std::move(body)));
+  return make_for("jp", ceil_div(nc, P_.nr), std::move(jp_head), "pack B: NR-wide panels, by runs");
 }
 
 // pack B: this job's block, k by k into NR-wide panels (the parts give its addresses: this

@@ -230,6 +230,51 @@ TEST(Int8Gemm, ContiguousPanelsMatchInterpreter) {
   EXPECT_EQ(batch.run(), 0);
 }
 
+// A stride-1 window's contiguous panels over channels innermost in k (VNNI groups of 4
+// channels of one tap): the columns outside the bounds are the same for every group of a tap,
+// so they are found once per panel and tap into a byte mask that each group's copy ANDs
+// (LATHE_INT8_TAP_MASK). Maps 11, 13, 14 and 28 wide (a panel crosses 2-4 rows), channels 12,
+// 20, 36 and 100 (a tap's groups split across K blocks: K = 900), batch 1 and 3, weights as
+// inputs and as constants; beside them a 7x7 map (a gathered panel), zero points 131 and 255
+// (padded by a kernel of their own: no bounds) and 5 and 17 channels (groups across taps: no
+// mask); exact sums against the interpreter.
+TEST(Int8Gemm, TapMaskPanelsMatchInterpreter) {
+  test::DiffBatch batch;
+  struct ConvCase { std::vector<int64_t> x, w; int64_t pad_value; };
+  std::vector<ConvCase> convs = {
+      {{3, 20, 11, 11}, {13, 20, 3, 3}, 0},      // batch 3, rows of 11: a panel spans 4 rows
+      {{1, 36, 13, 13}, {40, 36, 3, 3}, 0},      // rows of 13 (prime)
+      {{1, 100, 14, 14}, {24, 100, 3, 3}, 0},    // K = 900: taps across K blocks
+      {{3, 12, 28, 28}, {9, 12, 3, 3}, 0},       // batch 3, rows of 28
+      {{1, 12, 7, 7}, {19, 12, 3, 3}, 0},        // rows of 7: gathered
+      {{3, 16, 9, 9}, {13, 16, 3, 3}, 131},      // batch 3, a zero point in the padding
+      {{1, 5, 13, 13}, {11, 5, 3, 3}, 0},        // 5 channels: groups across taps
+      {{3, 17, 13, 13}, {7, 17, 3, 3}, 255},     // 17 channels, batch 3
+  };
+  uint64_t seed = 1500;
+  bool masked = false;
+  for (auto& c : convs) {
+    for (bool constant : {false, true}) {
+      Conv2dOptions o;
+      o.padding = {1, 1};
+      Shape sx(c.x.begin(), c.x.end()), sw(c.w.begin(), c.w.end());
+      HostTensor wv = full_range(DType::I8, c.w, seed + 1);
+      Tensor w = constant ? from_host(wv) : input("w", sw, DType::I8);
+      Graph g = Graph::from_outputs({{"y", conv2d_integer(input("x", sx, DType::U8), w, o, c.pad_value).node()}});
+      masked = masked || test::loop_ir_of(build_program(g)).find("the tap's column mask") != std::string::npos;
+      TensorMap in{{"x", full_range(DType::U8, c.x, seed)}};
+      if (!constant) in.emplace("w", wv);
+      batch.add("tap mask " + std::to_string(seed) + (constant ? " const w" : ""), g, in);
+    }
+    seed += 2;
+  }
+  const char* e = std::getenv("LATHE_INT8_TAP_MASK");
+  if (loop::vnni_i8_u8() && !(e && std::string(e) == "0")) {
+    EXPECT_TRUE(masked);
+  }
+  EXPECT_EQ(batch.run(), 0);
+}
+
 // A convolution's i8 weights (A) times its u8 im2col (B) as VNNI groups of 4 (vpdpbusd with
 // the columns as its unsigned operand, loop::vnni_i8_u8), the input channels innermost in k
 // where they are a multiple of 4 (contraction.cpp): channels 8, 12, 16 (4 channels of one tap
