@@ -151,6 +151,8 @@ const char* kEnvironment =
     "                           columns, not only the ragged last panel's (A/B runs)\n"
     "  LATHE_INT8_TAP_MASK=0    an int8 stride-1 conv's contiguous panels zero their out-of-bounds columns\n"
     "                           group by group, not through a byte mask made once per panel and tap (A/B runs)\n"
+    "  LATHE_INT8_A_CONTIG=0    an int8 conv whose u8 positions are A (a small map) packs each byte of a\n"
+    "                           stride-1 window alone, not a group's 4 channel runs whole and masked (A/B runs)\n"
     "  LATHE_INT8_NARROW_N=0    int8 GEMMs of saturating pairs (no VNNI) with N <= 64 keep the host's\n"
     "                           two-vector tile (5 x 16 on AVX2), not 12 x 8 where that pads N less (A/B runs)\n"
     "  LATHE_INT8_VNNI_I8U8=0   on VNNI hosts, an int8 conv's i8 weights x u8 im2col (exact sums) widen to\n"
