@@ -731,7 +731,10 @@ std::optional<Stmt> MatmulLowering::pack_a_contig(const OperandParts& Ax) {
       mm_.k_axes.empty())
     return std::nullopt;
   auto cm = collapsed(acc.addr, mm_.m_axes);
-  if (!cm || *cm != SymInt(1)) return std::nullopt;
+  // rows at consecutive addresses (stride 1, "same" padding): each member's MR bytes are one
+  // run; else (a strided window: a 14 x 14 map to 7 x 7) the MR rows' addresses are taken once
+  // per panel and each group gathers its MR x G bytes, masked alike (no bounds per byte)
+  const bool runs = cm && *cm == SymInt(1);
   const int dk = mm_.k_axes.back();
   if (!s_[dk].is_const() || s_[dk].value() % G_ != 0) return std::nullopt;
   for (auto& b : acc.bounds)
@@ -759,25 +762,56 @@ std::optional<Stmt> MatmulLowering::pack_a_contig(const OperandParts& Ax) {
     kbody.push_back(make_if(binary(Op::Or, first, at_tap), {m}));
   }
   ExprRef cond;
-  std::vector<Stmt> copies, guarded;
+  std::vector<Stmt> copies, guarded, head{make_alloc("Ma", adt_, 1, MR * G_)};
+  if (!runs) {  // the panel's row addresses (the k part apart), their least and greatest
+    for (int64_t r = 0; r < MR; ++r) {
+      head.push_back(make_let("rw" + std::to_string(r), DType::I64,
+                              add(batch_part(acc.addr), at(Ax.rows[0], add(row0, const_int(r))))));
+      ExprRef v = var("rw" + std::to_string(r));
+      head.push_back(make_let("rlo" + std::to_string(r), DType::I64, r ? min_of(var("rlo" + std::to_string(r - 1)), v) : v));
+      head.push_back(make_let("rhi" + std::to_string(r), DType::I64,
+                              r ? binary(Op::Max, var("rhi" + std::to_string(r - 1)), v) : v));
+    }
+  }
+  const std::string rlo = "rlo" + std::to_string(MR - 1), rhi = "rhi" + std::to_string(MR - 1);
   for (int j = 0; j < G_; ++j) {
     ExprRef kj = add(mul(kg, const_int(G_)), const_int(j));
     std::string a = "aq" + std::to_string(j);
-    kbody.push_back(make_let(a, DType::I64, address(Ax, row0, kj)));
-    cond = logical_and(cond, logical_and(le(const_int(0), var(a)), le(add(var(a), const_int(MR)), const_int(extent))));
-    copies.push_back(make_local_store("Ap", group_panel_index(var("ip"), kg, j, var("rq"), MR),
-                                      binary(Op::And, packed(pa, mm_.a.src, adt_, add(var(a), var("rq")), nullptr),
-                                             local_load("Ma", adt_, add(mul(var("rq"), const_int(G_)), const_int(j))))));
+    ExprRef mask_of = nullptr;
+    if (runs) {
+      kbody.push_back(make_let(a, DType::I64, address(Ax, row0, kj)));
+      cond = logical_and(cond, logical_and(le(const_int(0), var(a)), le(add(var(a), const_int(MR)), const_int(extent))));
+      copies.push_back(make_local_store("Ap", group_panel_index(var("ip"), kg, j, var("rq"), MR),
+                                        binary(Op::And, packed(pa, mm_.a.src, adt_, add(var(a), var("rq")), nullptr),
+                                               local_load("Ma", adt_, add(mul(var("rq"), const_int(G_)), const_int(j))))));
+    } else {
+      kbody.push_back(make_let(a, DType::I64, at(Ax.ks[0], kj)));
+      cond = logical_and(cond, logical_and(le(const_int(0), add(var(rlo), var(a))), lt(add(var(rhi), var(a)), const_int(extent))));
+      for (int64_t r = 0; r < MR; ++r)
+        copies.push_back(make_local_store("Ap", group_panel_index(var("ip"), kg, j, const_int(r), MR),
+                                          binary(Op::And, packed(pa, mm_.a.src, adt_, add(var("rw" + std::to_string(r)), var(a)), nullptr),
+                                                 local_load("Ma", adt_, const_int(r * G_ + j)))));
+    }
     ExprRef row = add(row0, var("rq"));
     guarded.push_back(make_local_store("Ap", group_panel_index(var("ip"), kg, j, var("rq"), MR),
                                        packed(pa, mm_.a.src, adt_, address(Ax, row, kj), in_range(Ax, row, kj))));
   }
-  Stmt copy = make_for("rq", const_int(MR), std::move(copies), "pack A: copy a contiguous panel (a group of k)");
-  copy.annot.vectorize = true;
   Stmt slow = make_for("rq", const_int(MR), std::move(guarded), "pack A: panel row (a group of k)");
   slow.annot.unroll = static_cast<int>(MR);
-  kbody.push_back(make_if(cond, {copy}, {slow}));
-  return make_for("ip_a", const_int(1), {make_alloc("Ma", adt_, 1, MR * G_), make_for("kq", ceil_div(kpack_, G_), std::move(kbody), "pack A: k groups (contiguous panels)")});
+  if (runs) {
+    Stmt copy = make_for("rq", const_int(MR), std::move(copies), "pack A: copy a contiguous panel (a group of k)");
+    copy.annot.vectorize = true;
+    kbody.push_back(make_if(cond, {copy}, {slow}));
+  } else {
+    // (the stores in row order: member j of row r at r*G + j, one MR x G block a group)
+    std::vector<Stmt> ordered(copies.size());
+    for (int j = 0; j < G_; ++j)
+      for (int64_t r = 0; r < MR; ++r) ordered[r * G_ + j] = copies[j * MR + r];
+    kbody.push_back(make_if(cond, std::move(ordered), {slow}));
+  }
+  head.push_back(make_for("kq", ceil_div(kpack_, G_), std::move(kbody),
+                          runs ? "pack A: k groups (contiguous panels)" : "pack A: k groups (gathered panels, masked)"));
+  return make_for("ip_a", const_int(1), std::move(head));
 }
 
 // pack A: this MC block into MR-tall panels (the parts give its addresses: this job's, or a

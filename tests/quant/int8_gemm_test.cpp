@@ -275,35 +275,41 @@ TEST(Int8Gemm, TapMaskPanelsMatchInterpreter) {
   EXPECT_EQ(batch.run(), 0);
 }
 
-// A stride-1 window over a small map into many channels takes the u8 activations as A (the
-// positions as its rows): a whole MR-tall panel's group of 4 channels of one tap is 4 runs of
-// MR consecutive bytes, copied whole and ANDed with a row mask made once per panel and tap
-// (LATHE_INT8_A_CONTIG). Maps 7x7, 5x5, 9x9 and 6x11, channels 12, 20, 64 and 132 (K = 1188:
-// taps across K blocks), 96-256 channels out, batch 1 and 3, weights as inputs and as
+// A window over a small map into many channels takes the u8 activations as A (the positions
+// as its rows): a whole MR-tall panel's group of 4 channels of one tap is 4 runs of MR
+// consecutive bytes (stride 1) or MR x 4 bytes gathered at the panel's row addresses
+// (stride 2), ANDed with a row mask made once per panel and tap (LATHE_INT8_A_CONTIG). Maps
+// 7x7, 5x5, 9x9, 6x11, and 14x14, 9x9, 13x11 at stride 2, channels 12, 20, 64, 132 (K = 1188:
+// taps across K blocks) and 512, 96-512 channels out, batch 1 and 3, weights as inputs and as
 // constants; 7 channels (groups across taps: per element) beside them; exact sums against
 // the interpreter.
 TEST(Int8Gemm, ConvRowsContiguousPanelsMatchInterpreter) {
   test::DiffBatch batch;
-  struct ConvCase { std::vector<int64_t> x, w; };
+  struct ConvCase { std::vector<int64_t> x, w; int64_t stride = 1; };
   std::vector<ConvCase> convs = {
-      {{1, 64, 7, 7}, {256, 64, 3, 3}},    // resnet's 7x7 layers, smaller
-      {{1, 512, 7, 7}, {512, 512, 3, 3}},  // resnet's 7x7 layers
-      {{3, 20, 5, 5}, {96, 20, 3, 3}},     // batch 3, a 5x5 map
-      {{1, 132, 7, 7}, {128, 132, 3, 3}},  // K = 1188: taps across K blocks
-      {{3, 12, 9, 9}, {200, 12, 3, 3}},    // batch 3, rows of 9
-      {{1, 16, 6, 11}, {160, 16, 3, 3}},   // a 6x11 map
-      {{1, 7, 7, 7}, {128, 7, 3, 3}},      // 7 channels: groups across taps
+      {{1, 64, 7, 7}, {256, 64, 3, 3}},       // resnet's 7x7 layers, smaller
+      {{1, 512, 7, 7}, {512, 512, 3, 3}},     // resnet's 7x7 layers
+      {{3, 20, 5, 5}, {96, 20, 3, 3}},        // batch 3, a 5x5 map
+      {{1, 132, 7, 7}, {128, 132, 3, 3}},     // K = 1188: taps across K blocks
+      {{3, 12, 9, 9}, {200, 12, 3, 3}},       // batch 3, rows of 9
+      {{1, 16, 6, 11}, {160, 16, 3, 3}},      // a 6x11 map
+      {{1, 7, 7, 7}, {128, 7, 3, 3}},         // 7 channels: groups across taps
+      {{1, 64, 14, 14}, {256, 64, 3, 3}, 2},  // stride 2 (resnet's 14 -> 7): gathered rows
+      {{3, 20, 9, 9}, {96, 20, 3, 3}, 2},     // batch 3, stride 2 over an odd map
+      {{1, 12, 13, 11}, {200, 12, 3, 3}, 2},  // stride 2, 13 x 11 -> 7 x 6
   };
   uint64_t seed = 1700;
-  bool contiguous = false;
+  bool contiguous = false, gathered = false;
   for (auto& c : convs) {
     for (bool constant : {false, true}) {
       Conv2dOptions o;
       o.padding = {1, 1};
+      o.stride = {c.stride, c.stride};
       Shape sx(c.x.begin(), c.x.end()), sw(c.w.begin(), c.w.end());
       HostTensor wv = full_range(DType::I8, c.w, seed + 1);
       Tensor w = constant ? from_host(wv) : input("w", sw, DType::I8);
       Graph g = Graph::from_outputs({{"y", conv2d_integer(input("x", sx, DType::U8), w, o, 0).node()}});
+      gathered = gathered || test::loop_ir_of(build_program(g)).find("gathered panels, masked") != std::string::npos;
       contiguous = contiguous || test::loop_ir_of(build_program(g)).find("pack A: copy a contiguous panel") != std::string::npos;
       TensorMap in{{"x", full_range(DType::U8, c.x, seed)}};
       if (!constant) in.emplace("w", wv);
@@ -314,6 +320,7 @@ TEST(Int8Gemm, ConvRowsContiguousPanelsMatchInterpreter) {
   const char* e = std::getenv("LATHE_INT8_A_CONTIG");
   if (loop::vnni_i8_u8() && !(e && std::string(e) == "0")) {
     EXPECT_TRUE(contiguous);
+    EXPECT_TRUE(gathered);
   }
   EXPECT_EQ(batch.run(), 0);
 }
