@@ -626,7 +626,7 @@ Stmt MatmulLowering::pack_b(const OperandParts& Bx) {
   // alone (16 vpextrw a vector: ResNet-50 QDQ's 1x1 convs spent as long packing B as in
   // the micro-kernel). The group loop `kg` runs kpack / G times.
   ExprRef kg = var("kg");
-  auto group_columns = [&](bool guard_cols, const char* note) {
+  auto group_columns = [&](bool guard_cols, const char* note, ExprRef extent = nullptr) {
     std::vector<Stmt> stores;
     for (int j = 0; j < G_; ++j) {
       ExprRef kj = add(mul(kg, const_int(G_)), const_int(j));
@@ -635,7 +635,7 @@ Stmt MatmulLowering::pack_b(const OperandParts& Bx) {
                                         packed(pb, mm_.b.src, bdt_, address(Bx, col, kj),
                                                logical_and(kin_j, logical_and(guard_cols ? lt(col, nc) : nullptr, in_range(Bx, col, kj))))));
     }
-    Stmt f = make_for("c", const_int(P.nr), std::move(stores), note);
+    Stmt f = make_for("c", extent ? extent : const_int(P.nr), std::move(stores), note);
     f.annot.vectorize = true;
     return f;
   };
@@ -648,15 +648,26 @@ Stmt MatmulLowering::pack_b(const OperandParts& Bx) {
     // Whole panels copy without the column guard, as the f32 panels below: a guarded load per
     // column became an element-by-element gather (32 x 4 vpinsrb a group of k), most of a 1x1
     // int8 conv's time where N is no multiple of NR (resnet50_qdq's 28x28 512 -> 128 layers:
-    // 206 us against ORT's 110, one thread). LATHE_INT8_WHOLE_PANELS=0 guards every panel.
+    // 206 us against ORT's 110, one thread); the ragged last panel is zeroed, then its columns
+    // copied (its 14x14 1x1 layers 4% faster). LATHE_INT8_WHOLE_PANELS=0 guards every panel.
     static const bool whole_panels = [] {
       const char* e = std::getenv("LATHE_INT8_WHOLE_PANELS");
       return !(e && std::string(e) == "0");
     }();
     Stmt jp_body = packb_g;
-    if (!cols_whole && whole_panels)
+    if (!cols_whole && whole_panels) {
+      // the ragged last panel: its group's bytes zeroed, then its columns copied without the
+      // column guard (a guarded column was the same byte gather, for the one panel)
+      ExprRef left = sub(nc, mul(var("jp"), const_int(P.nr)));
+      Stmt zero = make_for("c", const_int(P.nr * G_),
+                           {make_local_store("Bp", add(group_panel_index(var("jp"), kg, 0, const_int(0), P.nr), var("c")),
+                                             const_of(0, bdt_))},
+                           "pack B: zero the ragged panel (a group of k)");
+      zero.annot.vectorize = true;
       jp_body = make_if(le(add(mul(var("jp"), const_int(P.nr)), const_int(P.nr)), nc),
-                        {group_columns(false, "pack B: panel column (whole panel, a group of k)")}, {packb_g});
+                        {group_columns(false, "pack B: panel column (whole panel, a group of k)")},
+                        {zero, group_columns(false, "pack B: panel column (ragged panel, a group of k)", left)});
+    }
     packb = make_for("kg", ceil_div(kpack, G_), {make_for("jp", ceil_div(nc, P.nr), {jp_body}, "pack B: NR-wide panels")}, "pack B: k groups");
   } else {
     // A ragged last panel (N not a multiple of NR) copies its columns with a loop of that many
