@@ -111,7 +111,8 @@ class MatmulLowering {
                         const std::function<Stmt(const OperandParts&)>& make_pack);
   std::optional<Stmt> pack_b_runs(const OperandParts& B, int pb);
   Stmt pack_b(const OperandParts& Bx);  // this job's B block into Bp (or a shared pack step's)
-  Stmt pack_a(const OperandParts& Ax);  // this MC block of A into Ap (or a shared pack step's)
+  Stmt pack_a(const OperandParts& Ax);
+  std::optional<Stmt> pack_a_contig(const OperandParts& Ax);  // int8 groups over a stride-1 window's rows  // this MC block of A into Ap (or a shared pack step's)
 
   // ---- micro-kernels (lower_matmul_micro.cpp) ----
   // f32: B's NR columns at depth kk from the panel, the prepacked panels, or B itself

@@ -534,11 +534,65 @@ std::optional<Stmt> MatmulLowering::pack_b_runs(const OperandParts& B, int pb) {
                                               elem(add(var(px + "g0_a"), mul(var("c"), const_int(*ca))))));
     }
   }
+  // The fixes of a contiguous panel (which columns are outside the bounds) depend on the
+  // window's tap only, not on the input channel: with the channels innermost in k and no
+  // bound reading them (shared_bounds), every group of one tap zeroes the same columns. So
+  // they run once per panel and tap, into a mask of the group's NR x G bytes (0xFF, 0 where
+  // zeroed), and each group's contiguous copy ANDs its bytes with it: a 3x3 layer at 14 x 14
+  // ran the fixes' lets and 1-column loops (up to 4 runs) for each of its 64 groups a tap.
+  // LATHE_INT8_TAP_MASK=0 runs the fixes per group (A/B runs).
+  static const bool tap_mask_enabled = [] {
+    const char* e = std::getenv("LATHE_INT8_TAP_MASK");
+    return !(e && std::string(e) == "0");
+  }();
+  const bool tap_mask = contig && shared_bounds && tap_mask_enabled && !fixes.empty() && !k_ragged_ &&
+                        s_[mm_.k_axes.back()].is_const();
+  std::vector<Stmt> jp_head;
+  if (tap_mask) {
+    const int64_t C = s_[mm_.k_axes.back()].value();
+    jp_head.push_back(make_alloc("Mk", bdt_, 1, NR * G_));
+    Stmt fill = make_for("c", const_int(NR * G_), {make_local_store("Mk", var("c"), const_of(255, bdt_))},
+                         "pack B: the tap's column mask (all kept)");
+    fill.annot.vectorize = true;
+    std::vector<Stmt> build{fill};
+    ExprRef base = group_panel_index(var("jp"), kg, 0, const_int(0), NR);
+    // the fixes' zero stores into the mask instead; their runs' copies (member 0's runs past
+    // the first, which the contiguous copy already wrote) dropped
+    std::function<void(std::vector<Stmt>&)> drop_copies = [&](std::vector<Stmt>& v) {
+      v.erase(std::remove_if(v.begin(), v.end(),
+                             [](const Stmt& st) { return st.kind == StmtKind::For && st.note.rfind("pack B: copy a run", 0) == 0; }),
+              v.end());
+      for (auto& st : v) {
+        drop_copies(st.body);
+        drop_copies(st.else_body);
+      }
+    };
+    std::vector<Stmt> fx = fixes;
+    drop_copies(fx);
+    walk(fx, [&](Stmt& st) {
+      if (st.kind == StmtKind::LocalStore && st.var == "Bp") {
+        st.var = "Mk";
+        st.index = sub(st.index, base);
+      }
+      return true;
+    });
+    build.insert(build.end(), fx.begin(), fx.end());
+    // a new tap: the panel's first group, or the flat k at a multiple of the channels
+    ExprRef first = lt(kg, const_int(1));
+    ExprRef at_tap = unary(Op::Not, binary(Op::CmpNE, binary(Op::Mod, add(var("k0"), mul(kg, const_int(G_))), const_int(C)),
+                                           const_int(0)));
+    body.push_back(make_if(binary(Op::Or, first, at_tap), std::move(build)));
+    for (auto& st : contig_stores) {
+      // the store's index is group_panel_index(jp, kg, j, c): its offset in the group is c*G + j
+      ExprRef off = sub(st.index, base);
+      st.value = binary(Op::And, st.value, local_load("Mk", bdt_, off));
+    }
+  }
   if (contig) {
     Stmt cwhole = make_for("c", const_int(NR), std::move(contig_stores), "pack B: copy a contiguous panel (a group of k)");
     cwhole.annot.vectorize = true;
     std::vector<Stmt> then{cwhole};
-    then.insert(then.end(), fixes.begin(), fixes.end());
+    if (!tap_mask) then.insert(then.end(), fixes.begin(), fixes.end());
     general = {make_if(contig_cond, std::move(then), std::move(general))};
   }
   if (full_cond && (int)whole_stores.size() == G_) {
@@ -548,7 +602,8 @@ std::optional<Stmt> MatmulLowering::pack_b_runs(const OperandParts& B, int pb) {
   } else {
     body.insert(body.end(), general.begin(), general.end());
   }
-  return make_for("jp", ceil_div(nc, P_.nr), {make_for("kg", ceil_div(var("kc"), G_), std::move(body))}, "pack B: NR-wide panels, by runs");
+  jp_head.push_back(make_for("kg", ceil_div(var("kc"), G_), std::move(body)));
+  return make_for("jp", ceil_div(nc, P_.nr), std::move(jp_head), "pack B: NR-wide panels, by runs");
 }
 
 // pack B: this job's block, k by k into NR-wide panels (the parts give its addresses: this
@@ -571,7 +626,7 @@ Stmt MatmulLowering::pack_b(const OperandParts& Bx) {
   // alone (16 vpextrw a vector: ResNet-50 QDQ's 1x1 convs spent as long packing B as in
   // the micro-kernel). The group loop `kg` runs kpack / G times.
   ExprRef kg = var("kg");
-  auto group_columns = [&](bool guard_cols, const char* note) {
+  auto group_columns = [&](bool guard_cols, const char* note, ExprRef extent = nullptr) {
     std::vector<Stmt> stores;
     for (int j = 0; j < G_; ++j) {
       ExprRef kj = add(mul(kg, const_int(G_)), const_int(j));
@@ -580,7 +635,7 @@ Stmt MatmulLowering::pack_b(const OperandParts& Bx) {
                                         packed(pb, mm_.b.src, bdt_, address(Bx, col, kj),
                                                logical_and(kin_j, logical_and(guard_cols ? lt(col, nc) : nullptr, in_range(Bx, col, kj))))));
     }
-    Stmt f = make_for("c", const_int(P.nr), std::move(stores), note);
+    Stmt f = make_for("c", extent ? extent : const_int(P.nr), std::move(stores), note);
     f.annot.vectorize = true;
     return f;
   };
@@ -590,7 +645,30 @@ Stmt MatmulLowering::pack_b(const OperandParts& Bx) {
   // (a page apart for wide B), defeating the prefetchers and the TLB.
   Stmt packb;
   if (G_ > 1) {
-    packb = make_for("kg", ceil_div(kpack, G_), {make_for("jp", ceil_div(nc, P.nr), {packb_g}, "pack B: NR-wide panels")}, "pack B: k groups");
+    // Whole panels copy without the column guard, as the f32 panels below: a guarded load per
+    // column became an element-by-element gather (32 x 4 vpinsrb a group of k), most of a 1x1
+    // int8 conv's time where N is no multiple of NR (resnet50_qdq's 28x28 512 -> 128 layers:
+    // 206 us against ORT's 110, one thread); the ragged last panel is zeroed, then its columns
+    // copied (its 14x14 1x1 layers 4% faster). LATHE_INT8_WHOLE_PANELS=0 guards every panel.
+    static const bool whole_panels = [] {
+      const char* e = std::getenv("LATHE_INT8_WHOLE_PANELS");
+      return !(e && std::string(e) == "0");
+    }();
+    Stmt jp_body = packb_g;
+    if (!cols_whole && whole_panels) {
+      // the ragged last panel: its group's bytes zeroed, then its columns copied without the
+      // column guard (a guarded column was the same byte gather, for the one panel)
+      ExprRef left = sub(nc, mul(var("jp"), const_int(P.nr)));
+      Stmt zero = make_for("c", const_int(P.nr * G_),
+                           {make_local_store("Bp", add(group_panel_index(var("jp"), kg, 0, const_int(0), P.nr), var("c")),
+                                             const_of(0, bdt_))},
+                           "pack B: zero the ragged panel (a group of k)");
+      zero.annot.vectorize = true;
+      jp_body = make_if(le(add(mul(var("jp"), const_int(P.nr)), const_int(P.nr)), nc),
+                        {group_columns(false, "pack B: panel column (whole panel, a group of k)")},
+                        {zero, group_columns(false, "pack B: panel column (ragged panel, a group of k)", left)});
+    }
+    packb = make_for("kg", ceil_div(kpack, G_), {make_for("jp", ceil_div(nc, P.nr), {jp_body}, "pack B: NR-wide panels")}, "pack B: k groups");
   } else {
     // A ragged last panel (N not a multiple of NR) copies its columns with a loop of that many
     // and zeroes the rest; whole panels copy without the column guard. A guard inside the
@@ -644,6 +722,109 @@ Stmt MatmulLowering::pack_b(const OperandParts& Bx) {
   return std::move(packb_v[0]);
 }
 
+// An integer A side read through a stride-1 window (a 7 x 7 map's 3x3 layer, its positions as
+// the rows: the lowering puts the u8 activations on A where N is small) whose rows lie at
+// consecutive addresses for every k (the M dims collapse to stride 1: "same" padding), with the
+// input channels innermost in k (groups of G channels of one tap) and no bound reading them:
+// a whole MR-tall panel's group is G runs of MR consecutive bytes (one per channel), copied
+// whole and interleaved, then ANDed with a byte mask of the rows inside the bounds, made once
+// per panel and tap (the bounds do not depend on the channel). The per-element path tested
+// each byte's bounds through the window's tables (a 7 x 7 layer into 512 channels: 0.5 ms
+// against ORT's 0.3 at one thread). A group whose runs would read outside the source keeps
+// the per-element copy. LATHE_INT8_A_CONTIG=0 packs every element alone (A/B runs).
+std::optional<Stmt> MatmulLowering::pack_a_contig(const OperandParts& Ax) {
+  static const bool enabled = [] {
+    const char* e = std::getenv("LATHE_INT8_A_CONTIG");
+    return !(e && std::string(e) == "0");
+  }();
+  const OperandAccess& acc = *Ax.acc;
+  if (!enabled || G_ == 1 || k_ragged_ || kc_blk_ % G_ != 0 || acc.bounds.empty() || mm_.m_axes.empty() ||
+      mm_.k_axes.empty())
+    return std::nullopt;
+  auto cm = collapsed(acc.addr, mm_.m_axes);
+  // rows at consecutive addresses (stride 1, "same" padding): each member's MR bytes are one
+  // run; else (a strided window: a 14 x 14 map to 7 x 7) the MR rows' addresses are taken once
+  // per panel and each group gathers its MR x G bytes, masked alike (no bounds per byte)
+  const bool runs = cm && *cm == SymInt(1);
+  const int dk = mm_.k_axes.back();
+  if (!s_[dk].is_const() || s_[dk].value() % G_ != 0) return std::nullopt;
+  for (auto& b : acc.bounds)
+    for (auto& [d, k] : b.coord.terms)
+      if (d == dk && !(k.is_const() && k.value() == 0)) return std::nullopt;
+  int64_t extent = 1;
+  for (auto& d : acc.src->shape) {
+    if (!d.is_const()) return std::nullopt;
+    extent *= d.value();
+  }
+  const int64_t MR = P_.mr, C = s_[dk].value();
+  const int pa = pa_;
+  ExprRef kg = var("kq"), row0 = mul(var("ip"), const_int(MR));
+  std::vector<Stmt> kbody;
+  {  // a new tap (the panel's first group, or the flat k at a multiple of the channels): its mask
+    ExprRef first = lt(kg, const_int(1));
+    ExprRef at_tap = unary(Op::Not, binary(Op::CmpNE, binary(Op::Mod, add(var("k0"), mul(kg, const_int(G_))), const_int(C)),
+                                           const_int(0)));
+    ExprRef inb = in_range(Ax, add(row0, var("rq")), mul(kg, const_int(G_)));
+    ExprRef v = inb ? select(inb, const_of(255, adt_), const_of(0, adt_)) : const_of(255, adt_);
+    std::vector<Stmt> st;
+    for (int j = 0; j < G_; ++j) st.push_back(make_local_store("Ma", add(mul(var("rq"), const_int(G_)), const_int(j)), v));
+    Stmt m = make_for("rq", const_int(MR), std::move(st), "pack A: the tap's row mask");
+    m.annot.unroll = static_cast<int>(MR);
+    kbody.push_back(make_if(binary(Op::Or, first, at_tap), {m}));
+  }
+  ExprRef cond;
+  std::vector<Stmt> copies, guarded, head{make_alloc("Ma", adt_, 1, MR * G_)};
+  if (!runs) {  // the panel's row addresses (the k part apart), their least and greatest
+    for (int64_t r = 0; r < MR; ++r) {
+      head.push_back(make_let("rw" + std::to_string(r), DType::I64,
+                              add(batch_part(acc.addr), at(Ax.rows[0], add(row0, const_int(r))))));
+      ExprRef v = var("rw" + std::to_string(r));
+      head.push_back(make_let("rlo" + std::to_string(r), DType::I64, r ? min_of(var("rlo" + std::to_string(r - 1)), v) : v));
+      head.push_back(make_let("rhi" + std::to_string(r), DType::I64,
+                              r ? binary(Op::Max, var("rhi" + std::to_string(r - 1)), v) : v));
+    }
+  }
+  const std::string rlo = "rlo" + std::to_string(MR - 1), rhi = "rhi" + std::to_string(MR - 1);
+  for (int j = 0; j < G_; ++j) {
+    ExprRef kj = add(mul(kg, const_int(G_)), const_int(j));
+    std::string a = "aq" + std::to_string(j);
+    ExprRef mask_of = nullptr;
+    if (runs) {
+      kbody.push_back(make_let(a, DType::I64, address(Ax, row0, kj)));
+      cond = logical_and(cond, logical_and(le(const_int(0), var(a)), le(add(var(a), const_int(MR)), const_int(extent))));
+      copies.push_back(make_local_store("Ap", group_panel_index(var("ip"), kg, j, var("rq"), MR),
+                                        binary(Op::And, packed(pa, mm_.a.src, adt_, add(var(a), var("rq")), nullptr),
+                                               local_load("Ma", adt_, add(mul(var("rq"), const_int(G_)), const_int(j))))));
+    } else {
+      kbody.push_back(make_let(a, DType::I64, at(Ax.ks[0], kj)));
+      cond = logical_and(cond, logical_and(le(const_int(0), add(var(rlo), var(a))), lt(add(var(rhi), var(a)), const_int(extent))));
+      for (int64_t r = 0; r < MR; ++r)
+        copies.push_back(make_local_store("Ap", group_panel_index(var("ip"), kg, j, const_int(r), MR),
+                                          binary(Op::And, packed(pa, mm_.a.src, adt_, add(var("rw" + std::to_string(r)), var(a)), nullptr),
+                                                 local_load("Ma", adt_, const_int(r * G_ + j)))));
+    }
+    ExprRef row = add(row0, var("rq"));
+    guarded.push_back(make_local_store("Ap", group_panel_index(var("ip"), kg, j, var("rq"), MR),
+                                       packed(pa, mm_.a.src, adt_, address(Ax, row, kj), in_range(Ax, row, kj))));
+  }
+  Stmt slow = make_for("rq", const_int(MR), std::move(guarded), "pack A: panel row (a group of k)");
+  slow.annot.unroll = static_cast<int>(MR);
+  if (runs) {
+    Stmt copy = make_for("rq", const_int(MR), std::move(copies), "pack A: copy a contiguous panel (a group of k)");
+    copy.annot.vectorize = true;
+    kbody.push_back(make_if(cond, {copy}, {slow}));
+  } else {
+    // (the stores in row order: member j of row r at r*G + j, one MR x G block a group)
+    std::vector<Stmt> ordered(copies.size());
+    for (int j = 0; j < G_; ++j)
+      for (int64_t r = 0; r < MR; ++r) ordered[r * G_ + j] = copies[j * MR + r];
+    kbody.push_back(make_if(cond, std::move(ordered), {slow}));
+  }
+  head.push_back(make_for("kq", ceil_div(kpack_, G_), std::move(kbody),
+                          runs ? "pack A: k groups (contiguous panels)" : "pack A: k groups (gathered panels, masked)"));
+  return make_for("ip_a", const_int(1), std::move(head));
+}
+
 // pack A: this MC block into MR-tall panels (the parts give its addresses: this job's, or a
 // shared pack step's)
 Stmt MatmulLowering::pack_a(const OperandParts& Ax) {
@@ -667,8 +848,10 @@ Stmt MatmulLowering::pack_a(const OperandParts& Ax) {
     r.annot.unroll = P.mr;
     return make_for("kk", kpack, {r}, guard ? "pack A: k (ragged panel)" : "pack A: k");
   };
-  Stmt ipbody = rows_whole ? packa_k(false)
-                           : make_if(le(add(mul(var("ip"), const_int(P.mr)), const_int(P.mr)), mc), {packa_k(false)}, {packa_k(true)});
+  std::optional<Stmt> contig = pack_a_contig(Ax);
+  Stmt whole = contig ? *contig : packa_k(false);
+  Stmt ipbody = rows_whole ? whole
+                           : make_if(le(add(mul(var("ip"), const_int(P.mr)), const_int(P.mr)), mc), {whole}, {packa_k(true)});
   std::vector<Stmt> packa_v{make_for("ip", ceil_div(mc, P.mr), {ipbody}, "pack A: MR-tall panels")};
   rename_loops(packa_v, "kk", "ka");
   rename_loops(packa_v, "r", "ra");

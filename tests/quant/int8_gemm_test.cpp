@@ -230,6 +230,104 @@ TEST(Int8Gemm, ContiguousPanelsMatchInterpreter) {
   EXPECT_EQ(batch.run(), 0);
 }
 
+// A stride-1 window's contiguous panels over channels innermost in k (VNNI groups of 4
+// channels of one tap): the columns outside the bounds are the same for every group of a tap,
+// so they are found once per panel and tap into a byte mask that each group's copy ANDs
+// (LATHE_INT8_TAP_MASK). Maps 11, 13, 14 and 28 wide (a panel crosses 2-4 rows), channels 12,
+// 20, 36 and 100 (a tap's groups split across K blocks: K = 900), batch 1 and 3, weights as
+// inputs and as constants; beside them a 7x7 map (a gathered panel), zero points 131 and 255
+// (padded by a kernel of their own: no bounds) and 5 and 17 channels (groups across taps: no
+// mask); exact sums against the interpreter.
+TEST(Int8Gemm, TapMaskPanelsMatchInterpreter) {
+  test::DiffBatch batch;
+  struct ConvCase { std::vector<int64_t> x, w; int64_t pad_value; };
+  std::vector<ConvCase> convs = {
+      {{3, 20, 11, 11}, {13, 20, 3, 3}, 0},      // batch 3, rows of 11: a panel spans 4 rows
+      {{1, 36, 13, 13}, {40, 36, 3, 3}, 0},      // rows of 13 (prime)
+      {{1, 100, 14, 14}, {24, 100, 3, 3}, 0},    // K = 900: taps across K blocks
+      {{3, 12, 28, 28}, {9, 12, 3, 3}, 0},       // batch 3, rows of 28
+      {{1, 12, 7, 7}, {19, 12, 3, 3}, 0},        // rows of 7: gathered
+      {{3, 16, 9, 9}, {13, 16, 3, 3}, 131},      // batch 3, a zero point in the padding
+      {{1, 5, 13, 13}, {11, 5, 3, 3}, 0},        // 5 channels: groups across taps
+      {{3, 17, 13, 13}, {7, 17, 3, 3}, 255},     // 17 channels, batch 3
+  };
+  uint64_t seed = 1500;
+  bool masked = false;
+  for (auto& c : convs) {
+    for (bool constant : {false, true}) {
+      Conv2dOptions o;
+      o.padding = {1, 1};
+      Shape sx(c.x.begin(), c.x.end()), sw(c.w.begin(), c.w.end());
+      HostTensor wv = full_range(DType::I8, c.w, seed + 1);
+      Tensor w = constant ? from_host(wv) : input("w", sw, DType::I8);
+      Graph g = Graph::from_outputs({{"y", conv2d_integer(input("x", sx, DType::U8), w, o, c.pad_value).node()}});
+      masked = masked || test::loop_ir_of(build_program(g)).find("the tap's column mask") != std::string::npos;
+      TensorMap in{{"x", full_range(DType::U8, c.x, seed)}};
+      if (!constant) in.emplace("w", wv);
+      batch.add("tap mask " + std::to_string(seed) + (constant ? " const w" : ""), g, in);
+    }
+    seed += 2;
+  }
+  auto off = [](const char* name) {  // the mask's switch, or one of the paths it rides on
+    const char* e = std::getenv(name);
+    return e && std::string(e) == "0";
+  };
+  if (loop::vnni_i8_u8() && !off("LATHE_INT8_TAP_MASK") && !off("LATHE_INT8_SHARED_BOUNDS") && !off("LATHE_INT8_CONTIG_PANELS")) {
+    EXPECT_TRUE(masked);
+  }
+  EXPECT_EQ(batch.run(), 0);
+}
+
+// A window over a small map into many channels takes the u8 activations as A (the positions
+// as its rows): a whole MR-tall panel's group of 4 channels of one tap is 4 runs of MR
+// consecutive bytes (stride 1) or MR x 4 bytes gathered at the panel's row addresses
+// (stride 2), ANDed with a row mask made once per panel and tap (LATHE_INT8_A_CONTIG). Maps
+// 7x7, 5x5, 9x9, 6x11, and 14x14, 9x9, 13x11 at stride 2, channels 12, 20, 64, 132 (K = 1188:
+// taps across K blocks) and 512, 96-512 channels out, batch 1 and 3, weights as inputs and as
+// constants; 7 channels (groups across taps: per element) beside them; exact sums against
+// the interpreter.
+TEST(Int8Gemm, ConvRowsContiguousPanelsMatchInterpreter) {
+  test::DiffBatch batch;
+  struct ConvCase { std::vector<int64_t> x, w; int64_t stride = 1; };
+  std::vector<ConvCase> convs = {
+      {{1, 64, 7, 7}, {256, 64, 3, 3}},       // resnet's 7x7 layers, smaller
+      {{1, 512, 7, 7}, {512, 512, 3, 3}},     // resnet's 7x7 layers
+      {{3, 20, 5, 5}, {96, 20, 3, 3}},        // batch 3, a 5x5 map
+      {{1, 132, 7, 7}, {128, 132, 3, 3}},     // K = 1188: taps across K blocks
+      {{3, 12, 9, 9}, {200, 12, 3, 3}},       // batch 3, rows of 9
+      {{1, 16, 6, 11}, {160, 16, 3, 3}},      // a 6x11 map
+      {{1, 7, 7, 7}, {128, 7, 3, 3}},         // 7 channels: groups across taps
+      {{1, 64, 14, 14}, {256, 64, 3, 3}, 2},  // stride 2 (resnet's 14 -> 7): gathered rows
+      {{3, 20, 9, 9}, {96, 20, 3, 3}, 2},     // batch 3, stride 2 over an odd map
+      {{1, 12, 13, 11}, {200, 12, 3, 3}, 2},  // stride 2, 13 x 11 -> 7 x 6
+  };
+  uint64_t seed = 1700;
+  bool contiguous = false, gathered = false;
+  for (auto& c : convs) {
+    for (bool constant : {false, true}) {
+      Conv2dOptions o;
+      o.padding = {1, 1};
+      o.stride = {c.stride, c.stride};
+      Shape sx(c.x.begin(), c.x.end()), sw(c.w.begin(), c.w.end());
+      HostTensor wv = full_range(DType::I8, c.w, seed + 1);
+      Tensor w = constant ? from_host(wv) : input("w", sw, DType::I8);
+      Graph g = Graph::from_outputs({{"y", conv2d_integer(input("x", sx, DType::U8), w, o, 0).node()}});
+      gathered = gathered || test::loop_ir_of(build_program(g)).find("gathered panels, masked") != std::string::npos;
+      contiguous = contiguous || test::loop_ir_of(build_program(g)).find("pack A: copy a contiguous panel") != std::string::npos;
+      TensorMap in{{"x", full_range(DType::U8, c.x, seed)}};
+      if (!constant) in.emplace("w", wv);
+      batch.add("conv rows " + std::to_string(seed) + (constant ? " const w" : ""), g, in);
+    }
+    seed += 2;
+  }
+  const char* e = std::getenv("LATHE_INT8_A_CONTIG");
+  if (loop::vnni_i8_u8() && !(e && std::string(e) == "0")) {
+    EXPECT_TRUE(contiguous);
+    EXPECT_TRUE(gathered);
+  }
+  EXPECT_EQ(batch.run(), 0);
+}
+
 // A convolution's i8 weights (A) times its u8 im2col (B) as VNNI groups of 4 (vpdpbusd with
 // the columns as its unsigned operand, loop::vnni_i8_u8), the input channels innermost in k
 // where they are a multiple of 4 (contraction.cpp): channels 8, 12, 16 (4 channels of one tap
@@ -281,6 +379,43 @@ TEST(Int8Gemm, ConvWeightsByU8ColumnsMatchInterpreter) {
   else EXPECT_EQ(dot4, 0);
   const char* gr = std::getenv("LATHE_INT8_GROUP_RUNS");
   if (loop::vnni_i8_u8() && !(gr && std::string(gr) == "0")) EXPECT_TRUE(group_runs);
+  EXPECT_EQ(batch.run(), 0);
+}
+
+// A 1x1 int8 conv's B pack row by row (no window: the u8 input read as [K, N]) where N is no
+// multiple of NR: the whole panels copy without the column guard, the last one with it
+// (LATHE_INT8_WHOLE_PANELS). Positions 169, 99 and 63 (several panels and a ragged one),
+// channels 16, 20 (groups of 4) and 17 (a ragged last group), batch 1 and 3, weights as
+// inputs and as constants, exact i32 sums against the interpreter.
+TEST(Int8Gemm, Conv1x1RaggedPanelsMatchInterpreter) {
+  test::DiffBatch batch;
+  struct ConvCase { std::vector<int64_t> x, w; };
+  std::vector<ConvCase> convs = {
+      {{1, 16, 13, 13}, {72, 16, 1, 1}},  // 169 positions: 5 whole panels of 32 and 9
+      {{3, 20, 9, 11}, {67, 20, 1, 1}},   // batch 3, 99 positions
+      {{1, 17, 7, 9}, {130, 17, 1, 1}},   // 17 channels: the last group of k ragged
+      {{3, 64, 7, 9}, {96, 64, 1, 1}},    // deeper k
+  };
+  uint64_t seed = 1300;
+  bool whole = false;
+  for (auto& c : convs) {
+    for (bool constant : {false, true}) {
+      Shape sx(c.x.begin(), c.x.end()), sw(c.w.begin(), c.w.end());
+      HostTensor wv = full_range(DType::I8, c.w, seed + 1);
+      Tensor w = constant ? from_host(wv) : input("w", sw, DType::I8);
+      Graph g = Graph::from_outputs({{"y", conv2d_integer(input("x", sx, DType::U8), w, Conv2dOptions{}, 0).node()}});
+      Program p = build_program(g);
+      whole = whole || test::loop_ir_of(p).find("whole panel, a group of k") != std::string::npos;
+      TensorMap in{{"x", full_range(DType::U8, c.x, seed)}};
+      if (!constant) in.emplace("w", wv);
+      batch.add("conv1x1 " + std::to_string(seed) + (constant ? " const w" : ""), g, in);
+    }
+    seed += 2;
+  }
+  const char* e = std::getenv("LATHE_INT8_WHOLE_PANELS");
+  if (!(e && std::string(e) == "0")) {
+    EXPECT_TRUE(whole);
+  }
   EXPECT_EQ(batch.run(), 0);
 }
 
