@@ -139,7 +139,6 @@ AttentionParams host_attention_params() {
     if (v != "8" && v != "16") throw UserError("LATHE_ATTENTION_LANES='" + v + "': expected 8 or 16");
     p.lanes = v == "16" ? 16 : 8;
   }
-  if (p.lanes == 16) p.mr = 8;
   if (const char* e = std::getenv("LATHE_ATTENTION_CAUSAL_SKIP"); e && std::string(e) == "0") p.causal_skip = false;
   if (const char* e = std::getenv("LATHE_ATTENTION_TILE"); e && *e) {
     int bq = 0, bk = 0, mr = p.mr;
@@ -148,6 +147,7 @@ AttentionParams host_attention_params() {
       throw UserError("LATHE_ATTENTION_TILE='" + std::string(e) +
                       "': expected BQxBK[xMR], e.g. 64x64x4 (BQ <= 256 a multiple of MR, BK <= 1024, MR <= 8)");
     p.bq = bq, p.bk = bk, p.mr = mr;
+    if (n == 3) p.mr16 = mr;  // (an MR given is every tile's)
   }
   return p;
 }
@@ -178,12 +178,14 @@ LoopFunc lower_attention_kernel(const KernelGraph& kg, int kernel, const Attenti
   // sequences do not compute padding
   int64_t BQ = P.bq, BK = P.bk;
   auto round_up = [](int64_t a, int64_t b) { return (a + b - 1) / b * b; };
-  if (qs[r - 2].is_const() && qs[r - 2].value() > 0)
-    BQ = std::min<int64_t>(BQ, round_up(qs[r - 2].value(), std::max(P.mr, 1)));
   if (ks[r - 2].is_const() && ks[r - 2].value() > 0 && P.vector && P.bk % 8 == 0)
     BK = std::min<int64_t>(BK, round_up(ks[r - 2].value(), P.bk % 16 == 0 ? 16 : 8));
-  // the vectors of the score tile (BK a multiple of them) and of P·V (Ev a multiple of them)
+  // the vectors of the score tile (BK a multiple of them) and of P·V (Ev a multiple of them),
+  // and the rows of the register tiles on them
   const int LN = P.lanes == 16 && BK % 16 == 0 ? 16 : 8;
+  const int MR = LN == 16 ? P.mr16 : P.mr;
+  if (qs[r - 2].is_const() && qs[r - 2].value() > 0)
+    BQ = std::min<int64_t>(BQ, round_up(qs[r - 2].value(), std::max(MR, 1)));
   ExprRef L = from_sym(qs[r - 2]), S = from_sym(ks[r - 2]), Ev = from_sym(vs[r - 1]);
   LATHE_CHECK(qs[r - 1].is_const() && vs[r - 1].is_const(), "attention: the head dims must be constant");
   const int64_t Ec = qs[r - 1].value(), Evc = vs[r - 1].value();
@@ -258,7 +260,6 @@ LoopFunc lower_attention_kernel(const KernelGraph& kg, int kernel, const Attenti
                           "K tile (transposed): key"));
   // scores: an MR × NR register tile (NQ vectors of LN lanes per row), the embedding loop
   // inside, as the matmul micro-kernel: each K vector feeds MR rows
-  const int MR = P.mr;
   // causal: the last query row of the MR block at ib (keys after it are masked for all its rows)
   const bool skip = spec->causal && P.causal_skip;
   ExprRef qlast = add(var("q0"), add(mul(var("ib"), const_int(MR)), const_int(MR - 1)));
@@ -414,8 +415,8 @@ LoopFunc lower_attention_kernel(const KernelGraph& kg, int kernel, const Attenti
   tloop.annot.parallel = true;
   f.body.push_back(std::move(tloop));
   f.schedule_log.push_back("attention: BQ=" + std::to_string(BQ) + " BK=" + std::to_string(BK) +
-                           (P.vector ? " MR=" + std::to_string(P.mr) + " lanes=" + std::to_string(LN) : std::string()) +
-                           (skip ? " skip-masked" : "") +
+                           (P.vector ? " MR=" + std::to_string(MR) + " lanes=" + std::to_string(LN) : std::string()) +
+                           (skip && vec ? " skip-masked" : "") +
                            (spec->causal ? " causal" : "") + (ms ? " +mask" : "") + (spec->stats ? " +lse" : ""));
   unique_loop_names(f);
   return f;
