@@ -197,9 +197,17 @@ bool orient_matmul(MatmulMatch& mm, const MatmulParams& params);
 // Tile sizes of the fused attention kernel (lower_attention.cpp): BQ query rows per job, BK
 // keys per K/V tile. LATHE_ATTENTION_TILE=BQxBK overrides the host's (A/B runs, tuning).
 // MR query rows share each K/V vector load in the register-tiled inner products.
+// lanes: the vectors of those inner products (host_attention_params: the host's, 16 with
+// AVX-512; 8 where the tile or a head dim is no multiple of 16); mr16: the forward's MR on 16
+// lanes (8 x 32 tiles: 16 accumulators of the 32 registers), mr the 8-lane tiles' (and the
+// backward's).
+// causal_skip: a causal tile's score panels wholly above the diagonal and its P·V keys past
+// the last query of an MR block are not computed (their probabilities are 0).
 struct AttentionParams {
   int bq = 64, bk = 64, mr = 4;
-  bool vector = true;  // register-tiled 8-lane inner products (false: scalar loops, the GPU's form)
+  bool vector = true;  // register-tiled inner products (false: scalar loops, the GPU's form)
+  int lanes = 8, mr16 = 8;
+  bool causal_skip = true;
 };
 AttentionParams host_attention_params();
 LoopFunc lower_attention_kernel(const KernelGraph& kg, int kernel, const AttentionParams& params);

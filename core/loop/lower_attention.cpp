@@ -126,8 +126,20 @@ AttentionDesc attention_desc(const KernelGraph& kg, int kernel) {
   return d;
 }
 
+// The host's vectors (host_matmul_params: 16 lanes with AVX-512, 8 with AVX2). On 16 lanes
+// the register tiles are 8 rows x 32 (16 zmm accumulators, as the GEMM's); GPT-2's attention
+// (T 128, heads of 64) ran its inner products on 8-lane vectors at half the FMA width.
+// LATHE_ATTENTION_LANES=8 keeps the 8-lane 4 x 16 tiles (A/B runs); LATHE_ATTENTION_CAUSAL_SKIP=0
+// computes a causal tile's masked panels (A/B runs).
 AttentionParams host_attention_params() {
   AttentionParams p;
+  p.lanes = host_matmul_params().lanes == 16 ? 16 : 8;
+  if (const char* e = std::getenv("LATHE_ATTENTION_LANES"); e && *e) {
+    const std::string v(e);
+    if (v != "8" && v != "16") throw UserError("LATHE_ATTENTION_LANES='" + v + "': expected 8 or 16");
+    p.lanes = v == "16" ? 16 : 8;
+  }
+  if (const char* e = std::getenv("LATHE_ATTENTION_CAUSAL_SKIP"); e && std::string(e) == "0") p.causal_skip = false;
   if (const char* e = std::getenv("LATHE_ATTENTION_TILE"); e && *e) {
     int bq = 0, bk = 0, mr = p.mr;
     int n = std::sscanf(e, "%dx%dx%d", &bq, &bk, &mr);
@@ -135,9 +147,14 @@ AttentionParams host_attention_params() {
       throw UserError("LATHE_ATTENTION_TILE='" + std::string(e) +
                       "': expected BQxBK[xMR], e.g. 64x64x4 (BQ <= 256 a multiple of MR, BK <= 1024, MR <= 8)");
     p.bq = bq, p.bk = bk, p.mr = mr;
+    if (n == 3) p.mr16 = mr;  // (an MR given is every tile's)
   }
   return p;
 }
+
+namespace {
+ExprRef max_of(ExprRef a, ExprRef b) { return select(lt(a, b), b, a); }
+}  // namespace
 
 LoopFunc lower_attention_kernel(const KernelGraph& kg, int kernel, const AttentionParams& P) {
   const Kernel& k = kg.kernels.at(kernel);
@@ -161,10 +178,14 @@ LoopFunc lower_attention_kernel(const KernelGraph& kg, int kernel, const Attenti
   // sequences do not compute padding
   int64_t BQ = P.bq, BK = P.bk;
   auto round_up = [](int64_t a, int64_t b) { return (a + b - 1) / b * b; };
-  if (qs[r - 2].is_const() && qs[r - 2].value() > 0)
-    BQ = std::min<int64_t>(BQ, round_up(qs[r - 2].value(), std::max(P.mr, 1)));
   if (ks[r - 2].is_const() && ks[r - 2].value() > 0 && P.vector && P.bk % 8 == 0)
     BK = std::min<int64_t>(BK, round_up(ks[r - 2].value(), P.bk % 16 == 0 ? 16 : 8));
+  // the vectors of the score tile (BK a multiple of them) and of P·V (Ev a multiple of them),
+  // and the rows of the register tiles on them
+  const int LN = P.lanes == 16 && BK % 16 == 0 ? 16 : 8;
+  const int MR = LN == 16 ? P.mr16 : P.mr;
+  if (qs[r - 2].is_const() && qs[r - 2].value() > 0)
+    BQ = std::min<int64_t>(BQ, round_up(qs[r - 2].value(), std::max(MR, 1)));
   ExprRef L = from_sym(qs[r - 2]), S = from_sym(ks[r - 2]), Ev = from_sym(vs[r - 1]);
   LATHE_CHECK(qs[r - 1].is_const() && vs[r - 1].is_const(), "attention: the head dims must be constant");
   const int64_t Ec = qs[r - 1].value(), Evc = vs[r - 1].value();
@@ -237,9 +258,11 @@ LoopFunc lower_attention_kernel(const KernelGraph& kg, int kernel, const Attenti
                                                       load(pk, DType::F32, add(var("koff"), add(mul(add(k0, j), ksS), mul(e, ksE))), lt(j, kn)))},
                                     "K tile: embedding")},
                           "K tile (transposed): key"));
-  // scores: an MR × NR register tile (NQ vectors of 8 lanes per row), the embedding loop
+  // scores: an MR × NR register tile (NQ vectors of LN lanes per row), the embedding loop
   // inside, as the matmul micro-kernel: each K vector feeds MR rows
-  const int MR = P.mr, LN = 8;
+  // causal: the last query row of the MR block at ib (keys after it are masked for all its rows)
+  const bool skip = spec->causal && P.causal_skip;
+  ExprRef qlast = add(var("q0"), add(mul(var("ib"), const_int(MR)), const_int(MR - 1)));
   const bool vec = P.vector && BK % LN == 0 && BQ % MR == 0;
   const int NQ = (BK % (2 * LN) == 0) ? 2 : 1;
   const int64_t NR = (int64_t)NQ * LN;
@@ -280,8 +303,13 @@ LoopFunc lower_attention_kernel(const KernelGraph& kg, int kernel, const Attenti
       for (int q = 0; q < NQ; ++q)
         micro.push_back(make_local_store("sc", add(add(mul(add(i0, const_int(r)), const_int(BK)), j0), const_int(q * LN)),
                                          local_load("acc", DType::F32, const_int(r * NQ + q), LN)));
+    // causal: only the panels whose first key is at or before the block's last query (the
+    // others' scores are masked to -inf below, whatever sc holds)
+    ExprRef panels = const_int(BK / NR);
+    if (skip)
+      panels = min_of(panels, binary(Op::IDiv, max_of(const_int(0), add(sub(qlast, k0), const_int(NR))), const_int(NR)));
     tile.push_back(make_for("ib", ceil_div(var("qn"), MR),
-                            {make_for("jb", const_int(BK / NR), std::move(micro), "scores: NR keys")}, "scores: MR query rows"));
+                            {make_for("jb", panels, std::move(micro), "scores: NR keys")}, "scores: MR query rows"));
   }
   // online softmax and P·V, row by row
   {
@@ -321,7 +349,7 @@ LoopFunc lower_attention_kernel(const KernelGraph& kg, int kernel, const Attenti
     row.push_back(vec_for("c", const_int(Evc),
                           {make_local_store("o", oidx, binary(Op::Mul, local_load("o", DType::F32, oidx), fvar("alpha")))},
                           "rescale the output row"));
-    if (!vec || Evc % LN != 0 || !v_rows) {
+    if (!vec || Evc % 8 != 0 || !v_rows) {
       row.push_back(make_for("j", kn,
                              {make_let("pj", DType::F32, local_load("sc", DType::F32, sidx)),
                               vec_for("c", const_int(Evc),
@@ -332,33 +360,36 @@ LoopFunc lower_attention_kernel(const KernelGraph& kg, int kernel, const Attenti
                              "P·V: keys of the tile"));
     }
     tile.push_back(make_for("i", var("qn"), std::move(row), "online softmax: query rows"));
-    if (vec && Evc % LN == 0 && v_rows) {  // P·V: an MR × NV register tile over the value dim, the keys inside
-      const int NV = Evc % (2 * LN) == 0 ? 2 : 1;
-      const int64_t NC = (int64_t)NV * LN;
+    if (vec && Evc % 8 == 0 && v_rows) {  // P·V: an MR × NV register tile over the value dim, the keys inside
+      const int LV = LN == 16 && Evc % 16 == 0 ? 16 : 8;
+      const int NV = Evc % (2 * LV) == 0 ? 2 : 1;
+      const int64_t NC = (int64_t)NV * LV;
       ExprRef c0 = mul(var("cb"), const_int(NC));
       std::vector<Stmt> micro;
-      micro.push_back(make_alloc("pacc", DType::F32, LN, (int64_t)MR * NV, /*registers=*/true));
-      for (int a = 0; a < MR * NV; ++a) micro.push_back(make_local_store("pacc", const_int(a), broadcast(f32(0), LN)));
+      micro.push_back(make_alloc("pacc", DType::F32, LV, (int64_t)MR * NV, /*registers=*/true));
+      for (int a = 0; a < MR * NV; ++a) micro.push_back(make_local_store("pacc", const_int(a), broadcast(f32(0), LV)));
       std::vector<Stmt> jb;
       for (int q = 0; q < NV; ++q)
         jb.push_back(make_let("w" + std::to_string(q), DType::F32,
-                              load(pv, DType::F32, add(var("voff"), add(add(mul(add(k0, j), vsS), c0), const_int(q * LN))), nullptr, LN)));
+                              load(pv, DType::F32, add(var("voff"), add(add(mul(add(k0, j), vsS), c0), const_int(q * LV))), nullptr, LV)));
       for (int r = 0; r < MR; ++r) {
-        ExprRef a = broadcast(local_load("sc", DType::F32, add(mul(add(i0, const_int(r)), const_int(BK)), j)), LN);
+        ExprRef a = broadcast(local_load("sc", DType::F32, add(mul(add(i0, const_int(r)), const_int(BK)), j)), LV);
         for (int q = 0; q < NV; ++q) {
-          ExprRef cur = local_load("pacc", DType::F32, const_int(r * NV + q), LN);
+          ExprRef cur = local_load("pacc", DType::F32, const_int(r * NV + q), LV);
           jb.push_back(make_local_store("pacc", const_int(r * NV + q),
-                                        binary(Op::Add, cur, binary(Op::Mul, a, var("w" + std::to_string(q), DType::F32, LN)))));
+                                        binary(Op::Add, cur, binary(Op::Mul, a, var("w" + std::to_string(q), DType::F32, LV)))));
         }
       }
-      Stmt jloop = make_for("j", kn, std::move(jb), "P·V: keys (micro-kernel)");
+      // causal: the keys up to the block's last query (the later ones' probabilities are 0)
+      ExprRef keys = skip ? min_of(kn, max_of(const_int(0), add(sub(qlast, k0), const_int(1)))) : kn;
+      Stmt jloop = make_for("j", keys, std::move(jb), "P·V: keys (micro-kernel)");
       jloop.reduces = {"pacc"};
       micro.push_back(std::move(jloop));
       for (int r = 0; r < MR; ++r)
         for (int q = 0; q < NV; ++q) {
-          ExprRef oi = add(add(mul(add(i0, const_int(r)), const_int(Evc)), c0), const_int(q * LN));
-          micro.push_back(make_local_store("o", oi, binary(Op::Add, local_load("o", DType::F32, oi, LN),
-                                                               local_load("pacc", DType::F32, const_int(r * NV + q), LN))));
+          ExprRef oi = add(add(mul(add(i0, const_int(r)), const_int(Evc)), c0), const_int(q * LV));
+          micro.push_back(make_local_store("o", oi, binary(Op::Add, local_load("o", DType::F32, oi, LV),
+                                                               local_load("pacc", DType::F32, const_int(r * NV + q), LV))));
         }
       tile.push_back(make_for("ib", ceil_div(var("qn"), MR),
                               {make_for("cb", const_int(Evc / NC), std::move(micro), "P·V: NV value columns")}, "P·V: MR query rows"));
@@ -384,6 +415,8 @@ LoopFunc lower_attention_kernel(const KernelGraph& kg, int kernel, const Attenti
   tloop.annot.parallel = true;
   f.body.push_back(std::move(tloop));
   f.schedule_log.push_back("attention: BQ=" + std::to_string(BQ) + " BK=" + std::to_string(BK) +
+                           (P.vector ? " MR=" + std::to_string(MR) + " lanes=" + std::to_string(LN) : std::string()) +
+                           (skip && vec ? " skip-masked" : "") +
                            (spec->causal ? " causal" : "") + (ms ? " +mask" : "") + (spec->stats ? " +lse" : ""));
   unique_loop_names(f);
   return f;

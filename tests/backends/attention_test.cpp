@@ -13,6 +13,7 @@
 #include "core/ir/attention_op.h"
 #include "core/ir/build.h"
 #include "tests/backends/diff_util.h"
+#include "tests/backends/test_env.h"
 
 namespace lathe {
 namespace {
@@ -79,6 +80,46 @@ TEST(FusedAttention, ReadsStridedViewsInPlace) {
     batch.add("transposed V T=" + std::to_string(T), Graph::from_outputs({{"out", o2}}));
   }
   EXPECT_EQ(batch.run(), 0);
+}
+
+// The register tiles on the host's 16 lanes (8 rows x 32 keys / value columns; P·V on 8
+// lanes where Ev is no multiple of 16) and a causal tile's masked panels skipped (score panels
+// above the diagonal, P·V keys after an MR block's last query), each on and off, against the
+// interpreter: odd T (1, 7, 33, 77, 129), L != S both ways, head dims 5 / 3 (scalar), 16 / 8,
+// 48 / 24, 64 / 80, batch 1 and 3, tiles whose BK is 48 (one 16-lane panel) or 24 (8 lanes).
+TEST(FusedAttention, HostLanesAndCausalSkipMatchTheInterpreter) {
+  // (the CPU lowering's tiles: cuda renders its own attention kernel)
+  if (test::test_backend() != "llvm" && test::test_backend() != "c") GTEST_SKIP() << "CPU backends only";
+  struct Mode {
+    const char *lanes, *skip, *tile;
+  };
+  for (Mode m : {Mode{"16", "1", nullptr}, Mode{"16", "0", nullptr}, Mode{"8", "1", nullptr}, Mode{"16", "1", "32x48"},
+                 Mode{"16", "1", "64x24x8"}}) {
+    test::ScopedEnv lanes("LATHE_ATTENTION_LANES", m.lanes), skip("LATHE_ATTENTION_CAUSAL_SKIP", m.skip),
+        tile("LATHE_ATTENTION_TILE", m.tile);
+    const std::string mode = std::string("lanes=") + m.lanes + " skip=" + m.skip + " tile=" + (m.tile ? m.tile : "-");
+    // the schedule says which tile ran (so this test fails if the 16-lane form is never taken)
+    const std::string log = test::default_schedule_log(fused(1, 2, 77, 77, 64, 64, true, 0));
+    const std::string want = std::string(" lanes=") + (m.tile && std::string(m.tile) == "64x24x8" ? "8" : m.lanes);
+    EXPECT_NE(log.find(want), std::string::npos) << mode << ": " << log;
+    EXPECT_EQ(log.find("skip-masked") != std::string::npos, std::string(m.skip) == "1") << mode << ": " << log;
+    test::DiffBatch batch;
+    for (int64_t T : {1, 7, 33, 77, 129})
+      for (int64_t B : {1, 3}) {
+        const std::string t = mode + " T=" + std::to_string(T) + " B=" + std::to_string(B);
+        batch.add(t + " causal E=64", fused(B, 2, T, T, 64, 64, true, 0));
+        if (T == 1 || T == 33 || T == 129) {
+          batch.add(t + " causal E=48 Ev=24 mask", fused(B, 2, T, T, 48, 24, true, 1));
+          batch.add(t + " E=64 Ev=80", fused(B, 1, T, T, 64, 80, false, 0));
+        }
+      }
+    batch.add(mode + " causal E=16 Ev=8 B=3", fused(3, 2, 37, 37, 16, 8, true, 2));
+    batch.add(mode + " causal E=5 Ev=3", fused(1, 2, 33, 33, 5, 3, true, 0));
+    batch.add(mode + " causal L=40 S=7", fused(1, 2, 40, 7, 16, 16, true, 0));
+    batch.add(mode + " causal L=7 S=41", fused(3, 1, 7, 41, 32, 32, true, 1));
+    batch.add(mode + " causal L=97 S=131", fused(1, 1, 97, 131, 64, 64, true, 0));
+    EXPECT_EQ(batch.run(), 0) << mode;
+  }
 }
 
 TEST(FusedAttention, InterpreterEqualsTheComposite) {
