@@ -14,6 +14,7 @@
 // "rnn": the fused recurrence of core/ir/rnn_op.h (one direction of an RNN / GRU / LSTM layer,
 // all its steps in one call). library_rnn.cpp, AVX2 when it can.
 #pragma once
+#include <cstdint>
 #include <string>
 
 #include "core/ir/node.h"
@@ -31,6 +32,15 @@ std::string library_kernel_available(NodeRef extern_node);
 // Runs an Extern node: bufs[0] is the result, bufs[1..] its inputs (the loop IR's
 // buffer order for extern kernels).
 void run_library_kernel(NodeRef extern_node, void* const* bufs);
+
+// A parallel loop over [0, n) that library kernels may run their work on: the llvm backend's
+// thread pool (backends/llvm/parallel.h), set when that backend is linked in, else nullptr.
+// (gemv_q4: its workers are the ones polling between a model's kernels; threads of its own
+// competed with them for the cores.)
+using LibraryChunkFn = void (*)(void* ctx, int64_t begin, int64_t end);
+using LibraryParallelFor = void (*)(LibraryChunkFn fn, void* ctx, int64_t n);
+void set_library_parallel_for(LibraryParallelFor f);
+LibraryParallelFor library_parallel_for();
 void run_gemv_q4(NodeRef extern_node, void* const* bufs);
 void run_rnn(NodeRef extern_node, void* const* bufs);
 

@@ -13,22 +13,27 @@
 // weights plus ~5 a block, where converting each weight to f32 for an FMA took ~20.
 // Up to four rows of X share each unpacked block (M > 1: the rows of a short GEMM).
 // With AVX-512 VNNI (blocks of 32 or a multiple of 64) the kernel takes 64 weights a step
-// into two vpdpwssd and, for one or two rows of X, four rows of W at a time (rows_avx512;
-// LATHE_Q4_AVX512=0 keeps the AVX2 code).
+// into two vpdpwssd and, for one or two rows of X and K <= 1024, four rows of W at a time
+// (rows_avx512; LATHE_Q4_AVX512=0 keeps the AVX2 code).
 // The rows of W are split between threads (one thread does not saturate the memory bus)
-// in chunks claimed as the threads come free, at most LATHE_POOL_THREADS of them where that
-// is set. Other blocks run the scalar loop, same sums.
+// in chunks of 64: on the llvm backend's pool where it is linked in (library.h), else on
+// persistent partner threads (Q4Job), at most LATHE_POOL_THREADS of them where that is set.
+// Other blocks run the scalar loop, same sums.
 #include <immintrin.h>
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <cstdlib>
+#include <functional>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "backends/library.h"
+#include "backends/rnn_crew.h"
 #include "core/interp/gemv_q4_act.h"
 
 namespace lathe {
@@ -48,7 +53,8 @@ struct Q4Args {
   int64_t M, N, K, B;
   const uint8_t* W;
   const float* S;
-  float* Y;
+  float* Y;           // Y[m * ldy + n - n0y]: the output, or a chunk's own rows (Q4Job)
+  int64_t ldy, n0y;
   const int16_t* XQ;  // [M, K]: X quantized per block
   const float* XS;    // [M, K / B]: its scales
   const int32_t* XC;  // [M, K / B, 8]: per block, − 8 · Σ q over the products of each i32 lane (block_sums)
@@ -66,7 +72,7 @@ void rows_scalar(const Q4Args& a, int64_t n0, int64_t n1) {
         for (int64_t j = 0; j < h; ++j) s += int64_t((w[j] & 15) - 8) * q[j] + int64_t((w[j] >> 4) - 8) * q[j + h];
         acc += static_cast<float>(s) * (a.XS[m * nb + b] * a.S[n * nb + b]);
       }
-      a.Y[m * a.N + n] = acc;
+      a.Y[m * a.ldy + n - a.n0y] = acc;
     }
 }
 
@@ -147,7 +153,7 @@ __attribute__((target("avx2,fma"))) void rows_avx2(const Q4Args& a, int64_t m0, 
       __m256 d = _mm256_broadcast_ss(srow + b);
       for (int r = 0; r < MR; ++r) acc0[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(is[r]), _mm256_mul_ps(d, _mm256_broadcast_ss(xs[r] + b)), acc0[r]);
     }
-    for (int r = 0; r < MR; ++r) a.Y[(m0 + r) * a.N + n] = hsum(_mm256_add_ps(acc0[r], acc1[r]));
+    for (int r = 0; r < MR; ++r) a.Y[(m0 + r) * a.ldy + n - a.n0y] = hsum(_mm256_add_ps(acc0[r], acc1[r]));
   }
 }
 
@@ -257,7 +263,7 @@ __attribute__((target("avx512f,avx512bw,avx512vnni,avx2,fma"))) void rows_avx512
           __m256 ts = _mm256_hadd_ps(_mm256_hadd_ps(t[0], t[1]), _mm256_hadd_ps(t[2], t[3]));
           y = _mm_add_ps(y, _mm_add_ps(_mm256_castps256_ps128(ts), _mm256_extractf128_ps(ts, 1)));
         }
-        _mm_storeu_ps(a.Y + (m0 + r) * a.N + n, y);
+        _mm_storeu_ps(a.Y + (m0 + r) * a.ldy + n - a.n0y, y);
       }
     }
   for (; n < n1; ++n) {
@@ -282,15 +288,19 @@ __attribute__((target("avx512f,avx512bw,avx512vnni,avx2,fma"))) void rows_avx512
       block_sums<MR, 16>(wrow + b * 16, 16, x, xc8, b, is);
       for (int r = 0; r < MR; ++r) tail[r] = hsum(_mm256_mul_ps(_mm256_cvtepi32_ps(is[r]), _mm256_set1_ps(srow[b] * xs[r][b])));
     }
-    for (int r = 0; r < MR; ++r) a.Y[(m0 + r) * a.N + n] = _mm512_reduce_add_ps(_mm512_add_ps(acc[0][r], acc[1][r])) + tail[r];
+    for (int r = 0; r < MR; ++r) a.Y[(m0 + r) * a.ldy + n - a.n0y] = _mm512_reduce_add_ps(_mm512_add_ps(acc[0][r], acc[1][r])) + tail[r];
   }
 }
 
-// LATHE_Q4_ROWS=1: the AVX-512 code takes W's rows one at a time (A/B runs; default 4 for one or
-// two rows of X)
+// Four rows of W at a time for one or two rows of X when a row is short (K <= 1024: at most 16
+// units, where a row's own work weighed); longer rows one at a time, as four streams 2 KB
+// apart ran the 4096-wide weight from memory 1.3-1.5x slower than one (gemv-int4-big at one
+// thread 6.6-7.2 vs 4.7-4.9 ms; prefetching 512 B ahead 6.0). LATHE_Q4_ROWS=1: always one
+// (A/B runs).
 template <bool PAIR>
 void rows_avx512_all(const Q4Args& a, const Q4Wide& w, int64_t n0, int64_t n1) {
-  static const bool four = !env_off_one("LATHE_Q4_ROWS");
+  static const bool rows1 = env_off_one("LATHE_Q4_ROWS");
+  const bool four = !rows1 && a.K <= 1024;
   int64_t m = 0;
   for (; m + 4 <= a.M; m += 4) rows_avx512<4, 1, PAIR>(a, w, m, n0, n1);
   switch (a.M - m) {
@@ -324,6 +334,38 @@ int pool_threads() {
   return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
 }
 
+// One call's chunks for the crew: claimed one at a time as the threads come free. A chunk is
+// open, claimed by a partner (computing into its own rows), committing (the partner copies
+// them to Y) or done; the caller, out of chunks, takes back the open and claimed ones (a
+// partner finds its chunk gone and writes nothing): no call waits on a descheduled partner
+// but for the copy of 64 rows, and no partner writes Y after the call.
+struct Q4Job : CrewJob {
+  enum : int { kOpen, kClaimed, kCommitting, kDone, kTaken };
+  std::function<void(int64_t, float*)> compute, copy;  // chunk c into a partner's own rows; those to Y (the caller's buffers: only while claimed)
+  int64_t chunks, own_rows = 0;
+  std::unique_ptr<std::atomic<int>[]> state;
+  std::atomic<int64_t> next{0};
+  int stall_us = 0;  // LATHE_Q4_STALL_US=N (tests): a partner sleeps N µs inside every third chunk, as if descheduled
+  explicit Q4Job(int64_t n) : chunks(n), state(new std::atomic<int>[static_cast<size_t>(n)]) {
+    if (const char* e = std::getenv("LATHE_Q4_STALL_US")) stall_us = std::max(0, std::atoi(e));
+    for (int64_t c = 0; c < n; ++c) state[c].store(kOpen, std::memory_order_relaxed);
+  }
+  bool take(int64_t c, int from) { return state[c].compare_exchange_strong(from, kTaken, std::memory_order_acq_rel); }
+  void work(int) override {
+    std::vector<float> own(static_cast<size_t>(own_rows));
+    for (int64_t c; (c = next.fetch_add(1, std::memory_order_relaxed)) < chunks;) {
+      int s = kOpen;
+      if (!state[c].compare_exchange_strong(s, kClaimed, std::memory_order_acq_rel)) continue;
+      compute(c, own.data());
+      if (stall_us > 0 && c % 3 == 0) std::this_thread::sleep_for(std::chrono::microseconds(stall_us));
+      s = kClaimed;
+      if (!state[c].compare_exchange_strong(s, kCommitting, std::memory_order_acq_rel)) continue;  // taken back
+      copy(c, own.data());
+      state[c].store(kDone, std::memory_order_release);
+    }
+  }
+};
+
 }  // namespace
 
 void run_gemv_q4(NodeRef n, void* const* bufs) {
@@ -344,7 +386,7 @@ void run_gemv_q4(NodeRef n, void* const* bufs) {
       for (int64_t j = 0; j < B / 2; ++j) c[(j % 16) / 2] -= 8 * (q[j] + q[j + B / 2]);
     }
   }
-  Q4Args a{M, N, K, B, static_cast<const uint8_t*>(bufs[2]), static_cast<const float*>(bufs[3]), static_cast<float*>(bufs[0]),
+  Q4Args a{M, N, K, B, static_cast<const uint8_t*>(bufs[2]), static_cast<const float*>(bufs[3]), static_cast<float*>(bufs[0]), N, 0,
            xq.data(), xs.data(), xc.data()};
   // LATHE_Q4_AVX512=0: the AVX2 code on an AVX-512 VNNI host too (A/B runs)
   static const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
@@ -383,10 +425,11 @@ void run_gemv_q4(NodeRef n, void* const* bufs) {
     wv = Q4Wide{xp.data(), xcw.data(), xs2.data()};
     part = B == 32 ? rows_avx512_all<true> : rows_avx512_all<false>;
   }
-  auto run_part = [&](int64_t n0, int64_t n1) {
-    if (part) return part(a, wv, n0, n1);
-    (!avx2 || B % 16 != 0 || B > 2048 ? rows_scalar : B == 32 ? rows_avx2_all<16> : rows_avx2_all<0>)(a, n0, n1);
+  auto run_rows = [&](const Q4Args& args, int64_t n0, int64_t n1) {
+    if (part) return part(args, wv, n0, n1);
+    (!avx2 || B % 16 != 0 || B > 2048 ? rows_scalar : B == 32 ? rows_avx2_all<16> : rows_avx2_all<0>)(args, n0, n1);
   };
+  auto run_part = [&](int64_t n0, int64_t n1) { run_rows(a, n0, n1); };
   // threads only when the weight is big enough to pay for starting them (~1 MB packed); the
   // rows are handed out in chunks of 64 that the threads claim as they come free (the
   // machine may be shared: a descheduled thread must not hold the others back)
@@ -396,15 +439,68 @@ void run_gemv_q4(NodeRef n, void* const* bufs) {
   if (threads == 1) return run_part(0, N);
   constexpr int64_t kChunk = 64;
   int64_t chunks = (N + kChunk - 1) / kChunk;
-  std::atomic<int64_t> next{0};
-  auto work = [&] {
-    for (int64_t c; (c = next.fetch_add(1, std::memory_order_relaxed)) < chunks;)
-      run_part(c * kChunk, std::min(N, (c + 1) * kChunk));
+  // the llvm backend's pool where it is linked in (library.h): its workers are the ones that
+  // poll between a model's kernels (LATHE_Q4_POOL=0: the crew below, for A/B runs)
+  static const bool use_pool = !env_off("LATHE_Q4_POOL");
+  if (LibraryParallelFor pf = library_parallel_for(); pf && use_pool) {
+    struct Ctx {
+      const decltype(run_part)* run;
+      int64_t N;
+    } ctx{&run_part, N};
+    pf([](void* p, int64_t c0, int64_t c1) {
+      auto* x = static_cast<Ctx*>(p);
+      (*x->run)(c0 * kChunk, std::min(x->N, c1 * kChunk));
+    }, &ctx, chunks);
+    return;
+  }
+  // the partners: the persistent crew of the rnn kernel (rnn_crew.h: started once, polling
+  // between calls), not threads started for each call, which on a loaded machine joined late
+  // (LATHE_Q4_CREW=0: those, for A/B runs)
+  static const bool crew = !env_off("LATHE_Q4_CREW");
+  if (!crew) {
+    std::atomic<int64_t> next{0};
+    auto work = [&] {
+      for (int64_t c; (c = next.fetch_add(1, std::memory_order_relaxed)) < chunks;)
+        run_part(c * kChunk, std::min(N, (c + 1) * kChunk));
+    };
+    std::vector<std::thread> pool;
+    for (int t = 1; t < threads; ++t) pool.emplace_back(work);
+    work();
+    for (auto& t : pool) t.join();
+    return;
+  }
+  auto job = std::make_shared<Q4Job>(chunks);
+  job->threads = threads;
+  // a partner's chunk goes to its own rows first (M x 64 floats), copied out once committed
+  job->compute = [&](int64_t c, float* own) {
+    Q4Args p = a;
+    p.Y = own, p.ldy = kChunk, p.n0y = c * kChunk;
+    run_rows(p, c * kChunk, std::min(N, (c + 1) * kChunk));
   };
-  std::vector<std::thread> pool;
-  for (int t = 1; t < threads; ++t) pool.emplace_back(work);
-  work();
-  for (auto& t : pool) t.join();
+  job->copy = [&](int64_t c, const float* own) {
+    for (int64_t m = 0; m < M; ++m)
+      std::copy(own + m * kChunk, own + m * kChunk + std::min(N, (c + 1) * kChunk) - c * kChunk, a.Y + m * N + c * kChunk);
+  };
+  job->own_rows = M * kChunk;
+  crew_start(job, threads);
+  for (int64_t c; (c = job->next.fetch_add(1, std::memory_order_relaxed)) < chunks;)  // the caller's claims: straight to Y
+    if (job->take(c, Q4Job::kOpen)) run_part(c * kChunk, std::min(N, (c + 1) * kChunk)), job->state[c].store(Q4Job::kDone);
+  crew_finish(job);
+  // chunks a partner claimed and has not committed: taken back and computed here (a partner
+  // descheduled inside one must not hold the call; it finds the chunk gone and discards its
+  // rows); one being copied out (committed) is waited for
+  for (int64_t c = 0; c < chunks; ++c)
+    for (int spin = 0;; ++spin) {
+      int s = job->state[c].load(std::memory_order_acquire);
+      if (s == Q4Job::kDone) break;
+      if ((s == Q4Job::kOpen || s == Q4Job::kClaimed) && job->take(c, s)) {
+        run_part(c * kChunk, std::min(N, (c + 1) * kChunk));
+        job->state[c].store(Q4Job::kDone, std::memory_order_release);
+        break;
+      }
+      if (spin > 1000) std::this_thread::yield();  // committing: the copy
+      else _mm_pause();
+    }
 }
 
 }  // namespace lathe
