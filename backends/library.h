@@ -10,7 +10,7 @@
 // [N, K/block]; result [M, N] = X · W^T. W holds blocks of `block` weights along K in
 // block/2 bytes (byte j: low nibble = weight j, high nibble = weight j + block/2, the
 // value nibble - 8) with one scale each (q4_0 style); X is read quantized per block to int16
-// (core/interp/gemv_q4_act.h), so a block's sum is an integer one. library_q4.cpp, AVX2 when it can.
+// (core/interp/gemv_q4_act.h), so a block's sum is an integer one. library_q4.cpp, AVX-512 VNNI or AVX2 when it can.
 // "rnn": the fused recurrence of core/ir/rnn_op.h (one direction of an RNN / GRU / LSTM layer,
 // all its steps in one call). library_rnn.cpp, AVX2 when it can.
 #pragma once
