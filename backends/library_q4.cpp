@@ -44,7 +44,7 @@ bool env_off(const char* name) {
   return e && std::string(e) == "0";
 }
 
-bool env_off_one(const char* name) {
+bool env_is_one(const char* name) {
   const char* e = std::getenv(name);
   return e && std::string(e) == "1";
 }
@@ -299,7 +299,7 @@ __attribute__((target("avx512f,avx512bw,avx512vnni,avx2,fma"))) void rows_avx512
 // (A/B runs).
 template <bool PAIR>
 void rows_avx512_all(const Q4Args& a, const Q4Wide& w, int64_t n0, int64_t n1) {
-  static const bool rows1 = env_off_one("LATHE_Q4_ROWS");
+  static const bool rows1 = env_is_one("LATHE_Q4_ROWS");
   const bool four = !rows1 && a.K <= 1024;
   int64_t m = 0;
   for (; m + 4 <= a.M; m += 4) rows_avx512<4, 1, PAIR>(a, w, m, n0, n1);
