@@ -216,7 +216,9 @@ Result bench_graph(const std::string& name, const std::string& backend, int iter
   // last-level cache on every thread, best of the rounds before and after the kernel's runs
   double read_bw = 0;
   size_t read_bytes = std::max<size_t>(size_t(64) << 20, static_cast<size_t>(4 * last_level_cache_bytes()));
+  // on the threads the kernel runs on: LATHE_POOL_THREADS=N caps gemv_q4's too
   int hw = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  if (const char* e = std::getenv("LATHE_POOL_THREADS"); e && std::atoi(e) > 0) hw = std::atoi(e);
   const bool int4 = name == "gemv-int4" || name == "gemv-int4-big";
   if (int4 && !peers.device) read_bw = read_gbps(hw, read_bytes, 5);
   r.median_ms = exe.time_ms(inputs, iters, long_attention ? 1 : 2);

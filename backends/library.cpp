@@ -3,6 +3,7 @@
 
 #include <dlfcn.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <mutex>
 
@@ -55,5 +56,12 @@ void run_library_kernel(NodeRef n, void* const* bufs) {
   f(kRowMajor, ta ? kTrans : kNoTrans, tb ? kTrans : kNoTrans, M, N, K, 1.0f, static_cast<const float*>(bufs[1]),
     ta ? M : K, static_cast<const float*>(bufs[2]), tb ? K : N, 0.0f, static_cast<float*>(bufs[0]), N);
 }
+
+namespace {
+std::atomic<LibraryParallelFor> g_parallel_for{nullptr};
+}  // namespace
+
+void set_library_parallel_for(LibraryParallelFor f) { g_parallel_for.store(f, std::memory_order_release); }
+LibraryParallelFor library_parallel_for() { return g_parallel_for.load(std::memory_order_acquire); }
 
 }  // namespace lathe

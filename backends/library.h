@@ -10,10 +10,11 @@
 // [N, K/block]; result [M, N] = X · W^T. W holds blocks of `block` weights along K in
 // block/2 bytes (byte j: low nibble = weight j, high nibble = weight j + block/2, the
 // value nibble - 8) with one scale each (q4_0 style); X is read quantized per block to int16
-// (core/interp/gemv_q4_act.h), so a block's sum is an integer one. library_q4.cpp, AVX2 when it can.
+// (core/interp/gemv_q4_act.h), so a block's sum is an integer one. library_q4.cpp, AVX-512 VNNI or AVX2 when it can.
 // "rnn": the fused recurrence of core/ir/rnn_op.h (one direction of an RNN / GRU / LSTM layer,
 // all its steps in one call). library_rnn.cpp, AVX2 when it can.
 #pragma once
+#include <cstdint>
 #include <string>
 
 #include "core/ir/node.h"
@@ -31,6 +32,15 @@ std::string library_kernel_available(NodeRef extern_node);
 // Runs an Extern node: bufs[0] is the result, bufs[1..] its inputs (the loop IR's
 // buffer order for extern kernels).
 void run_library_kernel(NodeRef extern_node, void* const* bufs);
+
+// A parallel loop over [0, n) that library kernels may run their work on: the llvm backend's
+// thread pool (backends/llvm/parallel.h), set when that backend is linked in, else nullptr.
+// (gemv_q4: its workers are the ones polling between a model's kernels; threads of its own
+// competed with them for the cores.)
+using LibraryChunkFn = void (*)(void* ctx, int64_t begin, int64_t end);
+using LibraryParallelFor = void (*)(LibraryChunkFn fn, void* ctx, int64_t n);
+void set_library_parallel_for(LibraryParallelFor f);
+LibraryParallelFor library_parallel_for();
 void run_gemv_q4(NodeRef extern_node, void* const* bufs);
 void run_rnn(NodeRef extern_node, void* const* bufs);
 

@@ -41,6 +41,7 @@
 #include "backends/llvm/emit.h"
 #include "backends/llvm/pool_stats.h"
 #include "backends/llvm/jit.h"
+#include "backends/llvm/parallel.h"
 #include "backends/llvm/tier_plan.h"
 #include "core/ir/diag.h"
 #include "core/loop/loop_print.h"
@@ -486,6 +487,16 @@ class LlvmBackend : public Backend {
     return cp;
   }
 };
+
+// library kernels (gemv_q4) run their parallel work on this backend's pool (library.h)
+static void pool_chunk(void* const* b, const int64_t*, const int64_t*, int64_t begin, int64_t end) {
+  reinterpret_cast<LibraryChunkFn>(b[0])(b[1], begin, end);
+}
+static void pool_parallel_for(LibraryChunkFn fn, void* ctx, int64_t n) {
+  void* b[2] = {reinterpret_cast<void*>(fn), ctx};
+  llvmjit::lathe_llvm_parallel_for(pool_chunk, b, nullptr, nullptr, n);
+}
+static const bool kLibraryPool [[maybe_unused]] = (set_library_parallel_for(pool_parallel_for), true);
 
 LATHE_REGISTER_BACKEND(LlvmBackend);
 
