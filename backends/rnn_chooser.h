@@ -11,10 +11,22 @@
 // best layer (0.86 ms) beat one thread's (0.96 ms). So the kernel runs each way a few times,
 // keeps the last kKeep wall times of each, and uses the one whose median is lowest, trying
 // another once every kExplore calls so that a change in load is noticed.
+//
+// A mode whose last time beat the chosen mode's median is tried again kProbe calls later
+// (it may be the faster one again: a burst of load left its median high). The costs
+// are lopsided: on the lstm model (H 256, 2 threads, load 5-8) the Team ran a layer in
+// 360-400 µs while it had the other core, 600-680 µs while it did not, one thread 560-620;
+// after a burst of load had sent the chooser away from the Team, a retry every 32nd call (3
+// modes) needed three good ones among the last five, ~100 calls on one thread, and a whole
+// run's median went 0.63 -> 1.06 ms (min 0.51). A probe that comes out slow ends the
+// probes (until a retry comes out fast): probing while any kept time was fast, a partner
+// that had the other core now and then kept the probes going at one call in four.
+// LATHE_RNN_PROBE=0 turns the probes off.
 #pragma once
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <cstdlib>
 
 namespace lathe {
 
@@ -23,11 +35,17 @@ class RnnModeChooser {
   static constexpr int kWarm = 3;      // calls of each mode before choosing
   static constexpr int kKeep = 5;      // wall times kept per mode
   static constexpr int kExplore = 16;  // every kExplore-th call runs a mode not chosen
+  static constexpr int kProbe = 4;     // every kProbe-th call runs a mode that may be faster
   static constexpr int kMaxModes = 3;
 
   // modes: 0 one thread, 1 the Team, 2 (when the kernel offers it) one thread for the steps
   // with the partners projecting ahead
-  explicit RnnModeChooser(int modes = 2) : modes_(std::clamp(modes, 1, kMaxModes)) {}
+  explicit RnnModeChooser(int modes = 2) : RnnModeChooser(modes, probe_default()) {}
+  RnnModeChooser(int modes, bool probe) : modes_(std::clamp(modes, 1, kMaxModes)), probe_(probe) {}
+  static bool probe_default() {
+    const char* e = std::getenv("LATHE_RNN_PROBE");
+    return !(e && e[0] == '0');
+  }
 
   // The mode for the next call.
   int pick() { return choose(++calls_); }
@@ -46,6 +64,8 @@ class RnnModeChooser {
     std::nth_element(v.begin(), v.begin() + n / 2, v.begin() + n);
     return v[static_cast<size_t>(n / 2)];
   }
+  // The last time of `mode` (0 before any).
+  double last(int mode) const { return n_[mode] == 0 ? 0 : times_[mode][static_cast<size_t>((n_[mode] - 1) % kKeep)]; }
   int64_t calls(int mode) const { return n_[mode]; }
 
  private:
@@ -62,9 +82,15 @@ class RnnModeChooser {
       const int k = static_cast<int>(call / kExplore % (modes_ - 1));
       return (best + 1 + k) % modes_;
     }
+    if (probe_ && modes_ > 1 && call % kProbe == 0)  // those that may be faster, in turn
+      for (int k = 0; k < modes_ - 1; ++k) {
+        const int m = (best + 1 + static_cast<int>((call / kProbe + k) % (modes_ - 1))) % modes_;
+        if (last(m) < median(best)) return m;
+      }
     return best;
   }
   int modes_ = 2;
+  bool probe_ = true;
   int64_t calls_ = 0;
   int64_t n_[kMaxModes] = {0, 0, 0};
   std::array<double, kKeep> times_[kMaxModes] = {};

@@ -80,8 +80,12 @@ struct MatmulBlocking {
 };
 // b_elem_bytes: the size of a B element packed on every run (0: B is not packed per run, a
 // constant packed at build; then p.b_block_bytes does not apply).
+// ragged_q: the last B panel of a known N that is no multiple of NR runs the ragged-columns
+// micro-kernel on its first ragged_q of the NR / lanes vectors (0: it costs a whole panel);
+// the N blocks' jobs are weighed so (196 positions on NR 32: six panels and one of 4
+// columns at half a panel's cost split 3 + 3.5, not 4 + 2.5).
 MatmulBlocking matmul_blocking(int64_t m, int64_t n, int64_t k, int64_t batch, int threads, const MatmulParams& p = {},
-                               bool a_packed = false, int jobs_per_thread = 1, int b_elem_bytes = 0);
+                               bool a_packed = false, int jobs_per_thread = 1, int b_elem_bytes = 0, int ragged_q = 0);
 
 // Slack for the pool (a plain or batched f32 matmul whose B is packed at build and whose A
 // is packed by each job): with fewer than `per_thread` jobs a thread, M is split further
@@ -91,6 +95,15 @@ MatmulBlocking matmul_blocking(int64_t m, int64_t n, int64_t k, int64_t batch, i
 // returned as it is when M is symbolic, b already splits M, or per_thread <= 1.
 MatmulBlocking m_splits_for_slack(MatmulBlocking b, int64_t m, int64_t n, int64_t batch, int threads, const MatmulParams& p,
                                   int per_thread);
+
+// Balance for the pool where M splits copy nothing (B packed at build, A by each job or
+// read in place): when the jobs of b's N blocks and M splits share the threads less than 90%
+// evenly (split_efficiency, in tiles), the N blocks (whole NR panels, at most b.nc wide) and
+// M splits (at least 2 MR panels a range, at most 2 x threads of them) whose jobs share them
+// best, where that is at least 5 points better; the fewest jobs among equals. b as it is
+// when a size is symbolic or there is one thread.
+MatmulBlocking m_splits_for_balance(MatmulBlocking b, int64_t m, int64_t n, int64_t batch, int threads,
+                                    const MatmulParams& p);
 
 // How well `threads` pool threads share jobs of these sizes (in any unit), in the order the
 // pool claims them (contiguous shares, then what is left in the others'): the total over

@@ -146,6 +146,29 @@ std::optional<int64_t> MatmulLowering::coef_of(const Affine& a, int d) {
   return c.value();
 }
 
+// The ragged last B panel's vectors (micro_kernel's ragged_cols_q_) as far as they are known
+// before B's parts are cut, for the N blocks' weights (matmul_blocking's ragged_q): f32, N
+// known and no multiple of NR, B neither a window (read in place, or its panels copied
+// whole) nor possibly read in place (reads_b_in_place's sizes: its ragged panel runs the
+// whole tile). 0 where unsure (the last panel weighs as a whole one, as before).
+// mobilenet_v2's 96-row 1x1 projections at 14 x 14 (196 positions, six panels and one of 4
+// columns): 4 + 2.5 panels a job (two threads' busy time 84 : 54 us), now 3 + 3.5.
+// LATHE_MATMUL_RAGGED_WEIGH=0 weighs it whole (A/B runs).
+int MatmulLowering::expected_ragged_q() const {
+  static const bool on = [] {
+    const char* e = std::getenv("LATHE_MATMUL_RAGGED_WEIGH");
+    const char* c = std::getenv("LATHE_MATMUL_RAGGED_COLS");
+    return !(e && std::string(e) == "0") && !(c && std::string(c) == "0");
+  }();
+  const MatmulParams& P = P_;
+  if (!on || G_ != 1 || NQ_ <= 1 || !Ns_.is_const() || !mm_.b.bounds.empty() || P.b_in_place > 0) return 0;
+  const bool conv_like = mm_.n_axes.size() > 1 || mm_.k_axes.size() > 1;
+  if (P.b_in_place < 0 && conv_like && (!Ms_.is_const() || Ms_.value() <= 64)) return 0;
+  const int64_t left = Ns_.value() % P.nr;
+  const int qn = static_cast<int>((left + P.lanes - 1) / P.lanes);
+  return left > 0 && qn < NQ_ && NQ_ % qn == 0 ? qn : 0;
+}
+
 void MatmulLowering::setup() {
   const MatmulParams& P = P_;
   R_ = mm_.reduce;
@@ -197,7 +220,8 @@ void MatmulLowering::setup() {
   // within L2 (matmul_blocking, MatmulParams::b_block_bytes)
   const int b_run_bytes = G_ <= 1 && packs_b_window_whole(mm_, P) ? 4 : 0;
   MatmulBlocking bl = matmul_blocking(known(Ms_), known(Ns_), known(Ks_), known(nbatch_), threads_,
-                                      kc_for_group(P, G_), a_packed, a_packed ? jobs_per_thread : 1, b_run_bytes);
+                                      kc_for_group(P, G_), a_packed, a_packed ? jobs_per_thread : 1, b_run_bytes,
+                                      expected_ragged_q());
   // B packed at build (the weights of a plain or batched f32 matmul) and A packed by each
   // job: LATHE_MATMUL_M_JOBS=N (an experiment, off) splits M further where there are fewer
   // than N jobs a thread (m_splits_for_slack). BERT's 768-wide GEMMs (2 jobs) then run 4:
@@ -216,6 +240,17 @@ void MatmulLowering::setup() {
   if (G_ == 1 && plain && !a_packed && packed_a_buffer(kg_, k_) < 0 && k_.packed_b >= 0 && k_.packed_kc == bl.kc &&
       k_.packed_nr == P.nr && kg_.buffers[k_.packed_b].dtype == bdt_)
     bl = m_splits_for_slack(bl, known(Ms_), known(Ns_), known(nbatch_), threads_, P, m_jobs);
+  // B packed at build (a convolution's weights on the B side, swapped: a 7 x 7 layer) and
+  // A packed by each job or read in place: an M split copies nothing more, so N blocks and
+  // M splits are cut together where N's whole panels alone share the threads unevenly
+  // (mobilenet_v2's 160 channels: 5 panels, 3 + 2 a thread). LATHE_MATMUL_BALANCE_M=0: not.
+  static const bool balance_m = [] {
+    const char* e = std::getenv("LATHE_MATMUL_BALANCE_M");
+    return !(e && std::string(e) == "0");
+  }();
+  if (balance_m && G_ == 1 && !a_packed && packed_a_buffer(kg_, k_) < 0 && k_.packed_b >= 0 &&
+      k_.packed_kc == bl.kc && k_.packed_nr == P.nr && kg_.buffers[k_.packed_b].dtype == bdt_ && m_jobs == 1)
+    bl = m_splits_for_balance(bl, known(Ms_), known(Ns_), known(nbatch_), threads_, P);
   nc_blk_ = bl.nc, msplit_ = bl.msplit;
   kc_blk_ = bl.kc;
   mc_blk_ = bl.mc;

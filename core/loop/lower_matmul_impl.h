@@ -91,6 +91,7 @@ class MatmulLowering {
   // ---- packing (lower_matmul_pack.cpp) ----
   bool b_columns_contiguous() const;
   bool reads_b_in_place(const OperandParts& B, const SymInt& Ms, const SymInt& Ks) const;
+  int expected_ragged_q() const;
   bool reads_a_in_place(const OperandParts& A) const;
   struct WindowInPlace {
     std::vector<int64_t> cb, kmin, kmax;  // per bound: the coefficient along a run, the k part's range

@@ -46,22 +46,32 @@ double split_efficiency(const std::vector<int64_t>& jobs, int threads) {
 }
 
 namespace {
+// How much of a whole panel's work the last N panel takes: `whole` units a panel, the last
+// one `last` (the ragged-columns kernel's vectors of NR / lanes; matmul_blocking's ragged_q).
+struct PanelCost {
+  int64_t whole = 1, last = 1;
+};
 // the jobs of N blocks of `per` panels (the last one shorter) in each of `batch` matrices
 // and `msplit` M ranges of `mpanels` MR panels (as the lowering cuts them: equal ranges of
-// whole panels, the last shorter or empty), in the job loop's order, weighed in tiles
-std::vector<int64_t> block_jobs(int64_t panels, int64_t per, int64_t batch, int64_t msplit, int64_t mpanels = 1) {
+// whole panels, the last shorter or empty), in the job loop's order, weighed in tiles (in
+// `cost` units: the block with the last panel weighs it as cost.last)
+std::vector<int64_t> block_jobs(int64_t panels, int64_t per, int64_t batch, int64_t msplit, int64_t mpanels = 1,
+                                PanelCost cost = {}) {
   std::vector<int64_t> jobs;
   const int64_t blocks = ceil_div(panels, per), mper = ceil_div(mpanels, msplit);
   for (int64_t b = 0; b < batch; ++b)
-    for (int64_t j = 0; j < blocks; ++j)
-      for (int64_t s = 0; s < msplit; ++s)
-        jobs.push_back(std::min(per, panels - j * per) * std::clamp<int64_t>(mpanels - s * mper, 0, mper));
+    for (int64_t j = 0; j < blocks; ++j) {
+      const int64_t count = std::min(per, panels - j * per);
+      const int64_t width = count * cost.whole - (j == blocks - 1 ? cost.whole - cost.last : 0);
+      for (int64_t s = 0; s < msplit; ++s) jobs.push_back(width * std::clamp<int64_t>(mpanels - s * mper, 0, mper));
+    }
   return jobs;
 }
 }  // namespace
 
-MatmulBlocking matmul_blocking(int64_t m, int64_t n, int64_t k, int64_t batch, int threads, const MatmulParams& p,
-                               bool a_packed, int jobs_per_thread, int b_elem_bytes) {
+namespace {
+MatmulBlocking blocking_for(int64_t m, int64_t n, int64_t k, int64_t batch, int threads, const MatmulParams& p,
+                            bool a_packed, int jobs_per_thread, int b_elem_bytes, PanelCost cost) {
   MatmulBlocking b;
   threads = std::max(threads, 1);
   b.kc = p.kc;
@@ -95,18 +105,19 @@ MatmulBlocking matmul_blocking(int64_t m, int64_t n, int64_t k, int64_t batch, i
     // The first count the threads divide stays (the blocks measured on the public models)
     // unless another shares the jobs more than 3% better.
     if (!split_m && batch * panels >= threads) {
-      const int64_t top = std::min(panels, std::max<int64_t>(2 * least, threads));
+      // (one more where the last panel is light: a block of it alone is a fraction of a job)
+      const int64_t top = std::min(panels, std::max<int64_t>(2 * least, threads) + (cost.last < cost.whole ? 1 : 0));
       per_block = ceil_div(panels, least);
       for (int64_t blocks = least; blocks <= top; ++blocks)
         if ((batch * ceil_div(panels, ceil_div(panels, blocks))) % threads == 0) {
           per_block = ceil_div(panels, blocks);
           break;
         }
-      double best = split_efficiency(block_jobs(panels, per_block, batch, 1), threads);
+      double best = split_efficiency(block_jobs(panels, per_block, batch, 1, 1, cost), threads);
       for (int64_t blocks = least; blocks <= top; ++blocks) {
         const int64_t per = ceil_div(panels, blocks);
         if (blocks > least && per == ceil_div(panels, blocks - 1)) continue;  // the same cut
-        const double eff = split_efficiency(block_jobs(panels, per, batch, 1), threads);
+        const double eff = split_efficiency(block_jobs(panels, per, batch, 1, 1, cost), threads);
         if (eff > best + 0.03) best = eff, per_block = per;
       }
     }
@@ -119,9 +130,9 @@ MatmulBlocking matmul_blocking(int64_t m, int64_t n, int64_t k, int64_t batch, i
       // time, 6 none)
       const int64_t mpanels = ceil_div(m, p.mr), lo = std::min(ceil_div(threads, jobs), mpanels);
       b.msplit = lo;
-      double best = split_efficiency(block_jobs(panels, per_block, batch, lo, mpanels), threads);
+      double best = split_efficiency(block_jobs(panels, per_block, batch, lo, mpanels, cost), threads);
       for (int64_t ms = lo + 1; ms <= std::min<int64_t>(mpanels, std::max<int64_t>(lo, threads)); ++ms) {
-        const double eff = split_efficiency(block_jobs(panels, per_block, batch, ms, mpanels), threads);
+        const double eff = split_efficiency(block_jobs(panels, per_block, batch, ms, mpanels, cost), threads);
         if (eff > best + 0.03) best = eff, b.msplit = ms;
       }
     }
@@ -140,6 +151,25 @@ MatmulBlocking matmul_blocking(int64_t m, int64_t n, int64_t k, int64_t batch, i
     if (b.kc > cap) b.kc = std::min<int64_t>(b.kc, round_up(ceil_div(k, ceil_div(k, cap)), 8));
   }
   return b;
+}
+}  // namespace
+
+MatmulBlocking matmul_blocking(int64_t m, int64_t n, int64_t k, int64_t batch, int threads, const MatmulParams& p,
+                               bool a_packed, int jobs_per_thread, int b_elem_bytes, int ragged_q) {
+  const MatmulBlocking plain = blocking_for(m, n, k, batch, threads, p, a_packed, jobs_per_thread, b_elem_bytes, {});
+  // the last panel's cost (ragged_q of the tile's vectors) where N is known and ragged: the
+  // blocks chosen so, where the jobs they give (M splits included) share the threads
+  // better, in those units, than the blocks chosen with the last panel whole
+  if (!(ragged_q > 0 && n > 0 && batch > 0 && n % p.nr != 0 && p.lanes > 0 && p.nr % p.lanes == 0 &&
+        ragged_q < p.nr / p.lanes))
+    return plain;
+  const PanelCost cost{p.nr / p.lanes, ragged_q};
+  const MatmulBlocking light = blocking_for(m, n, k, batch, threads, p, a_packed, jobs_per_thread, b_elem_bytes, cost);
+  const int64_t panels = ceil_div(n, p.nr), mpanels = m > 0 ? ceil_div(m, p.mr) : 1;
+  auto eff = [&](const MatmulBlocking& b) {
+    return split_efficiency(block_jobs(panels, b.nc / p.nr, batch, b.msplit, mpanels, cost), threads);
+  };
+  return eff(light) > eff(plain) + 1e-9 ? light : plain;
 }
 
 MatmulBlocking m_splits_for_slack(MatmulBlocking b, int64_t m, int64_t n, int64_t batch, int threads, const MatmulParams& p,
@@ -162,6 +192,34 @@ MatmulBlocking m_splits_for_slack(MatmulBlocking b, int64_t m, int64_t n, int64_
   if (ms < 2) return b;
   b.msplit = ms;
   const int64_t rows = ceil_div(round_up(ceil_div(m, ms), p.mr), p.mr), max_rows = p.mc / p.mr;
+  b.mc = std::min<int64_t>(p.mc, ceil_div(rows, ceil_div(rows, max_rows)) * p.mr);
+  return b;
+}
+
+MatmulBlocking m_splits_for_balance(MatmulBlocking b, int64_t m, int64_t n, int64_t batch, int threads,
+                                    const MatmulParams& p) {
+  if (threads <= 1 || m <= 0 || n <= 0 || batch <= 0 || b.nc <= 0 || b.msplit < 1) return b;
+  const int64_t panels = ceil_div(n, p.nr), mpanels = ceil_div(m, p.mr);
+  auto jobs_of = [&](int64_t per, int64_t ms) { return block_jobs(panels, per, batch, ms, mpanels); };
+  const double now = split_efficiency(jobs_of(b.nc / p.nr, b.msplit), threads);
+  if (now >= 0.9) return b;
+  int64_t best_per = b.nc / p.nr, best_ms = b.msplit, best_jobs = 0;
+  double best = now + 0.05;
+  for (int64_t ms = 1; ms <= std::min<int64_t>(mpanels / 2, 2 * int64_t(threads)); ++ms) {
+    if (mpanels - (ms - 1) * ceil_div(mpanels, ms) < 2) continue;  // (a last range of one MR panel)
+    for (int64_t per = std::min<int64_t>(panels, b.nc / p.nr); per >= 1; --per) {
+      if (per < panels && ceil_div(panels, per) == ceil_div(panels, per + 1) && per + 1 <= b.nc / p.nr) continue;
+      const std::vector<int64_t> jobs = jobs_of(per, ms);
+      const double eff = split_efficiency(jobs, threads);
+      const int64_t count = static_cast<int64_t>(jobs.size());
+      if (eff > best + 1e-9 || (best_jobs > 0 && eff > best - 1e-9 && count < best_jobs))
+        best = std::max(best, eff), best_per = per, best_ms = ms, best_jobs = count;
+    }
+  }
+  if (best_jobs == 0) return b;
+  b.nc = best_per * p.nr;
+  b.msplit = best_ms;
+  const int64_t rows = ceil_div(round_up(ceil_div(m, best_ms), p.mr), p.mr), max_rows = p.mc / p.mr;
   b.mc = std::min<int64_t>(p.mc, ceil_div(rows, ceil_div(rows, max_rows)) * p.mr);
   return b;
 }

@@ -133,6 +133,133 @@ TEST(Contraction, BlockingJudgesTheJobsSizes) {
         }
 }
 
+// The ragged last B panel (N % NR columns on fewer of the tile's vectors) weighs what its
+// kernel runs: 196 positions on NR 32 are six whole panels and one of 4 columns at half a
+// panel's cost, cut 3 + 3 + (the light one), not 4 + 3 (a thread waiting a quarter of the
+// loop); ragged_q 0 keeps the old cut, and a last panel that takes all the vectors (17+
+// columns of 32) or a whole one changes nothing.
+TEST(Contraction, RaggedPanelWeighsItsVectors) {
+  loop::MatmulParams p;
+  p.mr = 8, p.nr = 32, p.lanes = 16, p.nc = 512;
+  EXPECT_EQ(loop::matmul_blocking(96, 196, 576, 1, 2, p, false, 1, 0, 0).nc, 128);
+  EXPECT_EQ(loop::matmul_blocking(96, 196, 576, 1, 2, p, false, 1, 0, 1).nc, 96);
+  EXPECT_EQ(loop::matmul_blocking(96, 196, 576, 1, 2, p, false, 1, 0, 2).nc, 128);  // (all vectors: whole)
+  EXPECT_EQ(loop::matmul_blocking(96, 209, 576, 1, 2, p, false, 1, 0, 2).nc,
+            loop::matmul_blocking(96, 209, 576, 1, 2, p, false, 1, 0, 0).nc);  // 17 columns left: 2 vectors
+  EXPECT_EQ(loop::matmul_blocking(96, 192, 576, 1, 2, p, false, 1, 0, 1).nc,
+            loop::matmul_blocking(96, 192, 576, 1, 2, p, false, 1, 0, 0).nc);  // whole panels
+  // the job split it gives is at least as even, in the kernel's units, on any thread count
+  for (int threads : {1, 2, 3, 4, 7})
+    for (int64_t n : {4, 36, 100, 169, 196, 340, 784, 3140})
+      for (int64_t batch : {1, 3}) {
+        const int64_t left = n % p.nr, q = left == 0 ? 0 : (left + p.lanes - 1) / p.lanes;
+        auto cost = [&](const loop::MatmulBlocking& b) {  // in vectors x MR panels
+          std::vector<int64_t> jobs;
+          const int64_t panels = (n + p.nr - 1) / p.nr, per = b.nc / p.nr, mp = 12, mper = (mp + b.msplit - 1) / b.msplit;
+          for (int64_t bi = 0; bi < batch; ++bi)
+            for (int64_t j = 0; j * per < panels; ++j) {
+              const bool last = (j + 1) * per >= panels;
+              const int64_t c = std::min(per, panels - j * per) * 2 - (last && q == 1 ? 1 : 0);
+              for (int64_t s = 0; s < b.msplit; ++s) jobs.push_back(c * std::clamp<int64_t>(mp - s * mper, 0, mper));
+            }
+          return loop::split_efficiency(jobs, threads);
+        };
+        auto now = loop::matmul_blocking(96, n, 200, batch, threads, p, false, 1, 0, static_cast<int>(q));
+        auto old = loop::matmul_blocking(96, n, 200, batch, threads, p, false, 1, 0, 0);
+        const std::string what = std::to_string(n) + " batch " + std::to_string(batch) + " on " + std::to_string(threads);
+        ASSERT_TRUE(now.nc % p.nr == 0 && now.nc > 0 && now.nc <= p.nc) << what;
+        EXPECT_GE(cost(now) + 1e-9, cost(old)) << what << ": nc " << now.nc << " vs " << old.nc;
+      }
+}
+
+// 1x1 convolutions into more than 64 channels (B packed, the ragged-columns kernel) whose
+// positions leave a light last panel (196, 169, 144 = 4, 9, 16 columns past whole panels),
+// weights constant (A prepacked, as an ONNX model's), bias, batch 1 and 3, against the
+// interpreter; on 2 threads the 14 x 14 layer's N blocks are 96 columns (3 + 3 + the light
+// one). llvm.odd_jobs_pool_threads reruns it on 1, 3 and 7 pool threads.
+TEST(Contraction, LightLastPanelSplitMatchesInterpreter) {
+  test::DiffBatch batch;
+  Graph g14 = conv_graph({1, 97, 14, 14, 96, 1, 1, {1, 1}, {0, 0}, {1, 1}, 1, true, true});
+  if (std::thread::hardware_concurrency() == 2 && !std::getenv("LATHE_MATMUL_TILE") &&
+      !std::getenv("LATHE_MATMUL_RAGGED_WEIGH") && !std::getenv("LATHE_MATMUL_NC")) {
+    const std::string ir = test::loop_ir_of(build_program(g14));
+    EXPECT_NE(ir.find("NC=96 "), std::string::npos) << ir;
+  }
+  batch.add("1x1 14x14 c97 k96, batch 1", g14);
+  batch.add("1x1 14x14 c33 k101, batch 3", conv_graph({3, 33, 14, 14, 101, 1, 1, {1, 1}, {0, 0}, {1, 1}, 1, true, true}));
+  batch.add("1x1 13x13 c17 k67, batch 3", conv_graph({3, 17, 13, 13, 67, 1, 1, {1, 1}, {0, 0}, {1, 1}, 1, true, true}));
+  batch.add("1x1 12x12 c33 k65, batch 1", conv_graph({1, 33, 12, 12, 65, 1, 1, {1, 1}, {0, 0}, {1, 1}, 1, true, false}));
+  batch.add("1x1 14x14 c96 k577 + relu, batch 1", conv_graph({1, 96, 14, 14, 577, 1, 1, {1, 1}, {0, 0}, {1, 1}, 1, true, true}));
+  EXPECT_EQ(batch.run(), 0);
+}
+
+// Where M splits copy nothing (B packed at build), N blocks and M splits are cut together
+// when N's whole panels alone share the threads unevenly: 160 columns (5 panels of 32) on 2
+// threads, 3 + 2, become jobs that share them within a few percent; even splits stay as
+// they are; across thread counts and odd sizes no split gets less even, and every one nests.
+TEST(Contraction, MSplitsBalanceUnevenPanels) {
+  loop::MatmulParams p;
+  p.mr = 7, p.nr = 32, p.lanes = 16, p.nc = 512, p.mc = 49;
+  auto jobs_of = [&](const loop::MatmulBlocking& b, int64_t m, int64_t n, int64_t batch) {
+    std::vector<int64_t> jobs;
+    const int64_t panels = (n + p.nr - 1) / p.nr, per = b.nc / p.nr, mp = (m + p.mr - 1) / p.mr;
+    const int64_t mper = (mp + b.msplit - 1) / b.msplit;
+    for (int64_t bi = 0; bi < batch; ++bi)
+      for (int64_t j = 0; j * per < panels; ++j)
+        for (int64_t s = 0; s < b.msplit; ++s)
+          jobs.push_back(std::min(per, panels - j * per) * std::clamp<int64_t>(mp - s * mper, 0, mper));
+    return jobs;
+  };
+  loop::MatmulBlocking uneven;
+  uneven.kc = 120, uneven.mc = 49, uneven.nc = 96, uneven.msplit = 1;
+  auto b = loop::m_splits_for_balance(uneven, 49, 160, 1, 2, p);
+  EXPECT_GT(b.msplit, 1);
+  EXPECT_GT(loop::split_efficiency(jobs_of(b, 49, 160, 1), 2), 0.95);
+  EXPECT_EQ(b.mc % p.mr, 0);
+  loop::MatmulBlocking even = uneven;
+  even.nc = 64;  // 4 panels of 128 columns: 2 + 2
+  EXPECT_EQ(loop::m_splits_for_balance(even, 49, 128, 1, 2, p).msplit, 1);
+  EXPECT_EQ(loop::m_splits_for_balance(uneven, 49, 160, 1, 1, p).msplit, 1);  // one thread
+  for (int threads : {2, 3, 4, 7})
+    for (int64_t m : {7, 13, 49, 98, 196})
+      for (int64_t n : {17, 100, 160, 161, 320, 1000})
+        for (int64_t batch : {1, 3}) {
+          auto base = loop::matmul_blocking(m, n, 300, batch, threads, p);
+          auto now = loop::m_splits_for_balance(base, m, n, batch, threads, p);
+          const std::string what = std::to_string(m) + "x" + std::to_string(n) + " batch " + std::to_string(batch) +
+                                   " on " + std::to_string(threads) + ": nc " + std::to_string(now.nc) + " msplit " +
+                                   std::to_string(now.msplit);
+          ASSERT_TRUE(now.nc % p.nr == 0 && now.nc > 0 && now.nc <= base.nc) << what;
+          ASSERT_TRUE(now.mc % p.mr == 0 && now.mc > 0 && now.mc <= p.mc) << what;
+          ASSERT_TRUE(now.msplit >= 1 && now.msplit <= std::max<int64_t>(1, (m + p.mr - 1) / p.mr)) << what;
+          EXPECT_GE(loop::split_efficiency(jobs_of(now, m, n, batch), threads) + 1e-9,
+                    loop::split_efficiency(jobs_of(base, m, n, batch), threads)) << what;
+        }
+}
+
+// Swapped late convolutions (positions on the A side, the constant weights packed at build
+// on B) whose output channels leave the threads uneven panels, against the interpreter:
+// 160 and 161 channels at 7 x 7 (on 2 threads: N blocks and M splits together), 9 x 9 and
+// 5 x 5 maps, a residual add, batch 1 and 3. llvm.odd_jobs_pool_threads reruns it on 1, 3
+// and 7 pool threads.
+TEST(Contraction, BalancedMSplitsMatchInterpreter) {
+  test::DiffBatch batch;
+  Graph g7 = conv_graph({1, 96, 7, 7, 160, 1, 1, {1, 1}, {0, 0}, {1, 1}, 1, true, true});
+  if (std::thread::hardware_concurrency() == 2 && !std::getenv("LATHE_MATMUL_TILE") &&
+      !std::getenv("LATHE_MATMUL_BALANCE_M") && !std::getenv("LATHE_MATMUL_NC")) {
+    const std::string ir = test::loop_ir_of(build_program(g7));
+    EXPECT_EQ(ir.find("msplit=1 "), std::string::npos) << ir;
+  }
+  batch.add("1x1 7x7 c96 k160, batch 1", g7);
+  batch.add("1x1 7x7 c33 k161, batch 3", conv_graph({3, 33, 7, 7, 161, 1, 1, {1, 1}, {0, 0}, {1, 1}, 1, true, true}));
+  batch.add("1x1 9x9 c17 k97, batch 1", conv_graph({1, 17, 9, 9, 97, 1, 1, {1, 1}, {0, 0}, {1, 1}, 1, true, false}));
+  batch.add("3x3 5x5 c13 k67, batch 3", conv_graph({3, 13, 5, 5, 67, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, true, true}));
+  Tensor x = input("x", {1, 57, 7, 7}), res = input("res", {1, 160, 7, 7});
+  Tensor w = from_host(test::sin_weights({160, 57, 1, 1}, 160.0, 0.37));
+  batch.add("1x1 7x7 c57 k160 + residual", Graph::from_outputs({{"y", (conv2d(x, w, std::nullopt, Conv2dOptions{}) + res).node()}}));
+  EXPECT_EQ(batch.run(), 0);
+}
+
 // Job counts the threads do not divide and unequal jobs (prime sizes, 13 panels of N as a
 // 14 x 14 layer's 196 positions, batches of 3 and 4, M split across two matrices), against
 // the interpreter. Run it with LATHE_POOL_THREADS=1, 3 or 7 too: the pool then cuts the same

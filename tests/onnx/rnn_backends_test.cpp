@@ -365,6 +365,28 @@ TEST(CpuRecurrenceTiles, StepsOnOneThreadWithTheProjectionsAhead) {
   }
 }
 
+// LATHE_RNN_THREADS unset, the chooser's probes on: past the warm-up its picks include retries
+// and probes of the ways not chosen, in an order that follows the calls' timings; every run is
+// the interpreter's whichever way it took: hidden 17 (one thread: RT under 256 KiB), 129 and
+// 147 (a partial last block), batch 1 and 3, both directions, LSTM and GRU
+TEST(CpuRecurrenceTiles, EveryRunTheInterpretersWhileTheChooserProbes) {
+  test::ScopedEnv chooser("LATHE_RNN_THREADS", nullptr), probe("LATHE_RNN_PROBE", "1");
+  for (int64_t H : {17, 129, 147})
+    for (int64_t B : {1, 3})
+      for (const Case& c : {Case{"LSTM", 9, B, 11, H, "bidirectional", false, B == 3, B == 3},
+                            Case{"GRU", 6, B, 7, H, "reverse", false, false, true, false, 1}}) {
+        TensorMap in;
+        Graph g = recurrent_graph(c, in);
+        TensorMap want = interpret(g, in);
+        Executable exe = compile_graph(g, test::test_backend());
+        for (int run = 0; run < 40; ++run) {
+          const std::string err = test::compare_outputs(exe.run(in), want, 4);
+          EXPECT_EQ(err, "") << label(c) << " run " << run;
+          if (!err.empty()) break;
+        }
+      }
+}
+
 // The kernel's AVX-512 arithmetic and its AVX2 arithmetic (LATHE_RNN_AVX512=0), each against the
 // interpreter: hidden sizes under one 16-unit block, of one and a few units past whole blocks
 // (the masked last block, strip and activations), batch 1 (the block's registers) and 3 (tiles
@@ -454,6 +476,65 @@ TEST(FusedRecurrence, ChooserKeepsTheFasterModeAndNoticesALoadChange) {
   }
   EXPECT_LE(late_team, 48 / RnnModeChooser::kExplore + 1);  // back to one thread, exploring only
   EXPECT_LT(c.median(0), c.median(1));
+}
+
+// a burst of load slows the Team for a few calls and passes: the chooser leaves the Team, and
+// comes back after a retry and a few probes (kProbe calls after a Team call whose time beat the
+// chosen mode's median), not after three retries of one in kExplore calls (two
+// modes) or 2·kExplore (three); a probe that comes out slow ends the probes (a Team slow three
+// calls in four is tried little more than the retries try it); with the probes off
+// (LATHE_RNN_PROBE=0's default) the return takes the retries
+TEST(FusedRecurrence, ChooserReturnsToTheTeamSoonAfterABurstOfLoad) {
+  for (int modes : {2, 3})
+    for (bool probe : {true, false}) {
+      RnnModeChooser c(modes, probe);
+      double cost[3] = {1000, 600, 900};  // µs: one thread, the Team, the projections ahead
+      auto run = [&](int calls) {
+        int per_mode[3] = {0, 0, 0};
+        for (int i = 0; i < calls; ++i) {
+          const int next = c.peek();
+          const int m = c.pick();
+          EXPECT_EQ(m, next);
+          ++per_mode[m];
+          c.record(m, cost[m] + (i % 3) * 5);
+        }
+        return std::array<int, 3>{per_mode[0], per_mode[1], per_mode[2]};
+      };
+      run(48);
+      EXPECT_LT(c.median(1), c.median(0));
+      cost[1] = 1500;  // the burst: the other core taken
+      run(12);
+      EXPECT_GT(c.median(1), c.median(0)) << "left the Team, modes " << modes;
+      cost[1] = 600;   // the core is free again
+      // how many calls until the Team's median is the lowest again
+      auto team_best = [&] { return c.median(1) < c.median(0) && (modes < 3 || c.median(1) < c.median(2)); };
+      int back = 0;
+      while (back < 400 && !team_best()) run(1), ++back;
+      const int team = run(32)[1];
+      // a burst long enough to leave only slow kept times takes a retry first (one in kExplore
+      // calls among modes - 1 others), then two probes
+      const int bound = RnnModeChooser::kExplore * (modes - 1) + 2 * RnnModeChooser::kProbe + 2;
+      if (probe) EXPECT_LE(back, bound) << "modes " << modes;
+      else EXPECT_GT(back, bound) << "modes " << modes;
+      EXPECT_GE(team, 32 - 32 / RnnModeChooser::kExplore - 1) << "modes " << modes << " probe " << probe;
+      // a Team that stays slow: probed only until a probe is slow
+      cost[1] = 3000;
+      run(16);
+      int64_t before = c.calls(1);
+      run(64);
+      EXPECT_LE(c.calls(1) - before, 64 / RnnModeChooser::kExplore + 1) << "modes " << modes << " probe " << probe;
+      // a partner that gets the other core one call in four: the Team's median stays slow, and a
+      // fast retry buys one probe more, not one call in kProbe for as long as a fast time is kept
+      before = c.calls(1);
+      int64_t team_calls = 0;
+      for (int i = 0; i < 256; ++i) {
+        const int m = c.pick();
+        team_calls += m == 1;
+        c.record(m, m == 1 ? (team_calls % 4 == 0 ? 600 : 1500) : cost[m]);
+      }
+      EXPECT_GT(c.median(1), c.median(0)) << "modes " << modes;
+      EXPECT_LE(c.calls(1) - before, 2 * 256 / RnnModeChooser::kExplore + 2) << "modes " << modes << " probe " << probe;
+    }
 }
 
 // threads descheduled inside a piece (LATHE_RNN_STALL_US makes a claimed piece sleep now and
