@@ -110,6 +110,7 @@ class MatmulLowering {
                         const std::string& local, const std::string& shared, int64_t table_pad,
                         const std::function<Stmt(const OperandParts&)>& make_pack);
   std::optional<Stmt> pack_b_runs(const OperandParts& B, int pb);
+  std::optional<Stmt> pack_b_taps(const OperandParts& B, int pb, int segs, const std::vector<int64_t>& cb, int64_t ca) const;
   Stmt pack_b(const OperandParts& Bx);  // this job's B block into Bp (or a shared pack step's)
   Stmt pack_a(const OperandParts& Ax);
   std::optional<Stmt> pack_a_contig(const OperandParts& Ax);  // int8 groups over a stride-1 window's rows  // this MC block of A into Ap (or a shared pack step's)

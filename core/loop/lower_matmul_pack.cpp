@@ -270,6 +270,114 @@ static bool masked_runs(int lanes) {
   return mode == "1" || (mode.empty() && lanes >= 16);
 }
 
+// LATHE_PACK_TAPS: a strided window's panel packed tap by tap (pack_b_taps); 0 k by k
+// (pack_b_runs' per-k runs), all also for stride-1 windows (A/B runs). Read per lowering
+// (tests set it).
+static std::string taps_mode() {
+  const char* e = std::getenv("LATHE_PACK_TAPS");
+  return std::string(e ? e : "");
+}
+
+// A panel's runs packed tap by tap. Along k a window's bounds read only its tap axes (a 3x3
+// layer's kh, kw: the k axes after the channels), so the runs' first and last columns inside
+// the bounds (lo, hi) are the same for every channel at one tap; pack_b_runs computed them,
+// and the run's masks, for every k (a stride-2 3x3 layer at 28 x 28: 3 runs a panel per k,
+// ~200 instructions a k against the micro-kernel's 256 FMAs). Here per panel: the runs'
+// columns and row parts; per tap: each run's lo / hi; per channel at that tap (the depth kd =
+// c·T + t - k0 of this K block): the row zeroed and the runs copied, their lengths
+// invariant in the channel loop. Where the tap axes are the k axes' suffix, there are >= 2
+// channels, T <= KC; strided windows (ca >= 2) unless LATHE_PACK_TAPS=all.
+std::optional<Stmt> MatmulLowering::pack_b_taps(const OperandParts& B, int pb, int segs, const std::vector<int64_t>& cb,
+                                                int64_t ca) const {
+  const std::string mode = taps_mode();
+  if (mode == "0" || G_ != 1 || (ca < 2 && mode != "all")) return std::nullopt;
+  const OperandAccess& acc = *B.acc;
+  const size_t nk = mm_.k_axes.size();
+  std::vector<bool> tap(nk, false);
+  int64_t K = 1, T = 1;
+  for (size_t i = 0; i < nk; ++i) {
+    const int d = mm_.k_axes[i];
+    if (!s_[d].is_const()) return std::nullopt;
+    K *= s_[d].value();
+    for (auto& b : acc.bounds)
+      if (b.coord.uses(d)) tap[i] = true;
+  }
+  size_t first = nk;
+  while (first > 0 && tap[first - 1]) --first;
+  for (size_t i = 0; i < first; ++i)
+    if (tap[i]) return std::nullopt;  // a bound reads a channel axis: not a window's taps
+  for (size_t i = first; i < nk; ++i) T *= s_[mm_.k_axes[i]].value();
+  if (first == 0 || first == nk || K / T < 2 || T > kc_blk_) return std::nullopt;
+  const int64_t NR = P_.nr;
+  ExprRef p0 = mul(var("jp"), const_int(NR)), nc = var("nc"), n0 = var("n0"), k0 = var("k0"), kc = var("kc");
+  ExprRef sin = const_int(s_[mm_.n_axes.back()].value());
+  ExprRef pend = min_of(const_int(NR), sub(nc, p0));
+  ExprRef e1 = min_of(min_of(const_int(NR), sub(sin, binary(Op::Mod, add(n0, p0), sin))), pend);
+  auto clamp0 = [](ExprRef x) { return binary(Op::Max, x, const_int(0)); };
+  auto sg = [](int seg, const char* what) { return "q" + std::to_string(seg) + "_" + what; };
+  // per panel: each run's columns [cs, ce) and the row parts of its bounds and address
+  std::vector<Stmt> panel;
+  std::vector<ExprRef> cs(segs);
+  for (int seg = 0; seg < segs; ++seg) {
+    cs[seg] = seg == 0 ? const_int(0) : var(sg(seg - 1, "ce"));
+    panel.push_back(make_let(sg(seg, "ce"), DType::I64, seg == 0 ? e1 : min_of(add(cs[seg], sin), pend)));
+    for (size_t j = 0; j < acc.bounds.size(); ++j)
+      panel.push_back(make_let(sg(seg, ("r" + std::to_string(j)).c_str()), DType::I64,
+                               add(batch_part(acc.bounds[j].coord), at(B.rows[j + 1], add(p0, cs[seg])))));
+    panel.push_back(make_let(sg(seg, "ra"), DType::I64, add(batch_part(acc.addr), at(B.rows[0], add(p0, cs[seg])))));
+  }
+  // per tap kt: the first channel at this tap in the block, how many, and a depth of this tap
+  // (kr, for its bounds: clamped into the block when the tap has none)
+  std::vector<Stmt> per_tap{
+      make_let("kq0", DType::I64, binary(Op::IDiv, add(sub(k0, var("kt")), const_int(T - 1)), const_int(T))),
+      make_let("kqn", DType::I64,
+               sub(binary(Op::IDiv, add(sub(add(k0, kc), var("kt")), const_int(T - 1)), const_int(T)), var("kq0"))),
+      make_let("kr", DType::I64, min_of(sub(add(mul(var("kq0"), const_int(T)), var("kt")), k0), sub(kc, const_int(1))))};
+  for (int seg = 0; seg < segs; ++seg) {
+    ExprRef lo = cs[seg], hi = var(sg(seg, "ce")), ok;
+    for (size_t j = 0; j < acc.bounds.size(); ++j) {
+      auto& b = acc.bounds[j];
+      ExprRef base = add(var(sg(seg, ("r" + std::to_string(j)).c_str())), at(B.ks[j + 1], var("kr")));
+      ExprRef blo = from_sym(b.lo), bhi = from_sym(b.hi);
+      if (cb[j] == 0) {
+        ok = logical_and(ok, logical_and(le(blo, base), lt(base, bhi)));
+        continue;
+      }
+      lo = binary(Op::Max, lo, add(cs[seg], ceil_div(clamp0(sub(blo, base)), cb[j])));
+      hi = min_of(hi, add(cs[seg], ceil_div(clamp0(sub(bhi, base)), cb[j])));
+    }
+    per_tap.push_back(make_let(sg(seg, "lo"), DType::I64, lo));
+    per_tap.push_back(make_let(sg(seg, "hi"), DType::I64, ok ? select(ok, hi, var(sg(seg, "lo"))) : hi));
+  }
+  // per channel: the depth's row zeroed, then each run's columns inside the bounds copied
+  ExprRef row = mul(add(mul(var("jp"), const_int(kc_blk_)), var("kd")), const_int(NR));
+  std::vector<Stmt> per_ch{make_let("kd", DType::I64, sub(add(mul(add(var("kq0"), var("kq")), const_int(T)), var("kt")), k0))};
+  Stmt zero = make_for("c", const_int(NR), {make_local_store("Bp", add(row, var("c")), const_of(0, bdt_))}, "pack B: zero the panel's depth");
+  zero.annot.vectorize = true;
+  per_ch.push_back(zero);
+  for (int seg = 0; seg < segs; ++seg) {
+    ExprRef lo = var(sg(seg, "lo")), hi = var(sg(seg, "hi"));
+    std::vector<Stmt> copy{
+        make_let(sg(seg, "d"), DType::I64, add(row, lo)),
+        make_let(sg(seg, "s"), DType::I64, add(add(var(sg(seg, "ra")), at(B.ks[0], var("kd"))), mul(sub(lo, cs[seg]), const_int(ca))))};
+    Stmt c = make_for("c", sub(hi, lo),
+                      {make_local_store("Bp", add(var(sg(seg, "d")), var("c")),
+                                        packed(pb, acc.src, bdt_, add(var(sg(seg, "s")), mul(var("c"), const_int(ca))), nullptr))},
+                      "pack B: copy a run (one channel at a tap)");
+    c.annot.vectorize = true;
+    if (ca >= 2 && ca <= 4 && masked_runs(P_.lanes)) {
+      c.annot.stride = static_cast<int>(ca);
+      c.annot.max_trip = static_cast<int>(NR);
+    }
+    copy.push_back(std::move(c));
+    per_ch.push_back(make_if(lt(lo, hi), std::move(copy)));
+  }
+  per_tap.push_back(make_for("kq", var("kqn"), std::move(per_ch), "pack B: the channels at this tap"));
+  // (the panel's lets lead the tap loop's body, one statement for the caller; LLVM hoists them)
+  panel.insert(panel.end(), per_tap.begin(), per_tap.end());
+  return make_for("kt", const_int(T), std::move(panel), "pack B: the window's taps (bounds per tap)");
+}
+
 // Pack B run by run: a panel of NR columns spans at most two runs of the innermost N dim
 // when that dim has >= NR elements (1 + ceil((NR - 1) / rows) runs for shorter rows, up
 // to 4); along a run every address and bound is affine in
@@ -415,6 +523,7 @@ std::optional<Stmt> MatmulLowering::pack_b_runs(const OperandParts& B, int pb) {
       body.insert(body.end(), general.begin(), general.end());
     }
     Stmt k_loop = make_for("kk", var("kc"), std::move(body));
+    if (auto t = pack_b_taps(B, pb, segs, cb, *ca)) k_loop = std::move(*t);
     if (win_ && win_->in_place) {  // interior panels are read in place by the micro-kernel
       k_loop = make_if(unary(Op::Not, window_interior(B, *win_, p0)), {std::move(k_loop)});
     } else if (win_) {  // an interior panel: one unguarded NR-wide copy per k, no bounds per k

@@ -516,11 +516,20 @@ bool orient_matmul(MatmulMatch& mm, const MatmulParams& P) {
     }
     return n;
   };
-  const int64_t M = size(mm.m_axes), N = size(mm.n_axes);
+  const int64_t M = size(mm.m_axes), N = size(mm.n_axes), K = size(mm.k_axes);
   if (M < 0 || N < 0 || mm.n_axes.empty()) return false;
   // a convolution's im2col side: a window (range conditions) or a group of positions
   const bool conv_like = !mm.b.bounds.empty() || mm.n_axes.size() > 1 || mm.k_axes.size() > 1;
-  if (!conv_like || !mm.a.bounds.empty() || N >= 4 * P.nr) return false;
+  // Up to 8 NR positions (a 14 x 14 map: 196 on NR 32, the last panel 4 of 32 columns) where
+  // K >= 512: swapped, the positions are rows (196 on MR 8: 4 of 200 padded) and the output's
+  // channels whole panels; its write-back goes down the output's columns (a channel's
+  // positions apart), so only where K FMAs per output element hide it (256 -> 1024 channels,
+  // K 256, measured 452 -> 522 us swapped; 1024 -> 256, K 1024, 497 -> 423; one thread,
+  // ResNet-50's 14 x 14 layers). f32 only (int8 unmeasured). LATHE_MATMUL_SWAP_WIDE=0: 4 NR.
+  const char* e = std::getenv("LATHE_MATMUL_SWAP_WIDE");  // (read per call: tests set it)
+  const bool swap_wide = !(e && std::string(e) == "0");
+  const bool wide = swap_wide && N < 8 * P.nr && K >= 512 && mm.reduce->dtype == DType::F32;
+  if (!conv_like || !mm.a.bounds.empty() || (N >= 4 * P.nr && !wide)) return false;
   const int64_t inner = s[mm.n_axes.back()].value();
   if (inner >= P.nr) return false;  // rows of >= NR positions: B is packed run by run
   const int64_t now = round_up(N, P.nr) * round_up(M, P.mr), swapped = round_up(M, P.nr) * round_up(N, P.mr);

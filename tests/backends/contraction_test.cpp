@@ -192,6 +192,40 @@ TEST(Contraction, LateConvLayersSwapSides) {
   }
 }
 
+// Up to 8 NR positions (a 14 x 14 map on AVX-512's NR 32: 196 positions, the last panel 4
+// of 32 columns) swap where K >= 512 hides the swapped write-back; fewer K, a batch, int8 and
+// LATHE_MATMUL_SWAP_WIDE=0 keep the sides. Against the interpreter: odd maps (13 x 13,
+// 15 x 15), 1x1 and stride-2 3x3, constant weights, residual epilogues, batch 1 and 3.
+TEST(Contraction, WideLateLayersSwapWhereKIsLarge) {
+  loop::MatmulParams p;
+  p.mr = 8, p.nr = 32, p.lanes = 16;
+  auto swaps = [&](const Graph& g) {
+    for (auto& n : g.toposort())
+      if (auto mm = match_matmul(n)) return loop::orient_matmul(*mm, p);
+    return false;
+  };
+  EXPECT_TRUE(swaps(conv_graph({1, 1024, 14, 14, 256, 1, 1, {1, 1}, {0, 0}, {1, 1}, 1})));   // K 1024
+  EXPECT_TRUE(swaps(conv_graph({1, 256, 28, 28, 256, 3, 3, {2, 2}, {1, 1}, {1, 1}, 1})));   // K 2304, stride 2
+  EXPECT_TRUE(swaps(conv_graph({1, 521, 15, 15, 64, 1, 1, {1, 1}, {0, 0}, {1, 1}, 1})));    // 225 positions, K 521
+  EXPECT_FALSE(swaps(conv_graph({1, 521, 15, 15, 67, 1, 1, {1, 1}, {0, 0}, {1, 1}, 1})));   // 67 channels pad worse
+  EXPECT_FALSE(swaps(conv_graph({1, 256, 14, 14, 1024, 1, 1, {1, 1}, {0, 0}, {1, 1}, 1})));  // K 256
+  EXPECT_FALSE(swaps(conv_graph({3, 1024, 14, 14, 256, 1, 1, {1, 1}, {0, 0}, {1, 1}, 1})));  // batch 3: 588
+  EXPECT_FALSE(swaps(conv_graph({1, 1024, 16, 16, 256, 1, 1, {1, 1}, {0, 0}, {1, 1}, 1})));  // 256 = 8 NR
+  {
+    test::ScopedEnv off("LATHE_MATMUL_SWAP_WIDE", "0");
+    EXPECT_FALSE(swaps(conv_graph({1, 1024, 14, 14, 256, 1, 1, {1, 1}, {0, 0}, {1, 1}, 1})));
+  }
+  const std::vector<ConvCase> cases{{1, 517, 13, 13, 64, 1, 1, {1, 1}, {0, 0}, {1, 1}, 1, true, true},   // swapped on NR 32
+                                    {1, 131, 29, 29, 64, 3, 3, {2, 2}, {1, 1}, {1, 1}, 1, true},      // swapped on NR 32
+                                    {3, 523, 15, 15, 37, 1, 1, {1, 1}, {0, 0}, {1, 1}, 1, true},
+                                    {1, 601, 14, 14, 96, 1, 1, {1, 1}, {0, 0}, {1, 1}, 1, false, true}};  // swapped on NR 32
+  test::DiffBatch batch;
+  for (const ConvCase& c : cases) batch.add(test::label(c), conv_graph(c), 7, 4);
+  EXPECT_EQ(batch.run(), 0);
+  if (loop::host_matmul_params().nr == 32)
+    for (int i : {0, 1, 3}) EXPECT_TRUE(swaps(conv_graph(cases[i]))) << test::label(cases[i]);
+}
+
 TEST(Contraction, SwappedSidesMatchInterpreter) {
   test::DiffBatch batch;
   Conv2dOptions same;

@@ -250,6 +250,37 @@ TEST(ConvShapes, MaskedStridedRunsMatchInterpreter) {
                     std::string::npos);  // stride 1: not marked
 }
 
+// A strided window's panels packed tap by tap (pack_b_taps: the channels at one tap share
+// their runs' bounds, computed once a tap), against the interpreter: stride 2 to odd maps
+// (9 x 9, 13 x 13, 15 x 15, 28 x 28), odd and prime channel counts, a K over several K blocks
+// (a block starts and ends mid-channel), a 3-channel 7 x 7 stem, batch 1 and 3, stride 3,
+// dilation; by default, off (LATHE_PACK_TAPS=0) and for stride 1 too (all).
+TEST(ConvShapes, TapByTapPackMatchesInterpreter) {
+  const std::vector<Case> cases{
+      {1, 13, 17, 17, 11, 3, 3, {2, 2}, {1, 1}, {1, 1}, 1, true},   // 9 x 9 out
+      {3, 7, 25, 25, 19, 3, 3, {2, 2}, {1, 1}, {1, 1}},             // batch 3, 13 x 13, input weights
+      {1, 29, 29, 29, 37, 3, 3, {2, 2}, {1, 1}, {1, 1}, 1, true},   // 15 x 15
+      {1, 131, 56, 56, 17, 3, 3, {2, 2}, {1, 1}, {1, 1}, 1, true},  // 28 x 28, K 1179 in several blocks
+      {3, 3, 45, 47, 13, 7, 7, {2, 2}, {3, 3}, {1, 1}, 1, true},    // a stem's window, batch 3, 23 x 24
+      {1, 3, 67, 131, 17, 7, 7, {2, 2}, {3, 3}, {1, 1}, 1, true},   // a stem 34 x 66: interior and border panels
+      {1, 11, 40, 43, 7, 3, 3, {3, 3}, {1, 1}, {1, 1}},             // stride 3, 14 x 15
+      {1, 5, 37, 41, 9, 5, 5, {2, 2}, {2, 2}, {2, 2}, 1, true},     // stride 2, dilation 2
+      {2, 9, 23, 19, 13, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, true},    // stride 1: tap by tap only under `all`
+  };
+  auto taps_of = [](const Case& t) {
+    return test::loop_ir_of(build_program(graph_of(t))).find("the window's taps") != std::string::npos;
+  };
+  for (const char* mode : {(const char*)nullptr, "0", "all"}) {
+    test::ScopedEnv env("LATHE_PACK_TAPS", mode);
+    test::DiffBatch batch;
+    for (const Case& t : cases) batch.add(label(t) + " LATHE_PACK_TAPS=" + (mode ? mode : ""), graph_of(t), 7);
+    EXPECT_EQ(batch.run(), 0);
+    const bool off = mode && std::string(mode) == "0", all = mode && std::string(mode) == "all";
+    for (int i : {2, 3, 5}) EXPECT_EQ(taps_of(cases[i]), !off) << label(cases[i]) << (mode ? mode : "");
+    EXPECT_EQ(taps_of(cases.back()), all) << (mode ? mode : "");
+  }
+}
+
 TEST(ConvShapes, MatchInterpreter) {
   test::DiffBatch batch;
   for (const Case& t : std::vector<Case>{
