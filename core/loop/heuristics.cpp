@@ -98,12 +98,13 @@ int collapse_short_rows(std::vector<Stmt>& body, std::vector<std::string>& log) 
   return n;
 }
 
-// A tiny innermost loop (2 to 8 iterations) that writes the innermost output axis under its
-// parent, out[E·a + b] (the interleaved phases of a Resize, a stack on a new last axis), is
+// A tiny innermost loop (2 to 8 iterations) that writes the innermost output axis under a
+// parent of at least 16 iterations, out[E·a + b] (the interleaved phases of a Resize, a stack on a new last axis), is
 // unrolled in the loop IR: its body copied per value of b with b folded (the copies' locals
 // renamed), so the parent becomes the innermost loop and is vectorized (LLVM: contiguous
 // loads per phase, interleaved stores) where before the tiny loop ran scalar, one element
-// per step. LATHE_UNROLL_TINY_ROWS=0: off.
+// per step. (A 7 × 7 map's rows stay: a parent of 7 fills no vector.)
+// LATHE_UNROLL_TINY_ROWS=0: off.
 constexpr int64_t kTinyRowMax = 8;
 int unroll_tiny_rows(std::vector<Stmt>& body, std::vector<std::string>& log) {
   int n = 0;
@@ -113,7 +114,7 @@ int unroll_tiny_rows(std::vector<Stmt>& body, std::vector<std::string>& log) {
     if (s.kind != StmtKind::For || s.body.size() != 1 || s.body[0].kind != StmtKind::For) continue;
     Stmt& leaf = s.body[0];
     int64_t ea = const_extent(s), eb = const_extent(leaf);
-    if (ea < 4 || eb < 2 || eb > kTinyRowMax || s.annot.parallel || leaf.annot.parallel || !s.reduces.empty() ||
+    if (ea < 2 * kTinyRowMax || eb < 2 || eb > kTinyRowMax || s.annot.parallel || leaf.annot.parallel || !s.reduces.empty() ||
         !leaf.reduces.empty() || leaf.annot.vectorize || s.note == kEdgeNote || leaf.note == kEdgeNote)
       continue;
     bool ok = true, stores = false;
