@@ -138,7 +138,9 @@ int unroll_tiny_rows(std::vector<Stmt>& body, std::vector<std::string>& log) {
         if (c.kind == StmtKind::Let) lets.emplace_back(c.var, c.dtype);
         return true;
       });
-      for (auto& [name, dt] : lets) {
+      for (const auto& let : lets) {
+        const std::string& name = let.first;
+        DType dt = let.second;
         std::string renamed = name + "_u" + std::to_string(v);
         walk(copy, [&](Stmt& c) {
           if (c.kind == StmtKind::Let && c.var == name) c.var = renamed;
