@@ -7,7 +7,9 @@
 // positions nearest to x_ori, edge-clamped → coefficients for nearest / linear / cubic,
 // renormalized with exclude_outside). Each tap becomes one Take along the axis with a
 // constant index vector, times a constant weight vector; nearest is a single Take with no
-// weights. tf_crop_and_resize positions that fall outside the input take
+// weights. Along the innermost axis, taps that repeat with a period of P outputs per Q inputs
+// (P, Q <= 8) become P phases of strided slices instead, interleaved (resize_axis_phases;
+// LATHE_RESIZE_PHASES=0: the Take form), and that axis is resized first. tf_crop_and_resize positions that fall outside the input take
 // extrapolation_value through one Where over the outer product of the per-axis masks.
 //
 // Output sizes come from `scales` (floor(in · scale)) or `sizes` (with opset-18
