@@ -186,16 +186,19 @@ Tensor resize_axis_phases(const Tensor& x, int ax, int64_t out, const std::vecto
           hi = std::max(hi, Q * (m - 1) + off[p][k]);
         }
       int64_t L = -lo, R = hi - (in - 1);
-      std::vector<Tensor> parts;
-      auto edge = [&](int64_t at, int64_t count) {
-        Shape s = x.shape();
-        s[ax] = count;
-        return expand(narrow(x, ax, at, 1), s);
-      };
-      if (L > 0) parts.push_back(edge(0, L));
-      parts.push_back(x);
-      if (R > 0) parts.push_back(edge(in - 1, R));
-      Tensor xp = parts.size() == 1 ? x : Tensor(prim::copy(concat(parts, ax).node()));
+      // the edge-padded input: one copy through a Take with the clamped positions (a gather
+      // over the input's size only; unet's 64 x 32 x 34: 20 us one thread where a concat of
+      // the edge columns, a masked load per element, took 54)
+      Tensor xp = x;
+      if (L > 0 || R > 0) {
+        int64_t np = in + L + R;
+        HostTensor h(DType::I64, {np});
+        for (int64_t j = 0; j < np; ++j) h.set_i64(j, std::clamp<int64_t>(j - L, 0, in - 1));
+        Shape ps = x.shape();
+        ps[ax] = np;
+        Tensor iv = expand(reshape(from_host(h), along(x.rank(), ax, np)), ps);
+        xp = Tensor(prim::copy(prim::take(x.node(), iv.node(), ax)));
+      }
       std::vector<Tensor> phases;
       for (int64_t p = 0; p < P; ++p) {
         Tensor acc;
