@@ -7,7 +7,9 @@
 // positions nearest to x_ori, edge-clamped → coefficients for nearest / linear / cubic,
 // renormalized with exclude_outside). Each tap becomes one Take along the axis with a
 // constant index vector, times a constant weight vector; nearest is a single Take with no
-// weights. tf_crop_and_resize positions that fall outside the input take
+// weights. Along the innermost axis, taps that repeat with a period of P outputs per Q inputs
+// (P, Q <= 8) become P phases of strided slices instead, interleaved (resize_axis_phases;
+// LATHE_RESIZE_PHASES=0: the Take form), and that axis is resized first. tf_crop_and_resize positions that fall outside the input take
 // extrapolation_value through one Where over the outer product of the per-axis masks.
 //
 // Output sizes come from `scales` (floor(in · scale)) or `sizes` (with opset-18
@@ -26,6 +28,7 @@
 // the grid depends on each roi's size) needs constant rois.
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 
 #include "core/import/onnx_lower.h"
 
@@ -133,6 +136,102 @@ Shape along(int rank, int axis, int64_t n) {
   return s;
 }
 
+// Periodic taps (LATHE_RESIZE_PHASES, default on): when output position P·i + p reads
+// input Q·i + off[p][k] (edge-clamped) with weight w[p][k] for every i — an integer or
+// rational scale P/Q with a coordinate mapping affine in x (every mode but align_corners'
+// long periods) — the axis is P phases, each a sum of strided slices of the edge-padded
+// input times scalar weights, interleaved by a stack on a new axis after `ax`. Along the
+// innermost axis this replaces the vector gathers of the Take form (a constant index per
+// output element) by contiguous loads and interleaved stores. The padded input is
+// materialized (a Copy) so that the phase loads carry no border conditions. Returns an
+// undefined tensor where the taps are not periodic with P, Q <= 8 (the Take form is used).
+Tensor resize_axis_phases(const Tensor& x, int ax, int64_t out, const std::vector<Taps>& taps, size_t n) {
+  int64_t in = x.shape()[ax].value();
+  DType dt = x.dtype();
+  auto same_w = [dt](double a, double b) {
+    return dt == DType::F64 ? a == b : static_cast<float>(a) == static_cast<float>(b);
+  };
+  for (int64_t P = 1; P <= 8; ++P) {
+    int64_t m = (out + P - 1) / P;
+    if (m < 3) continue;
+    int64_t mid = m / 2;
+    if (mid * P + P - 1 >= out) continue;
+    for (int64_t Q = 1; Q <= 8; ++Q) {
+      // offsets from the middle period; verified for every output position
+      std::vector<std::vector<int64_t>> off(static_cast<size_t>(P), std::vector<int64_t>(n));
+      std::vector<std::vector<double>> w(static_cast<size_t>(P), std::vector<double>(n));
+      for (int64_t p = 0; p < P; ++p)
+        for (size_t k = 0; k < n; ++k) {
+          const Taps& t = taps[static_cast<size_t>(mid * P + p)];
+          off[p][k] = t.idx[k] - Q * mid;
+          w[p][k] = t.w[k];
+        }
+      bool ok = true;
+      for (int64_t o = 0; o < out && ok; ++o) {
+        const Taps& t = taps[static_cast<size_t>(o)];
+        if (!t.inside) { ok = false; break; }
+        int64_t i = o / P, p = o % P;
+        for (size_t k = 0; k < n && ok; ++k) {
+          if (!same_w(t.w[k], w[p][k])) ok = false;
+          else if (w[p][k] != 0 && t.idx[k] != std::clamp<int64_t>(Q * i + off[p][k], 0, in - 1)) ok = false;
+        }
+      }
+      if (!ok) continue;
+      if (P == 1 && Q == 1) return Tensor();  // nothing periodic to gain (an identity-like axis)
+      int64_t lo = 0, hi = in - 1;
+      for (int64_t p = 0; p < P; ++p)
+        for (size_t k = 0; k < n; ++k) {
+          if (w[p][k] == 0) continue;
+          lo = std::min(lo, off[p][k]);
+          hi = std::max(hi, Q * (m - 1) + off[p][k]);
+        }
+      int64_t L = -lo, R = hi - (in - 1);
+      // the edge-padded input: one copy through a Take with the clamped positions (a gather
+      // over the input's size only; unet's 64 x 32 x 34: 20 us one thread where a concat of
+      // the edge columns, a masked load per element, took 54)
+      Tensor xp = x;
+      if (L > 0 || R > 0) {
+        int64_t np = in + L + R;
+        HostTensor h(DType::I64, {np});
+        for (int64_t j = 0; j < np; ++j) h.set_i64(j, std::clamp<int64_t>(j - L, 0, in - 1));
+        Shape ps = x.shape();
+        ps[ax] = np;
+        Tensor iv = expand(reshape(from_host(h), along(x.rank(), ax, np)), ps);
+        xp = Tensor(prim::copy(prim::take(x.node(), iv.node(), ax)));
+      }
+      std::vector<Tensor> phases;
+      for (int64_t p = 0; p < P; ++p) {
+        Tensor acc;
+        for (size_t k = 0; k < n; ++k) {
+          if (w[p][k] == 0) continue;
+          int64_t start = off[p][k] + L;
+          Tensor s = slice(xp, ax, start, start + Q * (m - 1) + 1, Q);
+          Tensor term = w[p][k] == 1 ? s : s * scalar(Scalar(w[p][k]), dt);
+          acc = acc.defined() ? acc + term : term;
+        }
+        if (!acc.defined()) {
+          Shape s = x.shape();
+          s[ax] = m;
+          acc = zeros(s, dt);
+        }
+        phases.push_back(to(acc, dt));
+      }
+      Tensor y = P == 1 ? phases[0] : stack(phases, ax + 1);
+      Shape os = x.shape();
+      os[ax] = m * P;
+      y = reshape(y, os);
+      if (m * P != out) y = narrow(y, ax, 0, out);
+      return y;
+    }
+  }
+  return Tensor();
+}
+
+bool resize_phases_on() {
+  const char* e = std::getenv("LATHE_RESIZE_PHASES");
+  return !(e && std::string(e) == "0");
+}
+
 // Interpolates axis `ax` of x to `out` positions.
 Tensor resize_axis(const NodeCtx& c, const ResizeAttrs& a, const Tensor& x, int ax, int64_t out, double scale,
                    double roi_lo, double roi_hi, std::vector<Tensor>& masks) {
@@ -161,6 +260,22 @@ Tensor resize_axis(const NodeCtx& c, const ResizeAttrs& a, const Tensor& x, int 
     if (hits > 1) one_hot = false;
   }
   int r = x.rank();
+  bool innermost = true;  // the phase form pays along the innermost non-unit axis only
+  for (int d = ax + 1; d < r; ++d) innermost &= x.shape()[d] == SymInt(1);
+  if (innermost && all_inside && n > 0 && resize_phases_on() && (one_hot || is_float(x.dtype()))) {
+    std::vector<Taps> eff = taps;
+    bool hit_all = true;
+    if (one_hot) {  // nearest: the one tap of weight 1
+      for (auto& t : eff) {
+        size_t j = t.w.size();
+        for (size_t k = 0; k < t.w.size(); ++k) if (t.w[k] == 1) j = k;
+        hit_all &= j < t.w.size();
+        if (j < t.w.size()) t = Taps{{t.idx[j]}, {1.0}, true};
+      }
+    }
+    Tensor z = hit_all ? resize_axis_phases(x, ax, out, eff, one_hot ? 1 : n) : Tensor();
+    if (z.defined()) return z;
+  }
   auto take_with = [&](const std::vector<int64_t>& idx) {
     HostTensor h(DType::I64, {out});
     for (int64_t o = 0; o < out; ++o) h.set_i64(o, idx[static_cast<size_t>(o)]);
@@ -282,7 +397,12 @@ void resize_common(NodeCtx& c, const Tensor& x, ResizeAttrs a, std::vector<doubl
   Tensor y = x;
   std::vector<Tensor> masks;
   auto identity = [&](int d) { return out[d] == in[d] && sc[d] == 1.0 && a.coord != "tf_crop_and_resize"; };
-  for (int d = 0; d < r; ++d) {
+  // The phase form resizes the innermost axis first: its padded copy then reads the input
+  // itself (not an outer axis' Take fused into it), and the outer axes' Takes (one index
+  // per row) fuse into the consumer.
+  bool phases = resize_phases_on();
+  for (int i = 0; i < r; ++i) {
+    int d = phases ? r - 1 - i : i;
     if (identity(d)) continue;
     y = resize_axis(c, a, y, d, out[d], sc[d], lo[d], hi[d], masks);
   }
@@ -290,11 +410,11 @@ void resize_common(NodeCtx& c, const Tensor& x, ResizeAttrs a, std::vector<doubl
   // linear map of the channels, bias included): remember how to replay it (Folder::resamplings)
   if (masks.empty() && r >= 3 && identity(0) && identity(1) && (a.mode == "nearest" || a.mode == "linear") &&
       is_float(x.dtype())) {
-    c.folder().resamplings[y.node()] = {x, [a, out, sc, lo, hi, r](const NodeCtx& cc, const Tensor& t) {
+    c.folder().resamplings[y.node()] = {x, [a, out, sc, lo, hi, r, phases](const NodeCtx& cc, const Tensor& t) {
       Tensor z = t;
       std::vector<Tensor> unused;
-      for (int d = 2; d < r; ++d)
-        if (!(out[d] == t.shape()[d].value() && sc[d] == 1.0))
+      for (int i = 2; i < r; ++i)
+        if (int d = phases ? r + 1 - i : i; !(out[d] == t.shape()[d].value() && sc[d] == 1.0))
           z = resize_axis(cc, a, z, d, out[d], sc[d], lo[d], hi[d], unused);
       return z;
     }};

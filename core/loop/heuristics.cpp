@@ -98,6 +98,65 @@ int collapse_short_rows(std::vector<Stmt>& body, std::vector<std::string>& log) 
   return n;
 }
 
+// A tiny innermost loop (2 to 8 iterations) that writes the innermost output axis under a
+// parent of at least 16 iterations, out[E·a + b] (the interleaved phases of a Resize, a stack on a new last axis), is
+// unrolled in the loop IR: its body copied per value of b with b folded (the copies' locals
+// renamed), so the parent becomes the innermost loop and is vectorized (LLVM: contiguous
+// loads per phase, interleaved stores) where before the tiny loop ran scalar, one element
+// per step. (A 7 × 7 map's rows stay: a parent of 7 fills no vector.)
+// LATHE_UNROLL_TINY_ROWS=0: off.
+constexpr int64_t kTinyRowMax = 8;
+int unroll_tiny_rows(std::vector<Stmt>& body, std::vector<std::string>& log) {
+  int n = 0;
+  for (auto& s : body) {
+    if (s.kind != StmtKind::For && s.kind != StmtKind::If) continue;
+    n += unroll_tiny_rows(s.body, log) + unroll_tiny_rows(s.else_body, log);
+    if (s.kind != StmtKind::For || s.body.size() != 1 || s.body[0].kind != StmtKind::For) continue;
+    Stmt& leaf = s.body[0];
+    int64_t ea = const_extent(s), eb = const_extent(leaf);
+    if (ea < 2 * kTinyRowMax || eb < 2 || eb > kTinyRowMax || s.annot.parallel || leaf.annot.parallel || !s.reduces.empty() ||
+        !leaf.reduces.empty() || leaf.annot.vectorize || s.note == kEdgeNote || leaf.note == kEdgeNote)
+      continue;
+    bool ok = true, stores = false;
+    walk(leaf.body, [&](const Stmt& c) {
+      if (c.kind == StmtKind::Store) {
+        auto ab = affine_ab(c.index, s.var, leaf.var);
+        stores = true;
+        ok = ok && ab && ab->first == eb && ab->second == 1;
+      } else if (c.kind != StmtKind::Let && c.kind != StmtKind::If) {
+        ok = false;
+      }
+      return ok;
+    });
+    if (!ok || !stores) continue;
+    std::vector<Stmt> flat;
+    for (int64_t v = 0; v < eb; ++v) {
+      std::vector<Stmt> copy = leaf.body;
+      substitute(copy, leaf.var, const_int(v));
+      std::vector<std::pair<std::string, DType>> lets;
+      walk(copy, [&](const Stmt& c) {
+        if (c.kind == StmtKind::Let) lets.emplace_back(c.var, c.dtype);
+        return true;
+      });
+      for (const auto& let : lets) {
+        const std::string& name = let.first;
+        DType dt = let.second;
+        std::string renamed = name + "_u" + std::to_string(v);
+        walk(copy, [&](Stmt& c) {
+          if (c.kind == StmtKind::Let && c.var == name) c.var = renamed;
+          return true;
+        });
+        substitute(copy, name, var(renamed, dt));
+      }
+      for (auto& c : copy) flat.push_back(std::move(c));
+    }
+    log.push_back("unroll row " + leaf.var + " (" + std::to_string(eb) + ") into " + s.var);
+    s.body = std::move(flat);
+    ++n;
+  }
+  return n;
+}
+
 // Short f32 rows (32 or more) whose length the vector width does not divide (a softmax over 77): the
 // compiler's loop interleaves 4 vectors and runs the remainder scalar (13 of 77, each exp
 // ~25 scalar instructions: more time than the 64 in vectors). Such a loop is peeled: whole
@@ -261,6 +320,8 @@ void apply_default_schedule(LoopFunc& f, const ScheduleOptions& opts) {
   if (!(getenv("LATHE_COLLAPSE_ROWS") && std::string(getenv("LATHE_COLLAPSE_ROWS")) == "0"))
     while (collapse_short_rows(f.body, f.schedule_log) > 0) {
     }
+  if (!(getenv("LATHE_UNROLL_TINY_ROWS") && std::string(getenv("LATHE_UNROLL_TINY_ROWS")) == "0"))
+    unroll_tiny_rows(f.body, f.schedule_log);
   std::vector<std::string> leaves;
   walk(f.body, [&](const Stmt& s) {
     if (s.kind != StmtKind::For) return true;
