@@ -131,6 +131,12 @@ class Pool {
     // still split loops for the host's cores
     if (const char* e = std::getenv("LATHE_POOL_THREADS"); e && std::atoi(e) > 0) nthreads_ = std::atoi(e);
     stats_ = pool_stats_enabled();
+    // LATHE_POOL_RELEASE=0: the old judgement, where the caller's waits for its sleeping
+    // workers count as a sign of oversubscription too (A/B runs; see sample_caller)
+    if (const char* e = std::getenv("LATHE_POOL_RELEASE"); e && std::atoi(e) == 0) release_ = false;
+    // LATHE_POOL_JUDGE=0: the pool never judges the machine oversubscribed (its workers poll
+    // between loops whatever the load; A/B runs)
+    if (const char* e = std::getenv("LATHE_POOL_JUDGE"); e && std::atoi(e) == 0) judge_ = false;
     for (auto& j : jobs_) {
       j.ranges = std::vector<Range>(static_cast<size_t>(nthreads_));
       j.busy = j.iters = j.first = std::vector<int64_t>(static_cast<size_t>(nthreads_), 0);
@@ -145,6 +151,12 @@ class Pool {
     }
     cv_.notify_all();
     for (auto& w : workers_) w.join();
+    if (stats_ && loops_.load() > 0)
+      std::fprintf(stderr,
+                   "pool: judged oversubscribed %lld times (caller starved %lld, caller waited %lld, worker starved %lld); "
+                   "%lld of %lld loops with sleeping workers, %lld wake-ups\n",
+                   (long long)marks_.load(), (long long)why_[0].load(), (long long)why_[1].load(), (long long)why_[2].load(),
+                   (long long)quiet_loops_.load(), (long long)loops_.load(), (long long)wakeups_.load());
   }
   int threads() const { return nthreads_; }
   PoolStats stats() const {
@@ -173,7 +185,10 @@ class Pool {
     sample_caller();
     // oversubscribed: the workers sleep between loops (they still take part in each, from
     // when they get a core; the caller alone was slower, 23 ms a run against 16-22 at load 6.5)
-    if (contended()) quiet_loops_.fetch_add(1, std::memory_order_relaxed);
+    if (contended()) {
+      quiet_loops_.fetch_add(1, std::memory_order_relaxed);
+      caller_window().asleep = true;
+    }
     std::lock_guard<std::mutex> serial(run_mu_);  // one parallel loop at a time
     uint64_t g = ++last_gen_;
     Job& j = jobs_[g % kSlots];
@@ -202,14 +217,19 @@ class Pool {
     if (sleepers_.load(std::memory_order_seq_cst) > 0) {
       // under mu_: a worker between its check and its wait has waited by now. Those woken
       // are counted out at once, so the next loops do not wake them again while they are
-      // still on their way to a core.
-      std::lock_guard<std::mutex> lock(mu_);
-      if (sleepers_.load(std::memory_order_relaxed) > 0) {
-        sleepers_.store(0, std::memory_order_relaxed);
-        ++sleep_round_;
-        wakeups_.fetch_add(1, std::memory_order_relaxed);
-        cv_.notify_all();
+      // still on their way to a core. Notified after mu_ is released: a worker woken while
+      // the caller still held it blocked again on the mutex (a second futex round trip)
+      bool wake = false;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (sleepers_.load(std::memory_order_relaxed) > 0) {
+          sleepers_.store(0, std::memory_order_relaxed);
+          ++sleep_round_;
+          wakeups_.fetch_add(1, std::memory_order_relaxed);
+          wake = true;
+        }
       }
+      if (wake) cv_.notify_all();
     }
     Window& w = caller_window();
     int64_t t_start = now_ns();
@@ -236,14 +256,17 @@ class Pool {
   // a polling worker takes its caller's CPU time (the scheduler shares a core between
   // sessions, not threads).
   bool contended() const { return now_ns() < contended_until_.load(std::memory_order_relaxed); }
-  void mark_contended() {
-    contended_until_.store(now_ns() + kContendedForNs, std::memory_order_relaxed);
+  // why: 0 the caller starved, 1 it waited for the workers, 2 a worker starved
+  void mark_contended(int why) {
     marks_.fetch_add(1, std::memory_order_relaxed);
+    why_[why].fetch_add(1, std::memory_order_relaxed);
+    if (judge_) contended_until_.store(now_ns() + kContendedForNs, std::memory_order_relaxed);
   }
   struct Window {
     int64_t wall0 = 0, cpu0 = 0;
     int64_t loop_ns = 0, wait_ns = 0;  // in parallel loops: in all, and waiting for workers
     double own_ns = 0;                 // loop_ns weighted by the caller's part of each loop
+    bool asleep = false;               // a loop of this window found the workers sleeping
     int low = 0;  // bad windows in a row
   };
   static Window& caller_window() {
@@ -270,12 +293,19 @@ class Pool {
       double total = double(wall - w.wall0);
       double part = std::clamp((total - double(w.loop_ns) + w.own_ns) / total, 1e-3, 1.0);
       bool starved = double(cpu - w.cpu0) / total < kWorthLow * part;
-      bool stalled = w.loop_ns > kWindowNs / 4 && 3 * w.wait_ns > w.loop_ns;
+      // Waits in a window whose workers slept between loops are no sign of a taken machine:
+      // each loop woke them, and the caller waited for the wake-up the pool itself chose.
+      // Counted, they could renew the sleeping regime with nothing else running; left out,
+      // it lasts kContendedForNs unless the caller or a worker is starved, and the polling
+      // windows after it judge again. (Seen so far, at load 6-7, every renewal was the
+      // caller starved: LATHE_POOL_STATS=1 prints the reasons.)
+      bool stalled = (!release_ || !w.asleep) && w.loop_ns > kWindowNs / 4 && 3 * w.wait_ns > w.loop_ns;
       w.low = starved || stalled ? w.low + 1 : 0;
-      if (w.low >= kLowWindows) mark_contended(), w.low = 0;
+      if (w.low >= kLowWindows) mark_contended(starved ? 0 : 1), w.low = 0;
     }
     w.wall0 = wall, w.cpu0 = cpu, w.loop_ns = w.wait_ns = 0;
     w.own_ns = 0;
+    w.asleep = contended();
   }
   // Thread t first works through its own share of [0, n) (the same iterations on every call
   // with the same n, so a kernel run many times over one weight, an RNN's steps, finds its
@@ -409,7 +439,7 @@ class Pool {
     if (w.wall0 != 0) {
       const int64_t awake = now - w.wall0 - w.slept;
       w.low = double(cpu - w.cpu0) < kShareLow * double(awake) ? w.low + 1 : 0;
-      if (w.low >= kLowWindows) mark_contended(), w.low = 0;
+      if (w.low >= kLowWindows) mark_contended(2), w.low = 0;
     }
     w.wall0 = now, w.cpu0 = cpu, w.slept = 0;
   }
@@ -435,6 +465,8 @@ class Pool {
 
   int nthreads_ = 1;
   bool stats_ = false;  // LATHE_POOL_STATS=1
+  bool release_ = true;  // LATHE_POOL_RELEASE (sample_caller)
+  bool judge_ = true;    // LATHE_POOL_JUDGE
   std::vector<std::thread> workers_;
   std::mutex mu_, run_mu_;
   std::condition_variable cv_, done_cv_;
@@ -446,6 +478,7 @@ class Pool {
   std::atomic<int64_t> contended_until_{0};   // now_ns() before which the workers do not poll
   uint64_t last_gen_ = 0;                     // under run_mu_
   std::atomic<int64_t> loops_{0}, quiet_loops_{0}, wakeups_{0}, marks_{0}, cpu_reads_{0};  // PoolStats
+  std::atomic<int64_t> why_[3] = {};  // marks_ by their reason (mark_contended)
   Job jobs_[kSlots];
 };
 

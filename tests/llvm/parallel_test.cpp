@@ -6,6 +6,7 @@
 // hang into a failure instead of a ctest timeout.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -229,4 +230,77 @@ TEST(LlvmParallel, CpuClockIsReadOncePerWindowNotPerLoop) {
   const int64_t windows = static_cast<int64_t>(ms / 8) + 2;
   EXPECT_LE(after.cpu_reads - before.cpu_reads, windows * lathe::llvmjit::pool_threads()) << ms << " ms";
   EXPECT_LT(after.cpu_reads - before.cpu_reads, loops / 4);
+}
+
+// Loops further apart than the workers poll (2 ms): each finds them asleep and wakes them
+// (the caller notifies once it has released the pool's mutex, so a woken worker does not
+// block on it again); every iteration still runs exactly once.
+TEST(LlvmParallel, LoopsAfterIdleGapsWakeSleepingWorkers) {
+  using lathe::llvmjit::pool_stats;
+  if (lathe::llvmjit::pool_threads() < 2) GTEST_SKIP() << "one hardware thread: no workers";
+  std::vector<std::atomic<int>> hits(37);  // prime: uneven shares
+  void* bufs[1] = {hits.data()};
+  const int loops = 100;
+  auto before = pool_stats();
+  for (int rep = 0; rep < loops; ++rep) {
+    lathe::llvmjit::lathe_llvm_parallel_for(slow_count_range, bufs, nullptr, nullptr, 37);
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  auto after = pool_stats();
+  for (auto& h : hits) ASSERT_EQ(h.load(), loops);
+  EXPECT_EQ(after.loops - before.loops, loops);
+  EXPECT_GT(after.wakeups - before.wakeups, 0) << "no loop found a worker asleep";
+}
+
+namespace {
+// Runs back-to-back loops for `ms` while one thread of this process per core spins (the
+// caller's own session oversubscribed: it gets about half a core); returns the pool's
+// counters over that time.
+lathe::llvmjit::PoolStats loops_beside_hogs(int ms) {
+  using lathe::llvmjit::pool_stats;
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> hogs;
+  const unsigned n = std::max(1u, std::thread::hardware_concurrency());
+  for (unsigned i = 0; i < n; ++i)
+    hogs.emplace_back([&] {
+      while (!stop.load(std::memory_order_relaxed)) {
+      }
+    });
+  std::vector<std::atomic<int>> hits(16);
+  void* bufs[1] = {hits.data()};
+  auto before = pool_stats();
+  auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
+  int loops = 0;
+  while (std::chrono::steady_clock::now() < until) {
+    lathe::llvmjit::lathe_llvm_parallel_for(slow_count_range, bufs, nullptr, nullptr, 16);
+    ++loops;
+  }
+  auto after = pool_stats();
+  stop = true;
+  for (auto& h : hogs) h.join();
+  for (auto& h : hits) EXPECT_EQ(h.load(), loops);
+  return {after.loops - before.loops, after.quiet_loops - before.quiet_loops, after.wakeups - before.wakeups,
+          after.contended - before.contended, after.cpu_reads - before.cpu_reads};
+}
+}  // namespace
+
+// Oversubscribed (a spinning thread of the caller's own process on every core), the pool
+// judges the machine taken and its workers sleep between loops for a while.
+TEST(LlvmParallel, OversubscribedWorkersSleepBetweenLoops) {
+  if (const char* e = std::getenv("LATHE_POOL_JUDGE"); e && std::atoi(e) == 0) GTEST_SKIP() << "LATHE_POOL_JUDGE=0";
+  if (lathe::llvmjit::pool_threads() < 2) GTEST_SKIP() << "one hardware thread: no workers";
+  auto d = loops_beside_hogs(600);
+  EXPECT_GT(d.contended, 0) << d.loops << " loops";
+  EXPECT_GT(d.quiet_loops, 0) << d.loops << " loops";
+}
+
+// LATHE_POOL_JUDGE=0 (A/B runs): the same load is still judged (counted), but the workers
+// keep polling between loops.
+TEST(LlvmParallel, JudgeOffKeepsWorkersPolling) {
+  setenv("LATHE_POOL_JUDGE", "0", 1);
+  if (lathe::llvmjit::pool_stats().loops != 0) GTEST_SKIP() << "the pool was made before the switch was set";
+  if (lathe::llvmjit::pool_threads() < 2) GTEST_SKIP() << "one hardware thread: no workers";
+  auto d = loops_beside_hogs(600);
+  EXPECT_GT(d.contended, 0) << d.loops << " loops";
+  EXPECT_EQ(d.quiet_loops, 0) << d.loops << " loops";
 }
