@@ -20,8 +20,9 @@
 // a busy machine a polling worker takes CPU time from its own caller, and a worker taken off
 // its core while it holds a chunk stalls the loop for a time slice (mobilenet_v2 at load 7-12
 // on 2 cores: 45-65 ms a run polling, 30-48 ms with the old sleeping workers). So the pool
-// watches, over windows of 8 ms, the caller's progress in cores (sample_caller) and each
-// worker's share of its core; after three bad windows in a row the workers sleep between
+// watches, over windows of 8 ms, the caller's time waiting for a core (its run delay, from
+// /proc/thread-self/schedstat; where that is missing, its progress in cores), its waits for
+// the workers' last chunks (sample_caller) and each worker's share of its core; after three bad windows in a row the workers sleep between
 // loops for the next 100 ms (then they poll again): each loop wakes them, and they join it
 // when they get a core. Judging by one or two windows, or by a share below 1/2, fired on a
 // nearly quiet machine too, where polling workers pay; running the loops on the caller
@@ -37,6 +38,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
+#include <fcntl.h>
+#include <unistd.h>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -108,6 +111,29 @@ int64_t thread_cpu_ns() {
   return int64_t(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
 }
 
+// This thread's CPU time and its time runnable but waiting for a core (the run delay), both
+// in ns since it started, from /proc/thread-self/schedstat (one pread of a file kept open per
+// thread: ~0.6 us on the 2-core VM, against 3-5 us for the CPU clock); false where the kernel
+// has no such file.
+struct SchedStat {
+  int fd = -2;  // -2: not opened yet, -1: none
+  ~SchedStat() {
+    if (fd >= 0) close(fd);
+  }
+  bool read(int64_t& cpu, int64_t& delay) {
+    if (fd == -2) fd = open("/proc/thread-self/schedstat", O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return false;
+    char buf[96];
+    const ssize_t n = pread(fd, buf, sizeof buf - 1, 0);
+    if (n <= 0) return false;
+    buf[n] = 0;
+    long long c = 0, d = 0;
+    if (std::sscanf(buf, "%lld %lld", &c, &d) != 2) return false;
+    cpu = c, delay = d;
+    return true;
+  }
+};
+
 int64_t now_ns() { return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count(); }
 
 // Polls `ready` with a pause between reads for up to `budget`; true when it came true.
@@ -137,6 +163,9 @@ class Pool {
     // LATHE_POOL_JUDGE=0: the pool never judges the machine oversubscribed (its workers poll
     // between loops whatever the load; A/B runs)
     if (const char* e = std::getenv("LATHE_POOL_JUDGE"); e && std::atoi(e) == 0) judge_ = false;
+    // LATHE_POOL_RUNDELAY=0: the caller is starved when its CPU time falls short of its part
+    // of the work, as before, not when it waits for a core (sample_caller; A/B runs)
+    if (const char* e = std::getenv("LATHE_POOL_RUNDELAY"); e && std::atoi(e) == 0) rundelay_ = false;
     for (auto& j : jobs_) {
       j.ranges = std::vector<Range>(static_cast<size_t>(nthreads_));
       j.busy = j.iters = j.first = std::vector<int64_t>(static_cast<size_t>(nthreads_), 0);
@@ -157,6 +186,11 @@ class Pool {
                    "%lld of %lld loops with sleeping workers, %lld wake-ups\n",
                    (long long)marks_.load(), (long long)why_[0].load(), (long long)why_[1].load(), (long long)why_[2].load(),
                    (long long)quiet_loops_.load(), (long long)loops_.load(), (long long)wakeups_.load());
+    if (stats_ && marks_.load() > 0) {
+      std::fprintf(stderr, "pool: judged so at (ms after the pool's start):");
+      for (int64_t k = 0; k < std::min<int64_t>(kMarkLog, mark_log_n_.load()); ++k) std::fprintf(stderr, " %.1f", double(mark_log_[k]) / 1e6);
+      std::fprintf(stderr, "; pool lived %.1f ms\n", double(now_ns() - born_ns_) / 1e6);
+    }
   }
   int threads() const { return nthreads_; }
   PoolStats stats() const {
@@ -260,10 +294,15 @@ class Pool {
   void mark_contended(int why) {
     marks_.fetch_add(1, std::memory_order_relaxed);
     why_[why].fetch_add(1, std::memory_order_relaxed);
+    if (stats_) {
+      const int64_t k = mark_log_n_.fetch_add(1, std::memory_order_relaxed);
+      if (k < kMarkLog) mark_log_[k] = now_ns() - born_ns_;
+    }
     if (judge_) contended_until_.store(now_ns() + kContendedForNs, std::memory_order_relaxed);
   }
   struct Window {
     int64_t wall0 = 0, cpu0 = 0;
+    int64_t delay0 = -1;               // run delay at the window's start (-1: no schedstat)
     int64_t loop_ns = 0, wait_ns = 0;  // in parallel loops: in all, and waiting for workers
     double own_ns = 0;                 // loop_ns weighted by the caller's part of each loop
     bool asleep = false;               // a loop of this window found the workers sleeping
@@ -284,7 +323,9 @@ class Pool {
     Window& w = caller_window();
     int64_t wall = now_ns();
     if (w.wall0 != 0 && wall - w.wall0 < kWindowNs) return;
-    int64_t cpu = thread_cpu_ns();
+    int64_t cpu = 0, delay = -1;
+    thread_local SchedStat sched;
+    if (!rundelay_ || !sched.read(cpu, delay)) cpu = thread_cpu_ns(), delay = -1;
     cpu_reads_.fetch_add(1, std::memory_order_relaxed);
     if (w.wall0 != 0 && wall - w.wall0 <= kMaxWindowNs) {
       // the cores' worth of progress: the caller's CPU time over the window, divided by its
@@ -293,6 +334,13 @@ class Pool {
       double total = double(wall - w.wall0);
       double part = std::clamp((total - double(w.loop_ns) + w.own_ns) / total, 1e-3, 1.0);
       bool starved = double(cpu - w.cpu0) / total < kWorthLow * part;
+      // With the run delay: starved when the caller waited for a core over a quarter of the
+      // window (not of the time it wanted one: a caller that mostly blocks would count its
+      // wake-ups' latency against a sliver of CPU time). CPU time over wall time (LATHE_POOL_RUNDELAY=0, or no schedstat)
+      // also fell when the caller blocked outside the pool's loops (a model's first run, a
+      // background compile or pack: mobilenet_v2's first ~250 ms with nothing else running
+      // judged oversubscribed, the workers asleep for them).
+      if (delay >= 0 && w.delay0 >= 0) starved = 4 * (delay - w.delay0) > wall - w.wall0;
       // Waits in a window whose workers slept between loops are no sign of a taken machine:
       // each loop woke them, and the caller waited for the wake-up the pool itself chose.
       // Counted, they could renew the sleeping regime with nothing else running; left out,
@@ -303,7 +351,7 @@ class Pool {
       w.low = starved || stalled ? w.low + 1 : 0;
       if (w.low >= kLowWindows) mark_contended(starved ? 0 : 1), w.low = 0;
     }
-    w.wall0 = wall, w.cpu0 = cpu, w.loop_ns = w.wait_ns = 0;
+    w.wall0 = wall, w.cpu0 = cpu, w.delay0 = delay, w.loop_ns = w.wait_ns = 0;
     w.own_ns = 0;
     w.asleep = contended();
   }
@@ -467,6 +515,7 @@ class Pool {
   bool stats_ = false;  // LATHE_POOL_STATS=1
   bool release_ = true;  // LATHE_POOL_RELEASE (sample_caller)
   bool judge_ = true;    // LATHE_POOL_JUDGE
+  bool rundelay_ = true;  // LATHE_POOL_RUNDELAY
   std::vector<std::thread> workers_;
   std::mutex mu_, run_mu_;
   std::condition_variable cv_, done_cv_;
@@ -479,6 +528,10 @@ class Pool {
   uint64_t last_gen_ = 0;                     // under run_mu_
   std::atomic<int64_t> loops_{0}, quiet_loops_{0}, wakeups_{0}, marks_{0}, cpu_reads_{0};  // PoolStats
   std::atomic<int64_t> why_[3] = {};  // marks_ by their reason (mark_contended)
+  // LATHE_POOL_STATS: when the first kMarkLog judgements came, after the pool's start
+  static constexpr int64_t kMarkLog = 32;
+  int64_t born_ns_ = now_ns(), mark_log_[kMarkLog] = {};
+  std::atomic<int64_t> mark_log_n_{0};
   Job jobs_[kSlots];
 };
 

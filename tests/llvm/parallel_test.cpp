@@ -304,3 +304,64 @@ TEST(LlvmParallel, JudgeOffKeepsWorkersPolling) {
   EXPECT_GT(d.contended, 0) << d.loops << " loops";
   EXPECT_EQ(d.quiet_loops, 0) << d.loops << " loops";
 }
+
+namespace {
+// This thread's run delay (ns runnable but waiting for a core), -1 without schedstat.
+int64_t run_delay_ns() {
+  std::FILE* f = std::fopen("/proc/thread-self/schedstat", "r");
+  if (!f) return -1;
+  long long cpu = 0, delay = -1;
+  if (std::fscanf(f, "%lld %lld", &cpu, &delay) != 2) delay = -1;
+  std::fclose(f);
+  return delay;
+}
+
+// A caller that blocks between its parallel loops (a model's first run, a background pack):
+// bursts of 5 short loops, 3 ms asleep after each, for `ms`. Returns the pool's judgements of
+// oversubscription over that time, and in `delay_share` the caller's run delay over the wall
+// time (-1 without schedstat).
+int64_t judgements_with_blocked_caller(int ms, double& delay_share) {
+  using lathe::llvmjit::pool_stats;
+  std::vector<std::atomic<int>> hits(16);
+  void* bufs[1] = {hits.data()};
+  const int64_t d0 = run_delay_ns();
+  auto t0 = std::chrono::steady_clock::now();
+  auto before = pool_stats();
+  int loops = 0;
+  while (std::chrono::steady_clock::now() < t0 + std::chrono::milliseconds(ms)) {
+    for (int k = 0; k < 5; ++k, ++loops) lathe::llvmjit::lathe_llvm_parallel_for(slow_count_range, bufs, nullptr, nullptr, 16);
+    std::this_thread::sleep_for(std::chrono::milliseconds(3));
+  }
+  auto after = pool_stats();
+  const double wall = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count();
+  const int64_t d1 = run_delay_ns();
+  delay_share = d0 >= 0 && d1 >= 0 ? double(d1 - d0) / wall : -1;
+  for (auto& h : hits) EXPECT_EQ(h.load(), loops);
+  return after.contended - before.contended;
+}
+}  // namespace
+
+// The caller is starved when it waits for a core, not when it blocks between loops: judged
+// by its CPU time over wall time (LATHE_POOL_RUNDELAY=0, the test below), a caller asleep
+// between bursts of loops looked starved, and the workers slept between loops on a quiet
+// machine. Skipped when the caller itself waited for a core (a loaded machine: judging it
+// oversubscribed is then right).
+TEST(LlvmParallel, CallerBlockedBetweenLoopsIsNotStarved) {
+  if (const char* e = std::getenv("LATHE_POOL_RUNDELAY"); e && std::atoi(e) == 0) GTEST_SKIP() << "LATHE_POOL_RUNDELAY=0";
+  if (lathe::llvmjit::pool_threads() < 2) GTEST_SKIP() << "one hardware thread: no workers";
+  double share = 0;
+  const int64_t marks = judgements_with_blocked_caller(300, share);
+  if (share < 0) GTEST_SKIP() << "no /proc/thread-self/schedstat";
+  if (share > 0.1) GTEST_SKIP() << "the caller waited " << 100 * share << "% of the time for a core: a loaded machine";
+  EXPECT_EQ(marks, 0);
+}
+
+// The same with LATHE_POOL_RUNDELAY=0 (the CPU-share judgement): judged oversubscribed. The
+// test above can fail.
+TEST(LlvmParallel, CpuShareJudgesBlockedCallerStarved) {
+  setenv("LATHE_POOL_RUNDELAY", "0", 1);
+  if (lathe::llvmjit::pool_stats().loops != 0) GTEST_SKIP() << "the pool was made before the switch was set";
+  if (lathe::llvmjit::pool_threads() < 2) GTEST_SKIP() << "one hardware thread: no workers";
+  double share = 0;
+  EXPECT_GT(judgements_with_blocked_caller(300, share), 0);
+}
