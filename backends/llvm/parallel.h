@@ -12,8 +12,9 @@
 // use with one thread per hardware thread (the caller is one of them). Idle workers poll for
 // the next loop for a fraction of a millisecond before they sleep, so the kernels of a model,
 // launched back to back, reach them without a wake-up; while the machine is oversubscribed
-// they sleep between loops instead (parallel.cpp); whether it is, each thread judges from its
-// CPU clock read once per window of ~8 ms, not around each loop (a read is a system call).
+// they sleep between loops instead (parallel.cpp); whether it is, each thread judges once per
+// window of ~8 ms, not around each loop (a read is a system call): the caller from its time
+// waiting for a core (/proc/thread-self/schedstat), a worker from its CPU clock.
 #pragma once
 #include <cstdint>
 
