@@ -26,15 +26,17 @@
 // The warm-up is one call of each mode (kWarm), not three: a process that runs a model ten
 // times (`lathe run --iters 10`, the model bench's timed runs after a first) spent its first
 // nine calls of each layer in the warm-up, six of them in modes not chosen, and its median
-// was the warm-up's (the lstm model, 2 layers x 3 modes: 0.92-1.02 ms a run against
-// 0.59-0.62 in steady state, quiet machine). The process's first call of a layer is not
-// timed (it runs one thread): it pays what later calls do not (the first touch of its
-// buffers, weights not yet in cache: 777 µs against 544-559 for the calls after it, lstm's
-// first layer). After one timed call of each the chooser takes the lowest; a mode with fewer
-// than kSettle times is retried at the probes' calls whatever its time (one time under load
-// may have sent the chooser away from the fastest), and past that the probes and retries
-// correct the choice as before. Before the first call of the Team the kernel wakes its
-// partners (library_rnn.cpp), so the Team's first time does not include their start.
+// was the warm-up's: the lstm model (2 layers x 3 modes), both cores its own (chrt -f 10),
+// 4 alternated rounds: --iters 10 median 1.02-1.11 ms -> 0.62-0.64 (150 runs: 0.58 either
+// way); `lathe bench --models` 0.98-1.02 -> 0.618-0.619 ms, ORT 0.79-0.81. The process's
+// first call of a layer is not timed (it runs one thread): it pays what later calls do not
+// (the first touch of its buffers, weights not yet in cache: 0.7-8.8 ms against 0.54-0.56
+// for the calls after it, lstm's first layer). After one timed call of each the chooser
+// takes the lowest; a mode with fewer than kSettle times is retried at the probes' calls
+// whatever its time (one time under load may have sent the chooser away from the fastest;
+// LATHE_RNN_PROBE=0 turns these off too), and past that the probes and retries correct the
+// choice as before. Before the first call of the Team the kernel wakes its partners
+// (library_rnn.cpp), so the Team's first time does not include their start.
 // LATHE_RNN_WARM=N: N calls of each mode before choosing (3: the earlier warm-up, for A/B).
 #pragma once
 #include <algorithm>
