@@ -379,7 +379,10 @@ int run_bench(const std::vector<std::string>& args) {
   cli.add_option("--models", mo.dir,
                  "whole networks instead: DIR is a model directory (model.onnx, npy/, meta.json) or a folder of them; "
                  "cold and warm start, median run, peak memory, error vs the reference");
-  cli.add_option("--ort-peer", mo.ort_peer, "with --models: ONNX Runtime beside Lathe via this script (../shared/peers/run-ort-peer)");
+  cli.add_option("--ort-peer", mo.ort_peer,
+                 "with --models: ONNX Runtime beside Lathe via this script (../shared/peers/run-ort-peer); the median "
+                 "of --iters runs each, Lathe's after one untimed run (`lathe run --iters`), ORT's after two (the peer's "
+                 "default warm-up)");
   cli.add_option("--threads", mo.threads, "with --ort-peer: the peer's threads (default: all hardware threads)")
       ->check(CLI::Range(1, 1024));
   cli.add_option("--timeout", mo.timeout_s, "with --models: seconds each child process may take (default 900)")

@@ -62,6 +62,7 @@ double process_cpu_ms() {
 // --stats: where a run's time went.
 struct RunStats {
   double load_ms = 0, build_ms = 0, compile_ms = 0, first_run_ms = 0, median_ms = -1, min_ms = -1;
+  std::vector<double> runs_ms;  // --iters: each timed run, in order
   double full_tier_ms = -1;  // --iters with a tiered compile: the wait for the optimized code
   std::string tier;          // "quick" when the first run ran the quick tier (llvm)
   int quick_codes = 0;       // the codes that started quick (the rest: optimized at once)
@@ -195,6 +196,7 @@ RunResult run_on_backend(const std::string& backend, const Graph& g, const Tenso
     };
     st.cpu_ms = (cpu_s(r1) - cpu_s(r0)) * 1000 / iters;
     st.faults_per_run = static_cast<double>(r1.ru_minflt - r0.ru_minflt + r1.ru_majflt - r0.ru_majflt) / iters;
+    st.runs_ms = t;
     std::sort(t.begin(), t.end());
     st.iters = iters;
     st.min_ms = t.front();
@@ -584,6 +586,7 @@ int run_parsed(const Graph& g, const std::string& file, const std::string& backe
       j["iters"] = st.iters;
       j["median_ms"] = st.median_ms;
       j["min_ms"] = st.min_ms;
+      if (st.iters <= 1000) j["runs_ms"] = st.runs_ms;  // in order: a warm-up still going, a burst of load
       j["cpu_ms"] = st.cpu_ms;
       j["faults_per_run"] = st.faults_per_run;
     }

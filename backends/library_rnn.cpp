@@ -21,6 +21,7 @@
 // (row reduction, register tiles, activations) is in library_rnn_math.cpp.
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -186,6 +187,10 @@ void run_rnn(NodeRef n, void* const* bufs) {
       std::lock_guard<std::mutex> lock(chooser_mu());
       ch->record(mode, now_us() - t0);
       next = ch->peek();
+      static const bool trace = std::getenv("LATHE_RNN_TRACE") && std::getenv("LATHE_RNN_TRACE")[0] == '1';
+      if (trace)  // each call's mode and wall time, per layer shape: the chooser's warm-up and picks
+        std::fprintf(stderr, "rnn T=%lld B=%lld I=%lld H=%lld: mode %d %.0f us\n", static_cast<long long>(T),
+                     static_cast<long long>(B), static_cast<long long>(sp->I), static_cast<long long>(H), mode, now_us() - t0);
     }
     // After a call on one thread the partners have stopped polling: a Team call next (the
     // chooser's) would pay their wake-up, which a Team chosen for every call does not, and

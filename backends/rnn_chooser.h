@@ -22,6 +22,22 @@
 // probes (until a retry comes out fast): probing while any kept time was fast, a partner
 // that had the other core now and then kept the probes going at one call in four.
 // LATHE_RNN_PROBE=0 turns the probes off.
+//
+// The warm-up is one call of each mode (kWarm), not three: a process that runs a model ten
+// times (`lathe run --iters 10`, the model bench's timed runs after a first) spent its first
+// nine calls of each layer in the warm-up, six of them in modes not chosen, and its median
+// was the warm-up's: the lstm model (2 layers x 3 modes), both cores its own (chrt -f 10),
+// 4 alternated rounds: --iters 10 median 1.02-1.11 ms -> 0.62-0.64 (150 runs: 0.58 either
+// way); `lathe bench --models` 0.98-1.02 -> 0.618-0.619 ms, ORT 0.79-0.81. The process's
+// first call of a layer is not timed (it runs one thread): it pays what later calls do not
+// (the first touch of its buffers, weights not yet in cache: 0.7-8.8 ms against 0.54-0.56
+// for the calls after it, lstm's first layer). After one timed call of each the chooser
+// takes the lowest; a mode with fewer than kSettle times is retried at the probes' calls
+// whatever its time (one time under load may have sent the chooser away from the fastest;
+// LATHE_RNN_PROBE=0 turns these off too), and past that the probes and retries correct the
+// choice as before. Before the first call of the Team the kernel wakes its partners
+// (library_rnn.cpp), so the Team's first time does not include their start.
+// LATHE_RNN_WARM=N: N calls of each mode before choosing (3: the earlier warm-up, for A/B).
 #pragma once
 #include <algorithm>
 #include <array>
@@ -32,27 +48,38 @@ namespace lathe {
 
 class RnnModeChooser {
  public:
-  static constexpr int kWarm = 3;      // calls of each mode before choosing
+  static constexpr int kWarm = 1;      // calls of each mode before choosing (LATHE_RNN_WARM)
   static constexpr int kKeep = 5;      // wall times kept per mode
   static constexpr int kExplore = 16;  // every kExplore-th call runs a mode not chosen
   static constexpr int kProbe = 4;     // every kProbe-th call runs a mode that may be faster
+  static constexpr int kSettle = 3;    // ... or one with fewer times than this
   static constexpr int kMaxModes = 3;
 
   // modes: 0 one thread, 1 the Team, 2 (when the kernel offers it) one thread for the steps
   // with the partners projecting ahead
-  explicit RnnModeChooser(int modes = 2) : RnnModeChooser(modes, probe_default()) {}
-  RnnModeChooser(int modes, bool probe) : modes_(std::clamp(modes, 1, kMaxModes)), probe_(probe) {}
+  explicit RnnModeChooser(int modes = 2) : RnnModeChooser(modes, probe_default(), warm_default()) {}
+  RnnModeChooser(int modes, bool probe, int warm = kWarm)
+      : modes_(std::clamp(modes, 1, kMaxModes)), probe_(probe), warm_(std::clamp(warm, 1, 64)) {}
   static bool probe_default() {
     const char* e = std::getenv("LATHE_RNN_PROBE");
     return !(e && e[0] == '0');
   }
+  static int warm_default() {
+    const char* e = std::getenv("LATHE_RNN_WARM");
+    return e && std::atoi(e) > 0 ? std::atoi(e) : kWarm;
+  }
+  int warm() const { return warm_; }
 
   // The mode for the next call.
   int pick() { return choose(++calls_); }
   // The mode pick() would return now, without counting a call.
   int peek() const { return choose(calls_ + 1); }
-  // The wall time of a call run in `mode`.
+  // The wall time of a call run in `mode` (the first call's is not kept: see above).
   void record(int mode, double us) {
+    if (!cold_done_) {
+      cold_done_ = true;
+      return;
+    }
     times_[mode][static_cast<size_t>(n_[mode] % kKeep)] = us;
     ++n_[mode];
   }
@@ -74,7 +101,7 @@ class RnnModeChooser {
     int least = 0;  // warm-up: the mode with the fewest calls (ties: the lowest)
     for (int m = 1; m < modes_; ++m)
       if (n_[m] < n_[least]) least = m;
-    if (n_[least] < kWarm) return least;
+    if (n_[least] < warm_) return least;
     int best = 0;
     for (int m = 1; m < modes_; ++m)
       if (median(m) < median(best)) best = m;
@@ -85,12 +112,14 @@ class RnnModeChooser {
     if (probe_ && modes_ > 1 && call % kProbe == 0)  // those that may be faster, in turn
       for (int k = 0; k < modes_ - 1; ++k) {
         const int m = (best + 1 + static_cast<int>((call / kProbe + k) % (modes_ - 1))) % modes_;
-        if (last(m) < median(best)) return m;
+        if (last(m) < median(best) || n_[m] < kSettle) return m;
       }
     return best;
   }
   int modes_ = 2;
   bool probe_ = true;
+  int warm_ = kWarm;
+  bool cold_done_ = false;  // the first call has been recorded (and dropped)
   int64_t calls_ = 0;
   int64_t n_[kMaxModes] = {0, 0, 0};
   std::array<double, kKeep> times_[kMaxModes] = {};
