@@ -95,6 +95,8 @@ const char* kEnvironment =
     "                           deinterleaved whole vectors, not half scalar (default: on for 16-lane hosts)\n"
     "  LATHE_PACK_MASKED_RUNS=0|1  strided convolutions' border runs of the im2col pack: llvm copies each as\n"
     "                           masked 16-lane chunks, not gathers (default: on for AVX-512 hosts)\n"
+    "  LATHE_PACK_MASK_BITS=0   llvm: those masked chunks' lane masks as vector compares of an index vector,\n"
+    "                           not bit masks from the run's length (A/B comparisons)\n"
     "  LATHE_PACK_TAPS=0|all    strided k x k convolutions' im2col pack by window taps: each run's bounds once\n"
     "                           per tap for all channels, not per k (default on; all: stride-1 windows too)\n"
     "  LATHE_MATMUL_PACK_PER_PANEL=1  where one MC block holds a GEMM job's rows (a conv into few channels),\n"

@@ -4,13 +4,29 @@
 #include "backends/llvm/emit_function.h"
 #include "backends/llvm/parallel.h"
 
+#include <cstdlib>
+#include <string>
+
 #include <llvm/IR/MDBuilder.h>
 
 #include "core/ir/diag.h"
 
 namespace lathe::llvmjit::detail {
 
-const char* emit_stmt_stamp() { return __DATE__ " " __TIME__; }
+// LATHE_PACK_MASK_BITS=0: a strided run copy's masks (try_strided_copy) as vector compares of
+// an index vector, as before, not scalar bit masks (A/B runs). Part of the build id (the cache key).
+static bool mask_bits() {
+  static const bool on = [] {
+    const char* e = std::getenv("LATHE_PACK_MASK_BITS");
+    return !(e && std::string(e) == "0");
+  }();
+  return on;
+}
+
+const char* emit_stmt_stamp() {
+  static const std::string s = std::string(__DATE__ " " __TIME__) + (mask_bits() ? "" : ";mask-cmp");
+  return s.c_str();
+}
 
 void FunctionEmitter::emit_stmts(const std::vector<Stmt>& body) {
   for (auto& s : body) emit_stmt(s);
@@ -114,6 +130,11 @@ void FunctionEmitter::emit_stmt(const Stmt& s) {
 // chunk j of the n iterations loads the source elements [S·L·j, S·(n - 1)] of its span
 // (masked: none past the last one read, so none outside the source), keeps every S-th
 // and stores its min(L, n - L·j) lanes (masked); a chunk past n does nothing.
+// The masks are bit masks made from the counts (c ones, c clamped to [0, W]: a scalar shift
+// moved to a mask register): as compares of an index vector against n, 2 chunks x (a 32-lane
+// load mask + a 16-lane store mask) were 12 vpcmpgtq + 6 kunpckbw a run, recomputed on every
+// channel (no room in the 8 mask registers to keep a panel's 3 runs' masks), against the
+// run's 4 loads, 2 permutes and 2 stores.
 bool FunctionEmitter::try_strided_copy(const Stmt& s) {
   const int S = s.annot.stride;
   const bool var_trip = s.annot.max_trip > 0 && s.extent && s.extent->kind != loop::ExprKind::Const;
@@ -153,11 +174,19 @@ bool FunctionEmitter::try_strided_copy(const Stmt& s) {
     llvm::Value* iota_l = llvm::ConstantVector::get(il);
     std::vector<int> lanes;
     for (int l = 0; l < L; ++l) lanes.push_back(S * l);
+    // the first `count` of W lanes (count <= 0: none), as <W x i1> (W <= 64)
+    auto first_lanes = [&](llvm::Value* count, int W) -> llvm::Value* {
+      llvm::Value* c = b_.CreateSelect(b_.CreateICmpSLT(count, b_.getInt64(0)), b_.getInt64(0), count);
+      llvm::Value* ones = b_.CreateSub(b_.CreateShl(b_.getInt64(1), c), b_.getInt64(1));
+      llvm::Value* bits = b_.CreateSelect(b_.CreateICmpSGE(c, b_.getInt64(W)), b_.getInt64(-1), ones);
+      return b_.CreateBitCast(b_.CreateTrunc(bits, b_.getIntNTy(W)), llvm::FixedVectorType::get(b_.getInt1Ty(), W));
+    };
     for (int64_t j = 0; j * L < T; ++j) {
       llvm::Value* r = b_.CreateSub(n, b_.getInt64(L * j));  // this chunk's iterations (may be <= 0)
       // source element e of the chunk is read iff e <= S·(r - 1); lane l is stored iff l < r
-      llvm::Value* lmask = b_.CreateICmpSLT(iota_w, b_.CreateVectorSplat(S * L, b_.CreateAdd(b_.CreateMul(r, b_.getInt64(S)), b_.getInt64(1 - S))));
-      llvm::Value* smask = b_.CreateICmpSLT(iota_l, b_.CreateVectorSplat(L, r));
+      llvm::Value* last = b_.CreateAdd(b_.CreateMul(r, b_.getInt64(S)), b_.getInt64(1 - S));
+      llvm::Value* lmask = mask_bits() ? first_lanes(last, S * L) : b_.CreateICmpSLT(iota_w, b_.CreateVectorSplat(S * L, last));
+      llvm::Value* smask = mask_bits() ? first_lanes(r, L) : b_.CreateICmpSLT(iota_l, b_.CreateVectorSplat(L, r));
       llvm::Value* p = b_.CreateGEP(f32, buffer_ptrs_.at(ld->buffer), b_.CreateAdd(sbase, b_.getInt64(S * L * j)));
       llvm::Value* v = tag_access(b_.CreateMaskedLoad(wide, p, llvm::Align(4), lmask, llvm::Constant::getNullValue(wide)), ld->buffer);
       llvm::Value* out = b_.CreateShuffleVector(v, lanes);

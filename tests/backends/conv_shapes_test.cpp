@@ -281,6 +281,27 @@ TEST(ConvShapes, TapByTapPackMatchesInterpreter) {
   }
 }
 
+// Strided runs copied as masked chunks (llvm on AVX-512: try_strided_copy's var-trip copy,
+// masks made as bit masks from the run's length, LATHE_PACK_MASK_BITS): strides 2, 3 and 4
+// (a chunk's load mask of 32, 48 and 64 lanes), runs from 1 column (a panel's last) to a
+// whole NR panel, runs cut by the padding at both ends, odd and prime maps, batch 1 and 3,
+// 1 x 1 downsamples (no bounds) and a 3-channel stem, against the interpreter.
+TEST(ConvShapes, StridedRunMasksMatchInterpreter) {
+  test::DiffBatch batch;
+  for (const Case& t : std::vector<Case>{
+           {1, 5, 45, 41, 9, 3, 3, {4, 4}, {1, 1}, {1, 1}, 1, true},     // stride 4: 64-lane load masks, 12 x 11
+           {3, 7, 53, 59, 11, 5, 5, {4, 4}, {2, 2}, {1, 1}, 1, true},    // batch 3, stride 4, 5 x 5 window
+           {1, 3, 61, 67, 13, 7, 7, {3, 3}, {3, 3}, {1, 1}, 1, true},    // a stride-3 stem, 21 x 23
+           {1, 17, 33, 21, 7, 3, 3, {2, 2}, {1, 1}, {1, 1}, 1, true},    // 11-wide rows: 4 runs a panel
+           {2, 13, 35, 27, 5, 3, 3, {2, 2}, {0, 1}, {1, 1}, 1, true},    // batch 2, 17 x 14, pads 0 x 1
+           {1, 23, 97, 97, 19, 3, 3, {2, 2}, {1, 1}, {1, 1}, 1, true},   // 49 x 49: rows longer than NR
+           {3, 29, 27, 31, 31, 1, 1, {2, 2}, {0, 0}, {1, 1}, 1, true},   // a 1 x 1 downsample, batch 3
+           {1, 37, 43, 29, 41, 1, 1, {3, 3}, {0, 0}, {1, 1}, 1, true},   // 1 x 1, stride 3
+       })
+    batch.add(label(t), graph_of(t), 11);
+  EXPECT_EQ(batch.run(), 0);
+}
+
 TEST(ConvShapes, MatchInterpreter) {
   test::DiffBatch batch;
   for (const Case& t : std::vector<Case>{
