@@ -14,17 +14,20 @@
 namespace lathe::llvmjit::detail {
 
 // LATHE_PACK_MASK_BITS=0: a strided run copy's masks (try_strided_copy) as vector compares of
-// an index vector, as before, not scalar bit masks (A/B runs). Part of the build id (the cache key).
-static bool mask_bits() {
-  static const bool on = [] {
+// an index vector, as before, not scalar bit masks; =1: bit masks, but every chunk run (none
+// skipped past the run's end) (A/B runs). Part of the build id (the cache key).
+static const std::string& mask_mode() {
+  static const std::string m = [] {
     const char* e = std::getenv("LATHE_PACK_MASK_BITS");
-    return !(e && std::string(e) == "0");
+    return std::string(e ? e : "");
   }();
-  return on;
+  return m;
 }
+static bool mask_bits() { return mask_mode() != "0"; }
+static bool skip_chunks() { return mask_mode().empty(); }
 
 const char* emit_stmt_stamp() {
-  static const std::string s = std::string(__DATE__ " " __TIME__) + (mask_bits() ? "" : ";mask-cmp");
+  static const std::string s = std::string(__DATE__ " " __TIME__) + ";mask-" + mask_mode();
   return s.c_str();
 }
 
@@ -134,7 +137,9 @@ void FunctionEmitter::emit_stmt(const Stmt& s) {
 // moved to a mask register): as compares of an index vector against n, 2 chunks x (a 32-lane
 // load mask + a 16-lane store mask) were 12 vpcmpgtq + 6 kunpckbw a run, recomputed on every
 // channel (no room in the 8 mask registers to keep a panel's 3 runs' masks), against the
-// run's 4 loads, 2 permutes and 2 stores.
+// run's 4 loads, 2 permutes and 2 stores. A chunk past the run's end is branched over (the
+// run's length is the same for a tap's channels: a predictable branch): runs of <= 16 columns,
+// most of a 28-wide map's, ran a second chunk of masked-off loads and store.
 bool FunctionEmitter::try_strided_copy(const Stmt& s) {
   const int S = s.annot.stride;
   const bool var_trip = s.annot.max_trip > 0 && s.extent && s.extent->kind != loop::ExprKind::Const;
@@ -181,8 +186,15 @@ bool FunctionEmitter::try_strided_copy(const Stmt& s) {
       llvm::Value* bits = b_.CreateSelect(b_.CreateICmpSGE(c, b_.getInt64(W)), b_.getInt64(-1), ones);
       return b_.CreateBitCast(b_.CreateTrunc(bits, b_.getIntNTy(W)), llvm::FixedVectorType::get(b_.getInt1Ty(), W));
     };
+    llvm::BasicBlock* done = nullptr;
     for (int64_t j = 0; j * L < T; ++j) {
       llvm::Value* r = b_.CreateSub(n, b_.getInt64(L * j));  // this chunk's iterations (may be <= 0)
+      if (j > 0 && skip_chunks()) {  // none left: skip this chunk and the rest
+        if (!done) done = llvm::BasicBlock::Create(ctx_, "runs.done", fn_);
+        auto* more = llvm::BasicBlock::Create(ctx_, "runs.chunk", fn_);
+        b_.CreateCondBr(b_.CreateICmpSGT(r, b_.getInt64(0)), more, done);
+        b_.SetInsertPoint(more);
+      }
       // source element e of the chunk is read iff e <= S·(r - 1); lane l is stored iff l < r
       llvm::Value* last = b_.CreateAdd(b_.CreateMul(r, b_.getInt64(S)), b_.getInt64(1 - S));
       llvm::Value* lmask = mask_bits() ? first_lanes(last, S * L) : b_.CreateICmpSLT(iota_w, b_.CreateVectorSplat(S * L, last));
@@ -192,6 +204,10 @@ bool FunctionEmitter::try_strided_copy(const Stmt& s) {
       llvm::Value* out = b_.CreateShuffleVector(v, lanes);
       llvm::Value* q = b_.CreateGEP(dst.type, dst.slot, b_.CreateAdd(dbase, b_.getInt64(L * j)));
       tag_access(b_.CreateMaskedStore(out, q, llvm::Align(4), smask), -1);
+    }
+    if (done) {
+      b_.CreateBr(done);
+      b_.SetInsertPoint(done);
     }
     return true;
   }
