@@ -100,6 +100,8 @@ const char* kEnvironment =
     "                           run's end not branched over (A/B comparisons)\n"
     "  LATHE_PACK_TAPS=0|all    strided k x k convolutions' im2col pack by window taps: each run's bounds once\n"
     "                           per tap for all channels, not per k (default on; all: stride-1 windows too)\n"
+    "  LATHE_PACK_TAPS_BY_RUN=0  that pack copies a tap's runs in one loop over its channels, not one loop\n"
+    "                           a run (whose masks then stay in registers) (A/B comparisons)\n"
     "  LATHE_MATMUL_PACK_PER_PANEL=1  where one MC block holds a GEMM job's rows (a conv into few channels),\n"
     "                           pack each B panel just before its micro-kernels, not the NC block up front\n"
     "                           (opt-in: within the noise on the shared 2-core host, -20% to +27% by shape)\n"

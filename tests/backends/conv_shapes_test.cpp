@@ -254,7 +254,8 @@ TEST(ConvShapes, MaskedStridedRunsMatchInterpreter) {
 // their runs' bounds, computed once a tap), against the interpreter: stride 2 to odd maps
 // (9 x 9, 13 x 13, 15 x 15, 28 x 28), odd and prime channel counts, a K over several K blocks
 // (a block starts and ends mid-channel), a 3-channel 7 x 7 stem, batch 1 and 3, stride 3,
-// dilation; by default, off (LATHE_PACK_TAPS=0) and for stride 1 too (all).
+// dilation; by default, off (LATHE_PACK_TAPS=0) and for stride 1 too (all); and with a tap's
+// runs copied in one loop over its channels (LATHE_PACK_TAPS_BY_RUN=0), not one loop a run.
 TEST(ConvShapes, TapByTapPackMatchesInterpreter) {
   const std::vector<Case> cases{
       {1, 13, 17, 17, 11, 3, 3, {2, 2}, {1, 1}, {1, 1}, 1, true},   // 9 x 9 out
@@ -270,11 +271,17 @@ TEST(ConvShapes, TapByTapPackMatchesInterpreter) {
   auto taps_of = [](const Case& t) {
     return test::loop_ir_of(build_program(graph_of(t))).find("the window's taps") != std::string::npos;
   };
-  for (const char* mode : {(const char*)nullptr, "0", "all"}) {
-    test::ScopedEnv env("LATHE_PACK_TAPS", mode);
+  for (const char* mode : {(const char*)nullptr, "0", "all", "by-channel"}) {
+    const bool by_channel = mode && std::string(mode) == "by-channel";
+    test::ScopedEnv env("LATHE_PACK_TAPS", by_channel ? nullptr : mode);
+    test::ScopedEnv by_run("LATHE_PACK_TAPS_BY_RUN", by_channel ? "0" : nullptr);
     test::DiffBatch batch;
     for (const Case& t : cases) batch.add(label(t) + " LATHE_PACK_TAPS=" + (mode ? mode : ""), graph_of(t), 7);
     EXPECT_EQ(batch.run(), 0);
+    const std::string ir = test::loop_ir_of(build_program(graph_of(cases[3])));
+    if (!(mode && std::string(mode) == "0"))
+      EXPECT_EQ(ir.find("a run of the channels at this tap") != std::string::npos, !by_channel) << (mode ? mode : "");
+    if (by_channel) mode = nullptr;  // (the default's tap-by-tap checks below)
     const bool off = mode && std::string(mode) == "0", all = mode && std::string(mode) == "all";
     for (int i : {2, 3, 5}) EXPECT_EQ(taps_of(cases[i]), !off) << label(cases[i]) << (mode ? mode : "");
     EXPECT_EQ(taps_of(cases.back()), all) << (mode ? mode : "");
