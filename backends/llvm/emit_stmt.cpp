@@ -4,13 +4,32 @@
 #include "backends/llvm/emit_function.h"
 #include "backends/llvm/parallel.h"
 
+#include <cstdlib>
+#include <string>
+
 #include <llvm/IR/MDBuilder.h>
 
 #include "core/ir/diag.h"
 
 namespace lathe::llvmjit::detail {
 
-const char* emit_stmt_stamp() { return __DATE__ " " __TIME__; }
+// LATHE_PACK_MASK_BITS=0: a strided run copy's masks (try_strided_copy) as vector compares of
+// an index vector, as before, not scalar bit masks; =1: bit masks, but every chunk run (none
+// skipped past the run's end) (A/B runs). Part of the build id (the cache key).
+static const std::string& mask_mode() {
+  static const std::string m = [] {
+    const char* e = std::getenv("LATHE_PACK_MASK_BITS");
+    return std::string(e ? e : "");
+  }();
+  return m;
+}
+static bool mask_bits() { return mask_mode() != "0"; }
+static bool skip_chunks() { return mask_mode().empty(); }
+
+const char* emit_stmt_stamp() {
+  static const std::string s = std::string(__DATE__ " " __TIME__) + ";mask-" + mask_mode();
+  return s.c_str();
+}
 
 void FunctionEmitter::emit_stmts(const std::vector<Stmt>& body) {
   for (auto& s : body) emit_stmt(s);
@@ -114,6 +133,13 @@ void FunctionEmitter::emit_stmt(const Stmt& s) {
 // chunk j of the n iterations loads the source elements [S·L·j, S·(n - 1)] of its span
 // (masked: none past the last one read, so none outside the source), keeps every S-th
 // and stores its min(L, n - L·j) lanes (masked); a chunk past n does nothing.
+// The masks are bit masks made from the counts (c ones, c clamped to [0, W]: a scalar shift
+// moved to a mask register): as compares of an index vector against n, 2 chunks x (a 32-lane
+// load mask + a 16-lane store mask) were 12 vpcmpgtq + 6 kunpckbw a run, recomputed on every
+// channel (no room in the 8 mask registers to keep a panel's 3 runs' masks), against the
+// run's 4 loads, 2 permutes and 2 stores. A chunk past the run's end is branched over (the
+// run's length is the same for a tap's channels: a predictable branch): runs of <= 16 columns,
+// most of a 28-wide map's, ran a second chunk of masked-off loads and store.
 bool FunctionEmitter::try_strided_copy(const Stmt& s) {
   const int S = s.annot.stride;
   const bool var_trip = s.annot.max_trip > 0 && s.extent && s.extent->kind != loop::ExprKind::Const;
@@ -153,16 +179,35 @@ bool FunctionEmitter::try_strided_copy(const Stmt& s) {
     llvm::Value* iota_l = llvm::ConstantVector::get(il);
     std::vector<int> lanes;
     for (int l = 0; l < L; ++l) lanes.push_back(S * l);
+    // the first `count` of W lanes (count <= 0: none), as <W x i1> (W <= 64)
+    auto first_lanes = [&](llvm::Value* count, int W) -> llvm::Value* {
+      llvm::Value* c = b_.CreateSelect(b_.CreateICmpSLT(count, b_.getInt64(0)), b_.getInt64(0), count);
+      llvm::Value* ones = b_.CreateSub(b_.CreateShl(b_.getInt64(1), c), b_.getInt64(1));
+      llvm::Value* bits = b_.CreateSelect(b_.CreateICmpSGE(c, b_.getInt64(W)), b_.getInt64(-1), ones);
+      return b_.CreateBitCast(b_.CreateTrunc(bits, b_.getIntNTy(W)), llvm::FixedVectorType::get(b_.getInt1Ty(), W));
+    };
+    llvm::BasicBlock* done = nullptr;
     for (int64_t j = 0; j * L < T; ++j) {
       llvm::Value* r = b_.CreateSub(n, b_.getInt64(L * j));  // this chunk's iterations (may be <= 0)
+      if (j > 0 && skip_chunks()) {  // none left: skip this chunk and the rest
+        if (!done) done = llvm::BasicBlock::Create(ctx_, "runs.done", fn_);
+        auto* more = llvm::BasicBlock::Create(ctx_, "runs.chunk", fn_);
+        b_.CreateCondBr(b_.CreateICmpSGT(r, b_.getInt64(0)), more, done);
+        b_.SetInsertPoint(more);
+      }
       // source element e of the chunk is read iff e <= S·(r - 1); lane l is stored iff l < r
-      llvm::Value* lmask = b_.CreateICmpSLT(iota_w, b_.CreateVectorSplat(S * L, b_.CreateAdd(b_.CreateMul(r, b_.getInt64(S)), b_.getInt64(1 - S))));
-      llvm::Value* smask = b_.CreateICmpSLT(iota_l, b_.CreateVectorSplat(L, r));
+      llvm::Value* last = b_.CreateAdd(b_.CreateMul(r, b_.getInt64(S)), b_.getInt64(1 - S));
+      llvm::Value* lmask = mask_bits() ? first_lanes(last, S * L) : b_.CreateICmpSLT(iota_w, b_.CreateVectorSplat(S * L, last));
+      llvm::Value* smask = mask_bits() ? first_lanes(r, L) : b_.CreateICmpSLT(iota_l, b_.CreateVectorSplat(L, r));
       llvm::Value* p = b_.CreateGEP(f32, buffer_ptrs_.at(ld->buffer), b_.CreateAdd(sbase, b_.getInt64(S * L * j)));
       llvm::Value* v = tag_access(b_.CreateMaskedLoad(wide, p, llvm::Align(4), lmask, llvm::Constant::getNullValue(wide)), ld->buffer);
       llvm::Value* out = b_.CreateShuffleVector(v, lanes);
       llvm::Value* q = b_.CreateGEP(dst.type, dst.slot, b_.CreateAdd(dbase, b_.getInt64(L * j)));
       tag_access(b_.CreateMaskedStore(out, q, llvm::Align(4), smask), -1);
+    }
+    if (done) {
+      b_.CreateBr(done);
+      b_.SetInsertPoint(done);
     }
     return true;
   }

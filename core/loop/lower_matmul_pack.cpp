@@ -278,6 +278,13 @@ static std::string taps_mode() {
   return std::string(e ? e : "");
 }
 
+// LATHE_PACK_TAPS_BY_RUN=0: pack_b_taps' runs copied in one loop over a tap's channels, not
+// one loop a run (A/B runs). Read per lowering (tests set it).
+static bool taps_by_run() {
+  const char* e = std::getenv("LATHE_PACK_TAPS_BY_RUN");
+  return !(e && std::string(e) == "0");
+}
+
 // A panel's runs packed tap by tap. Along k a window's bounds read only its tap axes (a 3x3
 // layer's kh, kw: the k axes after the channels), so the runs' first and last columns inside
 // the bounds (lo, hi) are the same for every channel at one tap; pack_b_runs computed them,
@@ -350,11 +357,21 @@ std::optional<Stmt> MatmulLowering::pack_b_taps(const OperandParts& B, int pb, i
     per_tap.push_back(make_let(sg(seg, "hi"), DType::I64, ok ? select(ok, hi, var(sg(seg, "lo"))) : hi));
   }
   // per channel: the depth's row zeroed, then each run's columns inside the bounds copied
+  // (by run: a loop over the channels zeroing their rows, then one per run copying it; the
+  // masked copies' masks (the run's, the same for all channels) then stay in the mask
+  // registers, where a panel's 3 runs' 18 masks, all in one channel loop, were reloaded from
+  // the stack on every channel. LATHE_PACK_TAPS_BY_RUN=0: one loop over the channels.)
   ExprRef row = mul(add(mul(var("jp"), const_int(kc_blk_)), var("kd")), const_int(NR));
-  std::vector<Stmt> per_ch{make_let("kd", DType::I64, sub(add(mul(add(var("kq0"), var("kq")), const_int(T)), var("kt")), k0))};
+  const Stmt kd_let = make_let("kd", DType::I64, sub(add(mul(add(var("kq0"), var("kq")), const_int(T)), var("kt")), k0));
+  std::vector<Stmt> per_ch{kd_let};
   Stmt zero = make_for("c", const_int(NR), {make_local_store("Bp", add(row, var("c")), const_of(0, bdt_))}, "pack B: zero the panel's depth");
   zero.annot.vectorize = true;
   per_ch.push_back(zero);
+  const bool by_run = taps_by_run();
+  if (by_run) {
+    per_tap.push_back(make_for("kq", var("kqn"), std::move(per_ch), "pack B: zero the channels' depths at this tap"));
+    per_ch.clear();
+  }
   for (int seg = 0; seg < segs; ++seg) {
     ExprRef lo = var(sg(seg, "lo")), hi = var(sg(seg, "hi"));
     std::vector<Stmt> copy{
@@ -370,9 +387,14 @@ std::optional<Stmt> MatmulLowering::pack_b_taps(const OperandParts& B, int pb, i
       c.annot.max_trip = static_cast<int>(NR);
     }
     copy.push_back(std::move(c));
-    per_ch.push_back(make_if(lt(lo, hi), std::move(copy)));
+    if (by_run) {
+      copy.insert(copy.begin(), kd_let);
+      per_tap.push_back(make_if(lt(lo, hi), {make_for("kq", var("kqn"), std::move(copy), "pack B: a run of the channels at this tap")}));
+    } else {
+      per_ch.push_back(make_if(lt(lo, hi), std::move(copy)));
+    }
   }
-  per_tap.push_back(make_for("kq", var("kqn"), std::move(per_ch), "pack B: the channels at this tap"));
+  if (!by_run) per_tap.push_back(make_for("kq", var("kqn"), std::move(per_ch), "pack B: the channels at this tap"));
   // (the panel's lets lead the tap loop's body, one statement for the caller; LLVM hoists them)
   panel.insert(panel.end(), per_tap.begin(), per_tap.end());
   return make_for("kt", const_int(T), std::move(panel), "pack B: the window's taps (bounds per tap)");

@@ -254,7 +254,8 @@ TEST(ConvShapes, MaskedStridedRunsMatchInterpreter) {
 // their runs' bounds, computed once a tap), against the interpreter: stride 2 to odd maps
 // (9 x 9, 13 x 13, 15 x 15, 28 x 28), odd and prime channel counts, a K over several K blocks
 // (a block starts and ends mid-channel), a 3-channel 7 x 7 stem, batch 1 and 3, stride 3,
-// dilation; by default, off (LATHE_PACK_TAPS=0) and for stride 1 too (all).
+// dilation; by default, off (LATHE_PACK_TAPS=0) and for stride 1 too (all); and with a tap's
+// runs copied in one loop over its channels (LATHE_PACK_TAPS_BY_RUN=0), not one loop a run.
 TEST(ConvShapes, TapByTapPackMatchesInterpreter) {
   const std::vector<Case> cases{
       {1, 13, 17, 17, 11, 3, 3, {2, 2}, {1, 1}, {1, 1}, 1, true},   // 9 x 9 out
@@ -270,15 +271,42 @@ TEST(ConvShapes, TapByTapPackMatchesInterpreter) {
   auto taps_of = [](const Case& t) {
     return test::loop_ir_of(build_program(graph_of(t))).find("the window's taps") != std::string::npos;
   };
-  for (const char* mode : {(const char*)nullptr, "0", "all"}) {
-    test::ScopedEnv env("LATHE_PACK_TAPS", mode);
+  for (const char* mode : {(const char*)nullptr, "0", "all", "by-channel"}) {
+    const bool by_channel = mode && std::string(mode) == "by-channel";
+    test::ScopedEnv env("LATHE_PACK_TAPS", by_channel ? nullptr : mode);
+    test::ScopedEnv by_run("LATHE_PACK_TAPS_BY_RUN", by_channel ? "0" : nullptr);
     test::DiffBatch batch;
     for (const Case& t : cases) batch.add(label(t) + " LATHE_PACK_TAPS=" + (mode ? mode : ""), graph_of(t), 7);
     EXPECT_EQ(batch.run(), 0);
+    const std::string ir = test::loop_ir_of(build_program(graph_of(cases[3])));
+    if (!(mode && std::string(mode) == "0"))
+      EXPECT_EQ(ir.find("a run of the channels at this tap") != std::string::npos, !by_channel) << (mode ? mode : "");
+    if (by_channel) mode = nullptr;  // (the default's tap-by-tap checks below)
     const bool off = mode && std::string(mode) == "0", all = mode && std::string(mode) == "all";
     for (int i : {2, 3, 5}) EXPECT_EQ(taps_of(cases[i]), !off) << label(cases[i]) << (mode ? mode : "");
     EXPECT_EQ(taps_of(cases.back()), all) << (mode ? mode : "");
   }
+}
+
+// Strided runs copied as masked chunks (llvm on AVX-512: try_strided_copy's var-trip copy,
+// masks made as bit masks from the run's length, LATHE_PACK_MASK_BITS): strides 2, 3 and 4
+// (a chunk's load mask of 32, 48 and 64 lanes), runs from 1 column (a panel's last) to a
+// whole NR panel, runs cut by the padding at both ends, odd and prime maps, batch 1 and 3,
+// 1 x 1 downsamples (no bounds) and a 3-channel stem, against the interpreter.
+TEST(ConvShapes, StridedRunMasksMatchInterpreter) {
+  test::DiffBatch batch;
+  for (const Case& t : std::vector<Case>{
+           {1, 5, 45, 41, 9, 3, 3, {4, 4}, {1, 1}, {1, 1}, 1, true},     // stride 4: 64-lane load masks, 12 x 11
+           {3, 7, 53, 59, 11, 5, 5, {4, 4}, {2, 2}, {1, 1}, 1, true},    // batch 3, stride 4, 5 x 5 window
+           {1, 3, 61, 67, 13, 7, 7, {3, 3}, {3, 3}, {1, 1}, 1, true},    // a stride-3 stem, 21 x 23
+           {1, 17, 33, 21, 7, 3, 3, {2, 2}, {1, 1}, {1, 1}, 1, true},    // 11-wide rows: 4 runs a panel
+           {2, 13, 35, 27, 5, 3, 3, {2, 2}, {0, 1}, {1, 1}, 1, true},    // batch 2, 17 x 14, pads 0 x 1
+           {1, 23, 97, 97, 19, 3, 3, {2, 2}, {1, 1}, {1, 1}, 1, true},   // 49 x 49: rows longer than NR
+           {3, 29, 27, 31, 31, 1, 1, {2, 2}, {0, 0}, {1, 1}, 1, true},   // a 1 x 1 downsample, batch 3
+           {1, 37, 43, 29, 41, 1, 1, {3, 3}, {0, 0}, {1, 1}, 1, true},   // 1 x 1, stride 3
+       })
+    batch.add(label(t), graph_of(t), 11);
+  EXPECT_EQ(batch.run(), 0);
 }
 
 TEST(ConvShapes, MatchInterpreter) {
