@@ -4,12 +4,11 @@
 // See emit_function.h.
 #include "backends/llvm/emit_function.h"
 #include "backends/llvm/emit_math.h"
+#include "backends/llvm/jit.h"
 
 #include <llvm/IR/IntrinsicsX86.h>
 
 #include <cmath>
-#include <cstdlib>
-#include <string>
 
 #include "core/ir/diag.h"
 
@@ -268,17 +267,11 @@ llvm::Value* FunctionEmitter::emit_unary(const ExprRef& e) {
   return r;
 }
 
-namespace {
 // A dequantized product (loop::is_dequantize_product) is not contracted into an FMA: the
 // interpreter rounds it on its own, and an FMA with the residual sum that reads it moved
 // resnet50_qdq's u8 activations a step here and there from layer3 on (logits off by 1.0 of
 // 151 on the optimized tier, 0.75 on the quick tier, whose O0 code generator fuses some).
-// LATHE_LLVM_CONTRACT_DQ=1 lets them contract as before (A/B runs).
-bool contract_dequantize() {
-  static const bool k = [] { const char* v = std::getenv("LATHE_LLVM_CONTRACT_DQ"); return v && std::string(v) == "1"; }();
-  return k;
-}
-}  // namespace
+// LATHE_LLVM_CONTRACT_DQ=1 lets them contract as before (A/B runs; contract_dequantize()).
 
 llvm::Value* FunctionEmitter::emit_binary(const ExprRef& e) {
   int lanes = e->lanes;

@@ -31,9 +31,10 @@ def sz(inits, v, s, z, t=np.uint8):
 
 
 # y = Q(Relu(DQ(a) + DQ(b))) over all 65536 pairs of u8 values (a along rows, b along columns);
-# s_b and s_y are s_a times powers of two, so that the exact sum of every pair with an odd
-# (a − z_a)·k_b/k_y... lies on a half step: which side each product's rounding leaves it
-# decides the u8 (an FMA rounds the other way on about a third of them)
+# s_b and s_y are s_a times powers of two (k_b, k_y), so that the exact sum of many pairs lies
+# on a half step of s_y: which side each product's f32 rounding leaves it decides the u8, and
+# an FMA that keeps one product unrounded decides some of them the other way (2801 and 181 of
+# the 65536 with LATHE_LLVM_CONTRACT_DQ=1)
 def pairs(name, sa, za, kb, zb, ky, zy):
     sa = np.float32(sa)
     sb, sy = np.float32(sa * np.float32(kb)), np.float32(sa * np.float32(ky))
