@@ -4,6 +4,7 @@
 #include <cctype>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <set>
 
@@ -396,8 +397,14 @@ std::string CEmitter::expr(const ExprRef& e) {
   return "";
 }
 
+// A kernel with a dequantized product (loop::is_dequantize_product) compiles without FMA
+// contraction (GCC's gnu11 default contracts across statements): the interpreter rounds the
+// product on its own, and a residual sum of two of them, requantized, lands on the other side
+// of a half step otherwise. LATHE_LLVM_CONTRACT_DQ=1 (the llvm switch) leaves it as before.
 std::string CEmitter::function_header(const loop::LoopFunc& f, const std::string& name) const {
-  return "void " + name + "(void* const* restrict lathe_bufs, const int64_t* restrict lathe_dims)";
+  static const bool contract = [] { const char* v = std::getenv("LATHE_LLVM_CONTRACT_DQ"); return v && std::string(v) == "1"; }();
+  std::string attr = !contract && loop::has_dequantize_product(f) ? "__attribute__((optimize(\"fp-contract=off\"))) " : "";
+  return attr + "void " + name + "(void* const* restrict lathe_bufs, const int64_t* restrict lathe_dims)";
 }
 
 void CEmitter::emit_for(const Stmt& s, int depth) {

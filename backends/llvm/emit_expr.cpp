@@ -4,6 +4,7 @@
 // See emit_function.h.
 #include "backends/llvm/emit_function.h"
 #include "backends/llvm/emit_math.h"
+#include "backends/llvm/jit.h"
 
 #include <llvm/IR/IntrinsicsX86.h>
 
@@ -266,6 +267,12 @@ llvm::Value* FunctionEmitter::emit_unary(const ExprRef& e) {
   return r;
 }
 
+// A dequantized product (loop::is_dequantize_product) is not contracted into an FMA: the
+// interpreter rounds it on its own, and an FMA with the residual sum that reads it moved
+// resnet50_qdq's u8 activations a step here and there from layer3 on (logits off by 1.0 of
+// 151 on the optimized tier, 0.75 on the quick tier, whose O0 code generator fuses some).
+// LATHE_LLVM_CONTRACT_DQ=1 lets them contract as before (A/B runs; contract_dequantize()).
+
 llvm::Value* FunctionEmitter::emit_binary(const ExprRef& e) {
   int lanes = e->lanes;
   llvm::Value* a = splat(emit(e->args[0]), lanes);
@@ -281,7 +288,7 @@ llvm::Value* FunctionEmitter::emit_binary(const ExprRef& e) {
         // inside a vectorized reduction loop the accumulation may be reordered (the
         // interpreter's tolerance allows it); elsewhere only FMA contraction
         llvm::FastMathFlags fmf;
-        fmf.setAllowContract(true);
+        fmf.setAllowContract(e->op == Op::Add || !loop::is_dequantize_product(*e) || contract_dequantize());
         if (reassoc_depth_ > 0) fmf.setAllowReassoc(true);
         if (auto* inst = llvm::dyn_cast<llvm::Instruction>(r)) inst->setFastMathFlags(fmf);  // constants fold
       } else if (dt == DType::Bool) {  // bool arithmetic is logical: + is or, * is and

@@ -73,6 +73,7 @@ bool keep_lsr() { static const bool k = env_or("LATHE_LLVM_LSR", "1") != "0"; re
 const char* kQuickPasses = "function(sroa,early-cse,instcombine<no-verify-fixpoint>,simplifycfg)";
 }  // namespace
 bool alias_scopes() { static const bool k = env_or("LATHE_LLVM_NOALIAS", "1") != "0"; return k; }
+bool contract_dequantize() { static const bool k = env_or("LATHE_LLVM_CONTRACT_DQ", "0") == "1"; return k; }
 namespace {
 
 double thread_cpu_ms() {
@@ -194,11 +195,12 @@ class TmLease {
 
 const char* pipeline_id(bool quick) {
   static const std::string quick_id = std::string("quick;passes=") + kQuickPasses + ";cg=O" + std::to_string(quick_codegen_level()) +
-                                      (alias_scopes() ? "" : "-no-alias-scopes") + ";v1";
+                                      (alias_scopes() ? "" : "-no-alias-scopes") + (contract_dequantize() ? "-contract-dq" : "") + ";v1";
   if (quick) return quick_id.c_str();
   static const std::string id = [] {
     std::string s = "O" + std::to_string(opt_level()) + "-no-unroll;cg=O" + std::to_string(codegen_level()) +
-                    (keep_lsr() ? "" : "-no-lsr") + (alias_scopes() ? "" : "-no-alias-scopes") + ";v3";
+                    (keep_lsr() ? "" : "-no-lsr") + (alias_scopes() ? "" : "-no-alias-scopes") +
+                    (contract_dequantize() ? "-contract-dq" : "") + ";v3";
     if (!pipeline_override().empty()) s += ";passes=" + pipeline_override();
     if (const char* a = std::getenv("LATHE_LLVM_ARGS"); a && *a) s += ";llvm-args=" + std::string(a);
     return s;

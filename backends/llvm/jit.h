@@ -42,6 +42,9 @@ std::string host_features_hash();
 const char* pipeline_id(bool quick = false);
 // whether emit.cpp tags buffer accesses with scoped no-alias metadata (LATHE_LLVM_NOALIAS=0: not)
 bool alias_scopes();
+// whether a dequantized product may contract into an FMA as before (LATHE_LLVM_CONTRACT_DQ=1;
+// emit_expr.cpp; part of pipeline_id, so that the cache keeps the two apart)
+bool contract_dequantize();
 
 // Verifies, optimizes and compiles a module. Throws InternalError with LLVM's message
 // when the module does not verify (a bug in IR generation, reported clearly).

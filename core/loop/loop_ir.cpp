@@ -411,6 +411,28 @@ void walk_exprs(const std::vector<Stmt>& body, const std::function<void(const Ex
   });
 }
 
+bool is_dequantize_product(const Expr& e) {
+  if (e.kind != ExprKind::Binary || e.op != Op::Mul || !is_float(e.dtype)) return false;
+  for (const ExprRef& a : e.args) {
+    const Expr* x = a.get();
+    while (x->kind == ExprKind::Broadcast) x = x->args[0].get();
+    if (x->kind == ExprKind::Cast && !is_float(x->args[0]->dtype) && x->args[0]->dtype != DType::Bool) return true;
+  }
+  return false;
+}
+
+bool has_dequantize_product(const LoopFunc& f) {
+  bool found = false;
+  std::function<void(const Expr&)> visit = [&](const Expr& e) {
+    if (found) return;
+    if (is_dequantize_product(e)) found = true;
+    for (const ExprRef& a : e.args)
+      if (a) visit(*a);
+  };
+  walk_exprs(f.body, [&](const ExprRef& e) { visit(*e); });
+  return found;
+}
+
 void substitute(std::vector<Stmt>& body, const std::string& v, const ExprRef& with) {
   walk(body, [&](Stmt& s) {
     for (auto* e : {&s.extent, &s.cond, &s.index, &s.value})

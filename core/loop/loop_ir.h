@@ -179,6 +179,14 @@ void walk(std::vector<Stmt>& body, const std::function<bool(Stmt&)>& fn);
 void walk(const std::vector<Stmt>& body, const std::function<bool(const Stmt&)>& fn);
 // Visits every expression of a statement tree (not recursing into sub-expressions).
 void walk_exprs(const std::vector<Stmt>& body, const std::function<void(const ExprRef&)>& fn);
+// A float product with an integer converted to float (f32(q − zp) · scale: a dequantized
+// value, or an int8 sum's f32(acc) · scale). The backends keep it rounded on its own, as the
+// interpreter rounds it, not contracted into an FMA with the sum that reads it: a requantized
+// sum of two such products (a residual sum) would land on the other side of a half step now
+// and then (resnet50_qdq's u8 activations, a step off from layer3 on).
+bool is_dequantize_product(const Expr& e);
+// Whether any expression of the function holds one (at any depth).
+bool has_dequantize_product(const LoopFunc& f);
 // Replaces a variable in every expression of a statement tree.
 void substitute(std::vector<Stmt>& body, const std::string& var_name, const ExprRef& with);
 
