@@ -204,6 +204,8 @@ const char* kEnvironment =
     "                           host's 16-lane vectors (AVX-512), not on 8-lane ones (A/B runs)\n"
     "  LATHE_DEPTHWISE_ROW_SPLIT=1  the threads split a depthwise layer over its row bands, as the 1x1\n"
     "                           convolutions around it split over positions, not over its channels (A/B runs)\n"
+    "  LATHE_STEM_DIRECT=1      a stem convolution of up to 160 taps (7x7 x 3 channels) takes the direct\n"
+    "                           nest, not the implicit GEMM (the heuristic's limit is 64 taps) (A/B runs)\n"
     "  LATHE_POOL_THREADS=N     llvm: the thread pool of parallel loops has N threads (the caller among\n"
     "                           them; default one per core); 1 gives per-kernel A/B times on a shared\n"
     "                           machine that a descheduled partner thread does not blur (the loops are\n"

@@ -87,6 +87,10 @@ struct Plan {
   int64_t RP = 2;         // output rows per pass (they share the loads of the input rows both read)
   bool band_major = false;  // the parallel index runs over the planes of a band, then the next band
   bool acc = false;       // register accumulators (always with several outputs per plane)
+  // the pass loops over input channels and tap rows (kw unrolled) instead of unrolling every
+  // tap: LLVM hoisted an unrolled pass's weight broadcasts (loop-invariant in v) out of the
+  // row loops and spilled them (a 7x7 x 3 stem: 147 x OCB vectors, past L1d)
+  bool tap_loop = false;
   bool multi() const { return oc >= 0; }
   bool accumulate() const { return multi() || acc; }
 };
@@ -188,7 +192,20 @@ std::optional<Plan> analyse(const KernelGraph& kg, const Kernel& k, int L, const
       else return std::nullopt;
     }
   if (p.oh >= 0) p.OH = s[p.oh].value();
+  // LATHE_STEM_DIRECT=1 (off; read at each lowering): the heuristic, too, takes a matmul
+  // kernel up to kMaxDirectTaps (a 7x7 x 3-channel stem: 147 taps), for A/B runs; with it,
+  // LATHE_STEM_DIRECT_OCB / LATHE_STEM_DIRECT_ROWS (1..8) set a matmul kernel's pass sizes
+  // where dp leaves them to the heuristic (prototype knobs, stem21)
+  auto env_int = [](const char* name) {
+    const char* e = std::getenv(name);
+    return e ? std::atoi(e) : 0;
+  };
+  const bool stem_direct = k.kind == "matmul" && env_int("LATHE_STEM_DIRECT") == 1;
+  const int stem_ocb = stem_direct ? std::clamp(env_int("LATHE_STEM_DIRECT_OCB"), 0, 8) : 0;
+  const int stem_rows = stem_direct ? std::clamp(env_int("LATHE_STEM_DIRECT_ROWS"), 0, 8) : 0;
   if (dp.rows > 0) p.RP = dp.rows;
+  else if (stem_rows > 0) p.RP = stem_rows;
+  p.tap_loop = stem_direct && env_int("LATHE_STEM_DIRECT_TAPLOOP") != 0 ? true : false;
   p.acc = dp.acc;
   if (p.kh >= 0) p.KH = s[p.kh].value();
   if (p.kw >= 0) p.KW = s[p.kw].value();
@@ -209,13 +226,13 @@ std::optional<Plan> analyse(const KernelGraph& kg, const Kernel& k, int L, const
   const int64_t ntaps = p.CG * p.KH * p.KW;
   if (p.multi()) {
     p.cwoc = *p.w.addr.const_coef(p.oc);
-    p.OCB = std::min<int64_t>(p.OC, dp.ocb > 0 ? dp.ocb : outputs_per_pass(p.OC, L));
+    p.OCB = std::min<int64_t>(p.OC, dp.ocb > 0 ? dp.ocb : stem_ocb > 0 ? stem_ocb : outputs_per_pass(p.OC, L));
     // a GEMM (matmul kernel) stays one unless its contraction is a small window over few
     // input channels (a stem): there the direct nest reads the input once per band instead
     // of packing taps x positions of it
     // (the heuristic's limit for a matmul kernel is kMaxTaps: a 7x7 x 3-channel stem measured
     // no faster than the GEMM; a tuning candidate, dp.force, goes to kMaxDirectTaps)
-    if (ntaps > (k.kind == "matmul" && !dp.force ? kMaxTaps : kMaxDirectTaps) ||
+    if (ntaps > (k.kind == "matmul" && !dp.force && !stem_direct ? kMaxTaps : kMaxDirectTaps) ||
         (k.kind == "matmul" && (p.KH < 2 || p.KW < 2 || p.oh < 0 || p.CG > kMaxDirectChannels)))
       return std::nullopt;
   } else if (ntaps > kMaxTaps || k.kind == "matmul") {
@@ -543,6 +560,35 @@ class DepthwiseLowering {
       const int64_t R = (int64_t)is.size(), n = R * p.OCB;
       vb.push_back(make_alloc("acc", DType::F32, L_, n, /*registers=*/true));
       for (int64_t a = 0; a < n; ++a) vb.push_back(make_local_store("acc", const_int(a), broadcast(const_float(0, DType::F32), L_)));
+      if (p.tap_loop) {
+        // for c: for kh: the KW taps unrolled (the weights' addresses depend on the loops)
+        ExprRef cv = var("tc"), khv = var("tkh");
+        std::vector<Stmt> tb;
+        for (int64_t kw = 0; kw < p.KW; ++kw) {
+          std::string ts = std::to_string(kw);
+          for (int64_t r = 0; r < R; ++r) {
+            ExprRef row = add(mul(add(add(mul(is[r], const_int(p.uh)), mul(cv, const_int(p.UB))), mul(khv, const_int(p.ukh))), const_int(S)),
+                              const_int(p.akw * kw % S));
+            ExprRef idx = add(add(mul(row, const_int(Q)), mul(v, const_int(L_))), const_int(p.akw * kw / S));
+            tb.push_back(make_let("x" + std::to_string(r) + "_" + ts, DType::F32, local_load("pb", DType::F32, idx, L_)));
+          }
+          for (int64_t j = 0; j < p.OCB; ++j) {
+            ExprRef wi = add(add(add(var("wa"), mul(cv, const_int(p.ckc))), mul(khv, const_int(p.ckh))), const_int(p.cwoc * j + p.ckw * kw));
+            std::string wn = "wv" + std::to_string(j) + "_" + ts;
+            tb.push_back(make_let(wn, DType::F32, broadcast(load(pw, DType::F32, wi), L_)));
+            for (int64_t r = 0; r < R; ++r) {
+              ExprRef cur = local_load("acc", DType::F32, const_int(r * p.OCB + j), L_);
+              ExprRef term = binary(Op::Mul, var(wn, DType::F32, L_), var("x" + std::to_string(r) + "_" + ts, DType::F32, L_));
+              tb.push_back(make_local_store("acc", const_int(r * p.OCB + j), binary(Op::Add, cur, term)));
+            }
+          }
+        }
+        Stmt khl = make_for("tkh", const_int(p.KH), std::move(tb), "tap rows");
+        vb.push_back(make_for("tc", const_int(p.CG), {std::move(khl)}, "input channels"));
+        for (int64_t a = 0; a < n; ++a)
+          vb.push_back(make_local_store("rowt", add(mul(v, const_int(L_)), const_int(a * owv)), local_load("acc", DType::F32, const_int(a), L_)));
+        return make_for("v", const_int(owv / L_), std::move(vb), note);
+      }
       int tap = 0;
       for (int64_t c = 0; c < p.CG; ++c)
         for (int64_t kh = 0; kh < p.KH; ++kh)
@@ -599,7 +645,7 @@ class DepthwiseLowering {
                        (p.RP == 2 ? std::string("rows in pairs") : std::to_string(p.RP) + " rows per pass");
     if (p.multi())
       f_.schedule_log.push_back("direct conv: " + taps + ", " + std::to_string(p.OCB) + " of " + std::to_string(p.OC) +
-                                " output channels per pass");
+                                " output channels per pass" + (p.tap_loop ? ", tap loop" : ""));
     else
       f_.schedule_log.push_back("depthwise: " + taps + (p.acc ? ", register accumulators" : "") +
                                 (p.band_major ? ", split over rows" : ""));

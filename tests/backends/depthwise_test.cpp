@@ -319,6 +319,65 @@ TEST(Depthwise, DirectNestPassWidths) {
   EXPECT_TRUE(loop::takes_direct_conv(p.kg, 0));
 }
 
+// LATHE_STEM_DIRECT=1 (prototype, off by default; read at each lowering): a 7x7 stem over 1-3
+// input channels (up to 160 taps, a GEMM by default) takes the direct nest; with
+// LATHE_STEM_DIRECT_TAPLOOP=1 its pass loops over input channels and tap rows (kw unrolled)
+// instead of unrolling all taps; LATHE_STEM_DIRECT_OCB / _ROWS set the pass sizes. Against the
+// interpreter: odd and prime planes and output counts, batch 1 and 3, stride 2 and 3, pad 3
+// and 0, bias / ReLU epilogue, constant and input weights, several pass sizes.
+TEST(Depthwise, StemDirectSwitchMatchesInterpreter) {
+  setenv("LATHE_STEM_DIRECT", "1", 1);
+  const std::vector<StemCase> cases = {
+      {1, 3, 13, 29, 31, 7, 2, 3},  // ResNet's stem on a prime plane, 13 outputs
+      {3, 3, 16, 23, 19, 7, 2, 3},  // batch 3
+      {1, 2, 11, 37, 41, 7, 3, 0},  // stride 3, no padding, 2 channels
+      {1, 3, 64, 45, 47, 7, 2, 3},  // 64 outputs, several bands
+  };
+  const std::vector<std::vector<std::pair<const char*, const char*>>> envs = {
+      {},
+      {{"LATHE_STEM_DIRECT_TAPLOOP", "1"}},
+      {{"LATHE_STEM_DIRECT_TAPLOOP", "1"}, {"LATHE_STEM_DIRECT_OCB", "8"}, {"LATHE_STEM_DIRECT_ROWS", "2"}},
+      {{"LATHE_STEM_DIRECT_TAPLOOP", "1"}, {"LATHE_STEM_DIRECT_OCB", "4"}, {"LATHE_STEM_DIRECT_ROWS", "3"}},
+  };
+  int diffs = 0, i = 0;
+  for (auto& env : envs) {
+    for (auto& [k, v] : env) setenv(k, v, 1);
+    test::DiffBatch batch;
+    for (auto& t : cases) {
+      Conv2dOptions o;
+      o.stride = {t.stride, t.stride};
+      o.padding = {t.pad, t.pad};
+      Tensor x = input("x", {t.n, t.ci, t.h, t.w});
+      Tensor w = i % 2 ? input("w", {t.co, t.ci, t.k, t.k}) : from_host(random_tensor(DType::F32, {t.co, t.ci, t.k, t.k}, 60 + i));
+      Tensor y = conv2d(x, w, input("b", {t.co}), o);
+      Graph g = one(i % 3 == 2 ? y : clamp(y, Scalar(0.0), Scalar(1e30)));
+      Program p = build_program(g);
+      EXPECT_EQ(direct_kernels(p), 1) << "stem " << i << "\n" << test::loop_ir_of(p);
+      EXPECT_EQ(p.num_kernels(), 1) << test::loop_ir_of(p);
+      if (!p.funcs.empty()) {
+        const std::string& log = p.funcs[0].schedule_log.at(0);
+        EXPECT_EQ(log.rfind("direct conv: ", 0), 0u) << log;
+        if (!env.empty()) EXPECT_NE(log.find(", tap loop"), std::string::npos) << log;
+        if (env.size() > 2) {
+          std::string rows = env[2].second;
+          EXPECT_NE(log.find(rows == "2" ? std::string("rows in pairs") : rows + " rows per pass"), std::string::npos) << log;
+        }
+      }
+      batch.add("stem direct " + std::to_string(i++), g);
+    }
+    diffs += batch.run();
+    for (auto& [k, v] : env) unsetenv(k);
+  }
+  unsetenv("LATHE_STEM_DIRECT");
+  EXPECT_EQ(diffs, 0);
+  // off (the default): the 7x7 x 3 stem stays a GEMM
+  Conv2dOptions o;
+  o.stride = {2, 2};
+  o.padding = {3, 3};
+  Program p = build_program(one(conv2d(input("x", {1, 3, 29, 31}), input("w", {13, 3, 7, 7}), std::nullopt, o)));
+  EXPECT_EQ(direct_kernels(p), 0) << test::loop_ir_of(p);
+}
+
 // a GEMM stays a GEMM: 1x1 convolutions, many input channels, no window
 TEST(Depthwise, ConvolutionsWithWideContractionsStayGemms) {
   // (a 7x7 stem over 3 channels, 147 taps, measured no faster direct: the GEMM by default)
