@@ -320,7 +320,7 @@ TEST(Depthwise, DirectNestPassWidths) {
 }
 
 // LATHE_STEM_DIRECT=1 (prototype, off by default; read at each lowering): a 7x7 stem over 1-3
-// input channels (up to 160 taps, a GEMM by default) takes the direct nest; with
+// input channels (and the 3x3 stems the nest already takes) (up to 160 taps, a GEMM by default) takes the direct nest; with
 // LATHE_STEM_DIRECT_TAPLOOP=1 its pass loops over input channels and tap rows (kw unrolled)
 // instead of unrolling all taps; LATHE_STEM_DIRECT_OCB / _ROWS set the pass sizes. Against the
 // interpreter: odd and prime planes and output counts, batch 1 and 3, stride 2 and 3, pad 3
@@ -332,6 +332,8 @@ TEST(Depthwise, StemDirectSwitchMatchesInterpreter) {
       {3, 3, 16, 23, 19, 7, 2, 3},  // batch 3
       {1, 2, 11, 37, 41, 7, 3, 0},  // stride 3, no padding, 2 channels
       {1, 3, 64, 45, 47, 7, 2, 3},  // 64 outputs, several bands
+      {2, 1, 13, 31, 37, 7, 2, 3},  // one input channel
+      {1, 3, 32, 23, 29, 3, 2, 1},  // MobileNet's 3x3 stem (direct by default; the tap loop under the switch)
   };
   const std::vector<std::vector<std::pair<const char*, const char*>>> envs = {
       {},
