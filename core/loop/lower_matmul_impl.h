@@ -5,6 +5,8 @@
 //                           where, the write-back (and epilogue), operand addressing
 //   lower_matmul_pack.cpp   packing A and B (the implicit im2col of a window, run by run),
 //                           B read in place, the window's interior panels, the shared pack
+//   lower_matmul_pack_int8.cpp  the integer (group-of-G) packs: B run by run a group of k at
+//                           a time, A's contiguous or gathered panels over a window's rows
 //   lower_matmul_micro.cpp  the f32 and int8 micro-kernels (register tiles, the ragged
 //                           A panel's kernel, sums kept in tiles across K blocks)
 //
@@ -110,10 +112,17 @@ class MatmulLowering {
                         const std::string& local, const std::string& shared, int64_t table_pad,
                         const std::function<Stmt(const OperandParts&)>& make_pack);
   std::optional<Stmt> pack_b_runs(const OperandParts& B, int pb);
+  // pack_b_runs's copy of one depth of a panel, run by run (kk, name prefix, the panel index
+  // of a column, lets, zeroing and copies, *full, fixes, the bounds' depth, fix members, copy
+  // members, member stride)
+  using RunCopy = std::function<void(ExprRef, const std::string&, std::function<ExprRef(ExprRef)>, std::vector<Stmt>&,
+                                     std::vector<Stmt>&, ExprRef*, std::vector<Stmt>*, ExprRef, int, int, int64_t)>;
+  // its integer panels, a group of G k at a time (lower_matmul_pack_int8.cpp)
+  Stmt pack_b_run_groups(const OperandParts& B, int pb, const std::optional<int64_t>& ca, const RunCopy& one_k);
   std::optional<Stmt> pack_b_taps(const OperandParts& B, int pb, int segs, const std::vector<int64_t>& cb, int64_t ca) const;
   Stmt pack_b(const OperandParts& Bx);  // this job's B block into Bp (or a shared pack step's)
   Stmt pack_a(const OperandParts& Ax);
-  std::optional<Stmt> pack_a_contig(const OperandParts& Ax);  // int8 groups over a stride-1 window's rows  // this MC block of A into Ap (or a shared pack step's)
+  std::optional<Stmt> pack_a_contig(const OperandParts& Ax);  // int8 groups over a stride-1 window's rows (lower_matmul_pack_int8.cpp)  // this MC block of A into Ap (or a shared pack step's)
 
   // ---- micro-kernels (lower_matmul_micro.cpp) ----
   // f32: B's NR columns at depth kk from the panel, the prepacked panels, or B itself
