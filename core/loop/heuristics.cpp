@@ -66,36 +66,48 @@ bool collapsible(const ExprRef& e, const std::string& a, const std::string& b, i
   return true;
 }
 
+// The (parent, leaf) pairs that collapse_short_rows and unroll_tiny_rows rewrite: a loop
+// whose body is one innermost loop, neither of them parallel, reducing or an edge loop, the
+// leaf not yet vectorized; nested pairs first (a pair's parent after its own body). `fn`
+// checks the pair's extents and accesses and rewrites it (true) or leaves it (false); it may
+// replace the parent. Returns the number rewritten.
+int for_row_pairs(std::vector<Stmt>& body, const std::function<bool(Stmt& parent, Stmt& leaf)>& fn) {
+  int n = 0;
+  for (auto& s : body) {
+    if (s.kind != StmtKind::For && s.kind != StmtKind::If) continue;
+    n += for_row_pairs(s.body, fn) + for_row_pairs(s.else_body, fn);
+    if (s.kind != StmtKind::For || s.body.size() != 1 || s.body[0].kind != StmtKind::For) continue;
+    Stmt& leaf = s.body[0];
+    bool inner = false;
+    walk(leaf.body, [&](const Stmt& c) { inner |= c.kind == StmtKind::For; return !inner; });
+    if (inner || s.annot.parallel || leaf.annot.parallel || !s.reduces.empty() || !leaf.reduces.empty() ||
+        leaf.annot.vectorize || s.note == kEdgeNote || leaf.note == kEdgeNote)
+      continue;
+    if (fn(s, leaf)) ++n;
+  }
+  return n;
+}
+
 // Short innermost rows (a 14×14 map's 14) under a loop that steps over whole rows of the same
 // buffers: one loop over both, so the vectorized loop runs full vectors (196 = 24 × 8 + 4,
 // not 14 = 8 + 6 per row). Only when every access collapses (none reads by row alone, as a
 // per-channel scale would along the channel loop); never into the parallel loop.
 constexpr int64_t kCollapseBelow = 64;
 int collapse_short_rows(std::vector<Stmt>& body, std::vector<std::string>& log) {
-  int n = 0;
-  for (auto& s : body) {
-    if (s.kind != StmtKind::For && s.kind != StmtKind::If) continue;
-    n += collapse_short_rows(s.body, log) + collapse_short_rows(s.else_body, log);
-    if (s.kind != StmtKind::For || s.body.size() != 1 || s.body[0].kind != StmtKind::For) continue;
-    Stmt& leaf = s.body[0];
-    bool inner = false;
-    walk(leaf.body, [&](const Stmt& c) { inner |= c.kind == StmtKind::For; return !inner; });
+  return for_row_pairs(body, [&](Stmt& s, Stmt& leaf) {
     int64_t ea = const_extent(s), eb = const_extent(leaf);
-    if (inner || ea < 2 || eb < 1 || eb >= kCollapseBelow || s.annot.parallel || !s.reduces.empty() ||
-        !leaf.reduces.empty() || s.note == kEdgeNote || leaf.note == kEdgeNote || leaf.annot.vectorize)
-      continue;
+    if (ea < 2 || eb < 1 || eb >= kCollapseBelow) return false;
     bool ok = true;
     walk_exprs(leaf.body, [&](const ExprRef& e) { ok = ok && collapsible(e, s.var, leaf.var, eb); });
-    if (!ok) continue;
+    if (!ok) return false;
     log.push_back("collapse rows " + s.var + " " + leaf.var + " -> " + leaf.var + " (" + std::to_string(ea * eb) + ")");
     Stmt row = std::move(leaf);
     substitute(row.body, s.var, const_int(0));
     row.extent = const_int(ea * eb);
     row.note = s.note + " × " + row.note;
     s = std::move(row);
-    ++n;
-  }
-  return n;
+    return true;
+  });
 }
 
 // A tiny innermost loop (2 to 8 iterations) that writes the innermost output axis under a
@@ -107,16 +119,9 @@ int collapse_short_rows(std::vector<Stmt>& body, std::vector<std::string>& log) 
 // LATHE_UNROLL_TINY_ROWS=0: off.
 constexpr int64_t kTinyRowMax = 8;
 int unroll_tiny_rows(std::vector<Stmt>& body, std::vector<std::string>& log) {
-  int n = 0;
-  for (auto& s : body) {
-    if (s.kind != StmtKind::For && s.kind != StmtKind::If) continue;
-    n += unroll_tiny_rows(s.body, log) + unroll_tiny_rows(s.else_body, log);
-    if (s.kind != StmtKind::For || s.body.size() != 1 || s.body[0].kind != StmtKind::For) continue;
-    Stmt& leaf = s.body[0];
+  return for_row_pairs(body, [&](Stmt& s, Stmt& leaf) {
     int64_t ea = const_extent(s), eb = const_extent(leaf);
-    if (ea < 2 * kTinyRowMax || eb < 2 || eb > kTinyRowMax || s.annot.parallel || leaf.annot.parallel || !s.reduces.empty() ||
-        !leaf.reduces.empty() || leaf.annot.vectorize || s.note == kEdgeNote || leaf.note == kEdgeNote)
-      continue;
+    if (ea < 2 * kTinyRowMax || eb < 2 || eb > kTinyRowMax) return false;
     bool ok = true, stores = false;
     walk(leaf.body, [&](const Stmt& c) {
       if (c.kind == StmtKind::Store) {
@@ -128,7 +133,7 @@ int unroll_tiny_rows(std::vector<Stmt>& body, std::vector<std::string>& log) {
       }
       return ok;
     });
-    if (!ok || !stores) continue;
+    if (!ok || !stores) return false;
     std::vector<Stmt> flat;
     for (int64_t v = 0; v < eb; ++v) {
       std::vector<Stmt> copy = leaf.body;
@@ -152,9 +157,8 @@ int unroll_tiny_rows(std::vector<Stmt>& body, std::vector<std::string>& log) {
     }
     log.push_back("unroll row " + leaf.var + " (" + std::to_string(eb) + ") into " + s.var);
     s.body = std::move(flat);
-    ++n;
-  }
-  return n;
+    return true;
+  });
 }
 
 // Short f32 rows (32 or more) whose length the vector width does not divide (a softmax over 77): the
