@@ -6,7 +6,11 @@
 #include <algorithm>
 #include <array>
 #include <cstdlib>
+#include <functional>
+#include <string>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "core/frontend/nn.h"
 #include "core/frontend/tensor.h"
@@ -18,6 +22,19 @@ namespace lathe {
 namespace {
 
 using test::conv_graph;
+
+// The split tests' form: on a 2-core host with none of `moved` set (the switches that move the
+// blocking), `expect_split` reads the first case's loop IR (the split the blocking chose
+// there); then every case against the interpreter on the backend under test.
+void split_then_diff(const std::vector<const char*>& moved, const std::function<void(const std::string& ir)>& expect_split,
+                     const std::vector<std::pair<std::string, Graph>>& cases) {
+  if (std::thread::hardware_concurrency() == 2 &&
+      std::none_of(moved.begin(), moved.end(), [](const char* e) { return std::getenv(e) != nullptr; }))
+    expect_split(test::loop_ir_of(build_program(cases.at(0).second)));
+  test::DiffBatch batch;
+  for (const auto& c : cases) batch.add(c.first, c.second);
+  EXPECT_EQ(batch.run(), 0);
+}
 
 // The block sizes: they nest (MC a multiple of MR, NC of NR, KC of 8), stay within the
 // caps, cover the sizes, and give a multiple of the thread count of jobs where N allows.
@@ -178,19 +195,14 @@ TEST(Contraction, RaggedPanelWeighsItsVectors) {
 // interpreter; on 2 threads the 14 x 14 layer's N blocks are 96 columns (3 + 3 + the light
 // one). llvm.odd_jobs_pool_threads reruns it on 1, 3 and 7 pool threads.
 TEST(Contraction, LightLastPanelSplitMatchesInterpreter) {
-  test::DiffBatch batch;
-  Graph g14 = conv_graph({1, 97, 14, 14, 96, 1, 1, {1, 1}, {0, 0}, {1, 1}, 1, true, true});
-  if (std::thread::hardware_concurrency() == 2 && !std::getenv("LATHE_MATMUL_TILE") &&
-      !std::getenv("LATHE_MATMUL_RAGGED_WEIGH") && !std::getenv("LATHE_MATMUL_NC")) {
-    const std::string ir = test::loop_ir_of(build_program(g14));
-    EXPECT_NE(ir.find("NC=96 "), std::string::npos) << ir;
-  }
-  batch.add("1x1 14x14 c97 k96, batch 1", g14);
-  batch.add("1x1 14x14 c33 k101, batch 3", conv_graph({3, 33, 14, 14, 101, 1, 1, {1, 1}, {0, 0}, {1, 1}, 1, true, true}));
-  batch.add("1x1 13x13 c17 k67, batch 3", conv_graph({3, 17, 13, 13, 67, 1, 1, {1, 1}, {0, 0}, {1, 1}, 1, true, true}));
-  batch.add("1x1 12x12 c33 k65, batch 1", conv_graph({1, 33, 12, 12, 65, 1, 1, {1, 1}, {0, 0}, {1, 1}, 1, true, false}));
-  batch.add("1x1 14x14 c96 k577 + relu, batch 1", conv_graph({1, 96, 14, 14, 577, 1, 1, {1, 1}, {0, 0}, {1, 1}, 1, true, true}));
-  EXPECT_EQ(batch.run(), 0);
+  split_then_diff(
+      {"LATHE_MATMUL_TILE", "LATHE_MATMUL_RAGGED_WEIGH", "LATHE_MATMUL_NC"},
+      [](const std::string& ir) { EXPECT_NE(ir.find("NC=96 "), std::string::npos) << ir; },
+      {{"1x1 14x14 c97 k96, batch 1", conv_graph({1, 97, 14, 14, 96, 1, 1, {1, 1}, {0, 0}, {1, 1}, 1, true, true})},
+       {"1x1 14x14 c33 k101, batch 3", conv_graph({3, 33, 14, 14, 101, 1, 1, {1, 1}, {0, 0}, {1, 1}, 1, true, true})},
+       {"1x1 13x13 c17 k67, batch 3", conv_graph({3, 17, 13, 13, 67, 1, 1, {1, 1}, {0, 0}, {1, 1}, 1, true, true})},
+       {"1x1 12x12 c33 k65, batch 1", conv_graph({1, 33, 12, 12, 65, 1, 1, {1, 1}, {0, 0}, {1, 1}, 1, true, false})},
+       {"1x1 14x14 c96 k577 + relu, batch 1", conv_graph({1, 96, 14, 14, 577, 1, 1, {1, 1}, {0, 0}, {1, 1}, 1, true, true})}});
 }
 
 // Where M splits copy nothing (B packed at build), N blocks and M splits are cut together
@@ -243,21 +255,17 @@ TEST(Contraction, MSplitsBalanceUnevenPanels) {
 // 5 x 5 maps, a residual add, batch 1 and 3. llvm.odd_jobs_pool_threads reruns it on 1, 3
 // and 7 pool threads.
 TEST(Contraction, BalancedMSplitsMatchInterpreter) {
-  test::DiffBatch batch;
-  Graph g7 = conv_graph({1, 96, 7, 7, 160, 1, 1, {1, 1}, {0, 0}, {1, 1}, 1, true, true});
-  if (std::thread::hardware_concurrency() == 2 && !std::getenv("LATHE_MATMUL_TILE") &&
-      !std::getenv("LATHE_MATMUL_BALANCE_M") && !std::getenv("LATHE_MATMUL_NC")) {
-    const std::string ir = test::loop_ir_of(build_program(g7));
-    EXPECT_EQ(ir.find("msplit=1 "), std::string::npos) << ir;
-  }
-  batch.add("1x1 7x7 c96 k160, batch 1", g7);
-  batch.add("1x1 7x7 c33 k161, batch 3", conv_graph({3, 33, 7, 7, 161, 1, 1, {1, 1}, {0, 0}, {1, 1}, 1, true, true}));
-  batch.add("1x1 9x9 c17 k97, batch 1", conv_graph({1, 17, 9, 9, 97, 1, 1, {1, 1}, {0, 0}, {1, 1}, 1, true, false}));
-  batch.add("3x3 5x5 c13 k67, batch 3", conv_graph({3, 13, 5, 5, 67, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, true, true}));
   Tensor x = input("x", {1, 57, 7, 7}), res = input("res", {1, 160, 7, 7});
   Tensor w = from_host(test::sin_weights({160, 57, 1, 1}, 160.0, 0.37));
-  batch.add("1x1 7x7 c57 k160 + residual", Graph::from_outputs({{"y", (conv2d(x, w, std::nullopt, Conv2dOptions{}) + res).node()}}));
-  EXPECT_EQ(batch.run(), 0);
+  split_then_diff(
+      {"LATHE_MATMUL_TILE", "LATHE_MATMUL_BALANCE_M", "LATHE_MATMUL_NC"},
+      [](const std::string& ir) { EXPECT_EQ(ir.find("msplit=1 "), std::string::npos) << ir; },
+      {{"1x1 7x7 c96 k160, batch 1", conv_graph({1, 96, 7, 7, 160, 1, 1, {1, 1}, {0, 0}, {1, 1}, 1, true, true})},
+       {"1x1 7x7 c33 k161, batch 3", conv_graph({3, 33, 7, 7, 161, 1, 1, {1, 1}, {0, 0}, {1, 1}, 1, true, true})},
+       {"1x1 9x9 c17 k97, batch 1", conv_graph({1, 17, 9, 9, 97, 1, 1, {1, 1}, {0, 0}, {1, 1}, 1, true, false})},
+       {"3x3 5x5 c13 k67, batch 3", conv_graph({3, 13, 5, 5, 67, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, true, true})},
+       {"1x1 7x7 c57 k160 + residual",
+        Graph::from_outputs({{"y", (conv2d(x, w, std::nullopt, Conv2dOptions{}) + res).node()}})}});
 }
 
 // Job counts the threads do not divide and unequal jobs (prime sizes, 13 panels of N as a

@@ -1,7 +1,7 @@
 // onnx_builder.h — small ONNX models built in a test: graph inputs, initializers from
 // HostTensors, nodes whose (non-empty) outputs become graph outputs, attributes, and random
-// f32 tensors. Shared by the tests that import models made here (new_ops_test.cpp,
-// rnn_backends_test.cpp).
+// f32 tensors, a Resize node. Shared by the tests that import models made here
+// (new_ops_test.cpp, rnn_backends_test.cpp, resize_backends_test.cpp, upsample_conv_test.cpp).
 #pragma once
 #include <onnx/onnx_pb.h>
 
@@ -87,6 +87,33 @@ inline void attr_s(onnx::NodeProto* n, const std::string& k, const std::string& 
   a->set_name(k);
   a->set_type(onnx::AttributeProto::STRING);
   a->set_s(v);
+}
+
+// A Resize of `x` into `out` (also a graph output where `output`) by `scales` (an initializer
+// "scales") or else by `sizes` ("sizes"), with its mode, coordinate transformation mode and,
+// where not empty, nearest_mode
+inline onnx::NodeProto* resize_node(OnnxBuilder& m, const std::string& x, const std::string& out, bool output,
+                                    const std::string& mode, const std::string& coord, const std::vector<float>& scales,
+                                    const std::vector<int64_t>& sizes, const std::string& nearest = "") {
+  std::vector<std::string> rin{x, ""};
+  if (!scales.empty()) {
+    HostTensor s(DType::F32, {static_cast<int64_t>(scales.size())});
+    for (size_t i = 0; i < scales.size(); ++i) s.set_f64(static_cast<int64_t>(i), scales[i]);
+    m.init("scales", s);
+    rin.push_back("scales");
+  } else {
+    HostTensor s(DType::I64, {static_cast<int64_t>(sizes.size())});
+    for (size_t i = 0; i < sizes.size(); ++i) s.set_i64(static_cast<int64_t>(i), sizes[i]);
+    m.init("sizes", s);
+    rin.push_back("");
+    rin.push_back("sizes");
+  }
+  auto* r = m.node("Resize", rin, {output ? out : ""});
+  if (!output) r->set_output(0, out);
+  attr_s(r, "mode", mode);
+  attr_s(r, "coordinate_transformation_mode", coord);
+  if (!nearest.empty()) attr_s(r, "nearest_mode", nearest);
+  return r;
 }
 
 // uniform in [-scale, scale]

@@ -55,21 +55,7 @@ Graph model(const Case& c) {
     attr_s(n, "mode", c.mode);
     return m.load("upsample.onnx");
   }
-  std::vector<std::string> rin{"x", ""};
-  if (!c.scales.empty()) {
-    m.init("scales", sc);
-    rin.push_back("scales");
-  } else {
-    HostTensor s(DType::I64, {static_cast<int64_t>(c.sizes.size())});
-    for (size_t i = 0; i < c.sizes.size(); ++i) s.set_i64(static_cast<int64_t>(i), c.sizes[i]);
-    m.init("sizes", s);
-    rin.push_back("");
-    rin.push_back("sizes");
-  }
-  auto* n = m.node("Resize", rin, {"y"});
-  attr_s(n, "mode", c.mode);
-  attr_s(n, "coordinate_transformation_mode", c.coord);
-  if (!c.nearest.empty()) attr_s(n, "nearest_mode", c.nearest);
+  test::resize_node(m, "x", "y", true, c.mode, c.coord, c.scales, c.sizes, c.nearest);
   return m.load("resize.onnx");
 }
 

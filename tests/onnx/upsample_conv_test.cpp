@@ -34,23 +34,7 @@ struct Case {
 Graph model(const Case& c, const HostTensor& w, const HostTensor& b, bool conv) {
   test::OnnxBuilder m(14);
   m.input("x", c.xshape);
-  std::vector<std::string> rin{"x", ""};
-  if (!c.scales.empty()) {
-    HostTensor s(DType::F32, {static_cast<int64_t>(c.scales.size())});
-    for (size_t i = 0; i < c.scales.size(); ++i) s.set_f64(static_cast<int64_t>(i), c.scales[i]);
-    m.init("scales", s);
-    rin.push_back("scales");
-  } else {
-    HostTensor s(DType::I64, {static_cast<int64_t>(c.sizes.size())});
-    for (size_t i = 0; i < c.sizes.size(); ++i) s.set_i64(static_cast<int64_t>(i), c.sizes[i]);
-    m.init("sizes", s);
-    rin.push_back("");
-    rin.push_back("sizes");
-  }
-  auto* r = m.node("Resize", rin, {""});
-  r->set_output(0, "up");
-  attr_s(r, "mode", c.mode);
-  attr_s(r, "coordinate_transformation_mode", c.coord);
+  test::resize_node(m, "x", "up", false, c.mode, c.coord, c.scales, c.sizes);
   if (conv) {
     m.init("w", w);
     std::vector<std::string> cin{"up", "w"};
