@@ -143,6 +143,8 @@ const char* kEnvironment =
     "  LATHE_COLLAPSE_ROWS=0   element-wise kernels keep short innermost rows (under 64) as their own loop,\n"
     "                           not collapsed with the loop over rows where every access steps over whole\n"
     "                           rows (A/B runs)\n"
+    "  LATHE_COLLAPSE_REDUCE_ROWS=0  two short reduction loops of the same accumulator (a global average\n"
+    "                           pool's 7 x 7 map) stay apart, not one vectorized reduction over both (A/B runs)\n"
     "  LATHE_UNROLL_TINY_ROWS=0  a tiny innermost row (2-8 iterations) writing the innermost output axis\n"
     "                           (a Resize's interleaved phases) is not unrolled into its parent, which then\n"
     "                           is not vectorized (A/B runs)\n"

@@ -71,6 +71,14 @@ bool collapsible(const ExprRef& e, const std::string& a, const std::string& b, i
 // not 14 = 8 + 6 per row). Only when every access collapses (none reads by row alone, as a
 // per-channel scale would along the channel loop); never into the parallel loop.
 constexpr int64_t kCollapseBelow = 64;
+// LATHE_COLLAPSE_REDUCE_ROWS=0: short reduction rows stay apart (A/B runs)
+bool collapse_reductions() {
+  static const bool on = [] {
+    const char* e = std::getenv("LATHE_COLLAPSE_REDUCE_ROWS");
+    return !(e && std::string(e) == "0");
+  }();
+  return on;
+}
 int collapse_short_rows(std::vector<Stmt>& body, std::vector<std::string>& log) {
   int n = 0;
   for (auto& s : body) {
@@ -81,8 +89,13 @@ int collapse_short_rows(std::vector<Stmt>& body, std::vector<std::string>& log) 
     bool inner = false;
     walk(leaf.body, [&](const Stmt& c) { inner |= c.kind == StmtKind::For; return !inner; });
     int64_t ea = const_extent(s), eb = const_extent(leaf);
-    if (inner || ea < 2 || eb < 1 || eb >= kCollapseBelow || s.annot.parallel || !s.reduces.empty() ||
-        !leaf.reduces.empty() || s.note == kEdgeNote || leaf.note == kEdgeNote || leaf.annot.vectorize)
+    // two reduction loops of the same accumulators (a global average pool's 7 x 7 map: one
+    // vectorized sum of 49, not 7 sums of 7 that LLVM left scalar)
+    const bool same_reduction = !s.reduces.empty() && s.reduces == leaf.reduces && s.reduce_op == leaf.reduce_op &&
+                                collapse_reductions();
+    if (inner || ea < 2 || eb < 1 || eb >= kCollapseBelow || s.annot.parallel ||
+        ((!s.reduces.empty() || !leaf.reduces.empty()) && !same_reduction) || s.note == kEdgeNote ||
+        leaf.note == kEdgeNote || leaf.annot.vectorize)
       continue;
     bool ok = true;
     walk_exprs(leaf.body, [&](const ExprRef& e) { ok = ok && collapsible(e, s.var, leaf.var, eb); });
