@@ -71,13 +71,11 @@ bool collapsible(const ExprRef& e, const std::string& a, const std::string& b, i
 // not 14 = 8 + 6 per row). Only when every access collapses (none reads by row alone, as a
 // per-channel scale would along the channel loop); never into the parallel loop.
 constexpr int64_t kCollapseBelow = 64;
-// LATHE_COLLAPSE_REDUCE_ROWS=0: short reduction rows stay apart (A/B runs)
+// LATHE_COLLAPSE_REDUCE_ROWS=0: short reduction rows stay apart (A/B runs; read at each
+// schedule, so a test can set it)
 bool collapse_reductions() {
-  static const bool on = [] {
-    const char* e = std::getenv("LATHE_COLLAPSE_REDUCE_ROWS");
-    return !(e && std::string(e) == "0");
-  }();
-  return on;
+  const char* e = std::getenv("LATHE_COLLAPSE_REDUCE_ROWS");
+  return !(e && std::string(e) == "0");
 }
 int collapse_short_rows(std::vector<Stmt>& body, std::vector<std::string>& log) {
   int n = 0;
