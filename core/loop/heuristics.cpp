@@ -67,21 +67,28 @@ bool collapsible(const ExprRef& e, const std::string& a, const std::string& b, i
 }
 
 // The (parent, leaf) pairs that collapse_short_rows and unroll_tiny_rows rewrite: a loop
-// whose body is one innermost loop, neither of them parallel, reducing or an edge loop, the
-// leaf not yet vectorized; nested pairs first (a pair's parent after its own body). `fn`
-// checks the pair's extents and accesses and rewrites it (true) or leaves it (false); it may
-// replace the parent. Returns the number rewritten.
-int for_row_pairs(std::vector<Stmt>& body, const std::function<bool(Stmt& parent, Stmt& leaf)>& fn) {
+// whose body is one innermost loop, neither of them parallel or an edge loop, neither reducing
+// (unless `same_reductions` and both reduce the same accumulators with the same op), the leaf
+// not yet vectorized; nested pairs first (a pair's parent after its own body). `fn` checks the
+// pair's extents and accesses and rewrites it (true) or leaves it (false); it may replace the
+// parent. Returns the number rewritten.
+int for_row_pairs(std::vector<Stmt>& body, const std::function<bool(Stmt& parent, Stmt& leaf)>& fn,
+                  bool same_reductions = false) {
   int n = 0;
   for (auto& s : body) {
     if (s.kind != StmtKind::For && s.kind != StmtKind::If) continue;
-    n += for_row_pairs(s.body, fn) + for_row_pairs(s.else_body, fn);
+    n += for_row_pairs(s.body, fn, same_reductions) + for_row_pairs(s.else_body, fn, same_reductions);
     if (s.kind != StmtKind::For || s.body.size() != 1 || s.body[0].kind != StmtKind::For) continue;
     Stmt& leaf = s.body[0];
     bool inner = false;
     walk(leaf.body, [&](const Stmt& c) { inner |= c.kind == StmtKind::For; return !inner; });
-    if (inner || s.annot.parallel || leaf.annot.parallel || !s.reduces.empty() || !leaf.reduces.empty() ||
-        leaf.annot.vectorize || s.note == kEdgeNote || leaf.note == kEdgeNote)
+    // two reduction loops of the same accumulators pass where the caller asks (a global average
+    // pool's 7 x 7 map: one vectorized sum of 49, not 7 sums of 7 that LLVM left scalar)
+    const bool same_reduction =
+        same_reductions && !s.reduces.empty() && s.reduces == leaf.reduces && s.reduce_op == leaf.reduce_op;
+    if (inner || s.annot.parallel || leaf.annot.parallel ||
+        ((!s.reduces.empty() || !leaf.reduces.empty()) && !same_reduction) || leaf.annot.vectorize ||
+        s.note == kEdgeNote || leaf.note == kEdgeNote)
       continue;
     if (fn(s, leaf)) ++n;
   }
@@ -93,6 +100,12 @@ int for_row_pairs(std::vector<Stmt>& body, const std::function<bool(Stmt& parent
 // not 14 = 8 + 6 per row). Only when every access collapses (none reads by row alone, as a
 // per-channel scale would along the channel loop); never into the parallel loop.
 constexpr int64_t kCollapseBelow = 64;
+// LATHE_COLLAPSE_REDUCE_ROWS=0: short reduction rows stay apart (A/B runs; read at each
+// schedule, so a test can set it)
+bool collapse_reductions() {
+  const char* e = std::getenv("LATHE_COLLAPSE_REDUCE_ROWS");
+  return !(e && std::string(e) == "0");
+}
 int collapse_short_rows(std::vector<Stmt>& body, std::vector<std::string>& log) {
   return for_row_pairs(body, [&](Stmt& s, Stmt& leaf) {
     int64_t ea = const_extent(s), eb = const_extent(leaf);
@@ -107,7 +120,7 @@ int collapse_short_rows(std::vector<Stmt>& body, std::vector<std::string>& log) 
     row.note = s.note + " × " + row.note;
     s = std::move(row);
     return true;
-  });
+  }, collapse_reductions());
 }
 
 // A tiny innermost loop (2 to 8 iterations) that writes the innermost output axis under a

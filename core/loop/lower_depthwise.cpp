@@ -44,8 +44,9 @@ constexpr int64_t kBandFloats = 16384;     // a band's input copy: 64 KiB (L2, a
 constexpr int64_t kPlaneBandFloats = 6144;
 constexpr int64_t kMaxBandFloats = 1 << 18;  // one row band larger than this: the generic lowering
 constexpr int64_t kMaxTaps = 64;
-constexpr int64_t kMaxDirectTaps = 160;     // several outputs per plane: the taps are unrolled per output vector
+constexpr int64_t kMaxDirectTaps = 160;     // several outputs per plane (a stem: 7x7 x 3 = 147)
 constexpr int64_t kMaxDirectChannels = 8;   // a matmul kernel's input channels, at most
+constexpr int64_t kMaxTapLoopChannels = 4;  // ... and with over kMaxTaps taps (measured: 3)
 constexpr int64_t kMinTasks = 16;           // parallel tasks wanted (planes x row bands), when rows allow
 
 // output channels per pass (2 rows x OCB register accumulators, + 2 input vectors and a
@@ -56,10 +57,14 @@ constexpr int64_t kMinTasks = 16;           // parallel tasks wanted (planes x r
 // for the weight broadcasts LLVM hoists out of the row loop and it spilled accumulators and
 // input vectors (one thread, llvm: MobileNet's 3->32 stem 0.370 -> 0.333 ms, 3->64 at 96x96
 // 0.54 -> 0.38 ms, 1->16 at 101x101 0.076 -> 0.045 ms). With 16 lanes (32 registers) up to 6
-// and 10 accumulators, as before.
-int64_t outputs_per_pass(int64_t OC, int lanes) {
-  const int64_t max_b = lanes <= 8 ? 4 : 6;
-  const double need = lanes <= 8 ? 8 : 10;
+// and 10 accumulators for the unrolled pass; the tap loop (Plan::tap_loop: no hoisted
+// broadcasts) up to 8 and 16 accumulators (16 + 2 inputs + a weight of 32 registers): a 7x7 x 3
+// stem, one thread, 5x2 1016-1019 us, 8x2 948-997, 4x3 941-1004, 6x2 969-973, 6x4 1028, 8x1
+// 1152-1192 (stem21). With 8 lanes the tap loop keeps 4x2: 8 accumulators + 2 inputs + a weight
+// of AVX2's 16 registers, as the unrolled pass's rule.
+int64_t outputs_per_pass(int64_t OC, int lanes, bool tap_loop) {
+  const int64_t max_b = lanes <= 8 ? 4 : tap_loop ? 8 : 6;
+  const double need = lanes <= 8 ? 8 : tap_loop ? 16 : 10;
   int64_t best = 1;
   double best_eff = 0;
   for (int64_t b = max_b; b >= 1; --b) {
@@ -67,6 +72,14 @@ int64_t outputs_per_pass(int64_t OC, int lanes) {
     if (eff > best_eff + 1e-9) best = b, best_eff = eff;
   }
   return best;
+}
+
+// LATHE_STEM_DIRECT=0 (read at each lowering, so a test can set it): the direct nest as before
+// session 22, for A/B runs: a matmul kernel over at most kMaxTaps taps, every pass's taps
+// unrolled, 6 x 2 accumulators at most
+bool stem_direct_on() {
+  const char* e = std::getenv("LATHE_STEM_DIRECT");
+  return !(e && std::string(e) == "0");
 }
 
 struct Plan {
@@ -192,20 +205,17 @@ std::optional<Plan> analyse(const KernelGraph& kg, const Kernel& k, int L, const
       else return std::nullopt;
     }
   if (p.oh >= 0) p.OH = s[p.oh].value();
-  // LATHE_STEM_DIRECT=1 (off; read at each lowering): the heuristic, too, takes a matmul
-  // kernel up to kMaxDirectTaps (a 7x7 x 3-channel stem: 147 taps), for A/B runs; with it,
-  // LATHE_STEM_DIRECT_OCB / LATHE_STEM_DIRECT_ROWS (1..8) set a matmul kernel's pass sizes
-  // where dp leaves them to the heuristic (prototype knobs, stem21)
+  // LATHE_STEM_DIRECT_OCB / LATHE_STEM_DIRECT_ROWS (1..8; read at each lowering) set a
+  // matmul kernel's pass sizes where dp leaves them to the heuristic (A/B runs)
   auto env_int = [](const char* name) {
     const char* e = std::getenv(name);
     return e ? std::atoi(e) : 0;
   };
-  const bool stem_direct = k.kind == "matmul" && env_int("LATHE_STEM_DIRECT") == 1;
-  const int stem_ocb = stem_direct ? std::clamp(env_int("LATHE_STEM_DIRECT_OCB"), 0, 8) : 0;
-  const int stem_rows = stem_direct ? std::clamp(env_int("LATHE_STEM_DIRECT_ROWS"), 0, 8) : 0;
+  const bool stem_direct = stem_direct_on();
+  const int stem_ocb = k.kind == "matmul" ? std::clamp(env_int("LATHE_STEM_DIRECT_OCB"), 0, 8) : 0;
+  const int stem_rows = k.kind == "matmul" ? std::clamp(env_int("LATHE_STEM_DIRECT_ROWS"), 0, 8) : 0;
   if (dp.rows > 0) p.RP = dp.rows;
   else if (stem_rows > 0) p.RP = stem_rows;
-  p.tap_loop = stem_direct && env_int("LATHE_STEM_DIRECT_TAPLOOP") != 0 ? true : false;
   p.acc = dp.acc;
   if (p.kh >= 0) p.KH = s[p.kh].value();
   if (p.kw >= 0) p.KW = s[p.kw].value();
@@ -226,13 +236,25 @@ std::optional<Plan> analyse(const KernelGraph& kg, const Kernel& k, int L, const
   const int64_t ntaps = p.CG * p.KH * p.KW;
   if (p.multi()) {
     p.cwoc = *p.w.addr.const_coef(p.oc);
-    p.OCB = std::min<int64_t>(p.OC, dp.ocb > 0 ? dp.ocb : stem_ocb > 0 ? stem_ocb : outputs_per_pass(p.OC, L));
+    // The pass loops over input channels and tap rows, kw unrolled (Plan::tap_loop), where
+    // the unrolled pass's weight broadcasts (ntaps x OCB, loop-invariant in v: LLVM hoists
+    // them) and its accumulators would not fit the register file (32 with 16 lanes, 16 with
+    // 8): every stem and grouped convolution with several outputs per group but the smallest
+    const int64_t regs = L >= 16 ? 32 : 16;
+    p.OCB = std::min<int64_t>(p.OC, dp.ocb > 0 ? dp.ocb : stem_ocb > 0 ? stem_ocb : outputs_per_pass(p.OC, L, stem_direct));
+    p.tap_loop = stem_direct && ntaps * p.OCB + p.RP * (p.OCB + 1) > regs;
+    if (stem_direct && !p.tap_loop && dp.ocb <= 0 && stem_ocb <= 0)
+      p.OCB = std::min<int64_t>(p.OC, outputs_per_pass(p.OC, L, false));
     // a GEMM (matmul kernel) stays one unless its contraction is a small window over few
     // input channels (a stem): there the direct nest reads the input once per band instead
-    // of packing taps x positions of it
-    // (the heuristic's limit for a matmul kernel is kMaxTaps: a 7x7 x 3-channel stem measured
-    // no faster than the GEMM; a tuning candidate, dp.force, goes to kMaxDirectTaps)
-    if (ntaps > (k.kind == "matmul" && !dp.force && !stem_direct ? kMaxTaps : kMaxDirectTaps) ||
+    // of packing taps x positions of it. The heuristic takes a matmul kernel up to
+    // kMaxDirectTaps over at most kMaxTapLoopChannels input channels (a 7x7 x 3-channel stem,
+    // 147 taps: one thread 1166-1202 us as the GEMM, 941-997 us direct with the tap loop,
+    // stem21), else up to kMaxTaps (the unrolled pass of a 7x7 stem measured no faster than
+    // the GEMM; so under LATHE_STEM_DIRECT=0); a tuning candidate, dp.force, to kMaxDirectTaps
+    const int64_t max_taps =
+        k.kind == "matmul" && !dp.force && !(stem_direct && p.CG <= kMaxTapLoopChannels) ? kMaxTaps : kMaxDirectTaps;
+    if (ntaps > max_taps ||
         (k.kind == "matmul" && (p.KH < 2 || p.KW < 2 || p.oh < 0 || p.CG > kMaxDirectChannels)))
       return std::nullopt;
   } else if (ntaps > kMaxTaps || k.kind == "matmul") {

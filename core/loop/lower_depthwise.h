@@ -21,10 +21,14 @@
 // Several output channels per input plane (an output dim X does not read: a stem convolution
 // with 3 input channels, or a grouped convolution with several outputs per group) are
 // computed OCB at a time from the same band copy: per tap one load of each output row's
-// vector and one broadcast weight per channel into 2 x OCB register accumulators. A matmul
-// kernel takes this path only for a small 2-D window over at most 8 input channels (≤ 64
-// taps: a 3x3 stem), where packing taps x positions for a GEMM costs more than the taps.
-// Anything else (symbolic spatial sizes, more than 64 taps, a channel contraction, bounds
+// vector and one broadcast weight per channel into RP x OCB register accumulators (8 x 2 with
+// 16 lanes), the pass looping over input channels and tap rows with the row's taps unrolled
+// (unrolling every tap, LLVM hoisted the weight broadcasts out of the row loops and spilled
+// them). A matmul kernel takes this path only for a small 2-D window over few input channels
+// (at most 160 taps over up to 4 channels: ResNet's 7x7 x 3 stem; 64 taps over up to 8),
+// where packing taps x positions for a GEMM costs more than the taps (LATHE_STEM_DIRECT=0:
+// the nest before the tap loop, a matmul kernel up to 64 taps, for A/B runs).
+// Anything else (symbolic spatial sizes, too many taps, a channel contraction, bounds
 // that are not per-row / per-column) returns nullopt and the generic lowering runs, as it
 // does for every kernel under LATHE_DEPTHWISE=0 (A/B comparisons).
 #pragma once
@@ -37,7 +41,7 @@ namespace lathe::loop {
 
 // The nest's parameters (0: the heuristic's choice). `ocb`: output channels per pass when
 // several outputs read each input plane (the default weighs FMA latency against the channels
-// a last pass redoes: up to 4 with 8 lanes, 16 vector registers; up to 6 with 16); `rows`: output rows per pass (default 2); `force`: also under
+// a last pass redoes: up to 4 with 8 lanes, 16 vector registers; up to 8 with 16, 6 without the tap loop); `rows`: output rows per pass (default 2); `force`: also under
 // LATHE_DEPTHWISE=0 (a tuning record that names the nest). `acc` (a depthwise convolution,
 // one output per plane; tuning only): the pass keeps its rows' sums in register accumulators
 // and reads each tap's weight as it uses it (as the stem's nest does), instead of one sum

@@ -305,7 +305,7 @@ Space make_space(const KernelGraph& kg, int kernel, const Machine& m) {
     loop::DirectParams dp;
     dp.force = true;
     auto f = loop::lower_depthwise_kernel(kg, kernel, m.lanes, dp);
-    if (f && f->schedule_log.at(0).rfind("direct conv: ", 0) == 0) s.knobs.push_back({"ocb", {0, 2, 3, 4, 5, 6}});
+    if (f && f->schedule_log.at(0).rfind("direct conv: ", 0) == 0) s.knobs.push_back({"ocb", {0, 2, 3, 4, 5, 6, 8}});
     s.knobs.push_back({"direct_rows", {0, 1, 3, 4, 6, 8}});  // 6, 8: more rows share each input row's loads
     // one output per plane (a depthwise convolution): its rows' sums in register accumulators
     if (f && f->schedule_log.at(0).rfind("depthwise: ", 0) == 0) s.knobs.push_back({"direct_acc", {0, 1}});

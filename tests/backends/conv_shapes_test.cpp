@@ -71,6 +71,7 @@ TEST(ConvShapes, PrefetchNextBWhereBComesFromMemory) {
 // backend copies it as deinterleaved whole vectors: its vectorizer ran half of a stride-2
 // copy of 16 scalar); stride-1 windows and the border runs are not marked.
 TEST(ConvShapes, StridedInteriorCopyIsMarked) {
+  test::ScopedEnv gemm_stems("LATHE_STEM_DIRECT", "0");  // (the 7x7 stems as GEMMs: their pack is under test)
   const char* e = std::getenv("LATHE_PACK_STRIDED");
   const bool on = e ? std::string(e) == "1" : loop::host_matmul_params().lanes >= 16;  // the default: 16-lane hosts
   if (!on) GTEST_SKIP() << "LATHE_PACK_STRIDED=1 marks them (the default on 16-lane hosts)";
@@ -226,6 +227,7 @@ TEST(ConvShapes, PowerOfTwoKBlock) {
 // (maps of 9, 13, 15: rows shorter than a panel, ragged panels), strides 2, 3 and 4, odd
 // channels, batch 1 and 3, input and constant weights, against the interpreter (either way).
 TEST(ConvShapes, MaskedStridedRunsMatchInterpreter) {
+  test::ScopedEnv gemm_stems("LATHE_STEM_DIRECT", "0");  // (the 7x7 stems as GEMMs: their pack is under test)
   const char* e = std::getenv("LATHE_PACK_MASKED_RUNS");
   const bool on = e ? std::string(e) == "1" : loop::host_matmul_params().lanes >= 16;
   const std::vector<Case> cases{
@@ -257,6 +259,7 @@ TEST(ConvShapes, MaskedStridedRunsMatchInterpreter) {
 // dilation; by default, off (LATHE_PACK_TAPS=0) and for stride 1 too (all); and with a tap's
 // runs copied in one loop over its channels (LATHE_PACK_TAPS_BY_RUN=0), not one loop a run.
 TEST(ConvShapes, TapByTapPackMatchesInterpreter) {
+  test::ScopedEnv gemm_stems("LATHE_STEM_DIRECT", "0");  // (the 7x7 stems as GEMMs: their pack is under test)
   const std::vector<Case> cases{
       {1, 13, 17, 17, 11, 3, 3, {2, 2}, {1, 1}, {1, 1}, 1, true},   // 9 x 9 out
       {3, 7, 25, 25, 19, 3, 3, {2, 2}, {1, 1}, {1, 1}},             // batch 3, 13 x 13, input weights
@@ -294,6 +297,7 @@ TEST(ConvShapes, TapByTapPackMatchesInterpreter) {
 // whole NR panel, runs cut by the padding at both ends, odd and prime maps, batch 1 and 3,
 // 1 x 1 downsamples (no bounds) and a 3-channel stem, against the interpreter.
 TEST(ConvShapes, StridedRunMasksMatchInterpreter) {
+  test::ScopedEnv gemm_stems("LATHE_STEM_DIRECT", "0");  // (the 7x7 stems as GEMMs: their pack is under test)
   test::DiffBatch batch;
   for (const Case& t : std::vector<Case>{
            {1, 5, 45, 41, 9, 3, 3, {4, 4}, {1, 1}, {1, 1}, 1, true},     // stride 4: 64-lane load masks, 12 x 11

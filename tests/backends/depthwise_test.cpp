@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <thread>
+#include <tuple>
 
 #include "core/frontend/nn.h"
 #include "core/frontend/tensor.h"
@@ -300,7 +301,7 @@ TEST(Depthwise, DirectNestPassWidths) {
   Graph g = one(conv2d(input("x", {1, 3, 13, 17}), input("w", {11, 3, 3, 3}), std::nullopt, o));
   Program p = build_program(g);
   ASSERT_EQ(p.num_kernels(), 1);
-  for (int ocb = 1; ocb <= 6; ++ocb) {
+  for (int ocb = 1; ocb <= 8; ++ocb) {
     loop::DirectParams dp;
     dp.ocb = ocb;
     auto f = loop::lower_depthwise_kernel(p.kg, 0, 8, dp);
@@ -309,41 +310,52 @@ TEST(Depthwise, DirectNestPassWidths) {
         << f->schedule_log.at(0);
   }
   // the default: 2 rows x 4 channels (8 accumulators) with 8 lanes (16 registers: more
-  // spilled), up to 6 with 16 lanes
-  for (auto [lanes, want] : std::vector<std::pair<int, int>>{{8, 4}, {16, 6}}) {
+  // spilled), up to 8 with 16 lanes (the tap loop), 6 under LATHE_STEM_DIRECT=0 (the
+  // unrolled pass: LLVM's hoisted weight broadcasts took the registers)
+  for (auto [lanes, want, off] : std::vector<std::tuple<int, int, bool>>{{8, 4, false}, {16, 8, false}, {8, 4, true}, {16, 6, true}}) {
+    if (off) setenv("LATHE_STEM_DIRECT", "0", 1);
     auto f = loop::lower_depthwise_kernel(p.kg, 0, lanes);
+    unsetenv("LATHE_STEM_DIRECT");
     ASSERT_TRUE(f.has_value());
-    EXPECT_NE(f->schedule_log.at(0).find(std::to_string(want) + " of 11 output channels per pass"), std::string::npos)
-        << lanes << " lanes: " << f->schedule_log.at(0);
+    const std::string& log = f->schedule_log.at(0);
+    EXPECT_NE(log.find(std::to_string(want) + " of 11 output channels per pass"), std::string::npos) << lanes << " lanes: " << log;
+    EXPECT_EQ(log.find(", tap loop") != std::string::npos, !off) << log;
   }
   EXPECT_TRUE(loop::takes_direct_conv(p.kg, 0));
 }
 
-// LATHE_STEM_DIRECT=1 (prototype, off by default; read at each lowering): a 7x7 stem over 1-3
-// input channels (and the 3x3 stems the nest already takes) (up to 160 taps, a GEMM by default) takes the direct nest; with
-// LATHE_STEM_DIRECT_TAPLOOP=1 its pass loops over input channels and tap rows (kw unrolled)
-// instead of unrolling all taps; LATHE_STEM_DIRECT_OCB / _ROWS set the pass sizes. Against the
+// The stem nest's pass loops over input channels and tap rows, kw unrolled ("tap loop"), and a
+// 7x7 stem over 1-3 input channels (up to 160 taps) takes the nest by default;
+// LATHE_STEM_DIRECT_OCB / _ROWS set the pass sizes; LATHE_STEM_DIRECT=0 (read at each lowering)
+// brings back the unrolled pass and the 64-tap limit (the 7x7 stems are GEMMs). Against the
 // interpreter: odd and prime planes and output counts, batch 1 and 3, stride 2 and 3, pad 3
-// and 0, bias / ReLU epilogue, constant and input weights, several pass sizes.
-TEST(Depthwise, StemDirectSwitchMatchesInterpreter) {
-  setenv("LATHE_STEM_DIRECT", "1", 1);
+// and 0, one input channel, bias / ReLU epilogue, constant and input weights, several pass
+// sizes (the last pass redoing channels, rows left over), and a grouped convolution with
+// several outputs per group.
+TEST(Depthwise, StemTapLoopMatchesInterpreter) {
   const std::vector<StemCase> cases = {
       {1, 3, 13, 29, 31, 7, 2, 3},  // ResNet's stem on a prime plane, 13 outputs
       {3, 3, 16, 23, 19, 7, 2, 3},  // batch 3
       {1, 2, 11, 37, 41, 7, 3, 0},  // stride 3, no padding, 2 channels
       {1, 3, 64, 45, 47, 7, 2, 3},  // 64 outputs, several bands
       {2, 1, 13, 31, 37, 7, 2, 3},  // one input channel
-      {1, 3, 32, 23, 29, 3, 2, 1},  // MobileNet's 3x3 stem (direct by default; the tap loop under the switch)
+      {1, 3, 32, 23, 29, 3, 2, 1},  // MobileNet's 3x3 stem (direct also under LATHE_STEM_DIRECT=0)
+      {1, 4, 5, 17, 13, 5, 1, 2},   // 5x5 over 4 channels (100 taps), 5 outputs
   };
-  const std::vector<std::vector<std::pair<const char*, const char*>>> envs = {
-      {},
-      {{"LATHE_STEM_DIRECT_TAPLOOP", "1"}},
-      {{"LATHE_STEM_DIRECT_TAPLOOP", "1"}, {"LATHE_STEM_DIRECT_OCB", "8"}, {"LATHE_STEM_DIRECT_ROWS", "2"}},
-      {{"LATHE_STEM_DIRECT_TAPLOOP", "1"}, {"LATHE_STEM_DIRECT_OCB", "4"}, {"LATHE_STEM_DIRECT_ROWS", "3"}},
+  struct Env {
+    std::vector<std::pair<const char*, const char*>> vars;
+    const char* rows;  // the log's rows per pass
+    bool off;
+  };
+  const std::vector<Env> envs = {
+      {{}, "rows in pairs", false},
+      {{{"LATHE_STEM_DIRECT_OCB", "4"}, {"LATHE_STEM_DIRECT_ROWS", "3"}}, "3 rows per pass", false},
+      {{{"LATHE_STEM_DIRECT_OCB", "7"}, {"LATHE_STEM_DIRECT_ROWS", "1"}}, "1 rows per pass", false},
+      {{{"LATHE_STEM_DIRECT", "0"}}, "rows in pairs", true},
   };
   int diffs = 0, i = 0;
   for (auto& env : envs) {
-    for (auto& [k, v] : env) setenv(k, v, 1);
+    for (auto& [k, v] : env.vars) setenv(k, v, 1);
     test::DiffBatch batch;
     for (auto& t : cases) {
       Conv2dOptions o;
@@ -354,36 +366,38 @@ TEST(Depthwise, StemDirectSwitchMatchesInterpreter) {
       Tensor y = conv2d(x, w, input("b", {t.co}), o);
       Graph g = one(i % 3 == 2 ? y : clamp(y, Scalar(0.0), Scalar(1e30)));
       Program p = build_program(g);
-      EXPECT_EQ(direct_kernels(p), 1) << "stem " << i << "\n" << test::loop_ir_of(p);
-      EXPECT_EQ(p.num_kernels(), 1) << test::loop_ir_of(p);
-      if (!p.funcs.empty()) {
-        const std::string& log = p.funcs[0].schedule_log.at(0);
-        EXPECT_EQ(log.rfind("direct conv: ", 0), 0u) << log;
-        if (!env.empty()) EXPECT_NE(log.find(", tap loop"), std::string::npos) << log;
-        if (env.size() > 2) {
-          std::string rows = env[2].second;
-          EXPECT_NE(log.find(rows == "2" ? std::string("rows in pairs") : rows + " rows per pass"), std::string::npos) << log;
+      const bool gemm = env.off && t.ci * t.k * t.k > 64;
+      EXPECT_EQ(direct_kernels(p), gemm ? 0 : 1) << "stem " << i << "\n" << test::loop_ir_of(p);
+      if (!gemm) {
+        EXPECT_EQ(p.num_kernels(), 1) << test::loop_ir_of(p);
+        if (!p.funcs.empty()) {
+          const std::string& log = p.funcs[0].schedule_log.at(0);
+          EXPECT_EQ(log.rfind("direct conv: ", 0), 0u) << log;
+          EXPECT_EQ(log.find(", tap loop") != std::string::npos, !env.off) << log;
+          EXPECT_NE(log.find(env.rows), std::string::npos) << log;
         }
       }
-      batch.add("stem direct " + std::to_string(i++), g);
+      batch.add("stem tap loop " + std::to_string(i++), g);
+    }
+    {  // a grouped convolution, 2 groups of 3 input channels and 5 outputs
+      Conv2dOptions o;
+      o.stride = {2, 2};
+      o.padding = {2, 2};
+      o.groups = 2;
+      Tensor y = conv2d(input("x", {3, 6, 19, 23}), input("w", {10, 3, 5, 5}), input("b", {10}), o);
+      batch.add("grouped " + std::to_string(i++), one(clamp(y, Scalar(0.0), Scalar(6.0))));
     }
     diffs += batch.run();
-    for (auto& [k, v] : env) unsetenv(k);
+    for (auto& [k, v] : env.vars) unsetenv(k);
   }
-  unsetenv("LATHE_STEM_DIRECT");
   EXPECT_EQ(diffs, 0);
-  // off (the default): the 7x7 x 3 stem stays a GEMM
-  Conv2dOptions o;
-  o.stride = {2, 2};
-  o.padding = {3, 3};
-  Program p = build_program(one(conv2d(input("x", {1, 3, 29, 31}), input("w", {13, 3, 7, 7}), std::nullopt, o)));
-  EXPECT_EQ(direct_kernels(p), 0) << test::loop_ir_of(p);
 }
 
 // a GEMM stays a GEMM: 1x1 convolutions, many input channels, no window
 TEST(Depthwise, ConvolutionsWithWideContractionsStayGemms) {
-  // (a 7x7 stem over 3 channels, 147 taps, measured no faster direct: the GEMM by default)
-  for (auto [ci, k] : std::vector<std::pair<int64_t, int64_t>>{{16, 1}, {64, 3}, {9, 3}, {3, 7}}) {
+  // (over 4 input channels at most 64 taps: a 5x5 over 5 channels, 125 taps, stays a GEMM, as
+  // do a 9x9 over 3 channels, 243 taps, and a 3x3 over 9; a 7x7 over 3 takes the nest)
+  for (auto [ci, k] : std::vector<std::pair<int64_t, int64_t>>{{16, 1}, {64, 3}, {9, 3}, {5, 5}, {3, 9}}) {
     Conv2dOptions o;
     o.padding = {k / 2, k / 2};
     Program p = build_program(one(conv2d(input("x", {1, ci, 14, 14}), input("w", {32, ci, k, k}), std::nullopt, o)));

@@ -45,6 +45,7 @@ TEST(KBlocks, BlocksOverKcMatchInterpreter) {
   // the host's parameters are read once per process (ctest runs each test alone)
   setenv("LATHE_MATMUL_KC_MAX", "320", 1);
   if (loop::host_matmul_params().kc_max != 320) GTEST_SKIP() << "host matmul parameters were read before this test";
+  test::ScopedEnv gemm_stems("LATHE_STEM_DIRECT", "0");  // (the 7x7 stem as a GEMM: its K blocks are under test)
   struct Case { int64_t n, c, h, w, k, r, stride; bool constant; int64_t kc; };
   test::DiffBatch batch;
   for (Case t : {Case{1, 64, 13, 13, 37, 3, 1, true, 288},     // 576 = 2 x 288, prime spatial size
