@@ -107,6 +107,8 @@ const char* kEnvironment =
     "                           (opt-in: within the noise on the shared 2-core host, -20% to +27% by shape)\n"
     "  LATHE_MATMUL_SWAP_WIDE=0  convolutions over < 8 NR positions (14 x 14 on AVX-512) with K >= 512 keep\n"
     "                           the positions as B's columns, not swapped to A's rows (only < 4 NR swap)\n"
+    "  LATHE_MATMUL_SWAP_THIN=0  such convolutions below K 512 with K >= 3 x the output channels (14 x 14\n"
+    "                           projections into few channels) keep the positions as B's columns too\n"
     "  LATHE_MATMUL_B_IN_PLACE=0  stride-1 1x1 convolutions into <= 64 channels pack B, not read in place\n"
     "  LATHE_MATMUL_B_IN_PLACE_K=N  the least K (input channels) such a convolution reads B in place at\n"
     "                           (default 32; 64 before: A/B runs)\n"

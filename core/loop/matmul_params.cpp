@@ -526,9 +526,16 @@ bool orient_matmul(MatmulMatch& mm, const MatmulParams& P) {
   // positions apart), so only where K FMAs per output element hide it (256 -> 1024 channels,
   // K 256, measured 452 -> 522 us swapped; 1024 -> 256, K 1024, 497 -> 423; one thread,
   // ResNet-50's 14 x 14 layers). f32 only (int8 unmeasured). LATHE_MATMUL_SWAP_WIDE=0: 4 NR.
+  // Also where K >= 3 M (few output channels, e.g. MobileNet's 14 x 14 projections: 384 -> 64
+  // 46.7 -> 40.5 us swapped, 384 -> 96 65.0 -> 60.6, 192 -> 64 23.2 -> 22.1; not at K < 3 M:
+  // 192 -> 96 33.2 -> 33.0, 384 -> 256 166 -> 165, 192 -> 256 81 -> 88, 64 -> 64 8.2 -> 10.2;
+  // one thread, 3 alternated rounds). LATHE_MATMUL_SWAP_THIN=0: K >= 512 only.
   const char* e = std::getenv("LATHE_MATMUL_SWAP_WIDE");  // (read per call: tests set it)
   const bool swap_wide = !(e && std::string(e) == "0");
-  const bool wide = swap_wide && N < 8 * P.nr && K >= 512 && mm.reduce->dtype == DType::F32;
+  const char* et = std::getenv("LATHE_MATMUL_SWAP_THIN");
+  const bool swap_thin = !(et && std::string(et) == "0");
+  const bool deep = K >= 512 || (swap_thin && K >= 3 * M);
+  const bool wide = swap_wide && N < 8 * P.nr && deep && mm.reduce->dtype == DType::F32;
   if (!conv_like || !mm.a.bounds.empty() || (N >= 4 * P.nr && !wide)) return false;
   const int64_t inner = s[mm.n_axes.back()].value();
   if (inner >= P.nr) return false;  // rows of >= NR positions: B is packed run by run

@@ -226,6 +226,47 @@ TEST(Contraction, WideLateLayersSwapWhereKIsLarge) {
     for (int i : {0, 1, 3}) EXPECT_TRUE(swaps(conv_graph(cases[i]))) << test::label(cases[i]);
 }
 
+// Up to 8 NR positions also swap where K >= 3 M (few output channels, MobileNet's 14 x 14
+// projections 384 -> 64 / 96, 192 -> 64), below K 512; K < 3 M, a batch and
+// LATHE_MATMUL_SWAP_THIN=0 keep the sides. Against the interpreter: 13 x 13, 14 x 14 and
+// 15 x 15 maps, prime channels, constant and input weights, bias, batch 1 and 3, the switch off.
+TEST(Contraction, ThinLateLayersSwapWhereKIsThreeTimesM) {
+  loop::MatmulParams p;
+  p.mr = 8, p.nr = 32, p.lanes = 16;
+  auto swaps = [&](const Graph& g) {
+    for (auto& n : g.toposort())
+      if (auto mm = match_matmul(n)) return loop::orient_matmul(*mm, p);
+    return false;
+  };
+  EXPECT_TRUE(swaps(conv_graph({1, 384, 14, 14, 64, 1, 1, {1, 1}, {0, 0}, {1, 1}, 1})));    // K 6 M
+  EXPECT_TRUE(swaps(conv_graph({1, 384, 14, 14, 96, 1, 1, {1, 1}, {0, 0}, {1, 1}, 1})));    // K 4 M
+  EXPECT_TRUE(swaps(conv_graph({1, 192, 14, 14, 64, 1, 1, {1, 1}, {0, 0}, {1, 1}, 1})));    // K 3 M
+  EXPECT_TRUE(swaps(conv_graph({1, 389, 13, 13, 61, 1, 1, {1, 1}, {0, 0}, {1, 1}, 1})));    // 169 positions
+  EXPECT_FALSE(swaps(conv_graph({1, 389, 13, 13, 97, 1, 1, {1, 1}, {0, 0}, {1, 1}, 1})));   // 97 channels pad worse
+  EXPECT_FALSE(swaps(conv_graph({1, 192, 14, 14, 96, 1, 1, {1, 1}, {0, 0}, {1, 1}, 1})));   // K 2 M
+  EXPECT_FALSE(swaps(conv_graph({1, 384, 14, 14, 256, 1, 1, {1, 1}, {0, 0}, {1, 1}, 1})));  // K 1.5 M
+  EXPECT_FALSE(swaps(conv_graph({1, 64, 14, 14, 64, 1, 1, {1, 1}, {0, 0}, {1, 1}, 1})));    // K M
+  EXPECT_FALSE(swaps(conv_graph({3, 384, 14, 14, 64, 1, 1, {1, 1}, {0, 0}, {1, 1}, 1})));   // batch 3: 588
+  {
+    test::ScopedEnv off("LATHE_MATMUL_SWAP_THIN", "0");
+    EXPECT_FALSE(swaps(conv_graph({1, 384, 14, 14, 64, 1, 1, {1, 1}, {0, 0}, {1, 1}, 1})));
+    EXPECT_TRUE(swaps(conv_graph({1, 1024, 14, 14, 256, 1, 1, {1, 1}, {0, 0}, {1, 1}, 1})));  // K >= 512 still
+  }
+  const std::vector<ConvCase> cases{{1, 384, 14, 14, 64, 1, 1, {1, 1}, {0, 0}, {1, 1}, 1, true, true},  // swapped on NR 32
+                                    {1, 389, 13, 13, 61, 1, 1, {1, 1}, {0, 0}, {1, 1}, 1, false, true},
+                                    {1, 199, 15, 15, 61, 1, 1, {1, 1}, {0, 0}, {1, 1}, 1, true},        // swapped on NR 32
+                                    {3, 193, 14, 14, 64, 1, 1, {1, 1}, {0, 0}, {1, 1}, 1, true, true},
+                                    {1, 97, 14, 14, 31, 1, 1, {1, 1}, {0, 0}, {1, 1}, 1, true, true}};
+  for (const char* thin : {"1", "0"}) {
+    test::ScopedEnv env("LATHE_MATMUL_SWAP_THIN", thin);
+    test::DiffBatch batch;
+    for (const ConvCase& c : cases) batch.add(test::label(c) + " thin=" + thin, conv_graph(c), 7, 4);
+    EXPECT_EQ(batch.run(), 0);
+  }
+  if (loop::host_matmul_params().nr == 32)
+    for (int i : {0, 2}) EXPECT_TRUE(swaps(conv_graph(cases[i]))) << test::label(cases[i]);
+}
+
 TEST(Contraction, SwappedSidesMatchInterpreter) {
   test::DiffBatch batch;
   Conv2dOptions same;
@@ -352,7 +393,12 @@ TEST(Contraction, OneByOneConvReadsBInPlace) {
   auto ir = [](const ConvCase& c) { return test::loop_ir_of(build_program(conv_graph(c))); };
   EXPECT_NE(ir({1, 144, 28, 28, 32, 1, 1, {1, 1}, {0, 0}, {1, 1}, 1, false, true}).find("B in place"), std::string::npos);
   EXPECT_EQ(ir({1, 24, 56, 56, 144, 1, 1, {1, 1}, {0, 0}, {1, 1}, 1, false, true}).find("B in place"), std::string::npos);
-  EXPECT_NE(ir({1, 192, 14, 14, 64, 1, 1, {1, 1}, {0, 0}, {1, 1}, 1, false, true}).find("B in place"), std::string::npos);
+  EXPECT_NE(ir({1, 128, 14, 14, 64, 1, 1, {1, 1}, {0, 0}, {1, 1}, 1, false, true}).find("B in place"), std::string::npos);
+  {
+    // (K >= 3 M: swapped on AVX-512, the positions on A, unless LATHE_MATMUL_SWAP_THIN=0)
+    test::ScopedEnv keep("LATHE_MATMUL_SWAP_THIN", "0");
+    EXPECT_NE(ir({1, 192, 14, 14, 64, 1, 1, {1, 1}, {0, 0}, {1, 1}, 1, false, true}).find("B in place"), std::string::npos);
+  }
   EXPECT_EQ(ir({1, 19, 13, 13, 71, 1, 1, {2, 2}, {0, 0}, {1, 1}, 1}).find("B in place"), std::string::npos);
   EXPECT_EQ(ir({1, 8, 9, 9, 16, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1}).find("B in place"), std::string::npos);
   // K from 32 (MobileNetV2's 32 -> 16 at 112 x 112, a 32 -> 2 segmentation head); K 16 packs
