@@ -208,6 +208,7 @@ struct AttentionParams {
   bool vector = true;  // register-tiled inner products (false: scalar loops, the GPU's form)
   int lanes = 8, mr16 = 8;
   bool causal_skip = true;
+  bool causal_rows = true;  // causal_skip: the softmax rows stop at their MR block's last key (LATHE_ATTENTION_CAUSAL_ROWS=0)
 };
 AttentionParams host_attention_params();
 LoopFunc lower_attention_kernel(const KernelGraph& kg, int kernel, const AttentionParams& params);

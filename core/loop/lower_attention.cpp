@@ -140,6 +140,7 @@ AttentionParams host_attention_params() {
     p.lanes = v == "16" ? 16 : 8;
   }
   if (const char* e = std::getenv("LATHE_ATTENTION_CAUSAL_SKIP"); e && std::string(e) == "0") p.causal_skip = false;
+  if (const char* e = std::getenv("LATHE_ATTENTION_CAUSAL_ROWS"); e && std::string(e) == "0") p.causal_rows = false;
   if (const char* e = std::getenv("LATHE_ATTENTION_TILE"); e && *e) {
     int bq = 0, bk = 0, mr = p.mr;
     int n = std::sscanf(e, "%dx%dx%d", &bq, &bk, &mr);
@@ -264,6 +265,8 @@ LoopFunc lower_attention_kernel(const KernelGraph& kg, int kernel, const Attenti
   const bool skip = spec->causal && P.causal_skip;
   ExprRef qlast = add(var("q0"), add(mul(var("ib"), const_int(MR)), const_int(MR - 1)));
   const bool vec = P.vector && BK % LN == 0 && BQ % MR == 0;
+  const bool pv_tiles = vec && Evc % 8 == 0 && v_rows;  // P·V on register tiles (else row by row)
+  const bool short_rows = skip && pv_tiles && P.causal_rows;  // (vec: BK a multiple of LN)
   const int NQ = (BK % (2 * LN) == 0) ? 2 : 1;
   const int64_t NR = (int64_t)NQ * LN;
   ExprRef i0 = mul(var("ib"), const_int(MR));
@@ -323,33 +326,45 @@ LoopFunc lower_attention_kernel(const KernelGraph& kg, int kernel, const Attenti
       x = binary(Op::Add, x, binary(Op::Mul, load(pm, DType::F32, maddr, valid), f32(log2e)));
     }
     std::vector<Stmt> row;
+    // causal, P·V on register tiles: a row's max and probabilities only over the keys its MR
+    // block's P·V reads (up to the block's last query), in whole vectors; the later columns
+    // of a diagonal tile (masked: their probabilities would be 0) are neither set nor read
+    ExprRef jext = const_int(BK);
+    if (short_rows) {
+      ExprRef blast = add(var("q0"), add(mul(binary(Op::IDiv, i, const_int(MR)), const_int(MR)), const_int(MR - 1)));
+      ExprRef keys = min_of(kn, max_of(const_int(0), add(sub(blast, k0), const_int(1))));
+      row.push_back(make_let("jend", DType::I64, min_of(const_int(BK), mul(ceil_div(keys, LN), const_int(LN)))));
+      jext = var("jend");
+    }
     row.push_back(make_let("mold", DType::F32, local_load("mrow", DType::F32, i)));
     row.push_back(make_let("mx", DType::F32, fvar("mold")));
-    Stmt mloop = make_for("j", const_int(BK),
+    Stmt mloop = make_for("j", jext,
                           {make_let("x", DType::F32, select(valid, x, f32(-INFINITY))), make_local_store("sc", sidx, fvar("x")),
                            make_assign("mx", binary(Op::Max, fvar("mx"), fvar("x")))},
                           "row max of the tile");
     mloop.reduces = {"mx"};
     mloop.reduce_op = ReduceOp::Max;
     mloop.annot.vectorize = true;
+    if (short_rows) mloop.annot.width = LN;  // whole vectors: the trip is a multiple of LN
     row.push_back(std::move(mloop));
     // shift by 0 while the row is all -inf (p and alpha are then 0, not NaN)
     row.push_back(make_let("sh", DType::F32, select(binary(Op::CmpNE, fvar("mx"), f32(-INFINITY)), fvar("mx"), f32(0))));
     row.push_back(make_let("alpha", DType::F32, unary(Op::Exp2, binary(Op::Add, fvar("mold"), unary(Op::Neg, fvar("sh"))))));
     row.push_back(make_local_store("mrow", i, fvar("mx")));
     row.push_back(make_let("ls", DType::F32, f32(0)));
-    Stmt ploop = vec_for("j", const_int(BK),
+    Stmt ploop = vec_for("j", jext,
                          {make_let("p", DType::F32, unary(Op::Exp2, binary(Op::Add, local_load("sc", DType::F32, sidx), unary(Op::Neg, fvar("sh"))))),
                           make_local_store("sc", sidx, fvar("p")), make_assign("ls", binary(Op::Add, fvar("ls"), fvar("p")))},
                          "probabilities of the tile");
     ploop.reduces = {"ls"};
+    if (short_rows) ploop.annot.width = LN;
     row.push_back(std::move(ploop));
     row.push_back(make_local_store("lrow", i, binary(Op::Add, binary(Op::Mul, local_load("lrow", DType::F32, i), fvar("alpha")), fvar("ls"))));
     ExprRef oidx = add(mul(i, const_int(Evc)), c);
     row.push_back(vec_for("c", const_int(Evc),
                           {make_local_store("o", oidx, binary(Op::Mul, local_load("o", DType::F32, oidx), fvar("alpha")))},
                           "rescale the output row"));
-    if (!vec || Evc % 8 != 0 || !v_rows) {
+    if (!pv_tiles) {
       row.push_back(make_for("j", kn,
                              {make_let("pj", DType::F32, local_load("sc", DType::F32, sidx)),
                               vec_for("c", const_int(Evc),
@@ -360,7 +375,7 @@ LoopFunc lower_attention_kernel(const KernelGraph& kg, int kernel, const Attenti
                              "P·V: keys of the tile"));
     }
     tile.push_back(make_for("i", var("qn"), std::move(row), "online softmax: query rows"));
-    if (vec && Evc % 8 == 0 && v_rows) {  // P·V: an MR × NV register tile over the value dim, the keys inside
+    if (pv_tiles) {  // P·V: an MR × NV register tile over the value dim, the keys inside
       const int LV = LN == 16 && Evc % 16 == 0 ? 16 : 8;
       const int NV = Evc % (2 * LV) == 0 ? 2 : 1;
       const int64_t NC = (int64_t)NV * LV;
@@ -416,7 +431,7 @@ LoopFunc lower_attention_kernel(const KernelGraph& kg, int kernel, const Attenti
   f.body.push_back(std::move(tloop));
   f.schedule_log.push_back("attention: BQ=" + std::to_string(BQ) + " BK=" + std::to_string(BK) +
                            (P.vector ? " MR=" + std::to_string(MR) + " lanes=" + std::to_string(LN) : std::string()) +
-                           (skip && vec ? " skip-masked" : "") +
+                           (skip && vec ? " skip-masked" : "") + (short_rows ? " short-rows" : "") +
                            (spec->causal ? " causal" : "") + (ms ? " +mask" : "") + (spec->stats ? " +lse" : ""));
   unique_loop_names(f);
   return f;

@@ -87,22 +87,29 @@ TEST(FusedAttention, ReadsStridedViewsInPlace) {
 // above the diagonal, P·V keys after an MR block's last query), each on and off, against the
 // interpreter: odd T (1, 7, 33, 77, 129), L != S both ways, head dims 5 / 3 (scalar), 16 / 8,
 // 48 / 24, 64 / 80, batch 1 and 3, tiles whose BK is 48 (one 16-lane panel) or 24 (8 lanes).
+// With the skip, a diagonal tile's softmax rows stop at their MR block's last key, rounded up
+// to whole vectors ("short-rows"; LATHE_ATTENTION_CAUSAL_ROWS=0 runs them over the whole tile);
+// MR 3 puts blocks across a vector's boundary (a row's own keys rounded up do not cover its block).
 TEST(FusedAttention, HostLanesAndCausalSkipMatchTheInterpreter) {
   // (the CPU lowering's tiles: cuda renders its own attention kernel)
   if (test::test_backend() != "llvm" && test::test_backend() != "c") GTEST_SKIP() << "CPU backends only";
   struct Mode {
-    const char *lanes, *skip, *tile;
+    const char *lanes, *skip, *tile, *rows = "1";
   };
   for (Mode m : {Mode{"16", "1", nullptr}, Mode{"16", "0", nullptr}, Mode{"8", "1", nullptr}, Mode{"16", "1", "32x48"},
-                 Mode{"16", "1", "64x24x8"}}) {
+                 Mode{"16", "1", "64x24x8"}, Mode{"16", "1", nullptr, "0"}, Mode{"16", "1", "16x48x8"},
+                 Mode{"16", "1", "48x32x3"}}) {
     test::ScopedEnv lanes("LATHE_ATTENTION_LANES", m.lanes), skip("LATHE_ATTENTION_CAUSAL_SKIP", m.skip),
-        tile("LATHE_ATTENTION_TILE", m.tile);
-    const std::string mode = std::string("lanes=") + m.lanes + " skip=" + m.skip + " tile=" + (m.tile ? m.tile : "-");
+        tile("LATHE_ATTENTION_TILE", m.tile), rows("LATHE_ATTENTION_CAUSAL_ROWS", m.rows);
+    const std::string mode =
+        std::string("lanes=") + m.lanes + " skip=" + m.skip + " tile=" + (m.tile ? m.tile : "-") + " rows=" + m.rows;
     // the schedule says which tile ran (so this test fails if the 16-lane form is never taken)
     const std::string log = test::default_schedule_log(fused(1, 2, 77, 77, 64, 64, true, 0));
     const std::string want = std::string(" lanes=") + (m.tile && std::string(m.tile) == "64x24x8" ? "8" : m.lanes);
     EXPECT_NE(log.find(want), std::string::npos) << mode << ": " << log;
     EXPECT_EQ(log.find("skip-masked") != std::string::npos, std::string(m.skip) == "1") << mode << ": " << log;
+    EXPECT_EQ(log.find("short-rows") != std::string::npos, std::string(m.skip) == "1" && std::string(m.rows) == "1")
+        << mode << ": " << log;
     test::DiffBatch batch;
     for (int64_t T : {1, 7, 33, 77, 129})
       for (int64_t B : {1, 3}) {
