@@ -323,7 +323,9 @@ std::optional<Stmt> MatmulLowering::pack_taps(const OperandParts& B, int pb, int
   for (size_t i = 0; i < first; ++i)
     if (tap[i]) return std::nullopt;  // a bound reads a channel axis: not a window's taps
   for (size_t i = first; i < nk; ++i) T *= s_[mm_.k_axes[i]].value();
-  if (first == 0 || first == nk || K / T < 2 || T > kc_blk_) return std::nullopt;
+  // (no window: one tap, every k a channel, for an A side read at strided rows (pack_a_taps))
+  const bool one_tap = acc.bounds.empty() && std::string(side.buf) == "Ap";
+  if (first == 0 || (first == nk && !one_tap) || K / T < 2 || T > kc_blk_) return std::nullopt;
   const int64_t NR = side.width;
   if (!s_[side.din].is_const()) return std::nullopt;
   ExprRef p0 = mul(var(side.panel), const_int(NR)), nc = var(side.count), n0 = var(side.origin), k0 = var("k0"), kc = var("kc");
@@ -986,13 +988,19 @@ std::optional<Stmt> MatmulLowering::pack_a_contig(const OperandParts& Ax) {
 // four bound tests for every depth: ResNet-50's layer3.0 conv2 (28 x 28 -> 14 x 14, 256 ->
 // 256, swapped) packed its 196 x 2304 A twice a run (two N blocks of 128 channels), most of
 // the time it lost to ORT. Stride 1 too (the runs' copies unstrided, masked). Rows of at
-// least MR / 3 positions (segs <= 4). LATHE_PACK_A_TAPS=0 packs element by element (A/B
-// runs; read per lowering: tests set it).
+// least MR / 3 positions (segs <= 4). And without a window, where the rows are a stride apart
+// (a strided 1x1 layer swapped: layer3.0's downsample, 28 x 28 -> 14 x 14, 512 -> 1024, one
+// thread 909-927 -> 864-872 us): one tap, every k a channel. LATHE_PACK_A_TAPS=0 packs element
+// by element (A/B runs; read per lowering: tests set it).
 std::optional<Stmt> MatmulLowering::pack_a_taps(const OperandParts& Ax) const {
   const char* e = std::getenv("LATHE_PACK_A_TAPS");
   if ((e && std::string(e) == "0") || G_ != 1 || adt_ != DType::F32) return std::nullopt;
   const OperandAccess& acc = *Ax.acc;
-  if (acc.bounds.empty() || mm_.m_axes.empty()) return std::nullopt;
+  if (mm_.m_axes.empty()) return std::nullopt;
+  if (acc.bounds.empty()) {  // no window: only rows a stride apart (a strided 1x1 layer's positions)
+    auto c = collapsed(acc.addr, mm_.m_axes);
+    if (c && *c == SymInt(1)) return std::nullopt;
+  }
   const int din = mm_.m_axes.back();
   if (!s_[din].is_const() || s_[din].value() < 1) return std::nullopt;
   const int segs = static_cast<int>(1 + ceil_div(P_.mr - 1, s_[din].value()));

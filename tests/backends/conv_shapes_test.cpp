@@ -294,9 +294,10 @@ TEST(ConvShapes, TapByTapPackMatchesInterpreter) {
 // each run a masked, strided copy per channel), and the jobs of such a layer split M, not N
 // (LATHE_MATMUL_GATHER_SPLIT_M: every N block packed all of A), against the interpreter:
 // strides 1, 2 and 3, dilation 2, odd maps (13 x 13, 14 x 15, 15 x 15) and maps narrower
-// than MR (5 x 5: 3 runs a panel, 3 x 3: 4, 2 x 2: MR cut to 4, 3 runs), prime channel counts,
+// than MR (5 x 5: 3 runs a panel, 3 x 3: 4, 2 x 2), prime channel counts,
 // K over several K blocks, constant (prepacked, M split) and input weights, batch 1, 2 and
-// 3; by default, with each switch off, and with the run's source read through the k table
+// 3, strided 1x1 layers (no window: rows a stride apart); by default, with each switch off,
+// and with the run's source read through the k table
 // (LATHE_PACK_TAPS_STEP=0).
 TEST(ConvShapes, SwappedWindowPackedTapByTapMatchesInterpreter) {
   const std::vector<Case> cases{
@@ -312,6 +313,9 @@ TEST(ConvShapes, SwappedWindowPackedTapByTapMatchesInterpreter) {
       {1, 29, 11, 11, 96, 3, 3, {1, 1}, {2, 2}, {2, 2}, 1, true},        // dilation 2
       {1, 53, 17, 17, 71, 3, 3, {2, 2}, {1, 1}, {1, 1}, 1, false, true}, // input weights, 9 x 9
       {3, 29, 13, 13, 97, 3, 3, {2, 2}, {1, 1}, {1, 1}, 1, true},        // batch 3, 7 x 7
+      {1, 521, 27, 27, 64, 1, 1, {2, 2}, {0, 0}, {1, 1}, 1, true},       // 1x1 stride 2, 14 x 14: no window
+      {1, 523, 13, 13, 97, 1, 1, {2, 2}, {0, 0}, {1, 1}, 1, true},       // 1x1 stride 2, 7 x 7
+      {1, 517, 29, 29, 64, 1, 1, {3, 3}, {0, 0}, {1, 1}, 1, false},      // 1x1 stride 3, input weights
   };
   for (const char* off : {(const char*)nullptr, "LATHE_PACK_A_TAPS", "LATHE_MATMUL_GATHER_SPLIT_M", "LATHE_PACK_TAPS_STEP"}) {
     test::ScopedEnv env(off ? off : "LATHE_PACK_A_TAPS", off ? "0" : nullptr);
@@ -323,6 +327,7 @@ TEST(ConvShapes, SwappedWindowPackedTapByTapMatchesInterpreter) {
     const bool taps = !(off && std::string(off) == "LATHE_PACK_A_TAPS");
     EXPECT_EQ(ir.find("pack A: MR-tall panels, tap by tap") != std::string::npos, taps) << (off ? off : "");
     EXPECT_EQ(ir.find("strided(2 <= ") != std::string::npos, taps) << (off ? off : "");
+    EXPECT_EQ(test::loop_ir_of(build_program(graph_of(cases[12]))).find("tap by tap") != std::string::npos, taps);
     const bool split = !(off && std::string(off) == "LATHE_MATMUL_GATHER_SPLIT_M");
     // (two threads: two N blocks of 128 channels, or two M ranges over all 256)
     if (std::thread::hardware_concurrency() == 2) {
