@@ -39,7 +39,7 @@ void FunctionEmitter::emit_stmt(const Stmt& s) {
   switch (s.kind) {
     case StmtKind::For:
       if (s.annot.parallel && try_parallel(s)) return;
-      if (s.annot.stride >= 2 && try_strided_copy(s)) return;
+      if ((s.annot.stride >= 2 || (s.annot.stride == 1 && s.annot.max_trip > 0)) && try_strided_copy(s)) return;
       emit_loop(s, b_.getInt64(0), emit(s.extent));
       return;
     case StmtKind::If: {
@@ -139,12 +139,15 @@ void FunctionEmitter::emit_stmt(const Stmt& s) {
 // channel (no room in the 8 mask registers to keep a panel's 3 runs' masks), against the
 // run's 4 loads, 2 permutes and 2 stores. A chunk past the run's end is branched over (the
 // run's length is the same for a tap's channels: a predictable branch): runs of <= 16 columns,
-// most of a 28-wide map's, ran a second chunk of masked-off loads and store.
+// most of a 28-wide map's, ran a second chunk of masked-off loads and store. Runs of at most
+// 8 (an A panel's MR rows, pack_taps) take chunks of L = 8; a variable trip may have S = 1 (a
+// stride-1 window's run: masked load and store, no shuffle).
 bool FunctionEmitter::try_strided_copy(const Stmt& s) {
   const int S = s.annot.stride;
   const bool var_trip = s.annot.max_trip > 0 && s.extent && s.extent->kind != loop::ExprKind::Const;
   if (var_trip && !host_has("avx512f")) return false;  // (AVX2's masked loads are slow: the vectorizer's copy)
-  const int L = var_trip ? 16 : 8;
+  // (a run of at most 8 (an MR-tall panel's rows): chunks of 8 lanes, one source vector at S 2)
+  const int L = var_trip ? (s.annot.max_trip <= 8 ? 8 : 16) : 8;
   if (!s.extent || (s.extent->kind != loop::ExprKind::Const && !var_trip) || s.body.size() != 1) return false;
   const int64_t T = var_trip ? s.annot.max_trip : s.extent->i;
   const Stmt& st = s.body[0];

@@ -251,6 +251,28 @@ void MatmulLowering::setup() {
   if (balance_m && G_ == 1 && !a_packed && packed_a_buffer(kg_, k_) < 0 && k_.packed_b >= 0 &&
       k_.packed_kc == bl.kc && k_.packed_nr == P.nr && kg_.buffers[k_.packed_b].dtype == bdt_ && m_jobs == 1)
     bl = m_splits_for_balance(bl, known(Ms_), known(Ns_), known(nbatch_), threads_, P);
+  // B packed at build and A gathered through a window by each job (a convolution orient_matmul
+  // swapped: ResNet-50's 14 x 14 and 7 x 7 3x3 layers, positions on A): every N block packs
+  // all of A again (its implicit im2col, the costliest copy), where an M split packs only its
+  // rows and copies no more B (prepacked). So the jobs split M instead, as many as there were
+  // (all of N one block, up to NC). layer3.0 conv2 (28 x 28 -> 14 x 14, 256 -> 256, K 2304) ran
+  // two N blocks of 128 that each packed its 196 x 2304 A. One batch entry, f32, each M range
+  // at least 2 MR panels. LATHE_MATMUL_GATHER_SPLIT_M=0 keeps the N blocks (A/B runs; read per
+  // lowering).
+  if (const char* e = std::getenv("LATHE_MATMUL_GATHER_SPLIT_M");
+      !(e && std::string(e) == "0") && G_ == 1 && !a_packed && packed_a_buffer(kg_, k_) < 0 && !mm_.a.bounds.empty() &&
+      k_.packed_b >= 0 && k_.packed_kc == bl.kc && k_.packed_nr == P.nr && kg_.buffers[k_.packed_b].dtype == bdt_ &&
+      m_jobs == 1 && known(nbatch_) == 1 && known(Ms_) > 0 && known(Ns_) > 0 && bl.msplit >= 1) {
+    const int64_t m = known(Ms_), n = known(Ns_), mpanels = ceil_div(m, int64_t(P.mr));
+    const int64_t nc = std::min<int64_t>(round_up(n, P.nr), std::max<int64_t>(P.nr, P.nc / P.nr * P.nr));
+    const int64_t jobs = ceil_div(n, bl.nc) * bl.msplit, nb = ceil_div(n, nc);
+    const int64_t ms = std::min<int64_t>(ceil_div(jobs, nb), mpanels / 2);
+    if (nb < ceil_div(n, bl.nc) && ms >= 1 && nb * ms >= std::min<int64_t>(jobs, threads_)) {
+      bl.nc = nc, bl.msplit = ms;
+      const int64_t rows = ceil_div(round_up(ceil_div(m, ms), P.mr), P.mr), max_rows = P.mc / P.mr;
+      bl.mc = std::min<int64_t>(P.mc, ceil_div(rows, ceil_div(rows, max_rows)) * P.mr);
+    }
+  }
   nc_blk_ = bl.nc, msplit_ = bl.msplit;
   kc_blk_ = bl.kc;
   mc_blk_ = bl.mc;
@@ -351,8 +373,9 @@ LoopFunc MatmulLowering::run() {
   // (a side packed once for all the jobs, shared_a / shared_b, needs no tables in the jobs)
   std::vector<Stmt> bfill_n, bfill_k, ballocs, unused;
   B_ = make_parts(mm_.b, mm_.n_axes, n0, add(ncap, const_int(1)), nc_blk + 1, bfill_n, k0, kc, bfill_k, ballocs);
+  // (A's the same: pack_a_taps reads a run's end there)
   A_ = shared_a_ ? make_parts(mm_.a, mm_.m_axes, m0, mcap, mc_blk_, unused, k0, kc, unused, unused)
-                 : make_parts(mm_.a, mm_.m_axes, m0, mcap, mc_blk_, mfill, k0, kc, kfill, allocs);
+                 : make_parts(mm_.a, mm_.m_axes, m0, add(mcap, const_int(1)), mc_blk_ + 1, mfill, k0, kc, kfill, allocs);
   // the output: row-major over the reduce's shape
   auto cstr = contiguous_strides(R_->shape);
   for (int d = 0; d < (int)R_->shape.size(); ++d)
@@ -487,7 +510,7 @@ LoopFunc MatmulLowering::run() {
   if (shared_a_) {
     f_.body.push_back(make_alloc("As", DType::F32, 1, shared_elems(Ms.value(), Ks.value(), P.mr)));
     f_.body.push_back(shared_pack_loop(mm_.a, mm_.m_axes, Ms.value(), Ks.value(), P.mr, mc_blk_ / P.mr, threads_, "m0", "mc",
-                                       "Ap", "As", 0, packa_of));
+                                       "Ap", "As", 1, packa_of));
   }
   f_.body.push_back(std::move(tloop));
   f_.schedule_log.push_back("matmul: MR=" + std::to_string(P.mr) + (G_ == 4 ? std::string(" int8 ") + (adt_ == DType::I8 ? "i8xu8" : "u8xi8") + (mm_.sat16 ? " dot4sat16" : " dot4") : G_ == 2 ? std::string(" int8 i16 dot2") : std::string()) + " NR=" + std::to_string(P.nr) + " KC=" +

@@ -120,6 +120,19 @@ class MatmulLowering {
   // its integer panels, a group of G k at a time (lower_matmul_pack_int8.cpp)
   Stmt pack_b_run_groups(const OperandParts& B, int pb, const std::optional<int64_t>& ca, const RunCopy& one_k);
   std::optional<Stmt> pack_b_taps(const OperandParts& B, int pb, int segs, const std::vector<int64_t>& cb, int64_t ca) const;
+  // the side pack_taps packs: its panel buffer, panel index, block size and origin, panel width,
+  // the rows' innermost dim
+  struct TapSide {
+    const char* buf;
+    const char* panel;
+    const char* count;
+    const char* origin;
+    int64_t width;
+    int din;
+  };
+  std::optional<Stmt> pack_taps(const OperandParts& X, int param, int segs, const std::vector<int64_t>& cb, int64_t ca,
+                                const TapSide& side) const;
+  std::optional<Stmt> pack_a_taps(const OperandParts& Ax) const;  // f32 A through a window, tap by tap
   Stmt pack_b(const OperandParts& Bx);  // this job's B block into Bp (or a shared pack step's)
   Stmt pack_a(const OperandParts& Ax);
   std::optional<Stmt> pack_a_contig(const OperandParts& Ax);  // int8 groups over a stride-1 window's rows (lower_matmul_pack_int8.cpp)  // this MC block of A into Ap (or a shared pack step's)

@@ -297,7 +297,16 @@ static bool taps_by_run() {
 std::optional<Stmt> MatmulLowering::pack_b_taps(const OperandParts& B, int pb, int segs, const std::vector<int64_t>& cb,
                                                 int64_t ca) const {
   const std::string mode = taps_mode();
-  if (mode == "0" || G_ != 1 || (ca < 2 && mode != "all")) return std::nullopt;
+  if (mode == "0" || (ca < 2 && mode != "all")) return std::nullopt;
+  return pack_taps(B, pb, segs, cb, ca, TapSide{"Bp", "jp", "nc", "n0", P_.nr, mm_.n_axes.back()});
+}
+
+// The packing of pack_b_taps for either side: `side` names the panel buffer (Bp / Ap), the
+// panel's index (jp / ip), the block's size and first row or column (nc, n0 / mc, m0), the
+// panel's width (NR / MR) and the rows' innermost dim (the runs' direction).
+std::optional<Stmt> MatmulLowering::pack_taps(const OperandParts& B, int pb, int segs, const std::vector<int64_t>& cb,
+                                              int64_t ca, const TapSide& side) const {
+  if (G_ != 1) return std::nullopt;
   const OperandAccess& acc = *B.acc;
   const size_t nk = mm_.k_axes.size();
   std::vector<bool> tap(nk, false);
@@ -314,10 +323,13 @@ std::optional<Stmt> MatmulLowering::pack_b_taps(const OperandParts& B, int pb, i
   for (size_t i = 0; i < first; ++i)
     if (tap[i]) return std::nullopt;  // a bound reads a channel axis: not a window's taps
   for (size_t i = first; i < nk; ++i) T *= s_[mm_.k_axes[i]].value();
-  if (first == 0 || first == nk || K / T < 2 || T > kc_blk_) return std::nullopt;
-  const int64_t NR = P_.nr;
-  ExprRef p0 = mul(var("jp"), const_int(NR)), nc = var("nc"), n0 = var("n0"), k0 = var("k0"), kc = var("kc");
-  ExprRef sin = const_int(s_[mm_.n_axes.back()].value());
+  // (no window: one tap, every k a channel, for an A side read at strided rows (pack_a_taps))
+  const bool one_tap = acc.bounds.empty() && std::string(side.buf) == "Ap";
+  if (first == 0 || (first == nk && !one_tap) || K / T < 2 || T > kc_blk_) return std::nullopt;
+  const int64_t NR = side.width;
+  if (!s_[side.din].is_const()) return std::nullopt;
+  ExprRef p0 = mul(var(side.panel), const_int(NR)), nc = var(side.count), n0 = var(side.origin), k0 = var("k0"), kc = var("kc");
+  ExprRef sin = const_int(s_[side.din].value());
   ExprRef pend = min_of(const_int(NR), sub(nc, p0));
   ExprRef e1 = min_of(min_of(const_int(NR), sub(sin, binary(Op::Mod, add(n0, p0), sin))), pend);
   auto clamp0 = [](ExprRef x) { return binary(Op::Max, x, const_int(0)); };
@@ -361,43 +373,55 @@ std::optional<Stmt> MatmulLowering::pack_b_taps(const OperandParts& B, int pb, i
   // masked copies' masks (the run's, the same for all channels) then stay in the mask
   // registers, where a panel's 3 runs' 18 masks, all in one channel loop, were reloaded from
   // the stack on every channel. LATHE_PACK_TAPS_BY_RUN=0: one loop over the channels.)
-  ExprRef row = mul(add(mul(var("jp"), const_int(kc_blk_)), var("kd")), const_int(NR));
+  ExprRef row = mul(add(mul(var(side.panel), const_int(kc_blk_)), var("kd")), const_int(NR));
   const Stmt kd_let = make_let("kd", DType::I64, sub(add(mul(add(var("kq0"), var("kq")), const_int(T)), var("kt")), k0));
+  // One channel axis at a constant stride (a convolution's input channels): a run's source
+  // steps by that stride from the tap's first channel (its k part once per tap, at kr), not
+  // through the k table at each depth (a load on the copy's address chain).
+  // LATHE_PACK_TAPS_STEP=0 reads the table per depth (A/B runs; read per lowering).
+  std::optional<int64_t> cstep;
+  if (const char* e = std::getenv("LATHE_PACK_TAPS_STEP"); first == 1 && !(e && std::string(e) == "0")) {
+    auto c = acc.addr.const_coef(mm_.k_axes[0]);
+    if (c) cstep = *c;
+  }
+  if (cstep) per_tap.push_back(make_let("kr_a", DType::I64, at(B.ks[0], var("kr"))));
   std::vector<Stmt> per_ch{kd_let};
-  Stmt zero = make_for("c", const_int(NR), {make_local_store("Bp", add(row, var("c")), const_of(0, bdt_))}, "pack B: zero the panel's depth");
+  Stmt zero = make_for("c", const_int(NR), {make_local_store(side.buf, add(row, var("c")), const_of(0, DType::F32))}, "pack: zero the panel's depth");
   zero.annot.vectorize = true;
   per_ch.push_back(zero);
   const bool by_run = taps_by_run();
   if (by_run) {
-    per_tap.push_back(make_for("kq", var("kqn"), std::move(per_ch), "pack B: zero the channels' depths at this tap"));
+    per_tap.push_back(make_for("kq", var("kqn"), std::move(per_ch), "pack: zero the channels' depths at this tap"));
     per_ch.clear();
   }
   for (int seg = 0; seg < segs; ++seg) {
     ExprRef lo = var(sg(seg, "lo")), hi = var(sg(seg, "hi"));
     std::vector<Stmt> copy{
         make_let(sg(seg, "d"), DType::I64, add(row, lo)),
-        make_let(sg(seg, "s"), DType::I64, add(add(var(sg(seg, "ra")), at(B.ks[0], var("kd"))), mul(sub(lo, cs[seg]), const_int(ca))))};
+        make_let(sg(seg, "s"), DType::I64,
+                 add(add(var(sg(seg, "ra")), cstep ? add(var("kr_a"), mul(var("kq"), const_int(*cstep))) : at(B.ks[0], var("kd"))),
+                     mul(sub(lo, cs[seg]), const_int(ca))))};
     Stmt c = make_for("c", sub(hi, lo),
-                      {make_local_store("Bp", add(var(sg(seg, "d")), var("c")),
-                                        packed(pb, acc.src, bdt_, add(var(sg(seg, "s")), mul(var("c"), const_int(ca))), nullptr))},
-                      "pack B: copy a run (one channel at a tap)");
+                      {make_local_store(side.buf, add(var(sg(seg, "d")), var("c")),
+                                        packed(pb, acc.src, DType::F32, add(var(sg(seg, "s")), mul(var("c"), const_int(ca))), nullptr))},
+                      "pack: copy a run (one channel at a tap)");
     c.annot.vectorize = true;
-    if (ca >= 2 && ca <= 4 && masked_runs(P_.lanes)) {
+    if (ca >= 1 && ca <= 4 && masked_runs(P_.lanes)) {
       c.annot.stride = static_cast<int>(ca);
       c.annot.max_trip = static_cast<int>(NR);
     }
     copy.push_back(std::move(c));
     if (by_run) {
       copy.insert(copy.begin(), kd_let);
-      per_tap.push_back(make_if(lt(lo, hi), {make_for("kq", var("kqn"), std::move(copy), "pack B: a run of the channels at this tap")}));
+      per_tap.push_back(make_if(lt(lo, hi), {make_for("kq", var("kqn"), std::move(copy), "pack: a run of the channels at this tap")}));
     } else {
       per_ch.push_back(make_if(lt(lo, hi), std::move(copy)));
     }
   }
-  if (!by_run) per_tap.push_back(make_for("kq", var("kqn"), std::move(per_ch), "pack B: the channels at this tap"));
+  if (!by_run) per_tap.push_back(make_for("kq", var("kqn"), std::move(per_ch), "pack: the channels at this tap"));
   // (the panel's lets lead the tap loop's body, one statement for the caller; LLVM hoists them)
   panel.insert(panel.end(), per_tap.begin(), per_tap.end());
-  return make_for("kt", const_int(T), std::move(panel), "pack B: the window's taps (bounds per tap)");
+  return make_for("kt", const_int(T), std::move(panel), "pack: the window's taps (bounds per tap)");
 }
 
 // Pack B run by run: a panel of NR columns spans at most two runs of the innermost N dim
@@ -681,6 +705,42 @@ Stmt MatmulLowering::pack_b(const OperandParts& Bx) {
   return std::move(packb_v[0]);
 }
 
+// An f32 A read through a window (a convolution whose positions orient_matmul put on A: a
+// 14 x 14 or 7 x 7 layer), packed tap by tap as pack_b_taps packs B: a panel's MR rows are at
+// most `segs` runs along the map's rows (a stride-2 layer's rows 2 apart in the input), whose
+// bounds per tap are taken once for all its channels, and each run a channel copies as one
+// masked (strided) vector. The element-by-element pack took each row's table entries and its
+// four bound tests for every depth: ResNet-50's layer3.0 conv2 (28 x 28 -> 14 x 14, 256 ->
+// 256, swapped) packed its 196 x 2304 A twice a run (two N blocks of 128 channels), most of
+// the time it lost to ORT. Stride 1 too (the runs' copies unstrided, masked). Rows of at
+// least MR / 3 positions (segs <= 4). And without a window, where the rows are a stride apart
+// (a strided 1x1 layer swapped: layer3.0's downsample, 28 x 28 -> 14 x 14, 512 -> 1024, one
+// thread 909-927 -> 864-872 us): one tap, every k a channel. LATHE_PACK_A_TAPS=0 packs element
+// by element (A/B runs; read per lowering: tests set it).
+std::optional<Stmt> MatmulLowering::pack_a_taps(const OperandParts& Ax) const {
+  const char* e = std::getenv("LATHE_PACK_A_TAPS");
+  if ((e && std::string(e) == "0") || G_ != 1 || adt_ != DType::F32) return std::nullopt;
+  const OperandAccess& acc = *Ax.acc;
+  if (mm_.m_axes.empty()) return std::nullopt;
+  if (acc.bounds.empty()) {  // no window: only rows a stride apart (a strided 1x1 layer's positions)
+    auto c = collapsed(acc.addr, mm_.m_axes);
+    if (c && *c == SymInt(1)) return std::nullopt;
+  }
+  const int din = mm_.m_axes.back();
+  if (!s_[din].is_const() || s_[din].value() < 1) return std::nullopt;
+  const int segs = static_cast<int>(1 + ceil_div(P_.mr - 1, s_[din].value()));
+  if (segs > 4) return std::nullopt;
+  auto ca = coef_of(acc.addr, din);
+  if (!ca) return std::nullopt;
+  std::vector<int64_t> cb;
+  for (auto& b : acc.bounds) {
+    auto c = coef_of(b.coord, din);
+    if (!c) return std::nullopt;
+    cb.push_back(*c);
+  }
+  return pack_taps(Ax, pa_, segs, cb, *ca, TapSide{"Ap", "ip", "mc", "m0", P_.mr, din});
+}
+
 // pack A: this MC block into MR-tall panels (the parts give its addresses: this job's, or a
 // shared pack step's)
 Stmt MatmulLowering::pack_a(const OperandParts& Ax) {
@@ -704,6 +764,11 @@ Stmt MatmulLowering::pack_a(const OperandParts& Ax) {
     r.annot.unroll = P.mr;
     return make_for("kk", kpack, {r}, guard ? "pack A: k (ragged panel)" : "pack A: k");
   };
+  if (std::optional<Stmt> taps = pack_a_taps(Ax)) {  // every panel, the ragged last one too
+    std::vector<Stmt> v{make_for("ip", ceil_div(mc, P.mr), {std::move(*taps)}, "pack A: MR-tall panels, tap by tap")};
+    rename_loops(v, "c", "ca");
+    return std::move(v[0]);
+  }
   std::optional<Stmt> contig = pack_a_contig(Ax);
   Stmt whole = contig ? *contig : packa_k(false);
   Stmt ipbody = rows_whole ? whole

@@ -8,6 +8,7 @@
 // for all the jobs.
 #include <cstdlib>
 #include <string>
+#include <thread>
 
 #include "core/frontend/nn.h"
 #include "core/frontend/tensor.h"
@@ -288,6 +289,54 @@ TEST(ConvShapes, TapByTapPackMatchesInterpreter) {
     const bool off = mode && std::string(mode) == "0", all = mode && std::string(mode) == "all";
     for (int i : {2, 3, 5}) EXPECT_EQ(taps_of(cases[i]), !off) << label(cases[i]) << (mode ? mode : "");
     EXPECT_EQ(taps_of(cases.back()), all) << (mode ? mode : "");
+  }
+}
+
+// A window on the A side (orient_matmul swapped the sides: few positions, many channels)
+// packed tap by tap (pack_a_taps: a panel's MR rows as at most 4 runs along the map's rows,
+// each run a masked, strided copy per channel), and the jobs of such a layer split M, not N
+// (LATHE_MATMUL_GATHER_SPLIT_M: every N block packed all of A), against the interpreter:
+// strides 1, 2 and 3, dilation 2, odd maps (13 x 13, 14 x 15, 15 x 15) and maps narrower
+// than MR (5 x 5: 3 runs a panel, 3 x 3: 4, 2 x 2), prime channel counts,
+// K over several K blocks, constant (prepacked, M split) and input weights, batch 1, 2 and
+// 3, strided 1x1 layers (no window: rows a stride apart); by default, with each switch off,
+// and with the run's source read through the k table
+// (LATHE_PACK_TAPS_STEP=0).
+TEST(ConvShapes, SwappedWindowPackedTapByTapMatchesInterpreter) {
+  const std::vector<Case> cases{
+      {1, 67, 25, 25, 256, 3, 3, {2, 2}, {1, 1}, {1, 1}, 1, true, true}, // 13 x 13, K 603: swapped
+      {1, 131, 29, 29, 64, 3, 3, {2, 2}, {1, 1}, {1, 1}, 1, true},       // 15 x 15, K 1179
+      {1, 59, 40, 43, 64, 3, 3, {3, 3}, {1, 1}, {1, 1}, 1, true},        // stride 3, 14 x 15
+      {1, 61, 15, 15, 37, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, true},        // stride 1, 15 x 15, 37 channels
+      {1, 37, 7, 7, 130, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, true},         // 7 x 7 (MR 7 or 8)
+      {2, 19, 7, 7, 67, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, true},          // batch 2
+      {1, 41, 9, 9, 96, 3, 3, {2, 2}, {1, 1}, {1, 1}, 1, true},          // 5 x 5: 3 runs a panel
+      {1, 23, 6, 6, 100, 3, 3, {2, 2}, {1, 1}, {1, 1}, 1, true},         // 3 x 3: 4 runs
+      {1, 13, 4, 4, 64, 3, 3, {2, 2}, {1, 1}, {1, 1}, 1, true},          // 2 x 2
+      {1, 29, 11, 11, 96, 3, 3, {1, 1}, {2, 2}, {2, 2}, 1, true},        // dilation 2
+      {1, 53, 17, 17, 71, 3, 3, {2, 2}, {1, 1}, {1, 1}, 1, false, true}, // input weights, 9 x 9
+      {3, 29, 13, 13, 97, 3, 3, {2, 2}, {1, 1}, {1, 1}, 1, true},        // batch 3, 7 x 7
+      {1, 521, 27, 27, 64, 1, 1, {2, 2}, {0, 0}, {1, 1}, 1, true},       // 1x1 stride 2, 14 x 14: no window
+      {1, 523, 13, 13, 97, 1, 1, {2, 2}, {0, 0}, {1, 1}, 1, true},       // 1x1 stride 2, 7 x 7
+      {1, 517, 29, 29, 64, 1, 1, {3, 3}, {0, 0}, {1, 1}, 1, false},      // 1x1 stride 3, input weights
+  };
+  for (const char* off : {(const char*)nullptr, "LATHE_PACK_A_TAPS", "LATHE_MATMUL_GATHER_SPLIT_M", "LATHE_PACK_TAPS_STEP"}) {
+    test::ScopedEnv env(off ? off : "LATHE_PACK_A_TAPS", off ? "0" : nullptr);
+    test::DiffBatch batch;
+    for (const Case& t : cases) batch.add(label(t) + (off ? std::string(" ") + off + "=0" : std::string()), graph_of(t), 7, 4);
+    EXPECT_EQ(batch.run(), 0);  // (loosened: K up to 1179, as the other swapped layers' tests)
+    if (loop::host_matmul_params().nr != 32) continue;  // (the sides swap on AVX-512's NR 32)
+    const std::string ir = test::loop_ir_of(build_program(graph_of(cases[0])));
+    const bool taps = !(off && std::string(off) == "LATHE_PACK_A_TAPS");
+    EXPECT_EQ(ir.find("pack A: MR-tall panels, tap by tap") != std::string::npos, taps) << (off ? off : "");
+    EXPECT_EQ(ir.find("strided(2 <= ") != std::string::npos, taps) << (off ? off : "");
+    EXPECT_EQ(test::loop_ir_of(build_program(graph_of(cases[12]))).find("tap by tap") != std::string::npos, taps);
+    const bool split = !(off && std::string(off) == "LATHE_MATMUL_GATHER_SPLIT_M");
+    // (two threads: two N blocks of 128 channels, or two M ranges over all 256)
+    if (std::thread::hardware_concurrency() == 2) {
+      EXPECT_EQ(ir.find("msplit=2") != std::string::npos, split) << ir.substr(0, 600);
+      EXPECT_EQ(ir.find("NC=256") != std::string::npos, split) << ir.substr(0, 600);
+    }
   }
 }
 
