@@ -264,7 +264,7 @@ void narrow_guarded_loops(std::vector<Stmt>& body) {
 
 bool concat_in_place_enabled() {
   const char* e = std::getenv("LATHE_CONCAT_IN_PLACE");
-  return !(e && e[0] == '0');
+  return e && e[0] == '1';
 }
 
 int place_concat_operands(const KernelGraph& kg, std::vector<loop::LoopFunc>& funcs) {

@@ -130,7 +130,7 @@ Program build_program(const Graph& given, const BuildOptions& opts) {
     for (auto& f : p.funcs) loop::apply_default_schedule(f, opts.schedule);
     t.done("parallel outer loops, vectorized inner loops");
     // concat operands that the concat kernel would copy unchanged live inside its output
-    // (operand_place.h; LATHE_CONCAT_IN_PLACE=0 off)
+    // (operand_place.h; off unless LATHE_CONCAT_IN_PLACE=1)
     StageTimer tp(p, opts, "place-operands");
     const int placed = place_concat_operands(p.kg, p.funcs);
     tp.done(std::to_string(placed) + " concat operand" + (placed == 1 ? "" : "s") + " placed in the output");

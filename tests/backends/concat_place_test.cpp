@@ -4,8 +4,8 @@
 // against the interpreter on the backend under test: batch 1 (slices contiguous: placed) and
 // 3 (not: copied as before), odd and prime sizes, two- and three-way concats, an operand read
 // again after the concat (its readers see it in the slice), an operand with arithmetic on it
-// (copied: not a plain copy), a concat along the innermost axis (not placed), and
-// LATHE_CONCAT_IN_PLACE=0.
+// (copied: not a plain copy), a concat along the innermost axis (not placed). Off by default
+// (LATHE_CONCAT_IN_PLACE=1 turns it on: operand_place.h says why).
 #include <cstdlib>
 
 #include "core/frontend/tensor.h"
@@ -35,6 +35,7 @@ Tensor mixed(const Tensor& x, int64_t w, uint64_t seed) {
 Tensor head(const Tensor& y, int64_t w) { return mixed(y, w, 3); }
 
 TEST(ConcatPlace, CopiedOperandsLiveInTheirSlices) {
+  test::ScopedEnv on("LATHE_CONCAT_IN_PLACE", "1");
   test::DiffBatch batch;
   struct Case { int64_t n, c1, c2, h, w; };
   for (auto [n, c1, c2, h, w] : std::vector<Case>{{1, 5, 3, 7, 16}, {3, 5, 3, 7, 16}, {1, 3, 2, 13, 32}, {1, 4, 7, 5, 48}}) {
@@ -66,19 +67,25 @@ TEST(ConcatPlace, CopiedOperandsLiveInTheirSlices) {
   EXPECT_EQ(batch.run(), 0);
 }
 
-TEST(ConcatPlace, OffLeavesTheCopies) {
+TEST(ConcatPlace, OffByDefaultLeavesTheCopies) {
   Tensor a = input("a", {1, 4, 8, 16}), b = input("b", {1, 4, 8, 16});
   Graph g = Graph::from_outputs({{"y", head(concat({mixed(a, 16, 1), mixed(b, 16, 2)}, 1), 16).node()}});
-  EXPECT_EQ(placed(build_program(g)), 2) << test::loop_ir_of(build_program(g));
-  test::ScopedEnv off("LATHE_CONCAT_IN_PLACE", "0");
-  EXPECT_EQ(placed(build_program(g)), 0);
-  test::DiffBatch batch;
-  batch.add("off", g);
-  EXPECT_EQ(batch.run(), 0);
+  {
+    test::ScopedEnv on("LATHE_CONCAT_IN_PLACE", "1");
+    EXPECT_EQ(placed(build_program(g)), 2) << test::loop_ir_of(build_program(g));
+  }
+  for (const char* v : {static_cast<const char*>(nullptr), "0"}) {
+    test::ScopedEnv off("LATHE_CONCAT_IN_PLACE", v);
+    EXPECT_EQ(placed(build_program(g)), 0);
+    test::DiffBatch batch;
+    batch.add("off", g);
+    EXPECT_EQ(batch.run(), 0);
+  }
 }
 
 // the memory plan puts a placed operand at its slice and writes nothing else over either
 TEST(ConcatPlace, MemoryPlanHonoursThePlacement) {
+  test::ScopedEnv on("LATHE_CONCAT_IN_PLACE", "1");
   Tensor a = input("a", {1, 4, 8, 16}), b = input("b", {1, 4, 8, 16});
   Graph g = Graph::from_outputs({{"y", head(concat({mixed(a, 16, 1), mixed(b, 16, 2)}, 1), 16).node()}});
   Program p = build_program(g);
