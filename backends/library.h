@@ -16,6 +16,7 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "core/ir/node.h"
 
@@ -43,5 +44,19 @@ void set_library_parallel_for(LibraryParallelFor f);
 LibraryParallelFor library_parallel_for();
 void run_gemv_q4(NodeRef extern_node, void* const* bufs);
 void run_rnn(NodeRef extern_node, void* const* bufs);
+
+// The rnn kernel's choosers of this process (library_rnn.cpp, rnn_chooser.h): each layer's
+// record path ("" without one), whether it started from its record, its calls and each
+// way's timed calls; the records written now (what the process does at exit); the choosers
+// dropped, as in a new process (tests; no rnn call may be running).
+struct RnnChooserState {
+  std::string record;
+  bool restored = false;
+  int64_t calls = 0;
+  std::vector<int64_t> mode_calls;
+};
+std::vector<RnnChooserState> rnn_choosers();
+void save_rnn_chooser_records();
+void forget_rnn_choosers();
 
 }  // namespace lathe

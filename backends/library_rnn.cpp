@@ -24,6 +24,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <iterator>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -39,6 +41,7 @@
 #include "backends/rnn_pack_cache.h"
 #include "core/ir/diag.h"
 #include "core/ir/rnn_op.h"
+#include "core/runtime/kernel_cache.h"
 
 namespace lathe {
 namespace {
@@ -78,17 +81,108 @@ const float* cached_strips(NodeRef wt_node, const Proj& p, int64_t GH) {
   });
 }
 
-// One chooser per layer shape (its Extern's ints), kept for the process.
+// One chooser per layer shape (its Extern's ints) and thread count, kept for the process, and
+// its record kept with the kernel cache for the next process (rnn_chooser.h; LATHE_RNN_RECORD=0
+// neither reads nor writes records): <cache>/rnn/<key>.txt, the key a hash of the layer's ints,
+// the modes, the thread counts, the rnn arithmetic (AVX-512 or AVX2) and the host (cpu_model).
+// A process that runs a model a few times (`lathe run --iters 10`) would otherwise spend its
+// first calls of each layer in the warm-up, one of each way. Read when the chooser is made
+// (a record that cannot be read or is refused: the chooser chooses afresh), written when the
+// process exits (atexit; temp file + rename, so a concurrent reader sees a whole record or none).
+struct ChooserEntry {
+  RnnModeChooser ch;
+  std::string record;     // its path ("": no record)
+  bool restored = false;  // started from the record
+  int64_t calls = 0;      // calls made in this process
+};
 std::mutex& chooser_mu() {
   static std::mutex* m = new std::mutex;
   return *m;
 }
-std::map<std::vector<int64_t>, RnnModeChooser>& choosers() {
-  static auto* m = new std::map<std::vector<int64_t>, RnnModeChooser>;
+std::map<std::vector<int64_t>, ChooserEntry>& choosers() {
+  static auto* m = new std::map<std::vector<int64_t>, ChooserEntry>;
   return *m;
 }
 
+bool records_on() {
+  const char* e = std::getenv("LATHE_RNN_RECORD");
+  return !(e && e[0] == '0');
+}
+bool rnn_trace() {
+  static const bool trace = std::getenv("LATHE_RNN_TRACE") && std::getenv("LATHE_RNN_TRACE")[0] == '1';
+  return trace;
+}
+
+std::string record_path(const std::vector<int64_t>& ints, int modes, int threads) {
+  std::string k = "rnn-chooser 1|";
+  for (int64_t v : ints) k += std::to_string(v) + ",";
+  k += "|modes " + std::to_string(modes) + "|threads " + std::to_string(threads) + " of " +
+       std::to_string(hardware_threads()) + (rnn_math::avx512() ? "|avx512" : "|avx2") + "|" + cpu_model();
+  return cache_path("rnn", cache_key({k}) + ".txt");
+}
+
+// the records of this process's choosers that have run since they were made (chooser_mu held)
+void save_records_locked() {
+  for (auto& [ints, e] : choosers()) {
+    if (e.record.empty() || e.calls == 0 || !e.ch.decided()) continue;
+    const bool ok = atomic_write(e.record, e.ch.save());
+    if (rnn_trace()) std::fprintf(stderr, "rnn: chooser record %s %s\n", ok ? "written to" : "not written:", e.record.c_str());
+  }
+}
+
+void save_records_at_exit() {
+  std::unique_lock<std::mutex> lock(chooser_mu(), std::try_to_lock);  // (a call still running: skip)
+  if (lock.owns_lock()) save_records_locked();
+}
+
+// The chooser of a layer (chooser_mu held): made on its first call, from its record if any
+ChooserEntry& chooser_for(const RnnSpec& s, int modes, int threads) {
+  std::vector<int64_t> key = rnn_ints(s);
+  key.push_back(threads);
+  auto [it, made] = choosers().try_emplace(key);
+  ChooserEntry& e = it->second;
+  if (!made) return e;
+  e.ch = RnnModeChooser(modes);
+  if (!records_on()) return e;
+  static const bool registered = [] {
+    cache_dir();  // (its statics before the handler: they outlive it)
+    cpu_model();
+    return std::atexit(save_records_at_exit) == 0;
+  }();
+  if (!registered) return e;
+  e.record = record_path(rnn_ints(s), modes, threads);
+  std::ifstream f(e.record, std::ios::binary);
+  if (!f) return e;
+  std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  if (text.size() < 4096) e.restored = e.ch.restore(text);
+  if (rnn_trace())
+    std::fprintf(stderr, "rnn: chooser record %s %s\n", e.restored ? "restored from" : "refused (starting afresh):",
+                 e.record.c_str());
+  return e;
+}
+
 }  // namespace
+
+void save_rnn_chooser_records() {
+  std::lock_guard<std::mutex> lock(chooser_mu());
+  save_records_locked();
+}
+
+std::vector<RnnChooserState> rnn_choosers() {
+  std::lock_guard<std::mutex> lock(chooser_mu());
+  std::vector<RnnChooserState> v;
+  for (auto& [ints, e] : choosers()) {
+    RnnChooserState st{e.record, e.restored, e.calls, {}};
+    for (int m = 0; m < e.ch.modes(); ++m) st.mode_calls.push_back(e.ch.calls(m));
+    v.push_back(st);
+  }
+  return v;
+}
+
+void forget_rnn_choosers() {
+  std::lock_guard<std::mutex> lock(chooser_mu());
+  choosers().clear();
+}
 
 void run_rnn(NodeRef n, void* const* bufs) {
   auto sp = rnn_spec(n);
@@ -167,8 +261,9 @@ void run_rnn(NodeRef n, void* const* bufs) {
     int mode = 0;
     {
       std::lock_guard<std::mutex> lock(chooser_mu());
-      auto it = choosers().try_emplace(rnn_ints(*sp), a.pj.x ? 3 : 2).first;
-      ch = &it->second;
+      ChooserEntry& e = chooser_for(*sp, a.pj.x ? 3 : 2, threads);
+      ++e.calls;
+      ch = &e.ch;
       mode = ch->pick();
     }
     const double t0 = now_us();
@@ -187,8 +282,7 @@ void run_rnn(NodeRef n, void* const* bufs) {
       std::lock_guard<std::mutex> lock(chooser_mu());
       ch->record(mode, now_us() - t0);
       next = ch->peek();
-      static const bool trace = std::getenv("LATHE_RNN_TRACE") && std::getenv("LATHE_RNN_TRACE")[0] == '1';
-      if (trace)  // each call's mode and wall time, per layer shape: the chooser's warm-up and picks
+      if (rnn_trace())  // each call's mode and wall time, per layer shape: the chooser's warm-up and picks
         std::fprintf(stderr, "rnn T=%lld B=%lld I=%lld H=%lld: mode %d %.0f us\n", static_cast<long long>(T),
                      static_cast<long long>(B), static_cast<long long>(sp->I), static_cast<long long>(H), mode, now_us() - t0);
     }

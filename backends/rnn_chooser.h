@@ -38,11 +38,22 @@
 // choice as before. Before the first call of the Team the kernel wakes its partners
 // (library_rnn.cpp), so the Team's first time does not include their start.
 // LATHE_RNN_WARM=N: N calls of each mode before choosing (3: the earlier warm-up, for A/B).
+//
+// What the chooser learnt is kept between processes (save / restore, a record beside the
+// kernel cache: library_rnn.cpp): a process whose chooser is restored starts with the kept
+// times of each mode, so its first calls run the mode chosen last time, not the warm-up's
+// one call of each (and the settling retries); the probes and the exploring calls go on as
+// before, so a change of load since is noticed as within a process. A record that does not
+// parse, names another number of modes or holds a time that is not a positive finite number
+// is refused whole (restore returns false and the chooser starts fresh, choosing).
 #pragma once
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <cstdint>
 #include <cstdlib>
+#include <sstream>
+#include <string>
 
 namespace lathe {
 
@@ -94,8 +105,56 @@ class RnnModeChooser {
   // The last time of `mode` (0 before any).
   double last(int mode) const { return n_[mode] == 0 ? 0 : times_[mode][static_cast<size_t>((n_[mode] - 1) % kKeep)]; }
   int64_t calls(int mode) const { return n_[mode]; }
+  int modes() const { return modes_; }
+  // Every mode has a kept time (what a record needs: a restored chooser skips its warm-up).
+  bool decided() const {
+    for (int m = 0; m < modes_; ++m)
+      if (n_[m] == 0) return false;
+    return true;
+  }
+
+  // The kept times as text: "lathe-rnn-chooser 1 <modes>", then a line per mode: the count
+  // of its kept times and the times in µs, oldest first.
+  std::string save() const {
+    std::ostringstream o;
+    o.precision(17);
+    o << kMagic << ' ' << kVersion << ' ' << modes_ << '\n';
+    for (int m = 0; m < modes_; ++m) {
+      const int64_t k = std::min<int64_t>(n_[m], kKeep);
+      o << k;
+      for (int64_t i = n_[m] - k; i < n_[m]; ++i) o << ' ' << times_[m][static_cast<size_t>(i % kKeep)];
+      o << '\n';
+    }
+    return o.str();
+  }
+  // The kept times of a record save() wrote, replacing this chooser's (its warm-up skipped
+  // when every mode has one); false, and the chooser unchanged, for a record that is not
+  // such (see above).
+  bool restore(const std::string& text) {
+    std::istringstream in(text);
+    std::string magic;
+    int version = 0, modes = 0;
+    if (!(in >> magic >> version >> modes) || magic != kMagic || version != kVersion || modes != modes_) return false;
+    int64_t n[kMaxModes] = {0, 0, 0};
+    std::array<double, kKeep> t[kMaxModes] = {};
+    for (int m = 0; m < modes_; ++m) {
+      if (!(in >> n[m]) || n[m] < 1 || n[m] > kKeep) return false;
+      for (int64_t i = 0; i < n[m]; ++i) {
+        double v = 0;
+        if (!(in >> v) || !std::isfinite(v) || v <= 0 || v > 1e9) return false;
+        t[m][static_cast<size_t>(i)] = v;
+      }
+    }
+    std::string rest;
+    if (in >> rest) return false;  // more than a record
+    for (int m = 0; m < modes_; ++m) n_[m] = n[m], times_[m] = t[m];
+    return true;
+  }
 
  private:
+  static constexpr const char* kMagic = "lathe-rnn-chooser";
+  static constexpr int kVersion = 1;
+
   // the mode of call number `call` (counted from 1)
   int choose(int64_t call) const {
     int least = 0;  // warm-up: the mode with the fewest calls (ties: the lowest)

@@ -172,6 +172,13 @@ struct LoopFunc {
   std::vector<Stmt> body;
   std::string kind;                 // "elementwise", "reduce", "matmul", "copy"
   std::vector<std::string> schedule_log;  // primitives applied, in order
+  // operands that live inside the output (core/schedule/operand_place.h): buffer param
+  // `param` at element `at` of the output's buffer; the memory plan must put them there
+  struct Placed {
+    int param = -1;
+    int64_t at = 0;
+  };
+  std::vector<Placed> placed;
 };
 
 // Visits every statement, pre-order; fn returns false to skip a statement's children.

@@ -1,6 +1,8 @@
 // memory_plan.cpp — plan_memory: lifetime-based arena packing plus in-place updates.
 #include "core/schedule/memory_plan.h"
 
+#include "core/ir/diag.h"
+
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -88,15 +90,40 @@ MemoryPlan plan_memory(const KernelGraph& kg, const std::vector<loop::LoopFunc>&
     last[k.output] = std::max(last[k.output], k.id);
     for (int b : k.inputs) last[b] = std::max(last[b], k.id);
   }
+  // operands placed inside a concat's output (operand_place.h): the concat kernel no longer
+  // copies them, so they must live there; the output lives from the first operand's writing
+  std::vector<int> inside(nb, -1);
+  std::vector<int64_t> inside_at(nb, 0);
+  std::vector<bool> holds(nb, false);
+  for (auto& k : kg.kernels) {
+    if (k.id >= (int)funcs.size()) continue;
+    for (auto& pl : funcs[k.id].placed) {
+      const int x = funcs[k.id].buffers[static_cast<size_t>(pl.param)].buffer, y = k.output;
+      inside[x] = y;
+      inside_at[x] = pl.at * static_cast<int64_t>(dtype_size(kg.buffers[y].dtype));
+      holds[y] = true;
+      LATHE_CHECK(kg.buffers[x].kind == BufferKind::Intermediate && kg.buffers[y].kind == BufferKind::Intermediate &&
+                      inside_at[x] >= 0 && inside_at[x] + plan.bytes[x] <= plan.bytes[y],
+                  "memory plan: a placed operand outside its concat's output");
+    }
+  }
+  for (size_t x = 0; x < nb; ++x)
+    if (inside[x] >= 0 && first[x] >= 0) {
+      const int y = inside[x];
+      first[y] = first[y] < 0 ? first[x] : std::min(first[y], first[x]);
+      last[y] = std::max(last[y], last[x]);
+    }
   // in place: kernel k's output takes over an input whose life ends at k
   std::vector<int> group(nb);
   for (size_t b = 0; b < nb; ++b) group[b] = (int)b;
   for (auto& k : kg.kernels) {
     if (kg.buffers[k.output].kind != BufferKind::Intermediate || k.id >= (int)funcs.size()) continue;
+    if (inside[k.output] >= 0 || holds[k.output]) continue;
     const loop::LoopFunc& f = funcs[k.id];
     for (size_t p = 1; p < f.buffers.size(); ++p) {
       int in = f.buffers[p].buffer;
       if (kg.buffers[in].kind != BufferKind::Intermediate || last[in] != k.id || group[in] != in) continue;
+      if (inside[in] >= 0 || holds[in]) continue;
       if (plan.bytes[in] != plan.bytes[k.output] || !reads_only_in_place(f, (int)p)) continue;
       group[k.output] = in;
       plan.in_place_of[k.output] = in;
@@ -109,7 +136,7 @@ MemoryPlan plan_memory(const KernelGraph& kg, const std::vector<loop::LoopFunc>&
   for (size_t b = 0; b < nb; ++b)
     if (kg.buffers[b].kind == BufferKind::Intermediate) {
       plan.unshared_bytes += plan.bytes[b];
-      if (group[b] == (int)b && first[b] >= 0) roots.push_back((int)b);
+      if (group[b] == (int)b && first[b] >= 0 && inside[b] < 0) roots.push_back((int)b);
     }
   std::sort(roots.begin(), roots.end(), [&](int a, int b) { return plan.bytes[a] > plan.bytes[b]; });
   struct Placed { int64_t off, size; int lo, hi; };
@@ -138,6 +165,8 @@ MemoryPlan plan_memory(const KernelGraph& kg, const std::vector<loop::LoopFunc>&
   }
   for (size_t b = 0; b < nb; ++b)
     if (group[b] != (int)b) plan.offset[b] = plan.offset[group[b]];
+  for (size_t b = 0; b < nb; ++b)
+    if (inside[b] >= 0) plan.offset[b] = plan.offset[inside[b]] + inside_at[b];
   return plan;
 }
 

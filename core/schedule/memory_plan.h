@@ -2,7 +2,8 @@
 //
 // Intermediates whose lifetimes (producing kernel .. last reading kernel) do not overlap
 // share memory; an elementwise kernel that reads an intermediate for the last time, only at
-// the position it writes, writes its result in place over it. Inputs, outputs and tensor
+// the position it writes, writes its result in place over it; a concat operand placed inside
+// the concat's output (operand_place.h) lives at its slice. Inputs, outputs and tensor
 // constants live outside the arena. The arena is allocated once per program and reused
 // across runs.
 #pragma once

@@ -11,6 +11,7 @@
 #include "core/ir/verify.h"
 #include "core/loop/base_offsets.h"
 #include "core/loop/lower.h"
+#include "core/schedule/operand_place.h"
 #include "core/schedule/flat_view.h"
 #include "core/loop/prepack.h"
 #include "core/runtime/host_tensor.h"
@@ -128,6 +129,11 @@ Program build_program(const Graph& given, const BuildOptions& opts) {
     StageTimer t(p, opts, "default-schedule");
     for (auto& f : p.funcs) loop::apply_default_schedule(f, opts.schedule);
     t.done("parallel outer loops, vectorized inner loops");
+    // concat operands that the concat kernel would copy unchanged live inside its output
+    // (operand_place.h; off unless LATHE_CONCAT_IN_PLACE=1)
+    StageTimer tp(p, opts, "place-operands");
+    const int placed = place_concat_operands(p.kg, p.funcs);
+    tp.done(std::to_string(placed) + " concat operand" + (placed == 1 ? "" : "s") + " placed in the output");
   }
   {
     // constant slice positions become launch offsets, so kernels equal up to them are

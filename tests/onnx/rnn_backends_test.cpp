@@ -6,11 +6,15 @@
 #include <onnx/onnx_pb.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
+#include <fstream>
+#include <iterator>
 #include <random>
 #include <thread>
 
 #include "backends/kernel_dedup.h"
+#include "backends/library.h"
 #include "backends/library_rnn_math.h"
 #include "backends/rnn_chooser.h"
 #include "core/frontend/autodiff.h"
@@ -347,7 +351,8 @@ TEST(CpuRecurrenceTiles, RecurrentWeightByBlocksOneThreadAndTwo) {
 // inputs (no cached strips or blocks), and partners that stall inside a chunk
 // (LATHE_RNN_STALL_US)
 TEST(CpuRecurrenceTiles, StepsOnOneThreadWithTheProjectionsAhead) {
-  test::ScopedEnv chooser("LATHE_RNN_THREADS", nullptr), warm("LATHE_RNN_WARM", "3");
+  // (no record: each layer's chooser warms up in this process)
+  test::ScopedEnv chooser("LATHE_RNN_THREADS", nullptr), warm("LATHE_RNN_WARM", "3"), record("LATHE_RNN_RECORD", "0");
   for (const char* stall : {"0", "200"}) {
     test::ScopedEnv stalls("LATHE_RNN_STALL_US", stall);
     Case wr{"LSTM", 6, 1, 9, 136, "bidirectional"};
@@ -371,7 +376,7 @@ TEST(CpuRecurrenceTiles, StepsOnOneThreadWithTheProjectionsAhead) {
 // the interpreter's whichever way it took: hidden 17 (one thread: RT under 256 KiB), 129 and
 // 147 (a partial last block), batch 1 and 3, both directions, LSTM and GRU
 TEST(CpuRecurrenceTiles, EveryRunTheInterpretersWhileTheChooserProbes) {
-  test::ScopedEnv chooser("LATHE_RNN_THREADS", nullptr), probe("LATHE_RNN_PROBE", "1");
+  test::ScopedEnv chooser("LATHE_RNN_THREADS", nullptr), probe("LATHE_RNN_PROBE", "1"), record("LATHE_RNN_RECORD", "0");
   for (int64_t H : {17, 129, 147})
     for (int64_t B : {1, 3})
       for (const Case& c : {Case{"LSTM", 9, B, 11, H, "bidirectional", false, B == 3, B == 3},
@@ -581,6 +586,147 @@ TEST(FusedRecurrence, ChooserReturnsToTheTeamSoonAfterABurstOfLoad) {
       }
       EXPECT_GT(c.median(1), c.median(0)) << "modes " << modes;
       EXPECT_LE(c.calls(1) - before, 2 * 256 / RnnModeChooser::kExplore + 2) << "modes " << modes << " probe " << probe;
+    }
+}
+
+// What a chooser learnt, saved and restored (the record kept between processes): a restored
+// chooser runs the mode chosen last time from its first call (a fresh one runs one thread, then
+// the warm-up's one call of each), and saves the same record; a record that is not whole, names
+// another number of modes or holds a time that is not a positive finite number is refused and
+// leaves the chooser as it was (fresh: it chooses)
+TEST(FusedRecurrence, ChooserRecordsRestoreTheChoiceAndRefuseBadOnes) {
+  for (int modes : {2, 3}) {
+    RnnModeChooser c(modes, true);
+    const double cost[3] = {1000, 600, 900};
+    for (int call = 0; call < 40; ++call) {
+      const int m = c.pick();
+      c.record(m, cost[m] + (call % 3) * 5);
+    }
+    ASSERT_TRUE(c.decided());
+    const std::string rec = c.save();
+    RnnModeChooser d(modes, true);
+    EXPECT_FALSE(d.decided());
+    ASSERT_TRUE(d.restore(rec)) << rec;
+    EXPECT_TRUE(d.decided());
+    EXPECT_EQ(d.save(), rec);
+    for (int m = 0; m < modes; ++m) EXPECT_EQ(d.median(m), c.median(m)) << "mode " << m;
+    // every mode settled and no kept time beating the Team's median: the Team until the
+    // first exploring call
+    for (int call = 1; call < RnnModeChooser::kExplore; ++call) {
+      const int m = d.pick();
+      EXPECT_EQ(m, 1) << "modes " << modes << " call " << call;
+      d.record(m, cost[m]);
+    }
+    RnnModeChooser fresh(modes, true);
+    EXPECT_EQ(fresh.pick(), 0);  // (the untimed first call, then the warm-up)
+    // records refused whole
+    std::string three_times = "lathe-rnn-chooser 1 " + std::to_string(modes) + "\n";
+    for (int m = 0; m < modes; ++m) three_times += "3 900 910 920\n";
+    std::string other_modes = "lathe-rnn-chooser 1 " + std::to_string(5 - modes) + "\n3 900 910 920\n3 600 610 620\n";
+    if (modes == 2) other_modes += "3 800 810 820\n";
+    ASSERT_TRUE(RnnModeChooser(modes, true).restore(three_times));
+    for (const std::string& bad :
+         {std::string(), std::string("garbage"), rec.substr(0, rec.size() / 2), rec.substr(0, rec.size() - 3) + "x\n",
+          rec + "1 2 3\n", other_modes, "lathe-rnn-chooser 2" + three_times.substr(19),
+          "lathe-rnn-chooserX" + three_times.substr(17), std::string("lathe-rnn-chooser 1 ") + std::to_string(modes) + "\n",
+          "lathe-rnn-chooser 1 " + std::to_string(modes) + "\n0\n3 1 2 3\n3 1 2 3\n",
+          "lathe-rnn-chooser 1 " + std::to_string(modes) + "\n6 1 2 3 4 5 6\n3 1 2 3\n3 1 2 3\n",
+          "lathe-rnn-chooser 1 " + std::to_string(modes) + "\n3 1 -2 3\n3 1 2 3\n3 1 2 3\n",
+          "lathe-rnn-chooser 1 " + std::to_string(modes) + "\n3 1 0 3\n3 1 2 3\n3 1 2 3\n",
+          "lathe-rnn-chooser 1 " + std::to_string(modes) + "\n3 1 nan 3\n3 1 2 3\n3 1 2 3\n",
+          "lathe-rnn-chooser 1 " + std::to_string(modes) + "\n3 1 inf 3\n3 1 2 3\n3 1 2 3\n",
+          "lathe-rnn-chooser 1 " + std::to_string(modes) + "\n3 1 1e300 3\n3 1 2 3\n3 1 2 3\n"}) {
+      RnnModeChooser e(modes, true);
+      EXPECT_FALSE(e.restore(bad)) << "modes " << modes << ": " << bad;
+      EXPECT_FALSE(e.decided());
+      EXPECT_EQ(e.pick(), 0);
+      EXPECT_EQ(e.calls(0) + e.calls(1), 0);
+    }
+  }
+}
+
+// The records of the kernel's choosers, kept with the kernel cache (LATHE_RNN_RECORD): written
+// for each layer that ran (forget_rnn_choosers: as in a new process), restored by the next
+// process's chooser; a corrupt, truncated or empty record is refused and rewritten whole; every
+// run the interpreter's either way (LSTM and GRU, batch 1 and 3, odd hidden sizes, both
+// directions); LATHE_RNN_RECORD=0 neither reads nor writes
+TEST(CpuRecurrenceTiles, ChooserRecordsCarryToTheNextProcess) {
+  if (std::thread::hardware_concurrency() < 2) GTEST_SKIP() << "one hardware thread: no chooser";
+  test::ScopedEnv chooser("LATHE_RNN_THREADS", nullptr), record("LATHE_RNN_RECORD", "1");
+  for (int64_t B : {1, 3})
+    for (const Case& c : {Case{"LSTM", 7, B, 5, 131, "bidirectional", false, B == 3, B == 3},
+                          Case{"GRU", 9, B, 6, 149, "reverse", false, false, true, false, 1}}) {
+      TensorMap in;
+      Graph g = recurrent_graph(c, in);
+      TensorMap want = interpret(g, in);
+      Executable exe = compile_graph(g, test::test_backend());
+      auto runs = [&](int n, const std::string& what) {
+        for (int run = 0; run < n; ++run) {
+          const std::string err = test::compare_outputs(exe.run(in), want, 4);
+          EXPECT_EQ(err, "") << label(c) << " " << what << " run " << run;
+          if (!err.empty()) break;
+        }
+      };
+      auto records = [&] {
+        std::vector<std::string> v;
+        for (auto& st : rnn_choosers()) v.push_back(st.record);
+        return v;
+      };
+      auto read = [](const std::string& path) {
+        std::ifstream f(path, std::ios::binary);
+        return std::string((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+      };
+      forget_rnn_choosers();
+      runs(8, "first process");
+      const std::vector<std::string> paths = records();
+      ASSERT_EQ(paths.size(), c.direction == "bidirectional" ? 2u : 1u) << label(c);
+      for (auto& p : paths) std::remove(p.c_str());  // (a record from an earlier test run)
+      forget_rnn_choosers();
+      runs(8, "first process");
+      for (auto& st : rnn_choosers()) {
+        EXPECT_FALSE(st.restored) << label(c);
+        EXPECT_EQ(st.calls, 8) << label(c);
+      }
+      save_rnn_chooser_records();
+      for (auto& p : paths) {
+        const std::string text = read(p);
+        EXPECT_TRUE(RnnModeChooser(2, true).restore(text) || RnnModeChooser(3, true).restore(text))
+            << p << ":\n" << text;
+      }
+      forget_rnn_choosers();
+      runs(3, "restored");
+      for (auto& st : rnn_choosers()) {
+        EXPECT_TRUE(st.restored) << label(c);
+        int64_t kept = 0;  // the restored times (the next process's three calls: one untimed)
+        for (int64_t n : st.mode_calls) kept += n;
+        EXPECT_GE(kept, static_cast<int64_t>(st.mode_calls.size()) + 2) << label(c);
+      }
+      for (const std::string& bad : {std::string(), std::string("lathe-rnn-chooser 1 2\n3 1 2"),
+                                     std::string("\x01\xff garbage"), std::string(5000, '7')}) {
+        save_rnn_chooser_records();
+        for (auto& p : paths) {
+          std::ofstream f(p, std::ios::binary | std::ios::trunc);
+          f << bad;
+        }
+        forget_rnn_choosers();
+        runs(4, "bad record");
+        for (auto& st : rnn_choosers()) EXPECT_FALSE(st.restored) << label(c) << " record " << bad.substr(0, 40);
+        save_rnn_chooser_records();  // rewritten whole
+        for (auto& p : paths) EXPECT_NE(read(p), bad) << p;
+      }
+      {
+        test::ScopedEnv off("LATHE_RNN_RECORD", "0");
+        for (auto& p : paths) std::remove(p.c_str());
+        forget_rnn_choosers();
+        runs(4, "records off");
+        for (auto& st : rnn_choosers()) {
+          EXPECT_FALSE(st.restored);
+          EXPECT_EQ(st.record, "");
+        }
+        save_rnn_chooser_records();
+        for (auto& p : paths) EXPECT_FALSE(std::ifstream(p).good()) << p;
+      }
+      forget_rnn_choosers();
     }
 }
 
