@@ -134,8 +134,9 @@ class MatmulLowering {
                                 const TapSide& side) const;
   std::optional<Stmt> pack_a_taps(const OperandParts& Ax) const;  // f32 A through a window, tap by tap
   Stmt pack_b(const OperandParts& Bx);  // this job's B block into Bp (or a shared pack step's)
-  Stmt pack_a(const OperandParts& Ax);
-  std::optional<Stmt> pack_a_contig(const OperandParts& Ax);  // int8 groups over a stride-1 window's rows (lower_matmul_pack_int8.cpp)  // this MC block of A into Ap (or a shared pack step's)
+  Stmt pack_a(const OperandParts& Ax);  // this MC block of A into Ap (or a shared pack step's)
+  // int8 groups over a stride-1 window's rows (lower_matmul_pack_int8.cpp)
+  std::optional<Stmt> pack_a_contig(const OperandParts& Ax);
 
   // ---- micro-kernels (lower_matmul_micro.cpp) ----
   // f32: B's NR columns at depth kk from the panel, the prepacked panels, or B itself
