@@ -84,6 +84,8 @@ const char* kEnvironment =
     "                           evicts them from the page cache, so the next start reads them from disk)\n"
     "  LATHE_MATMUL_SHARED_PACK=0  GEMM jobs that split M (or a conv's N) each pack the whole shared side\n"
     "                           again, instead of one parallel pack step for all of them (A/B comparisons)\n"
+    "  LATHE_MATMUL_SHARED_A_PLAIN=0  a plain matmul with weights packed at build and more N-block jobs than\n"
+    "                           threads (GPT-2's LM head) packs its activations per job again, not once (A/B)\n"
     "  LATHE_WINOGRAD=0|all     ONNX 3x3 convs (stride 1, one group, constant f32 weights) run as Winograd\n"
     "                           F(2x2,3x3) where C, K >= 64 over maps of 7x7..128x128; 0 = never (A/B),\n"
     "                           all = wherever it applies (tests)\n"
