@@ -117,6 +117,8 @@ const char* kEnvironment =
     "                           on AVX-512) pack B, not read in place\n"
     "  LATHE_MATMUL_B_IN_PLACE_MC=0  such convolutions read B in place only into <= 64 channels (the old\n"
     "                           bound), not up to the host's M block (A/B runs)\n"
+    "  LATHE_MATMUL_RAGGED_COLS_IN_PLACE=0  a convolution reading B in place runs its ragged last panel\n"
+    "                           (positions past the last whole NR) as a whole tile, not the ragged-columns kernel\n"
     "  LATHE_MATMUL_B_IN_PLACE_K=N  the least K (input channels) such a convolution reads B in place at\n"
     "                           (default 32; 64 before: A/B runs)\n"
     "  LATHE_MATMUL_A_IN_PLACE=0  small GEMMs (a job feeds each A panel to <= 4 B panels: batched 17x33 . 33x29)\n"

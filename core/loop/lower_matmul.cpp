@@ -163,7 +163,7 @@ int MatmulLowering::expected_ragged_q() const {
   const MatmulParams& P = P_;
   if (!on || G_ != 1 || NQ_ <= 1 || !Ns_.is_const() || !mm_.b.bounds.empty() || P.b_in_place > 0) return 0;
   const bool conv_like = mm_.n_axes.size() > 1 || mm_.k_axes.size() > 1;
-  if (P.b_in_place < 0 && conv_like && (!Ms_.is_const() || Ms_.value() <= b_in_place_max_m(P))) return 0;
+  if (P.b_in_place < 0 && conv_like && (!Ms_.is_const() || Ms_.value() <= b_in_place_max_m(P)) && !ragged_cols_in_place()) return 0;
   const int64_t left = Ns_.value() % P.nr;
   const int qn = static_cast<int>((left + P.lanes - 1) / P.lanes);
   return left > 0 && qn < NQ_ && NQ_ % qn == 0 ? qn : 0;

@@ -3,7 +3,8 @@
 // 512 -> 128 and 256 -> 128 layers), not only up to 64 (lower_matmul_pack.cpp,
 // b_in_place_max_m; LATHE_MATMUL_B_IN_PLACE_MC=0: the old 64). Against the interpreter on
 // the backend under test: prime and odd channel counts between 64 and the M block, K over
-// several K blocks, ragged last panels (positions no multiple of NR), batch 1, 3 and 64,
+// several K blocks, ragged last panels (positions no multiple of NR: the ragged-columns
+// kernel on its zero-padded copy, LATHE_MATMUL_RAGGED_COLS_IN_PLACE), batch 1, 3 and 64,
 // constant weights (packed at build) and weights as an input, with a bias + ReLU or a
 // residual epilogue; and where the schedule reads B in place.
 #include <cstdlib>
@@ -47,7 +48,7 @@ TEST(BInPlaceRows, OneByOneConvsUpToTheMBlockMatchTheInterpreter) {
   struct Case { int64_t n, c, h, w, k; bool constant; };
   for (const Case& t : {Case{1, 300, 13, 17, 131, true}, Case{1, 512, 14, 14, 128, true}, Case{3, 97, 11, 9, 200, true},
                         Case{64, 67, 5, 5, 97, true}, Case{1, 257, 8, 8, 256, true}, Case{2, 131, 7, 11, 67, false},
-                        Case{1, 64, 16, 16, 251, true}}) {
+                        Case{1, 64, 16, 16, 251, true}, Case{1, 200, 28, 28, 131, true}}) {
     ConvCase cc{t.n, t.c, t.h, t.w, t.k, 1, 1, {1, 1}, {0, 0}, {1, 1}, 1, t.constant, true};
     // (few positions swap the sides, orient_matmul: the weights are then B, prepacked; a batch
     // folded into the positions gathers its columns through a table: both stay packed)
