@@ -163,7 +163,7 @@ int MatmulLowering::expected_ragged_q() const {
   const MatmulParams& P = P_;
   if (!on || G_ != 1 || NQ_ <= 1 || !Ns_.is_const() || !mm_.b.bounds.empty() || P.b_in_place > 0) return 0;
   const bool conv_like = mm_.n_axes.size() > 1 || mm_.k_axes.size() > 1;
-  if (P.b_in_place < 0 && conv_like && (!Ms_.is_const() || Ms_.value() <= 64)) return 0;
+  if (P.b_in_place < 0 && conv_like && (!Ms_.is_const() || Ms_.value() <= b_in_place_max_m(P)) && !ragged_cols_in_place()) return 0;
   const int64_t left = Ns_.value() % P.nr;
   const int qn = static_cast<int>((left + P.lanes - 1) / P.lanes);
   return left > 0 && qn < NQ_ && NQ_ % qn == 0 ? qn : 0;
@@ -356,6 +356,23 @@ LoopFunc MatmulLowering::run() {
   // layers at 64 x 64 and 128 x 128 measured within noise, ±5%).
   shared_a_ = !prepacked_a_ && !prepacked_ && msplit == 1 && conv_like && nc_blk <= 256 &&
               shares_pack(Ms, Ks, batch, Ns.is_const() ? ceil_div(Ns.value(), nc_blk) : 0, P.mr);
+  // A plain matmul (a transformer's linear layer: activations x weights prepacked at build)
+  // whose jobs are more N blocks than there are threads: every thread packed all of A (the
+  // MR-panel transpose of M x K activations) once per job, GPT-2's LM head (128 x 768 x 50257)
+  // 158 times a run. A packed once, the jobs read it from L2 / L3. One thread, min of 40-200
+  // runs, 3 alternating rounds: 128 x 768 x 8192 6423-6452 -> 6274-6296 us, x 3072 (6 jobs)
+  // 2341-2381 -> 2307-2331 us. Where each thread has one job (two N blocks on two threads)
+  // its own copy is one pack either way and it stays per job. LATHE_MATMUL_SHARED_A_PLAIN=0:
+  // per job always (A/B runs).
+  static const bool shared_a_plain = [] {
+    const char* e = std::getenv("LATHE_MATMUL_SHARED_A_PLAIN");
+    return !(e && std::string(e) == "0");
+  }();
+  const bool plain = mm_.a.bounds.empty() && mm_.b.bounds.empty() && mm_.m_axes.size() == 1 && mm_.n_axes.size() == 1 &&
+                     mm_.k_axes.size() == 1;
+  if (!shared_a_ && shared_a_plain && plain && G_ == 1 && prepacked_ && !prepacked_a_ && msplit == 1 && Ns.is_const() &&
+      ceil_div(Ns.value(), nc_blk) > threads_)
+    shared_a_ = shares_pack(Ms, Ks, batch, ceil_div(Ns.value(), nc_blk), P.mr);
   if (!prepacked_a_ && !shared_a_) allocs.push_back(make_alloc("Ap", adt_, 1, mc_blk_ * kc_blk_));
   allocs.push_back(make_alloc("tile", acc_, 1, (int64_t)P.mr * P.nr));
 

@@ -37,6 +37,11 @@ inline SymInt product(const Shape& s, const std::vector<int>& dims) {
   return p;
 }
 
+// the most rows of A for which a 1x1 convolution's B may be read in place (lower_matmul_pack.cpp)
+int64_t b_in_place_max_m(const MatmulParams& P);
+// B read in place runs its ragged last panel with the ragged-columns kernel (lower_matmul_micro.cpp)
+bool ragged_cols_in_place();
+
 class MatmulLowering {
  public:
   MatmulLowering(const KernelGraph& kg, const Kernel& k, const MatmulMatch& mm, const MatmulParams& P)

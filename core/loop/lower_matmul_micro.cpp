@@ -208,7 +208,8 @@ std::vector<Stmt> MatmulLowering::f32_micro_cols(int qn) const {
   const MatmulParams& P = P_;
   const ExprRef &kk = kk_, &kc = kc_;
   const int NQ = NQ_, rows = P.mr, split = NQ / qn;
-  const BSrc src = prepacked_ ? BSrc::Prepacked : shared_b_ ? BSrc::Shared : BSrc::Panel;
+  // (B read in place, direct_: the ragged last panel is the zero-padded copy in Bp)
+  const BSrc src = direct_ ? BSrc::RaggedPanel : prepacked_ ? BSrc::Prepacked : shared_b_ ? BSrc::Shared : BSrc::Panel;
   std::vector<Stmt> out;
   zero_acc(rows, out);
   resume_sums(rows, out);
@@ -242,6 +243,20 @@ std::vector<Stmt> MatmulLowering::f32_micro_cols(int qn) const {
       }
   finish_tile(rows, out);
   return out;
+}
+
+// B read in place (reads_b_in_place: a 1x1 convolution's input) copies its ragged last panel
+// into Bp, zero padded; its kernel is the ragged-columns one too (f32_micro_cols), not the
+// whole tile's: since B is read in place for up to the M block of rows (ResNet-50's and
+// MobileNetV2's 96-256-channel 1x1 layers at 14 x 14: 196 positions, the last of 7 panels 4
+// columns) the last panel is light again, as the N blocks are weighed (expected_ragged_q).
+// LATHE_MATMUL_RAGGED_COLS_IN_PLACE=0: the whole tile (A/B runs).
+bool ragged_cols_in_place() {
+  static const bool on = [] {
+    const char* e = std::getenv("LATHE_MATMUL_RAGGED_COLS_IN_PLACE");
+    return !(e && std::string(e) == "0");
+  }();
+  return on;
 }
 
 // The kernel of a panel of MR rows: with a ragged last B panel (ragged_cols_q_) an if between
@@ -419,7 +434,7 @@ std::vector<Stmt> MatmulLowering::micro_kernel() {
     return !(e && std::string(e) == "0");
   }();
   ragged_cols_q_ = 0;  // see f32_micro_cols
-  if (ragged_cols && G_ == 1 && NQ_ > 1 && Ns_.is_const() && !direct_ && !(win_ && win_->in_place)) {
+  if (ragged_cols && G_ == 1 && NQ_ > 1 && Ns_.is_const() && (!direct_ || ragged_cols_in_place()) && !(win_ && win_->in_place)) {
     const int64_t left = Ns_.value() % P.nr;
     const int qn = static_cast<int>(ceil_div(left, int64_t(P.lanes)));
     if (left > 0 && qn < NQ_ && NQ_ % qn == 0) ragged_cols_q_ = qn;

@@ -37,6 +37,23 @@ bool MatmulLowering::b_columns_contiguous() const {
 // at 128 x 128 (M 2) 77-78 -> 35-36 us; below 32 (Winograd's 16-deep output transforms)
 // B stays packed. LATHE_MATMUL_B_IN_PLACE=0 packs always; LATHE_MATMUL_B_IN_PLACE_K=N: the
 // least K read in place (default 32; 64 the old) (A/B runs).
+// Rows of A up to the host's M block (one MC block a job: each in-place B row segment is
+// read by every MR panel of the job in turn, from L1 after the first), not only M <= 64:
+// the copy costs a load and a store per element of B against M FMAs, and at M 128-256 that
+// was still ~5% of a ResNet-50 1x1 layer (AVX-512 host, MC 256, one thread, min of 150-200
+// runs, 2 alternating rounds: 512 -> 128 at 28 x 28 429-433 -> 401-409 us, 256 -> 128 at
+// 56 x 56 834-845 -> 790-795, 512 -> 256 at 28 x 28 833-836 -> 810-816, 64 -> 256 at 56 x 56
+// 407-414 -> 396; 128 -> 512 at 28 x 28, two MC blocks, level: left packed). More rows than
+// the M block (ResNet's 256 -> 1024 at 14 x 14: its B packed once for both jobs) stay
+// packed: 422-426 -> 450-459 us in place. LATHE_MATMUL_B_IN_PLACE_MC=0: M <= 64 (A/B runs).
+int64_t b_in_place_max_m(const MatmulParams& P) {
+  static const bool mc = [] {
+    const char* e = std::getenv("LATHE_MATMUL_B_IN_PLACE_MC");
+    return !(e && std::string(e) == "0");
+  }();
+  return mc ? std::max<int64_t>(64, P.mc) : 64;
+}
+
 static int64_t b_in_place_min_k() {
   const char* e = std::getenv("LATHE_MATMUL_B_IN_PLACE_K");  // (read per lowering: tests set it)
   return e && std::atoll(e) > 0 ? std::atoll(e) : 32;
@@ -49,7 +66,7 @@ bool MatmulLowering::reads_b_in_place(const OperandParts& B, const SymInt& Ms, c
   }();
   if (P_.b_in_place == 0 || (!enabled && P_.b_in_place < 0) || G_ != 1 || !B.acc->bounds.empty() || mm_.n_axes.empty()) return false;
   const bool conv_like = mm_.n_axes.size() > 1 || mm_.k_axes.size() > 1;
-  if (P_.b_in_place < 0 && (!conv_like || !Ms.is_const() || Ms.value() > 64 || !Ks.is_const() || Ks.value() < b_in_place_min_k())) return false;
+  if (P_.b_in_place < 0 && (!conv_like || !Ms.is_const() || Ms.value() > b_in_place_max_m(P_) || !Ks.is_const() || Ks.value() < b_in_place_min_k())) return false;
   if (!B.rows[0].table.empty() || !B.ks[0].table.empty()) return false;
   auto c = collapsed(B.acc->addr, mm_.n_axes);
   return c && *c == SymInt(1);

@@ -189,14 +189,14 @@ TEST(Contraction, RaggedPanelWeighsItsVectors) {
       }
 }
 
-// 1x1 convolutions into more than 64 channels (B packed, the ragged-columns kernel) whose
+// 1x1 convolutions into more than 64 channels (B packed or read in place, the ragged-columns kernel) whose
 // positions leave a light last panel (196, 169, 144 = 4, 9, 16 columns past whole panels),
 // weights constant (A prepacked, as an ONNX model's), bias, batch 1 and 3, against the
 // interpreter; on 2 threads the 14 x 14 layer's N blocks are 96 columns (3 + 3 + the light
 // one). llvm.odd_jobs_pool_threads reruns it on 1, 3 and 7 pool threads.
 TEST(Contraction, LightLastPanelSplitMatchesInterpreter) {
   split_then_diff(
-      {"LATHE_MATMUL_TILE", "LATHE_MATMUL_RAGGED_WEIGH", "LATHE_MATMUL_NC"},
+      {"LATHE_MATMUL_TILE", "LATHE_MATMUL_RAGGED_WEIGH", "LATHE_MATMUL_NC", "LATHE_MATMUL_RAGGED_COLS_IN_PLACE"},
       [](const std::string& ir) { EXPECT_NE(ir.find("NC=96 "), std::string::npos) << ir; },
       {{"1x1 14x14 c97 k96, batch 1", conv_graph({1, 97, 14, 14, 96, 1, 1, {1, 1}, {0, 0}, {1, 1}, 1, true, true})},
        {"1x1 14x14 c33 k101, batch 3", conv_graph({3, 33, 14, 14, 101, 1, 1, {1, 1}, {0, 0}, {1, 1}, 1, true, true})},
