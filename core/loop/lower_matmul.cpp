@@ -570,7 +570,9 @@ Stmt MatmulLowering::write_back(ExprRef colpart) {
   // the micro-kernel's accumulators live, so LLVM rematerialises them in the loop), and the
   // two vectors' long chains (a tanh's exp2 and reciprocal) overlap. 128x768 -> 3072 with
   // the tanh GELU: 2.88-2.97 -> 2.80-2.87 ms one thread (3 alternating rounds); a bias-only
-  // epilogue ran 1-2% slower so (2.51-2.60 -> 2.54-2.63 ms): not taken there.
+  // epilogue ran 1-2% slower so (2.51-2.60 -> 2.54-2.63 ms): not taken there. In the models
+  // (weights prepacked) the GELU costs less: GPT-2's 12 fc1 GEMMs 27.89-27.94 -> 27.61-27.85 ms
+  // (fc2's, no GELU: 27.2-27.4), BERT's (erf form) 27.71-27.73 -> 27.65-27.83 (noise).
   // LATHE_MATMUL_EPILOGUE_INTERLEAVE=0: one vector per step (A/B runs).
   static const bool interleave_epi = [] {
     const char* e = std::getenv("LATHE_MATMUL_EPILOGUE_INTERLEAVE");
