@@ -186,6 +186,8 @@ const char* kEnvironment =
     "                           first where its count is odd) (A/B runs)\n"
     "  LATHE_EXP2_FAST=0       llvm: 2^x (every exp) by the previous polynomial (degree-6 Taylor, NaN by\n"
     "                           a final select: 22 AVX2 instructions, not 18) (A/B runs)\n"
+    "  LATHE_MATMUL_EPILOGUE_INTERLEAVE=0  a GEMM epilogue with a transcendental (GELU, sigmoid) runs one\n"
+    "                           vector per step, not its tile row (NR / lanes vectors) as one body (A/B runs)\n"
     "  LATHE_MATMUL_PREFETCH_C=0  the CPU matmuls' micro-kernel does not prefetch its output tile before\n"
     "                           the k loop (A/B runs)\n"
     "  LATHE_MATMUL_PREFETCH_EPILOGUE=0  int8 GEMMs do not prefetch their epilogue's inputs of the\n"

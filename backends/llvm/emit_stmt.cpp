@@ -283,6 +283,8 @@ void FunctionEmitter::add_loop_metadata(llvm::BranchInst* latch, const loop::Loo
   }
   if (a.vectorize && a.masked)  // the peeled tail: one masked vector (tail folding)
     flag("llvm.loop.vectorize.predicate.enable", llvm::ConstantAsMetadata::get(b_.getTrue()));
+  if (a.vectorize && a.interleave > 1 && !param_trips)
+    flag("llvm.loop.interleave.count", llvm::ConstantAsMetadata::get(b_.getInt32(a.interleave)));
   if (a.unroll > 1) flag("llvm.loop.unroll.count", llvm::ConstantAsMetadata::get(b_.getInt32(a.unroll)));
   if (param_trips) flag("llvm.loop.interleave.count", llvm::ConstantAsMetadata::get(b_.getInt32(1)));
   if (ops.size() == 1) return;

@@ -121,6 +121,9 @@ struct LoopAnnot {
                            // deinterleaved (llvm), where its vectorizer left half to a scalar remainder
   int max_trip = 0;        // with stride: the trip is not constant but at most this (a run of a strided
                            // im2col panel); a backend may copy it as masked whole vectors
+  int interleave = 0;      // vectorized: n > 1 vectors per step (llvm: the vectorizer's interleave count;
+                           // a GEMM epilogue's tile row, NR = 2 vectors, as one straight body); 0 = the
+                           // compiler's choice
 };
 
 struct Stmt {

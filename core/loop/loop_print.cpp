@@ -97,6 +97,7 @@ void print_stmts(std::ostringstream& o, const std::vector<Stmt>& body, const Loo
         else if (s.annot.vectorize) o << "vectorized ";
         else if (s.annot.scalar) o << "scalar ";
         if (s.annot.unroll) o << "unroll(" << s.annot.unroll << ") ";
+        if (s.annot.interleave) o << "interleave(" << s.annot.interleave << ") ";
         if (s.annot.stride) o << "strided(" << s.annot.stride << (s.annot.max_trip ? " <= " + std::to_string(s.annot.max_trip) : std::string()) << ") ";
         o << "for " << s.var << " in 0.." << print_expr(s.extent, &f);
         if (!s.reduces.empty()) {
