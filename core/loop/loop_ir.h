@@ -121,6 +121,9 @@ struct LoopAnnot {
                            // deinterleaved (llvm), where its vectorizer left half to a scalar remainder
   int max_trip = 0;        // with stride: the trip is not constant but at most this (a run of a strided
                            // im2col panel); a backend may copy it as masked whole vectors
+  bool transpose = false;  // for j: for e: dst[d(j, e)] = src[s(j, e)] (mask m(j)): a tile transposed, the
+                           // source unit-step in the inner e, the destination in the outer j; a
+                           // backend may copy it as square blocks of vectors transposed in registers
 };
 
 struct Stmt {
