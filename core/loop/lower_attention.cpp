@@ -263,7 +263,7 @@ LoopFunc lower_attention_kernel(const KernelGraph& kg, int kernel, const Attenti
                         {make_for("e", const_int(Ec), {make_local_store("kt", add(mul(e, const_int(BK)), j), load(pk, DType::F32, kaddr, lt(j, kn)))},
                                   "K tile: embedding")},
                         "K tile (transposed): key");
-  ktile.annot.transpose = k_rows;
+  ktile.annot.transpose = ktile.body[0].annot.transpose = k_rows;
   tile.push_back(std::move(ktile));
   // scores: an MR × NR register tile (NQ vectors of LN lanes per row), the embedding loop
   // inside, as the matmul micro-kernel: each K vector feeds MR rows
