@@ -51,6 +51,8 @@ const char* kEnvironment =
     "  LATHE_ATTENTION_CAUSAL_SKIP=0  a causal diagonal tile computes its masked score panels and P.V keys (A/B runs)\n"
     "  LATHE_ATTENTION_CAUSAL_ROWS=0  a causal diagonal tile's softmax rows run over the whole tile, not only up\n"
     "                           to the keys their query block's P.V reads (A/B runs)\n"
+    "  LATHE_ATTENTION_TRANSPOSE=0  the fused attention's K tile copied by the compiler's loops (llvm: scatters), not\n"
+    "                           transposed in registers as 16 x 16 blocks (A/B runs)\n"
     "  LATHE_FLASH_ATTENTION=causal|all|0  an .onnx model loaded by run (and bench --models), kernels, tune,\n"
     "                           the REPL's :load or the app: the flash-attention rules applied at load\n"
     "                           (REPL / app: as a session s, :seek 0 undoes), kept when every fused\n"

@@ -58,6 +58,7 @@ struct LoopDepth {
 int64_t extent_rule(const Stmt& s, int64_t min_trip) {
   if (s.kind != StmtKind::For) return kAny;
   if (s.annot.unroll > 1 || s.annot.stride > 1) return kNever;  // (a strided copy: llvm emits it whole)
+  if (s.annot.transpose) return kNever;  // (a transposing copy's two loops: llvm emits blocks of constant trips)
   return s.annot.parallel || classed(min_trip) ? kAny : min_trip;
 }
 // The size class of a vectorized loop's literal trip count (kClasses): how the vectorizer
@@ -223,6 +224,7 @@ class KeyWalk {
     num(s.annot.unroll);
     if (s.annot.stride) key += "S" + std::to_string(s.annot.stride) + ',';  // (absent: keys as before)
     if (s.annot.max_trip) key += "T" + std::to_string(s.annot.max_trip) + ',';
+    if (s.annot.transpose) key += "X,";
     for (auto& r : s.reduces) str(r);
     num(static_cast<int>(s.reduce_op));
     task_.saw(s, depth_);

@@ -127,6 +127,7 @@ class FunctionEmitter {
   void emit_chunk(const Stmt& loop, const std::vector<std::pair<std::string, Var>>& captures);
   bool try_parallel(const Stmt& s);
   bool try_strided_copy(const Stmt& s);
+  bool try_transpose_copy(const Stmt& s);
   static void collect_names(const ExprRef& e, std::set<std::string>& out);
   llvm::Value* to_bits(llvm::Value* v);
   llvm::Value* from_bits(llvm::Value* bits, llvm::Type* t);

@@ -5,6 +5,8 @@
 #include "backends/llvm/parallel.h"
 
 #include <cstdlib>
+#include <functional>
+#include <optional>
 #include <string>
 
 #include <llvm/IR/MDBuilder.h>
@@ -40,6 +42,7 @@ void FunctionEmitter::emit_stmt(const Stmt& s) {
     case StmtKind::For:
       if (s.annot.parallel && try_parallel(s)) return;
       if ((s.annot.stride >= 2 || (s.annot.stride == 1 && s.annot.max_trip > 0)) && try_strided_copy(s)) return;
+      if (s.annot.transpose && try_transpose_copy(s)) return;
       emit_loop(s, b_.getInt64(0), emit(s.extent));
       return;
     case StmtKind::If: {
@@ -224,6 +227,133 @@ bool FunctionEmitter::try_strided_copy(const Stmt& s) {
     llvm::Value* out = b_.CreateShuffleVector(v, lanes);
     llvm::Value* q = b_.CreateGEP(dst.type, dst.slot, b_.CreateAdd(dbase, b_.getInt64(L * j)));
     tag_access(b_.CreateAlignedStore(out, q, llvm::Align(4)), -1);
+  }
+  return true;
+}
+
+// A transposing copy (annot.transpose: for j < J: for e < E: dst[d(j, e)] = src[s(j, e)], the
+// load masked by m(j); the fused attention's K tile) as blocks of L x L (16 on AVX-512): the
+// block's L source rows j0 + r are loaded as vectors (s unit-step in e; a row whose mask is
+// off, or past J, is zeros and reads nothing; the columns past E masked off), transposed in
+// registers (log2 L stages of two-source shuffles, each swapping the off-diagonal h x h
+// blocks of row pairs r, r + h) and stored as the rows e0 + l of the destination (d
+// unit-step in j; the lanes past J masked off). LLVM's vectorizer scattered it element by
+// element (vscatterqps, ~1.7 cycles an element). Returns false (the plain loops) where the
+// body is not that copy.
+bool FunctionEmitter::try_transpose_copy(const Stmt& s) {
+  if (!host_has("avx512f")) return false;  // (AVX2: masked loads are slow; the vectorizer's copy)
+  constexpr int L = 16;
+  if (!s.extent || s.extent->kind != loop::ExprKind::Const || s.body.size() != 1) return false;
+  const Stmt& in = s.body[0];
+  if (in.kind != StmtKind::For || in.annot.parallel || !in.extent || in.extent->kind != loop::ExprKind::Const || in.body.size() != 1)
+    return false;
+  const int64_t J = s.extent->i, E = in.extent->i;
+  if (J < 1 || E < 1) return false;
+  const Stmt& st = in.body[0];
+  if (st.kind != StmtKind::LocalStore || !st.value) return false;
+  const ExprRef& ld = st.value;
+  if (ld->kind != loop::ExprKind::Load || ld->lanes != 1 || ld->dtype != DType::F32 || ld->args.empty() || ld->args.size() > 2)
+    return false;
+  if (lf_.buffers.at(ld->buffer).dtype != DType::F32) return false;
+  const ExprRef mask = ld->args.size() == 2 ? ld->args[1] : nullptr;
+  if (mask && (mask->lanes != 1 || loop::mentions(mask, in.var))) return false;
+  Var& dst = array_var(st.var);
+  if (dst.lanes != 1 || dst.dtype != DType::F32) return false;
+  // unit steps: the source in e, the destination in j (the affine forms the lowering promised)
+  auto unit_step = [](const ExprRef& x, const std::string& v) {
+    ExprRef x0 = loop::substitute(x, v, loop::const_int(0));
+    return loop::is_const(loop::sub(loop::substitute(x, v, loop::const_int(1)), x0), 1) ||
+           loop::expr_key(x) == loop::expr_key(loop::add(x0, loop::var(v)));
+  };
+  if (!unit_step(ld->args[0], in.var) || !unit_step(st.index, s.var)) return false;
+
+  llvm::Type* i64 = b_.getInt64Ty();
+  llvm::Type* f32 = b_.getFloatTy();
+  llvm::Type* vty = llvm::FixedVectorType::get(f32, L);
+  llvm::Value* zero = llvm::Constant::getNullValue(vty);
+  // j and e bound to slots the block sets before emitting an index
+  std::vector<std::pair<std::string, std::optional<Var>>> saved;
+  auto bind = [&](const std::string& name) {
+    saved.emplace_back(name, vars_.count(name) ? std::optional<Var>(vars_[name]) : std::nullopt);
+    llvm::AllocaInst* slot = entry_alloca(i64, name);
+    vars_[name] = Var{slot, i64, false, 1, DType::I64};
+    return slot;
+  };
+  llvm::AllocaInst* jslot = bind(s.var);
+  llvm::AllocaInst* eslot = bind(in.var);
+  auto first_lanes = [&](int n) {  // <L x i1>: the first n lanes
+    std::vector<llvm::Constant*> m;
+    for (int l = 0; l < L; ++l) m.push_back(b_.getInt1(l < n));
+    return llvm::ConstantVector::get(m);
+  };
+  // the block at rows j0.. (R of them), columns e0.. (C of them)
+  auto block = [&](llvm::Value* j0, llvm::Value* e0, int R, int C) {
+    std::vector<llvm::Value*> v(L, zero);
+    for (int r = 0; r < R; ++r) {
+      b_.CreateStore(b_.CreateAdd(j0, b_.getInt64(r)), jslot);
+      b_.CreateStore(e0, eslot);
+      llvm::Value* p = b_.CreateGEP(f32, buffer_ptrs_.at(ld->buffer), emit(ld->args[0]));
+      llvm::Value* m = nullptr;
+      if (mask) {
+        m = b_.CreateVectorSplat(L, emit(mask));
+        if (C < L) m = b_.CreateAnd(m, first_lanes(C));
+      } else if (C < L) {
+        m = first_lanes(C);
+      }
+      llvm::Instruction* x = m ? static_cast<llvm::Instruction*>(b_.CreateMaskedLoad(vty, p, llvm::Align(4), m, zero))
+                               : static_cast<llvm::Instruction*>(b_.CreateAlignedLoad(vty, p, llvm::Align(4)));
+      v[r] = tag_access(x, ld->buffer);
+    }
+    for (int h = L / 2; h >= 1; h /= 2)
+      for (int r = 0; r < L; ++r) {
+        if (r & h) continue;
+        std::vector<int> lo, hi;
+        for (int l = 0; l < L; ++l) {
+          lo.push_back((l & h) == 0 ? l : L + l - h);
+          hi.push_back((l & h) == 0 ? l + h : L + l);
+        }
+        llvm::Value* a = b_.CreateShuffleVector(v[r], v[r + h], lo);
+        llvm::Value* c = b_.CreateShuffleVector(v[r], v[r + h], hi);
+        v[r] = a, v[r + h] = c;
+      }
+    for (int l = 0; l < C; ++l) {
+      b_.CreateStore(j0, jslot);
+      b_.CreateStore(b_.CreateAdd(e0, b_.getInt64(l)), eslot);
+      llvm::Value* q = b_.CreateGEP(dst.type, dst.slot, emit(st.index));
+      if (R < L) tag_access(b_.CreateMaskedStore(v[l], q, llvm::Align(4), first_lanes(R)), -1);
+      else tag_access(b_.CreateAlignedStore(v[l], q, llvm::Align(4)), -1);
+    }
+  };
+  // for (i = 0; i < n; ++i) body(i), not vectorized (a block is vectors already)
+  auto counted = [&](int64_t n, const std::string& name, const std::function<void(llvm::Value*)>& body) {
+    if (n <= 0) return;
+    if (n == 1) return body(b_.getInt64(0));
+    llvm::AllocaInst* iv = entry_alloca(i64, name);
+    b_.CreateStore(b_.getInt64(0), iv);
+    auto* cond = llvm::BasicBlock::Create(ctx_, name + ".cond", fn_);
+    auto* bb = llvm::BasicBlock::Create(ctx_, name + ".body", fn_);
+    auto* exit = llvm::BasicBlock::Create(ctx_, name + ".exit", fn_);
+    b_.CreateBr(cond);
+    b_.SetInsertPoint(cond);
+    b_.CreateCondBr(b_.CreateICmpSLT(b_.CreateLoad(i64, iv), b_.getInt64(n)), bb, exit);
+    b_.SetInsertPoint(bb);
+    body(b_.CreateLoad(i64, iv));
+    b_.CreateStore(b_.CreateAdd(b_.CreateLoad(i64, iv), b_.getInt64(1)), iv);
+    llvm::BranchInst* latch = b_.CreateBr(cond);
+    loop::LoopAnnot a;
+    a.scalar = true;
+    add_loop_metadata(latch, a);
+    b_.SetInsertPoint(exit);
+  };
+  auto blocks_at = [&](llvm::Value* j0, int R) {  // a row of blocks: E columns
+    counted(E / L, "tr.e", [&](llvm::Value* eb) { block(j0, b_.CreateMul(eb, b_.getInt64(L)), R, L); });
+    if (E % L) block(j0, b_.getInt64(E / L * L), R, (int)(E % L));
+  };
+  counted(J / L, "tr.j", [&](llvm::Value* jb) { blocks_at(b_.CreateMul(jb, b_.getInt64(L)), L); });
+  if (J % L) blocks_at(b_.getInt64(J / L * L), (int)(J % L));
+  for (auto& [name, v] : saved) {
+    if (v) vars_[name] = *v;
+    else vars_.erase(name);
   }
   return true;
 }

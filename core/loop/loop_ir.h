@@ -124,6 +124,11 @@ struct LoopAnnot {
   int interleave = 0;      // vectorized: n > 1 vectors per step (llvm: the vectorizer's interleave count;
                            // a GEMM epilogue's tile row, NR = 2 vectors, as one straight body); 0 = the
                            // compiler's choice
+  bool transpose = false;  // for j: for e: dst[d(j, e)] = src[s(j, e)] (mask m(j)): a tile transposed, the
+                           // source unit-step in the inner e, the destination in the outer j; a
+                           // backend may copy it as square blocks of vectors transposed in registers
+                           // (both loops carry it: their trip counts stay constants in a
+                           // shape-parametric code)
 };
 
 struct Stmt {

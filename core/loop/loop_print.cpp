@@ -99,6 +99,7 @@ void print_stmts(std::ostringstream& o, const std::vector<Stmt>& body, const Loo
         if (s.annot.unroll) o << "unroll(" << s.annot.unroll << ") ";
         if (s.annot.interleave) o << "interleave(" << s.annot.interleave << ") ";
         if (s.annot.stride) o << "strided(" << s.annot.stride << (s.annot.max_trip ? " <= " + std::to_string(s.annot.max_trip) : std::string()) << ") ";
+        if (s.annot.transpose) o << "transpose ";
         o << "for " << s.var << " in 0.." << print_expr(s.extent, &f);
         if (!s.reduces.empty()) {
           o << " reduce " << reduce_op_name(s.reduce_op) << "(";

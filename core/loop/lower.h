@@ -209,6 +209,8 @@ struct AttentionParams {
   int lanes = 8, mr16 = 8;
   bool causal_skip = true;
   bool causal_rows = true;  // causal_skip: the softmax rows stop at their MR block's last key (LATHE_ATTENTION_CAUSAL_ROWS=0)
+  bool transpose = true;    // the K tile's copy is marked annot.transpose where K's rows are contiguous (a backend
+                            // may transpose it in registers) (LATHE_ATTENTION_TRANSPOSE=0)
 };
 AttentionParams host_attention_params();
 LoopFunc lower_attention_kernel(const KernelGraph& kg, int kernel, const AttentionParams& params);

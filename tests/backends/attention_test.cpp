@@ -94,22 +94,26 @@ TEST(FusedAttention, HostLanesAndCausalSkipMatchTheInterpreter) {
   // (the CPU lowering's tiles: cuda renders its own attention kernel)
   if (test::test_backend() != "llvm" && test::test_backend() != "c") GTEST_SKIP() << "CPU backends only";
   struct Mode {
-    const char *lanes, *skip, *tile, *rows = "1";
+    const char *lanes, *skip, *tile, *rows = "1", *transpose = "1";
   };
   for (Mode m : {Mode{"16", "1", nullptr}, Mode{"16", "0", nullptr}, Mode{"8", "1", nullptr}, Mode{"16", "1", "32x48"},
                  Mode{"16", "1", "64x24x8"}, Mode{"16", "1", nullptr, "0"}, Mode{"16", "1", "16x48x8"},
-                 Mode{"16", "1", "48x32x3"}}) {
+                 Mode{"16", "1", "48x32x3"}, Mode{"16", "1", nullptr, "1", "0"}, Mode{"16", "1", "40x40x4"}}) {
     test::ScopedEnv lanes("LATHE_ATTENTION_LANES", m.lanes), skip("LATHE_ATTENTION_CAUSAL_SKIP", m.skip),
-        tile("LATHE_ATTENTION_TILE", m.tile), rows("LATHE_ATTENTION_CAUSAL_ROWS", m.rows);
-    const std::string mode =
-        std::string("lanes=") + m.lanes + " skip=" + m.skip + " tile=" + (m.tile ? m.tile : "-") + " rows=" + m.rows;
+        tile("LATHE_ATTENTION_TILE", m.tile), rows("LATHE_ATTENTION_CAUSAL_ROWS", m.rows),
+        transpose("LATHE_ATTENTION_TRANSPOSE", m.transpose);
+    const std::string mode = std::string("lanes=") + m.lanes + " skip=" + m.skip + " tile=" + (m.tile ? m.tile : "-") +
+                             " rows=" + m.rows + " transpose=" + m.transpose;
     // the schedule says which tile ran (so this test fails if the 16-lane form is never taken)
     const std::string log = test::default_schedule_log(fused(1, 2, 77, 77, 64, 64, true, 0));
-    const std::string want = std::string(" lanes=") + (m.tile && std::string(m.tile) == "64x24x8" ? "8" : m.lanes);
+    const bool eight = m.tile && (std::string(m.tile) == "64x24x8" || std::string(m.tile) == "40x40x4");
+    const std::string want = std::string(" lanes=") + (eight ? "8" : m.lanes);
     EXPECT_NE(log.find(want), std::string::npos) << mode << ": " << log;
     EXPECT_EQ(log.find("skip-masked") != std::string::npos, std::string(m.skip) == "1") << mode << ": " << log;
     EXPECT_EQ(log.find("short-rows") != std::string::npos, std::string(m.skip) == "1" && std::string(m.rows) == "1")
         << mode << ": " << log;
+    // K's rows are contiguous here: its tile copy is marked a transpose (LATHE_ATTENTION_TRANSPOSE=0: not)
+    EXPECT_EQ(log.find("k-transpose") != std::string::npos, std::string(m.transpose) == "1") << mode << ": " << log;
     test::DiffBatch batch;
     for (int64_t T : {1, 7, 33, 77, 129})
       for (int64_t B : {1, 3}) {
