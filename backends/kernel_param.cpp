@@ -225,6 +225,7 @@ class KeyWalk {
     if (s.annot.stride) key += "S" + std::to_string(s.annot.stride) + ',';  // (absent: keys as before)
     if (s.annot.max_trip) key += "T" + std::to_string(s.annot.max_trip) + ',';
     if (s.annot.transpose) key += "X,";
+    if (s.annot.interleave) key += "I" + std::to_string(s.annot.interleave) + ',';
     for (auto& r : s.reduces) str(r);
     num(static_cast<int>(s.reduce_op));
     task_.saw(s, depth_);
